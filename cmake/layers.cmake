@@ -1,0 +1,57 @@
+# The library targets, one per layer. Sources are picked up per folder so that adding an
+# op or a test is adding a file; each layer links only the layers below it.
+
+function(lansbert_layer name)
+  cmake_parse_arguments(L "" "" "SOURCES;DEPS" ${ARGN})
+  if(L_SOURCES)
+    add_library(${name} STATIC ${L_SOURCES})
+    target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/include)
+    target_link_libraries(${name} PUBLIC ${L_DEPS})
+  else()
+    add_library(${name} INTERFACE)
+    target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR}/include)
+    target_link_libraries(${name} INTERFACE ${L_DEPS})
+  endif()
+endfunction()
+
+macro(lansbert_sources var dir)
+  file(GLOB ${var} CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${dir}/*.cc)
+endmacro()
+
+lansbert_sources(CORE_SRC src/core)
+lansbert_layer(lansbert_core SOURCES ${CORE_SRC} DEPS spdlog::spdlog fmt::fmt)
+
+lansbert_layer(lansbert_kernels DEPS lansbert_core)
+
+lansbert_sources(CPU_SRC src/cpu)
+lansbert_layer(lansbert_cpu SOURCES ${CPU_SRC}
+               DEPS lansbert_kernels PkgConfig::OPENBLAS OpenMP::OpenMP_CXX)
+
+lansbert_sources(MODEL_SRC src/model)
+lansbert_layer(lansbert_model SOURCES ${MODEL_SRC} DEPS lansbert_cpu nlohmann_json::nlohmann_json)
+
+lansbert_sources(OPTIM_SRC src/optim)
+lansbert_layer(lansbert_optim SOURCES ${OPTIM_SRC} DEPS lansbert_model)
+
+lansbert_sources(DATA_SRC src/data)
+lansbert_layer(lansbert_data SOURCES ${DATA_SRC} DEPS lansbert_model PkgConfig::UTF8PROC)
+
+if(LANSBERT_HAVE_CUDA)
+  file(GLOB CUDA_SRC CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/*.cu ${PROJECT_SOURCE_DIR}/cuda/*.cc)
+  add_library(lansbert_cuda STATIC ${CUDA_SRC})
+  target_include_directories(lansbert_cuda PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/cuda)
+  target_link_libraries(lansbert_cuda PUBLIC lansbert_model CUDA::cudart CUDA::cublas CUDA::cublasLt)
+  # No --use_fast_math: erf/exp/tanh must match the host twin.
+  target_compile_options(lansbert_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
+  set_target_properties(lansbert_cuda PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
+  target_compile_definitions(lansbert_cuda PUBLIC LANSBERT_HAVE_CUDA=1)
+endif()
+
+lansbert_sources(CLI_SRC src/cli)
+add_executable(lansbert ${CLI_SRC})
+target_link_libraries(lansbert PRIVATE lansbert_model lansbert_optim lansbert_data CLI11::CLI11)
+if(LANSBERT_HAVE_CUDA)
+  target_link_libraries(lansbert PRIVATE lansbert_cuda)
+endif()
+target_compile_definitions(lansbert PRIVATE LANSBERT_VERSION="${PROJECT_VERSION}"
+                           LANSBERT_BUILD_TYPE="${CMAKE_BUILD_TYPE}")

@@ -1,0 +1,58 @@
+// The device allocator: cudaMalloc (never managed memory, which can hang a GPU when
+// oversubscribed), synchronous copies and memset for set-up paths; the step loop itself
+// allocates nothing.
+#include <string>
+
+#include "cuda_check.cuh"
+#include "cuda_api.h"
+#include "lansbert/core/allocator.h"
+
+namespace lansbert::cuda {
+
+namespace {
+class DeviceAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::kCuda; }
+  void* allocate(size_t bytes) override {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 256));
+    return p;
+  }
+  void deallocate(void* p) override { CUDA_CHECK(cudaFree(p)); }
+  void copy_from_host(void* dst, const void* src, size_t bytes) override {
+    CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+  }
+  void copy_device(void* dst, const void* src, size_t bytes) override {
+    CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+  }
+  void set_zero(void* p, size_t bytes) override { CUDA_CHECK(cudaMemset(p, 0, bytes)); }
+};
+}  // namespace
+
+Allocator& device_allocator() {
+  static DeviceAllocator a;
+  return a;
+}
+
+// Returns the number of visible CUDA devices, 0 when there is no driver or no device.
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  return n;
+}
+
+}  // namespace lansbert::cuda
+
+namespace lansbert::cuda {
+
+std::string device_description(int index) {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, index) != cudaSuccess) return "unavailable";
+  return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
+         std::to_string(p.totalGlobalMem >> 30) + " GiB)";
+}
+
+}  // namespace lansbert::cuda

@@ -1,0 +1,29 @@
+// Allocator: where buffers come from. The host allocator lives here; the CUDA backend
+// provides a device allocator (cudaMalloc, never managed memory) with the same interface,
+// so buffers, arenas and the model are written once for both devices.
+#pragma once
+
+#include <cstddef>
+
+#include "lansbert/core/device.h"
+
+namespace lansbert {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual Device device() const = 0;
+  // Returns memory aligned to at least 256 bytes, or ends the job (out of memory is fatal).
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* p) = 0;
+  // Copies between this allocator's memory and host memory, and within device memory.
+  virtual void copy_from_host(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copy_device(void* dst, const void* src, size_t bytes) = 0;
+  virtual void set_zero(void* p, size_t bytes) = 0;
+};
+
+// Returns the process-wide host allocator (aligned malloc).
+Allocator& host_allocator();
+
+}  // namespace lansbert

@@ -1,0 +1,31 @@
+// The one fatal path. LB_CHECK (and the CUDA/cuBLAS/NCCL/MPI families built on it in their
+// own layers) reports rank, host, file:line and the failing statement, then ends the whole
+// job: fatal_error calls the abort hook, which the dist layer sets to MPI_Abort so that no
+// rank is left hanging in a collective. Only program bugs and broken devices come here;
+// bad user input is a Status.
+#pragma once
+
+#include <string>
+
+namespace lansbert {
+
+// Prints "lansbert fatal [rank R on HOST] FILE:LINE: STATEMENT: DETAIL" and aborts.
+[[noreturn]] void fatal_error(const char* file, int line, const char* statement,
+                              const std::string& detail);
+
+// The dist layer installs a hook (MPI_Abort) and the rank shown in messages.
+using AbortHook = void (*)(int exit_code);
+void set_abort_hook(AbortHook hook);
+void set_fatal_rank(int rank);
+
+}  // namespace lansbert
+
+#define LB_CHECK(cond)                                                  \
+  do {                                                                  \
+    if (!(cond)) ::lansbert::fatal_error(__FILE__, __LINE__, #cond, ""); \
+  } while (0)
+
+#define LB_CHECK_MSG(cond, msg)                                            \
+  do {                                                                     \
+    if (!(cond)) ::lansbert::fatal_error(__FILE__, __LINE__, #cond, (msg)); \
+  } while (0)

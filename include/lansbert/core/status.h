@@ -1,0 +1,54 @@
+// Status: the value returned by every operation that can fail for reasons outside the
+// program (a config key, a file, a command-line flag). It carries a code and a message that
+// names the file, field or offset; callers propagate it and the CLI turns it into a clear
+// error and a non-zero exit. Program bugs use LB_CHECK (check.h) instead.
+#pragma once
+
+#include <string>
+#include <utility>
+
+namespace lansbert {
+
+enum class StatusCode {
+  kOk = 0,
+  kInvalidArgument,  // bad flag, config value or shape
+  kNotFound,         // missing file or key
+  kCorrupt,          // file content fails validation (checksum, header, bounds)
+  kIoError,          // read/write/rename failed
+  kUnsupported,      // valid request this build cannot serve
+  kInternal,
+};
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  static Status ok() { return Status(); }
+  static Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
+  static Status corrupt(std::string m) { return {StatusCode::kCorrupt, std::move(m)}; }
+  static Status io_error(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
+  static Status unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
+  static Status internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+
+  bool is_ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+  // "corrupt: ckpt/model.safetensors: header length 9e18 exceeds file size 1024"
+  std::string to_string() const;
+  // Exit code the CLI uses for this status: 0 ok, 2 invalid input, 3 missing, 4 corrupt, 5 I/O.
+  int exit_code() const;
+
+ private:
+  Status(StatusCode c, std::string m) : code_(c), message_(std::move(m)) {}
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+// Returns early from the enclosing function when `expr` yields a non-ok Status.
+#define LB_RETURN_IF_ERROR(expr)            \
+  do {                                      \
+    ::lansbert::Status lb_status_ = (expr); \
+    if (!lb_status_.is_ok()) return lb_status_; \
+  } while (0)
+
+}  // namespace lansbert

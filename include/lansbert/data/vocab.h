@@ -1,0 +1,43 @@
+// Vocab: a WordPiece vocabulary file (one token per line, line number = id), as BERT's
+// vocab.txt. Lookups by token and by id; the special tokens' ids.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "lansbert/core/status.h"
+
+namespace lansbert {
+
+class Vocab {
+ public:
+  // Reads `path`; a missing file, an empty file, a duplicate token (names its line) or a
+  // missing special token ([PAD] [UNK] [CLS] [SEP] [MASK]) is an error.
+  static Status load(const std::string& path, Vocab* out);
+  static Status from_tokens(std::vector<std::string> tokens, Vocab* out);
+
+  int size() const { return static_cast<int>(tokens_.size()); }
+  // Returns the id of `token`, or -1.
+  int32_t find(std::string_view token) const;
+  const std::string& token(int32_t id) const { return tokens_[id]; }
+  const std::vector<std::string>& tokens() const { return tokens_; }
+  // 64-bit FNV-1a over the file's tokens and newlines: shards record it to detect mismatch.
+  uint64_t hash() const { return hash_; }
+
+  int32_t pad_id() const { return pad_; }
+  int32_t unk_id() const { return unk_; }
+  int32_t cls_id() const { return cls_; }
+  int32_t sep_id() const { return sep_; }
+  int32_t mask_id() const { return mask_; }
+
+ private:
+  std::vector<std::string> tokens_;
+  std::unordered_map<std::string, int32_t> index_;
+  uint64_t hash_ = 0;
+  int32_t pad_ = -1, unk_ = -1, cls_ = -1, sep_ = -1, mask_ = -1;
+};
+
+}  // namespace lansbert

@@ -1,0 +1,43 @@
+// BertConfig: the sizes of a BERT model, the named presets, and the parameter table they
+// imply (Hugging Face BertForPreTraining names, weights as [out, in]).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lansbert/core/status.h"
+#include "lansbert/model/param_table.h"
+
+namespace lansbert {
+
+struct BertConfig {
+  int vocab_size = 30522;
+  int hidden = 768;        // H
+  int layers = 12;         // L
+  int heads = 12;          // A; H % A == 0
+  int intermediate = 3072; // I
+  int max_positions = 512;
+  int type_vocab = 2;
+  float layernorm_eps = 1e-12f;
+  float hidden_dropout = 0.1f;     // embeddings, attention output, FFN output
+  float attention_dropout = 0.1f;  // attention probabilities
+  float init_std = 0.02f;
+
+  int head_dim() const { return hidden / heads; }
+  // Checks divisibility and positivity; names the offending field.
+  Status validate() const;
+};
+
+// Presets: bert-tiny (L2 H128 A2 I512), bert-mini (L4 H256 A4 I1024), bert-small (L4 H512 A8
+// I2048), bert-medium (L8 H512 A8 I2048) as in Turc et al. 2019 ("Well-read students learn
+// better"), bert-base (L12 H768 A12 I3072) and bert-large (L24 H1024 A16 I4096) as in Devlin
+// et al. 2019.
+Status bert_preset(const std::string& name, BertConfig* out);
+std::vector<std::string> bert_preset_names();
+
+// The parameter table of BertForPreTraining in Hugging Face order and names. The MLM decoder
+// weight is tied to bert.embeddings.word_embeddings.weight and has no entry of its own.
+ParamTable make_bert_param_table(const BertConfig& c);
+
+}  // namespace lansbert

@@ -1,0 +1,43 @@
+// `lansbert info`: what this build and this machine offer (version, build options, BLAS,
+// CUDA devices, MPI/NCCL availability, threads), so a user can check a node before a job.
+#include <omp.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "commands.h"
+#ifdef LANSBERT_HAVE_CUDA
+#include "cuda_api.h"
+#endif
+
+extern "C" char* openblas_get_config(void);
+extern "C" int openblas_get_num_threads(void);
+
+namespace lansbert::cli {
+
+namespace {
+int run_info() {
+  std::printf("lansbert %s (%s build)\n", LANSBERT_VERSION, LANSBERT_BUILD_TYPE);
+  std::printf("  compiler      : %s\n", __VERSION__);
+  std::printf("  BLAS          : %s (%d threads)\n", openblas_get_config(),
+              openblas_get_num_threads());
+  std::printf("  OpenMP threads: %d (hardware threads %u)\n", omp_get_max_threads(),
+              std::thread::hardware_concurrency());
+#ifdef LANSBERT_HAVE_CUDA
+  const int n = cuda::device_count();
+  std::printf("  CUDA backend  : built, %d device(s) visible\n", n);
+  for (int i = 0; i < n; ++i) std::printf("    [%d] %s\n", i, cuda::device_description(i).c_str());
+#else
+  std::printf("  CUDA backend  : not built (configure with -DLANSBERT_CUDA=ON)\n");
+#endif
+  return 0;
+}
+}  // namespace
+
+void add_info_command(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("info", "Print version, build options and devices");
+  sub->callback([] { set_exit_code(run_info()); });
+}
+
+}  // namespace lansbert::cli

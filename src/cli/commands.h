@@ -1,0 +1,20 @@
+// The subcommands of the lansbert program. Each lives in its own cmd_<name>.cc and registers
+// itself on the CLI11 app; its callback runs the command and records the exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "lansbert/core/status.h"
+
+namespace lansbert::cli {
+
+void add_info_command(CLI::App& app);
+
+
+// Records the process exit code of the command that ran (last write wins).
+void set_exit_code(int code);
+int exit_code();
+// Prints "lansbert: error: <status>" to stderr and records its exit code.
+void report(const Status& s);
+
+}  // namespace lansbert::cli

@@ -1,0 +1,34 @@
+// The lansbert program: one binary, one subcommand per job (DESIGN.md "How users run it").
+// Parsing errors exit 2 with CLI11's message naming the flag; command failures exit with
+// the code their Status maps to.
+#include <cstdio>
+
+#include "commands.h"
+
+namespace lansbert::cli {
+namespace {
+int g_exit_code = 0;
+}
+void set_exit_code(int code) { g_exit_code = code; }
+int exit_code() { return g_exit_code; }
+void report(const Status& s) {
+  if (s.is_ok()) return;
+  std::fprintf(stderr, "lansbert: error: %s\n", s.to_string().c_str());
+  set_exit_code(s.exit_code());
+}
+}  // namespace lansbert::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"lansbert " LANSBERT_VERSION ": BERT pretraining with LANS and LAMB"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "lansbert " LANSBERT_VERSION);
+  lansbert::cli::add_info_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  return lansbert::cli::exit_code();
+}

@@ -1,0 +1,31 @@
+// fatal_error: the single reporter behind every check macro.
+#include "lansbert/core/check.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+namespace lansbert {
+
+namespace {
+std::atomic<AbortHook> g_abort_hook{nullptr};
+std::atomic<int> g_rank{-1};
+}  // namespace
+
+void set_abort_hook(AbortHook hook) { g_abort_hook.store(hook); }
+void set_fatal_rank(int rank) { g_rank.store(rank); }
+
+void fatal_error(const char* file, int line, const char* statement, const std::string& detail) {
+  char host[256] = "?";
+  gethostname(host, sizeof(host) - 1);
+  int rank = g_rank.load();
+  std::fprintf(stderr, "lansbert fatal [rank %d on %s] %s:%d: %s%s%s\n", rank, host, file, line,
+               statement, detail.empty() ? "" : ": ", detail.c_str());
+  std::fflush(stderr);
+  if (AbortHook hook = g_abort_hook.load()) hook(1);
+  std::abort();
+}
+
+}  // namespace lansbert

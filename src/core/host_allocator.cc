@@ -1,0 +1,34 @@
+// The host allocator: 256-byte aligned malloc, memcpy and memset.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "lansbert/core/allocator.h"
+#include "lansbert/core/check.h"
+
+namespace lansbert {
+
+namespace {
+class HostAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::kCpu; }
+  void* allocate(size_t bytes) override {
+    const size_t rounded = (bytes + 255) / 256 * 256;
+    void* p = std::aligned_alloc(256, rounded ? rounded : 256);
+    LB_CHECK_MSG(p != nullptr, "host allocation of " + std::to_string(bytes) + " bytes failed");
+    return p;
+  }
+  void deallocate(void* p) override { std::free(p); }
+  void copy_from_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void set_zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+};
+}  // namespace
+
+Allocator& host_allocator() {
+  static HostAllocator a;
+  return a;
+}
+
+}  // namespace lansbert

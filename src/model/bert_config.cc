@@ -1,0 +1,100 @@
+// Presets, validation and the BertForPreTraining parameter table.
+#include "lansbert/model/bert_config.h"
+
+#include <string>
+
+namespace lansbert {
+
+Status BertConfig::validate() const {
+  auto positive = [](int v, const char* field) -> Status {
+    if (v <= 0) return Status::invalid_argument(std::string("model.") + field + " must be positive, got " + std::to_string(v));
+    return Status::ok();
+  };
+  LB_RETURN_IF_ERROR(positive(vocab_size, "vocab_size"));
+  LB_RETURN_IF_ERROR(positive(hidden, "hidden"));
+  LB_RETURN_IF_ERROR(positive(layers, "layers"));
+  LB_RETURN_IF_ERROR(positive(heads, "heads"));
+  LB_RETURN_IF_ERROR(positive(intermediate, "intermediate"));
+  LB_RETURN_IF_ERROR(positive(max_positions, "max_positions"));
+  LB_RETURN_IF_ERROR(positive(type_vocab, "type_vocab"));
+  if (hidden % heads != 0)
+    return Status::invalid_argument("model.hidden (" + std::to_string(hidden) +
+                                    ") must be divisible by model.heads (" + std::to_string(heads) + ")");
+  if (!(hidden_dropout >= 0 && hidden_dropout < 1))
+    return Status::invalid_argument("model.hidden_dropout must be in [0, 1)");
+  if (!(attention_dropout >= 0 && attention_dropout < 1))
+    return Status::invalid_argument("model.attention_dropout must be in [0, 1)");
+  if (!(layernorm_eps > 0)) return Status::invalid_argument("model.layernorm_eps must be positive");
+  return Status::ok();
+}
+
+namespace {
+struct Preset {
+  const char* name;
+  int layers, hidden, heads, intermediate;
+};
+constexpr Preset kPresets[] = {
+    {"bert-tiny", 2, 128, 2, 512},     {"bert-mini", 4, 256, 4, 1024},
+    {"bert-small", 4, 512, 8, 2048},   {"bert-medium", 8, 512, 8, 2048},
+    {"bert-base", 12, 768, 12, 3072},  {"bert-large", 24, 1024, 16, 4096},
+};
+}  // namespace
+
+Status bert_preset(const std::string& name, BertConfig* out) {
+  for (const Preset& p : kPresets) {
+    if (name == p.name) {
+      BertConfig c;
+      c.layers = p.layers;
+      c.hidden = p.hidden;
+      c.heads = p.heads;
+      c.intermediate = p.intermediate;
+      *out = c;
+      return Status::ok();
+    }
+  }
+  std::string known;
+  for (const Preset& p : kPresets) known += std::string(known.empty() ? "" : ", ") + p.name;
+  return Status::invalid_argument("unknown model preset '" + name + "' (known: " + known + ")");
+}
+
+std::vector<std::string> bert_preset_names() {
+  std::vector<std::string> v;
+  for (const Preset& p : kPresets) v.push_back(p.name);
+  return v;
+}
+
+ParamTable make_bert_param_table(const BertConfig& c) {
+  const int64_t H = c.hidden, I = c.intermediate;
+  ParamTable t;
+  auto linear = [&](const std::string& prefix, int64_t out, int64_t in) {
+    t.add(prefix + ".weight", {out, in}, ParamRole::kWeight);
+    t.add(prefix + ".bias", {out}, ParamRole::kBias);
+  };
+  auto layernorm = [&](const std::string& prefix) {
+    t.add(prefix + ".weight", {H}, ParamRole::kLayerNormGamma);
+    t.add(prefix + ".bias", {H}, ParamRole::kLayerNormBeta);
+  };
+  t.add("bert.embeddings.word_embeddings.weight", {c.vocab_size, H}, ParamRole::kEmbedding);
+  t.add("bert.embeddings.position_embeddings.weight", {c.max_positions, H}, ParamRole::kEmbedding);
+  t.add("bert.embeddings.token_type_embeddings.weight", {c.type_vocab, H}, ParamRole::kEmbedding);
+  layernorm("bert.embeddings.LayerNorm");
+  for (int l = 0; l < c.layers; ++l) {
+    const std::string p = "bert.encoder.layer." + std::to_string(l);
+    linear(p + ".attention.self.query", H, H);
+    linear(p + ".attention.self.key", H, H);
+    linear(p + ".attention.self.value", H, H);
+    linear(p + ".attention.output.dense", H, H);
+    layernorm(p + ".attention.output.LayerNorm");
+    linear(p + ".intermediate.dense", I, H);
+    linear(p + ".output.dense", H, I);
+    layernorm(p + ".output.LayerNorm");
+  }
+  linear("bert.pooler.dense", H, H);
+  linear("cls.predictions.transform.dense", H, H);
+  layernorm("cls.predictions.transform.LayerNorm");
+  t.add("cls.predictions.bias", {c.vocab_size}, ParamRole::kBias);
+  linear("cls.seq_relationship", 2, H);
+  return t;
+}
+
+}  // namespace lansbert

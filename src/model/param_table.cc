@@ -1,0 +1,52 @@
+// ParamTable bookkeeping: aligned offsets, lookups, and the role policies.
+#include "lansbert/model/param_table.h"
+
+#include "lansbert/core/check.h"
+
+namespace lansbert {
+
+const char* param_role_name(ParamRole r) {
+  switch (r) {
+    case ParamRole::kWeight: return "weight";
+    case ParamRole::kEmbedding: return "embedding";
+    case ParamRole::kBias: return "bias";
+    case ParamRole::kLayerNormGamma: return "layernorm_gamma";
+    case ParamRole::kLayerNormBeta: return "layernorm_beta";
+  }
+  return "?";
+}
+
+bool role_decays_by_default(ParamRole r) {
+  return r == ParamRole::kWeight || r == ParamRole::kEmbedding;
+}
+
+const ParamEntry& ParamTable::add(std::string name, std::vector<int64_t> shape, ParamRole role) {
+  LB_CHECK_MSG(find(name) == nullptr, "duplicate parameter " + name);
+  ParamEntry e;
+  e.name = std::move(name);
+  e.numel = 1;
+  for (int64_t d : shape) {
+    LB_CHECK(d > 0);
+    e.numel *= static_cast<size_t>(d);
+  }
+  e.shape = std::move(shape);
+  e.role = role;
+  e.offset = (total_ + kAlign - 1) / kAlign * kAlign;
+  total_ = e.offset + e.numel;
+  entries_.push_back(std::move(e));
+  return entries_.back();
+}
+
+size_t ParamTable::parameter_count() const {
+  size_t n = 0;
+  for (const auto& e : entries_) n += e.numel;
+  return n;
+}
+
+const ParamEntry* ParamTable::find(const std::string& name) const {
+  for (const auto& e : entries_)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+}  // namespace lansbert
