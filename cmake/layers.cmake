@@ -25,7 +25,7 @@ lansbert_layer(lansbert_kernels DEPS lansbert_core)
 
 lansbert_sources(CPU_SRC src/cpu)
 lansbert_layer(lansbert_cpu SOURCES ${CPU_SRC}
-               DEPS lansbert_kernels PkgConfig::OPENBLAS OpenMP::OpenMP_CXX)
+               DEPS lansbert_kernels lansbert_blas OpenMP::OpenMP_CXX)
 
 lansbert_sources(MODEL_SRC src/model)
 lansbert_layer(lansbert_model SOURCES ${MODEL_SRC} DEPS lansbert_cpu nlohmann_json::nlohmann_json)

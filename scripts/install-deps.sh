@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
-  libopenblas-dev libopenmpi-dev openmpi-bin libfabric-dev libhdf5-dev
+  libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin libfabric-dev libhdf5-dev
   libutf8proc-dev libgtest-dev
 )
 # Extras that a caller may ask for (benchmarks, plots): scripts/install-deps.sh --extras

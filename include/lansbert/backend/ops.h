@@ -1,0 +1,91 @@
+// Ops<T>: the operations the model is built from, as forward/backward pairs with the same
+// argument order. The CPU backend (OpenMP + OpenBLAS) and the CUDA backend (kernels +
+// cuBLAS) implement it over the shared math bodies in include/lansbert/kernels, so the
+// model is written once. All matrices are row-major. Conventions (llm.c's): activation
+// gradients are written (=), parameter gradients are accumulated (+=).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "lansbert/core/allocator.h"
+#include "lansbert/core/philox.h"
+
+namespace lansbert {
+
+enum class Trans { kNo, kYes };
+
+// Two-level batch of GEMMs: matrix (o, i) of A starts at a + o*a_outer + i*a_inner, and so on.
+// Attention uses outer = batch, inner = heads, so heads are read in place from [B, S, H]
+// activations with no transpose copies.
+struct GemmBatch {
+  int outer = 1, inner = 1;
+  int64_t a_outer = 0, a_inner = 0;
+  int64_t b_outer = 0, b_inner = 0;
+  int64_t c_outer = 0, c_inner = 0;
+};
+
+template <typename T>
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual Allocator& allocator() = 0;
+  virtual void zero(T* p, size_t n) = 0;
+
+  // C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C
+  virtual void gemm(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a, int lda,
+                    const T* b, int ldb, T beta, T* c, int ldc) = 0;
+  virtual void gemm_batched(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a,
+                            int lda, const T* b, int ldb, T beta, T* c, int ldc,
+                            const GemmBatch& batch) = 0;
+
+  // y[r, c] += bias[c]                      | dbias[c] += sum_r dy[r, c]
+  virtual void bias_add_forward(T* y, const T* bias, int rows, int cols) = 0;
+  virtual void bias_add_backward(const T* dy, T* dbias, int rows, int cols) = 0;
+
+  // y = a + b                               | backward of a residual: dst += src
+  virtual void add_forward(const T* a, const T* b, T* y, size_t n) = 0;
+  virtual void accumulate(T* dst, const T* src, size_t n) = 0;
+
+  // Per row of x [rows, cols]; saves mean and rstd [rows] for the backward.
+  virtual void layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* mean,
+                                 T* rstd, int rows, int cols, T eps) = 0;
+  virtual void layernorm_backward(const T* dy, const T* x, const T* gamma, const T* mean,
+                                  const T* rstd, T* dx, T* dgamma, T* dbeta, int rows,
+                                  int cols) = 0;
+
+  virtual void gelu_forward(const T* x, T* y, size_t n) = 0;
+  virtual void gelu_backward(const T* dy, const T* x, T* dx, size_t n) = 0;
+  virtual void tanh_forward(const T* x, T* y, size_t n) = 0;
+  virtual void tanh_backward(const T* dy, const T* y, T* dx, size_t n) = 0;
+
+  // Inverted dropout with drop probability p; the mask is redrawn from `key`, never stored.
+  virtual void dropout_forward(const T* x, T* y, size_t n, float p, RngKey key) = 0;
+  virtual void dropout_backward(const T* dy, T* dx, size_t n, float p, RngKey key) = 0;
+
+  // scores/probs [B, A, S, S]; key_mask [B, S] (1 = real token). Row (b, a, i) is a softmax
+  // over keys j of scale * scores.
+  virtual void softmax_forward(const T* scores, const int32_t* key_mask, T* probs, int batch,
+                               int heads, int seq, T scale) = 0;
+  virtual void softmax_backward(const T* dprobs, const T* probs, T* dscores, int batch,
+                                int heads, int seq, T scale) = 0;
+
+  // out[i, :] (+)= table[ids[i], :]          | dtable[ids[i], :] += dout[i, :] (deterministic)
+  virtual void embedding_forward(const int32_t* ids, const T* table, T* out, int n, int dim,
+                                 bool accumulate) = 0;
+  virtual void embedding_backward(const int32_t* ids, const T* dout, T* dtable, int n, int dim) = 0;
+
+  // dst[i, :] = src[index[i], :]            | dsrc[index[i], :] += ddst[i, :] (deterministic)
+  virtual void gather_rows_forward(const T* src, const int32_t* index, T* dst, int n, int dim) = 0;
+  virtual void gather_rows_backward(const T* ddst, const int32_t* index, T* dsrc, int n,
+                                    int dim) = 0;
+
+  // Per row of logits [rows, classes]: loss (0 if label < 0) and whether argmax == label.
+  // Backward writes dlogits = weight * (softmax - onehot), zero rows for ignored labels.
+  virtual void cross_entropy_forward(const T* logits, const int32_t* labels, T* losses,
+                                     int32_t* correct, int rows, int classes) = 0;
+  virtual void cross_entropy_backward(const T* logits, const int32_t* labels, T* dlogits,
+                                      int rows, int classes, T weight) = 0;
+};
+
+}  // namespace lansbert

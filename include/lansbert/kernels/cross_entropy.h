@@ -1,0 +1,46 @@
+// Softmax cross-entropy math for one row of logits with an integer label; label < 0 means
+// "ignore" (an unused masked-LM slot) and contributes no loss and no gradient.
+//   loss = logsumexp(x) - x[label],  dx_j = w * (softmax(x)_j - [j == label])
+// The prediction for accuracy is the first index of the maximum logit.
+#pragma once
+
+#include <cstdint>
+
+#include "lansbert/kernels/math.h"
+
+namespace lansbert::kern {
+
+template <typename T>
+struct CrossEntropyRow {
+  T loss;       // 0 when ignored
+  int32_t argmax;
+  T max;        // for the backward pass
+  T sum_exp;    // sum exp(x - max)
+};
+
+template <typename T>
+LB_HOST_DEVICE CrossEntropyRow<T> cross_entropy_row(const T* x, int n, int32_t label) {
+  CrossEntropyRow<T> r{};
+  r.max = x[0];
+  r.argmax = 0;
+  for (int j = 1; j < n; ++j)
+    if (x[j] > r.max) {
+      r.max = x[j];
+      r.argmax = j;
+    }
+  T s = 0;
+  for (int j = 0; j < n; ++j) s += lb_exp(x[j] - r.max);
+  r.sum_exp = s;
+  r.loss = label >= 0 ? (lb_log(s) + r.max - x[label]) : T(0);
+  return r;
+}
+
+// Gradient of w * loss for element j of a row whose max and sum_exp are known.
+template <typename T>
+LB_HOST_DEVICE T cross_entropy_dx(T xj, int j, int32_t label, T max, T sum_exp, T w) {
+  if (label < 0) return T(0);
+  const T p = lb_exp(xj - max) / sum_exp;
+  return w * (p - (j == label ? T(1) : T(0)));
+}
+
+}  // namespace lansbert::kern

@@ -1,0 +1,89 @@
+// BertModel<T>: BERT for pretraining (embeddings, post-LN encoder layers, pooler, MLM head
+// with the decoder tied to the word embeddings, NSP head) written as explicit forward and
+// backward passes over an Ops<T> backend. Parameters and gradients are two flat buffers laid
+// out by the parameter table; activations live in one arena sized for the largest
+// micro-batch at construction, so a step allocates nothing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "lansbert/backend/ops.h"
+#include "lansbert/core/buffer.h"
+#include "lansbert/model/batch.h"
+#include "lansbert/model/bert_config.h"
+#include "lansbert/model/param_table.h"
+
+namespace lansbert {
+
+template <typename T>
+struct BertState;  // activations and parameter locations (src/model/bert_model_impl.h)
+
+struct StepContext {
+  bool train = true;   // dropout on
+  uint64_t seed = 0;   // the run's dropout seed
+  uint32_t step = 0;   // micro-step counter: dropout masks differ per micro-step
+};
+
+struct ForwardResult {
+  double mlm_loss = 0;   // mean over the batch's masked positions
+  double nsp_loss = 0;   // mean over sequences
+  double total_loss = 0; // mlm_loss + nsp_loss, as Hugging Face BertForPreTraining
+  int64_t mlm_count = 0, mlm_correct = 0;
+  int64_t nsp_count = 0, nsp_correct = 0;
+  double mlm_accuracy() const { return mlm_count ? double(mlm_correct) / mlm_count : 0.0; }
+  double nsp_accuracy() const { return nsp_count ? double(nsp_correct) / nsp_count : 0.0; }
+};
+
+struct ModelLimits {
+  int max_batch = 8;   // B
+  int max_seq = 128;   // S
+  int max_pred = 20;   // P
+};
+
+template <typename T>
+class BertModel {
+ public:
+  BertModel(const BertConfig& config, Ops<T>& ops, ModelLimits limits);
+  ~BertModel();
+  BertModel(const BertModel&) = delete;
+  BertModel& operator=(const BertModel&) = delete;
+
+  const BertConfig& config() const { return config_; }
+  const ParamTable& table() const { return table_; }
+  const ModelLimits& limits() const { return limits_; }
+  Ops<T>& ops() { return ops_; }
+  // Flat buffers on the backend's device, table_.total_elements() long.
+  T* params() { return params_.data(); }
+  T* grads() { return grads_.data(); }
+  const T* params() const { return params_.data(); }
+  const T* grads() const { return grads_.data(); }
+  T* param(const ParamEntry& e) { return params_.data() + e.offset; }
+  T* grad(const ParamEntry& e) { return grads_.data() + e.offset; }
+  size_t activation_bytes() const { return arena_bytes_; }
+
+  // BERT's initialisation: normal(0, init_std) weights and embeddings (the [PAD] row of the
+  // word embeddings zero, as Hugging Face does), zero biases, LayerNorm gamma 1 and beta 0.
+  // Drawn with Philox keyed by (seed, tensor index): the same on every device.
+  void init_params(uint64_t seed);
+  void zero_grads();
+
+  // Runs the forward pass and keeps what backward needs. REQUIRES: batch within limits,
+  // ids < vocab, positions < seq_len.
+  ForwardResult forward(const Batch& batch, const StepContext& ctx);
+  // Adds d(loss_weight * total_loss)/d(params) of the last forward to grads().
+  void backward(T loss_weight);
+
+ private:
+  BertConfig config_;
+  ParamTable table_;
+  Ops<T>& ops_;
+  ModelLimits limits_;
+  Buffer<T> params_, grads_;
+  Buffer<char> arena_buffer_;
+  size_t arena_bytes_ = 0;
+  std::unique_ptr<BertState<T>> state_;
+};
+
+}  // namespace lansbert

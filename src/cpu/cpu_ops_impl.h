@@ -1,0 +1,68 @@
+// CpuOps<T>: the CPU implementation of Ops<T>. The methods are defined by topic in the
+// cpu_*.cc files beside this header, each instantiated for float and double.
+#pragma once
+
+#include "lansbert/backend/cpu_ops.h"
+
+namespace lansbert::cpu {
+
+template <typename T>
+class CpuOps final : public Ops<T> {
+ public:
+  Allocator& allocator() override { return host_allocator(); }
+  void zero(T* p, size_t n) override;
+
+  void gemm(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b,
+            int ldb, T beta, T* c, int ldc) override;
+  void gemm_batched(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a, int lda,
+                    const T* b, int ldb, T beta, T* c, int ldc, const GemmBatch& batch) override;
+
+  void bias_add_forward(T* y, const T* bias, int rows, int cols) override;
+  void bias_add_backward(const T* dy, T* dbias, int rows, int cols) override;
+  void add_forward(const T* a, const T* b, T* y, size_t n) override;
+  void accumulate(T* dst, const T* src, size_t n) override;
+
+  void layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd,
+                         int rows, int cols, T eps) override;
+  void layernorm_backward(const T* dy, const T* x, const T* gamma, const T* mean, const T* rstd,
+                          T* dx, T* dgamma, T* dbeta, int rows, int cols) override;
+
+  void gelu_forward(const T* x, T* y, size_t n) override;
+  void gelu_backward(const T* dy, const T* x, T* dx, size_t n) override;
+  void tanh_forward(const T* x, T* y, size_t n) override;
+  void tanh_backward(const T* dy, const T* y, T* dx, size_t n) override;
+  void dropout_forward(const T* x, T* y, size_t n, float p, RngKey key) override;
+  void dropout_backward(const T* dy, T* dx, size_t n, float p, RngKey key) override;
+
+  void softmax_forward(const T* scores, const int32_t* key_mask, T* probs, int batch, int heads,
+                       int seq, T scale) override;
+  void softmax_backward(const T* dprobs, const T* probs, T* dscores, int batch, int heads,
+                        int seq, T scale) override;
+
+  void embedding_forward(const int32_t* ids, const T* table, T* out, int n, int dim,
+                         bool accumulate) override;
+  void embedding_backward(const int32_t* ids, const T* dout, T* dtable, int n, int dim) override;
+  void gather_rows_forward(const T* src, const int32_t* index, T* dst, int n, int dim) override;
+  void gather_rows_backward(const T* ddst, const int32_t* index, T* dsrc, int n, int dim) override;
+
+  void cross_entropy_forward(const T* logits, const int32_t* labels, T* losses, int32_t* correct,
+                             int rows, int classes) override;
+  void cross_entropy_backward(const T* logits, const int32_t* labels, T* dlogits, int rows,
+                              int classes, T weight) override;
+};
+
+// Loops with less work than this run on one thread: a parallel region costs a few
+// microseconds of fork/join, far more when another process holds the other cores.
+constexpr size_t kMinParallelWork = size_t(1) << 15;
+inline bool worth_threads(size_t work) { return work >= kMinParallelWork; }
+
+// Column blocks for reductions over rows: thread t owns columns [begin, end) and adds rows
+// in order, so each sum has one fixed order whatever the thread count.
+inline void column_block(int cols, int block, int* begin, int* end) {
+  constexpr int kWidth = 64;
+  *begin = block * kWidth;
+  *end = *begin + kWidth < cols ? *begin + kWidth : cols;
+}
+inline int column_blocks(int cols) { return (cols + 63) / 64; }
+
+}  // namespace lansbert::cpu

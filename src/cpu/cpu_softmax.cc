@@ -1,0 +1,30 @@
+// Attention softmax on the CPU: one task per (batch, head, query) row.
+#include "cpu_ops_impl.h"
+#include "lansbert/kernels/softmax.h"
+
+namespace lansbert::cpu {
+
+template <typename T>
+void CpuOps<T>::softmax_forward(const T* scores, const int32_t* key_mask, T* probs, int batch,
+                                int heads, int seq, T scale) {
+  const int64_t rows = int64_t(batch) * heads * seq;
+#pragma omp parallel for schedule(static) if (worth_threads(size_t(rows) * seq))
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t b = r / (int64_t(heads) * seq);
+    kern::masked_softmax_row(scores + r * seq, key_mask + b * seq, seq, scale, probs + r * seq);
+  }
+}
+
+template <typename T>
+void CpuOps<T>::softmax_backward(const T* dprobs, const T* probs, T* dscores, int batch,
+                                 int heads, int seq, T scale) {
+  const int64_t rows = int64_t(batch) * heads * seq;
+#pragma omp parallel for schedule(static) if (worth_threads(size_t(rows) * seq))
+  for (int64_t r = 0; r < rows; ++r)
+    kern::masked_softmax_row_backward(dprobs + r * seq, probs + r * seq, seq, scale, dscores + r * seq);
+}
+
+template class CpuOps<float>;
+template class CpuOps<double>;
+
+}  // namespace lansbert::cpu

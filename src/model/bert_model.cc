@@ -1,0 +1,272 @@
+// BertModel: construction (parameter table, flat buffers, arena layout), initialisation,
+// and the forward/backward orchestration over the parts in encoder_layer.cc,
+// embeddings.cc and pretraining_heads.cc.
+#include "lansbert/model/bert_model.h"
+
+#include <cmath>
+#include <string>
+
+#include "bert_model_impl.h"
+#include "lansbert/core/check.h"
+
+namespace lansbert {
+
+namespace {
+const ParamEntry* entry(const ParamTable& t, const std::string& name) {
+  const ParamEntry* e = t.find(name);
+  LB_CHECK_MSG(e != nullptr, "parameter table has no " + name);
+  return e;
+}
+LinearParams linear(const ParamTable& t, const std::string& prefix) {
+  return {entry(t, prefix + ".weight"), entry(t, prefix + ".bias")};
+}
+}  // namespace
+
+template <typename T>
+void BertState<T>::layout(Arena& a, const ModelLimits& lim) {
+  const BertConfig& c = *config;
+  const size_t B = lim.max_batch, S = lim.max_seq, N = B * S, Pt = B * lim.max_pred;
+  const size_t H = c.hidden, I = c.intermediate, V = c.vocab_size;
+  const size_t BASS = B * c.heads * S * S;
+  ids = a.take<int32_t>(N);
+  seg = a.take<int32_t>(N);
+  mask = a.take<int32_t>(N);
+  pos_ids = a.take<int32_t>(N);
+  cls_index = a.take<int32_t>(B);
+  mlm_index = a.take<int32_t>(Pt);
+  mlm_labels = a.take<int32_t>(Pt);
+  nsp_labels = a.take<int32_t>(B);
+  emb_sum = a.take<T>(N * H);
+  emb_mean = a.take<T>(N);
+  emb_rstd = a.take<T>(N);
+  emb_out = a.take<T>(N * H);
+  layers.resize(c.layers);
+  const bool attn_dropout = c.attention_dropout > 0;
+  for (LayerActs<T>& l : layers) {
+    l.q = a.take<T>(N * H);
+    l.k = a.take<T>(N * H);
+    l.v = a.take<T>(N * H);
+    l.probs = a.take<T>(BASS);
+    l.probs_drop = attn_dropout ? a.take<T>(BASS) : nullptr;
+    l.ctx = a.take<T>(N * H);
+    l.res1 = a.take<T>(N * H);
+    l.mean1 = a.take<T>(N);
+    l.rstd1 = a.take<T>(N);
+    l.h1 = a.take<T>(N * H);
+    l.ffn_pre = a.take<T>(N * I);
+    l.ffn_act = a.take<T>(N * I);
+    l.res2 = a.take<T>(N * H);
+    l.mean2 = a.take<T>(N);
+    l.rstd2 = a.take<T>(N);
+    l.h2 = a.take<T>(N * H);
+  }
+  mlm_x = a.take<T>(Pt * H);
+  mlm_pre = a.take<T>(Pt * H);
+  mlm_act = a.take<T>(Pt * H);
+  mlm_mean = a.take<T>(Pt);
+  mlm_rstd = a.take<T>(Pt);
+  mlm_norm = a.take<T>(Pt * H);
+  mlm_logits = a.take<T>(Pt * V);
+  mlm_losses = a.take<T>(Pt);
+  mlm_correct = a.take<int32_t>(Pt);
+  cls_x = a.take<T>(B * H);
+  pool_pre = a.take<T>(B * H);
+  pooled = a.take<T>(B * H);
+  nsp_logits = a.take<T>(B * 2);
+  nsp_losses = a.take<T>(B);
+  nsp_correct = a.take<int32_t>(B);
+  for (T** p : {&dh, &d_a, &d_b, &d_c, &d_q, &d_k, &d_v, &d_ctx}) *p = a.take<T>(N * H);
+  d_ffn = a.take<T>(N * I);
+  d_probs = a.take<T>(BASS);
+  d_scores = a.take<T>(BASS);
+  d_mlm_logits = a.take<T>(Pt * V);
+  d_m1 = a.take<T>(Pt * H);
+  d_m2 = a.take<T>(Pt * H);
+  d_nsp_logits = a.take<T>(B * 2);
+  d_p1 = a.take<T>(B * H);
+  d_p2 = a.take<T>(B * H);
+}
+
+template <typename T>
+BertModel<T>::BertModel(const BertConfig& config, Ops<T>& ops, ModelLimits limits)
+    : config_(config), table_(make_bert_param_table(config)), ops_(ops), limits_(limits) {
+  LB_CHECK_MSG(config_.validate().is_ok(), config_.validate().to_string());
+  LB_CHECK(limits.max_batch > 0 && limits.max_seq > 0 && limits.max_pred > 0);
+  LB_CHECK_MSG(limits.max_seq <= config.max_positions, "sequence longer than the position table");
+  params_ = Buffer<T>(table_.total_elements(), ops.allocator());
+  grads_ = Buffer<T>(table_.total_elements(), ops.allocator());
+  params_.zero();
+  grads_.zero();
+
+  state_ = std::make_unique<BertState<T>>();
+  BertState<T>& s = *state_;
+  s.config = &config_;
+  s.ops = &ops_;
+  s.params = params_.data();
+  s.grads = grads_.data();
+  s.word = entry(table_, "bert.embeddings.word_embeddings.weight");
+  s.pos = entry(table_, "bert.embeddings.position_embeddings.weight");
+  s.type = entry(table_, "bert.embeddings.token_type_embeddings.weight");
+  s.emb_ln = linear(table_, "bert.embeddings.LayerNorm");
+  for (int l = 0; l < config.layers; ++l) {
+    const std::string p = "bert.encoder.layer." + std::to_string(l);
+    LayerParams lp;
+    lp.q = linear(table_, p + ".attention.self.query");
+    lp.k = linear(table_, p + ".attention.self.key");
+    lp.v = linear(table_, p + ".attention.self.value");
+    lp.attn_out = linear(table_, p + ".attention.output.dense");
+    lp.ln1 = linear(table_, p + ".attention.output.LayerNorm");
+    lp.inter = linear(table_, p + ".intermediate.dense");
+    lp.out = linear(table_, p + ".output.dense");
+    lp.ln2 = linear(table_, p + ".output.LayerNorm");
+    s.layer_params.push_back(lp);
+  }
+  s.pooler = linear(table_, "bert.pooler.dense");
+  s.mlm_dense = linear(table_, "cls.predictions.transform.dense");
+  s.mlm_ln = linear(table_, "cls.predictions.transform.LayerNorm");
+  s.mlm_bias = entry(table_, "cls.predictions.bias");
+  s.nsp = linear(table_, "cls.seq_relationship");
+
+  Arena counting;
+  s.layout(counting, limits_);
+  arena_bytes_ = counting.required();
+  arena_buffer_ = Buffer<char>(arena_bytes_, ops.allocator());
+  Arena real(arena_buffer_.data(), arena_bytes_);
+  s.layout(real, limits_);
+}
+
+template <typename T>
+BertModel<T>::~BertModel() = default;
+
+template <typename T>
+void BertModel<T>::init_params(uint64_t seed) {
+  std::vector<T> host(table_.total_elements(), T(0));
+  for (size_t t = 0; t < table_.size(); ++t) {
+    const ParamEntry& e = table_[t];
+    T* p = host.data() + e.offset;
+    switch (e.role) {
+      case ParamRole::kWeight:
+      case ParamRole::kEmbedding: {
+        const RngKey key{seed, 0, static_cast<uint32_t>(t)};
+        for (size_t i = 0; i < e.numel; ++i) {
+          // Box-Muller on two Philox draws; u1 in (0, 1] keeps the log finite.
+          const double u1 = 1.0 - uniform01(philox_bits(key, 2 * i));
+          const double u2 = uniform01(philox_bits(key, 2 * i + 1));
+          const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+          p[i] = T(z * config_.init_std);
+        }
+        break;
+      }
+      case ParamRole::kLayerNormGamma:
+        for (size_t i = 0; i < e.numel; ++i) p[i] = T(1);
+        break;
+      case ParamRole::kBias:
+      case ParamRole::kLayerNormBeta:
+        break;
+    }
+  }
+  // Hugging Face zeroes the padding row of the word embeddings (padding_idx = [PAD] = 0).
+  const ParamEntry* word = table_.find("bert.embeddings.word_embeddings.weight");
+  for (int64_t c = 0; c < config_.hidden; ++c) host[word->offset + c] = T(0);
+  ops_.allocator().copy_from_host(params_.data(), host.data(), host.size() * sizeof(T));
+}
+
+template <typename T>
+void BertModel<T>::zero_grads() {
+  grads_.zero();
+}
+
+template <typename T>
+ForwardResult BertModel<T>::forward(const Batch& batch, const StepContext& ctx) {
+  BertState<T>& s = *state_;
+  const int B = batch.batch, S = batch.seq_len, P = batch.max_pred;
+  LB_CHECK(B > 0 && B <= limits_.max_batch && S > 0 && S <= limits_.max_seq && P > 0 && P <= limits_.max_pred);
+  const size_t N = size_t(B) * S, Pt = size_t(B) * P;
+  LB_CHECK(batch.input_ids.size() == N && batch.segment_ids.size() == N && batch.input_mask.size() == N);
+  LB_CHECK(batch.masked_positions.size() == Pt && batch.masked_ids.size() == Pt && batch.nsp_labels.size() == size_t(B));
+  s.B = B;
+  s.S = S;
+  s.P = P;
+  s.N = int(N);
+  s.Pt = int(Pt);
+  s.ctx = ctx;
+
+  // Host-side index arrays; LB_CHECK guards the invariants the loader already validated.
+  std::vector<int32_t> pos(N), cls(B), mlm_index(Pt);
+  for (size_t i = 0; i < N; ++i) {
+    LB_CHECK(batch.input_ids[i] >= 0 && batch.input_ids[i] < config_.vocab_size);
+    LB_CHECK(batch.segment_ids[i] >= 0 && batch.segment_ids[i] < config_.type_vocab);
+    pos[i] = int32_t(i % S);
+  }
+  s.mlm_count = 0;
+  for (int b = 0; b < B; ++b) {
+    cls[b] = b * S;
+    for (int p = 0; p < P; ++p) {
+      const size_t k = size_t(b) * P + p;
+      LB_CHECK(batch.masked_positions[k] >= 0 && batch.masked_positions[k] < S);
+      LB_CHECK(batch.masked_ids[k] < config_.vocab_size);
+      mlm_index[k] = b * S + batch.masked_positions[k];
+      s.mlm_count += batch.masked_ids[k] >= 0;
+    }
+  }
+  Allocator& al = ops_.allocator();
+  al.copy_from_host(s.ids, batch.input_ids.data(), N * 4);
+  al.copy_from_host(s.seg, batch.segment_ids.data(), N * 4);
+  al.copy_from_host(s.mask, batch.input_mask.data(), N * 4);
+  al.copy_from_host(s.pos_ids, pos.data(), N * 4);
+  al.copy_from_host(s.cls_index, cls.data(), size_t(B) * 4);
+  al.copy_from_host(s.mlm_index, mlm_index.data(), Pt * 4);
+  al.copy_from_host(s.mlm_labels, batch.masked_ids.data(), Pt * 4);
+  al.copy_from_host(s.nsp_labels, batch.nsp_labels.data(), size_t(B) * 4);
+
+  embeddings_forward(s);
+  const T* x = s.emb_out;
+  for (int l = 0; l < config_.layers; ++l) {
+    encoder_layer_forward(s, l, x);
+    x = s.layers[l].h2;
+  }
+  heads_forward(s, x);
+
+  // Reduce the per-row losses on the host in a fixed order.
+  std::vector<T> mlm_losses(Pt), nsp_losses(B);
+  std::vector<int32_t> mlm_correct(Pt), nsp_correct(B);
+  al.copy_to_host(mlm_losses.data(), s.mlm_losses, Pt * sizeof(T));
+  al.copy_to_host(mlm_correct.data(), s.mlm_correct, Pt * 4);
+  al.copy_to_host(nsp_losses.data(), s.nsp_losses, size_t(B) * sizeof(T));
+  al.copy_to_host(nsp_correct.data(), s.nsp_correct, size_t(B) * 4);
+  ForwardResult r;
+  double mlm_sum = 0, nsp_sum = 0;
+  for (size_t k = 0; k < Pt; ++k) {
+    mlm_sum += mlm_losses[k];
+    r.mlm_correct += mlm_correct[k];
+  }
+  for (int b = 0; b < B; ++b) {
+    nsp_sum += nsp_losses[b];
+    r.nsp_correct += nsp_correct[b];
+  }
+  r.mlm_count = s.mlm_count;
+  r.nsp_count = B;
+  r.mlm_loss = s.mlm_count ? mlm_sum / double(s.mlm_count) : 0.0;
+  r.nsp_loss = nsp_sum / B;
+  r.total_loss = r.mlm_loss + r.nsp_loss;
+  return r;
+}
+
+template <typename T>
+void BertModel<T>::backward(T loss_weight) {
+  BertState<T>& s = *state_;
+  LB_CHECK_MSG(s.N > 0, "backward without a forward");
+  heads_backward(s, loss_weight);
+  for (int l = config_.layers - 1; l >= 0; --l) {
+    const T* x = l == 0 ? s.emb_out : s.layers[l - 1].h2;
+    encoder_layer_backward(s, l, x);
+  }
+  embeddings_backward(s);
+}
+
+template class BertModel<float>;
+template class BertModel<double>;
+template struct BertState<float>;
+template struct BertState<double>;
+
+}  // namespace lansbert

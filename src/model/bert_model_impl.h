@@ -1,0 +1,100 @@
+// The private state of BertModel: where each parameter lives, and the activation and
+// scratch tensors laid out in the arena. Shapes use N = B*S tokens and Pt = B*P masked slots.
+#pragma once
+
+#include <vector>
+
+#include "lansbert/core/arena.h"
+#include "lansbert/model/bert_model.h"
+
+namespace lansbert {
+
+struct LinearParams {
+  const ParamEntry* w = nullptr;
+  const ParamEntry* b = nullptr;
+};
+
+struct LayerParams {
+  LinearParams q, k, v, attn_out, inter, out;
+  LinearParams ln1, ln2;  // w = gamma, b = beta
+};
+
+template <typename T>
+struct LayerActs {
+  T *q, *k, *v;              // (N, H)
+  T *probs, *probs_drop;     // (B, A, S, S)
+  T* ctx;                    // (N, H)
+  T *res1, *mean1, *rstd1;   // (N, H), (N), (N): LN1 input and statistics
+  T* h1;                     // (N, H)
+  T *ffn_pre, *ffn_act;      // (N, I)
+  T *res2, *mean2, *rstd2;   // (N, H), (N), (N)
+  T* h2;                     // (N, H): the layer's output
+};
+
+template <typename T>
+struct BertState {
+  const BertConfig* config;
+  Ops<T>* ops;
+  T* params;  // flat buffers of the owning model
+  T* grads;
+  T* p(const ParamEntry* e) const { return params + e->offset; }
+  T* g(const ParamEntry* e) const { return grads + e->offset; }
+
+  // Parameters by role.
+  const ParamEntry *word, *pos, *type;
+  LinearParams emb_ln;
+  std::vector<LayerParams> layer_params;
+  LinearParams pooler, mlm_dense, mlm_ln, nsp;
+  const ParamEntry* mlm_bias;
+
+  // Sizes of the current forward.
+  int B = 0, S = 0, P = 0, N = 0, Pt = 0;
+  StepContext ctx;
+  int64_t mlm_count = 0;
+
+  // Inputs on the device.
+  int32_t *ids, *seg, *mask, *pos_ids, *cls_index, *mlm_index, *mlm_labels, *nsp_labels;
+  // Embeddings: sum of the three lookups, LN statistics, output after LN and dropout.
+  T *emb_sum, *emb_mean, *emb_rstd, *emb_out;  // (N, H), (N), (N), (N, H)
+  std::vector<LayerActs<T>> layers;
+  // MLM head at the masked slots.
+  T *mlm_x, *mlm_pre, *mlm_act, *mlm_mean, *mlm_rstd, *mlm_norm;  // (Pt, H) / (Pt)
+  T* mlm_logits;                                               // (Pt, V)
+  T* mlm_losses;                                               // (Pt)
+  int32_t* mlm_correct;                                        // (Pt)
+  // Pooler and NSP head.
+  T *cls_x, *pool_pre, *pooled;  // (B, H)
+  T* nsp_logits;                 // (B, 2)
+  T* nsp_losses;                 // (B)
+  int32_t* nsp_correct;          // (B)
+  // Backward scratch, shared by all layers.
+  T *dh, *d_a, *d_b, *d_c, *d_q, *d_k, *d_v, *d_ctx;  // (N, H)
+  T* d_ffn;                                          // (N, I)
+  T *d_probs, *d_scores;                             // (B, A, S, S); d_scores doubles as forward scores
+  T* d_mlm_logits;                                   // (Pt, V)
+  T *d_m1, *d_m2;                                    // (Pt, H)
+  T* d_nsp_logits;                                   // (B, 2)
+  T *d_p1, *d_p2;                                    // (B, H)
+
+  void layout(Arena& a, const ModelLimits& lim);
+};
+
+// Forward and backward of the parts (encoder_layer.cc, embeddings.cc, pretraining_heads.cc).
+template <typename T>
+void encoder_layer_forward(BertState<T>& m, int l, const T* x);
+template <typename T>
+void encoder_layer_backward(BertState<T>& m, int l, const T* x);  // m.dh: d(out) in, d(x) out
+template <typename T>
+void embeddings_forward(BertState<T>& m);
+template <typename T>
+void embeddings_backward(BertState<T>& m);  // m.dh: d(emb_out) in
+template <typename T>
+void heads_forward(BertState<T>& m, const T* hidden);
+template <typename T>
+void heads_backward(BertState<T>& m, T loss_weight);  // m.dh: d(hidden) out
+
+// Dropout stream sites: embeddings 0, then three per layer.
+inline uint32_t dropout_site_embeddings() { return 0; }
+inline uint32_t dropout_site(int layer, int which) { return 1 + 3 * uint32_t(layer) + uint32_t(which); }
+
+}  // namespace lansbert

@@ -1,0 +1,146 @@
+// One post-LN transformer encoder layer (BERT):
+//   q, k, v = x Wq^T + bq, ...                 (N, H) each; head a reads columns [a*D, a*D+D)
+//   probs   = softmax(q k^T / sqrt(D), mask)   (B, A, S, S), then dropout
+//   h1      = LN(x + dropout(ctx Wo^T + bo))   ctx = probs v
+//   h2      = LN(h1 + dropout(gelu(h1 Wi^T + bi) Wo2^T + bo2))
+// Heads are addressed in place inside the (N, H) tensors through two-level batched GEMMs.
+#include <cmath>
+
+#include "bert_model_impl.h"
+#include "linear.h"
+
+namespace lansbert {
+
+namespace {
+
+// Shapes of the attention GEMMs for one call; the two-level batch is (sequence, head).
+struct AttnDims {
+  int B, A, S, D, H;
+  GemmBatch qk() const {  // over (S, D) slices of the (N, H) tensors and (S, S) score blocks
+    GemmBatch g;
+    g.outer = B;
+    g.inner = A;
+    g.a_outer = g.b_outer = int64_t(S) * H;
+    g.a_inner = g.b_inner = D;
+    g.c_outer = int64_t(A) * S * S;
+    g.c_inner = int64_t(S) * S;
+    return g;
+  }
+  // (S, S) blocks as A, (S, D) slices as B and C.
+  GemmBatch pv() const {
+    GemmBatch g;
+    g.outer = B;
+    g.inner = A;
+    g.a_outer = int64_t(A) * S * S;
+    g.a_inner = int64_t(S) * S;
+    g.b_outer = g.c_outer = int64_t(S) * H;
+    g.b_inner = g.c_inner = D;
+    return g;
+  }
+};
+
+template <typename T>
+AttnDims attn_dims(const BertState<T>& m) {
+  const BertConfig& c = *m.config;
+  return {m.B, c.heads, m.S, c.head_dim(), c.hidden};
+}
+
+template <typename T>
+float drop_p(const BertState<T>& m, float p) {
+  return m.ctx.train ? p : 0.0f;
+}
+
+template <typename T>
+RngKey key(const BertState<T>& m, uint32_t site) {
+  return RngKey{m.ctx.seed, m.ctx.step, site};
+}
+
+}  // namespace
+
+template <typename T>
+void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
+  Ops<T>& ops = *m.ops;
+  const BertConfig& c = *m.config;
+  const LayerParams& p = m.layer_params[l];
+  LayerActs<T>& a = m.layers[l];
+  const int N = m.N, H = c.hidden, I = c.intermediate;
+  const AttnDims d = attn_dims(m);
+  const size_t n_probs = size_t(d.B) * d.A * d.S * d.S;
+  const float p_attn = drop_p(m, c.attention_dropout), p_hidden = drop_p(m, c.hidden_dropout);
+
+  linear_forward(ops, x, m.p(p.q.w), m.p(p.q.b), a.q, N, H, H);
+  linear_forward(ops, x, m.p(p.k.w), m.p(p.k.b), a.k, N, H, H);
+  linear_forward(ops, x, m.p(p.v.w), m.p(p.v.b), a.v, N, H, H);
+  T* scores = m.d_scores;  // (B, A, S, S) scratch
+  ops.gemm_batched(Trans::kNo, Trans::kYes, d.S, d.S, d.D, T(1), a.q, H, a.k, H, T(0), scores, d.S, d.qk());
+  const T scale = T(1) / std::sqrt(T(d.D));
+  ops.softmax_forward(scores, m.mask, a.probs, d.B, d.A, d.S, scale);
+  const T* pd = a.probs;
+  if (p_attn > 0) {
+    ops.dropout_forward(a.probs, a.probs_drop, n_probs, p_attn, key(m, dropout_site(l, 0)));
+    pd = a.probs_drop;
+  }
+  ops.gemm_batched(Trans::kNo, Trans::kNo, d.S, d.D, d.S, T(1), pd, d.S, a.v, H, T(0), a.ctx, H, d.pv());
+
+  linear_forward(ops, a.ctx, m.p(p.attn_out.w), m.p(p.attn_out.b), a.res1, N, H, H);
+  ops.dropout_forward(a.res1, a.res1, size_t(N) * H, p_hidden, key(m, dropout_site(l, 1)));
+  ops.accumulate(a.res1, x, size_t(N) * H);
+  ops.layernorm_forward(a.res1, m.p(p.ln1.w), m.p(p.ln1.b), a.h1, a.mean1, a.rstd1, N, H, T(c.layernorm_eps));
+
+  linear_forward(ops, a.h1, m.p(p.inter.w), m.p(p.inter.b), a.ffn_pre, N, H, I);
+  ops.gelu_forward(a.ffn_pre, a.ffn_act, size_t(N) * I);
+  linear_forward(ops, a.ffn_act, m.p(p.out.w), m.p(p.out.b), a.res2, N, I, H);
+  ops.dropout_forward(a.res2, a.res2, size_t(N) * H, p_hidden, key(m, dropout_site(l, 2)));
+  ops.accumulate(a.res2, a.h1, size_t(N) * H);
+  ops.layernorm_forward(a.res2, m.p(p.ln2.w), m.p(p.ln2.b), a.h2, a.mean2, a.rstd2, N, H, T(c.layernorm_eps));
+}
+
+template <typename T>
+void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
+  Ops<T>& ops = *m.ops;
+  const BertConfig& c = *m.config;
+  const LayerParams& p = m.layer_params[l];
+  LayerActs<T>& a = m.layers[l];
+  const int N = m.N, H = c.hidden, I = c.intermediate;
+  const size_t NH = size_t(N) * H;
+  const AttnDims d = attn_dims(m);
+  const size_t n_probs = size_t(d.B) * d.A * d.S * d.S;
+  const float p_attn = drop_p(m, c.attention_dropout), p_hidden = drop_p(m, c.hidden_dropout);
+
+  // FFN block: dh = d(h2).
+  ops.layernorm_backward(m.dh, a.res2, m.p(p.ln2.w), a.mean2, a.rstd2, m.d_a, m.g(p.ln2.w), m.g(p.ln2.b), N, H);
+  ops.dropout_backward(m.d_a, m.d_b, NH, p_hidden, key(m, dropout_site(l, 2)));
+  linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), m.d_ffn, m.g(p.out.w), m.g(p.out.b), N, I, H);
+  ops.gelu_backward(m.d_ffn, a.ffn_pre, m.d_ffn, size_t(N) * I);
+  // d_a holds the residual part of d(h1); the FFN input gradient is added to it.
+  linear_backward(ops, m.d_ffn, a.h1, m.p(p.inter.w), m.d_a, m.g(p.inter.w), m.g(p.inter.b), N, H, I, true);
+
+  // Attention block: d_a = d(h1).
+  ops.layernorm_backward(m.d_a, a.res1, m.p(p.ln1.w), a.mean1, a.rstd1, m.d_b, m.g(p.ln1.w), m.g(p.ln1.b), N, H);
+  ops.dropout_backward(m.d_b, m.d_c, NH, p_hidden, key(m, dropout_site(l, 1)));
+  linear_backward(ops, m.d_c, a.ctx, m.p(p.attn_out.w), m.d_ctx, m.g(p.attn_out.w), m.g(p.attn_out.b), N, H, H);
+
+  const T* pd = p_attn > 0 ? a.probs_drop : a.probs;
+  // d(probs_drop) = d(ctx) v^T ;  d(v) = probs_drop^T d(ctx)
+  ops.gemm_batched(Trans::kNo, Trans::kYes, d.S, d.S, d.D, T(1), m.d_ctx, H, a.v, H, T(0), m.d_probs, d.S, d.qk());
+  ops.gemm_batched(Trans::kYes, Trans::kNo, d.S, d.D, d.S, T(1), pd, d.S, m.d_ctx, H, T(0), m.d_v, H, d.pv());
+  if (p_attn > 0) ops.dropout_backward(m.d_probs, m.d_probs, n_probs, p_attn, key(m, dropout_site(l, 0)));
+  const T scale = T(1) / std::sqrt(T(d.D));
+  ops.softmax_backward(m.d_probs, a.probs, m.d_scores, d.B, d.A, d.S, scale);
+  // d(q) = d(scores) k ;  d(k) = d(scores)^T q
+  ops.gemm_batched(Trans::kNo, Trans::kNo, d.S, d.D, d.S, T(1), m.d_scores, d.S, a.k, H, T(0), m.d_q, H, d.pv());
+  ops.gemm_batched(Trans::kYes, Trans::kNo, d.S, d.D, d.S, T(1), m.d_scores, d.S, a.q, H, T(0), m.d_k, H, d.pv());
+
+  // d(x) = residual (d_b) + the three projections' input gradients, written into dh.
+  linear_backward(ops, m.d_q, x, m.p(p.q.w), m.dh, m.g(p.q.w), m.g(p.q.b), N, H, H);
+  linear_backward(ops, m.d_k, x, m.p(p.k.w), m.dh, m.g(p.k.w), m.g(p.k.b), N, H, H, true);
+  linear_backward(ops, m.d_v, x, m.p(p.v.w), m.dh, m.g(p.v.w), m.g(p.v.b), N, H, H, true);
+  ops.accumulate(m.dh, m.d_b, NH);
+}
+
+template void encoder_layer_forward<float>(BertState<float>&, int, const float*);
+template void encoder_layer_forward<double>(BertState<double>&, int, const double*);
+template void encoder_layer_backward<float>(BertState<float>&, int, const float*);
+template void encoder_layer_backward<double>(BertState<double>&, int, const double*);
+
+}  // namespace lansbert

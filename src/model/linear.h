@@ -1,0 +1,25 @@
+// Dense (fully connected) layer as a forward/backward pair over Ops<T> GEMMs, with
+// Hugging Face's weight layout [out, in]:  y[n, out] = x[n, in] W^T + b.
+#pragma once
+
+#include "lansbert/backend/ops.h"
+
+namespace lansbert {
+
+template <typename T>
+void linear_forward(Ops<T>& ops, const T* x, const T* w, const T* b, T* y, int n, int in, int out) {
+  ops.gemm(Trans::kNo, Trans::kYes, n, out, in, T(1), x, in, w, in, T(0), y, out);
+  ops.bias_add_forward(y, b, n, out);
+}
+
+// dx[n, in] = dy W (written, or added when accumulate_dx; skipped when dx is null);
+// dW[out, in] += dy^T x; db[out] += sum over rows of dy.
+template <typename T>
+void linear_backward(Ops<T>& ops, const T* dy, const T* x, const T* w, T* dx, T* dw, T* db, int n,
+                     int in, int out, bool accumulate_dx = false) {
+  if (dx) ops.gemm(Trans::kNo, Trans::kNo, n, in, out, T(1), dy, out, w, in, accumulate_dx ? T(1) : T(0), dx, in);
+  ops.gemm(Trans::kYes, Trans::kNo, out, in, n, T(1), dy, out, x, in, T(1), dw, in);
+  ops.bias_add_backward(dy, db, n, out);
+}
+
+}  // namespace lansbert

@@ -1,0 +1,87 @@
+// GEMM and two-level batched GEMM of the CPU backend against a naive triple loop, for every
+// transpose combination, at odd sizes and with leading dimensions wider than the matrices.
+#include <gtest/gtest.h>
+
+#include "fd.h"
+#include "lansbert/backend/cpu_ops.h"
+
+namespace lansbert {
+namespace {
+
+using testing::random_vec;
+
+// C = alpha op(A) op(B) + beta C on row-major data with leading dimensions.
+void naive_gemm(Trans ta, Trans tb, int m, int n, int k, double alpha, const double* a, int lda,
+                const double* b, int ldb, double beta, double* c, int ldc) {
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double s = 0;
+      for (int p = 0; p < k; ++p) {
+        const double av = ta == Trans::kNo ? a[i * lda + p] : a[p * lda + i];
+        const double bv = tb == Trans::kNo ? b[p * ldb + j] : b[j * ldb + p];
+        s += av * bv;
+      }
+      c[i * ldc + j] = alpha * s + beta * c[i * ldc + j];
+    }
+}
+
+class GemmTest : public ::testing::TestWithParam<std::tuple<Trans, Trans>> {};
+
+TEST_P(GemmTest, MatchesNaiveAtOddSizes) {
+  auto [ta, tb] = GetParam();
+  auto ops = cpu::make_ops<double>();
+  const int m = 7, n = 5, k = 3;
+  const int lda = (ta == Trans::kNo ? k : m) + 2, ldb = (tb == Trans::kNo ? n : k) + 1, ldc = n + 3;
+  auto a = random_vec(size_t(lda) * std::max(m, k), 1);
+  auto b = random_vec(size_t(ldb) * std::max(n, k), 2);
+  auto c = random_vec(size_t(ldc) * m, 3);
+  auto expected = c;
+  naive_gemm(ta, tb, m, n, k, 0.7, a.data(), lda, b.data(), ldb, 0.3, expected.data(), ldc);
+  ops->gemm(ta, tb, m, n, k, 0.7, a.data(), lda, b.data(), ldb, 0.3, c.data(), ldc);
+  for (size_t i = 0; i < c.size(); ++i) EXPECT_NEAR(c[i], expected[i], 1e-12) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTransposes, GemmTest,
+                         ::testing::Combine(::testing::Values(Trans::kNo, Trans::kYes),
+                                            ::testing::Values(Trans::kNo, Trans::kYes)));
+
+TEST(GemmBatched, AttentionLayoutMatchesPerHeadLoop) {
+  // Q K^T per (batch, head) with heads read in place from (B, S, H) tensors.
+  const int B = 3, A = 2, S = 5, D = 3, H = A * D;
+  auto ops = cpu::make_ops<double>();
+  auto q = random_vec(size_t(B) * S * H, 4), k = random_vec(size_t(B) * S * H, 5);
+  std::vector<double> scores(size_t(B) * A * S * S, 0.0), expected(scores.size(), 0.0);
+  GemmBatch g;
+  g.outer = B;
+  g.inner = A;
+  g.a_outer = g.b_outer = S * H;
+  g.a_inner = g.b_inner = D;
+  g.c_outer = A * S * S;
+  g.c_inner = S * S;
+  ops->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 1.0, q.data(), H, k.data(), H, 0.0,
+                    scores.data(), S, g);
+  for (int b = 0; b < B; ++b)
+    for (int a = 0; a < A; ++a)
+      for (int i = 0; i < S; ++i)
+        for (int j = 0; j < S; ++j) {
+          double s = 0;
+          for (int d = 0; d < D; ++d) s += q[(b * S + i) * H + a * D + d] * k[(b * S + j) * H + a * D + d];
+          expected[((b * A + a) * S + i) * S + j] = s;
+        }
+  for (size_t i = 0; i < scores.size(); ++i) EXPECT_NEAR(scores[i], expected[i], 1e-12);
+}
+
+TEST(GemmFloat, MatchesDoubleWithinFp32Rounding) {
+  auto opsf = cpu::make_ops<float>();
+  const int m = 33, n = 17, k = 65;
+  auto a = random_vec(size_t(m) * k, 6), b = random_vec(size_t(k) * n, 7);
+  std::vector<double> expected(size_t(m) * n, 0.0);
+  naive_gemm(Trans::kNo, Trans::kNo, m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, expected.data(), n);
+  auto af = testing::cast<float>(a), bf = testing::cast<float>(b);
+  std::vector<float> c(size_t(m) * n, 0.0f);
+  opsf->gemm(Trans::kNo, Trans::kNo, m, n, k, 1.0f, af.data(), k, bf.data(), n, 0.0f, c.data(), n);
+  for (size_t i = 0; i < c.size(); ++i) EXPECT_NEAR(c[i], expected[i], 1e-5);
+}
+
+}  // namespace
+}  // namespace lansbert

@@ -1,0 +1,105 @@
+// BertModel behaviour beyond gradients: the parameter table (Hugging Face names, shapes,
+// count), initialisation statistics, run-to-run determinism, the initial loss near ln(V),
+// and that an eval forward ignores dropout.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "lansbert/backend/cpu_ops.h"
+#include "lansbert/model/bert_model.h"
+#include "model_test_util.h"
+
+namespace lansbert {
+namespace {
+
+TEST(ParamTable, BertBaseMatchesHuggingFaceBertForPreTraining) {
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-base", &cfg).is_ok());
+  ParamTable t = make_bert_param_table(cfg);
+  // BertForPreTraining(bert-base-uncased) has 110,106,428 parameters with the decoder tied.
+  EXPECT_EQ(t.parameter_count(), 110106428u);
+  const ParamEntry* q = t.find("bert.encoder.layer.11.attention.self.query.weight");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->shape, (std::vector<int64_t>{768, 768}));
+  const ParamEntry* inter = t.find("bert.encoder.layer.0.intermediate.dense.weight");
+  ASSERT_NE(inter, nullptr);
+  EXPECT_EQ(inter->shape, (std::vector<int64_t>{3072, 768}));
+  EXPECT_EQ(t.find("cls.predictions.decoder.weight"), nullptr);  // tied to the word embeddings
+  for (const ParamEntry& e : t.entries()) EXPECT_EQ(e.offset % ParamTable::kAlign, 0u) << e.name;
+  EXPECT_EQ(t.find("cls.predictions.bias")->role, ParamRole::kBias);
+  EXPECT_EQ(t.find("bert.embeddings.LayerNorm.weight")->role, ParamRole::kLayerNormGamma);
+}
+
+TEST(BertConfig, PresetsAndValidation) {
+  BertConfig c;
+  EXPECT_TRUE(bert_preset("bert-mini", &c).is_ok());
+  EXPECT_EQ(c.layers, 4);
+  EXPECT_EQ(c.hidden, 256);
+  Status s = bert_preset("bert-huge", &c);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("bert-huge"), std::string::npos);
+  c.heads = 7;
+  s = c.validate();
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("model.heads"), std::string::npos);
+}
+
+TEST(BertModel, InitialisationStatistics) {
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  auto ops = cpu::make_ops<float>();
+  BertModel<float> m(cfg, *ops, {2, 8, 2});
+  m.init_params(3);
+  const ParamEntry* w = m.table().find("bert.encoder.layer.1.intermediate.dense.weight");
+  double s = 0, s2 = 0;
+  for (size_t i = 0; i < w->numel; ++i) {
+    s += m.param(*w)[i];
+    s2 += double(m.param(*w)[i]) * m.param(*w)[i];
+  }
+  const double mean = s / w->numel, sd = std::sqrt(s2 / w->numel - mean * mean);
+  EXPECT_NEAR(mean, 0.0, 0.001);
+  EXPECT_NEAR(sd, 0.02, 0.0005);
+  EXPECT_EQ(m.param(*m.table().find("bert.encoder.layer.0.output.LayerNorm.weight"))[5], 1.0f);
+  EXPECT_EQ(m.param(*m.table().find("bert.pooler.dense.bias"))[5], 0.0f);
+  EXPECT_EQ(m.param(*m.table().find("bert.embeddings.word_embeddings.weight"))[3], 0.0f);  // [PAD] row
+}
+
+TEST(BertModel, ForwardIsDeterministicAndStartsNearLnVocab) {
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  auto ops = cpu::make_ops<float>();
+  BertModel<float> m(cfg, *ops, {4, 32, 5});
+  m.init_params(11);
+  const Batch b = testing::random_batch(4, 32, 5, cfg.vocab_size, 2);
+  const StepContext ctx{true, 5, 9};
+  ForwardResult r1 = m.forward(b, ctx);
+  std::vector<float> g1;
+  m.zero_grads();
+  m.backward(1.0f);
+  g1.assign(m.grads(), m.grads() + m.table().total_elements());
+  ForwardResult r2 = m.forward(b, ctx);
+  m.zero_grads();
+  m.backward(1.0f);
+  EXPECT_EQ(r1.total_loss, r2.total_loss);
+  EXPECT_EQ(0, std::memcmp(g1.data(), m.grads(), g1.size() * sizeof(float)));
+  // An untrained model predicts near-uniformly: MLM loss ~ ln(30522) = 10.33, NSP ~ ln 2.
+  EXPECT_NEAR(r1.mlm_loss, std::log(30522.0), 0.3);
+  EXPECT_NEAR(r1.nsp_loss, std::log(2.0), 0.2);
+  EXPECT_EQ(r1.mlm_count, 4 * 5 - 1);
+  EXPECT_EQ(r1.nsp_count, 4);
+}
+
+TEST(BertModel, EvalForwardIgnoresDropoutStream) {
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  auto ops = cpu::make_ops<float>();
+  BertModel<float> m(cfg, *ops, {2, 16, 3});
+  m.init_params(11);
+  const Batch b = testing::random_batch(2, 16, 3, cfg.vocab_size, 2);
+  EXPECT_EQ(m.forward(b, {false, 1, 1}).total_loss, m.forward(b, {false, 2, 7}).total_loss);
+  EXPECT_NE(m.forward(b, {true, 1, 1}).total_loss, m.forward(b, {true, 1, 2}).total_loss);
+}
+
+}  // namespace
+}  // namespace lansbert
