@@ -1,0 +1,23 @@
+// Whole-file reads and crash-safe writes. A write goes to a temporary file in the same
+// directory, is fsynced, renamed over the target, and the directory is fsynced: a crash at
+// any point leaves either the old file or the new one, never a torn mix.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lansbert/core/status.h"
+
+namespace lansbert {
+
+// Reads all of `path` into `out`. Errors name the path.
+Status read_file(const std::string& path, std::string* out);
+
+// Atomically replaces `path` with the concatenation of `parts`.
+Status write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts);
+
+// fsyncs a directory so that a rename inside it is durable.
+Status fsync_directory(const std::string& dir);
+
+}  // namespace lansbert

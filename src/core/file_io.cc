@@ -1,0 +1,89 @@
+// read_file / write_file_atomic over POSIX calls, so that fsync and rename are explicit.
+#include "lansbert/core/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace lansbert {
+
+namespace {
+std::string errno_text() { return std::strerror(errno); }
+}  // namespace
+
+Status read_file(const std::string& path, std::string* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::not_found(path + ": no such file");
+    return Status::io_error(path + ": cannot open: " + errno_text());
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::io_error(path + ": not a regular file");
+  }
+  out->resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < out->size()) {
+    const ssize_t n = ::read(fd, out->data() + done, out->size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      return Status::io_error(path + ": read failed at byte " + std::to_string(done) + ": " +
+                              (n == 0 ? std::string("unexpected end of file") : errno_text()));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return Status::ok();
+}
+
+Status fsync_directory(const std::string& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::io_error(dir + ": cannot open directory: " + errno_text());
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return Status::io_error(dir + ": fsync failed: " + errno_text());
+  return Status::ok();
+}
+
+Status write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts) {
+  const std::filesystem::path target(path);
+  const std::string dir = target.parent_path().string();
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::io_error(tmp + ": cannot create: " + errno_text());
+  for (std::string_view part : parts) {
+    size_t done = 0;
+    while (done < part.size()) {
+      const ssize_t n = ::write(fd, part.data() + done, part.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const std::string why = errno_text();
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        return Status::io_error(tmp + ": write failed: " + why);
+      }
+      done += static_cast<size_t>(n);
+    }
+  }
+  if (::fsync(fd) != 0) {
+    const std::string why = errno_text();
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Status::io_error(tmp + ": fsync failed: " + why);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    return Status::io_error(path + ": rename from " + tmp + " failed: " + why);
+  }
+  return fsync_directory(dir);
+}
+
+}  // namespace lansbert
