@@ -24,7 +24,31 @@ struct TokenizeArgs {
   bool cased = false;
   bool skip_invalid = false;
   bool no_special = false;
+  bool words = false;
 };
+
+Status line_error(const LineReader& r, const Status& s) {
+  return Status::corrupt(r.name() + ":" + std::to_string(r.line_no()) + ": " + s.message() +
+                         " in the line starting at file byte " + std::to_string(r.line_offset()));
+}
+
+// --words: the normalised words before WordPiece, space-separated.
+Status print_words(const BertTokenizer& tok, const LineReader& reader, std::string_view line,
+                   bool skip_invalid, size_t* skipped, std::string* out) {
+  std::vector<std::string> words;
+  Status s = tok.split_words(line, &words);
+  if (!s.is_ok()) {
+    if (!skip_invalid) return line_error(reader, s);
+    ++*skipped;
+    return Status::ok();
+  }
+  for (size_t k = 0; k < words.size(); ++k) {
+    if (k > 0) out->push_back(' ');
+    out->append(words[k]);
+  }
+  out->push_back('\n');
+  return Status::ok();
+}
 
 Status run_tokenize(const TokenizeArgs& a) {
   Vocab vocab;
@@ -41,6 +65,16 @@ Status run_tokenize(const TokenizeArgs& a) {
   size_t skipped = 0;
   std::string_view line;
   while (reader.next(&line)) {
+    if (out.size() >= (1 << 20)) {
+      if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size()) {
+        return Status::io_error("<stdout>: write failed");
+      }
+      out.clear();
+    }
+    if (a.words) {
+      LB_RETURN_IF_ERROR(print_words(tok, reader, line, a.skip_invalid, &skipped, &out));
+      continue;
+    }
     ids.clear();
     if (!a.no_special) ids.push_back(vocab.cls_id());
     Status s = tok.encode(line, &ids);
@@ -49,9 +83,7 @@ Status run_tokenize(const TokenizeArgs& a) {
         ++skipped;
         continue;
       }
-      return Status::corrupt(reader.name() + ":" + std::to_string(reader.line_no()) + ": " +
-                             s.message() + " in the line starting at file byte " +
-                             std::to_string(reader.line_offset()));
+      return line_error(reader, s);
     }
     if (!a.no_special) ids.push_back(vocab.sep_id());
     for (size_t k = 0; k < ids.size(); ++k) {
@@ -65,12 +97,6 @@ Status run_tokenize(const TokenizeArgs& a) {
       }
     }
     out.push_back('\n');
-    if (out.size() >= (1 << 20)) {
-      if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size()) {
-        return Status::io_error("<stdout>: write failed");
-      }
-      out.clear();
-    }
   }
   if (reader.failed()) return Status::io_error(reader.name() + ": read failed");
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
@@ -94,6 +120,9 @@ void add_tokenize_command(CLI::App& app) {
   sub->add_flag("--cased", args->cased, "Keep case and accents (for cased vocabularies)");
   sub->add_flag("--skip-invalid", args->skip_invalid,
                 "Skip lines of invalid UTF-8 (their count goes to stderr) instead of failing");
+  sub->add_flag("--words", args->words,
+                "Print the normalised words before WordPiece (basic tokenization)")
+      ->excludes(ids);
   sub->add_flag("--no-special", args->no_special, "Omit [CLS] and [SEP]");
   sub->add_option("file", args->input, "Input text (default: stdin)");
   sub->callback([args] { report(run_tokenize(*args)); });

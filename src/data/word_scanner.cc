@@ -8,7 +8,11 @@
 //  - uncased: NFD, drop Mn, lowercase (simple mapping; the one multi-character lowercase,
 //    U+0130, cannot survive NFD).
 //  - punctuation: ASCII punctuation and categories Pc Pd Ps Pe Pi Pf Po.
+// tokenizers takes categories from an older Unicode version than libutf8proc, so each
+// category test has generated exceptions (unicode_compat.h).
 #include "word_scanner.h"
+
+#include "unicode_compat.h"
 
 #include <utf8proc.h>
 
@@ -31,13 +35,22 @@ bool is_white_space(int32_t cp) {
 bool is_dropped(int32_t cp) {
   if (cp == 0 || cp == 0xFFFD) return true;
   if (cp == '\t' || cp == '\n' || cp == '\r') return false;
+  namespace uc = unicode_compat;
   switch (utf8proc_category(cp)) {
     case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CO:
     case UTF8PROC_CATEGORY_CS:
-      return true;
+      return !uc::contains(uc::kNotDropped, uc::kNotDroppedCount, cp);
     default:
-      return false;
+      return uc::contains(uc::kExtraDropped, uc::kExtraDroppedCount, cp);
   }
+}
+
+bool is_stripped_mark(int32_t cp) {
+  namespace uc = unicode_compat;
+  if (utf8proc_category(cp) == UTF8PROC_CATEGORY_MN) {
+    return !uc::contains(uc::kNotMark, uc::kNotMarkCount, cp);
+  }
+  return uc::contains(uc::kExtraMark, uc::kExtraMarkCount, cp);
 }
 
 bool is_cjk(int32_t cp) {
@@ -66,8 +79,12 @@ const uint8_t WordScanner::kAscii[128] = {
 
 bool WordScanner::is_punctuation(int32_t cp) {
   if (cp < 0x80) return kAscii[cp] == kPunct;
+  namespace uc = unicode_compat;
   const auto cat = utf8proc_category(cp);
-  return cat >= UTF8PROC_CATEGORY_PC && cat <= UTF8PROC_CATEGORY_PO;
+  if (cat >= UTF8PROC_CATEGORY_PC && cat <= UTF8PROC_CATEGORY_PO) {
+    return !uc::contains(uc::kNotPunct, uc::kNotPunctCount, cp);
+  }
+  return uc::contains(uc::kExtraPunct, uc::kExtraPunctCount, cp);
 }
 
 Status WordScanner::normalize_run(const unsigned char* s, size_t n, size_t* pos,
@@ -123,7 +140,7 @@ Status WordScanner::normalize_run(const unsigned char* s, size_t n, size_t* pos,
   // Strip non-spacing marks and lowercase, in place.
   size_t w = 0;
   for (int32_t cp : *out) {
-    if (cp >= 0x300 && utf8proc_category(cp) == UTF8PROC_CATEGORY_MN) continue;
+    if (cp >= 0x300 && is_stripped_mark(cp)) continue;
     (*out)[w++] = cp < 0x80 ? cp : utf8proc_tolower(cp);
   }
   out->resize(w);
