@@ -80,15 +80,12 @@ Status WordPieceTrainer::add_text(std::string_view text) {
   });
 }
 
-Status WordPieceTrainer::train(std::vector<std::string>* out) const {
-  if (opts_.vocab_size < 5) return Status::invalid_argument("vocab size must be at least 5");
-  State st;
-  for (const std::string& s : special_layout(opts_.unused_tokens)) st.id_of(s);
+namespace {
 
-  // Words in byte order, so ids and tie-breaks do not depend on hash-map iteration order.
-  std::vector<std::pair<std::string_view, uint64_t>> sorted(counts_.begin(), counts_.end());
-  std::sort(sorted.begin(), sorted.end());
-  std::map<std::string, int> initial, inner;  // characters, ordered by their UTF-8 bytes
+// Splits each word into characters ("##" on all but the first) after giving every
+// character an id: initial characters first, then "##" ones, each in byte order.
+void init_words(const std::vector<std::pair<std::string_view, uint64_t>>& sorted, State* st) {
+  std::map<std::string, int> initial, inner;
   for (const auto& [w, c] : sorted) {
     for (size_t i = 0; i < w.size();) {
       const size_t len = std::min(utf8_len(static_cast<unsigned char>(w[i])), w.size() - i);
@@ -96,34 +93,84 @@ Status WordPieceTrainer::train(std::vector<std::string>* out) const {
       i += len;
     }
   }
-  for (const auto& kv : initial) st.id_of(kv.first);
-  for (const auto& kv : inner) st.id_of("##" + kv.first);
-
-  st.words.reserve(sorted.size());
+  for (const auto& kv : initial) st->id_of(kv.first);
+  for (const auto& kv : inner) st->id_of("##" + kv.first);
+  st->words.reserve(sorted.size());
   for (const auto& [w, c] : sorted) {
     std::vector<int32_t> syms;
     for (size_t i = 0; i < w.size();) {
       const size_t len = std::min(utf8_len(static_cast<unsigned char>(w[i])), w.size() - i);
       const std::string ch(w.substr(i, len));
-      syms.push_back(st.ids.at(i == 0 ? ch : "##" + ch));
+      syms.push_back(st->ids.at(i == 0 ? ch : "##" + ch));
       i += len;
     }
-    st.words.push_back(std::move(syms));
-    st.freq.push_back(static_cast<int64_t>(c));
+    st->words.push_back(std::move(syms));
+    st->freq.push_back(static_cast<int64_t>(c));
   }
-  for (uint32_t w = 0; w < st.words.size(); ++w) {
+  for (uint32_t w = 0; w < st->words.size(); ++w) {
     std::vector<Pair> touched;
-    st.count_pairs(w, +1, &touched);
+    st->count_pairs(w, +1, &touched);
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-    for (Pair p : touched) st.where[p].push_back(w);
+    for (Pair p : touched) st->where[p].push_back(w);
   }
+}
+
+// Replaces every (a, b) in the words holding it by the token a+b, updates the pair counts,
+// and returns the pairs that involve the new token (to be pushed on the heap).
+std::vector<Pair> merge(Pair pair, State* st) {
+  const int32_t a = left_of(pair), b = right_of(pair);
+  const std::string& rb = st->tokens[b];
+  const int32_t m = st->id_of(st->tokens[a] + (rb.rfind("##", 0) == 0 ? rb.substr(2) : rb));
+  std::vector<Pair> fresh;
+  const std::vector<uint32_t> holders = st->where[pair];
+  for (uint32_t w : holders) {
+    auto& s = st->words[w];
+    bool has = false;
+    for (size_t k = 0; k + 1 < s.size() && !has; ++k) has = s[k] == a && s[k + 1] == b;
+    if (!has) continue;
+    st->count_pairs(w, -1, nullptr);
+    size_t r = 0;
+    for (size_t k = 0; k < s.size(); ++k) {
+      const bool hit = k + 1 < s.size() && s[k] == a && s[k + 1] == b;
+      s[r++] = hit ? m : s[k];
+      if (hit) ++k;
+    }
+    s.resize(r);
+    std::vector<Pair> touched;
+    st->count_pairs(w, +1, &touched);
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (Pair p : touched) {
+      if (left_of(p) == m || right_of(p) == m) {
+        st->where[p].push_back(w);
+        fresh.push_back(p);
+      }
+    }
+  }
+  st->pair_count.erase(pair);
+  st->where.erase(pair);
+  std::sort(fresh.begin(), fresh.end());
+  fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
+  return fresh;
+}
+
+}  // namespace
+
+Status WordPieceTrainer::train(std::vector<std::string>* out) const {
+  if (opts_.vocab_size < 5) return Status::invalid_argument("vocab size must be at least 5");
+  State st;
+  for (const std::string& s : special_layout(opts_.unused_tokens)) st.id_of(s);
+  // Words in byte order, so ids and tie-breaks do not depend on hash-map iteration order.
+  std::vector<std::pair<std::string_view, uint64_t>> sorted(counts_.begin(), counts_.end());
+  std::sort(sorted.begin(), sorted.end());
+  init_words(sorted, &st);
+
   std::priority_queue<HeapEntry> heap;
   for (const auto& [p, c] : st.pair_count) heap.push({c, p});
-
   const size_t target = static_cast<size_t>(opts_.vocab_size);
   while (st.tokens.size() < target && !heap.empty()) {
-    HeapEntry top = heap.top();
+    const HeapEntry top = heap.top();
     heap.pop();
     auto pc = st.pair_count.find(top.pair);
     const int64_t now = pc == st.pair_count.end() ? 0 : pc->second;
@@ -133,45 +180,7 @@ Status WordPieceTrainer::train(std::vector<std::string>* out) const {
       continue;
     }
     if (now < opts_.min_frequency) break;
-    const int32_t a = left_of(top.pair), b = right_of(top.pair);
-    const std::string& rb = st.tokens[b];
-    std::string merged = st.tokens[a] + (rb.rfind("##", 0) == 0 ? rb.substr(2) : rb);
-    const int32_t m = st.id_of(merged);
-
-    std::vector<Pair> fresh;
-    const std::vector<uint32_t> holders = st.where[top.pair];
-    for (uint32_t w : holders) {
-      auto& s = st.words[w];
-      bool has = false;
-      for (size_t k = 0; k + 1 < s.size() && !has; ++k) has = s[k] == a && s[k + 1] == b;
-      if (!has) continue;
-      st.count_pairs(w, -1, nullptr);
-      size_t r = 0;
-      for (size_t k = 0; k < s.size(); ++k) {
-        if (k + 1 < s.size() && s[k] == a && s[k + 1] == b) {
-          s[r++] = m;
-          ++k;
-        } else {
-          s[r++] = s[k];
-        }
-      }
-      s.resize(r);
-      std::vector<Pair> touched;
-      st.count_pairs(w, +1, &touched);
-      std::sort(touched.begin(), touched.end());
-      touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-      for (Pair p : touched) {
-        if (left_of(p) == m || right_of(p) == m) {
-          st.where[p].push_back(w);
-          fresh.push_back(p);
-        }
-      }
-    }
-    st.pair_count.erase(top.pair);
-    st.where.erase(top.pair);
-    std::sort(fresh.begin(), fresh.end());
-    fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
-    for (Pair p : fresh) heap.push({st.pair_count[p], p});
+    for (Pair p : merge(top.pair, &st)) heap.push({st.pair_count[p], p});
   }
   *out = std::move(st.tokens);
   return Status::ok();
