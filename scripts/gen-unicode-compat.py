@@ -66,6 +66,7 @@ def main():
     print("// libutf8proc's categories; word_scanner.cc applies them so both tokenize alike.")
     print('#include "unicode_compat.h"\n')
     print("namespace lansbert::unicode_compat {\n")
+    print("// clang-format off")
     for name, cps in tables.items():
         rs = ranges(cps)
         print("const Range %s[] = {" % name)
@@ -75,6 +76,7 @@ def main():
             print("    {-1, -1},")
         print("};")
         print("const int %sCount = %d;\n" % (name, len(rs)))
+    print("// clang-format on")
     print("}  // namespace lansbert::unicode_compat")
 
 

@@ -103,8 +103,8 @@ Status run_tokenize(const TokenizeArgs& a) {
     return Status::io_error("<stdout>: write failed");
   }
   if (skipped > 0) {
-    std::fprintf(stderr, "lansbert tokenize: skipped %zu line(s) of invalid UTF-8 in %s\n",
-                 skipped, reader.name().c_str());
+    std::fprintf(stderr, "lansbert tokenize: skipped %zu line(s) of invalid UTF-8 in %s\n", skipped,
+                 reader.name().c_str());
   }
   return Status::ok();
 }
@@ -113,7 +113,8 @@ Status run_tokenize(const TokenizeArgs& a) {
 
 void add_tokenize_command(CLI::App& app) {
   auto args = std::make_shared<TokenizeArgs>();
-  CLI::App* sub = app.add_subcommand("tokenize", "BERT-tokenize text, one output line per input line");
+  CLI::App* sub =
+      app.add_subcommand("tokenize", "BERT-tokenize text, one output line per input line");
   sub->add_option("--vocab", args->vocab, "WordPiece vocab.txt")->required();
   auto* ids = sub->add_flag("--ids", args->ids, "Print token ids (the default)");
   sub->add_flag("--tokens", args->tokens, "Print word pieces instead of ids")->excludes(ids);

@@ -26,7 +26,8 @@ void PieceTable::insert(std::string_view bytes, bool cont, int32_t id) {
   while (slots_[slot].id >= 0) {
     const Entry& e = slots_[slot];
     // The first id of a duplicate wins (Vocab rejects duplicates anyway).
-    if (e.hash == h && e.cont == cont && std::string_view(pool_.data() + e.off, e.len) == bytes) return;
+    if (e.hash == h && e.cont == cont && std::string_view(pool_.data() + e.off, e.len) == bytes)
+      return;
     slot = (slot + 1) & mask_;
   }
   Entry& e = slots_[slot];

@@ -50,7 +50,8 @@ void BertTokenizer::wordpiece(std::string_view word, int chars, OnPiece&& on_pie
         hl = h[l];
       } else {  // pieces longer than kMaxPrefix bytes: rare, hash directly
         hl = h[hashed];
-        for (size_t k = hashed; k < l; ++k) hl = PieceTable::extend(hl, static_cast<unsigned char>(w[start + k]));
+        for (size_t k = hashed; k < l; ++k)
+          hl = PieceTable::extend(hl, static_cast<unsigned char>(w[start + k]));
       }
       id = pieces_.find(w + start, l, cont, hl);
       if (id >= 0) break;

@@ -5,6 +5,7 @@
 
 namespace lansbert::unicode_compat {
 
+// clang-format off
 const Range kNotDropped[] = {
     {0x890, 0x891},
     {0x8E2, 0x8E2},
@@ -160,4 +161,5 @@ const Range kExtraMark[] = {
 };
 const int kExtraMarkCount = 1;
 
+// clang-format on
 }  // namespace lansbert::unicode_compat

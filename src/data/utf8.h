@@ -37,8 +37,9 @@ inline int decode(const unsigned char* s, size_t n, size_t i, int32_t* cp, const
     return 0;
   }
   if (s[i + 1] < lo || s[i + 1] > hi) {
-    *why = b == 0xED ? "surrogate code point" : b == 0xF4 ? "code point above U+10FFFF"
-                                                          : "overlong encoding";
+    *why = b == 0xED   ? "surrogate code point"
+           : b == 0xF4 ? "code point above U+10FFFF"
+                       : "overlong encoding";
     return 0;
   }
   v = (v << 6) | (s[i + 1] & 0x3F);

@@ -12,11 +12,11 @@
 // category test has generated exceptions (unicode_compat.h).
 #include "word_scanner.h"
 
-#include "unicode_compat.h"
-
 #include <utf8proc.h>
 
 #include <string>
+
+#include "unicode_compat.h"
 
 namespace lansbert {
 
@@ -24,8 +24,20 @@ namespace {
 
 bool is_white_space(int32_t cp) {
   switch (cp) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0x85: case 0xA0:
-    case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
       return true;
     default:
       return cp >= 0x2000 && cp <= 0x200A;
@@ -37,7 +49,9 @@ bool is_dropped(int32_t cp) {
   if (cp == '\t' || cp == '\n' || cp == '\r') return false;
   namespace uc = unicode_compat;
   switch (utf8proc_category(cp)) {
-    case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CO:
     case UTF8PROC_CATEGORY_CS:
       return !uc::contains(uc::kNotDropped, uc::kNotDroppedCount, cp);
     default:
@@ -60,7 +74,9 @@ bool is_cjk(int32_t cp) {
          (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
 }
 
-int ccc(int32_t cp) { return utf8proc_get_property(cp)->combining_class; }
+int ccc(int32_t cp) {
+  return utf8proc_get_property(cp)->combining_class;
+}
 
 }  // namespace
 

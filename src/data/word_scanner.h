@@ -55,8 +55,11 @@ Status WordScanner::scan(std::string_view text, OnWord&& on_word) const {
   };
   auto ascii = [&](unsigned char b) {
     switch (kAscii[b]) {
-      case kDrop: break;
-      case kSpace: flush(); break;
+      case kDrop:
+        break;
+      case kSpace:
+        flush();
+        break;
       case kPunct: {
         flush();
         const char c = static_cast<char>(b);

@@ -20,8 +20,12 @@ using Pair = uint64_t;
 Pair make_pair_key(int32_t a, int32_t b) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
 }
-int32_t left_of(Pair p) { return static_cast<int32_t>(p >> 32); }
-int32_t right_of(Pair p) { return static_cast<int32_t>(p & 0xffffffffu); }
+int32_t left_of(Pair p) {
+  return static_cast<int32_t>(p >> 32);
+}
+int32_t right_of(Pair p) {
+  return static_cast<int32_t>(p & 0xffffffffu);
+}
 
 struct HeapEntry {
   int64_t count;
@@ -32,7 +36,9 @@ struct HeapEntry {
   }
 };
 
-size_t utf8_len(unsigned char b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }
+size_t utf8_len(unsigned char b) {
+  return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+}
 
 std::vector<std::string> special_layout(int unused) {
   std::vector<std::string> t{"[PAD]"};

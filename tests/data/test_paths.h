@@ -8,6 +8,8 @@ namespace lansbert::testing {
 inline std::string data_path(const std::string& name) {
   return std::string(LANSBERT_SOURCE_DIR) + "/tests/data/" + name;
 }
-inline std::string vocab_path() { return data_path("bert-base-uncased-vocab.txt"); }
+inline std::string vocab_path() {
+  return data_path("bert-base-uncased-vocab.txt");
+}
 
 }  // namespace lansbert::testing

@@ -36,8 +36,12 @@ void check_golden(const std::string& file, bool lower_case) {
   EXPECT_EQ(bad, 0) << bad << " of " << n << " lines differ";
 }
 
-TEST(TokenizerGolden, UncasedMatchesHuggingFace) { check_golden("tokenizer_uncased.jsonl", true); }
-TEST(TokenizerGolden, CasedMatchesHuggingFace) { check_golden("tokenizer_cased.jsonl", false); }
+TEST(TokenizerGolden, UncasedMatchesHuggingFace) {
+  check_golden("tokenizer_uncased.jsonl", true);
+}
+TEST(TokenizerGolden, CasedMatchesHuggingFace) {
+  check_golden("tokenizer_cased.jsonl", false);
+}
 
 }  // namespace
 }  // namespace lansbert

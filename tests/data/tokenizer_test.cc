@@ -85,8 +85,8 @@ TEST_F(TokenizerTest, InvalidUtf8NamesOffset) {
   for (const Case& c : cases) {
     Status s = error_of(c.text);
     EXPECT_EQ(s.code(), StatusCode::kCorrupt);
-    EXPECT_NE(s.message().find("byte offset " + std::to_string(c.offset) + " "),
-              std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("byte offset " + std::to_string(c.offset) + " "), std::string::npos)
+        << s.message();
     EXPECT_NE(s.message().find(c.why), std::string::npos) << s.message();
   }
   EXPECT_TRUE(error_of("\xF4\x8F\xBF\xBF \xEF\xBF\xBD \xF0\x9F\x98\x80").is_ok());
@@ -95,7 +95,10 @@ TEST_F(TokenizerTest, InvalidUtf8NamesOffset) {
 TEST_F(TokenizerTest, SplitWordsNormalises) {
   BertTokenizer tok(*vocab_);
   std::vector<std::string> w;
-  ASSERT_TRUE(tok.split_words("Ünïcödé\xE2\x80\x8Bx, 中文 a\xC2\xA0" "b don't\x07!", &w).is_ok());
+  ASSERT_TRUE(tok.split_words("Ünïcödé\xE2\x80\x8Bx, 中文 a\xC2\xA0"
+                              "b don't\x07!",
+                              &w)
+                  .is_ok());
   EXPECT_EQ(w, (V{"unicodex", ",", "中", "文", "a", "b", "don", "'", "t", "!"}));
   TokenizerOptions cased;
   cased.lower_case = false;

@@ -42,7 +42,9 @@ TEST(Vocab, HashIsFnv1aOfTokensAndNewlines) {
   EXPECT_EQ(v.hash(), h);
   // The same tokens from a file with CRLF line ends hash the same.
   Vocab f;
-  ASSERT_TRUE(Vocab::load(write_temp("crlf.txt", "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\n"), &f).is_ok());
+  ASSERT_TRUE(
+      Vocab::load(write_temp("crlf.txt", "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\n"), &f)
+          .is_ok());
   EXPECT_EQ(f.hash(), h);
 }
 
@@ -60,7 +62,8 @@ TEST(Vocab, EmptyFileIsCorrupt) {
 
 TEST(Vocab, DuplicateTokenNamesBothLines) {
   Vocab v;
-  Status s = Vocab::load(write_temp("dup.txt", "[PAD]\n[UNK]\nfoo\n[CLS]\n[SEP]\n[MASK]\nfoo\n"), &v);
+  Status s =
+      Vocab::load(write_temp("dup.txt", "[PAD]\n[UNK]\nfoo\n[CLS]\n[SEP]\n[MASK]\nfoo\n"), &v);
   EXPECT_EQ(s.code(), StatusCode::kCorrupt);
   EXPECT_NE(s.message().find(":7: duplicate token 'foo' (first on line 3)"), std::string::npos)
       << s.message();

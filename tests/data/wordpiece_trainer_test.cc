@@ -66,8 +66,9 @@ TEST(WordPieceTrainer, MergesMostFrequentPairFirst) {
   std::vector<std::string> v;
   ASSERT_TRUE(t.train(&v).is_ok());
   // Specials, initial characters, ## characters, then merges.
-  const std::vector<std::string> head{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "l", "n",
-                                      "w", "##d", "##e", "##i", "##o", "##r", "##s", "##t", "##w"};
+  const std::vector<std::string> head{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "l",
+                                      "n",     "w",     "##d",   "##e",   "##i",    "##o",
+                                      "##r",   "##s",   "##t",   "##w"};
   ASSERT_GE(v.size(), head.size() + 3);
   EXPECT_EQ(std::vector<std::string>(v.begin(), v.begin() + head.size()), head);
   // ##s ##t and ##e ##s both occur 9 times; (##e, ##s) has the smaller ids and wins.
