@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lansbert/core/status.h"
+#include "lansbert/data/piece_table.h"
 #include "lansbert/data/vocab.h"
 
 namespace lansbert {
@@ -32,10 +33,17 @@ class BertTokenizer {
   Status split_words(std::string_view text, std::vector<std::string>* words) const;
 
   const Vocab& vocab() const { return vocab_; }
+  const TokenizerOptions& options() const { return opts_; }
 
  private:
-  const Vocab& vocab_;
+  // Greedy longest-match-first WordPiece of one normalised word; calls on_piece(id) per
+  // piece, or once with [UNK] when the word is too long or a piece is missing.
+  template <class OnPiece>
+  void wordpiece(std::string_view word, int chars, OnPiece&& on_piece) const;
+
+  const Vocab& vocab_;  // REQUIRES: outlives the tokenizer
   TokenizerOptions opts_;
+  PieceTable pieces_;
 };
 
 }  // namespace lansbert

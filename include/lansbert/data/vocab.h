@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -35,7 +36,14 @@ class Vocab {
 
  private:
   std::vector<std::string> tokens_;
-  std::unordered_map<std::string, int32_t> index_;
+  // Transparent hash so find(string_view) needs no temporary std::string.
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  Status init(std::vector<std::string> tokens, const std::string& where);
+
+  std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> index_;
   uint64_t hash_ = 0;
   int32_t pad_ = -1, unk_ = -1, cls_ = -1, sep_ = -1, mask_ = -1;
 };

@@ -1,0 +1,102 @@
+// `lansbert vocab`: trains a WordPiece vocabulary from text files (one line is one unit of
+// text) and writes vocab.txt. The file is written to a temporary name, flushed and renamed,
+// so an interrupted run never leaves a truncated vocabulary; an existing file is kept
+// unless --force.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "lansbert/data/wordpiece_trainer.h"
+#include "line_reader.h"
+
+namespace lansbert::cli {
+
+namespace {
+
+struct VocabArgs {
+  std::vector<std::string> inputs;
+  std::string out;
+  int size = 30522;
+  int64_t min_frequency = 2;
+  int unused = 99;
+  bool cased = false;
+  bool force = false;
+};
+
+Status write_atomically(const std::string& path, const std::vector<std::string>& tokens) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) return Status::io_error(tmp + ": cannot create");
+  bool ok = true;
+  for (const std::string& t : tokens) {
+    ok = ok && std::fwrite(t.data(), 1, t.size(), f) == t.size() && std::fputc('\n', f) != EOF;
+  }
+  ok = ok && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Status::io_error(path + ": write failed");
+  }
+  return Status::ok();
+}
+
+Status run_vocab(const VocabArgs& a) {
+  if (!a.force && std::filesystem::exists(a.out)) {
+    return Status::invalid_argument(a.out + ": exists (use --force to overwrite)");
+  }
+  WordPieceTrainerOptions opts;
+  opts.vocab_size = a.size;
+  opts.min_frequency = a.min_frequency;
+  opts.unused_tokens = a.unused;
+  opts.lower_case = !a.cased;
+  WordPieceTrainer trainer(opts);
+  for (const std::string& in : a.inputs) {
+    LineReader reader;
+    LB_RETURN_IF_ERROR(reader.open(in));
+    std::string_view line;
+    while (reader.next(&line)) {
+      Status s = trainer.add_text(line);
+      if (!s.is_ok()) {
+        return Status::corrupt(reader.name() + ":" + std::to_string(reader.line_no()) + ": " +
+                               s.message());
+      }
+    }
+    if (reader.failed()) return Status::io_error(reader.name() + ": read failed");
+  }
+  std::vector<std::string> tokens;
+  LB_RETURN_IF_ERROR(trainer.train(&tokens));
+  LB_RETURN_IF_ERROR(write_atomically(a.out, tokens));
+  std::fprintf(stderr, "lansbert vocab: %zu distinct words, wrote %zu tokens to %s\n",
+               trainer.distinct_words(), tokens.size(), a.out.c_str());
+  if (tokens.size() != static_cast<size_t>(a.size)) {
+    std::fprintf(stderr, "lansbert vocab: note: asked for %d tokens (%s)\n", a.size,
+                 tokens.size() > static_cast<size_t>(a.size)
+                     ? "the specials and characters alone exceed it"
+                     : "no more pairs reach --min-frequency");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+void add_vocab_command(CLI::App& app) {
+  auto args = std::make_shared<VocabArgs>();
+  CLI::App* sub = app.add_subcommand("vocab", "Train a WordPiece vocabulary from text files");
+  sub->add_option("--input", args->inputs, "Text files, one line per unit of text")->required();
+  sub->add_option("--out", args->out, "Output vocab.txt")->required();
+  sub->add_option("--size", args->size, "Vocabulary size, specials included")
+      ->check(CLI::Range(5, 1 << 24));
+  sub->add_option("--min-frequency", args->min_frequency, "Least count of a merged pair")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--unused", args->unused, "Number of [unusedN] tokens (99 gives BERT's ids)")
+      ->check(CLI::Range(0, 1 << 20));
+  sub->add_flag("--cased", args->cased, "Keep case and accents");
+  sub->add_flag("--force", args->force, "Overwrite --out if it exists");
+  sub->callback([args] { report(run_vocab(*args)); });
+}
+
+}  // namespace lansbert::cli

@@ -1,0 +1,95 @@
+// Vocab: reads BERT's vocab.txt (line number = id) and validates it, so that every later
+// stage can trust ids: no duplicates (a duplicate makes two ids for one piece and the
+// tokenizer's choice between them arbitrary) and the five special tokens present.
+#include "lansbert/data/vocab.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace lansbert {
+
+namespace {
+constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ULL;
+constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
+
+uint64_t fnv1a(uint64_t h, std::string_view s) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= kFnvPrime;
+  }
+  return h;
+}
+}  // namespace
+
+Status Vocab::init(std::vector<std::string> tokens, const std::string& where) {
+  if (tokens.empty()) return Status::corrupt(where + ": vocabulary is empty");
+  tokens_ = std::move(tokens);
+  index_.clear();
+  index_.reserve(tokens_.size() * 2);
+  hash_ = kFnvBasis;
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    const std::string& t = tokens_[i];
+    if (t.empty()) {
+      return Status::corrupt(where + ":" + std::to_string(i + 1) + ": empty token");
+    }
+    auto [it, inserted] = index_.emplace(t, static_cast<int32_t>(i));
+    if (!inserted) {
+      return Status::corrupt(where + ":" + std::to_string(i + 1) + ": duplicate token '" + t +
+                             "' (first on line " + std::to_string(it->second + 1) + ")");
+    }
+    hash_ = fnv1a(hash_, t);
+    hash_ = fnv1a(hash_, "\n");
+  }
+  struct Special {
+    const char* name;
+    int32_t* slot;
+  };
+  const Special specials[] = {
+      {"[PAD]", &pad_}, {"[UNK]", &unk_}, {"[CLS]", &cls_}, {"[SEP]", &sep_}, {"[MASK]", &mask_}};
+  for (const Special& s : specials) {
+    *s.slot = find(s.name);
+    if (*s.slot < 0) {
+      return Status::corrupt(where + ": missing special token " + s.name);
+    }
+  }
+  return Status::ok();
+}
+
+Status Vocab::load(const std::string& path, Vocab* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::not_found(path + ": cannot open vocabulary file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::io_error(path + ": read failed");
+  const std::string data = ss.str();
+  std::vector<std::string> tokens;
+  tokens.reserve(data.size() / 6);
+  size_t pos = 0;
+  while (pos < data.size()) {
+    size_t nl = data.find('\n', pos);
+    if (nl == std::string::npos) nl = data.size();
+    size_t end = nl;
+    // CRLF files: the \r is line ending, not part of the token.
+    if (end > pos && data[end - 1] == '\r') --end;
+    tokens.emplace_back(data, pos, end - pos);
+    pos = nl + 1;
+  }
+  Vocab v;
+  LB_RETURN_IF_ERROR(v.init(std::move(tokens), path));
+  *out = std::move(v);
+  return Status::ok();
+}
+
+Status Vocab::from_tokens(std::vector<std::string> tokens, Vocab* out) {
+  Vocab v;
+  LB_RETURN_IF_ERROR(v.init(std::move(tokens), "<tokens>"));
+  *out = std::move(v);
+  return Status::ok();
+}
+
+int32_t Vocab::find(std::string_view token) const {
+  auto it = index_.find(token);
+  return it == index_.end() ? -1 : it->second;
+}
+
+}  // namespace lansbert

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# End-to-end checks of `lansbert tokenize` and `lansbert vocab`: output format, stdin,
+# invalid UTF-8 errors naming file/line/offset, --skip-invalid, and vocab's refusal to
+# overwrite and its atomic write. Usage: tokenize_cli_test.sh LANSBERT SOURCE_DIR
+set -euo pipefail
+bin=$1
+vocab=$2/tests/data/bert-base-uncased-vocab.txt
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+printf 'Hello, world!\nunaffable\n' > "$tmp/in.txt"
+out=$("$bin" tokenize --vocab "$vocab" "$tmp/in.txt")
+[[ $out == $'101 7592 1010 2088 999 102\n101 14477 20961 3468 102' ]] || fail "ids: $out"
+out=$(printf 'Hello, world!\n' | "$bin" tokenize --vocab "$vocab" --tokens)
+[[ $out == '[CLS] hello , world ! [SEP]' ]] || fail "tokens from stdin: $out"
+out=$(printf 'Hello\n' | "$bin" tokenize --vocab "$vocab" --tokens --cased --no-special)
+[[ $out == '[UNK]' ]] || fail "cased: $out"
+
+# Invalid UTF-8 on line 2, byte 3 of the line (file byte 9).
+printf 'line one\nab\xC3(\nlast\n' > "$tmp/bad.txt"
+set +e
+err=$("$bin" tokenize --vocab "$vocab" "$tmp/bad.txt" 2>&1 >/dev/null); rc=$?
+set -e
+(( rc != 0 )) || fail "invalid UTF-8 exited 0"
+[[ $err == *"bad.txt:2: invalid UTF-8 at byte offset 2 (truncated sequence)"*"file byte 9"* ]] ||
+  fail "error message: $err"
+set +e
+err=$(printf '\xFF\n' | "$bin" tokenize --vocab "$vocab" 2>&1 >/dev/null); rc=$?
+set -e
+(( rc != 0 )) && [[ $err == *"<stdin>:1: invalid UTF-8 at byte offset 0"* ]] || fail "stdin error: $err"
+out=$("$bin" tokenize --vocab "$vocab" --skip-invalid "$tmp/bad.txt" 2>"$tmp/err")
+[[ $(echo "$out" | wc -l) == 2 ]] || fail "skip-invalid output: $out"
+grep -q "skipped 1 line" "$tmp/err" || fail "skip-invalid count: $(cat "$tmp/err")"
+set +e
+"$bin" tokenize --vocab "$tmp/missing.txt" "$tmp/in.txt" 2>/dev/null; rc=$?
+set -e
+(( rc == 3 )) || fail "missing vocab exit code $rc"
+
+# vocab: trains, refuses to overwrite, --force overwrites.
+for i in 1 2 3 4 5; do cat "$tmp/in.txt"; echo "tokenizers tokenize text into tokens"; done > "$tmp/corpus.txt"
+"$bin" vocab --input "$tmp/corpus.txt" --size 150 --out "$tmp/v.txt" 2>/dev/null
+[[ $(sed -n '101p' "$tmp/v.txt") == '[UNK]' ]] || fail "vocab layout"
+set +e
+"$bin" vocab --input "$tmp/corpus.txt" --size 150 --out "$tmp/v.txt" 2>/dev/null; rc=$?
+set -e
+(( rc != 0 )) || fail "vocab overwrote without --force"
+"$bin" vocab --input "$tmp/corpus.txt" --size 150 --out "$tmp/v.txt" --force 2>/dev/null
+[[ -z $(ls "$tmp" | grep '\.tmp\.') ]] || fail "temporary file left behind"
+out=$("$bin" tokenize --vocab "$tmp/v.txt" --tokens --no-special "$tmp/corpus.txt" | grep -c UNK || true)
+[[ $out == 0 ]] || fail "trained vocab gives [UNK] on its own text"
+echo "tokenize_cli_test: ok"

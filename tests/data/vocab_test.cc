@@ -1,0 +1,88 @@
+// Vocab loading: the standard file, and each way a file can be wrong.
+#include "lansbert/data/vocab.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "test_paths.h"
+
+namespace lansbert {
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& content) {
+  const auto path = std::filesystem::temp_directory_path() / ("lansbert_vocab_" + name);
+  std::ofstream(path, std::ios::binary) << content;
+  return path.string();
+}
+
+TEST(Vocab, LoadsBertBaseUncased) {
+  Vocab v;
+  ASSERT_TRUE(Vocab::load(testing::vocab_path(), &v).is_ok());
+  EXPECT_EQ(v.size(), 30522);
+  EXPECT_EQ(v.pad_id(), 0);
+  EXPECT_EQ(v.unk_id(), 100);
+  EXPECT_EQ(v.cls_id(), 101);
+  EXPECT_EQ(v.sep_id(), 102);
+  EXPECT_EQ(v.mask_id(), 103);
+  EXPECT_EQ(v.find("the"), 1996);
+  EXPECT_EQ(v.find("##ing"), 2075);
+  EXPECT_EQ(v.find("not-a-token"), -1);
+  EXPECT_EQ(v.token(7592), "hello");
+}
+
+TEST(Vocab, HashIsFnv1aOfTokensAndNewlines) {
+  Vocab v;
+  ASSERT_TRUE(Vocab::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}, &v).is_ok());
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : std::string("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")) {
+    h = (h ^ c) * 0x100000001b3ULL;
+  }
+  EXPECT_EQ(v.hash(), h);
+  // The same tokens from a file with CRLF line ends hash the same.
+  Vocab f;
+  ASSERT_TRUE(
+      Vocab::load(write_temp("crlf.txt", "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\n"), &f)
+          .is_ok());
+  EXPECT_EQ(f.hash(), h);
+}
+
+TEST(Vocab, MissingFileIsNotFound) {
+  Vocab v;
+  Status s = Vocab::load("/nonexistent/vocab.txt", &v);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("/nonexistent/vocab.txt"), std::string::npos);
+}
+
+TEST(Vocab, EmptyFileIsCorrupt) {
+  Vocab v;
+  EXPECT_EQ(Vocab::load(write_temp("empty.txt", ""), &v).code(), StatusCode::kCorrupt);
+}
+
+TEST(Vocab, DuplicateTokenNamesBothLines) {
+  Vocab v;
+  Status s =
+      Vocab::load(write_temp("dup.txt", "[PAD]\n[UNK]\nfoo\n[CLS]\n[SEP]\n[MASK]\nfoo\n"), &v);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(":7: duplicate token 'foo' (first on line 3)"), std::string::npos)
+      << s.message();
+}
+
+TEST(Vocab, MissingSpecialTokenIsNamed) {
+  Vocab v;
+  Status s = Vocab::load(write_temp("nomask.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nfoo\n"), &v);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find("[MASK]"), std::string::npos) << s.message();
+  EXPECT_FALSE(Vocab::from_tokens({"[PAD]", "[CLS]", "[SEP]", "[MASK]"}, &v).is_ok());
+}
+
+TEST(Vocab, EmptyLineIsCorrupt) {
+  Vocab v;
+  Status s = Vocab::load(write_temp("blank.txt", "[PAD]\n\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n"), &v);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(":2: empty token"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace lansbert
