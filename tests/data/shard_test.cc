@@ -78,7 +78,9 @@ TEST(Shard, RoundTrip) {
 class ShardDamage : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = write_shard(testing::scratch_dir("shard_damage") + "/d.lbs", sample_instances());
+    // One directory per test, so that `ctest -j` runs them side by side safely.
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    path_ = write_shard(testing::scratch_dir("shard_damage_" + name) + "/d.lbs", sample_instances());
     bytes_ = slurp(path_);
   }
   Status open_damaged(std::optional<uint64_t> vocab = std::nullopt) {
