@@ -34,7 +34,7 @@ lansbert_sources(OPTIM_SRC src/optim)
 lansbert_layer(lansbert_optim SOURCES ${OPTIM_SRC} DEPS lansbert_model)
 
 lansbert_sources(DATA_SRC src/data)
-lansbert_layer(lansbert_data SOURCES ${DATA_SRC} DEPS lansbert_model PkgConfig::UTF8PROC)
+lansbert_layer(lansbert_data SOURCES ${DATA_SRC} DEPS lansbert_model PkgConfig::UTF8PROC PkgConfig::HDF5)
 
 if(LANSBERT_HAVE_CUDA)
   file(GLOB CUDA_SRC CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/*.cu ${PROJECT_SOURCE_DIR}/cuda/*.cc)

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   lansbert::cli::add_info_command(app);
   lansbert::cli::add_tokenize_command(app);
   lansbert::cli::add_vocab_command(app);
+  lansbert::cli::add_prep_command(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,54 @@
+// ShardSet: all shard files of a run behind one global sample index [0, N), in the order of
+// their sorted paths, whatever their format (ours or NVIDIA's HDF5, told apart by magic).
+// The sampler permutes this index; the loader reads through it.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lansbert/data/shard.h"
+
+namespace lansbert {
+
+struct ShardSetOptions {
+  // When set, each of our shards must have been made with this vocab (HDF5 files carry no
+  // vocab identity and are not checked).
+  std::optional<uint64_t> vocab_hash;
+  // NVIDIA's rule: keep only files whose name contains "training".
+  bool training_only = false;
+};
+
+class ShardSet {
+ public:
+  // Expands each pattern with glob(3) (a plain directory means all files in it), sorts and
+  // de-duplicates the paths, and opens every file. All files must agree on seq_len,
+  // max_pred and masking mode. No file is an error naming the patterns.
+  static Status open(const std::vector<std::string>& patterns, const ShardSetOptions& opts,
+                     std::unique_ptr<ShardSet>* out);
+
+  int64_t count() const { return offsets_.back(); }
+  int seq_len() const { return shards_.front()->seq_len(); }
+  int max_pred() const { return shards_.front()->max_pred(); }
+  bool dynamic_masking() const { return shards_.front()->dynamic_masking(); }
+  size_t num_shards() const { return shards_.size(); }
+  ShardReader& shard(size_t i) { return *shards_[i]; }
+  // Parameters of the first of our shards (nullopt for an HDF5-only set): dynamic masking
+  // takes its probability, special ids and vocab size from here.
+  const std::optional<ShardInfo>& info() const { return info_; }
+
+  // Fills row `row` of `batch` with global sample `index`.
+  Status read(int64_t index, Batch* batch, int row);
+
+ private:
+  std::vector<std::unique_ptr<ShardReader>> shards_;
+  std::vector<int64_t> offsets_{0};  // offsets_[i] = first global index of shard i
+  std::optional<ShardInfo> info_;
+};
+
+// Opens one file by its magic: ours ("LBSHARD") or HDF5.
+Status open_shard(const std::string& path, std::optional<uint64_t> vocab_hash,
+                  std::unique_ptr<ShardReader>* out);
+
+}  // namespace lansbert

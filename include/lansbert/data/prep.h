@@ -1,0 +1,46 @@
+// run_prep: raw text to our shards, the engine of `lansbert prep`. Streams the input in
+// blocks of about `block_bytes` of text: a block's sentences are tokenized in parallel,
+// its documents become instances pass by pass (random sentence B comes from the same
+// block), and instances go to shards of `shard_size` records as they are made. Memory is
+// bounded by the block, not the corpus. The output depends on the seed and the block size
+// only, never on the thread count. The tokenizer is a callback so that this layer needs
+// no particular tokenizer (the CLI passes BertTokenizer; tests pass a fake).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lansbert/core/status.h"
+#include "lansbert/data/instances.h"
+#include "lansbert/data/shard.h"
+
+namespace lansbert {
+
+struct PrepOptions {
+  std::vector<std::string> inputs;
+  std::string out_dir;
+  InstanceOptions instances;
+  int64_t shard_size = 262144;      // records per shard file
+  size_t block_bytes = 16u << 20;   // text per block
+  int threads = 0;                  // 0 = OpenMP's default
+  bool progress = false;            // a progress line on stderr
+};
+
+// Appends the WordPiece ids of one sentence. Must be safe to call from several threads.
+using TokenizeFn = std::function<Status(std::string_view text, std::vector<int32_t>* ids)>;
+
+struct PrepStats {
+  uint64_t bytes = 0;
+  int64_t documents = 0, sentences = 0, tokens = 0, instances = 0, shards = 0;
+  double seconds = 0;
+};
+
+// Writes out_dir/shard-NNNNN.lbs (removing shard files of an earlier run there first).
+// `base` gives the vocab identity and special ids recorded in each header.
+Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVocab& vocab,
+                const TokenizeFn& tokenize, PrepStats* stats);
+
+}  // namespace lansbert

@@ -1,0 +1,107 @@
+// Shards: our binary pretraining-data file and the reader interface the loader uses for
+// both it and NVIDIA's HDF5 files (hdf5_shard.h). Our format (docs/data-format.md) is a
+// 256-byte versioned header with a CRC32C, then fixed-size records, each ending in its own
+// CRC32C, so record i is at a computed offset (O(1) random access through mmap) and a
+// read checks exactly the bytes it copies. The writer writes a temporary file, fsyncs and
+// renames, so a crash never leaves a half-written shard under the final name.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "lansbert/core/status.h"
+#include "lansbert/data/instances.h"
+#include "lansbert/model/batch.h"
+
+namespace lansbert {
+
+// Abstract access to one file of pretraining instances.
+class ShardReader {
+ public:
+  virtual ~ShardReader() = default;
+  virtual const std::string& path() const = 0;
+  virtual int64_t count() const = 0;
+  virtual int seq_len() const = 0;
+  virtual int max_pred() const = 0;
+  // True when the records are stored unmasked and must be masked at load time.
+  virtual bool dynamic_masking() const { return false; }
+  // Fills row `row` of `batch` (already sized with this seq_len/max_pred) with record
+  // `index`. A record that fails its checksum is a corrupt Status naming file and offset.
+  virtual Status read(int64_t index, Batch* batch, int row) = 0;
+};
+
+inline constexpr uint32_t kShardVersion = 1;
+inline constexpr char kShardMagic[8] = {'L', 'B', 'S', 'H', 'A', 'R', 'D', '\0'};
+
+// The creation parameters and vocabulary identity a shard records.
+struct ShardInfo {
+  int seq_len = 128;
+  int max_pred = 20;
+  int32_t vocab_size = 0;
+  uint64_t vocab_hash = 0;
+  int32_t cls_id = 101, sep_id = 102, mask_id = 103;
+  uint64_t seed = 0;
+  int dupe_factor = 0;
+  float masked_lm_prob = 0.15f;
+  float short_seq_prob = 0.1f;
+  bool whole_word = false;
+  bool dynamic_masking = false;
+  int64_t record_count = 0;  // filled by the writer / reader
+};
+
+// Bytes per record for (seq_len, max_pred): ids, lengths, masked slots and the CRC.
+int64_t shard_record_size(int seq_len, int max_pred);
+
+class ShardWriter {
+ public:
+  ~ShardWriter();  // an unfinished writer removes its temporary file
+  // Opens `<path>.tmp` for writing records with `info`'s parameters.
+  static Status create(const std::string& path, const ShardInfo& info,
+                       std::unique_ptr<ShardWriter>* out);
+  // REQUIRES: inst fits (tokens <= seq_len, masked <= max_pred).
+  Status add(const Instance& inst);
+  // Writes the header, fsyncs, renames to the final path and fsyncs the directory.
+  Status finish();
+  int64_t count() const { return info_.record_count; }
+
+ private:
+  ShardWriter() = default;
+  Status flush();
+  std::string path_, tmp_path_;
+  ShardInfo info_;
+  int fd_ = -1;
+  std::string buf_;
+  int64_t record_size_ = 0;
+};
+
+class LbShardReader final : public ShardReader {
+ public:
+  ~LbShardReader() override;
+  // Opens and validates `path`: magic, version, header CRC, file size; and, when given, the
+  // vocabulary hash the run expects.
+  static Status open(const std::string& path, std::optional<uint64_t> expected_vocab_hash,
+                     std::unique_ptr<LbShardReader>* out);
+
+  const std::string& path() const override { return path_; }
+  int64_t count() const override { return info_.record_count; }
+  int seq_len() const override { return info_.seq_len; }
+  int max_pred() const override { return info_.max_pred; }
+  bool dynamic_masking() const override { return info_.dynamic_masking; }
+  Status read(int64_t index, Batch* batch, int row) override;
+  // Checks every record's CRC (a full scan; `lansbert prep` and tests use it).
+  Status verify_all() const;
+  const ShardInfo& info() const { return info_; }
+
+ private:
+  LbShardReader() = default;
+  Status check_record(int64_t index) const;
+  std::string path_;
+  ShardInfo info_;
+  const uint8_t* map_ = nullptr;
+  size_t map_size_ = 0;
+  int64_t record_size_ = 0;
+};
+
+}  // namespace lansbert

@@ -1,0 +1,93 @@
+// `lansbert prep`: plain text to pretraining shards (docs/data-format.md). Loads the vocab,
+// tokenizes with BertTokenizer and hands the rest to run_prep, which streams in bounded
+// memory and gives the same bytes for a seed whatever the thread count.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "lansbert/data/prep.h"
+#include "lansbert/data/tokenizer.h"
+#include "lansbert/data/vocab.h"
+
+namespace lansbert::cli {
+
+namespace {
+
+struct PrepArgs {
+  std::string vocab;
+  PrepOptions opts;
+  double block_mb = 16;
+  bool cased = false;
+};
+
+Status run_prep_command(PrepArgs& a) {
+  Vocab vocab;
+  LB_RETURN_IF_ERROR(Vocab::load(a.vocab, &vocab));
+  TokenizerOptions topts;
+  topts.lower_case = !a.cased;
+  const BertTokenizer tokenizer(vocab, topts);
+  MaskingVocab mv;
+  mv.cls_id = vocab.cls_id();
+  mv.sep_id = vocab.sep_id();
+  mv.mask_id = vocab.mask_id();
+  mv.vocab_size = vocab.size();
+  mv.is_continuation.resize(vocab.size());
+  for (int i = 0; i < vocab.size(); ++i) mv.is_continuation[i] = vocab.token(i).starts_with("##");
+  ShardInfo base;
+  base.vocab_size = vocab.size();
+  base.vocab_hash = vocab.hash();
+  base.cls_id = mv.cls_id;
+  base.sep_id = mv.sep_id;
+  base.mask_id = mv.mask_id;
+  a.opts.block_bytes = static_cast<size_t>(a.block_mb * 1024 * 1024);
+  PrepStats st;
+  LB_RETURN_IF_ERROR(run_prep(
+      a.opts, base, mv,
+      [&tokenizer](std::string_view text, std::vector<int32_t>* ids) { return tokenizer.encode(text, ids); },
+      &st));
+  std::printf("prep: %.1f MB in %.1f s (%.2f MB/s): %lld documents, %lld sentences, %lld tokens -> "
+              "%lld instances in %lld shards under %s\n",
+              st.bytes / 1e6, st.seconds, st.seconds > 0 ? st.bytes / 1e6 / st.seconds : 0.0,
+              static_cast<long long>(st.documents), static_cast<long long>(st.sentences),
+              static_cast<long long>(st.tokens), static_cast<long long>(st.instances),
+              static_cast<long long>(st.shards), a.opts.out_dir.c_str());
+  return Status::ok();
+}
+
+}  // namespace
+
+void add_prep_command(CLI::App& app) {
+  auto args = std::make_shared<PrepArgs>();
+  PrepOptions& o = args->opts;
+  InstanceOptions& io = o.instances;
+  CLI::App* sub = app.add_subcommand(
+      "prep", "Turn plain text (one sentence or paragraph per line, blank line between documents) "
+              "into pretraining shards");
+  sub->add_option("--vocab", args->vocab, "WordPiece vocab.txt")->required();
+  sub->add_option("--input", o.inputs, "Text files")->required();
+  sub->add_option("--out", o.out_dir, "Output directory (shard-NNNNN.lbs)")->required();
+  sub->add_option("--seq-len", io.max_seq_len, "Tokens per sequence")->capture_default_str();
+  sub->add_option("--max-pred", io.max_pred, "Masked-LM slots per sequence")->capture_default_str();
+  sub->add_option("--dupe-factor", io.dupe_factor, "Passes over each document")->capture_default_str();
+  sub->add_option("--masked-lm-prob", io.masked_lm_prob, "Share of tokens masked")->capture_default_str();
+  sub->add_option("--short-seq-prob", io.short_seq_prob, "Probability of a shorter target length")
+      ->capture_default_str();
+  sub->add_option("--seed", io.seed, "Seed of every random choice")->capture_default_str();
+  sub->add_flag("--whole-word", io.whole_word, "Whole-word masking");
+  sub->add_flag("--dynamic-masking", io.dynamic_masking, "Store unmasked; mask at load time per epoch");
+  sub->add_option("--shard-size", o.shard_size, "Records per shard file")->capture_default_str();
+  sub->add_option("--block-mb", args->block_mb, "Text per block (memory bound; random B comes from the same block)")
+      ->capture_default_str();
+  sub->add_option("--threads", o.threads, "Threads (0 = all); the output does not depend on it")
+      ->capture_default_str();
+  sub->add_flag("--cased", args->cased, "Keep case and accents (default: uncased, as bert-base-uncased)");
+  sub->add_flag("!--no-progress", o.progress, "No progress line on stderr");
+  o.progress = true;
+  sub->callback([args] {
+    const Status s = run_prep_command(*args);
+    if (!s.is_ok()) report(s);
+  });
+}
+
+}  // namespace lansbert::cli

@@ -1,0 +1,93 @@
+// ShardSet and open_shard: file discovery, format detection and the global index.
+#include "lansbert/data/dataset.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <glob.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "lansbert/core/check.h"
+#include "lansbert/data/hdf5_shard.h"
+
+namespace lansbert {
+
+Status open_shard(const std::string& path, std::optional<uint64_t> vocab_hash,
+                  std::unique_ptr<ShardReader>* out) {
+  char magic[8] = {};
+  {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return Status::not_found(fmt::format("{}: cannot open shard file", path));
+    f.read(magic, 8);
+  }
+  if (std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0) {
+    std::unique_ptr<Hdf5ShardReader> r;
+    LB_RETURN_IF_ERROR(Hdf5ShardReader::open(path, &r));
+    *out = std::move(r);
+    return Status::ok();
+  }
+  // Anything else goes to our reader, whose error names a wrong magic.
+  std::unique_ptr<LbShardReader> r;
+  LB_RETURN_IF_ERROR(LbShardReader::open(path, vocab_hash, &r));
+  *out = std::move(r);
+  return Status::ok();
+}
+
+Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOptions& opts,
+                      std::unique_ptr<ShardSet>* out) {
+  std::vector<std::string> paths;
+  for (const auto& pattern : patterns) {
+    std::error_code ec;
+    const std::string pat = std::filesystem::is_directory(pattern, ec) ? pattern + "/*" : pattern;
+    glob_t g{};
+    if (::glob(pat.c_str(), 0, nullptr, &g) == 0) {
+      for (size_t i = 0; i < g.gl_pathc; ++i) {
+        const std::string p = g.gl_pathv[i];
+        const std::string name = std::filesystem::path(p).filename().string();
+        if (!std::filesystem::is_regular_file(p, ec)) continue;
+        if (name.ends_with(".tmp")) continue;  // a writer's unfinished file
+        if (opts.training_only && name.find("training") == std::string::npos) continue;
+        paths.push_back(p);
+      }
+    }
+    globfree(&g);
+  }
+  std::sort(paths.begin(), paths.end());
+  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
+  if (paths.empty()) {
+    return Status::not_found(fmt::format("no shard files match {}{}", fmt::join(patterns, " "),
+                                         opts.training_only ? " (with 'training' in the name)" : ""));
+  }
+  auto set = std::make_unique<ShardSet>();
+  for (const auto& p : paths) {
+    std::unique_ptr<ShardReader> r;
+    LB_RETURN_IF_ERROR(open_shard(p, opts.vocab_hash, &r));
+    if (!set->shards_.empty()) {
+      const ShardReader& first = *set->shards_.front();
+      if (r->seq_len() != first.seq_len() || r->max_pred() != first.max_pred() ||
+          r->dynamic_masking() != first.dynamic_masking()) {
+        return Status::invalid_argument(fmt::format(
+            "{}: seq_len {} / max_pred {} / dynamic masking {} differ from {} ({} / {} / {})", p,
+            r->seq_len(), r->max_pred(), r->dynamic_masking(), first.path(), first.seq_len(),
+            first.max_pred(), first.dynamic_masking()));
+      }
+    }
+    if (auto* lb = dynamic_cast<LbShardReader*>(r.get()); lb != nullptr && !set->info_) set->info_ = lb->info();
+    set->offsets_.push_back(set->offsets_.back() + r->count());
+    set->shards_.push_back(std::move(r));
+  }
+  *out = std::move(set);
+  return Status::ok();
+}
+
+Status ShardSet::read(int64_t index, Batch* batch, int row) {
+  LB_CHECK(index >= 0 && index < count());
+  const size_t s = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), index) -
+                                       offsets_.begin()) - 1;
+  return shards_[s]->read(index - offsets_[s], batch, row);
+}
+
+}  // namespace lansbert

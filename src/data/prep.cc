@@ -1,0 +1,186 @@
+// run_prep: the streaming block loop, the shard rotation and the progress line.
+#include "lansbert/data/prep.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "lansbert/data/text_reader.h"
+
+namespace lansbert {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Shard files numbered in creation order; a new one is opened when the current is full.
+class ShardSink {
+ public:
+  ShardSink(const PrepOptions& opts, const ShardInfo& info) : opts_(opts), info_(info) {}
+  Status add(const Instance& inst) {
+    if (writer_ && writer_->count() >= opts_.shard_size) LB_RETURN_IF_ERROR(close());
+    if (!writer_) {
+      const std::string path = fmt::format("{}/shard-{:05d}.lbs", opts_.out_dir, shards_);
+      LB_RETURN_IF_ERROR(ShardWriter::create(path, info_, &writer_));
+    }
+    return writer_->add(inst);
+  }
+  Status close() {
+    if (!writer_) return Status::ok();
+    LB_RETURN_IF_ERROR(writer_->finish());
+    writer_.reset();
+    ++shards_;
+    return Status::ok();
+  }
+  int64_t shards() const { return shards_ + (writer_ ? 1 : 0); }
+
+ private:
+  const PrepOptions& opts_;
+  ShardInfo info_;
+  std::unique_ptr<ShardWriter> writer_;
+  int64_t shards_ = 0;
+};
+
+// The same status with "file:line: " in front of its message.
+Status with_origin(const Status& s, const std::string& origin) {
+  const std::string m = fmt::format("{}: {}", origin, s.message());
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument: return Status::invalid_argument(m);
+    case StatusCode::kNotFound: return Status::not_found(m);
+    case StatusCode::kIoError: return Status::io_error(m);
+    case StatusCode::kUnsupported: return Status::unsupported(m);
+    case StatusCode::kInternal: return Status::internal(m);
+    default: return Status::corrupt(m);
+  }
+}
+
+struct RawBlock {
+  std::vector<std::string> sentences, origins;
+  std::vector<size_t> doc_begin{0};  // document d has sentences [doc_begin[d], doc_begin[d+1])
+  size_t bytes = 0;
+};
+
+// Tokenizes the block in parallel and builds its documents (empty sentences and documents
+// dropped). The first error in input order is returned, whatever the thread count.
+Status tokenize_block(const RawBlock& raw, const TokenizeFn& tokenize, int threads,
+                      std::vector<Document>* docs, PrepStats* stats) {
+  const int64_t n = static_cast<int64_t>(raw.sentences.size());
+  std::vector<std::vector<int32_t>> ids(n);
+  std::vector<Status> errors(n);
+#pragma omp parallel for schedule(dynamic, 64) num_threads(threads)
+  for (int64_t i = 0; i < n; ++i) errors[i] = tokenize(raw.sentences[i], &ids[i]);
+  for (int64_t i = 0; i < n; ++i) {
+    if (!errors[i].is_ok()) {
+      return with_origin(errors[i], raw.origins[i]);
+    }
+  }
+  docs->clear();
+  for (size_t d = 0; d + 1 < raw.doc_begin.size(); ++d) {
+    Document doc;
+    for (size_t i = raw.doc_begin[d]; i < raw.doc_begin[d + 1]; ++i) {
+      if (ids[i].empty()) continue;
+      stats->tokens += static_cast<int64_t>(ids[i].size());
+      doc.push_back(std::move(ids[i]));
+    }
+    stats->sentences += static_cast<int64_t>(doc.size());
+    if (!doc.empty()) docs->push_back(std::move(doc));
+  }
+  return Status::ok();
+}
+
+void print_progress(const TextDocumentReader& reader, const PrepStats& st, Clock::time_point t0, bool final) {
+  const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double mb = reader.bytes_read() / 1e6, total = reader.total_bytes() / 1e6;
+  const double rate = sec > 0 ? mb / sec : 0;
+  const double eta = rate > 0 ? (total - mb) / rate : 0;
+  std::fprintf(stderr, "\rprep: %.1f/%.1f MB (%3.0f%%) %.2f MB/s ETA %d:%02d, %lld documents, %lld instances, %lld shards%s",
+               mb, total, total > 0 ? 100 * mb / total : 100.0, rate, int(eta) / 60, int(eta) % 60,
+               static_cast<long long>(st.documents), static_cast<long long>(st.instances),
+               static_cast<long long>(st.shards), final ? "\n" : "");
+}
+
+}  // namespace
+
+Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVocab& vocab,
+                const TokenizeFn& tokenize, PrepStats* stats) {
+  const InstanceOptions& io = opts.instances;
+  if (io.max_seq_len < 8 || io.max_pred < 1 || io.dupe_factor < 1 || io.masked_lm_prob <= 0 ||
+      io.masked_lm_prob >= 1 || io.short_seq_prob < 0 || io.short_seq_prob > 1 || opts.shard_size < 1) {
+    return Status::invalid_argument(fmt::format(
+        "prep: bad parameters: seq-len {} (>= 8), max-pred {} (>= 1), dupe-factor {} (>= 1), "
+        "masked-lm-prob {} (0..1), short-seq-prob {} (0..1), shard-size {} (>= 1)", io.max_seq_len,
+        io.max_pred, io.dupe_factor, io.masked_lm_prob, io.short_seq_prob, opts.shard_size));
+  }
+  std::error_code ec;
+  fs::create_directories(opts.out_dir, ec);
+  if (ec) return Status::io_error(fmt::format("{}: cannot create output directory: {}", opts.out_dir, ec.message()));
+  for (const auto& e : fs::directory_iterator(opts.out_dir)) {  // shards of an earlier run
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("shard-") && (name.ends_with(".lbs") || name.ends_with(".lbs.tmp"))) fs::remove(e.path());
+  }
+  TextDocumentReader reader;
+  LB_RETURN_IF_ERROR(reader.open(opts.inputs));
+  ShardInfo info = base;
+  info.seq_len = io.max_seq_len;
+  info.max_pred = io.max_pred;
+  info.seed = io.seed;
+  info.dupe_factor = io.dupe_factor;
+  info.masked_lm_prob = io.masked_lm_prob;
+  info.short_seq_prob = io.short_seq_prob;
+  info.whole_word = io.whole_word;
+  info.dynamic_masking = io.dynamic_masking;
+  ShardSink sink(opts, info);
+  const int threads = opts.threads > 0 ? opts.threads : omp_get_max_threads();
+  const auto t0 = Clock::now();
+  auto last_print = t0;
+  *stats = PrepStats{};
+  uint64_t first_doc = 0;
+  std::vector<std::string> sentences, origins;
+  std::vector<Document> docs;
+  std::vector<Instance> instances;
+  bool done = false;
+  while (!done) {
+    RawBlock raw;
+    while (raw.bytes < opts.block_bytes) {
+      LB_RETURN_IF_ERROR(reader.next(&sentences, &origins, &done));
+      if (done) break;
+      for (size_t i = 0; i < sentences.size(); ++i) {
+        raw.bytes += sentences[i].size();
+        raw.sentences.push_back(std::move(sentences[i]));
+        raw.origins.push_back(std::move(origins[i]));
+      }
+      raw.doc_begin.push_back(raw.sentences.size());
+    }
+    if (raw.sentences.empty()) break;
+    LB_RETURN_IF_ERROR(tokenize_block(raw, tokenize, threads, &docs, stats));
+    raw = RawBlock{};  // free the text before the instances grow
+    for (int pass = 0; pass < io.dupe_factor; ++pass) {
+      instances.clear();
+      create_instances(docs, first_doc, pass, io, vocab, threads, &instances);
+      for (const auto& inst : instances) LB_RETURN_IF_ERROR(sink.add(inst));
+      stats->instances += static_cast<int64_t>(instances.size());
+    }
+    first_doc += docs.size();
+    stats->documents += static_cast<int64_t>(docs.size());
+    stats->shards = sink.shards();
+    if (opts.progress && Clock::now() - last_print > std::chrono::milliseconds(500)) {
+      print_progress(reader, *stats, t0, false);
+      last_print = Clock::now();
+    }
+  }
+  LB_RETURN_IF_ERROR(sink.close());
+  stats->shards = sink.shards();
+  stats->bytes = reader.bytes_read();
+  stats->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (opts.progress) print_progress(reader, *stats, t0, true);
+  if (stats->instances == 0) {
+    return Status::invalid_argument("prep: the input produced no instances (empty input?)");
+  }
+  return Status::ok();
+}
+
+}  // namespace lansbert

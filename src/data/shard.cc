@@ -1,0 +1,303 @@
+// Our shard format: writer (temp file + fsync + rename) and the mmap reader that validates
+// the header on open and each record's CRC32C on read. Layout in docs/data-format.md; the
+// offsets below are the only definition of it in code.
+#include "lansbert/data/shard.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "lansbert/core/check.h"
+#include "lansbert/data/crc32c.h"
+
+namespace lansbert {
+namespace {
+
+constexpr size_t kHeaderSize = 256;
+constexpr size_t kHeaderCrcOffset = kHeaderSize - 4;
+constexpr uint32_t kFlagWholeWord = 1, kFlagDynamic = 2;
+
+template <typename T>
+void put(uint8_t* p, size_t off, T v) { std::memcpy(p + off, &v, sizeof(T)); }
+template <typename T>
+T get(const uint8_t* p, size_t off) {
+  T v;
+  std::memcpy(&v, p + off, sizeof(T));
+  return v;
+}
+
+void encode_header(const ShardInfo& in, int64_t record_size, uint8_t* h) {
+  std::memset(h, 0, kHeaderSize);
+  std::memcpy(h, kShardMagic, 8);
+  put<uint32_t>(h, 8, kShardVersion);
+  put<uint32_t>(h, 12, kHeaderSize);
+  put<uint32_t>(h, 16, in.seq_len);
+  put<uint32_t>(h, 20, in.max_pred);
+  put<uint64_t>(h, 24, in.record_count);
+  put<uint64_t>(h, 32, record_size);
+  put<uint32_t>(h, 40, in.vocab_size);
+  put<uint32_t>(h, 44, (in.whole_word ? kFlagWholeWord : 0) | (in.dynamic_masking ? kFlagDynamic : 0));
+  put<uint64_t>(h, 48, in.vocab_hash);
+  put<uint64_t>(h, 56, in.seed);
+  put<uint32_t>(h, 64, in.dupe_factor);
+  put<float>(h, 68, in.masked_lm_prob);
+  put<float>(h, 72, in.short_seq_prob);
+  put<int32_t>(h, 76, in.cls_id);
+  put<int32_t>(h, 80, in.sep_id);
+  put<int32_t>(h, 84, in.mask_id);
+  put<uint32_t>(h, kHeaderCrcOffset, crc32c(h, kHeaderCrcOffset));
+}
+
+void decode_header(const uint8_t* h, ShardInfo* out) {
+  out->seq_len = static_cast<int>(get<uint32_t>(h, 16));
+  out->max_pred = static_cast<int>(get<uint32_t>(h, 20));
+  out->record_count = static_cast<int64_t>(get<uint64_t>(h, 24));
+  out->vocab_size = static_cast<int32_t>(get<uint32_t>(h, 40));
+  const uint32_t flags = get<uint32_t>(h, 44);
+  out->whole_word = flags & kFlagWholeWord;
+  out->dynamic_masking = flags & kFlagDynamic;
+  out->vocab_hash = get<uint64_t>(h, 48);
+  out->seed = get<uint64_t>(h, 56);
+  out->dupe_factor = static_cast<int>(get<uint32_t>(h, 64));
+  out->masked_lm_prob = get<float>(h, 68);
+  out->short_seq_prob = get<float>(h, 72);
+  out->cls_id = get<int32_t>(h, 76);
+  out->sep_id = get<int32_t>(h, 80);
+  out->mask_id = get<int32_t>(h, 84);
+}
+
+Status errno_status(const std::string& what, const std::string& path) {
+  return Status::io_error(fmt::format("{}: {}: {}", path, what, std::strerror(errno)));
+}
+
+Status write_all(int fd, const void* data, size_t n, const std::string& path) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno_status("write failed", path);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+int64_t shard_record_size(int seq_len, int max_pred) {
+  return 4 * int64_t(seq_len) + 8 + 6 * int64_t(max_pred) + 4;
+}
+
+// ---------------------------------------------------------------------------- writer ----
+
+ShardWriter::~ShardWriter() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_path_.c_str());
+  }
+}
+
+Status ShardWriter::create(const std::string& path, const ShardInfo& info,
+                           std::unique_ptr<ShardWriter>* out) {
+  if (info.seq_len < 4 || info.seq_len > 65535 || info.max_pred < 0 || info.max_pred > info.seq_len) {
+    return Status::invalid_argument(fmt::format("{}: bad shard shape seq_len={} max_pred={}", path,
+                                                info.seq_len, info.max_pred));
+  }
+  std::unique_ptr<ShardWriter> w(new ShardWriter());
+  w->path_ = path;
+  w->tmp_path_ = path + ".tmp";
+  w->info_ = info;
+  w->info_.record_count = 0;
+  w->record_size_ = shard_record_size(info.seq_len, info.max_pred);
+  w->fd_ = ::open(w->tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (w->fd_ < 0) return errno_status("cannot create", w->tmp_path_);
+  // Room for the header, written last once the record count is known.
+  w->buf_.assign(kHeaderSize, '\0');
+  *out = std::move(w);
+  return Status::ok();
+}
+
+Status ShardWriter::add(const Instance& inst) {
+  const int S = info_.seq_len, P = info_.max_pred;
+  const int n = static_cast<int>(inst.tokens.size());
+  const int m = static_cast<int>(inst.masked_positions.size());
+  LB_CHECK(n <= S && m <= P && inst.masked_ids.size() == inst.masked_positions.size());
+  const size_t off = buf_.size();
+  buf_.resize(off + record_size_, '\0');
+  auto* r = reinterpret_cast<uint8_t*>(buf_.data() + off);
+  std::memcpy(r, inst.tokens.data(), 4 * size_t(n));
+  put<uint16_t>(r, 4 * S, static_cast<uint16_t>(n));
+  put<uint16_t>(r, 4 * S + 2, static_cast<uint16_t>(inst.a_end));
+  put<uint16_t>(r, 4 * S + 4, static_cast<uint16_t>(m));
+  r[4 * S + 6] = inst.is_random_next ? 1 : 0;
+  for (int k = 0; k < m; ++k) {
+    put<uint16_t>(r, 4 * S + 8 + 2 * k, static_cast<uint16_t>(inst.masked_positions[k]));
+    put<int32_t>(r, 4 * S + 8 + 2 * P + 4 * k, inst.masked_ids[k]);
+  }
+  put<uint32_t>(r, record_size_ - 4, crc32c(r, record_size_ - 4));
+  ++info_.record_count;
+  if (buf_.size() >= (8u << 20)) return flush();
+  return Status::ok();
+}
+
+Status ShardWriter::flush() {
+  LB_RETURN_IF_ERROR(write_all(fd_, buf_.data(), buf_.size(), tmp_path_));
+  buf_.clear();
+  return Status::ok();
+}
+
+Status ShardWriter::finish() {
+  LB_CHECK(fd_ >= 0);
+  LB_RETURN_IF_ERROR(flush());
+  uint8_t h[kHeaderSize];
+  encode_header(info_, record_size_, h);
+  if (::pwrite(fd_, h, kHeaderSize, 0) != static_cast<ssize_t>(kHeaderSize)) {
+    return errno_status("header write failed", tmp_path_);
+  }
+  if (::fsync(fd_) != 0) return errno_status("fsync failed", tmp_path_);
+  ::close(fd_);
+  fd_ = -1;
+  if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) return errno_status("rename failed", path_);
+  // The rename is durable only once the directory entry is.
+  const std::string dir = std::filesystem::path(path_).parent_path().string();
+  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------------------- reader ----
+
+LbShardReader::~LbShardReader() {
+  if (map_ != nullptr) ::munmap(const_cast<uint8_t*>(map_), map_size_);
+}
+
+Status LbShardReader::open(const std::string& path, std::optional<uint64_t> expected_vocab_hash,
+                           std::unique_ptr<LbShardReader>* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::not_found(fmt::format("{}: no such shard file", path));
+    return errno_status("cannot open", path);
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return errno_status("cannot stat", path);
+  }
+  const auto size = static_cast<size_t>(st.st_size);
+  if (size < kHeaderSize) {
+    ::close(fd);
+    return Status::corrupt(fmt::format("{}: truncated: file is {} bytes, the header alone needs {}",
+                                       path, size, kHeaderSize));
+  }
+  void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (m == MAP_FAILED) return errno_status("mmap failed", path);
+  std::unique_ptr<LbShardReader> r(new LbShardReader());
+  r->path_ = path;
+  r->map_ = static_cast<const uint8_t*>(m);
+  r->map_size_ = size;
+  const uint8_t* h = r->map_;
+  if (std::memcmp(h, kShardMagic, 8) != 0) {
+    return Status::corrupt(fmt::format(
+        "{}: wrong magic at byte offset 0: expected \"LBSHARD\\0\", found {:02x}: not a lansbert "
+        "shard", path, fmt::join(h, h + 8, " ")));
+  }
+  const uint32_t version = get<uint32_t>(h, 8);
+  if (version != kShardVersion) {
+    return Status::corrupt(fmt::format("{}: unsupported shard version {} at byte offset 8 (this "
+                                       "build reads version {})", path, version, kShardVersion));
+  }
+  const uint32_t stored = get<uint32_t>(h, kHeaderCrcOffset), computed = crc32c(h, kHeaderCrcOffset);
+  if (stored != computed) {
+    return Status::corrupt(fmt::format("{}: header checksum mismatch over bytes 0..{}: stored "
+                                       "{:#010x}, computed {:#010x}", path, kHeaderCrcOffset,
+                                       stored, computed));
+  }
+  decode_header(h, &r->info_);
+  r->record_size_ = shard_record_size(r->info_.seq_len, r->info_.max_pred);
+  if (get<uint64_t>(h, 32) != static_cast<uint64_t>(r->record_size_)) {
+    return Status::corrupt(fmt::format("{}: header record size {} at byte offset 32 does not "
+                                       "match seq_len {} / max_pred {}", path, get<uint64_t>(h, 32),
+                                       r->info_.seq_len, r->info_.max_pred));
+  }
+  const uint64_t expected = kHeaderSize + uint64_t(r->info_.record_count) * r->record_size_;
+  if (size != expected) {
+    const int64_t first_bad = (int64_t(size) - int64_t(kHeaderSize)) / r->record_size_;
+    return Status::corrupt(fmt::format(
+        "{}: {}: header says {} records of {} bytes ({} bytes in all), file has {} bytes; record "
+        "{} at byte offset {} is {}", path, size < expected ? "truncated" : "trailing bytes",
+        r->info_.record_count, r->record_size_, expected, size, first_bad,
+        kHeaderSize + first_bad * r->record_size_, size < expected ? "incomplete" : "extra"));
+  }
+  if (expected_vocab_hash && *expected_vocab_hash != r->info_.vocab_hash) {
+    return Status::invalid_argument(fmt::format(
+        "{}: vocabulary mismatch: the shard was made with a vocab of hash {:#018x} (size {}), "
+        "this run expects hash {:#018x}", path, r->info_.vocab_hash, r->info_.vocab_size,
+        *expected_vocab_hash));
+  }
+  ::madvise(m, size, MADV_RANDOM);
+  *out = std::move(r);
+  return Status::ok();
+}
+
+Status LbShardReader::check_record(int64_t index) const {
+  const size_t off = kHeaderSize + size_t(index) * record_size_;
+  const uint8_t* p = map_ + off;
+  const uint32_t stored = get<uint32_t>(p, record_size_ - 4), computed = crc32c(p, record_size_ - 4);
+  if (stored != computed) {
+    return Status::corrupt(fmt::format("{}: record {} (byte offsets {}..{}) checksum mismatch: "
+                                       "stored {:#010x}, computed {:#010x}", path_, index, off,
+                                       off + record_size_, stored, computed));
+  }
+  return Status::ok();
+}
+
+Status LbShardReader::verify_all() const {
+  for (int64_t i = 0; i < info_.record_count; ++i) LB_RETURN_IF_ERROR(check_record(i));
+  return Status::ok();
+}
+
+Status LbShardReader::read(int64_t index, Batch* batch, int row) {
+  const int S = info_.seq_len, P = info_.max_pred;
+  LB_CHECK(index >= 0 && index < info_.record_count);
+  LB_CHECK(batch->seq_len == S && batch->max_pred == P && row >= 0 && row < batch->batch);
+  LB_RETURN_IF_ERROR(check_record(index));
+  const size_t off = kHeaderSize + size_t(index) * record_size_;
+  const uint8_t* p = map_ + off;
+  const int n = get<uint16_t>(p, 4 * S), a_end = get<uint16_t>(p, 4 * S + 2);
+  const int m = get<uint16_t>(p, 4 * S + 4);
+  if (n > S || a_end >= n || m > P) {  // a valid CRC over invalid fields: a writer bug
+    return Status::corrupt(fmt::format("{}: record {} at byte offset {}: length {} / a_end {} / "
+                                       "masked {} out of range", path_, index, off, n, a_end, m));
+  }
+  int32_t* ids = batch->input_ids.data() + size_t(row) * S;
+  int32_t* seg = batch->segment_ids.data() + size_t(row) * S;
+  int32_t* msk = batch->input_mask.data() + size_t(row) * S;
+  std::memcpy(ids, p, 4 * size_t(S));
+  for (int i = 0; i < S; ++i) {
+    seg[i] = i > a_end && i < n ? 1 : 0;
+    msk[i] = i < n ? 1 : 0;
+  }
+  int32_t* mp = batch->masked_positions.data() + size_t(row) * P;
+  int32_t* mi = batch->masked_ids.data() + size_t(row) * P;
+  for (int k = 0; k < P; ++k) {
+    mp[k] = k < m ? get<uint16_t>(p, 4 * S + 8 + 2 * k) : 0;
+    mi[k] = k < m ? get<int32_t>(p, 4 * S + 8 + 2 * P + 4 * k) : Batch::kIgnore;
+  }
+  batch->nsp_labels[row] = p[4 * S + 6];
+  return Status::ok();
+}
+
+}  // namespace lansbert

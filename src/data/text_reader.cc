@@ -1,0 +1,92 @@
+// Sentence splitting and the streaming document reader for `lansbert prep`.
+#include "lansbert/data/text_reader.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+namespace lansbert {
+namespace {
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v'; }
+bool is_closer(char c) { return c == '"' || c == '\'' || c == ')' || c == ']'; }
+bool starts_sentence(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '"' || c == '\'' || c == '(' || c == '[';
+}
+
+void push_trimmed(std::string_view s, std::vector<std::string>* out) {
+  size_t b = 0, e = s.size();
+  while (b < e && is_space(s[b])) ++b;
+  while (e > b && is_space(s[e - 1])) --e;
+  if (e > b) out->emplace_back(s.substr(b, e - b));
+}
+
+}  // namespace
+
+void split_sentences(std::string_view line, std::vector<std::string>* out) {
+  size_t start = 0, i = 0;
+  while (i < line.size()) {
+    const char c = line[i];
+    if (c == '.' || c == '!' || c == '?') {
+      size_t j = i + 1;
+      while (j < line.size() && is_closer(line[j])) ++j;
+      size_t k = j;
+      while (k < line.size() && is_space(line[k])) ++k;
+      if (k > j && k < line.size() && starts_sentence(line[k])) {
+        push_trimmed(line.substr(start, j - start), out);
+        start = k;
+        i = k;
+        continue;
+      }
+    }
+    ++i;
+  }
+  push_trimmed(line.substr(start), out);
+}
+
+Status TextDocumentReader::open(const std::vector<std::string>& paths) {
+  paths_ = paths;
+  total_bytes_ = 0;
+  for (const auto& p : paths_) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(p, ec);
+    if (ec) return Status::not_found(fmt::format("{}: cannot read input: {}", p, ec.message()));
+    total_bytes_ += size;
+  }
+  file_ = 0;
+  return Status::ok();
+}
+
+Status TextDocumentReader::next(std::vector<std::string>* sentences, std::vector<std::string>* origins,
+                                bool* done) {
+  sentences->clear();
+  origins->clear();
+  *done = false;
+  std::string line;
+  while (file_ < paths_.size()) {
+    if (!in_.is_open()) {
+      in_.open(paths_[file_], std::ios::binary);
+      if (!in_) return Status::io_error(fmt::format("{}: cannot open input", paths_[file_]));
+      line_no_ = 0;
+    }
+    while (std::getline(in_, line)) {
+      ++line_no_;
+      bytes_read_ += line.size() + 1;
+      const size_t before = sentences->size();
+      split_sentences(line, sentences);
+      if (sentences->size() == before) {  // a blank line ends a document
+        if (!sentences->empty()) return Status::ok();
+        continue;
+      }
+      origins->resize(sentences->size(), fmt::format("{}:{}", paths_[file_], line_no_));
+    }
+    if (in_.bad()) return Status::io_error(fmt::format("{}: read error near line {}", paths_[file_], line_no_));
+    in_.close();
+    ++file_;
+    if (!sentences->empty()) return Status::ok();  // the end of a file ends a document
+  }
+  *done = sentences->empty();
+  return Status::ok();
+}
+
+}  // namespace lansbert

@@ -1,0 +1,169 @@
+// Our shard format: round trip, and a clear error naming the file and the offset for each
+// kind of damage (flipped byte, truncation, wrong magic, wrong version, other vocab).
+#include "lansbert/data/shard.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "test_util.h"
+
+namespace lansbert {
+namespace {
+
+std::vector<Instance> sample_instances(bool dynamic = false) {
+  InstanceOptions opts;
+  opts.dynamic_masking = dynamic;
+  std::vector<Instance> out;
+  create_instances(testing::synthetic_documents(40, 20, 20), 0, 0, opts, testing::test_vocab(), 1, &out);
+  return out;
+}
+
+std::string write_shard(const std::string& path, const std::vector<Instance>& insts,
+                        bool dynamic = false) {
+  ShardInfo info;
+  info.vocab_size = 30522;
+  info.vocab_hash = 0x1234;
+  info.dynamic_masking = dynamic;
+  std::unique_ptr<ShardWriter> w;
+  EXPECT_TRUE(ShardWriter::create(path, info, &w).is_ok());
+  for (const auto& inst : insts) EXPECT_TRUE(w->add(inst).is_ok());
+  EXPECT_TRUE(w->finish().is_ok());
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  return path;
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+void spit(const std::string& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << s;
+}
+
+TEST(Shard, RoundTrip) {
+  const auto insts = sample_instances();
+  const std::string path = write_shard(testing::scratch_dir("shard_rt") + "/a.lbs", insts);
+  std::unique_ptr<LbShardReader> r;
+  ASSERT_TRUE(LbShardReader::open(path, 0x1234, &r).is_ok());
+  ASSERT_EQ(r->count(), int64_t(insts.size()));
+  EXPECT_EQ(r->seq_len(), 128);
+  EXPECT_EQ(r->max_pred(), 20);
+  EXPECT_FALSE(r->dynamic_masking());
+  EXPECT_TRUE(r->verify_all().is_ok());
+  Batch b;
+  b.resize(1, 128, 20);
+  for (size_t i = 0; i < insts.size(); ++i) {
+    ASSERT_TRUE(r->read(int64_t(i), &b, 0).is_ok());
+    const Instance& in = insts[i];
+    for (int s = 0; s < 128; ++s) {
+      const bool real = s < int(in.tokens.size());
+      ASSERT_EQ(b.input_ids[s], real ? in.tokens[s] : 0);
+      ASSERT_EQ(b.input_mask[s], real ? 1 : 0);
+      ASSERT_EQ(b.segment_ids[s], real && s > in.a_end ? 1 : 0);
+    }
+    for (int k = 0; k < 20; ++k) {
+      const bool used = k < int(in.masked_positions.size());
+      ASSERT_EQ(b.masked_positions[k], used ? in.masked_positions[k] : 0);
+      ASSERT_EQ(b.masked_ids[k], used ? in.masked_ids[k] : Batch::kIgnore);
+    }
+    ASSERT_EQ(b.nsp_labels[0], in.is_random_next ? 1 : 0);
+  }
+}
+
+class ShardDamage : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // One directory per test, so that `ctest -j` runs them side by side safely.
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    path_ = write_shard(testing::scratch_dir("shard_damage_" + name) + "/d.lbs", sample_instances());
+    bytes_ = slurp(path_);
+  }
+  Status open_damaged(std::optional<uint64_t> vocab = std::nullopt) {
+    spit(path_, bytes_);
+    std::unique_ptr<LbShardReader> r;
+    return LbShardReader::open(path_, vocab, &r);
+  }
+  std::string path_, bytes_;
+};
+
+TEST_F(ShardDamage, FlippedByteInRecord) {
+  const size_t record = shard_record_size(128, 20);
+  const size_t off = 256 + 3 * record + 17;
+  bytes_[off] ^= 0x10;
+  spit(path_, bytes_);
+  std::unique_ptr<LbShardReader> r;
+  ASSERT_TRUE(LbShardReader::open(path_, std::nullopt, &r).is_ok());  // header is fine
+  Batch b;
+  b.resize(1, 128, 20);
+  EXPECT_TRUE(r->read(2, &b, 0).is_ok());
+  const Status s = r->read(3, &b, 0);
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(path_), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("record 3"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(std::to_string(256 + 3 * record)), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.message();
+  EXPECT_EQ(r->verify_all().code(), StatusCode::kCorrupt);
+}
+
+TEST_F(ShardDamage, FlippedByteInHeader) {
+  bytes_[60] ^= 0x01;  // inside the seed
+  const Status s = open_damaged();
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(path_), std::string::npos);
+  EXPECT_NE(s.message().find("header checksum mismatch"), std::string::npos) << s.message();
+}
+
+TEST_F(ShardDamage, Truncated) {
+  const size_t record = shard_record_size(128, 20);
+  bytes_.resize(bytes_.size() - record / 2);
+  const Status s = open_damaged();
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(path_), std::string::npos);
+  EXPECT_NE(s.message().find("truncated"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("is incomplete"), std::string::npos) << s.message();
+  bytes_.resize(100);
+  const Status s2 = open_damaged();
+  EXPECT_NE(s2.message().find("file is 100 bytes"), std::string::npos) << s2.message();
+}
+
+TEST_F(ShardDamage, WrongMagic) {
+  bytes_.replace(0, 8, "\x89HDF\r\n\x1a\n", 8);
+  const Status s = open_damaged();
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(path_), std::string::npos);
+  EXPECT_NE(s.message().find("wrong magic at byte offset 0"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("89 48 44 46"), std::string::npos) << s.message();
+}
+
+TEST_F(ShardDamage, WrongVersion) {
+  bytes_[8] = 9;
+  const Status s = open_damaged();
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(path_), std::string::npos);
+  EXPECT_NE(s.message().find("unsupported shard version 9 at byte offset 8"), std::string::npos)
+      << s.message();
+}
+
+TEST_F(ShardDamage, VocabMismatch) {
+  const Status s = open_damaged(0xabcd);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find(path_), std::string::npos);
+  EXPECT_NE(s.message().find("vocabulary mismatch"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("0x0000000000001234"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("0x000000000000abcd"), std::string::npos) << s.message();
+}
+
+TEST(Shard, MissingFile) {
+  std::unique_ptr<LbShardReader> r;
+  const Status s = LbShardReader::open("/nonexistent/x.lbs", std::nullopt, &r);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("/nonexistent/x.lbs"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lansbert
