@@ -6,6 +6,7 @@
 //   3. u recomputed (same inline math) and p -= lr*r*u, with r = ||p||/||u|| on blocks with
 //      wd != 0 (apex) or on every block (NVLAMB, trust_ratio_on_excluded), else r = 1.
 // AdamW is pass 1 (g only) and one fused pass: p -= lr*u.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -14,6 +15,8 @@
 
 namespace lansbert {
 namespace {
+
+constexpr size_t kTile = 256;  // elements per stack tile of directions (1 KiB)
 
 // Pass 1 of both rules: per-block sums of g^2 (and p^2 when want_params) into *sums,
 // K = 2 values per block when want_params, else 1. Returns G.
@@ -52,9 +55,9 @@ class Lamb final : public Optimizer {
     double param_norm;
     float step;  // lr * r
   };
-  void moments_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& c,
+  void moments_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& cs,
                     float clip);
-  void apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& c);
+  void apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& cs);
 
   std::unique_ptr<ChunkPlan> plan_;
   std::vector<double> partial_, sums_;
@@ -62,38 +65,50 @@ class Lamb final : public Optimizer {
 };
 
 void Lamb::moments_pass(const ChunkPlan& plan, const FlatBuffers& buf,
-                        const AdamConsts<float>& c, float clip) {
+                        const AdamConsts<float>& cs, float clip) {
   const std::vector<Chunk>& chunks = plan.chunks();
   const int64_t n = static_cast<int64_t>(chunks.size());
   partial_.assign(chunks.size(), 0.0);
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t i = 0; i < n; ++i) {
     const Chunk& ch = chunks[i];
+    const AdamConsts<float> c = cs;  // a local: OpenMP shares cs by pointer, which blocks SIMD
     const float wd = blocks_[ch.block].wd;
-    double su[4] = {0, 0, 0, 0};  // interleaved accumulators in a fixed order
-    for (size_t j0 = ch.begin; j0 < ch.end; j0 += 4) {
-      for (size_t k = 0; k < 4 && j0 + k < ch.end; ++k) {
-        const size_t j = j0 + k;
-        adam_moments(buf.grads[j] / clip, c, buf.m[j], buf.v[j]);
-        const float u = adam_direction(buf.m[j], buf.v[j], buf.params[j], wd, c);
-        su[k] += static_cast<double>(u) * u;
+    // A stack tile of directions keeps the element loop vectorisable; its squares are summed
+    // in double in a fixed order.
+    float u[kTile];
+    double su = 0;
+    for (size_t j0 = ch.begin; j0 < ch.end; j0 += kTile) {
+      const size_t len = std::min(kTile, ch.end - j0);
+      const float* __restrict g = buf.grads + j0;
+      const float* __restrict p = buf.params + j0;
+      float* __restrict m = buf.m + j0;
+      float* __restrict v = buf.v + j0;
+      for (size_t k = 0; k < len; ++k) {
+        adam_moments(g[k] / clip, c, m[k], v[k]);
+        u[k] = adam_direction(m[k], v[k], p[k], wd, c);
       }
+      su += sum_squares(u, len);
     }
-    partial_[i] = (su[0] + su[1]) + (su[2] + su[3]);
+    partial_[i] = su;
   }
   plan.sum_by_block(partial_, 1, &sums_);
 }
 
-void Lamb::apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& c) {
+void Lamb::apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& cs) {
   const std::vector<Chunk>& chunks = plan.chunks();
   const int64_t n = static_cast<int64_t>(chunks.size());
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t i = 0; i < n; ++i) {
     const Chunk& ch = chunks[i];
-    const Block& b = blocks_[ch.block];
-    for (size_t j = ch.begin; j < ch.end; ++j) {
-      buf.params[j] -= b.step * adam_direction(buf.m[j], buf.v[j], buf.params[j], b.wd, c);
-    }
+    const AdamConsts<float> c = cs;  // a local: OpenMP shares cs by pointer, which blocks SIMD
+    // Locals, not blocks_ reads, so the loop vectorises.
+    const float step = blocks_[ch.block].step, wd = blocks_[ch.block].wd;
+    const size_t len = ch.end - ch.begin;
+    const float* __restrict m = buf.m + ch.begin;
+    const float* __restrict v = buf.v + ch.begin;
+    float* __restrict p = buf.params + ch.begin;
+    for (size_t k = 0; k < len; ++k) p[k] -= step * adam_direction(m[k], v[k], p[k], wd, c);
   }
 }
 
@@ -140,7 +155,7 @@ class AdamW final : public Optimizer {
 void AdamW::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, double lr,
                    UpdateStats* stats) {
   const ChunkPlan& plan = plan_for(table, &plan_);
-  const AdamConsts<float> c = adam_consts(config_, t);
+  const AdamConsts<float> cs = adam_consts(config_, t);
   const double G = gradient_norms(plan, buf, /*want_params=*/false, &partial_, &sums_);
   const float clip = static_cast<float>(clip_divisor(G, config_.max_grad_norm));
   wd_.resize(plan.blocks());
@@ -153,10 +168,16 @@ void AdamW::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, d
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t i = 0; i < n; ++i) {
     const Chunk& ch = chunks[i];
+    const AdamConsts<float> c = cs;  // a local: OpenMP shares cs by pointer, which blocks SIMD
     const float wd = wd_[ch.block];
-    for (size_t j = ch.begin; j < ch.end; ++j) {
-      adam_moments(buf.grads[j] / clip, c, buf.m[j], buf.v[j]);
-      buf.params[j] -= step * adam_direction(buf.m[j], buf.v[j], buf.params[j], wd, c);
+    const size_t len = ch.end - ch.begin;
+    const float* __restrict g = buf.grads + ch.begin;
+    float* __restrict p = buf.params + ch.begin;
+    float* __restrict m = buf.m + ch.begin;
+    float* __restrict v = buf.v + ch.begin;
+    for (size_t k = 0; k < len; ++k) {
+      adam_moments(g[k] / clip, c, m[k], v[k]);
+      p[k] -= step * adam_direction(m[k], v[k], p[k], wd, c);
     }
   }
   if (stats) {

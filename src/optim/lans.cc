@@ -6,6 +6,7 @@
 //      both trust ratios: p -= lr*b1*r_m*u_m + lr*(1-b1)*r_g*u_g.
 // Recomputing u in pass 3 costs arithmetic but no extra buffer, which is what a 110M-element
 // model can afford. The formulas are in docs/optimizers.md.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -14,6 +15,8 @@
 
 namespace lansbert {
 namespace {
+
+constexpr size_t kTile = 256;  // elements per stack tile of directions (2 KiB)
 
 class Lans final : public Optimizer {
  public:
@@ -31,8 +34,8 @@ class Lans final : public Optimizer {
     float step_g;  // lr*(1-b1)*r_g
   };
   void norms_pass(const ChunkPlan& plan, const FlatBuffers& buf);
-  void moments_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& c);
-  void apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& c);
+  void moments_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& cs);
+  void apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& cs);
 
   std::unique_ptr<ChunkPlan> plan_;
   std::vector<double> partial_, sums_;
@@ -53,42 +56,61 @@ void Lans::norms_pass(const ChunkPlan& plan, const FlatBuffers& buf) {
 }
 
 void Lans::moments_pass(const ChunkPlan& plan, const FlatBuffers& buf,
-                        const AdamConsts<float>& c) {
+                        const AdamConsts<float>& cs) {
   const std::vector<Chunk>& chunks = plan.chunks();
   const int64_t n = static_cast<int64_t>(chunks.size());
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t i = 0; i < n; ++i) {
     const Chunk& ch = chunks[i];
-    const Block& b = blocks_[ch.block];
-    // Four interleaved accumulators per norm: a fixed order, and no single add chain.
-    double sm[4] = {0, 0, 0, 0}, sg[4] = {0, 0, 0, 0};
-    for (size_t j0 = ch.begin; j0 < ch.end; j0 += 4) {
-      for (size_t k = 0; k < 4 && j0 + k < ch.end; ++k) {
-        const size_t j = j0 + k;
-        const float gh = buf.grads[j] * b.g_scale;
-        adam_moments(gh, c, buf.m[j], buf.v[j]);
-        const LansDirections<float> u = lans_directions(gh, buf.m[j], buf.v[j], buf.params[j], b.wd, c);
-        sm[k] += static_cast<double>(u.um) * u.um;
-        sg[k] += static_cast<double>(u.ug) * u.ug;
+    const AdamConsts<float> c = cs;  // a local: OpenMP shares cs by pointer, which blocks SIMD
+    // Per-block factors as locals: the compiler cannot prove blocks_ is not written through
+    // the element pointers, and would not vectorise otherwise.
+    const float gs = blocks_[ch.block].g_scale, wd = blocks_[ch.block].wd;
+    // Directions go to a small tile so the element loop vectorises; the tile's squares are
+    // then summed in double in a fixed order (sum_squares2), independent of threads.
+    float um[kTile], ug[kTile];
+    double sm = 0, sg = 0;
+    for (size_t j0 = ch.begin; j0 < ch.end; j0 += kTile) {
+      const size_t len = std::min(kTile, ch.end - j0);
+      const float* __restrict g = buf.grads + j0;
+      const float* __restrict p = buf.params + j0;
+      float* __restrict m = buf.m + j0;
+      float* __restrict v = buf.v + j0;
+      for (size_t k = 0; k < len; ++k) {
+        const float gh = g[k] * gs;
+        adam_moments(gh, c, m[k], v[k]);
+        const LansDirections<float> u = lans_directions(gh, m[k], v[k], p[k], wd, c);
+        um[k] = u.um;
+        ug[k] = u.ug;
       }
+      double a, e;
+      sum_squares2(um, ug, len, &a, &e);
+      sm += a;
+      sg += e;
     }
-    partial_[2 * i] = (sm[0] + sm[1]) + (sm[2] + sm[3]);
-    partial_[2 * i + 1] = (sg[0] + sg[1]) + (sg[2] + sg[3]);
+    partial_[2 * i] = sm;
+    partial_[2 * i + 1] = sg;
   }
   plan.sum_by_block(partial_, 2, &sums_);
 }
 
-void Lans::apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& c) {
+void Lans::apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& cs) {
   const std::vector<Chunk>& chunks = plan.chunks();
   const int64_t n = static_cast<int64_t>(chunks.size());
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t i = 0; i < n; ++i) {
     const Chunk& ch = chunks[i];
+    const AdamConsts<float> c = cs;  // a local: OpenMP shares cs by pointer, which blocks SIMD
     const Block& b = blocks_[ch.block];
-    for (size_t j = ch.begin; j < ch.end; ++j) {
-      const float gh = buf.grads[j] * b.g_scale;
-      const LansDirections<float> u = lans_directions(gh, buf.m[j], buf.v[j], buf.params[j], b.wd, c);
-      buf.params[j] = lans_apply(buf.params[j], u, b.step_m, b.step_g);
+    const float gs = b.g_scale, wd = b.wd, step_m = b.step_m, step_g = b.step_g;
+    const size_t len = ch.end - ch.begin;
+    const float* __restrict g = buf.grads + ch.begin;
+    const float* __restrict m = buf.m + ch.begin;
+    const float* __restrict v = buf.v + ch.begin;
+    float* __restrict p = buf.params + ch.begin;
+    for (size_t k = 0; k < len; ++k) {
+      const LansDirections<float> u = lans_directions(g[k] * gs, m[k], v[k], p[k], wd, c);
+      p[k] = lans_apply(p[k], u, step_m, step_g);
     }
   }
 }
