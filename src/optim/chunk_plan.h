@@ -55,8 +55,14 @@ inline void sum_squares2(const float* a, const float* b, size_t n, double* sa, d
   for (; i + 4 <= n; i += 4) {
     const double x0 = a[i], x1 = a[i + 1], x2 = a[i + 2], x3 = a[i + 3];
     const double y0 = b[i], y1 = b[i + 1], y2 = b[i + 2], y3 = b[i + 3];
-    a0 += x0 * x0; a1 += x1 * x1; a2 += x2 * x2; a3 += x3 * x3;
-    b0 += y0 * y0; b1 += y1 * y1; b2 += y2 * y2; b3 += y3 * y3;
+    a0 += x0 * x0;
+    a1 += x1 * x1;
+    a2 += x2 * x2;
+    a3 += x3 * x3;
+    b0 += y0 * y0;
+    b1 += y1 * y1;
+    b2 += y2 * y2;
+    b3 += y3 * y3;
   }
   for (; i < n; ++i) {
     const double x = a[i], y = b[i];
@@ -72,11 +78,13 @@ inline double sum_squares(const float* a, size_t n) {
   size_t i = 0;
   for (; i + 4 <= n; i += 4) {
     const double x0 = a[i], x1 = a[i + 1], x2 = a[i + 2], x3 = a[i + 3];
-    a0 += x0 * x0; a1 += x1 * x1; a2 += x2 * x2; a3 += x3 * x3;
+    a0 += x0 * x0;
+    a1 += x1 * x1;
+    a2 += x2 * x2;
+    a3 += x3 * x3;
   }
   for (; i < n; ++i) a0 += static_cast<double>(a[i]) * a[i];
   return (a0 + a1) + (a2 + a3);
 }
-
 
 }  // namespace lansbert

@@ -31,8 +31,8 @@ double gradient_norms(const ChunkPlan& plan, const FlatBuffers& buf, bool want_p
   for (int64_t i = 0; i < n; ++i) {
     const Chunk& ch = chunks[i];
     if (want_params) {
-      sum_squares2(buf.grads + ch.begin, buf.params + ch.begin, ch.end - ch.begin,
-                   &out[2 * i], &out[2 * i + 1]);
+      sum_squares2(buf.grads + ch.begin, buf.params + ch.begin, ch.end - ch.begin, &out[2 * i],
+                   &out[2 * i + 1]);
     } else {
       out[i] = sum_squares(buf.grads + ch.begin, ch.end - ch.begin);
     }
@@ -64,8 +64,8 @@ class Lamb final : public Optimizer {
   std::vector<Block> blocks_;
 };
 
-void Lamb::moments_pass(const ChunkPlan& plan, const FlatBuffers& buf,
-                        const AdamConsts<float>& cs, float clip) {
+void Lamb::moments_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& cs,
+                        float clip) {
   const std::vector<Chunk>& chunks = plan.chunks();
   const int64_t n = static_cast<int64_t>(chunks.size());
   partial_.assign(chunks.size(), 0.0);

@@ -49,8 +49,8 @@ void Lans::norms_pass(const ChunkPlan& plan, const FlatBuffers& buf) {
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t i = 0; i < n; ++i) {
     const Chunk& ch = chunks[i];
-    sum_squares2(buf.grads + ch.begin, buf.params + ch.begin, ch.end - ch.begin,
-                 &partial_[2 * i], &partial_[2 * i + 1]);
+    sum_squares2(buf.grads + ch.begin, buf.params + ch.begin, ch.end - ch.begin, &partial_[2 * i],
+                 &partial_[2 * i + 1]);
   }
   plan.sum_by_block(partial_, 2, &sums_);
 }

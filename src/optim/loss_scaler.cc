@@ -13,9 +13,12 @@ namespace lansbert {
 
 const char* loss_scale_mode_name(LossScaleMode m) {
   switch (m) {
-    case LossScaleMode::kNone: return "none";
-    case LossScaleMode::kStatic: return "static";
-    case LossScaleMode::kDynamic: return "dynamic";
+    case LossScaleMode::kNone:
+      return "none";
+    case LossScaleMode::kStatic:
+      return "static";
+    case LossScaleMode::kDynamic:
+      return "dynamic";
   }
   return "?";
 }
@@ -27,8 +30,8 @@ Status parse_loss_scale_mode(const std::string& s, LossScaleMode* out) {
       return Status::ok();
     }
   }
-  return Status::invalid_argument("loss_scale.mode: expected none, static or dynamic, got '" +
-                                  s + "'");
+  return Status::invalid_argument("loss_scale.mode: expected none, static or dynamic, got '" + s +
+                                  "'");
 }
 
 Status LossScalerConfig::validate() const {
@@ -36,7 +39,8 @@ Status LossScalerConfig::validate() const {
     return Status::invalid_argument("loss_scale.initial_scale must be finite and > 0");
   }
   if (mode != LossScaleMode::kDynamic) return Status::ok();
-  if (growth_interval < 1) return Status::invalid_argument("loss_scale.growth_interval must be >= 1");
+  if (growth_interval < 1)
+    return Status::invalid_argument("loss_scale.growth_interval must be >= 1");
   if (!(growth_factor > 1)) return Status::invalid_argument("loss_scale.growth_factor must be > 1");
   if (!(backoff_factor > 0 && backoff_factor < 1)) {
     return Status::invalid_argument("loss_scale.backoff_factor must be in (0, 1)");

@@ -59,7 +59,9 @@ double clip_divisor(double global_grad_norm, double max_grad_norm) {
   return 1.0;
 }
 
-std::vector<std::string> optimizer_names() { return {"lans", "lamb", "adamw"}; }
+std::vector<std::string> optimizer_names() {
+  return {"lans", "lamb", "adamw"};
+}
 
 Status make_optimizer(const std::string& name, const OptimizerConfig& config,
                       std::unique_ptr<Optimizer>* out) {

@@ -127,8 +127,8 @@ Status load_state(const std::string& path, OptimizerState* state, float* m, floa
     if (!read_all(f, json.data(), json_len, &sum) || !read_all(f, &n, sizeof(n), &sum)) {
       s = Status::corrupt(path + ": truncated header");
     } else if (n != elements) {
-      s = Status::corrupt(path + ": holds " + std::to_string(n) + " moment elements, the model has " +
-                          std::to_string(elements));
+      s = Status::corrupt(path + ": holds " + std::to_string(n) +
+                          " moment elements, the model has " + std::to_string(elements));
     } else if (!read_all(f, m, elements * sizeof(float), &sum) ||
                !read_all(f, v, elements * sizeof(float), &sum) ||
                !read_all(f, &stored, sizeof(stored), nullptr)) {

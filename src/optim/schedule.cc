@@ -18,10 +18,14 @@ double fraction(double ratio, int64_t steps, int64_t total) {
 
 const char* schedule_kind_name(ScheduleKind k) {
   switch (k) {
-    case ScheduleKind::kLans: return "lans";
-    case ScheduleKind::kNvidiaPolyWarmup: return "nvidia_poly_warmup";
-    case ScheduleKind::kLinear: return "linear";
-    case ScheduleKind::kConstant: return "constant";
+    case ScheduleKind::kLans:
+      return "lans";
+    case ScheduleKind::kNvidiaPolyWarmup:
+      return "nvidia_poly_warmup";
+    case ScheduleKind::kLinear:
+      return "linear";
+    case ScheduleKind::kConstant:
+      return "constant";
   }
   return "?";
 }
@@ -48,8 +52,8 @@ Status parse_first_update(const std::string& s, FirstUpdate* out) {
   } else if (s == "mult1") {
     *out = FirstUpdate::kMult1;
   } else {
-    return Status::invalid_argument("schedule.first_update: expected mult0 or mult1, got '" +
-                                    s + "'");
+    return Status::invalid_argument("schedule.first_update: expected mult0 or mult1, got '" + s +
+                                    "'");
   }
   return Status::ok();
 }
@@ -67,9 +71,12 @@ Status ScheduleConfig::validate() const {
     return Status::invalid_argument("schedule.warmup_steps/constant_steps exceed total_steps");
   }
   const double w = fraction(warmup_ratio, warmup_steps, total_steps);
-  const double c = kind == ScheduleKind::kLans ? fraction(constant_ratio, constant_steps, total_steps) : 0;
-  if (!(w >= 0 && w <= 1)) return Status::invalid_argument("schedule.warmup_ratio must be in [0, 1]");
-  if (!(c >= 0 && c <= 1)) return Status::invalid_argument("schedule.constant_ratio must be in [0, 1]");
+  const double c =
+      kind == ScheduleKind::kLans ? fraction(constant_ratio, constant_steps, total_steps) : 0;
+  if (!(w >= 0 && w <= 1))
+    return Status::invalid_argument("schedule.warmup_ratio must be in [0, 1]");
+  if (!(c >= 0 && c <= 1))
+    return Status::invalid_argument("schedule.constant_ratio must be in [0, 1]");
   if (w + c > 1) {
     return Status::invalid_argument("schedule: warmup + constant phases exceed total_steps");
   }

@@ -15,8 +15,7 @@ Status parse_phase_start(const std::string& s, PhaseStart* out) {
   } else if (s == "reset") {
     *out = PhaseStart::kReset;
   } else {
-    return Status::invalid_argument("phase_start: expected keep_moments or reset, got '" + s +
-                                    "'");
+    return Status::invalid_argument("phase_start: expected keep_moments or reset, got '" + s + "'");
   }
   return Status::ok();
 }

@@ -50,7 +50,8 @@ double run(const std::string& name, double peak_lr, int steps, bool nvlamb = fal
   t.add("c", {1}, ParamRole::kBias);
   testing::Flat f(t);
   testing::Lcg r(11);
-  for (int j = 0; j < LeastSquares::D; ++j) f.p[t[0].offset + j] = static_cast<float>(0.1 * r.next());
+  for (int j = 0; j < LeastSquares::D; ++j)
+    f.p[t[0].offset + j] = static_cast<float>(0.1 * r.next());
   UpdaterConfig c;
   c.optimizer.name = name;
   c.optimizer.weight_decay = 0;
@@ -67,19 +68,27 @@ double run(const std::string& name, double peak_lr, int steps, bool nvlamb = fal
     EXPECT_TRUE(u->step(t, f.buffers(), nullptr).is_ok());
   }
   const double l1 = ls.loss_and_grad(&f.p[xo], f.p[co], &f.g[xo], &f.g[co]);
-  std::printf("%s%s: loss %.6g -> %.6g (factor %.3g) in %d updates\n", name.c_str(), nvlamb ? " (nvlamb)" : "", l0, l1,
-              l0 / l1, steps);
+  std::printf("%s%s: loss %.6g -> %.6g (factor %.3g) in %d updates\n", name.c_str(),
+              nvlamb ? " (nvlamb)" : "", l0, l1, l0 / l1, steps);
   return l1 / l0;
 }
 
 // Stated target: every optimizer reduces the loss at least 10^4-fold within 300 updates
 // (peak lr 0.05, LANS schedule 5% warmup / 25% constant / linear decay, wd 0). Observed on
-// the development machine: LANS ~3e7, NVLAMB ~7e5, LAMB and AdamW ~3e12. With wd = 0 on every block apex
-// LAMB applies no trust ratio and equals AdamW, so NVLAMB is run as well.
-TEST(Convergence, LansReducesLeastSquares) { EXPECT_LT(run("lans", 0.05, 300), 1e-4); }
-TEST(Convergence, LambReducesLeastSquares) { EXPECT_LT(run("lamb", 0.05, 300), 1e-4); }
-TEST(Convergence, NvLambReducesLeastSquares) { EXPECT_LT(run("lamb", 0.05, 300, true), 1e-4); }
-TEST(Convergence, AdamWReducesLeastSquares) { EXPECT_LT(run("adamw", 0.05, 300), 1e-4); }
+// the development machine: LANS ~3e7, NVLAMB ~7e5, LAMB and AdamW ~3e12. With wd = 0 on every block
+// apex LAMB applies no trust ratio and equals AdamW, so NVLAMB is run as well.
+TEST(Convergence, LansReducesLeastSquares) {
+  EXPECT_LT(run("lans", 0.05, 300), 1e-4);
+}
+TEST(Convergence, LambReducesLeastSquares) {
+  EXPECT_LT(run("lamb", 0.05, 300), 1e-4);
+}
+TEST(Convergence, NvLambReducesLeastSquares) {
+  EXPECT_LT(run("lamb", 0.05, 300, true), 1e-4);
+}
+TEST(Convergence, AdamWReducesLeastSquares) {
+  EXPECT_LT(run("adamw", 0.05, 300), 1e-4);
+}
 
 }  // namespace
 }  // namespace lansbert

@@ -67,9 +67,15 @@ void run_three_steps(const std::string& name, bool nvlamb) {
   }
 }
 
-TEST(Lamb, ApexMatchesFormulaWithClipping) { run_three_steps("lamb", false); }
-TEST(Lamb, NvLambMatchesFormulaWithClipping) { run_three_steps("lamb", true); }
-TEST(AdamW, MatchesFormulaWithClipping) { run_three_steps("adamw", false); }
+TEST(Lamb, ApexMatchesFormulaWithClipping) {
+  run_three_steps("lamb", false);
+}
+TEST(Lamb, NvLambMatchesFormulaWithClipping) {
+  run_three_steps("lamb", true);
+}
+TEST(AdamW, MatchesFormulaWithClipping) {
+  run_three_steps("adamw", false);
+}
 
 // Excluded bias b0 (||b0|| = 1.3), one step, small gradient (no clipping). At t = 1,
 // u = g/(|g|+eps) per element (~ sign(g)) and wd = 0. apex: p moves by lr*u (no ratio), so

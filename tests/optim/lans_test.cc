@@ -139,7 +139,8 @@ TEST(Lans, InvariantToGradientScale) {
     for (int step = 1; step <= 3; ++step) {
       for (size_t j = 0; j < f.g.size(); ++j) f.g[j] = 0;
       for (size_t b = 0; b < t.size(); ++b)
-        for (size_t i = 0; i < t[b].numel; ++i) f.g[t[b].offset + i] = static_cast<float>(c * rng.next());
+        for (size_t i = 0; i < t[b].numel; ++i)
+          f.g[t[b].offset + i] = static_cast<float>(c * rng.next());
       opt->update(t, f.buffers(), step, kLr, nullptr);
     }
     results.push_back(f.p);

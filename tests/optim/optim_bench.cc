@@ -61,8 +61,8 @@ int run(const std::string& preset, int reps) {
   fill(v, 0.f);
   fill(dst, 0.f);
   const double nominal = 28.0 * static_cast<double>(n);  // bytes per update
-  std::printf("preset %s: %zu parameters in %zu blocks, %zu elements with gaps\n",
-              preset.c_str(), table.parameter_count(), table.size(), n);
+  std::printf("preset %s: %zu parameters in %zu blocks, %zu elements with gaps\n", preset.c_str(),
+              table.parameter_count(), table.size(), n);
   std::printf("nominal state touched per update: %.3f GB (read p,g,m,v; write p,m,v)\n",
               nominal / 1e9);
 
@@ -83,8 +83,10 @@ int run(const std::string& preset, int reps) {
     }
     const auto [cmin, cmed] = min_median(t_copy);
     const double copy_bw = 32.0 * static_cast<double>(n) / cmin / 1e9;
-    std::printf("\nthreads %d\n  memcpy 16 B/elem (32 B/elem traffic): min %.1f ms, median %.1f ms, "
-                "%.2f GB/s\n", threads, cmin * 1e3, cmed * 1e3, copy_bw);
+    std::printf(
+        "\nthreads %d\n  memcpy 16 B/elem (32 B/elem traffic): min %.1f ms, median %.1f ms, "
+        "%.2f GB/s\n",
+        threads, cmin * 1e3, cmed * 1e3, copy_bw);
 
     for (const std::string& name : optimizer_names()) {
       std::unique_ptr<Optimizer> opt;
@@ -98,16 +100,17 @@ int run(const std::string& preset, int reps) {
       }
       const auto [smin, smed] = min_median(t_step);
       const double bw = nominal / smin / 1e9;
-      std::printf("  %-5s step: min %.1f ms, median %.1f ms, %.2f GB/s nominal "
-                  "(%.0f%% of memcpy GB/s; a memcpy-speed update would take %.1f ms)\n",
-                  name.c_str(), smin * 1e3, smed * 1e3, bw, 100 * bw / copy_bw,
-                  nominal / (copy_bw * 1e9) * 1e3);
+      std::printf(
+          "  %-5s step: min %.1f ms, median %.1f ms, %.2f GB/s nominal "
+          "(%.0f%% of memcpy GB/s; a memcpy-speed update would take %.1f ms)\n",
+          name.c_str(), smin * 1e3, smed * 1e3, bw, 100 * bw / copy_bw,
+          nominal / (copy_bw * 1e9) * 1e3);
     }
     LossScalerConfig lc;
     lc.mode = LossScaleMode::kDynamic;
     lc.initial_scale = 1.0 / 1024;  // a power of two below 1 keeps the values as they are
     lc.min_scale = lc.initial_scale;
-  LossScaler scaler(lc);
+    LossScaler scaler(lc);
     std::vector<double> t_scale;
     for (int r = 0; r < reps; ++r) {
       const auto t0 = Clock::now();
@@ -116,8 +119,8 @@ int run(const std::string& preset, int reps) {
       fill(g, 1e-3f);
     }
     const auto [umin, umed] = min_median(t_scale);
-    std::printf("  unscale+check (8 B/elem): min %.1f ms, median %.1f ms, %.2f GB/s\n",
-                umin * 1e3, umed * 1e3, 8.0 * static_cast<double>(n) / umin / 1e9);
+    std::printf("  unscale+check (8 B/elem): min %.1f ms, median %.1f ms, %.2f GB/s\n", umin * 1e3,
+                umed * 1e3, 8.0 * static_cast<double>(n) / umin / 1e9);
   }
   return 0;
 }

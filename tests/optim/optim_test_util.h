@@ -17,7 +17,9 @@ namespace lansbert::testing {
 // Flat fp32 buffers for a table, gaps zero.
 struct Flat {
   explicit Flat(const ParamTable& t)
-      : p(t.total_elements(), 0.f), g(t.total_elements(), 0.f), m(t.total_elements(), 0.f),
+      : p(t.total_elements(), 0.f),
+        g(t.total_elements(), 0.f),
+        m(t.total_elements(), 0.f),
         v(t.total_elements(), 0.f) {}
   FlatBuffers buffers() { return {p.data(), g.data(), m.data(), v.data()}; }
   std::vector<float> p, g, m, v;
@@ -34,7 +36,8 @@ inline ParamTable small_table() {
 
 inline void set_block(const ParamTable& t, size_t b, std::vector<float>* buf,
                       const std::vector<double>& values) {
-  for (size_t i = 0; i < values.size(); ++i) (*buf)[t[b].offset + i] = static_cast<float>(values[i]);
+  for (size_t i = 0; i < values.size(); ++i)
+    (*buf)[t[b].offset + i] = static_cast<float>(values[i]);
 }
 
 // Per-block double state of the reference.
@@ -48,7 +51,9 @@ inline double norm(const std::vector<double>& x) {
   for (double e : x) s += e * e;
   return std::sqrt(s);
 }
-inline double ratio(double pn, double un) { return (pn == 0 || un == 0) ? 1.0 : pn / un; }
+inline double ratio(double pn, double un) {
+  return (pn == 0 || un == 0) ? 1.0 : pn / un;
+}
 
 // LANS, OPTIMIZERS.md steps 1-7, for one block.
 inline void ref_lans(RefBlock* b, const std::vector<double>& g, int t, double lr, double b1,

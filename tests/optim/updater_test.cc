@@ -5,14 +5,13 @@
 
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
-
-#include <unistd.h>
 
 #include "optim_test_util.h"
 
@@ -35,7 +34,8 @@ ParamTable big_table() {
 void fill(const ParamTable& t, std::vector<float>* buf, uint64_t seed, double scale) {
   testing::Lcg r(seed);
   for (const ParamEntry& e : t.entries())
-    for (size_t i = 0; i < e.numel; ++i) (*buf)[e.offset + i] = static_cast<float>(scale * r.next());
+    for (size_t i = 0; i < e.numel; ++i)
+      (*buf)[e.offset + i] = static_cast<float>(scale * r.next());
 }
 
 UpdaterConfig config(const std::string& name, LossScaleMode mode) {
@@ -97,8 +97,9 @@ TEST(Updater, SkippedOverflowChangesNothing) {
 // Runs 3 steps, saves, runs step 4; a fresh updater loaded from the save then runs step 4
 // from the saved parameters: the parameters and moments must be bit-identical.
 TEST(Updater, SaveRestoreGivesBitIdenticalNextStep) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("lb_optim_state_" + std::to_string(::getpid()))).string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("lb_optim_state_" + std::to_string(::getpid())))
+          .string();
   for (const std::string& name : optimizer_names()) {
     const ParamTable t = big_table();
     Flat f(t);
@@ -130,8 +131,9 @@ TEST(Updater, SaveRestoreGivesBitIdenticalNextStep) {
 }
 
 TEST(Updater, StateFileRejectsCorruptionAndMismatch) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("lb_optim_bad_" + std::to_string(::getpid()))).string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("lb_optim_bad_" + std::to_string(::getpid())))
+          .string();
   std::vector<float> m(1000, 0.5f), v(1000, 0.25f);
   OptimizerState s;
   s.step = 7;

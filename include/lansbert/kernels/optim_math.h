@@ -12,8 +12,12 @@
 
 namespace lansbert {
 
-LB_HOST_DEVICE float optim_sqrt(float x) { return sqrtf(x); }
-LB_HOST_DEVICE double optim_sqrt(double x) { return sqrt(x); }
+LB_HOST_DEVICE float optim_sqrt(float x) {
+  return sqrtf(x);
+}
+LB_HOST_DEVICE double optim_sqrt(double x) {
+  return sqrt(x);
+}
 
 // True iff x is neither inf nor NaN: inf - inf and NaN - NaN are NaN, which compares unequal
 // to 0. Valid because the project never builds with fast-math.

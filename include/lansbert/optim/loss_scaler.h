@@ -27,11 +27,11 @@ enum class LossScaleMode { kNone, kStatic, kDynamic };
 
 struct LossScalerConfig {
   LossScaleMode mode = LossScaleMode::kNone;  // the config layer picks dynamic for fp16
-  double initial_scale = 65536.0;  // 2^16, as PyTorch GradScaler and apex
-  int64_t growth_interval = 2000;  // clean steps before the scale grows
+  double initial_scale = 65536.0;             // 2^16, as PyTorch GradScaler and apex
+  int64_t growth_interval = 2000;             // clean steps before the scale grows
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
-  double min_scale = 1.0;          // the floor; an overflow at the floor is an error
+  double min_scale = 1.0;  // the floor; an overflow at the floor is an error
   // Overflows tolerated before the first backoff after each growth (Megatron-LM; 1 = back off
   // on every overflow, as PyTorch).
   int64_t hysteresis = 2;

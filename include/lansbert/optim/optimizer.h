@@ -55,8 +55,8 @@ struct FlatBuffers {
 
 // What one update measured, for the metrics log.
 struct UpdateStats {
-  double grad_norm = 0;      // global L2 norm of the (unscaled) gradients, before clipping
-  double clip_divisor = 1;   // LAMB/AdamW: what every gradient was divided by (1 = no clip)
+  double grad_norm = 0;     // global L2 norm of the (unscaled) gradients, before clipping
+  double clip_divisor = 1;  // LAMB/AdamW: what every gradient was divided by (1 = no clip)
 };
 
 class Optimizer {

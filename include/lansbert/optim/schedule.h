@@ -26,14 +26,14 @@ enum class FirstUpdate {
 
 struct ScheduleConfig {
   ScheduleKind kind = ScheduleKind::kLans;
-  double peak_lr = 0.007;       // LANS paper, phase 1
-  int64_t total_steps = 0;      // T: updates in this phase (> 0 unless kind is constant)
+  double peak_lr = 0.007;   // LANS paper, phase 1
+  int64_t total_steps = 0;  // T: updates in this phase (> 0 unless kind is constant)
   // Fractions of T; a step count >= 0 overrides its ratio.
-  double warmup_ratio = 0.05;   // the LANS authors' later script: 5% warmup
-  double constant_ratio = 0.25; //   ... and a 25% constant phase (lans only)
+  double warmup_ratio = 0.05;    // the LANS authors' later script: 5% warmup
+  double constant_ratio = 0.25;  //   ... and a 25% constant phase (lans only)
   int64_t warmup_steps = -1;
   int64_t constant_steps = -1;
-  double decay_power = 1.0;     // lans: 1 = linear decay
+  double decay_power = 1.0;  // lans: 1 = linear decay
   // Default mult0: reproduces the LANS authors' code, whose step counts the paper reports.
   FirstUpdate first_update = FirstUpdate::kMult0;
 

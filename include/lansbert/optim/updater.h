@@ -49,17 +49,17 @@ struct OptimizerState {
   int64_t schedule_step = 0;       // updates applied in the current phase
   int64_t skipped_steps = 0;       // all skipped updates
   int64_t consecutive_skips = 0;
-  int64_t phase = 0;               // begin_phase calls so far
+  int64_t phase = 0;                         // begin_phase calls so far
   std::string phase_start = "keep_moments";  // how the current phase started
   LossScalerState scaler;
 };
 
 struct StepReport {
   bool skipped = false;
-  double lr = 0;           // applied learning rate (0 when skipped)
-  double loss_scale = 1;   // scale the gradients carried
-  UpdateStats stats;       // grad norm and clip (when applied)
-  GradCheck check;         // non-finite blocks (when skipped)
+  double lr = 0;          // applied learning rate (0 when skipped)
+  double loss_scale = 1;  // scale the gradients carried
+  UpdateStats stats;      // grad norm and clip (when applied)
+  GradCheck check;        // non-finite blocks (when skipped)
 };
 
 class Updater {
