@@ -32,6 +32,9 @@ lansbert_layer(lansbert_model SOURCES ${MODEL_SRC} DEPS lansbert_cpu nlohmann_js
 
 lansbert_sources(OPTIM_SRC src/optim)
 lansbert_layer(lansbert_optim SOURCES ${OPTIM_SRC} DEPS lansbert_model)
+# sqrtf must not set errno, or GCC cannot vectorise the optimizer's element loops; results
+# are unchanged (no fast-math).
+target_compile_options(lansbert_optim PRIVATE -fno-math-errno)
 
 lansbert_sources(DATA_SRC src/data)
 lansbert_layer(lansbert_data SOURCES ${DATA_SRC} DEPS lansbert_model PkgConfig::UTF8PROC PkgConfig::HDF5)

@@ -1,0 +1,109 @@
+// Updater: one call per global batch that turns gradients into a parameter update. It owns
+// the update rule (LANS/LAMB/AdamW), the phase's learning-rate schedule, the loss scaler and
+// the counters, and enforces their order: unscale and check the gradients; on inf/NaN skip
+// (parameters, moments, t and the schedule position stay as they are; the skip is counted;
+// the scale backs off); otherwise take lr from the schedule at the position before this
+// update, apply update t+1, then advance t and the position.
+//
+// OptimizerState is what a checkpoint stores next to the two moment buffers, so that a
+// restored run's next update is bit-identical; save_state/load_state write it with the
+// moments to one checksummed file. begin_phase implements phase_start (keep_moments|reset).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "lansbert/core/status.h"
+#include "lansbert/model/param_table.h"
+#include "lansbert/optim/loss_scaler.h"
+#include "lansbert/optim/optimizer.h"
+#include "lansbert/optim/schedule.h"
+
+namespace lansbert {
+
+// How a phase starts from the previous phase's weights.
+enum class PhaseStart {
+  // Keep m, v and continue t (gluon-nlp, the LANS authors' code base). The default: the
+  // moments were accumulated over t updates, so bias corrections for t stay consistent with
+  // them, and phase 2 inherits phase 1's curvature estimates.
+  kKeepMoments,
+  // Zero m, v and restart t at 0: phase 2 as a fresh optimizer.
+  kReset,
+};
+Status parse_phase_start(const std::string& s, PhaseStart* out);
+const char* phase_start_name(PhaseStart p);
+
+struct UpdaterConfig {
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  LossScalerConfig loss_scale;
+  PhaseStart phase_start = PhaseStart::kKeepMoments;
+};
+
+// The scalars a checkpoint needs; the moments are the FlatBuffers' m and v.
+struct OptimizerState {
+  std::string optimizer = "lans";  // checked on load: moments of another rule are refused
+  int64_t step = 0;                // t: applied updates (bias correction)
+  int64_t schedule_step = 0;       // updates applied in the current phase
+  int64_t skipped_steps = 0;       // all skipped updates
+  int64_t consecutive_skips = 0;
+  int64_t phase = 0;                         // begin_phase calls so far
+  std::string phase_start = "keep_moments";  // how the current phase started
+  LossScalerState scaler;
+};
+
+struct StepReport {
+  bool skipped = false;
+  double lr = 0;          // applied learning rate (0 when skipped)
+  double loss_scale = 1;  // scale the gradients carried
+  UpdateStats stats;      // grad norm and clip (when applied)
+  GradCheck check;        // non-finite blocks (when skipped)
+};
+
+class Updater {
+ public:
+  // Validates every part; fails with a message naming the field.
+  static Status create(const UpdaterConfig& config, std::unique_ptr<Updater>* out);
+
+  // One global batch. REQUIRES: buffers sized table.total_elements(). Grads are unscaled in
+  // place. Returns an error only when the loss scaler gives up (see LossScaler).
+  Status step(const ParamTable& table, const FlatBuffers& buf, StepReport* report);
+
+  // Starts the next phase with its own schedule: resets the schedule position; with
+  // config().phase_start == kReset also zeroes m and v and restarts t.
+  Status begin_phase(const ScheduleConfig& schedule, const FlatBuffers& buf, size_t elements);
+
+  double loss_scale() const { return scaler_.scale(); }
+  OptimizerState state() const;
+  // Refuses state of another optimizer.
+  Status set_state(const OptimizerState& s);
+  const UpdaterConfig& config() const { return config_; }
+  const Optimizer& optimizer() const { return *optimizer_; }
+  const LrSchedule& schedule() const { return schedule_; }
+
+ private:
+  Updater(const UpdaterConfig& config, std::unique_ptr<Optimizer> opt);
+
+  UpdaterConfig config_;
+  std::unique_ptr<Optimizer> optimizer_;
+  LrSchedule schedule_;
+  LossScaler scaler_;
+  OptimizerState counters_;  // scaler field unused; the scaler holds its own
+};
+
+// One file: magic, version, the scalars as JSON, then m and v raw (little-endian fp32), then
+// an FNV-1a 64 checksum of everything before it. Written to path.tmp and renamed.
+Status save_state(const std::string& path, const OptimizerState& state, const float* m,
+                  const float* v, size_t elements);
+// Fails (corrupt) on a bad magic, version, size or checksum, and when elements differs; on
+// failure m and v may have been overwritten and must not be used.
+Status load_state(const std::string& path, OptimizerState* state, float* m, float* v,
+                  size_t elements);
+
+// The scalars alone, for a checkpoint's metadata; exact round trip (doubles as %.17g).
+std::string state_to_json(const OptimizerState& s);
+Status state_from_json(const std::string& json, OptimizerState* s);
+
+}  // namespace lansbert

@@ -1,0 +1,120 @@
+// The learning-rate schedules: validation, names, and the multiplier of each kind.
+#include "lansbert/optim/schedule.h"
+
+#include <cmath>
+
+#include "lansbert/core/check.h"
+
+namespace lansbert {
+namespace {
+
+// A step count, when given, overrides its ratio.
+double fraction(double ratio, int64_t steps, int64_t total) {
+  if (steps >= 0) return total > 0 ? static_cast<double>(steps) / static_cast<double>(total) : 0;
+  return ratio;
+}
+
+}  // namespace
+
+const char* schedule_kind_name(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::kLans:
+      return "lans";
+    case ScheduleKind::kNvidiaPolyWarmup:
+      return "nvidia_poly_warmup";
+    case ScheduleKind::kLinear:
+      return "linear";
+    case ScheduleKind::kConstant:
+      return "constant";
+  }
+  return "?";
+}
+
+const char* first_update_name(FirstUpdate f) {
+  return f == FirstUpdate::kMult0 ? "mult0" : "mult1";
+}
+
+Status parse_schedule_kind(const std::string& s, ScheduleKind* out) {
+  for (ScheduleKind k : {ScheduleKind::kLans, ScheduleKind::kNvidiaPolyWarmup,
+                         ScheduleKind::kLinear, ScheduleKind::kConstant}) {
+    if (s == schedule_kind_name(k)) {
+      *out = k;
+      return Status::ok();
+    }
+  }
+  return Status::invalid_argument("schedule.kind: unknown schedule '" + s +
+                                  "' (expected lans, nvidia_poly_warmup, linear or constant)");
+}
+
+Status parse_first_update(const std::string& s, FirstUpdate* out) {
+  if (s == "mult0") {
+    *out = FirstUpdate::kMult0;
+  } else if (s == "mult1") {
+    *out = FirstUpdate::kMult1;
+  } else {
+    return Status::invalid_argument("schedule.first_update: expected mult0 or mult1, got '" + s +
+                                    "'");
+  }
+  return Status::ok();
+}
+
+Status ScheduleConfig::validate() const {
+  if (!(peak_lr >= 0) || !std::isfinite(peak_lr)) {
+    return Status::invalid_argument("schedule.peak_lr must be finite and >= 0");
+  }
+  if (kind == ScheduleKind::kConstant) return Status::ok();
+  if (total_steps <= 0) {
+    return Status::invalid_argument("schedule.total_steps must be > 0 for schedule '" +
+                                    std::string(schedule_kind_name(kind)) + "'");
+  }
+  if (warmup_steps > total_steps || constant_steps > total_steps) {
+    return Status::invalid_argument("schedule.warmup_steps/constant_steps exceed total_steps");
+  }
+  const double w = fraction(warmup_ratio, warmup_steps, total_steps);
+  const double c =
+      kind == ScheduleKind::kLans ? fraction(constant_ratio, constant_steps, total_steps) : 0;
+  if (!(w >= 0 && w <= 1))
+    return Status::invalid_argument("schedule.warmup_ratio must be in [0, 1]");
+  if (!(c >= 0 && c <= 1))
+    return Status::invalid_argument("schedule.constant_ratio must be in [0, 1]");
+  if (w + c > 1) {
+    return Status::invalid_argument("schedule: warmup + constant phases exceed total_steps");
+  }
+  if (!(decay_power > 0)) return Status::invalid_argument("schedule.decay_power must be > 0");
+  return Status::ok();
+}
+
+LrSchedule::LrSchedule(const ScheduleConfig& config) : config_(config) {
+  LB_CHECK_MSG(config.validate().is_ok(), config.validate().to_string());
+  w_ = fraction(config.warmup_ratio, config.warmup_steps, config.total_steps);
+  c_ = config.kind == ScheduleKind::kLans
+           ? fraction(config.constant_ratio, config.constant_steps, config.total_steps)
+           : 0;
+}
+
+double LrSchedule::multiplier(int64_t applied) const {
+  if (config_.kind == ScheduleKind::kConstant) return 1.0;
+  const int64_t q = applied + (config_.first_update == FirstUpdate::kMult1 ? 1 : 0);
+  const double x = static_cast<double>(q) / static_cast<double>(config_.total_steps);
+  if (x >= 1) return 0.0;  // the phase is over (and avoids 0/0 when w + c = 1)
+  if (x < w_) return x / w_;
+  switch (config_.kind) {
+    case ScheduleKind::kNvidiaPolyWarmup:
+      return std::sqrt(1 - x);
+    case ScheduleKind::kLinear:
+      return (1 - x) / (1 - w_);
+    case ScheduleKind::kLans:
+      if (x < w_ + c_) return 1.0;
+      return std::pow((1 - x) / (1 - w_ - c_), config_.decay_power);
+    case ScheduleKind::kConstant:
+      break;
+  }
+  return 1.0;
+}
+
+double sqrt_batch_scaled_lr(double lr0, int64_t base_batch, int64_t batch) {
+  LB_CHECK(base_batch > 0 && batch > 0);
+  return lr0 * std::sqrt(static_cast<double>(batch) / static_cast<double>(base_batch));
+}
+
+}  // namespace lansbert

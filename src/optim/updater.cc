@@ -1,0 +1,100 @@
+// Updater: the order of one update (unscale, check, skip or apply, count) and phase starts.
+#include "lansbert/optim/updater.h"
+
+#include <algorithm>
+
+namespace lansbert {
+
+const char* phase_start_name(PhaseStart p) {
+  return p == PhaseStart::kReset ? "reset" : "keep_moments";
+}
+
+Status parse_phase_start(const std::string& s, PhaseStart* out) {
+  if (s == "keep_moments") {
+    *out = PhaseStart::kKeepMoments;
+  } else if (s == "reset") {
+    *out = PhaseStart::kReset;
+  } else {
+    return Status::invalid_argument("phase_start: expected keep_moments or reset, got '" + s + "'");
+  }
+  return Status::ok();
+}
+
+Status Updater::create(const UpdaterConfig& config, std::unique_ptr<Updater>* out) {
+  LB_RETURN_IF_ERROR(config.schedule.validate());
+  LB_RETURN_IF_ERROR(config.loss_scale.validate());
+  std::unique_ptr<Optimizer> opt;
+  LB_RETURN_IF_ERROR(make_optimizer(config.optimizer.name, config.optimizer, &opt));
+  out->reset(new Updater(config, std::move(opt)));
+  return Status::ok();
+}
+
+Updater::Updater(const UpdaterConfig& config, std::unique_ptr<Optimizer> opt)
+    : config_(config),
+      optimizer_(std::move(opt)),
+      schedule_(config.schedule),
+      scaler_(config.loss_scale) {
+  counters_.optimizer = optimizer_->name();
+}
+
+Status Updater::step(const ParamTable& table, const FlatBuffers& buf, StepReport* report) {
+  StepReport r;
+  r.loss_scale = scaler_.scale();
+  r.check = scaler_.unscale_and_check(table, buf.grads);
+  if (!r.check.finite) {
+    // Nothing of the optimizer's state moves: not p, m, v, t, nor the schedule position.
+    r.skipped = true;
+    ++counters_.skipped_steps;
+    ++counters_.consecutive_skips;
+    Status s = scaler_.on_overflow(table, r.check, counters_.consecutive_skips);
+    if (report) *report = std::move(r);
+    return s;
+  }
+  r.lr = schedule_.lr(counters_.schedule_step);
+  optimizer_->update(table, buf, counters_.step + 1, r.lr, &r.stats);
+  ++counters_.step;
+  ++counters_.schedule_step;
+  counters_.consecutive_skips = 0;
+  scaler_.on_finite();
+  if (report) *report = std::move(r);
+  return Status::ok();
+}
+
+Status Updater::begin_phase(const ScheduleConfig& schedule, const FlatBuffers& buf,
+                            size_t elements) {
+  LB_RETURN_IF_ERROR(schedule.validate());
+  config_.schedule = schedule;
+  schedule_ = LrSchedule(schedule);
+  counters_.schedule_step = 0;
+  counters_.consecutive_skips = 0;
+  ++counters_.phase;
+  counters_.phase_start = phase_start_name(config_.phase_start);
+  if (config_.phase_start == PhaseStart::kReset) {
+    std::fill(buf.m, buf.m + elements, 0.0f);
+    std::fill(buf.v, buf.v + elements, 0.0f);
+    counters_.step = 0;
+  }
+  return Status::ok();
+}
+
+OptimizerState Updater::state() const {
+  OptimizerState s = counters_;
+  s.scaler = scaler_.state();
+  return s;
+}
+
+Status Updater::set_state(const OptimizerState& s) {
+  if (s.optimizer != optimizer_->name()) {
+    return Status::invalid_argument("optimizer state was written by '" + s.optimizer +
+                                    "', this run uses '" + optimizer_->name() + "'");
+  }
+  if (s.step < 0 || s.schedule_step < 0 || s.skipped_steps < 0 || s.consecutive_skips < 0 ||
+      !(s.scaler.scale > 0)) {
+    return Status::corrupt("optimizer state has a negative count or a non-positive scale");
+  }
+  counters_ = s;
+  scaler_.set_state(s.scaler);
+  return Status::ok();
+}
+
+}  // namespace lansbert

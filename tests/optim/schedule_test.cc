@@ -1,0 +1,136 @@
+// Learning-rate schedules at their breakpoints (first update, end of warmup, end of the
+// constant phase, last update), against values computed by hand from OPTIMIZERS.md.
+#include "lansbert/optim/schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace lansbert {
+namespace {
+
+ScheduleConfig lans_cfg(FirstUpdate fu) {
+  ScheduleConfig c;
+  c.kind = ScheduleKind::kLans;
+  c.peak_lr = 0.01;
+  c.total_steps = 100;
+  c.warmup_ratio = 0.1;    // warmup: s in [0, 10)
+  c.constant_ratio = 0.3;  // constant: s in [10, 40)
+  c.decay_power = 1.0;
+  c.first_update = fu;
+  return c;
+}
+
+// mult0, T = 100, w = 0.1, c = 0.3, p = 1, x = s/100:
+//   s = 0 (first update): x/w = 0                      -> lr 0
+//   s = 5: 0.05/0.1 = 0.5                              -> 0.005
+//   s = 10 (end of warmup): x = w -> constant phase    -> 0.01
+//   s = 39 (last constant update)                      -> 0.01
+//   s = 40: (1-0.4)/(1-0.4) = 1 (continuous)           -> 0.01
+//   s = 70: (0.3)/(0.6) = 0.5                          -> 0.005
+//   s = 99 (last update): 0.01/0.6 = 1/60              -> 0.01/60
+//   s = 100 (past the end)                             -> 0
+TEST(Schedule, LansMult0Breakpoints) {
+  LrSchedule s(lans_cfg(FirstUpdate::kMult0));
+  EXPECT_EQ(s.lr(0), 0.0);
+  EXPECT_NEAR(s.lr(5), 0.005, 1e-15);
+  EXPECT_NEAR(s.lr(9), 0.009, 1e-15);
+  EXPECT_NEAR(s.lr(10), 0.01, 1e-15);
+  EXPECT_NEAR(s.lr(39), 0.01, 1e-15);
+  EXPECT_NEAR(s.lr(40), 0.01, 1e-15);
+  EXPECT_NEAR(s.lr(70), 0.005, 1e-15);
+  EXPECT_NEAR(s.lr(99), 0.01 / 60, 1e-15);
+  EXPECT_EQ(s.lr(100), 0.0);
+}
+
+// mult1: x = (s+1)/100. First update: 0.01/0.1 = 0.1 -> 0.001. End of warmup reached at s = 9.
+// Last update s = 99: x = 1 -> 0.
+TEST(Schedule, LansMult1Breakpoints) {
+  LrSchedule s(lans_cfg(FirstUpdate::kMult1));
+  EXPECT_NEAR(s.lr(0), 0.001, 1e-15);
+  EXPECT_NEAR(s.lr(9), 0.01, 1e-15);
+  EXPECT_NEAR(s.lr(69), 0.005, 1e-15);
+  EXPECT_NEAR(s.lr(98), 0.01 / 60, 1e-15);
+  EXPECT_EQ(s.lr(99), 0.0);
+}
+
+// Step counts override ratios; decay power 2: s = 70 -> (0.3/0.6)^2 = 0.25.
+TEST(Schedule, LansStepCountsAndPower) {
+  ScheduleConfig c = lans_cfg(FirstUpdate::kMult0);
+  c.warmup_ratio = 0.5;  // overridden
+  c.warmup_steps = 10;
+  c.constant_steps = 30;
+  c.decay_power = 2.0;
+  LrSchedule s(c);
+  EXPECT_NEAR(s.lr(5), 0.005, 1e-15);
+  EXPECT_NEAR(s.lr(10), 0.01, 1e-15);
+  EXPECT_NEAR(s.lr(70), 0.0025, 1e-15);
+}
+
+// NVIDIA poly warmup (mult1, its own 1-based convention), T = 100, w = 0.25:
+//   s = 0: t = 1, x = 0.01: 0.01/0.25 = 0.04
+//   s = 23: t = 24, x = 0.24: 0.96;  s = 24: t = 25, x = w: sqrt(0.75) (the jump)
+//   s = 98: sqrt(0.01) = 0.1;  s = 99 (last update): t = 100, x = 1: 0
+TEST(Schedule, NvidiaPolyWarmupBreakpoints) {
+  ScheduleConfig c;
+  c.kind = ScheduleKind::kNvidiaPolyWarmup;
+  c.peak_lr = 1.0;
+  c.total_steps = 100;
+  c.warmup_ratio = 0.25;
+  c.first_update = FirstUpdate::kMult1;
+  LrSchedule s(c);
+  EXPECT_NEAR(s.lr(0), 0.04, 1e-15);
+  EXPECT_NEAR(s.lr(23), 0.96, 1e-15);
+  EXPECT_NEAR(s.lr(24), std::sqrt(0.75), 1e-15);
+  EXPECT_NEAR(s.lr(98), 0.1, 1e-12);
+  EXPECT_EQ(s.lr(99), 0.0);
+}
+
+// Linear warmup + linear decay, mult0, T = 100, w = 0.1: s = 0 -> 0; s = 10 -> 1;
+// s = 55 -> 0.45/0.9 = 0.5; s = 99 -> 0.01/0.9.
+TEST(Schedule, LinearBreakpoints) {
+  ScheduleConfig c;
+  c.kind = ScheduleKind::kLinear;
+  c.peak_lr = 1.0;
+  c.total_steps = 100;
+  c.warmup_ratio = 0.1;
+  LrSchedule s(c);
+  EXPECT_EQ(s.lr(0), 0.0);
+  EXPECT_NEAR(s.lr(10), 1.0, 1e-15);
+  EXPECT_NEAR(s.lr(55), 0.5, 1e-15);
+  EXPECT_NEAR(s.lr(99), 0.01 / 0.9, 1e-15);
+}
+
+TEST(Schedule, ConstantIsPeakEverywhere) {
+  ScheduleConfig c;
+  c.kind = ScheduleKind::kConstant;
+  c.peak_lr = 0.003;
+  LrSchedule s(c);
+  EXPECT_EQ(s.lr(0), 0.003);
+  EXPECT_EQ(s.lr(123456), 0.003);
+}
+
+TEST(Schedule, SqrtBatchScaling) {
+  EXPECT_NEAR(sqrt_batch_scaled_lr(0.007, 32768, 98304), 0.007 * std::sqrt(3.0), 1e-15);
+  EXPECT_EQ(sqrt_batch_scaled_lr(0.006, 65536, 65536), 0.006);
+  EXPECT_NEAR(sqrt_batch_scaled_lr(0.01, 1024, 256), 0.005, 1e-15);
+}
+
+TEST(Schedule, ValidationNamesTheField) {
+  ScheduleConfig c = lans_cfg(FirstUpdate::kMult0);
+  c.constant_ratio = 0.95;
+  EXPECT_FALSE(c.validate().is_ok());
+  c = lans_cfg(FirstUpdate::kMult0);
+  c.total_steps = 0;
+  EXPECT_NE(c.validate().message().find("total_steps"), std::string::npos);
+  ScheduleKind k;
+  EXPECT_TRUE(parse_schedule_kind("nvidia_poly_warmup", &k).is_ok());
+  EXPECT_EQ(k, ScheduleKind::kNvidiaPolyWarmup);
+  EXPECT_FALSE(parse_schedule_kind("cosine", &k).is_ok());
+  FirstUpdate f;
+  EXPECT_TRUE(parse_first_update("mult1", &f).is_ok());
+  EXPECT_EQ(f, FirstUpdate::kMult1);
+}
+
+}  // namespace
+}  // namespace lansbert

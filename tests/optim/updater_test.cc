@@ -1,0 +1,217 @@
+// Updater: a skipped overflow step changes nothing but the skip count and the scale; saved
+// and restored state gives a bit-identical next step; phase starts keep or reset moments;
+// results do not depend on the OpenMP thread count.
+#include "lansbert/optim/updater.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "optim_test_util.h"
+
+namespace lansbert {
+namespace {
+
+using testing::Flat;
+
+// Blocks large enough to span several chunks (16384 elements), with odd sizes.
+ParamTable big_table() {
+  ParamTable t;
+  t.add("emb", {300, 129}, ParamRole::kEmbedding);
+  t.add("w", {200, 101}, ParamRole::kWeight);
+  t.add("b", {101}, ParamRole::kBias);
+  t.add("ln.g", {129}, ParamRole::kLayerNormGamma);
+  t.add("ln.b", {129}, ParamRole::kLayerNormBeta);
+  return t;
+}
+
+void fill(const ParamTable& t, std::vector<float>* buf, uint64_t seed, double scale) {
+  testing::Lcg r(seed);
+  for (const ParamEntry& e : t.entries())
+    for (size_t i = 0; i < e.numel; ++i)
+      (*buf)[e.offset + i] = static_cast<float>(scale * r.next());
+}
+
+UpdaterConfig config(const std::string& name, LossScaleMode mode) {
+  UpdaterConfig c;
+  c.optimizer.name = name;
+  c.schedule.total_steps = 20;
+  c.schedule.peak_lr = 0.01;
+  c.loss_scale.mode = mode;
+  c.loss_scale.initial_scale = 1024;
+  return c;
+}
+
+std::unique_ptr<Updater> updater(const UpdaterConfig& c) {
+  std::unique_ptr<Updater> u;
+  Status s = Updater::create(c, &u);
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  return u;
+}
+
+// Fills grads for step k as the backward pass would: true gradient times the loss scale.
+void backward(const ParamTable& t, Flat* f, int k, double loss_scale) {
+  fill(t, &f->g, 100 + k, 0.1 * loss_scale);
+}
+
+TEST(Updater, SkippedOverflowChangesNothing) {
+  const ParamTable t = big_table();
+  Flat f(t);
+  fill(t, &f.p, 1, 0.5);
+  auto u = updater(config("lans", LossScaleMode::kDynamic));
+  StepReport r;
+  for (int k = 0; k < 3; ++k) {
+    backward(t, &f, k, u->loss_scale());
+    ASSERT_TRUE(u->step(t, f.buffers(), &r).is_ok());
+  }
+  const std::vector<float> p = f.p, m = f.m, v = f.v;
+  const OptimizerState before = u->state();
+  backward(t, &f, 3, u->loss_scale());
+  f.g[t[1].offset + 17] = std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(u->step(t, f.buffers(), &r).is_ok());
+  EXPECT_TRUE(r.skipped);
+  EXPECT_EQ(r.check.nonfinite_blocks, std::vector<size_t>{1});
+  EXPECT_EQ(std::memcmp(p.data(), f.p.data(), p.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(m.data(), f.m.data(), m.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(v.data(), f.v.data(), v.size() * 4), 0);
+  const OptimizerState after = u->state();
+  EXPECT_EQ(after.step, before.step);
+  EXPECT_EQ(after.schedule_step, before.schedule_step);
+  EXPECT_EQ(after.skipped_steps, before.skipped_steps + 1);
+  EXPECT_EQ(after.consecutive_skips, 1);
+  // Default hysteresis 2: the first overflow keeps the scale, the second halves it.
+  EXPECT_EQ(u->loss_scale(), 1024);
+  backward(t, &f, 3, u->loss_scale());
+  ASSERT_TRUE(u->step(t, f.buffers(), &r).is_ok());
+  EXPECT_FALSE(r.skipped);
+  EXPECT_DOUBLE_EQ(r.lr, u->schedule().lr(3));  // the schedule did not move on the skip
+  EXPECT_EQ(u->state().consecutive_skips, 0);
+}
+
+// Runs 3 steps, saves, runs step 4; a fresh updater loaded from the save then runs step 4
+// from the saved parameters: the parameters and moments must be bit-identical.
+TEST(Updater, SaveRestoreGivesBitIdenticalNextStep) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("lb_optim_state_" + std::to_string(::getpid())))
+          .string();
+  for (const std::string& name : optimizer_names()) {
+    const ParamTable t = big_table();
+    Flat f(t);
+    fill(t, &f.p, 1, 0.5);
+    auto a = updater(config(name, LossScaleMode::kDynamic));
+    for (int k = 0; k < 3; ++k) {
+      backward(t, &f, k, a->loss_scale());
+      ASSERT_TRUE(a->step(t, f.buffers(), nullptr).is_ok());
+    }
+    ASSERT_TRUE(save_state(path, a->state(), f.m.data(), f.v.data(), t.total_elements()).is_ok());
+    Flat g(t);
+    g.p = f.p;  // the trainer saves parameters separately
+    backward(t, &f, 3, a->loss_scale());
+    ASSERT_TRUE(a->step(t, f.buffers(), nullptr).is_ok());
+
+    auto b = updater(config(name, LossScaleMode::kDynamic));
+    OptimizerState s;
+    ASSERT_TRUE(load_state(path, &s, g.m.data(), g.v.data(), t.total_elements()).is_ok());
+    ASSERT_TRUE(b->set_state(s).is_ok());
+    EXPECT_EQ(b->loss_scale(), a->loss_scale());
+    backward(t, &g, 3, b->loss_scale());
+    ASSERT_TRUE(b->step(t, g.buffers(), nullptr).is_ok());
+    EXPECT_EQ(std::memcmp(f.p.data(), g.p.data(), f.p.size() * 4), 0) << name;
+    EXPECT_EQ(std::memcmp(f.m.data(), g.m.data(), f.m.size() * 4), 0) << name;
+    EXPECT_EQ(std::memcmp(f.v.data(), g.v.data(), f.v.size() * 4), 0) << name;
+    EXPECT_EQ(state_to_json(a->state()), state_to_json(b->state())) << name;
+  }
+  std::remove(path.c_str());
+}
+
+TEST(Updater, StateFileRejectsCorruptionAndMismatch) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("lb_optim_bad_" + std::to_string(::getpid())))
+          .string();
+  std::vector<float> m(1000, 0.5f), v(1000, 0.25f);
+  OptimizerState s;
+  s.step = 7;
+  s.scaler.scale = 3.0517578125e-05;
+  ASSERT_TRUE(save_state(path, s, m.data(), v.data(), 1000).is_ok());
+  OptimizerState r;
+  ASSERT_TRUE(load_state(path, &r, m.data(), v.data(), 1000).is_ok());
+  EXPECT_EQ(r.step, 7);
+  EXPECT_EQ(r.scaler.scale, s.scaler.scale);
+  EXPECT_EQ(load_state(path, &r, m.data(), v.data(), 999).code(), StatusCode::kCorrupt);
+  {
+    std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(400);
+    io.put('\x7f');
+  }
+  Status bad = load_state(path, &r, m.data(), v.data(), 1000);
+  EXPECT_EQ(bad.code(), StatusCode::kCorrupt);
+  EXPECT_NE(bad.message().find("checksum"), std::string::npos) << bad.message();
+  std::remove(path.c_str());
+  auto u = updater(config("lamb", LossScaleMode::kNone));
+  EXPECT_FALSE(u->set_state(s).is_ok());  // state written by lans
+}
+
+TEST(Updater, PhaseStartKeepsOrResetsMoments) {
+  for (PhaseStart mode : {PhaseStart::kKeepMoments, PhaseStart::kReset}) {
+    const ParamTable t = big_table();
+    Flat f(t);
+    fill(t, &f.p, 1, 0.5);
+    UpdaterConfig c = config("lans", LossScaleMode::kNone);
+    c.phase_start = mode;
+    auto u = updater(c);
+    for (int k = 0; k < 4; ++k) {
+      backward(t, &f, k, 1.0);
+      ASSERT_TRUE(u->step(t, f.buffers(), nullptr).is_ok());
+    }
+    const std::vector<float> m = f.m;
+    ScheduleConfig phase2 = c.schedule;
+    phase2.peak_lr = 0.004;
+    ASSERT_TRUE(u->begin_phase(phase2, f.buffers(), t.total_elements()).is_ok());
+    const OptimizerState s = u->state();
+    EXPECT_EQ(s.schedule_step, 0);
+    EXPECT_EQ(s.phase, 1);
+    EXPECT_EQ(s.phase_start, phase_start_name(mode));
+    if (mode == PhaseStart::kKeepMoments) {
+      EXPECT_EQ(s.step, 4);
+      EXPECT_EQ(std::memcmp(m.data(), f.m.data(), m.size() * 4), 0);
+    } else {
+      EXPECT_EQ(s.step, 0);
+      for (float x : f.m) ASSERT_EQ(x, 0.f);
+      for (float x : f.v) ASSERT_EQ(x, 0.f);
+    }
+    EXPECT_EQ(u->schedule().config().peak_lr, 0.004);
+  }
+}
+
+// The same four updates with 1 and with 2 OpenMP threads give the same bits.
+TEST(Updater, ThreadCountIndependent) {
+  const int saved = omp_get_max_threads();
+  for (const std::string& name : optimizer_names()) {
+    std::vector<std::vector<float>> out;
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      const ParamTable t = big_table();
+      Flat f(t);
+      fill(t, &f.p, 1, 0.5);
+      auto u = updater(config(name, LossScaleMode::kDynamic));
+      for (int k = 0; k < 4; ++k) {
+        backward(t, &f, k, u->loss_scale());
+        ASSERT_TRUE(u->step(t, f.buffers(), nullptr).is_ok());
+      }
+      out.push_back(f.p);
+      out.back().insert(out.back().end(), f.m.begin(), f.m.end());
+    }
+    for (size_t i = 1; i < out.size(); ++i)
+      EXPECT_EQ(std::memcmp(out[0].data(), out[i].data(), out[0].size() * 4), 0) << name;
+  }
+  omp_set_num_threads(saved);
+}
+
+}  // namespace
+}  // namespace lansbert
