@@ -39,6 +39,9 @@ target_compile_options(lansbert_optim PRIVATE -fno-math-errno)
 lansbert_sources(DATA_SRC src/data)
 lansbert_layer(lansbert_data SOURCES ${DATA_SRC} DEPS lansbert_model PkgConfig::UTF8PROC PkgConfig::HDF5)
 
+lansbert_sources(DIST_SRC src/dist)
+lansbert_layer(lansbert_dist SOURCES ${DIST_SRC} DEPS lansbert_core)
+
 if(LANSBERT_HAVE_CUDA)
   file(GLOB CUDA_SRC CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/*.cu ${PROJECT_SOURCE_DIR}/cuda/*.cc)
   add_library(lansbert_cuda STATIC ${CUDA_SRC})
@@ -52,7 +55,7 @@ endif()
 
 lansbert_sources(CLI_SRC src/cli)
 add_executable(lansbert ${CLI_SRC})
-target_link_libraries(lansbert PRIVATE lansbert_model lansbert_optim lansbert_data CLI11::CLI11)
+target_link_libraries(lansbert PRIVATE lansbert_model lansbert_optim lansbert_data lansbert_dist CLI11::CLI11)
 if(LANSBERT_HAVE_CUDA)
   target_link_libraries(lansbert PRIVATE lansbert_cuda)
 endif()
