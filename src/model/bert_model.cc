@@ -253,15 +253,22 @@ ForwardResult BertModel<T>::forward(const Batch& batch, const StepContext& ctx) 
 }
 
 template <typename T>
-void BertModel<T>::backward(T loss_weight) {
+void BertModel<T>::backward(T loss_weight, const GradReadyFn& on_ready) {
   BertState<T>& s = *state_;
   LB_CHECK_MSG(s.N > 0, "backward without a forward");
+  // Table order: 4 embedding entries, 16 per layer, then the pooler and cls.* entries.
+  constexpr size_t kEmbeddingEntries = 4, kLayerEntries = 16;
+  const size_t heads_first = kEmbeddingEntries + kLayerEntries * config_.layers;
   heads_backward(s, loss_weight);
+  if (on_ready) on_ready(heads_first, table_.size());
   for (int l = config_.layers - 1; l >= 0; --l) {
     const T* x = l == 0 ? s.emb_out : s.layers[l - 1].h2;
     encoder_layer_backward(s, l, x);
+    const size_t first = kEmbeddingEntries + kLayerEntries * size_t(l);
+    if (on_ready) on_ready(first, first + kLayerEntries);
   }
-  embeddings_backward(s);
+  embeddings_backward(s);  // the word embeddings also took the tied decoder's gradient
+  if (on_ready) on_ready(0, kEmbeddingEntries);
 }
 
 template class BertModel<float>;

@@ -90,6 +90,28 @@ TEST(BertModel, ForwardIsDeterministicAndStartsNearLnVocab) {
   EXPECT_EQ(r1.nsp_count, 4);
 }
 
+TEST(BertModel, GradReadyHookCoversEveryEntryOnceInBackwardOrder) {
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  auto ops = cpu::make_ops<float>();
+  BertModel<float> m(cfg, *ops, {2, 8, 2});
+  m.init_params(1);
+  const Batch b = testing::random_batch(2, 8, 2, cfg.vocab_size, 2);
+  m.forward(b, {true, 1, 1});
+  m.zero_grads();
+  std::vector<int> seen(m.table().size(), 0);
+  std::vector<size_t> firsts;
+  m.backward(1.0f, [&](size_t first, size_t end) {
+    firsts.push_back(first);
+    for (size_t i = first; i < end; ++i) ++seen[i];
+  });
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << m.table()[i].name;
+  ASSERT_EQ(firsts.size(), size_t(cfg.layers) + 2);
+  EXPECT_EQ(m.table()[firsts.front()].name, "bert.pooler.dense.weight");
+  EXPECT_EQ(m.table()[firsts[1]].name, "bert.encoder.layer.1.attention.self.query.weight");
+  EXPECT_EQ(firsts.back(), 0u);
+}
+
 TEST(BertModel, EvalForwardIgnoresDropoutStream) {
   BertConfig cfg;
   ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());

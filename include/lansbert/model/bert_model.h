@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -72,8 +73,14 @@ class BertModel {
   // Runs the forward pass and keeps what backward needs. REQUIRES: batch within limits,
   // ids < vocab, positions < seq_len.
   ForwardResult forward(const Batch& batch, const StepContext& ctx);
+  // Called during backward when the gradients of table entries [first, end) are final for
+  // this micro-step: after the heads (pooler and cls.*), after each encoder layer from the
+  // last to the first, and after the embeddings. The data-parallel layer starts reducing a
+  // bucket from here while the rest of backward runs.
+  using GradReadyFn = std::function<void(size_t first_entry, size_t end_entry)>;
+
   // Adds d(loss_weight * total_loss)/d(params) of the last forward to grads().
-  void backward(T loss_weight);
+  void backward(T loss_weight, const GradReadyFn& on_ready = nullptr);
 
  private:
   BertConfig config_;
