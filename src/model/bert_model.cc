@@ -256,19 +256,17 @@ template <typename T>
 void BertModel<T>::backward(T loss_weight, const GradReadyFn& on_ready) {
   BertState<T>& s = *state_;
   LB_CHECK_MSG(s.N > 0, "backward without a forward");
-  // Table order: 4 embedding entries, 16 per layer, then the pooler and cls.* entries.
-  constexpr size_t kEmbeddingEntries = 4, kLayerEntries = 16;
-  const size_t heads_first = kEmbeddingEntries + kLayerEntries * config_.layers;
+  auto index = [&](const ParamEntry* e) { return size_t(e - table_.entries().data()); };
   heads_backward(s, loss_weight);
-  if (on_ready) on_ready(heads_first, table_.size());
+  if (on_ready) on_ready(index(s.pooler.w), table_.size());
   for (int l = config_.layers - 1; l >= 0; --l) {
     const T* x = l == 0 ? s.emb_out : s.layers[l - 1].h2;
     encoder_layer_backward(s, l, x);
-    const size_t first = kEmbeddingEntries + kLayerEntries * size_t(l);
-    if (on_ready) on_ready(first, first + kLayerEntries);
+    const LayerParams& p = s.layer_params[l];
+    if (on_ready) on_ready(index(p.q.w), index(p.ln2.b) + 1);
   }
   embeddings_backward(s);  // the word embeddings also took the tied decoder's gradient
-  if (on_ready) on_ready(0, kEmbeddingEntries);
+  if (on_ready) on_ready(0, index(s.layer_params.empty() ? s.pooler.w : s.layer_params[0].q.w));
 }
 
 template class BertModel<float>;
