@@ -9,6 +9,7 @@
 namespace lansbert::cli {
 
 void add_info_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_vocab_command(CLI::App& app);
 void add_prep_command(CLI::App& app);

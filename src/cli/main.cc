@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "lansbert " LANSBERT_VERSION);
   lansbert::cli::add_info_command(app);
+  lansbert::cli::add_bench_command(app);
   lansbert::cli::add_tokenize_command(app);
   lansbert::cli::add_vocab_command(app);
   lansbert::cli::add_prep_command(app);

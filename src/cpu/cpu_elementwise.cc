@@ -1,5 +1,6 @@
 // Element-wise ops on the CPU: bias, residual add, activations, dropout. Each loop body is
 // the shared math from include/lansbert/kernels, so the CUDA twins compute the same values.
+#include <algorithm>
 #include <cstring>
 
 #include "cpu_ops_impl.h"
@@ -73,8 +74,13 @@ void CpuOps<T>::dropout_forward(const T* x, T* y, size_t n, float p, RngKey key)
     if (y != x) std::memcpy(y, x, n * sizeof(T));
     return;
   }
+  const size_t blocks = (n + 3) / 4;
 #pragma omp parallel for schedule(static) if (worth_threads(n))
-  for (size_t i = 0; i < n; ++i) y[i] = kern::dropout_apply(x[i], key, i, p);
+  for (size_t blk = 0; blk < blocks; ++blk) {
+    const Philox4x32 r = kern::dropout_block(key, blk);
+    const size_t end = std::min(n, 4 * blk + 4);
+    for (size_t i = 4 * blk; i < end; ++i) y[i] = kern::dropout_scale(x[i], r.v[i & 3], p);
+  }
 }
 
 template <typename T>

@@ -29,10 +29,15 @@ template <typename T>
 void CpuOps<T>::gemm_batched(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a,
                              int lda, const T* b, int ldb, T beta, T* c, int ldc,
                              const GemmBatch& g) {
-  for (int o = 0; o < g.outer; ++o)
-    for (int i = 0; i < g.inner; ++i)
-      blas_gemm(ta, tb, m, n, k, alpha, a + o * g.a_outer + i * g.a_inner, lda,
-                b + o * g.b_outer + i * g.b_inner, ldb, beta, c + o * g.c_outer + i * g.c_inner, ldc);
+  // Attention GEMMs are many and small (S x S x D per head): one per thread beats splitting
+  // each one. Inside the parallel region the OpenMP build of OpenBLAS runs single-threaded.
+  const int count = g.outer * g.inner;
+#pragma omp parallel for schedule(static) if (count > 1 && worth_threads(size_t(count) * m * n * k))
+  for (int j = 0; j < count; ++j) {
+    const int o = j / g.inner, i = j % g.inner;
+    blas_gemm(ta, tb, m, n, k, alpha, a + o * g.a_outer + i * g.a_inner, lda,
+              b + o * g.b_outer + i * g.b_inner, ldb, beta, c + o * g.c_outer + i * g.c_inner, ldc);
+  }
 }
 
 template class CpuOps<float>;

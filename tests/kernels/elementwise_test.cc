@@ -7,6 +7,7 @@
 
 #include "fd.h"
 #include "lansbert/backend/cpu_ops.h"
+#include "lansbert/kernels/dropout.h"
 
 namespace lansbert {
 namespace {
@@ -127,6 +128,23 @@ TEST(Dropout, BackwardMatchesFiniteDifferences) {
     return weighted_sum(yy, w);
   };
   EXPECT_LT(check_gradient(x, dx, loss), 1e-8);
+}
+
+}  // namespace
+}  // namespace lansbert
+
+namespace lansbert {
+namespace {
+
+TEST(Dropout, BlockedLauncherMatchesPerElementDefinition) {
+  // The launcher draws one Philox block per four elements; the definition is per element.
+  auto ops = cpu::make_ops<float>();
+  const size_t n = 4099;
+  std::vector<float> x(n), y(n);
+  for (size_t i = 0; i < n; ++i) x[i] = float(i % 13) - 6.0f;
+  const RngKey key{99, 12, 5};
+  ops->dropout_forward(x.data(), y.data(), n, 0.4f, key);
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(y[i], kern::dropout_apply(x[i], key, i, 0.4f)) << i;
 }
 
 }  // namespace

@@ -10,16 +10,32 @@
 
 namespace lansbert::kern {
 
+// Keep decision from element e's 32 random bits (philox_bits(key, e)).
+LB_HOST_DEVICE bool dropout_keep_bits(uint32_t bits, float p) { return uniform01(bits) >= p; }
+
 // Returns true iff element e is kept at drop probability p (p in [0, 1)).
 LB_HOST_DEVICE bool dropout_keep(RngKey key, uint64_t e, float p) {
-  return uniform01(philox_bits(key, e)) >= p;
+  return dropout_keep_bits(philox_bits(key, e), p);
 }
 
 // Inverted dropout: kept values are scaled by 1/(1-p) so the expectation is unchanged.
 // Forward and backward are the same map (y = m x / (1-p), dx = m dy / (1-p)).
 template <typename T>
+LB_HOST_DEVICE T dropout_scale(T x, uint32_t bits, float p) {
+  return dropout_keep_bits(bits, p) ? x * (T(1) / (T(1) - T(p))) : T(0);
+}
+
+template <typename T>
 LB_HOST_DEVICE T dropout_apply(T x, RngKey key, uint64_t e, float p) {
-  return dropout_keep(key, e, p) ? x * (T(1) / (T(1) - T(p))) : T(0);
+  return dropout_scale(x, philox_bits(key, e), p);
+}
+
+// The Philox block holding elements 4*block .. 4*block+3: one generator call serves four
+// elements, which is how both launchers walk the tensor.
+LB_HOST_DEVICE Philox4x32 dropout_block(RngKey key, uint64_t block) {
+  return philox4x32_10(Philox4x32{{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                                   key.site, key.step}},
+                       static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
 }
 
 }  // namespace lansbert::kern
