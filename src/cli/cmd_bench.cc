@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "lansbert/backend/cpu_ops.h"
+#include "lansbert/backend/profiling_ops.h"
 #include "lansbert/model/bert_model.h"
 #include "lansbert/model/flops.h"
 
@@ -32,6 +33,7 @@ struct BenchOptions {
   int threads = 0;
   double peak_gflops = 0;
   bool json = false;
+  bool profile = false;
   uint64_t seed = 1;
 };
 
@@ -63,6 +65,16 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// Per-op time per step, largest first, as a share of the (profiled) step.
+void print_profile(const ProfilingOps<float>& p, int steps, double step_seconds) {
+  std::vector<std::pair<std::string, ProfilingOps<float>::Entry>> rows(p.entries().begin(), p.entries().end());
+  std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.seconds > b.second.seconds; });
+  std::printf("  %-24s %10s %8s %7s\n", "op", "ms/step", "calls", "share");
+  for (const auto& [name, e] : rows)
+    std::printf("  %-24s %10.2f %8ld %6.1f%%\n", name.c_str(), 1e3 * e.seconds / steps, e.calls / steps,
+                100 * e.seconds / steps / step_seconds);
+}
+
 int run_bench(const BenchOptions& o) {
   BertConfig cfg;
   Status s = bert_preset(o.model, &cfg);
@@ -79,8 +91,10 @@ int run_bench(const BenchOptions& o) {
     omp_set_num_threads(o.threads);
     openblas_set_num_threads(o.threads);
   }
-  auto ops = cpu::make_ops<float>();
-  BertModel<float> model(cfg, *ops, {o.batch, o.seq_len, P});
+  auto backend = cpu::make_ops<float>();
+  ProfilingOps<float> profiler(*backend);
+  Ops<float>& ops = o.profile ? static_cast<Ops<float>&>(profiler) : *backend;
+  BertModel<float> model(cfg, ops, {o.batch, o.seq_len, P});
   model.init_params(o.seed);
   const Batch batch = random_full_batch(o.batch, o.seq_len, P, cfg.vocab_size, o.seed);
 
@@ -94,6 +108,7 @@ int run_bench(const BenchOptions& o) {
     model.zero_grads();
     model.backward(1.0f);
     const double tb = seconds_since(t1);
+    if (i + 1 == o.warmup) profiler.reset();
     if (i >= o.warmup) {
       fwd.push_back(tf);
       bwd.push_back(tb);
@@ -121,6 +136,7 @@ int run_bench(const BenchOptions& o) {
     if (mfu > 0) std::printf("  MFU %.1f%%", 100 * mfu);
     std::printf("\n  activations %.1f MiB, loss %.4f\n", model.activation_bytes() / 1048576.0, loss);
   }
+  if (o.profile) print_profile(profiler, o.steps, step);
   return 0;
 }
 
@@ -140,6 +156,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--peak-gflops", o->peak_gflops, "Peak GFLOP/s of this device, to report MFU");
   sub->add_option("--seed", o->seed, "Seed for weights, data and dropout")->capture_default_str();
   sub->add_flag("--json", o->json, "Print one JSON line");
+  sub->add_flag("--profile", o->profile, "Also print time per op (adds a little overhead)");
   sub->callback([o] { set_exit_code(run_bench(*o)); });
 }
 

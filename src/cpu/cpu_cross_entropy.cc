@@ -22,9 +22,19 @@ void CpuOps<T>::cross_entropy_backward(const T* logits, const int32_t* labels, T
   for (int r = 0; r < rows; ++r) {
     const T* x = logits + size_t(r) * classes;
     T* dx = dlogits + size_t(r) * classes;
-    auto row = kern::cross_entropy_row(x, classes, labels[r]);
-    for (int j = 0; j < classes; ++j)
-      dx[j] = kern::cross_entropy_dx(x[j], j, labels[r], row.max, row.sum_exp, weight);
+    if (labels[r] < 0) {
+      for (int j = 0; j < classes; ++j) dx[j] = T(0);
+      continue;
+    }
+    // One exp per element: keep exp(x - max) in dx, then scale it in place.
+    T mx = x[0];
+    for (int j = 1; j < classes; ++j) mx = x[j] > mx ? x[j] : mx;
+    T sum = 0;
+    for (int j = 0; j < classes; ++j) {
+      dx[j] = kern::lb_exp(x[j] - mx);
+      sum += dx[j];
+    }
+    for (int j = 0; j < classes; ++j) dx[j] = kern::cross_entropy_dx_from_exp(dx[j], j, labels[r], sum, weight);
   }
 }
 

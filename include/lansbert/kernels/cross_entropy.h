@@ -35,6 +35,14 @@ LB_HOST_DEVICE CrossEntropyRow<T> cross_entropy_row(const T* x, int n, int32_t l
   return r;
 }
 
+// Gradient of w * loss for element j given e = exp(x_j - max) and the row's sum of them:
+// lets a launcher take each exp once and keep it.
+template <typename T>
+LB_HOST_DEVICE T cross_entropy_dx_from_exp(T e, int j, int32_t label, T sum_exp, T w) {
+  if (label < 0) return T(0);
+  return w * (e / sum_exp - (j == label ? T(1) : T(0)));
+}
+
 // Gradient of w * loss for element j of a row whose max and sum_exp are known.
 template <typename T>
 LB_HOST_DEVICE T cross_entropy_dx(T xj, int j, int32_t label, T max, T sum_exp, T w) {

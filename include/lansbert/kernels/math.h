@@ -5,10 +5,12 @@
 #include <math.h>
 
 #include "lansbert/core/host_device.h"
+#include "lansbert/kernels/fast_math.h"
 
 namespace lansbert::kern {
 
-LB_HOST_DEVICE float lb_exp(float x) { return expf(x); }
+// Float exp is the vectorisable exp_f32 (fast_math.h), shared with the GPU kernels.
+LB_HOST_DEVICE float lb_exp(float x) { return exp_f32(x); }
 LB_HOST_DEVICE double lb_exp(double x) { return exp(x); }
 LB_HOST_DEVICE float lb_log(float x) { return logf(x); }
 LB_HOST_DEVICE double lb_log(double x) { return log(x); }

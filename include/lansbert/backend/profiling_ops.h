@@ -1,0 +1,112 @@
+// ProfilingOps<T>: an Ops<T> that forwards every call to another backend and adds up the
+// wall time per operation, for `lansbert bench --profile`. A `sync` callback (the CUDA
+// backend's device synchronise) is called before and after each op so that asynchronous
+// launches are charged to the op that issued them; profiling therefore slows a GPU run and
+// is never on in training.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "lansbert/backend/ops.h"
+
+namespace lansbert {
+
+template <typename T>
+class ProfilingOps final : public Ops<T> {
+ public:
+  struct Entry {
+    double seconds = 0;
+    long calls = 0;
+  };
+
+  ProfilingOps(Ops<T>& inner, std::function<void()> sync = nullptr) : inner_(inner), sync_(std::move(sync)) {}
+  const std::map<std::string, Entry>& entries() const { return entries_; }
+  void reset() { entries_.clear(); }
+
+  Allocator& allocator() override { return inner_.allocator(); }
+  void zero(T* p, size_t n) override { time("zero", [&] { inner_.zero(p, n); }); }
+  void gemm(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta,
+            T* c, int ldc) override {
+    time("gemm", [&] { inner_.gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); });
+  }
+  void gemm_batched(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb,
+                    T beta, T* c, int ldc, const GemmBatch& g) override {
+    time("gemm_batched", [&] { inner_.gemm_batched(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, g); });
+  }
+  void bias_add_forward(T* y, const T* b, int r, int c) override {
+    time("bias_add_forward", [&] { inner_.bias_add_forward(y, b, r, c); });
+  }
+  void bias_add_backward(const T* dy, T* db, int r, int c) override {
+    time("bias_add_backward", [&] { inner_.bias_add_backward(dy, db, r, c); });
+  }
+  void add_forward(const T* a, const T* b, T* y, size_t n) override {
+    time("add_forward", [&] { inner_.add_forward(a, b, y, n); });
+  }
+  void accumulate(T* d, const T* s, size_t n) override { time("accumulate", [&] { inner_.accumulate(d, s, n); }); }
+  void layernorm_forward(const T* x, const T* g, const T* b, T* y, T* mean, T* rstd, int r, int c, T eps) override {
+    time("layernorm_forward", [&] { inner_.layernorm_forward(x, g, b, y, mean, rstd, r, c, eps); });
+  }
+  void layernorm_backward(const T* dy, const T* x, const T* g, const T* mean, const T* rstd, T* dx, T* dg, T* db,
+                          int r, int c) override {
+    time("layernorm_backward", [&] { inner_.layernorm_backward(dy, x, g, mean, rstd, dx, dg, db, r, c); });
+  }
+  void gelu_forward(const T* x, T* y, size_t n) override { time("gelu_forward", [&] { inner_.gelu_forward(x, y, n); }); }
+  void gelu_backward(const T* dy, const T* x, T* dx, size_t n) override {
+    time("gelu_backward", [&] { inner_.gelu_backward(dy, x, dx, n); });
+  }
+  void tanh_forward(const T* x, T* y, size_t n) override { time("tanh_forward", [&] { inner_.tanh_forward(x, y, n); }); }
+  void tanh_backward(const T* dy, const T* y, T* dx, size_t n) override {
+    time("tanh_backward", [&] { inner_.tanh_backward(dy, y, dx, n); });
+  }
+  void dropout_forward(const T* x, T* y, size_t n, float p, RngKey k) override {
+    time("dropout_forward", [&] { inner_.dropout_forward(x, y, n, p, k); });
+  }
+  void dropout_backward(const T* dy, T* dx, size_t n, float p, RngKey k) override {
+    time("dropout_backward", [&] { inner_.dropout_backward(dy, dx, n, p, k); });
+  }
+  void softmax_forward(const T* s, const int32_t* m, T* p, int b, int h, int sq, T sc) override {
+    time("softmax_forward", [&] { inner_.softmax_forward(s, m, p, b, h, sq, sc); });
+  }
+  void softmax_backward(const T* dp, const T* p, T* ds, int b, int h, int sq, T sc) override {
+    time("softmax_backward", [&] { inner_.softmax_backward(dp, p, ds, b, h, sq, sc); });
+  }
+  void embedding_forward(const int32_t* ids, const T* t, T* o, int n, int d, bool acc) override {
+    time("embedding_forward", [&] { inner_.embedding_forward(ids, t, o, n, d, acc); });
+  }
+  void embedding_backward(const int32_t* ids, const T* dout, T* dt, int n, int d) override {
+    time("embedding_backward", [&] { inner_.embedding_backward(ids, dout, dt, n, d); });
+  }
+  void gather_rows_forward(const T* s, const int32_t* idx, T* d, int n, int dim) override {
+    time("gather_rows_forward", [&] { inner_.gather_rows_forward(s, idx, d, n, dim); });
+  }
+  void gather_rows_backward(const T* dd, const int32_t* idx, T* ds, int n, int dim) override {
+    time("gather_rows_backward", [&] { inner_.gather_rows_backward(dd, idx, ds, n, dim); });
+  }
+  void cross_entropy_forward(const T* l, const int32_t* lab, T* loss, int32_t* c, int r, int k) override {
+    time("cross_entropy_forward", [&] { inner_.cross_entropy_forward(l, lab, loss, c, r, k); });
+  }
+  void cross_entropy_backward(const T* l, const int32_t* lab, T* dl, int r, int k, T w) override {
+    time("cross_entropy_backward", [&] { inner_.cross_entropy_backward(l, lab, dl, r, k, w); });
+  }
+
+ private:
+  template <typename F>
+  void time(const char* name, F&& f) {
+    if (sync_) sync_();
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    if (sync_) sync_();
+    Entry& e = entries_[name];
+    e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++e.calls;
+  }
+
+  Ops<T>& inner_;
+  std::function<void()> sync_;
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace lansbert
