@@ -3,6 +3,7 @@
 // stale temporary directories are ignored, corrupt checkpoints are refused without touching
 // anything, phase 2 starts from a checkpoint, eval and export work.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <csignal>
@@ -55,6 +56,7 @@ std::vector<std::string> listing(const std::string& dir) {
 class TrainerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    omp_set_num_threads(1);  // tiny matrices: threads only cost, badly on a loaded machine
     data_ = new std::string(scratch("data"));
     ASSERT_FALSE(testing::write_tiny_shards(*data_).empty());
   }
@@ -64,22 +66,23 @@ class TrainerTest : public ::testing::Test {
 std::string* TrainerTest::data_ = nullptr;
 
 TEST_F(TrainerTest, LossFallsAndAccuracyRises) {
-  TrainConfig c = testing::tiny_config(*data_, scratch("falls"), 120);
+  TrainConfig c = testing::tiny_config(*data_, scratch("falls"), 100);
+  c.schedule.peak_lr = 0.02;
   c.logging.every_steps = 10;
   TrainResult r;
   ASSERT_TRUE(train(c, &r).is_ok());
-  EXPECT_EQ(r.step, 120);
+  EXPECT_EQ(r.step, 100);
   std::printf("first window loss %.3f, last %.3f, mlm acc %.3f, nsp acc %.3f\n", r.first_loss, r.loss,
               r.mlm_accuracy, r.nsp_accuracy);
   // total = mlm + nsp; chance is ln(64) + ln(2) = 4.85.
-  EXPECT_GT(r.first_loss, 3.5);
-  EXPECT_LT(r.loss, 0.5 * std::log(64.0) + std::log(2.0));
-  EXPECT_GT(r.mlm_accuracy, 0.3);
+  EXPECT_GT(r.first_loss, 4.0);
+  EXPECT_LT(r.loss, std::log(64.0) + std::log(2.0) - 1.2);
+  EXPECT_GT(r.mlm_accuracy, 0.4);
   // One metrics line per window.
   std::ifstream f(c.metrics_path());
   int lines = 0;
   for (std::string l; std::getline(f, l);) ++lines;
-  EXPECT_EQ(lines, 12);
+  EXPECT_EQ(lines, 10);
 }
 
 TEST_F(TrainerTest, ResumeIsBitIdentical) {
