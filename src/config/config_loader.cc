@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <type_traits>
 
 #include "lansbert/core/file_io.h"
 
@@ -35,8 +36,11 @@ Status get_int(const YAML::Node& n, T* out) {
   if (!n.IsScalar()) return type_error(n, "an integer");
   try {
     const long long v = n.as<long long>();
-    if (v < (long long)std::numeric_limits<T>::min() || v > (long long)std::numeric_limits<T>::max())
-      return Status::invalid_argument("integer " + n.Scalar() + " out of range");
+    const bool fits = std::is_unsigned_v<T>
+                          ? v >= 0
+                          : v >= (long long)std::numeric_limits<T>::min() &&
+                                v <= (long long)std::numeric_limits<T>::max();
+    if (!fits) return Status::invalid_argument("integer " + n.Scalar() + " out of range");
     *out = T(v);
     return Status::ok();
   } catch (const YAML::Exception&) {

@@ -2,6 +2,7 @@
 // formula. Each error names the key path at fault so the YAML loader can point at its line.
 #include "lansbert/train/train_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -76,6 +77,9 @@ Status TrainConfig::validate(int world, std::string* key) const {
                std::to_string(batch.global_batch) + " is not a multiple of batch.micro_batch * world = " +
                    std::to_string(batch.micro_batch) + " * " + std::to_string(world) +
                    " (accumulation must be a whole number of micro-batches)");
+  const std::vector<std::string> names = optimizer_names();
+  if (std::find(names.begin(), names.end(), optimizer.name) == names.end())
+    return bad(key, "optimizer.name", "unknown optimizer '" + optimizer.name + "' (expected lans, lamb or adamw)");
   LB_RETURN_IF_ERROR(prefixed(key, "optimizer", optimizer.validate()));
   if (schedule.kind != ScheduleKind::kConstant && schedule.total_steps <= 0)
     return bad(key, "schedule.total_steps", "must be positive");
