@@ -42,6 +42,19 @@ lansbert_layer(lansbert_data SOURCES ${DATA_SRC} DEPS lansbert_model PkgConfig::
 lansbert_sources(DIST_SRC src/dist)
 lansbert_layer(lansbert_dist SOURCES ${DIST_SRC} DEPS lansbert_core)
 
+lansbert_sources(TRAIN_SRC src/train)
+lansbert_layer(lansbert_train SOURCES ${TRAIN_SRC}
+               DEPS lansbert_model lansbert_optim lansbert_data lansbert_dist)
+
+lansbert_sources(CONFIG_SRC src/config)
+# yaml-cpp 0.7 (Debian 12) exports `yaml-cpp`; 0.8 adds the namespaced `yaml-cpp::yaml-cpp`.
+if(TARGET yaml-cpp::yaml-cpp)
+  set(LANSBERT_YAML yaml-cpp::yaml-cpp)
+else()
+  set(LANSBERT_YAML yaml-cpp)
+endif()
+lansbert_layer(lansbert_config SOURCES ${CONFIG_SRC} DEPS lansbert_train ${LANSBERT_YAML})
+
 if(LANSBERT_HAVE_CUDA)
   file(GLOB CUDA_SRC CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/*.cu ${PROJECT_SOURCE_DIR}/cuda/*.cc)
   add_library(lansbert_cuda STATIC ${CUDA_SRC})
@@ -55,7 +68,8 @@ endif()
 
 lansbert_sources(CLI_SRC src/cli)
 add_executable(lansbert ${CLI_SRC})
-target_link_libraries(lansbert PRIVATE lansbert_model lansbert_optim lansbert_data lansbert_dist CLI11::CLI11)
+target_link_libraries(lansbert PRIVATE lansbert_config lansbert_train lansbert_model lansbert_optim
+                      lansbert_data lansbert_dist CLI11::CLI11)
 if(LANSBERT_HAVE_CUDA)
   target_link_libraries(lansbert PRIVATE lansbert_cuda)
 endif()

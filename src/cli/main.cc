@@ -27,6 +27,9 @@ int main(int argc, char** argv) {
   lansbert::cli::add_tokenize_command(app);
   lansbert::cli::add_vocab_command(app);
   lansbert::cli::add_prep_command(app);
+  lansbert::cli::add_train_command(app);
+  lansbert::cli::add_eval_command(app);
+  lansbert::cli::add_export_command(app);
 
   try {
     app.parse(argc, argv);

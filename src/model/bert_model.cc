@@ -139,6 +139,15 @@ template <typename T>
 BertModel<T>::~BertModel() = default;
 
 template <typename T>
+size_t BertModel<T>::activation_bytes_for(const BertConfig& config, ModelLimits limits) {
+  BertState<T> s;
+  s.config = &config;
+  Arena counting;
+  s.layout(counting, limits);
+  return counting.required();
+}
+
+template <typename T>
 void BertModel<T>::init_params(uint64_t seed) {
   std::vector<T> host(table_.total_elements(), T(0));
   for (size_t t = 0; t < table_.size(); ++t) {

@@ -63,6 +63,9 @@ class BertModel {
   T* param(const ParamEntry& e) { return params_.data() + e.offset; }
   T* grad(const ParamEntry& e) { return grads_.data() + e.offset; }
   size_t activation_bytes() const { return arena_bytes_; }
+  // The arena a model of `config` would need for `limits`, without allocating anything
+  // (plans and memory estimates for models too big to build here).
+  static size_t activation_bytes_for(const BertConfig& config, ModelLimits limits);
 
   // BERT's initialisation: normal(0, init_std) weights and embeddings (the [PAD] row of the
   // word embeddings zero, as Hugging Face does), zero biases, LayerNorm gamma 1 and beta 0.

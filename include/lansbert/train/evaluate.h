@@ -1,0 +1,44 @@
+// Evaluation and export of a trained checkpoint. run_eval computes MLM and NSP loss and
+// accuracy over every sample of a held-out shard set in order, in eval mode (no dropout);
+// it can also dump its first micro-batch with lansbert's losses as JSON, the reference the
+// Hugging Face export check compares against. export_hf writes a directory that
+// transformers' BertForPreTraining.from_pretrained loads: model.safetensors with the Hugging
+// Face names (the decoder weight is tied to the word embeddings and not stored),
+// config.json, vocab.txt and tokenizer_config.json.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lansbert/core/status.h"
+#include "lansbert/train/train_config.h"
+
+namespace lansbert {
+
+struct EvalOptions {
+  std::vector<std::string> data;  // shard globs
+  int micro_batch = 32;
+  int64_t max_sequences = -1;     // -1: all
+  std::string dump_batch;         // write the first micro-batch and its losses here (JSON)
+};
+
+struct EvalResult {
+  int64_t sequences = 0, masked = 0;
+  double mlm_loss = 0, nsp_loss = 0;  // means over masked tokens / sequences
+  double mlm_accuracy = 0, nsp_accuracy = 0;
+};
+
+// `model` gives the sizes; params come from the checkpoint directory `dir`.
+Status run_eval(const BertConfig& model, const std::string& dir, const EvalOptions& opts,
+                EvalResult* result);
+
+struct ExportOptions {
+  std::string out;
+  bool force = false;  // allow a non-empty out directory
+  std::string vocab;   // vocab.txt to copy (default: the config's data.vocab)
+};
+
+Status export_hf(const TrainConfig& cfg, const std::string& dir, const ExportOptions& opts);
+
+}  // namespace lansbert

@@ -1,0 +1,56 @@
+// Metrics of the training loop: per-window sums that are all-reduced over ranks, and the
+// rank-0 output: one console line per window and one JSON object per line in the metrics
+// file (appended, so a resumed run continues the same file).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "lansbert/core/status.h"
+#include "lansbert/dist/communicator.h"
+#include "lansbert/model/bert_model.h"
+
+namespace lansbert {
+
+// Sums over the micro-batches of a window, all-reduced (summed) over ranks before use.
+struct MetricsWindow {
+  enum : int { kLoss, kMlmLoss, kNspLoss, kMicro, kMlmCorrect, kMlmCount, kNspCorrect, kNspCount,
+               kSequences, kCount };
+  double sums[kCount] = {};
+  void add(const ForwardResult& r, int sequences);
+  void all_reduce(Communicator& comm) { comm.all_reduce(sums, kCount, ReduceOp::kSum); }
+  double mean_loss() const { return sums[kMicro] ? sums[kLoss] / sums[kMicro] : 0; }
+  double mlm_accuracy() const { return sums[kMlmCount] ? sums[kMlmCorrect] / sums[kMlmCount] : 0; }
+  double nsp_accuracy() const { return sums[kNspCount] ? sums[kNspCorrect] / sums[kNspCount] : 0; }
+};
+
+// One logged line's values.
+struct MetricsRecord {
+  int64_t step = 0, total_steps = 0;
+  double loss = 0, mlm_loss = 0, nsp_loss = 0, mlm_accuracy = 0, nsp_accuracy = 0;
+  double lr = 0, grad_norm = 0, loss_scale = 1;
+  int64_t skipped = 0;
+  double seq_per_s = 0, tokens_per_s = 0, tflops = 0, eta_s = 0, elapsed_s = 0;
+  // Shares of the window's wall time.
+  double t_data = 0, t_compute = 0, t_allreduce = 0, t_optimizer = 0, t_other = 0;
+};
+
+class MetricsLog {
+ public:
+  // path "" writes no file. Opening happens on the first write, so a run that fails
+  // before its first step creates nothing.
+  MetricsLog(FILE* console, std::string path) : console_(console), path_(std::move(path)) {}
+  ~MetricsLog();
+  Status write(const MetricsRecord& r);
+
+ private:
+  FILE* console_;
+  std::string path_;
+  FILE* file_ = nullptr;
+};
+
+// "1h02m" / "3m05s" / "12s".
+std::string format_duration(double seconds);
+
+}  // namespace lansbert

@@ -1,0 +1,113 @@
+// TrainConfig: everything one pretraining phase needs, as plain typed fields, and the plan
+// derived from it (accumulation, tokens, memory). The YAML loader (lansbert/config) fills it
+// and maps each key path to its line; this layer knows no YAML. validate() checks the
+// values that must hold together and names the key path of the first that does not, so the
+// loader can add the file and line. The resolved config is also stored, as JSON, in every
+// checkpoint (to_json) so that a resumed run can check it continues the same phase.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lansbert/core/status.h"
+#include "lansbert/model/bert_config.h"
+#include "lansbert/optim/updater.h"
+
+namespace lansbert {
+
+struct ModelSection {
+  std::string preset = "bert-base";
+  // Explicit sizes override the preset.
+  std::optional<int> vocab_size, hidden, layers, heads, intermediate, max_positions;
+  std::optional<float> hidden_dropout, attention_dropout, init_std;
+};
+
+struct DataSection {
+  std::vector<std::string> train;     // shard globs
+  std::vector<std::string> eval;      // held-out globs (lansbert eval default)
+  std::string format = "auto";        // auto | lbs | hdf5 (hdf5: NVIDIA's "training" rule)
+  int seq_len = 128;                  // must match the shards
+  int max_pred = 20;                  // must match the shards
+  std::string masking = "auto";       // auto | static | dynamic: what the shards must hold
+  bool whole_word = false;            // dynamic masking by whole words (needs vocab)
+  std::string vocab;                  // vocab.txt: whole-word masking and export
+};
+
+struct BatchSection {
+  int64_t global_batch = 256;  // sequences per update over all ranks
+  int micro_batch = 32;        // sequences per forward/backward on one rank
+};
+
+struct PrecisionSection {
+  std::string dtype = "fp32";       // fp32 | bf16 | fp16 (CPU: fp32 only)
+  std::string loss_scale = "auto";  // auto (dynamic for fp16, none otherwise) | none | static | dynamic
+  LossScalerConfig scaler;          // scale settings (mode set by resolve)
+};
+
+struct CheckpointSection {
+  std::string dir = "checkpoints";
+  int64_t every_steps = 1000;   // 0: only at the end and on a signal
+  double every_minutes = 0;     // 0: off
+  int keep_last = 3;            // older step-* directories are removed after a save
+};
+
+struct LoggingSection {
+  int64_t every_steps = 10;
+  std::string metrics_file;  // default <checkpoint.dir>/metrics.jsonl; "-" for none
+};
+
+struct TrainConfig {
+  std::string source;  // the file it came from (messages)
+  ModelSection model;
+  DataSection data;
+  BatchSection batch;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  PrecisionSection precision;
+  CheckpointSection checkpoint;
+  LoggingSection logging;
+  PhaseStart phase_start = PhaseStart::kKeepMoments;
+  uint64_t seed = 12345;
+  std::string backend = "cpu";  // cpu | cuda
+
+  // The model sizes: the preset with the explicit fields applied.
+  Status resolve_model(BertConfig* out) const;
+  // Checks every cross-field rule for a run on `world` ranks. On error *key is the key path
+  // at fault (e.g. "batch.global_batch") and the message says what was expected.
+  Status validate(int world, std::string* key) const;
+  // The optimizer, schedule and loss-scaler settings. REQUIRES: validate() ok.
+  UpdaterConfig updater_config() const;
+  // The metrics file this run appends to ("" for none).
+  std::string metrics_path() const;
+};
+
+// What a validated config implies for a run on `world` ranks.
+struct TrainPlan {
+  int world = 1;
+  int accumulation = 1;        // micro-batches per rank per update
+  int64_t steps = 0;           // updates in this phase
+  int64_t sequences = 0;       // steps * global_batch
+  int64_t tokens = 0;          // sequences * seq_len (padding included)
+  size_t parameters = 0;       // parameter count
+  size_t flat_bytes = 0;       // params, grads, m, v (fp32)
+  size_t activation_bytes = 0; // the model's arena for one micro-batch
+  double flops_per_sequence = 0;
+};
+// REQUIRES: config.validate(world) ok. Builds the model's table (no allocation of buffers)
+// and asks the activation size of a micro-batch from the model's own sizing.
+Status make_plan(const TrainConfig& config, int world, TrainPlan* plan);
+
+// Training FLOPs of one sequence (forward + backward = 3x forward); docs/training.md:
+//   6 * S * L * (4H^2 + 2HI)      encoder matmuls (QKV, output, FFN), 2 FLOPs per MAC
+// + 12 * L * S^2 * H              attention scores and context (QK^T, PV), fwd + bwd
+// + 6 * P * (H^2 + V*H)           MLM transform and decoder on the P masked slots only
+// + 6 * (H^2 + 2H)                pooler and NSP head on [CLS]
+double training_flops_per_sequence(const BertConfig& c, int seq_len, int max_pred);
+
+// The resolved config as a JSON object (stable key order), and its inverse for the keys a
+// checkpoint compatibility check needs.
+std::string config_to_json(const TrainConfig& c, int indent = -1);
+
+}  // namespace lansbert

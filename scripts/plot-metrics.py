@@ -1,0 +1,53 @@
+#!/usr/bin/python3
+"""Draws loss, accuracy and learning-rate PNGs from a lansbert metrics file (JSON lines).
+
+Usage: scripts/plot-metrics.py METRICS_JSONL [OUT_DIR]   (default OUT_DIR: beside the file)
+Writes loss.png, accuracy.png and lr.png. Uses Debian's matplotlib (python3-matplotlib).
+"""
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    path = sys.argv[1]
+    out = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(os.path.abspath(path))
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    if not rows:
+        print(f"{path}: no records")
+        return 1
+    # A resumed run appends: keep the last record of each step.
+    by_step = {r["step"]: r for r in rows}
+    rows = [by_step[s] for s in sorted(by_step)]
+    step = [r["step"] for r in rows]
+    os.makedirs(out, exist_ok=True)
+
+    def plot(name, series, ylabel):
+        plt.figure(figsize=(7, 4))
+        for key, label in series:
+            plt.plot(step, [r[key] for r in rows], label=label)
+        plt.xlabel("step")
+        plt.ylabel(ylabel)
+        plt.grid(alpha=0.3)
+        plt.legend()
+        plt.tight_layout()
+        plt.savefig(os.path.join(out, name), dpi=100)
+        plt.close()
+
+    plot("loss.png", [("loss", "total"), ("mlm_loss", "MLM"), ("nsp_loss", "NSP")], "loss")
+    plot("accuracy.png", [("mlm_accuracy", "MLM"), ("nsp_accuracy", "NSP")], "accuracy")
+    plot("lr.png", [("lr", "learning rate")], "lr")
+    print(f"plots: {out}/loss.png, accuracy.png, lr.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# From a fresh Debian machine to a trained bert-tiny and its plots, in one line:
+#   scripts/quickstart.sh
+# Installs the dependencies, builds (CPU), fetches the sample corpus and its shards, trains
+# configs/tiny-demo.yaml, plots the metrics and says where everything went.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+scripts/install-deps.sh
+SUDO=; [[ $(id -u) -ne 0 ]] && SUDO=sudo
+/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || $SUDO apt-get install -y python3-matplotlib
+cmake -S . -B build -G Ninja -DLANSBERT_CUDA=OFF
+cmake --build build -j"$(nproc)"
+scripts/get-sample-corpus.sh build/lansbert
+# Small matrices: one OpenMP thread avoids oversubscription on shared or small machines.
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} build/lansbert train --config configs/tiny-demo.yaml
+/usr/bin/python3 scripts/plot-metrics.py runs/tiny-demo/metrics.jsonl runs/tiny-demo/plots
+echo "checkpoint: $root/runs/tiny-demo/latest -> $(readlink runs/tiny-demo/latest)"
+echo "plots:      $root/runs/tiny-demo/plots/{loss,accuracy,lr}.png"
+echo "export:     build/lansbert export --checkpoint runs/tiny-demo --out runs/tiny-demo/hf"

@@ -1,0 +1,90 @@
+// `lansbert eval` and `lansbert export`: both open a checkpoint (verifying its checksums),
+// read back the config it was trained with, and either evaluate it on held-out shards or
+// write a Hugging Face BertForPreTraining directory.
+#include <cstdio>
+
+#include "commands.h"
+#include "lansbert/config/config_loader.h"
+#include "lansbert/train/checkpoint.h"
+#include "lansbert/train/evaluate.h"
+
+namespace lansbert::cli {
+namespace {
+
+Status open_checkpoint(const std::string& spec, std::string* dir, TrainConfig* cfg) {
+  LB_RETURN_IF_ERROR(resolve_checkpoint(spec, dir));
+  CheckpointMeta meta;
+  LB_RETURN_IF_ERROR(read_checkpoint_meta(*dir, &meta));
+  return parse_train_config(meta.config_json, *dir + "/trainer.json", {}, 1, cfg);
+}
+
+struct EvalArgs {
+  std::string checkpoint;
+  std::vector<std::string> data;
+  int micro_batch = 32;
+  int64_t max_sequences = -1;
+  std::string dump_batch;
+};
+
+Status run_eval_cmd(const EvalArgs& a) {
+  std::string dir;
+  TrainConfig cfg;
+  LB_RETURN_IF_ERROR(open_checkpoint(a.checkpoint, &dir, &cfg));
+  EvalOptions o;
+  o.data = a.data.empty() ? cfg.data.eval : a.data;
+  if (o.data.empty()) return Status::invalid_argument("eval: no --data given and the config has no data.eval");
+  if (a.micro_batch <= 0) return Status::invalid_argument("--micro-batch must be positive");
+  o.micro_batch = a.micro_batch;
+  o.max_sequences = a.max_sequences;
+  o.dump_batch = a.dump_batch;
+  BertConfig mc;
+  LB_RETURN_IF_ERROR(cfg.resolve_model(&mc));
+  EvalResult r;
+  LB_RETURN_IF_ERROR(run_eval(mc, dir, o, &r));
+  std::printf("checkpoint %s\n", dir.c_str());
+  std::printf("sequences %lld, masked tokens %lld\n", (long long)r.sequences, (long long)r.masked);
+  std::printf("mlm_loss %.6f mlm_accuracy %.4f nsp_loss %.6f nsp_accuracy %.4f\n", r.mlm_loss,
+              r.mlm_accuracy, r.nsp_loss, r.nsp_accuracy);
+  return Status::ok();
+}
+
+struct ExportArgs {
+  std::string checkpoint, out, vocab;
+  bool force = false;
+};
+
+Status run_export_cmd(const ExportArgs& a) {
+  std::string dir;
+  TrainConfig cfg;
+  LB_RETURN_IF_ERROR(open_checkpoint(a.checkpoint, &dir, &cfg));
+  ExportOptions o{a.out, a.force, a.vocab};
+  LB_RETURN_IF_ERROR(export_hf(cfg, dir, o));
+  std::printf("exported %s to %s (BertForPreTraining)\n", dir.c_str(), a.out.c_str());
+  return Status::ok();
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app) {
+  auto a = std::make_shared<EvalArgs>();
+  CLI::App* sub = app.add_subcommand("eval", "MLM and NSP loss and accuracy of a checkpoint on held-out shards");
+  sub->add_option("--checkpoint", a->checkpoint, "Checkpoint directory (or a root with 'latest')")->required();
+  sub->add_option("--data", a->data, "Shard globs (default: the config's data.eval)");
+  sub->add_option("--micro-batch", a->micro_batch, "Sequences per forward pass");
+  sub->add_option("--max-sequences", a->max_sequences, "Evaluate at most this many sequences");
+  sub->add_option("--dump-batch", a->dump_batch, "Write the first micro-batch and its losses as JSON")
+      ->group("");
+  sub->callback([a] { report(run_eval_cmd(*a)); });
+}
+
+void add_export_command(CLI::App& app) {
+  auto a = std::make_shared<ExportArgs>();
+  CLI::App* sub = app.add_subcommand("export", "Write a checkpoint as a Hugging Face BertForPreTraining directory");
+  sub->add_option("--checkpoint", a->checkpoint, "Checkpoint directory (or a root with 'latest')")->required();
+  sub->add_option("--out", a->out, "Output directory")->required();
+  sub->add_option("--vocab", a->vocab, "vocab.txt to include (default: the config's data.vocab)");
+  sub->add_flag("--force", a->force, "Write into a non-empty output directory");
+  sub->callback([a] { report(run_export_cmd(*a)); });
+}
+
+}  // namespace lansbert::cli

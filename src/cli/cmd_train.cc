@@ -1,0 +1,88 @@
+// `lansbert train`: loads the phase's YAML config (with --set overrides), and either prints
+// the resolved config and plan (--dry-run) or runs the trainer on the single-process
+// communicator (the MPI/NCCL communicators plug in here). Bad input exits non-zero before
+// anything is written.
+#include <cstdio>
+
+#include "commands.h"
+#include "lansbert/config/config_loader.h"
+#include "lansbert/dist/communicator.h"
+#include "lansbert/train/trainer.h"
+
+namespace lansbert::cli {
+namespace {
+
+struct TrainArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  bool dry_run = false;
+  std::string resume, init_from;
+  int64_t stop_at_step = -1;
+};
+
+double gib(double bytes) { return bytes / (1024.0 * 1024 * 1024); }
+
+void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
+  std::printf("%s\n", config_to_json(cfg, 2).c_str());
+  std::printf("plan:\n");
+  std::printf("  world size          : %d\n", p.world);
+  std::printf("  micro-batch per rank: %d\n", cfg.batch.micro_batch);
+  std::printf("  accumulation        : %d micro-batches per update\n", p.accumulation);
+  std::printf("  global batch        : %lld sequences of %d tokens\n", (long long)cfg.batch.global_batch,
+              cfg.data.seq_len);
+  std::printf("  steps               : %lld\n", (long long)p.steps);
+  std::printf("  sequences           : %lld\n", (long long)p.sequences);
+  std::printf("  tokens              : %lld (%.3g)\n", (long long)p.tokens, double(p.tokens));
+  std::printf("  parameters          : %zu (%.1fM)\n", p.parameters, p.parameters / 1e6);
+  std::printf("  training FLOPs      : %.3g per sequence, %.3g total\n", p.flops_per_sequence,
+              p.flops_per_sequence * double(p.sequences));
+  std::printf("  memory per rank     : %.3f GiB flat buffers (params, grads, m, v; fp32) + %.3f GiB "
+              "activations = %.3f GiB\n",
+              gib(p.flat_bytes), gib(p.activation_bytes), gib(p.flat_bytes + p.activation_bytes));
+}
+
+Status run_train(const TrainArgs& a) {
+  std::unique_ptr<Communicator> comm = make_single_process_communicator();
+  TrainConfig cfg;
+  LB_RETURN_IF_ERROR(load_train_config(a.config, a.sets, comm->world(), &cfg));
+  if (a.dry_run) {
+    TrainPlan plan;
+    LB_RETURN_IF_ERROR(make_plan(cfg, comm->world(), &plan));
+    print_plan(cfg, plan);
+    return Status::ok();
+  }
+  TrainOptions opts;
+  opts.resume = a.resume;
+  opts.init_from = a.init_from;
+  opts.stop_at_step = a.stop_at_step;
+  opts.log = comm->rank() == 0 ? stdout : nullptr;
+  TrainResult result;
+  LB_RETURN_IF_ERROR(run_training(cfg, *comm, opts, &result));
+  if (comm->rank() == 0) {
+    std::printf("done: step %lld, checkpoint %s\n", (long long)result.step, result.checkpoint.c_str());
+    const double t = result.t_total;
+    if (t > 0)
+      std::printf("time: %.1fs total; shares: compute %.1f%%, optimizer %.1f%%, all-reduce %.1f%%, "
+                  "data wait %.1f%%, checkpoint %.1f%%, logging %.1f%%\n",
+                  t, 100 * result.t_compute / t, 100 * result.t_optimizer / t, 100 * result.t_allreduce / t,
+                  100 * result.t_data / t, 100 * result.t_checkpoint / t, 100 * result.t_logging / t);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* sub = app.add_subcommand("train", "Pretrain BERT for one phase described by a YAML config");
+  sub->add_option("--config", a->config, "YAML config of the phase")->required();
+  sub->add_option("--set", a->sets, "Override a config key: key.path=value (repeatable)");
+  sub->add_flag("--dry-run", a->dry_run, "Print the resolved config and plan, then exit");
+  sub->add_option("--resume", a->resume, "Continue exactly: 'latest' (in checkpoint.dir) or a checkpoint directory");
+  sub->add_option("--init-from", a->init_from,
+                  "Start from the weights of a lansbert checkpoint or a Hugging Face directory (phase 2)");
+  sub->add_option("--stop-at-step", a->stop_at_step, "Stop (with a checkpoint) after this step");
+  sub->callback([a] { report(run_train(*a)); });
+}
+
+}  // namespace lansbert::cli

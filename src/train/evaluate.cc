@@ -1,0 +1,125 @@
+// run_eval and export_hf (see evaluate.h).
+#include "lansbert/train/evaluate.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "lansbert/backend/cpu_ops.h"
+#include "lansbert/core/file_io.h"
+#include "lansbert/data/dataset.h"
+#include "lansbert/data/vocab.h"
+#include "lansbert/model/bert_model.h"
+#include "lansbert/model/safetensors.h"
+#include "lansbert/train/checkpoint.h"
+
+namespace lansbert {
+namespace fs = std::filesystem;
+namespace {
+
+Status dump_batch(const std::string& path, const Batch& b, const ForwardResult& r) {
+  nlohmann::ordered_json j = {
+      {"batch", b.batch},           {"seq_len", b.seq_len},
+      {"max_pred", b.max_pred},     {"input_ids", b.input_ids},
+      {"segment_ids", b.segment_ids}, {"input_mask", b.input_mask},
+      {"masked_positions", b.masked_positions}, {"masked_ids", b.masked_ids},
+      {"nsp_labels", b.nsp_labels}, {"mlm_loss", r.mlm_loss},
+      {"nsp_loss", r.nsp_loss},     {"total_loss", r.total_loss}};
+  const std::string text = j.dump(1) + "\n";
+  return write_file_atomic(path, {text});
+}
+
+}  // namespace
+
+Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions& opts,
+                EvalResult* result) {
+  std::unique_ptr<ShardSet> set;
+  LB_RETURN_IF_ERROR(ShardSet::open(opts.data, ShardSetOptions{}, &set));
+  if (set->dynamic_masking())
+    return Status::unsupported("eval: the shards are stored unmasked; evaluate on statically masked shards");
+  auto ops = cpu::make_ops<float>();
+  BertModel<float> model(mc, *ops, ModelLimits{opts.micro_batch, set->seq_len(), set->max_pred()});
+  LB_RETURN_IF_ERROR(load_checkpoint_params(dir, model.table(), model.params()));
+  int64_t n = set->count();
+  if (opts.max_sequences >= 0) n = std::min(n, opts.max_sequences);
+  double mlm_sum = 0, nsp_sum = 0, mlm_correct = 0, nsp_correct = 0;
+  Batch batch;
+  for (int64_t first = 0; first < n; first += opts.micro_batch) {
+    const int b = int(std::min<int64_t>(opts.micro_batch, n - first));
+    batch.resize(b, set->seq_len(), set->max_pred());
+    for (int row = 0; row < b; ++row) LB_RETURN_IF_ERROR(set->read(first + row, &batch, row));
+    const ForwardResult r = model.forward(batch, StepContext{false, 0, 0});
+    if (first == 0 && !opts.dump_batch.empty()) LB_RETURN_IF_ERROR(dump_batch(opts.dump_batch, batch, r));
+    mlm_sum += r.mlm_loss * double(r.mlm_count);
+    nsp_sum += r.nsp_loss * double(r.nsp_count);
+    mlm_correct += double(r.mlm_correct);
+    nsp_correct += double(r.nsp_correct);
+    result->masked += r.mlm_count;
+    result->sequences += r.nsp_count;
+  }
+  if (result->masked) result->mlm_loss = mlm_sum / double(result->masked);
+  if (result->masked) result->mlm_accuracy = mlm_correct / double(result->masked);
+  if (result->sequences) result->nsp_loss = nsp_sum / double(result->sequences);
+  if (result->sequences) result->nsp_accuracy = nsp_correct / double(result->sequences);
+  return Status::ok();
+}
+
+namespace {
+std::string hf_config_json(const BertConfig& c) {
+  nlohmann::ordered_json j = {
+      {"architectures", {"BertForPreTraining"}},
+      {"model_type", "bert"},
+      {"attention_probs_dropout_prob", c.attention_dropout},
+      {"hidden_act", "gelu"},
+      {"hidden_dropout_prob", c.hidden_dropout},
+      {"hidden_size", c.hidden},
+      {"initializer_range", c.init_std},
+      {"intermediate_size", c.intermediate},
+      {"layer_norm_eps", c.layernorm_eps},
+      {"max_position_embeddings", c.max_positions},
+      {"num_attention_heads", c.heads},
+      {"num_hidden_layers", c.layers},
+      {"pad_token_id", 0},
+      {"position_embedding_type", "absolute"},
+      {"tie_word_embeddings", true},
+      {"type_vocab_size", c.type_vocab},
+      {"vocab_size", c.vocab_size}};
+  return j.dump(2) + "\n";
+}
+}  // namespace
+
+Status export_hf(const TrainConfig& cfg, const std::string& dir, const ExportOptions& opts) {
+  std::error_code ec;
+  if (fs::exists(opts.out, ec) && !fs::is_empty(opts.out, ec) && !opts.force)
+    return Status::invalid_argument("--out " + opts.out + ": directory exists and is not empty (use --force to overwrite)");
+  BertConfig mc;
+  LB_RETURN_IF_ERROR(cfg.resolve_model(&mc));
+  const std::string vocab_path = opts.vocab.empty() ? cfg.data.vocab : opts.vocab;
+  if (vocab_path.empty())
+    return Status::invalid_argument("export: no vocab.txt (the checkpoint's data.vocab is empty; pass --vocab)");
+  Vocab vocab;
+  LB_RETURN_IF_ERROR(Vocab::load(vocab_path, &vocab));
+  if (vocab.size() != mc.vocab_size)
+    return Status::invalid_argument("export: " + vocab_path + " has " + std::to_string(vocab.size()) +
+                                    " tokens, the model's vocab_size is " + std::to_string(mc.vocab_size));
+  const ParamTable table = make_bert_param_table(mc);
+  std::vector<float> params(table.total_elements(), 0.0f);
+  LB_RETURN_IF_ERROR(load_checkpoint_params(dir, table, params.data()));
+  bool cased = false;
+  for (const std::string& t : vocab.tokens())
+    if (t.size() && t[0] != '[')
+      for (char ch : t) cased = cased || (ch >= 'A' && ch <= 'Z');
+  fs::create_directories(opts.out, ec);
+  if (ec) return Status::io_error(opts.out + ": " + ec.message());
+  const fs::path out(opts.out);
+  LB_RETURN_IF_ERROR(write_safetensors((out / "model.safetensors").string(), table, params.data(), {{"format", "pt"}}));
+  LB_RETURN_IF_ERROR(write_file_atomic((out / "config.json").string(), {hf_config_json(mc)}));
+  std::string vocab_text;
+  LB_RETURN_IF_ERROR(read_file(vocab_path, &vocab_text));
+  LB_RETURN_IF_ERROR(write_file_atomic((out / "vocab.txt").string(), {vocab_text}));
+  const nlohmann::ordered_json tok = {{"tokenizer_class", "BertTokenizer"},
+                                      {"do_lower_case", !cased},
+                                      {"model_max_length", mc.max_positions}};
+  return write_file_atomic((out / "tokenizer_config.json").string(), {tok.dump(2) + "\n"});
+}
+
+}  // namespace lansbert

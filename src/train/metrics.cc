@@ -1,0 +1,69 @@
+// The console line and the JSON-lines record of a metrics window.
+#include "lansbert/train/metrics.h"
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+namespace lansbert {
+
+void MetricsWindow::add(const ForwardResult& r, int sequences) {
+  sums[kLoss] += r.total_loss;
+  sums[kMlmLoss] += r.mlm_loss;
+  sums[kNspLoss] += r.nsp_loss;
+  sums[kMicro] += 1;
+  sums[kMlmCorrect] += double(r.mlm_correct);
+  sums[kMlmCount] += double(r.mlm_count);
+  sums[kNspCorrect] += double(r.nsp_correct);
+  sums[kNspCount] += double(r.nsp_count);
+  sums[kSequences] += sequences;
+}
+
+std::string format_duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  const long t = long(s + 0.5);
+  char buf[32];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%lds", t);
+  return buf;
+}
+
+MetricsLog::~MetricsLog() {
+  if (file_) std::fclose(file_);
+}
+
+Status MetricsLog::write(const MetricsRecord& r) {
+  if (console_) {
+    std::fprintf(console_,
+                 "step %lld/%lld | loss %.4f | mlm_acc %.4f | nsp_acc %.4f | lr %.3e | gnorm %.3f | "
+                 "%.1f seq/s | %.0f tok/s | %.4f TFLOP/s | ETA %s\n",
+                 (long long)r.step, (long long)r.total_steps, r.loss, r.mlm_accuracy, r.nsp_accuracy,
+                 r.lr, r.grad_norm, r.seq_per_s, r.tokens_per_s, r.tflops,
+                 format_duration(r.eta_s).c_str());
+    std::fflush(console_);
+  }
+  if (path_.empty()) return Status::ok();
+  if (!file_) {
+    std::error_code ec;
+    const auto parent = std::filesystem::path(path_).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    file_ = std::fopen(path_.c_str(), "a");
+    if (!file_) return Status::io_error(path_ + ": cannot open the metrics file for appending");
+  }
+  nlohmann::ordered_json j = {
+      {"step", r.step},           {"total_steps", r.total_steps}, {"loss", r.loss},
+      {"mlm_loss", r.mlm_loss},   {"nsp_loss", r.nsp_loss},       {"mlm_accuracy", r.mlm_accuracy},
+      {"nsp_accuracy", r.nsp_accuracy}, {"lr", r.lr},             {"grad_norm", r.grad_norm},
+      {"loss_scale", r.loss_scale}, {"skipped", r.skipped},       {"seq_per_s", r.seq_per_s},
+      {"tokens_per_s", r.tokens_per_s}, {"tflops", r.tflops},     {"elapsed_s", r.elapsed_s},
+      {"eta_s", r.eta_s},
+      {"share", {{"data", r.t_data}, {"compute", r.t_compute}, {"allreduce", r.t_allreduce},
+                 {"optimizer", r.t_optimizer}, {"other", r.t_other}}}};
+  const std::string line = j.dump() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
+    return Status::io_error(path_ + ": write failed");
+  return Status::ok();
+}
+
+}  // namespace lansbert

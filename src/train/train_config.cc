@@ -1,0 +1,197 @@
+// TrainConfig's cross-field rules, the resolved model sizes, the run plan and the FLOP
+// formula. Each error names the key path at fault so the YAML loader can point at its line.
+#include "lansbert/train/train_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "lansbert/model/bert_model.h"
+
+namespace lansbert {
+
+Status TrainConfig::resolve_model(BertConfig* out) const {
+  BertConfig c;
+  Status st = bert_preset(model.preset, &c);
+  if (!st.is_ok()) return Status::invalid_argument("unknown preset '" + model.preset + "'");
+  if (model.vocab_size) c.vocab_size = *model.vocab_size;
+  if (model.hidden) c.hidden = *model.hidden;
+  if (model.layers) c.layers = *model.layers;
+  if (model.heads) c.heads = *model.heads;
+  if (model.intermediate) c.intermediate = *model.intermediate;
+  if (model.max_positions) c.max_positions = *model.max_positions;
+  if (model.hidden_dropout) c.hidden_dropout = *model.hidden_dropout;
+  if (model.attention_dropout) c.attention_dropout = *model.attention_dropout;
+  if (model.init_std) c.init_std = *model.init_std;
+  *out = c;
+  return Status::ok();
+}
+
+namespace {
+Status bad(std::string* key, const char* k, const std::string& msg) {
+  *key = k;
+  return Status::invalid_argument(std::string(k) + ": " + msg);
+}
+// "model.hidden must be ..." -> "model.hidden"
+std::string leading_key(const std::string& msg) {
+  size_t n = 0;
+  while (n < msg.size() && msg[n] != ' ' && msg[n] != ':' && msg[n] != ',') ++n;
+  return msg.substr(0, n);
+}
+Status prefixed(std::string* key, const std::string& section, Status st) {
+  if (st.is_ok()) return st;
+  std::string k = leading_key(st.message());
+  if (k.find('.') == std::string::npos) k = section + "." + k;
+  // The optim layer names its own structs' fields; map them to this schema's keys.
+  if (k.rfind("loss_scale.", 0) == 0) k = "precision." + k.substr(11);
+  if (k == "schedule.peak_lr") k = "optimizer.lr";
+  if (k.rfind("schedule.warmup_steps", 0) == 0) k = "schedule.warmup_steps";
+  *key = k;
+  return st;
+}
+}  // namespace
+
+Status TrainConfig::validate(int world, std::string* key) const {
+  BertConfig mc;
+  if (!resolve_model(&mc).is_ok())
+    return bad(key, "model.preset", "unknown preset '" + model.preset + "'");
+  LB_RETURN_IF_ERROR(prefixed(key, "model", mc.validate()));
+  if (data.train.empty()) return bad(key, "data.train", "at least one shard glob is required");
+  if (data.format != "auto" && data.format != "lbs" && data.format != "hdf5")
+    return bad(key, "data.format", "expected auto, lbs or hdf5, got '" + data.format + "'");
+  if (data.masking != "auto" && data.masking != "static" && data.masking != "dynamic")
+    return bad(key, "data.masking", "expected auto, static or dynamic, got '" + data.masking + "'");
+  if (data.seq_len <= 0) return bad(key, "data.seq_len", "must be positive");
+  if (data.seq_len > mc.max_positions)
+    return bad(key, "data.seq_len", std::to_string(data.seq_len) + " exceeds model.max_positions " +
+                                        std::to_string(mc.max_positions));
+  if (data.max_pred <= 0 || data.max_pred > data.seq_len)
+    return bad(key, "data.max_pred", "must be in [1, data.seq_len]");
+  if (data.whole_word && data.vocab.empty())
+    return bad(key, "data.whole_word", "whole-word masking needs data.vocab");
+  if (batch.micro_batch <= 0) return bad(key, "batch.micro_batch", "must be positive");
+  if (batch.global_batch <= 0) return bad(key, "batch.global_batch", "must be positive");
+  const int64_t per_update = int64_t(batch.micro_batch) * world;
+  if (batch.global_batch % per_update != 0)
+    return bad(key, "batch.global_batch",
+               std::to_string(batch.global_batch) + " is not a multiple of batch.micro_batch * world = " +
+                   std::to_string(batch.micro_batch) + " * " + std::to_string(world) +
+                   " (accumulation must be a whole number of micro-batches)");
+  const std::vector<std::string> names = optimizer_names();
+  if (std::find(names.begin(), names.end(), optimizer.name) == names.end())
+    return bad(key, "optimizer.name", "unknown optimizer '" + optimizer.name + "' (expected lans, lamb or adamw)");
+  LB_RETURN_IF_ERROR(prefixed(key, "optimizer", optimizer.validate()));
+  if (schedule.kind != ScheduleKind::kConstant && schedule.total_steps <= 0)
+    return bad(key, "schedule.total_steps", "must be positive");
+  LB_RETURN_IF_ERROR(prefixed(key, "schedule", schedule.validate()));
+  if (precision.dtype != "fp32" && precision.dtype != "bf16" && precision.dtype != "fp16")
+    return bad(key, "precision.dtype", "expected fp32, bf16 or fp16, got '" + precision.dtype + "'");
+  if (backend != "cpu" && backend != "cuda")
+    return bad(key, "backend", "expected cpu or cuda, got '" + backend + "'");
+  if (backend == "cpu" && precision.dtype != "fp32")
+    return bad(key, "precision.dtype", "the CPU backend trains in fp32 only, got '" + precision.dtype + "'");
+  LossScaleMode mode;
+  if (precision.loss_scale != "auto" && !parse_loss_scale_mode(precision.loss_scale, &mode).is_ok())
+    return bad(key, "precision.loss_scale",
+               "expected auto, none, static or dynamic, got '" + precision.loss_scale + "'");
+  LB_RETURN_IF_ERROR(prefixed(key, "precision", updater_config().loss_scale.validate()));
+  if (checkpoint.dir.empty()) return bad(key, "checkpoint.dir", "must not be empty");
+  if (checkpoint.every_steps < 0) return bad(key, "checkpoint.every_steps", "must be >= 0");
+  if (!(checkpoint.every_minutes >= 0)) return bad(key, "checkpoint.every_minutes", "must be >= 0");
+  if (checkpoint.keep_last < 1) return bad(key, "checkpoint.keep_last", "must be >= 1");
+  if (logging.every_steps <= 0) return bad(key, "logging.every_steps", "must be positive");
+  return Status::ok();
+}
+
+UpdaterConfig TrainConfig::updater_config() const {
+  UpdaterConfig u;
+  u.optimizer = optimizer;
+  u.schedule = schedule;
+  u.loss_scale = precision.scaler;
+  LossScaleMode mode = LossScaleMode::kNone;
+  if (precision.loss_scale == "auto")
+    mode = precision.dtype == "fp16" ? LossScaleMode::kDynamic : LossScaleMode::kNone;
+  else if (!parse_loss_scale_mode(precision.loss_scale, &mode).is_ok())
+    mode = LossScaleMode::kNone;
+  u.loss_scale.mode = mode;
+  u.phase_start = phase_start;
+  return u;
+}
+
+std::string TrainConfig::metrics_path() const {
+  if (logging.metrics_file == "-") return "";
+  if (logging.metrics_file.empty()) return checkpoint.dir + "/metrics.jsonl";
+  return logging.metrics_file;
+}
+
+double training_flops_per_sequence(const BertConfig& c, int seq_len, int max_pred) {
+  const double S = seq_len, L = c.layers, H = c.hidden, I = c.intermediate, V = c.vocab_size;
+  const double P = max_pred;
+  return 6 * S * L * (4 * H * H + 2 * H * I) + 12 * L * S * S * H + 6 * P * (H * H + V * H) +
+         6 * (H * H + 2 * H);
+}
+
+Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
+  BertConfig mc;
+  LB_RETURN_IF_ERROR(config.resolve_model(&mc));
+  TrainPlan p;
+  p.world = world;
+  p.accumulation = int(config.batch.global_batch / (int64_t(config.batch.micro_batch) * world));
+  p.steps = config.schedule.total_steps;
+  p.sequences = p.steps * config.batch.global_batch;
+  p.tokens = p.sequences * config.data.seq_len;
+  const ParamTable table = make_bert_param_table(mc);
+  p.parameters = table.parameter_count();
+  p.flat_bytes = 4 * table.total_elements() * sizeof(float);
+  p.activation_bytes = BertModel<float>::activation_bytes_for(
+      mc, ModelLimits{config.batch.micro_batch, config.data.seq_len, config.data.max_pred});
+  p.flops_per_sequence = training_flops_per_sequence(mc, config.data.seq_len, config.data.max_pred);
+  *plan = p;
+  return Status::ok();
+}
+
+std::string config_to_json(const TrainConfig& c, int indent) {
+  using nlohmann::ordered_json;
+  BertConfig mc;
+  (void)c.resolve_model(&mc);
+  ordered_json j;
+  j["model"] = {{"preset", c.model.preset},          {"vocab_size", mc.vocab_size},
+                {"hidden", mc.hidden},               {"layers", mc.layers},
+                {"heads", mc.heads},                 {"intermediate", mc.intermediate},
+                {"max_positions", mc.max_positions}, {"hidden_dropout", mc.hidden_dropout},
+                {"attention_dropout", mc.attention_dropout}, {"init_std", mc.init_std}};
+  j["data"] = {{"train", c.data.train},       {"eval", c.data.eval},
+               {"format", c.data.format},     {"seq_len", c.data.seq_len},
+               {"max_pred", c.data.max_pred}, {"masking", c.data.masking},
+               {"whole_word", c.data.whole_word}, {"vocab", c.data.vocab}};
+  j["batch"] = {{"global_batch", c.batch.global_batch}, {"micro_batch", c.batch.micro_batch}};
+  const OptimizerConfig& o = c.optimizer;
+  std::vector<std::string> roles;
+  for (ParamRole r : o.no_decay_roles) roles.push_back(param_role_name(r));
+  j["optimizer"] = {{"name", o.name},   {"lr", c.schedule.peak_lr},
+                    {"beta1", o.beta1}, {"beta2", o.beta2},
+                    {"eps", o.eps},     {"weight_decay", o.weight_decay},
+                    {"max_grad_norm", o.max_grad_norm},
+                    {"trust_ratio_on_excluded", o.trust_ratio_on_excluded},
+                    {"no_decay", roles}};
+  const ScheduleConfig& s = c.schedule;
+  j["schedule"] = {{"kind", schedule_kind_name(s.kind)}, {"total_steps", s.total_steps},
+                   {"warmup_ratio", s.warmup_ratio},      {"constant_ratio", s.constant_ratio},
+                   {"warmup_steps", s.warmup_steps},      {"constant_steps", s.constant_steps},
+                   {"power", s.decay_power},              {"first_update", first_update_name(s.first_update)}};
+  const LossScalerConfig& l = c.precision.scaler;
+  j["precision"] = {{"dtype", c.precision.dtype}, {"loss_scale", c.precision.loss_scale},
+                    {"initial_scale", l.initial_scale}, {"growth_interval", l.growth_interval},
+                    {"growth_factor", l.growth_factor}, {"backoff_factor", l.backoff_factor},
+                    {"min_scale", l.min_scale},         {"hysteresis", l.hysteresis},
+                    {"max_consecutive_skips", l.max_consecutive_skips}};
+  j["checkpoint"] = {{"dir", c.checkpoint.dir}, {"every_steps", c.checkpoint.every_steps},
+                     {"every_minutes", c.checkpoint.every_minutes}, {"keep_last", c.checkpoint.keep_last}};
+  j["logging"] = {{"every_steps", c.logging.every_steps}, {"metrics_file", c.logging.metrics_file}};
+  j["phase"] = {{"phase_start", phase_start_name(c.phase_start)}};
+  j["seed"] = c.seed;
+  j["backend"] = c.backend;
+  return j.dump(indent);
+}
+
+}  // namespace lansbert

@@ -1,0 +1,334 @@
+// run_training: the setup (data, model, optimizer, restore) and the step loop. The pieces
+// a distributed implementation replaces are kept apart: all_reduce_gradients is the one
+// place gradients cross ranks (bucketing will hook the model's on_ready callback there).
+#include "lansbert/train/trainer.h"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <nlohmann/json.hpp>
+
+#include "lansbert/backend/cpu_ops.h"
+#include "lansbert/core/buffer.h"
+#include "lansbert/data/loader.h"
+#include "lansbert/data/vocab.h"
+#include "lansbert/model/bert_model.h"
+#include "lansbert/train/checkpoint.h"
+#include "lansbert/train/metrics.h"
+
+namespace lansbert {
+namespace {
+
+std::atomic<int> g_signal{0};
+extern "C" void on_stop_signal(int sig) { g_signal.store(sig); }
+
+// Installs the stop handlers for the run's lifetime and restores the previous ones.
+class SignalGuard {
+ public:
+  explicit SignalGuard(bool on) : on_(on) {
+    g_signal.store(0);
+    if (!on_) return;
+    struct sigaction sa = {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &old_term_);
+    sigaction(SIGINT, &sa, &old_int_);
+  }
+  ~SignalGuard() {
+    if (!on_) return;
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGINT, &old_int_, nullptr);
+  }
+
+ private:
+  bool on_;
+  struct sigaction old_term_ = {}, old_int_ = {};
+};
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The data-parallel gradient average: every rank's grads become the mean over ranks.
+void all_reduce_gradients(Communicator& comm, float* grads, size_t elements) {
+  if (comm.world() > 1) comm.all_reduce(grads, elements, ReduceOp::kAvg);
+}
+
+struct Run {
+  Run(const TrainConfig& c, Communicator& k, const TrainOptions& o) : cfg(c), comm(k), opts(o) {}
+  const TrainConfig& cfg;
+  Communicator& comm;
+  const TrainOptions& opts;
+  BertConfig mc;
+  int accum = 1;
+  std::unique_ptr<Ops<float>> ops;
+  std::unique_ptr<BertModel<float>> model;
+  Buffer<float> m, v;
+  std::unique_ptr<Updater> updater;
+  std::unique_ptr<ShardSet> shards;
+  std::unique_ptr<Loader> loader;
+  int64_t step = 0;
+  uint64_t micro = 0;
+  DataPosition pos;
+  TrainResult* result = nullptr;
+
+  FlatBuffers flat() { return {model->params(), model->grads(), m.data(), v.data()}; }
+  size_t elements() const { return model->table().total_elements(); }
+  bool rank0() const { return comm.rank() == 0; }
+
+  Status open_data(std::vector<bool>* is_continuation);
+  Status restore();
+  Status init_from(const std::string& spec);
+  Status save(bool final);
+  Status loop();
+};
+
+Status Run::open_data(std::vector<bool>* is_continuation) {
+  ShardSetOptions so;
+  so.training_only = cfg.data.format == "hdf5";
+  if (!cfg.data.vocab.empty()) {
+    Vocab vocab;
+    Status st = Vocab::load(cfg.data.vocab, &vocab);
+    if (!st.is_ok()) return Status(st.code() == StatusCode::kNotFound ? Status::not_found("data.vocab: " + st.message())
+                                                                      : Status::invalid_argument("data.vocab: " + st.message()));
+    so.vocab_hash = vocab.hash();
+    is_continuation->resize(vocab.size());
+    for (int i = 0; i < vocab.size(); ++i) (*is_continuation)[i] = vocab.token(i).rfind("##", 0) == 0;
+  }
+  Status st = ShardSet::open(cfg.data.train, so, &shards);
+  if (!st.is_ok()) return Status::not_found("data.train: " + st.message());
+  auto mismatch = [&](const char* key, long long want, long long got) {
+    return Status::invalid_argument(std::string(key) + ": config says " + std::to_string(want) +
+                                    ", the shards hold " + std::to_string(got));
+  };
+  if (shards->seq_len() != cfg.data.seq_len) return mismatch("data.seq_len", cfg.data.seq_len, shards->seq_len());
+  if (shards->max_pred() != cfg.data.max_pred) return mismatch("data.max_pred", cfg.data.max_pred, shards->max_pred());
+  if (cfg.data.masking != "auto" && (cfg.data.masking == "dynamic") != shards->dynamic_masking())
+    return Status::invalid_argument("data.masking: config says " + cfg.data.masking + ", the shards are " +
+                                    (shards->dynamic_masking() ? "unmasked (dynamic)" : "masked (static)"));
+  if (shards->info() && shards->info()->vocab_size > mc.vocab_size)
+    return mismatch("model.vocab_size", mc.vocab_size, shards->info()->vocab_size);
+  if (shards->count() < cfg.batch.global_batch)
+    return Status::invalid_argument("batch.global_batch: " + std::to_string(cfg.batch.global_batch) +
+                                    " exceeds the " + std::to_string(shards->count()) + " samples of data.train");
+  return Status::ok();
+}
+
+Status Run::restore() {
+  std::string dir;
+  if (!opts.resume.empty()) {
+    LB_RETURN_IF_ERROR(resolve_checkpoint(opts.resume == "latest" ? cfg.checkpoint.dir : opts.resume, &dir));
+  } else if (!opts.init_from.empty()) {
+    return init_from(opts.init_from);
+  } else {
+    model->init_params(cfg.seed);
+    return Status::ok();
+  }
+  CheckpointMeta meta;
+  LB_RETURN_IF_ERROR(read_checkpoint_meta(dir, &meta));
+  const auto saved = nlohmann::json::parse(meta.config_json);
+  const auto mine = nlohmann::json::parse(config_to_json(cfg));
+  for (const char* key : {"model", "batch"})
+    if (saved[key] != mine[key])
+      return Status::invalid_argument(dir + ": incompatible checkpoint: its " + key + " section " +
+                                      saved[key].dump() + " differs from the config's " + mine[key].dump());
+  LB_RETURN_IF_ERROR(load_checkpoint_params(dir, model->table(), model->params()));
+  OptimizerState state;
+  LB_RETURN_IF_ERROR(load_checkpoint_optimizer(dir, elements(), &state, m.data(), v.data()));
+  LB_RETURN_IF_ERROR(updater->set_state(state));
+  step = meta.step;
+  micro = meta.micro_step;
+  pos = meta.data;
+  if (opts.log && rank0())
+    std::fprintf(opts.log, "resuming from %s at step %lld\n", dir.c_str(), (long long)step);
+  return Status::ok();
+}
+
+Status Run::init_from(const std::string& spec) {
+  std::string dir;
+  if (resolve_checkpoint(spec, &dir).is_ok()) {
+    CheckpointMeta meta;
+    LB_RETURN_IF_ERROR(read_checkpoint_meta(dir, &meta));
+    LB_RETURN_IF_ERROR(load_checkpoint_params(dir, model->table(), model->params()));
+    micro = meta.micro_step;  // dropout masks continue, never repeat phase 1's
+    if (cfg.phase_start == PhaseStart::kKeepMoments) {
+      OptimizerState state;
+      LB_RETURN_IF_ERROR(load_checkpoint_optimizer(dir, elements(), &state, m.data(), v.data()));
+      LB_RETURN_IF_ERROR(updater->set_state(state));
+    }
+    LB_RETURN_IF_ERROR(updater->begin_phase(cfg.schedule, flat(), elements()));
+  } else {
+    // A Hugging Face directory: weights only, a fresh optimizer.
+    Status st = load_checkpoint_params(spec, model->table(), model->params());
+    if (!st.is_ok()) return Status(st.code() == StatusCode::kNotFound
+                                       ? Status::not_found("--init-from " + spec + ": neither a lansbert checkpoint nor a directory with model.safetensors")
+                                       : st);
+  }
+  if (opts.log && rank0()) std::fprintf(opts.log, "initialised from %s\n", spec.c_str());
+  return Status::ok();
+}
+
+Status Run::save(bool final) {
+  const double t0 = now_s();
+  Status st;
+  if (rank0()) {
+    CheckpointMeta meta;
+    meta.step = step;
+    meta.micro_step = micro;
+    meta.data = pos;
+    meta.seed = cfg.seed;
+    meta.world = comm.world();
+    meta.config_json = config_to_json(cfg);
+    meta.optimizer = updater->state();
+    st = write_checkpoint(cfg.checkpoint.dir, meta, model->table(), model->params(), m.data(), v.data(),
+                          cfg.checkpoint.keep_last, final, &result->checkpoint);
+  }
+  double ok = st.is_ok() ? 0 : 1;
+  comm.all_reduce(&ok, 1, ReduceOp::kMax);
+  result->t_checkpoint += now_s() - t0;
+  if (ok != 0 && st.is_ok()) return Status::io_error("checkpoint failed on rank 0");
+  return st;
+}
+
+Status Run::loop() {
+  const int64_t total = cfg.schedule.total_steps;
+  const int64_t stop_at = opts.stop_at_step >= 0 ? std::min(opts.stop_at_step, total) : total;
+  const double flops_seq = training_flops_per_sequence(mc, cfg.data.seq_len, cfg.data.max_pred);
+  MetricsLog log(rank0() ? opts.log : nullptr, rank0() ? cfg.metrics_path() : "");
+  MetricsWindow win;
+  Batch batch;
+  MicroBatchInfo info;
+  StepReport report;
+  double t_window = now_s(), t_last_ckpt = now_s();
+  const double t_start = now_s();
+  double w_data = 0, w_compute = 0, w_allreduce = 0, w_opt = 0;
+  bool first_window = true;
+  while (step < stop_at) {
+    model->zero_grads();
+    for (int k = 0; k < accum; ++k) {
+      double t0 = now_s();
+      LB_RETURN_IF_ERROR(loader->next(&batch, &info));
+      const double t1 = now_s();
+      const ForwardResult r = model->forward(batch, StepContext{true, cfg.seed, uint32_t(micro)});
+      model->backward(1.0f / float(accum));
+      ++micro;
+      w_data += t1 - t0;
+      w_compute += now_s() - t1;
+      win.add(r, batch.batch);
+      if (info.last) pos = info.next;
+    }
+    double t0 = now_s();
+    all_reduce_gradients(comm, model->grads(), elements());
+    const double t1 = now_s();
+    LB_RETURN_IF_ERROR(updater->step(model->table(), flat(), &report));
+    w_allreduce += t1 - t0;
+    w_opt += now_s() - t1;
+    ++step;
+    if (opts.after_step) opts.after_step(step);
+
+    // Decisions every rank must agree on: stop (a signal) and a timed checkpoint.
+    double flags[2] = {double(g_signal.load() != 0),
+                       double(cfg.checkpoint.every_minutes > 0 &&
+                              now_s() - t_last_ckpt >= 60 * cfg.checkpoint.every_minutes)};
+    comm.all_reduce(flags, 2, ReduceOp::kMax);
+
+    if (step % cfg.logging.every_steps == 0 || step == stop_at || flags[0] != 0) {
+      const double tl = now_s();
+      win.all_reduce(comm);
+      const double dt = tl - t_window, seqs = win.sums[MetricsWindow::kSequences];
+      MetricsRecord rec;
+      rec.step = step;
+      rec.total_steps = total;
+      rec.loss = win.mean_loss();
+      rec.mlm_loss = win.sums[MetricsWindow::kMlmLoss] / win.sums[MetricsWindow::kMicro];
+      rec.nsp_loss = win.sums[MetricsWindow::kNspLoss] / win.sums[MetricsWindow::kMicro];
+      rec.mlm_accuracy = win.mlm_accuracy();
+      rec.nsp_accuracy = win.nsp_accuracy();
+      rec.lr = report.lr;
+      rec.grad_norm = report.stats.grad_norm;
+      rec.loss_scale = report.loss_scale;
+      rec.skipped = updater->state().skipped_steps;
+      rec.seq_per_s = seqs / dt;
+      rec.tokens_per_s = seqs * cfg.data.seq_len / dt;
+      rec.tflops = seqs * flops_seq / dt / 1e12;
+      rec.elapsed_s = tl - t_start;
+      rec.eta_s = double(stop_at - step) * cfg.batch.global_batch / std::max(rec.seq_per_s, 1e-9);
+      rec.t_data = w_data / dt;
+      rec.t_compute = w_compute / dt;
+      rec.t_allreduce = w_allreduce / dt;
+      rec.t_optimizer = w_opt / dt;
+      rec.t_other = std::max(0.0, 1 - rec.t_data - rec.t_compute - rec.t_allreduce - rec.t_optimizer);
+      LB_RETURN_IF_ERROR(log.write(rec));
+      if (first_window) result->first_loss = rec.loss;
+      first_window = false;
+      result->loss = rec.loss;
+      result->mlm_accuracy = rec.mlm_accuracy;
+      result->nsp_accuracy = rec.nsp_accuracy;
+      result->t_data += w_data;
+      result->t_compute += w_compute;
+      result->t_allreduce += w_allreduce;
+      result->t_optimizer += w_opt;
+      win = MetricsWindow{};
+      w_data = w_compute = w_allreduce = w_opt = 0;
+      result->t_logging += now_s() - tl;
+      t_window = now_s();
+    }
+    const bool periodic = cfg.checkpoint.every_steps > 0 && step % cfg.checkpoint.every_steps == 0;
+    if (periodic || flags[1] != 0 || flags[0] != 0 || step == stop_at) {
+      LB_RETURN_IF_ERROR(save(step == total));
+      t_last_ckpt = now_s();
+    }
+    if (flags[0] != 0) {
+      result->stopped_by_signal = true;
+      if (opts.log && rank0())
+        std::fprintf(opts.log, "lansbert: stopped by %s after step %lld; checkpoint %s; resume with --resume latest\n",
+                     g_signal.load() == SIGINT ? "SIGINT" : "SIGTERM", (long long)step, result->checkpoint.c_str());
+      break;
+    }
+  }
+  if (step >= stop_at && result->checkpoint.empty()) LB_RETURN_IF_ERROR(save(step == total));
+  result->step = step;
+  result->micro_step = micro;
+  result->t_total = now_s() - t_start;
+  return Status::ok();
+}
+
+}  // namespace
+
+Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptions& opts,
+                    TrainResult* result) {
+  if (cfg.backend != "cpu")
+    return Status::unsupported("backend: '" + cfg.backend + "' is not wired into the trainer yet; use backend: cpu");
+  Run run(cfg, comm, opts);
+  run.result = result;
+  *result = TrainResult{};
+  LB_RETURN_IF_ERROR(cfg.resolve_model(&run.mc));
+  run.accum = int(cfg.batch.global_batch / (int64_t(cfg.batch.micro_batch) * comm.world()));
+  std::vector<bool> is_continuation;
+  LB_RETURN_IF_ERROR(run.open_data(&is_continuation));
+  run.ops = cpu::make_ops<float>();
+  run.model = std::make_unique<BertModel<float>>(
+      run.mc, *run.ops, ModelLimits{cfg.batch.micro_batch, cfg.data.seq_len, cfg.data.max_pred});
+  run.m = Buffer<float>(run.elements());
+  run.v = Buffer<float>(run.elements());
+  run.m.zero();
+  run.v.zero();
+  LB_RETURN_IF_ERROR(Updater::create(cfg.updater_config(), &run.updater));
+  LB_RETURN_IF_ERROR(run.restore());
+  LoaderOptions lo;
+  lo.world = comm.world();
+  lo.rank = comm.rank();
+  lo.micro_batch = cfg.batch.micro_batch;
+  lo.global_batch = cfg.batch.global_batch;
+  lo.seed = cfg.seed;
+  lo.start = run.pos;
+  lo.is_continuation = std::move(is_continuation);
+  LB_RETURN_IF_ERROR(Loader::create(run.shards.get(), lo, &run.loader));
+  LB_RETURN_IF_ERROR(run.loader->sampler().check(run.pos));
+  SignalGuard guard(opts.handle_signals);
+  Status st = run.loop();
+  run.loader->stop();
+  return st;
+}
+
+}  // namespace lansbert

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# `lansbert train/eval/export` from the command line: bad configs exit 2 with a message
+# naming the key and leave an existing checkpoint directory byte-for-byte untouched; a real
+# SIGTERM mid-run ends with exit 0 and a loadable checkpoint; eval and export work on it.
+# Usage: train_cli_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH
+set -uo pipefail
+lb=$1; mk=$2; tmp=$3
+rm -rf "$tmp"; mkdir -p "$tmp"
+export OMP_NUM_THREADS=1
+"$mk" "$tmp/data" >/dev/null || { echo "FAIL: make data"; exit 1; }
+fail=0
+cat > "$tmp/good.yaml" <<YAML
+model: {preset: bert-tiny, vocab_size: 64, hidden: 64, heads: 2, intermediate: 128, max_positions: 64}
+data: {train: ["$tmp/data/shards/*.lbs"], vocab: $tmp/data/vocab.txt, seq_len: 32, max_pred: 5}
+batch: {global_batch: 32, micro_batch: 16}
+optimizer: {lr: 0.02}
+schedule: {total_steps: 400}
+checkpoint: {dir: $tmp/ckpt, every_steps: 0}
+logging: {every_steps: 50}
+YAML
+"$lb" train --config "$tmp/good.yaml" --stop-at-step 2 >/dev/null || { echo "FAIL: first run"; fail=1; }
+snapshot() { (cd "$tmp/ckpt" && find . -printf '%p %s %l\n' | sort && cat */trainer.json) | md5sum; }
+before=$(snapshot)
+
+expect_error() {  # rc substring args...
+  local rc=$1 sub=$2; shift 2
+  local err; err=$("$lb" "$@" 2>&1 >/dev/null); local got=$?
+  if [[ $got != "$rc" || $err != *"$sub"* ]]; then
+    echo "FAIL: $* -> rc $got (want $rc), message: $err (want '$sub')"; fail=1
+  fi
+}
+expect_error 2 "batch.global_batch" train --config "$tmp/good.yaml" --set batch.global_batch=33
+expect_error 2 "optimizer.lrr: unknown key" train --config "$tmp/good.yaml" --set optimizer.lrr=1
+expect_error 2 "fp32 only" train --config "$tmp/good.yaml" --set precision.dtype=bf16
+expect_error 2 "data.seq_len: config says 64" train --config "$tmp/good.yaml" --set data.seq_len=64
+expect_error 3 "data.train" train --config "$tmp/good.yaml" --set 'data.train=/nonexistent/*.lbs'
+expect_error 2 "incompatible checkpoint" train --config "$tmp/good.yaml" --set model.hidden=32 --resume latest
+expect_error 3 "no checkpoint" train --config "$tmp/good.yaml" --resume "$tmp/data"
+expect_error 3 "config" train --config "$tmp/missing.yaml"
+printf 'model:\n  preset: bert-tiny\nbatch:\n  micro_batch: many\n' > "$tmp/bad.yaml"
+expect_error 2 "bad.yaml:4:16: batch.micro_batch: expected an integer" train --config "$tmp/bad.yaml"
+[[ $(snapshot) == "$before" ]] || { echo "FAIL: a failed run changed the checkpoint directory"; fail=1; }
+
+# A real SIGTERM: the run finishes its step, checkpoints and exits 0.
+"$lb" train --config "$tmp/good.yaml" --resume latest > "$tmp/sigterm.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q "step 50/" "$tmp/sigterm.log" 2>/dev/null && break; sleep 0.1; done
+kill -TERM $pid; wait $pid; rc=$?
+if [[ $rc != 0 ]] || ! grep -q "stopped by SIGTERM" "$tmp/sigterm.log"; then
+  echo "FAIL: SIGTERM rc=$rc"; cat "$tmp/sigterm.log"; fail=1
+fi
+"$lb" eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs" --max-sequences 64 \
+  --dump-batch "$tmp/batch.json" > "$tmp/eval.log" || { echo "FAIL: eval"; fail=1; }
+grep -q "mlm_loss" "$tmp/eval.log" || { echo "FAIL: eval output"; fail=1; }
+"$lb" export --checkpoint "$tmp/ckpt" --out "$tmp/hf" >/dev/null || { echo "FAIL: export"; fail=1; }
+expect_error 2 "not empty" export --checkpoint "$tmp/ckpt" --out "$tmp/hf"
+# Corrupt checkpoint: a flipped byte is a clear error (exit 4).
+latest=$(readlink -f "$tmp/ckpt/latest")
+printf '\x01' | dd of="$latest/model.safetensors" bs=1 seek=200 conv=notrunc 2>/dev/null
+expect_error 4 "model.safetensors" eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs"
+(( fail )) && exit 1
+echo "train cli: ok"

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Checks a `lansbert export` directory with Hugging Face transformers.
+
+Usage: check_hf_export.py HF_DIR BATCH_JSON
+BATCH_JSON is `lansbert eval --dump-batch` output: one micro-batch and lansbert's eval-mode
+losses on it. The export must load as BertForPreTraining with no missing or unexpected keys
+(the MLM decoder weight is tied to the word embeddings) and give the same total loss
+(MLM + NSP) to 1e-5 relative. Exits 77 (CTest skip) when torch/transformers are missing.
+"""
+import json
+import sys
+
+try:
+    import torch
+    from transformers import BertForPreTraining
+except Exception as e:  # noqa: BLE001 - any import failure means "cannot check here"
+    print(f"SKIP: torch/transformers not importable ({e})")
+    sys.exit(77)
+
+hf_dir, batch_path = sys.argv[1], sys.argv[2]
+model, info = BertForPreTraining.from_pretrained(hf_dir, output_loading_info=True)
+bad = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+if bad:
+    print(f"FAIL: loading info {bad}")
+    sys.exit(1)
+model.eval()
+b = json.load(open(batch_path))
+B, S, P = b["batch"], b["seq_len"], b["max_pred"]
+ids = torch.tensor(b["input_ids"]).view(B, S)
+labels = torch.full((B, S), -100, dtype=torch.long)
+pos = torch.tensor(b["masked_positions"]).view(B, P)
+mids = torch.tensor(b["masked_ids"]).view(B, P)
+for r in range(B):
+    for k in range(P):
+        if mids[r, k] >= 0:
+            labels[r, pos[r, k]] = mids[r, k]
+with torch.no_grad():
+    out = model(input_ids=ids, token_type_ids=torch.tensor(b["segment_ids"]).view(B, S),
+                attention_mask=torch.tensor(b["input_mask"]).view(B, S), labels=labels,
+                next_sentence_label=torch.tensor(b["nsp_labels"]))
+ours, theirs = b["total_loss"], float(out.loss)
+rel = abs(ours - theirs) / max(abs(ours), 1e-12)
+print(f"lansbert loss {ours:.8f}, transformers loss {theirs:.8f}, relative difference {rel:.2e}")
+sys.exit(0 if rel <= 1e-5 else 1)
