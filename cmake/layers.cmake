@@ -40,7 +40,8 @@ lansbert_sources(DATA_SRC src/data)
 lansbert_layer(lansbert_data SOURCES ${DATA_SRC} DEPS lansbert_model PkgConfig::UTF8PROC PkgConfig::HDF5)
 
 lansbert_sources(DIST_SRC src/dist)
-lansbert_layer(lansbert_dist SOURCES ${DIST_SRC} DEPS lansbert_core)
+lansbert_layer(lansbert_dist SOURCES ${DIST_SRC}
+               DEPS lansbert_optim MPI::MPI_CXX PkgConfig::LIBFABRIC)
 
 if(LANSBERT_HAVE_CUDA)
   file(GLOB CUDA_SRC CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/*.cu ${PROJECT_SOURCE_DIR}/cuda/*.cc)

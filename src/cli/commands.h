@@ -12,6 +12,7 @@ void add_info_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_vocab_command(CLI::App& app);
 void add_prep_command(CLI::App& app);
+void add_bench_comm_command(CLI::App& app);  // cmd_bench_comm.cc
 
 
 // Records the process exit code of the command that ran (last write wins).

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   lansbert::cli::add_tokenize_command(app);
   lansbert::cli::add_vocab_command(app);
   lansbert::cli::add_prep_command(app);
+  lansbert::cli::add_bench_comm_command(app);
 
   try {
     app.parse(argc, argv);
