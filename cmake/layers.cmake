@@ -40,7 +40,8 @@ lansbert_sources(DATA_SRC src/data)
 lansbert_layer(lansbert_data SOURCES ${DATA_SRC} DEPS lansbert_model PkgConfig::UTF8PROC PkgConfig::HDF5)
 
 lansbert_sources(DIST_SRC src/dist)
-lansbert_layer(lansbert_dist SOURCES ${DIST_SRC} DEPS lansbert_core)
+lansbert_layer(lansbert_dist SOURCES ${DIST_SRC}
+               DEPS lansbert_optim MPI::MPI_CXX PkgConfig::LIBFABRIC)
 
 lansbert_sources(TRAIN_SRC src/train)
 lansbert_layer(lansbert_train SOURCES ${TRAIN_SRC}
@@ -64,6 +65,21 @@ if(LANSBERT_HAVE_CUDA)
   target_compile_options(lansbert_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
   set_target_properties(lansbert_cuda PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
   target_compile_definitions(lansbert_cuda PUBLIC LANSBERT_HAVE_CUDA=1)
+  # NCCL (in the CUDA 13 toolkit here; from the NCCL packages with CUDA 12.x for V100).
+  find_library(LANSBERT_NCCL_LIBRARY nccl
+               PATHS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib /usr/local/cuda/lib64
+                     /usr/local/cuda-13.0/lib)
+  find_path(LANSBERT_NCCL_INCLUDE nccl.h PATHS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  if(LANSBERT_NCCL_LIBRARY AND LANSBERT_NCCL_INCLUDE)
+    target_include_directories(lansbert_cuda PRIVATE ${LANSBERT_NCCL_INCLUDE})
+    target_link_libraries(lansbert_cuda PUBLIC ${LANSBERT_NCCL_LIBRARY})
+    target_compile_definitions(lansbert_cuda PUBLIC LANSBERT_HAVE_NCCL=1)
+    message(STATUS "lansbert: NCCL ${LANSBERT_NCCL_LIBRARY}")
+  else()
+    set_source_files_properties(${PROJECT_SOURCE_DIR}/cuda/nccl_communicator.cc
+                                PROPERTIES HEADER_FILE_ONLY ON)
+    message(WARNING "lansbert: NCCL not found; multi-GPU runs need it")
+  endif()
 endif()
 
 lansbert_sources(CLI_SRC src/cli)

@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "commands.h"
+#include "lansbert/dist/fabric_probe.h"
+#include "lansbert/dist/mpi_session.h"
 #ifdef LANSBERT_HAVE_CUDA
 #include "cuda_api.h"
 #endif
@@ -31,6 +33,23 @@ int run_info() {
 #else
   std::printf("  CUDA backend  : not built (configure with -DLANSBERT_CUDA=ON)\n");
 #endif
+  std::printf("  MPI launcher  : %s\n", launched_by_mpi_launcher()
+                                           ? "yes (this process is a rank of an MPI job)"
+                                           : "no (a plain run uses the single-process communicator)");
+  const FabricInfo f = probe_fabric();
+  std::string providers;
+  for (const std::string& p : f.providers) providers += (providers.empty() ? "" : ", ") + p;
+  std::printf("  libfabric     : %s; providers: %s\n", f.libfabric_version.c_str(),
+              f.error.empty() ? providers.c_str() : ("none (" + f.error + ")").c_str());
+  std::printf("  EFA           : %s\n", f.efa ? "present (provider efa)"
+                                             : "absent (no efa provider on this node)");
+  if (f.nccl_net_plugin.empty()) {
+    std::printf("  NCCL net      : no %s found; NCCL would use its built-in IB/socket transport\n",
+                f.nccl_net_plugin_name.c_str());
+  } else {
+    std::printf("  NCCL net      : %s would load (aws-ofi-nccl: NCCL over libfabric)\n",
+                f.nccl_net_plugin.c_str());
+  }
   return 0;
 }
 }  // namespace

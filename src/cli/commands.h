@@ -16,6 +16,7 @@ void add_prep_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_export_command(CLI::App& app);
+void add_bench_comm_command(CLI::App& app);  // cmd_bench_comm.cc
 
 
 // Records the process exit code of the command that ran (last write wins).

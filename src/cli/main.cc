@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   lansbert::cli::add_train_command(app);
   lansbert::cli::add_eval_command(app);
   lansbert::cli::add_export_command(app);
+  lansbert::cli::add_bench_comm_command(app);
 
   try {
     app.parse(argc, argv);

@@ -7,23 +7,26 @@
 
 namespace lansbert {
 
-ChunkPlan::ChunkPlan(const ParamTable& table, size_t chunk_elements) {
+ChunkPlan::ChunkPlan(const ParamTable& table, size_t chunk_elements, size_t begin, size_t end)
+    : begin_(begin), end_(end) {
   LB_CHECK(chunk_elements > 0);
+  LB_CHECK(begin <= end);
   first_chunk_.reserve(table.size() + 1);
   for (size_t b = 0; b < table.size(); ++b) {
     const ParamEntry& e = table[b];
     first_chunk_.push_back(chunks_.size());
     offsets_.push_back(e.offset);
     numels_.push_back(e.numel);
-    for (size_t i = 0; i < e.numel; i += chunk_elements) {
-      chunks_.push_back({b, e.offset + i, e.offset + std::min(e.numel, i + chunk_elements)});
+    const size_t lo = std::max(e.offset, begin), hi = std::min(e.offset + e.numel, end);
+    for (size_t i = lo; i < hi; i += chunk_elements) {
+      chunks_.push_back({b, i, std::min(hi, i + chunk_elements)});
     }
   }
   first_chunk_.push_back(chunks_.size());
 }
 
-bool ChunkPlan::matches(const ParamTable& table) const {
-  if (table.size() != blocks()) return false;
+bool ChunkPlan::matches(const ParamTable& table, size_t begin, size_t end) const {
+  if (table.size() != blocks() || begin != begin_ || end != end_) return false;
   for (size_t b = 0; b < table.size(); ++b) {
     if (table[b].offset != offsets_[b] || table[b].numel != numels_[b]) return false;
   }
@@ -41,8 +44,11 @@ void ChunkPlan::sum_by_block(const std::vector<double>& partial, int K,
   }
 }
 
-const ChunkPlan& plan_for(const ParamTable& table, std::unique_ptr<ChunkPlan>* cache) {
-  if (!*cache || !(*cache)->matches(table)) *cache = std::make_unique<ChunkPlan>(table);
+const ChunkPlan& plan_for(const ParamTable& table, std::unique_ptr<ChunkPlan>* cache,
+                          size_t begin, size_t end) {
+  if (!*cache || !(*cache)->matches(table, begin, end)) {
+    *cache = std::make_unique<ChunkPlan>(table, ChunkPlan::kChunkElements, begin, end);
+  }
   return **cache;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -24,9 +25,13 @@ class ChunkPlan {
  public:
   static constexpr size_t kChunkElements = 16384;
 
-  explicit ChunkPlan(const ParamTable& table, size_t chunk_elements = kChunkElements);
-  // True iff this plan was built for a table with the same blocks.
-  bool matches(const ParamTable& table) const;
+  // Chunks cover the part of each block inside [begin, end) (a sharded update's slice);
+  // a block outside it has no chunks and sums to 0.
+  explicit ChunkPlan(const ParamTable& table, size_t chunk_elements = kChunkElements,
+                     size_t begin = 0, size_t end = std::numeric_limits<size_t>::max());
+  // True iff this plan was built for a table with the same blocks and the same range.
+  bool matches(const ParamTable& table, size_t begin = 0,
+               size_t end = std::numeric_limits<size_t>::max()) const;
 
   const std::vector<Chunk>& chunks() const { return chunks_; }
   size_t blocks() const { return first_chunk_.size() - 1; }
@@ -41,10 +46,12 @@ class ChunkPlan {
   std::vector<size_t> first_chunk_;  // blocks + 1 entries
   std::vector<size_t> offsets_;      // for matches()
   std::vector<size_t> numels_;
+  size_t begin_ = 0, end_ = 0;
 };
 
-// Returns *cache, rebuilt first when it is empty or was built for another table.
-const ChunkPlan& plan_for(const ParamTable& table, std::unique_ptr<ChunkPlan>* cache);
+// Returns *cache, rebuilt first when it is empty or was built for another table or range.
+const ChunkPlan& plan_for(const ParamTable& table, std::unique_ptr<ChunkPlan>* cache,
+                          size_t begin = 0, size_t end = std::numeric_limits<size_t>::max());
 
 // Sums of squares of a[0..n) and b[0..n) in double, in a fixed order (four interleaved
 // accumulators, then combined), so the value depends only on the data. Inline so that a

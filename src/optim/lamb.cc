@@ -19,9 +19,10 @@ namespace {
 constexpr size_t kTile = 256;  // elements per stack tile of directions (1 KiB)
 
 // Pass 1 of both rules: per-block sums of g^2 (and p^2 when want_params) into *sums,
-// K = 2 values per block when want_params, else 1. Returns G.
+// K = 2 values per block when want_params, else 1, summed over ranks when sharded. Returns G.
 double gradient_norms(const ChunkPlan& plan, const FlatBuffers& buf, bool want_params,
-                      std::vector<double>* partial, std::vector<double>* sums) {
+                      const Optimizer& opt, std::vector<double>* partial,
+                      std::vector<double>* sums) {
   const std::vector<Chunk>& chunks = plan.chunks();
   const int64_t n = static_cast<int64_t>(chunks.size());
   const int K = want_params ? 2 : 1;
@@ -38,6 +39,7 @@ double gradient_norms(const ChunkPlan& plan, const FlatBuffers& buf, bool want_p
     }
   }
   plan.sum_by_block(*partial, K, sums);
+  if (opt.shard().reduce_sums) opt.shard().reduce_sums(sums->data(), sums->size());
   double g2 = 0;
   for (size_t b = 0; b < plan.blocks(); ++b) g2 += (*sums)[b * K];
   return std::sqrt(g2);
@@ -69,6 +71,7 @@ void Lamb::moments_pass(const ChunkPlan& plan, const FlatBuffers& buf, const Ada
   const std::vector<Chunk>& chunks = plan.chunks();
   const int64_t n = static_cast<int64_t>(chunks.size());
   partial_.assign(chunks.size(), 0.0);
+  const size_t base = shard_.begin;  // m and v hold the shard only
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t i = 0; i < n; ++i) {
     const Chunk& ch = chunks[i];
@@ -82,8 +85,8 @@ void Lamb::moments_pass(const ChunkPlan& plan, const FlatBuffers& buf, const Ada
       const size_t len = std::min(kTile, ch.end - j0);
       const float* __restrict g = buf.grads + j0;
       const float* __restrict p = buf.params + j0;
-      float* __restrict m = buf.m + j0;
-      float* __restrict v = buf.v + j0;
+      float* __restrict m = buf.m + (j0 - base);
+      float* __restrict v = buf.v + (j0 - base);
       for (size_t k = 0; k < len; ++k) {
         adam_moments(g[k] / clip, c, m[k], v[k]);
         u[k] = adam_direction(m[k], v[k], p[k], wd, c);
@@ -93,11 +96,13 @@ void Lamb::moments_pass(const ChunkPlan& plan, const FlatBuffers& buf, const Ada
     partial_[i] = su;
   }
   plan.sum_by_block(partial_, 1, &sums_);
+  reduce_sums(&sums_);
 }
 
 void Lamb::apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& cs) {
   const std::vector<Chunk>& chunks = plan.chunks();
   const int64_t n = static_cast<int64_t>(chunks.size());
+  const size_t base = shard_.begin;  // m and v hold the shard only
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t i = 0; i < n; ++i) {
     const Chunk& ch = chunks[i];
@@ -105,8 +110,8 @@ void Lamb::apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamC
     // Locals, not blocks_ reads, so the loop vectorises.
     const float step = blocks_[ch.block].step, wd = blocks_[ch.block].wd;
     const size_t len = ch.end - ch.begin;
-    const float* __restrict m = buf.m + ch.begin;
-    const float* __restrict v = buf.v + ch.begin;
+    const float* __restrict m = buf.m + (ch.begin - base);
+    const float* __restrict v = buf.v + (ch.begin - base);
     float* __restrict p = buf.params + ch.begin;
     for (size_t k = 0; k < len; ++k) p[k] -= step * adam_direction(m[k], v[k], p[k], wd, c);
   }
@@ -114,12 +119,12 @@ void Lamb::apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamC
 
 void Lamb::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, double lr,
                   UpdateStats* stats) {
-  const ChunkPlan& plan = plan_for(table, &plan_);
+  const ChunkPlan& plan = plan_for(table, &plan_, shard_.begin, shard_.end);
   const AdamConsts<float> c = adam_consts(config_, t);
   const size_t nb = plan.blocks();
   blocks_.resize(nb);
 
-  const double G = gradient_norms(plan, buf, /*want_params=*/true, &partial_, &sums_);
+  const double G = gradient_norms(plan, buf, /*want_params=*/true, *this, &partial_, &sums_);
   const double clip = clip_divisor(G, config_.max_grad_norm);
   for (size_t b = 0; b < nb; ++b) {
     blocks_[b].wd = static_cast<float>(config_.decay_for(table[b].role));
@@ -154,9 +159,9 @@ class AdamW final : public Optimizer {
 
 void AdamW::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, double lr,
                    UpdateStats* stats) {
-  const ChunkPlan& plan = plan_for(table, &plan_);
+  const ChunkPlan& plan = plan_for(table, &plan_, shard_.begin, shard_.end);
   const AdamConsts<float> cs = adam_consts(config_, t);
-  const double G = gradient_norms(plan, buf, /*want_params=*/false, &partial_, &sums_);
+  const double G = gradient_norms(plan, buf, /*want_params=*/false, *this, &partial_, &sums_);
   const float clip = static_cast<float>(clip_divisor(G, config_.max_grad_norm));
   wd_.resize(plan.blocks());
   for (size_t b = 0; b < plan.blocks(); ++b) {
@@ -165,6 +170,7 @@ void AdamW::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, d
   const float step = static_cast<float>(lr);
   const std::vector<Chunk>& chunks = plan.chunks();
   const int64_t n = static_cast<int64_t>(chunks.size());
+  const size_t base = shard_.begin;  // m and v hold the shard only
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t i = 0; i < n; ++i) {
     const Chunk& ch = chunks[i];
@@ -173,8 +179,8 @@ void AdamW::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, d
     const size_t len = ch.end - ch.begin;
     const float* __restrict g = buf.grads + ch.begin;
     float* __restrict p = buf.params + ch.begin;
-    float* __restrict m = buf.m + ch.begin;
-    float* __restrict v = buf.v + ch.begin;
+    float* __restrict m = buf.m + (ch.begin - base);
+    float* __restrict v = buf.v + (ch.begin - base);
     for (size_t k = 0; k < len; ++k) {
       adam_moments(g[k] / clip, c, m[k], v[k]);
       p[k] -= step * adam_direction(m[k], v[k], p[k], wd, c);

@@ -53,12 +53,14 @@ void Lans::norms_pass(const ChunkPlan& plan, const FlatBuffers& buf) {
                  &partial_[2 * i + 1]);
   }
   plan.sum_by_block(partial_, 2, &sums_);
+  reduce_sums(&sums_);
 }
 
 void Lans::moments_pass(const ChunkPlan& plan, const FlatBuffers& buf,
                         const AdamConsts<float>& cs) {
   const std::vector<Chunk>& chunks = plan.chunks();
   const int64_t n = static_cast<int64_t>(chunks.size());
+  const size_t base = shard_.begin;  // m and v hold the shard only
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t i = 0; i < n; ++i) {
     const Chunk& ch = chunks[i];
@@ -74,8 +76,8 @@ void Lans::moments_pass(const ChunkPlan& plan, const FlatBuffers& buf,
       const size_t len = std::min(kTile, ch.end - j0);
       const float* __restrict g = buf.grads + j0;
       const float* __restrict p = buf.params + j0;
-      float* __restrict m = buf.m + j0;
-      float* __restrict v = buf.v + j0;
+      float* __restrict m = buf.m + (j0 - base);
+      float* __restrict v = buf.v + (j0 - base);
       for (size_t k = 0; k < len; ++k) {
         const float gh = g[k] * gs;
         adam_moments(gh, c, m[k], v[k]);
@@ -92,11 +94,13 @@ void Lans::moments_pass(const ChunkPlan& plan, const FlatBuffers& buf,
     partial_[2 * i + 1] = sg;
   }
   plan.sum_by_block(partial_, 2, &sums_);
+  reduce_sums(&sums_);
 }
 
 void Lans::apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& cs) {
   const std::vector<Chunk>& chunks = plan.chunks();
   const int64_t n = static_cast<int64_t>(chunks.size());
+  const size_t base = shard_.begin;  // m and v hold the shard only
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t i = 0; i < n; ++i) {
     const Chunk& ch = chunks[i];
@@ -105,8 +109,8 @@ void Lans::apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamC
     const float gs = b.g_scale, wd = b.wd, step_m = b.step_m, step_g = b.step_g;
     const size_t len = ch.end - ch.begin;
     const float* __restrict g = buf.grads + ch.begin;
-    const float* __restrict m = buf.m + ch.begin;
-    const float* __restrict v = buf.v + ch.begin;
+    const float* __restrict m = buf.m + (ch.begin - base);
+    const float* __restrict v = buf.v + (ch.begin - base);
     float* __restrict p = buf.params + ch.begin;
     for (size_t k = 0; k < len; ++k) {
       const LansDirections<float> u = lans_directions(g[k] * gs, m[k], v[k], p[k], wd, c);
@@ -117,7 +121,7 @@ void Lans::apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamC
 
 void Lans::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, double lr,
                   UpdateStats* stats) {
-  const ChunkPlan& plan = plan_for(table, &plan_);
+  const ChunkPlan& plan = plan_for(table, &plan_, shard_.begin, shard_.end);
   const AdamConsts<float> c = adam_consts(config_, t);
   const size_t nb = plan.blocks();
   blocks_.resize(nb);

@@ -41,6 +41,12 @@ Status Updater::step(const ParamTable& table, const FlatBuffers& buf, StepReport
   StepReport r;
   r.loss_scale = scaler_.scale();
   r.check = scaler_.unscale_and_check(table, buf.grads);
+  if (shard_.sharded()) {  // one verdict for all ranks; the blocks listed stay this rank's
+    double bad = static_cast<double>(r.check.nonfinite_values);
+    shard_.reduce_sums(&bad, 1);
+    r.check.nonfinite_values = static_cast<size_t>(bad);
+    r.check.finite = bad == 0;
+  }
   if (!r.check.finite) {
     // Nothing of the optimizer's state moves: not p, m, v, t, nor the schedule position.
     r.skipped = true;

@@ -33,7 +33,7 @@ TEST(FastMath, ExpEdgeCases) {
   EXPECT_TRUE(std::isnan(kern::exp_f32(std::nanf(""))));
 }
 
-TEST(FastMath, NormalCdfRelativeErrorBelowTwoMillionths) {
+TEST(FastMath, NormalCdfRelativeErrorBelowThreeMillionths) {
   // Float z*z limits relative accuracy far out in the lower tail (the exp argument carries
   // an absolute error of ~z^2 * 6e-8), so the bound loosens there.
   double worst = 0, worst_far = 0, worst_tail = 0;
@@ -49,7 +49,7 @@ TEST(FastMath, NormalCdfRelativeErrorBelowTwoMillionths) {
       worst_tail = std::max(worst_tail, err);
     }
   }
-  EXPECT_LT(worst, 2e-6);
+  EXPECT_LT(worst, 3e-6);
   EXPECT_LT(worst_far, 1e-5);
   EXPECT_LT(worst_tail, 1e-20);
 }
@@ -59,7 +59,7 @@ TEST(FastMath, FloatGeluTracksDoubleGelu) {
     const float xf = float(x);
     // x Phi(x) through erfc, which does not cancel in the lower tail as 1 + erf does.
     const double g = 0.5 * double(xf) * std::erfc(-double(xf) / std::sqrt(2.0));
-    EXPECT_NEAR(kern::gelu(xf), g, (x >= -5 ? 2e-6 : 1e-5) * std::abs(g) + 1e-30) << x;
+    EXPECT_NEAR(kern::gelu(xf), g, (x >= -5 ? 3e-6 : 1e-5) * std::abs(g) + 1e-30) << x;
     EXPECT_NEAR(kern::gelu_grad(1.0f, xf), kern::gelu_grad(1.0, double(xf)), 1e-6) << x;
   }
 }

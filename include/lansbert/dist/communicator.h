@@ -32,10 +32,39 @@ class Communicator {
   // `recv` count. Callers pad the flat buffers so they divide evenly.
   virtual void reduce_scatter(const float* send, float* recv, size_t count, ReduceOp op) = 0;
   // Every rank contributes `count` elements; `recv` gets world()*count in rank order.
+  // `send` may be recv + rank()*count (in place).
   virtual void all_gather(const float* send, float* recv, size_t count) = 0;
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   virtual void barrier() = 0;
+
+  // Overlap of gradient reduction with backward (GradSync). all_reduce_async starts an
+  // in-place all-reduce of `data` and returns at once; the buffer must not be touched until
+  // wait_all() returns. progress() lets a CPU implementation advance outstanding requests
+  // (MPI progresses nonblocking collectives only inside MPI calls); wait_all() completes
+  // every started reduction. On NCCL the reduction is enqueued on the communication stream
+  // after an event of the compute stream, and wait_all() makes the compute stream wait on
+  // the communication stream. The defaults run the blocking all_reduce at once.
+  virtual void all_reduce_async(float* data, size_t count, ReduceOp op) {
+    all_reduce(data, count, op);
+  }
+  virtual void progress() {}
+  virtual void wait_all() {}
 };
+
+// How collectives reduce. kNative: the library's own algorithm (MPI_Allreduce, NCCL ring):
+// fastest; bit-identical on every rank, but the order of the sum depends on the algorithm the
+// library picks for this size and world. kFixedOrder: every element is summed over ranks in
+// rank order 0, 1, ..., n-1 (all-to-all of blocks, ordered local sum, all-gather), so results
+// are reproducible for a given world size whatever the library does. Same bytes on the wire
+// as a ring (2(n-1)/n of the buffer per rank) but all-to-all and no overlap with backward.
+enum class ReductionOrder { kNative, kFixedOrder };
+
+struct CommOptions {
+  ReductionOrder order = ReductionOrder::kNative;
+};
+
+// Parses "native" | "fixed_order"; names the field on error.
+Status parse_reduction_order(const std::string& s, ReductionOrder* out);
 
 // The one-process communicator: world 1, collectives copy or do nothing.
 std::unique_ptr<Communicator> make_single_process_communicator();

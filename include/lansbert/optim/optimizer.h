@@ -11,6 +11,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,8 +61,25 @@ struct UpdateStats {
   double clip_divisor = 1;  // LAMB/AdamW: what every gradient was divided by (1 = no clip)
 };
 
+// Sharded optimizer state (ZeRO-1, DESIGN decision 6): this rank updates only elements
+// [begin, end) of the flat buffers, and FlatBuffers::m and ::v hold only those elements
+// (m[0] is element `begin`). Blocks that straddle the slice get whole-tensor norms because
+// every per-block partial sum (||g||^2, ||p||^2, ||u||^2) over the local part is passed to
+// reduce_sums, which sums it over the ranks (the dist layer's all-reduce in double), before
+// any norm is used. The default (no reduce_sums, begin 0, end max) is the unsharded rule.
+struct ShardSpec {
+  size_t begin = 0;
+  size_t end = std::numeric_limits<size_t>::max();
+  std::function<void(double* sums, size_t n)> reduce_sums;
+  bool sharded() const { return static_cast<bool>(reduce_sums); }
+};
+
 class Optimizer {
  public:
+  // Restricts later updates to a shard (see ShardSpec).
+  void set_shard(ShardSpec shard) { shard_ = std::move(shard); }
+  const ShardSpec& shard() const { return shard_; }
+
   virtual ~Optimizer() = default;
   const OptimizerConfig& config() const { return config_; }
   const std::string& name() const { return config_.name; }
@@ -73,7 +92,12 @@ class Optimizer {
 
  protected:
   explicit Optimizer(OptimizerConfig c) : config_(std::move(c)) {}
+  // Sums per-block partials over the ranks of a sharded update; no-op unsharded.
+  void reduce_sums(std::vector<double>* sums) const {
+    if (shard_.reduce_sums) shard_.reduce_sums(sums->data(), sums->size());
+  }
   OptimizerConfig config_;
+  ShardSpec shard_;
 };
 
 // Builds the rule named `name` ("lans", "lamb", "adamw"); the config's own name is

@@ -75,6 +75,16 @@ class Updater {
   // config().phase_start == kReset also zeroes m and v and restarts t.
   Status begin_phase(const ScheduleConfig& schedule, const FlatBuffers& buf, size_t elements);
 
+  // Sharded (ZeRO-1) updates: the optimizer updates only shard.begin..end with shard-sized
+  // m and v (see ShardSpec), and the inf/NaN verdict is summed over ranks with
+  // shard.reduce_sums so every rank skips or applies the same step. REQUIRES: gradients
+  // outside the shard are finite (the dist layer zeroes them). begin_phase's `elements` is
+  // then the shard's length.
+  void set_shard(const ShardSpec& shard) {
+    shard_ = shard;
+    optimizer_->set_shard(shard);
+  }
+
   double loss_scale() const { return scaler_.scale(); }
   OptimizerState state() const;
   // Refuses state of another optimizer.
@@ -91,6 +101,7 @@ class Updater {
   LrSchedule schedule_;
   LossScaler scaler_;
   OptimizerState counters_;  // scaler field unused; the scaler holds its own
+  ShardSpec shard_;
 };
 
 // One file: magic, version, the scalars as JSON, then m and v raw (little-endian fp32), then

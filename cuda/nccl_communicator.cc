@@ -1,0 +1,183 @@
+// NCCL communicator: collectives over device buffers, bootstrapped over MPI (or any
+// Communicator), with a host-side watchdog: every wait polls cudaStreamQuery and
+// ncclCommGetAsyncError, and on an error or after NcclOptions::timeout_s calls ncclCommAbort
+// and fatal_error (which aborts the MPI job). PyTorch's NCCL_ASYNC_ERROR_HANDLING is this same
+// loop; NCCL itself does not read that variable.
+// Status: compiled and linked in CI; NOT yet run on a GPU (no multi-GPU machine so far).
+#include "nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "cuda_check.cuh"
+
+#define NCCL_CHECK(stmt)                                                                 \
+  do {                                                                                   \
+    ncclResult_t lb_nr_ = (stmt);                                                        \
+    if (lb_nr_ != ncclSuccess)                                                           \
+      ::lansbert::fatal_error(__FILE__, __LINE__, #stmt,                                 \
+                              ::lansbert::cuda::device_context(ncclGetErrorString(lb_nr_))); \
+  } while (0)
+
+namespace lansbert::cuda {
+
+namespace {
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kAvg: return ncclAvg;
+    case ReduceOp::kMax: return ncclMax;
+    default: return ncclSum;
+  }
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(Communicator& bootstrap, const NcclOptions& options)
+      : options_(options),
+        rank_(bootstrap.rank()),
+        world_(bootstrap.world()),
+        local_rank_(bootstrap.local_rank()),
+        local_world_(bootstrap.local_world()),
+        host_(bootstrap.hostname()) {
+    int devices = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&devices));
+    LB_CHECK_MSG(devices > 0, "no CUDA device for the NCCL communicator");
+    LB_CHECK_MSG(local_world_ <= devices, std::to_string(local_world_) + " ranks on " + host_ +
+                                              " but only " + std::to_string(devices) + " GPUs");
+    device_ = local_rank_;
+    CUDA_CHECK(cudaSetDevice(device_));
+    ncclUniqueId id;
+    if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    bootstrap.broadcast(&id, sizeof(id), 0);
+    NCCL_CHECK(ncclCommInitRank(&comm_, world_, id, rank_));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
+  }
+  ~NcclCommunicator() override {
+    if (comm_) ncclCommDestroy(comm_);
+    cudaFree(scratch_);
+    cudaEventDestroy(compute_done_);
+    cudaEventDestroy(comm_done_);
+    cudaStreamDestroy(stream_);
+  }
+
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  int local_rank() const override { return local_rank_; }
+  int local_world() const override { return local_world_; }
+  std::string hostname() const override { return host_; }
+  const char* kind() const override { return "nccl"; }
+
+  void all_reduce(float* data, size_t count, ReduceOp op) override {
+    after_compute();
+    NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat, nccl_op(op), comm_, stream_));
+    wait_stream("ncclAllReduce");
+  }
+  void all_reduce(double* data, size_t count, ReduceOp op) override {
+    after_compute();
+    NCCL_CHECK(ncclAllReduce(data, data, count, ncclDouble, nccl_op(op), comm_, stream_));
+    wait_stream("ncclAllReduce");
+  }
+  void reduce_scatter(const float* send, float* recv, size_t count, ReduceOp op) override {
+    after_compute();
+    NCCL_CHECK(ncclReduceScatter(send, recv, count, ncclFloat, nccl_op(op), comm_, stream_));
+    wait_stream("ncclReduceScatter");
+  }
+  void all_gather(const float* send, float* recv, size_t count) override {
+    after_compute();  // in place when send == recv + rank*count, which NCCL supports
+    NCCL_CHECK(ncclAllGather(send, recv, count, ncclFloat, comm_, stream_));
+    wait_stream("ncclAllGather");
+  }
+  void broadcast(void* data, size_t bytes, int root) override {
+    after_compute();
+    NCCL_CHECK(ncclBroadcast(data, data, bytes, ncclChar, root, comm_, stream_));
+    wait_stream("ncclBroadcast");
+  }
+  void barrier() override { all_reduce(scratch_, 1, ReduceOp::kSum); }
+
+  void all_reduce_async(float* data, size_t count, ReduceOp op) override {
+    after_compute();
+    NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat, nccl_op(op), comm_, stream_));
+    pending_ = true;
+  }
+  void progress() override { check_async_error("(progress)"); }
+  void wait_all() override {
+    if (!pending_) return;
+    // The compute stream waits on the device; the host only checks that NCCL is healthy.
+    CUDA_CHECK(cudaEventRecord(comm_done_, stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(compute_, comm_done_, 0));
+    check_async_error("(wait_all)");
+    pending_ = false;
+  }
+
+  void set_compute_stream(cudaStream_t s) { compute_ = s; }
+
+ private:
+  // The communication stream starts after what the compute stream has queued so far.
+  void after_compute() {
+    CUDA_CHECK(cudaEventRecord(compute_done_, compute_));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_done_, 0));
+  }
+
+  void check_async_error(const char* what) {
+    ncclResult_t async = ncclSuccess;
+    NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+    if (async != ncclSuccess && async != ncclInProgress) {
+      ncclCommAbort(comm_);
+      comm_ = nullptr;
+      fatal_error(__FILE__, __LINE__, what,
+                  std::string("asynchronous NCCL error: ") + ncclGetErrorString(async));
+    }
+  }
+
+  // Polls until the stream is idle; aborts on an NCCL error or after timeout_s.
+  void wait_stream(const char* what) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int spins = 0;; ++spins) {
+      const cudaError_t q = cudaStreamQuery(stream_);
+      if (q == cudaSuccess) return;
+      if (q != cudaErrorNotReady) CUDA_CHECK(q);
+      check_async_error(what);
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (s > options_.timeout_s) {
+        ncclCommAbort(comm_);
+        comm_ = nullptr;
+        fatal_error(__FILE__, __LINE__, what,
+                    "NCCL collective did not finish in " + std::to_string(options_.timeout_s) +
+                        " s (a peer died or hangs); aborting the job");
+      }
+      if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  NcclOptions options_;
+  int rank_, world_, local_rank_, local_world_, device_ = 0;
+  std::string host_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr, compute_ = nullptr;  // compute_: default stream unless set
+  cudaEvent_t compute_done_ = nullptr, comm_done_ = nullptr;
+  float* scratch_ = nullptr;
+  bool pending_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap,
+                                                     const NcclOptions& options) {
+  return std::make_unique<NcclCommunicator>(bootstrap, options);
+}
+
+void set_nccl_compute_stream(Communicator& nccl, void* stream) {
+  LB_CHECK_MSG(std::string(nccl.kind()) == "nccl", "not an NCCL communicator");
+  static_cast<NcclCommunicator&>(nccl).set_compute_stream(static_cast<cudaStream_t>(stream));
+}
+
+}  // namespace lansbert::cuda

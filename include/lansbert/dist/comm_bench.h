@@ -1,0 +1,25 @@
+// All-reduce bandwidth, reported as nccl-tests does: algbw = bytes / time and
+// busbw = algbw * 2(n-1)/n, the per-link rate a ring all-reduce needs, comparable across
+// rank counts. For the communicator in use and, as a baseline, a plain MPI_Allreduce loop.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "lansbert/dist/communicator.h"
+
+namespace lansbert {
+
+struct CommBenchRow {
+  size_t bytes = 0;
+  double time_us = 0;  // mean over iterations, max over ranks
+  double algbw_gbs = 0, busbw_gbs = 0;
+  bool correct = true;  // small-integer check of the first iteration
+};
+
+// Times `iters` in-place float sum all-reduces of each size (after `warmup` untimed ones).
+// plain_mpi: MPI_Allreduce on MPI_COMM_WORLD directly (REQUIRES an MPI communicator).
+std::vector<CommBenchRow> bench_all_reduce(Communicator& comm, const std::vector<size_t>& bytes,
+                                           int iters, int warmup, bool plain_mpi);
+
+}  // namespace lansbert

@@ -1,0 +1,92 @@
+// `lansbert bench-comm`: all-reduce bus bandwidth over message sizes for the communicator a
+// training run would use (single, MPI; NCCL when built with CUDA), and a plain MPI_Allreduce
+// loop as the baseline. Run it under the same mpirun line as training:
+//   mpirun -np 16 --hostfile hosts lansbert bench-comm --max-bytes 256M
+// Columns as nccl-tests: size, time, algbw = bytes/time, busbw = algbw * 2(n-1)/n.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "lansbert/dist/comm_bench.h"
+#include "lansbert/dist/mpi_session.h"
+#include "lansbert/dist/rank_roles.h"
+
+namespace lansbert::cli {
+
+namespace {
+struct BenchCommOptions {
+  std::string min_bytes = "8", max_bytes = "64M", order = "native";
+  int iters = 20, warmup = 5;
+  bool baseline = true;
+};
+
+bool parse_bytes(const std::string& s, size_t* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  double mult = 1;
+  const std::string suffix(end);
+  if (suffix == "K" || suffix == "k") mult = 1024;
+  else if (suffix == "M") mult = 1024.0 * 1024;
+  else if (suffix == "G") mult = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty()) return false;
+  if (!(v > 0)) return false;
+  *out = static_cast<size_t>(v * mult);
+  return true;
+}
+
+void print_rows(const char* title, int world, const std::vector<CommBenchRow>& rows) {
+  std::printf("# %s, %d rank(s)\n#%13s %12s %10s %10s %6s\n", title, world, "size(B)", "time(us)",
+              "algbw(GB/s)", "busbw(GB/s)", "check");
+  for (const CommBenchRow& r : rows)
+    std::printf("%14zu %12.1f %10.3f %10.3f %6s\n", r.bytes, r.time_us, r.algbw_gbs, r.busbw_gbs,
+                r.correct ? "ok" : "WRONG");
+}
+
+int run_bench_comm(const BenchCommOptions& o) {
+  size_t lo = 0, hi = 0;
+  if (!parse_bytes(o.min_bytes, &lo) || !parse_bytes(o.max_bytes, &hi) || lo > hi) {
+    report(Status::invalid_argument("--min-bytes/--max-bytes: expected sizes like 8, 1K, 64M with "
+                                    "min <= max, got '" + o.min_bytes + "' and '" + o.max_bytes +
+                                    "'"));
+    return 2;
+  }
+  CommOptions copt;
+  if (Status s = parse_reduction_order(o.order, &copt.order); !s.is_ok()) {
+    report(s);
+    return 2;
+  }
+  std::unique_ptr<Communicator> comm = make_communicator(copt);
+  std::vector<size_t> sizes;
+  for (size_t b = lo; b <= hi; b *= 4) sizes.push_back(b);
+  const std::vector<CommBenchRow> rows = bench_all_reduce(*comm, sizes, o.iters, o.warmup, false);
+  bool ok = true;
+  for (const CommBenchRow& r : rows) ok = ok && r.correct;
+  if (is_writer(*comm)) {
+    std::printf("# lansbert bench-comm: communicator %s (%s order), host %s, local ranks %d\n",
+                comm->kind(), o.order.c_str(), comm->hostname().c_str(), comm->local_world());
+    print_rows("Communicator::all_reduce (float sum, in place)", comm->world(), rows);
+  }
+  if (o.baseline && std::string(comm->kind()) == "mpi") {
+    const std::vector<CommBenchRow> base = bench_all_reduce(*comm, sizes, o.iters, o.warmup, true);
+    for (const CommBenchRow& r : base) ok = ok && r.correct;
+    if (is_writer(*comm)) print_rows("plain MPI_Allreduce loop (baseline)", comm->world(), base);
+  }
+  return ok ? 0 : 1;
+}
+}  // namespace
+
+void add_bench_comm_command(CLI::App& app) {
+  auto o = std::make_shared<BenchCommOptions>();
+  CLI::App* sub = app.add_subcommand("bench-comm", "All-reduce bus bandwidth of the communicator");
+  sub->add_option("--min-bytes", o->min_bytes, "Smallest message (e.g. 8, 1K)");
+  sub->add_option("--max-bytes", o->max_bytes, "Largest message (e.g. 64M); sizes step by 4x");
+  sub->add_option("--iters", o->iters, "Timed iterations per size")->check(CLI::PositiveNumber);
+  sub->add_option("--warmup", o->warmup, "Untimed iterations per size")->check(CLI::NonNegativeNumber);
+  sub->add_option("--order", o->order, "Reduction order: native | fixed_order");
+  sub->add_flag("!--no-baseline", o->baseline, "Skip the plain MPI_Allreduce baseline");
+  sub->callback([o] { set_exit_code(run_bench_comm(*o)); });
+}
+
+}  // namespace lansbert::cli

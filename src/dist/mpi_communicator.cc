@@ -1,0 +1,217 @@
+// The MPI communicator over host buffers (CPU backend), on a duplicate of MPI_COMM_WORLD with
+// MPI_ERRORS_RETURN so that every failure reaches MPI_CHECK. Two reduction orders (see
+// CommOptions): the library's own, and a fixed rank order built from all-to-all, an ordered
+// local sum and all-gather. Counts above INT_MAX are split into pieces.
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "lansbert/dist/mpi_session.h"
+#include "mpi_check.h"
+
+namespace lansbert {
+
+namespace {
+
+constexpr size_t kMaxPiece = size_t(1) << 30;  // elements per MPI call (fits an int)
+
+template <typename T>
+MPI_Datatype mpi_type();
+template <>
+MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
+template <>
+MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+
+MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::kMax ? MPI_MAX : MPI_SUM; }
+
+template <typename T>
+void scale_avg(T* data, size_t count, int world, ReduceOp op) {
+  if (op != ReduceOp::kAvg || world == 1) return;
+  const T n = static_cast<T>(world);
+  for (size_t i = 0; i < count; ++i) data[i] /= n;  // exact for power-of-two worlds
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(std::shared_ptr<MpiSession> session, const CommOptions& options)
+      : session_(std::move(session)), options_(options) {
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
+    MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+    MPI_CHECK(MPI_Comm_size(comm_, &world_));
+    MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local_));
+    MPI_CHECK(MPI_Comm_rank(local_, &local_rank_));
+    MPI_CHECK(MPI_Comm_size(local_, &local_world_));
+    char name[MPI_MAX_PROCESSOR_NAME] = {};
+    int len = 0;
+    MPI_CHECK(MPI_Get_processor_name(name, &len));
+    host_.assign(name, len);
+  }
+  ~MpiCommunicator() override {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (fin) return;
+    wait_all();
+    MPI_Comm_free(&local_);
+    MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  int local_rank() const override { return local_rank_; }
+  int local_world() const override { return local_world_; }
+  std::string hostname() const override { return host_; }
+  const char* kind() const override { return "mpi"; }
+
+  void all_reduce(float* data, size_t count, ReduceOp op) override { reduce_all(data, count, op); }
+  void all_reduce(double* data, size_t count, ReduceOp op) override { reduce_all(data, count, op); }
+
+  void reduce_scatter(const float* send, float* recv, size_t count, ReduceOp op) override {
+    if (fixed_order(op)) {
+      ordered_reduce_scatter(send, recv, count);
+    } else {
+      // MPI_Reduce_scatter_block takes one count per rank: split into pieces of the blocks.
+      for (size_t off = 0; off < count; off += kMaxPiece) {
+        const size_t n = std::min(kMaxPiece, count - off);
+        const float* src = send;
+        if (count > kMaxPiece) {  // gather this piece of every block into a contiguous send
+          piece_.resize(n * world_);
+          for (int r = 0; r < world_; ++r)
+            std::memcpy(&piece_[size_t(r) * n], send + size_t(r) * count + off, n * sizeof(float));
+          src = piece_.data();
+        }
+        MPI_CHECK(MPI_Reduce_scatter_block(src, recv + off, static_cast<int>(n), MPI_FLOAT,
+                                           mpi_op(op), comm_));
+      }
+    }
+    scale_avg(recv, count, world_, op);
+  }
+
+  void all_gather(const float* send, float* recv, size_t count) override {
+    LB_CHECK_MSG(count <= kMaxPiece, "all_gather of more than 2^30 elements per rank");
+    const bool in_place = send == recv + size_t(rank_) * count;
+    MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : send, static_cast<int>(count), MPI_FLOAT,
+                            recv, static_cast<int>(count), MPI_FLOAT, comm_));
+  }
+
+  void broadcast(void* data, size_t bytes, int root) override {
+    char* p = static_cast<char*>(data);
+    for (size_t off = 0; off < bytes; off += kMaxPiece) {
+      const size_t n = std::min(kMaxPiece, bytes - off);
+      MPI_CHECK(MPI_Bcast(p + off, static_cast<int>(n), MPI_BYTE, root, comm_));
+    }
+  }
+  void barrier() override { MPI_CHECK(MPI_Barrier(comm_)); }
+
+  void all_reduce_async(float* data, size_t count, ReduceOp op) override {
+    if (fixed_order(op)) {  // no overlap in fixed order: done here, in full
+      all_reduce(data, count, op);
+      return;
+    }
+    for (size_t off = 0; off < count; off += kMaxPiece) {
+      const size_t n = std::min(kMaxPiece, count - off);
+      MPI_Request req;
+      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + off, static_cast<int>(n), MPI_FLOAT,
+                               mpi_op(op), comm_, &req));
+      pending_.push_back({req, data + off, n, op});
+      requests_.push_back(req);
+    }
+  }
+  void progress() override {
+    if (requests_.empty()) return;
+    int done = 0;
+    MPI_CHECK(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done,
+                          MPI_STATUSES_IGNORE));
+  }
+  void wait_all() override {
+    if (requests_.empty()) return;
+    MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(),
+                          MPI_STATUSES_IGNORE));
+    for (const Pending& p : pending_) scale_avg(p.data, p.count, world_, p.op);
+    pending_.clear();
+    requests_.clear();
+  }
+
+ private:
+  struct Pending {
+    MPI_Request req;
+    float* data;
+    size_t count;
+    ReduceOp op;
+  };
+
+  bool fixed_order(ReduceOp op) const {
+    return options_.order == ReductionOrder::kFixedOrder && op != ReduceOp::kMax && world_ > 1;
+  }
+
+  template <typename T>
+  void reduce_all(T* data, size_t count, ReduceOp op) {
+    if (world_ == 1) return;
+    if (fixed_order(op)) {
+      ordered_all_reduce(data, count);
+    } else {
+      for (size_t off = 0; off < count; off += kMaxPiece) {
+        const size_t n = std::min(kMaxPiece, count - off);
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + off, static_cast<int>(n), mpi_type<T>(),
+                                mpi_op(op), comm_));
+      }
+    }
+    scale_avg(data, count, world_, op);
+  }
+
+  // Rank r receives block r of every rank (all-to-all) and sums them in rank order.
+  template <typename T>
+  void ordered_sum_of_blocks(const T* send, T* out, size_t block, std::vector<T>* stage) {
+    stage->resize(block * world_);
+    MPI_CHECK(MPI_Alltoall(send, static_cast<int>(block), mpi_type<T>(), stage->data(),
+                           static_cast<int>(block), mpi_type<T>(), comm_));
+    std::memcpy(out, stage->data(), block * sizeof(T));
+    for (int r = 1; r < world_; ++r) {
+      const T* src = stage->data() + size_t(r) * block;
+      for (size_t i = 0; i < block; ++i) out[i] += src[i];
+    }
+  }
+
+  void ordered_reduce_scatter(const float* send, float* recv, size_t count) {
+    LB_CHECK_MSG(count <= kMaxPiece, "fixed-order reduce_scatter of more than 2^30 per rank");
+    ordered_sum_of_blocks(send, recv, count, &stage_f_);
+  }
+
+  // Pads each piece to world * block, sums block r on rank r in rank order, all-gathers.
+  template <typename T>
+  void ordered_all_reduce(T* data, size_t count) {
+    std::vector<T> send, stage, mine;
+    const size_t piece_max = kMaxPiece / 4;
+    for (size_t off = 0; off < count; off += piece_max) {
+      const size_t n = std::min(piece_max, count - off);
+      const size_t block = (n + world_ - 1) / world_;
+      send.assign(block * world_, T(0));
+      std::memcpy(send.data(), data + off, n * sizeof(T));
+      mine.resize(block);
+      ordered_sum_of_blocks(send.data(), mine.data(), block, &stage);
+      MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(block), mpi_type<T>(), send.data(),
+                              static_cast<int>(block), mpi_type<T>(), comm_));
+      std::memcpy(data + off, send.data(), n * sizeof(T));
+    }
+  }
+
+  std::shared_ptr<MpiSession> session_;  // outlives comm_: MPI_Finalize after MPI_Comm_free
+  CommOptions options_;
+  MPI_Comm comm_ = MPI_COMM_NULL, local_ = MPI_COMM_NULL;
+  int rank_ = 0, world_ = 1, local_rank_ = 0, local_world_ = 1;
+  std::string host_;
+  std::vector<float> piece_, stage_f_;
+  std::vector<Pending> pending_;
+  std::vector<MPI_Request> requests_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator(const CommOptions& options) {
+  return std::make_unique<MpiCommunicator>(MpiSession::acquire(), options);
+}
+
+}  // namespace lansbert

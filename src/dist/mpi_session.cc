@@ -1,0 +1,99 @@
+// MpiSession and the choice between the MPI and single-process communicators.
+#include "lansbert/dist/mpi_session.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "lansbert/core/check.h"
+#include "mpi_check.h"
+
+namespace lansbert {
+
+namespace {
+void abort_job(int code) {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) MPI_Abort(MPI_COMM_WORLD, code == 0 ? 1 : code);
+}
+
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0';
+}
+
+std::mutex g_session_mutex;
+std::weak_ptr<MpiSession> g_session;
+}  // namespace
+
+MpiSession::MpiSession() {
+  int init = 0;
+  MPI_CHECK(MPI_Initialized(&init));
+  int provided = 0;
+  if (init) {
+    MPI_CHECK(MPI_Query_thread(&provided));  // a host program initialised MPI; it finalises
+  } else {
+    MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+    owned_ = true;
+  }
+  // From here on an error anywhere ends the whole job instead of leaving ranks in a collective.
+  set_abort_hook(&abort_job);
+  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  set_fatal_rank(rank_);
+  LB_CHECK_MSG(provided >= MPI_THREAD_FUNNELED,
+               "the MPI library offers thread level " + std::to_string(provided) +
+                   ", lansbert needs MPI_THREAD_FUNNELED");
+}
+
+MpiSession::~MpiSession() {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  set_abort_hook(nullptr);
+  if (fin || !owned_) return;
+  MPI_Finalize();
+}
+
+std::shared_ptr<MpiSession> MpiSession::acquire() {
+  std::lock_guard<std::mutex> lock(g_session_mutex);
+  std::shared_ptr<MpiSession> s = g_session.lock();
+  if (!s) {
+    s = std::make_shared<MpiSession>();
+    g_session = s;
+  }
+  return s;
+}
+
+bool launched_by_mpi_launcher() {
+  if (env_set("OMPI_COMM_WORLD_SIZE") || env_set("PMI_SIZE") || env_set("PMI_RANK") ||
+      env_set("PMIX_RANK")) {
+    return true;
+  }
+  return env_set("SLURM_STEP_ID") && env_set("SLURM_NTASKS");
+}
+
+std::unique_ptr<Communicator> make_communicator(const CommOptions& options) {
+  const char* forced = std::getenv("LANSBERT_COMM");
+  if (forced && std::strcmp(forced, "single") == 0) return make_single_process_communicator();
+  if (forced && std::strcmp(forced, "mpi") == 0) return make_mpi_communicator(options);
+  int init = 0;
+  MPI_Initialized(&init);
+  if (init || launched_by_mpi_launcher()) return make_mpi_communicator(options);
+  return make_single_process_communicator();
+}
+
+Status parse_reduction_order(const std::string& s, ReductionOrder* out) {
+  if (s == "native") {
+    *out = ReductionOrder::kNative;
+  } else if (s == "fixed_order") {
+    *out = ReductionOrder::kFixedOrder;
+  } else {
+    return Status::invalid_argument("dist.reduction_order: expected native or fixed_order, got '" +
+                                    s + "'");
+  }
+  return Status::ok();
+}
+
+}  // namespace lansbert
