@@ -56,3 +56,9 @@ std::string device_description(int index) {
 }
 
 }  // namespace lansbert::cuda
+
+namespace lansbert::cuda {
+
+void synchronize() { CUDA_CHECK(cudaDeviceSynchronize()); }
+
+}  // namespace lansbert::cuda
