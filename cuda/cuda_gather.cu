@@ -49,7 +49,7 @@ void CudaOps::scatter_add_rows(const int32_t* index, const float* src, float* ds
                                              static_cast<int32_t*>(nullptr), n));
   sort_keys_.reserve(size_t(n) * sizeof(int32_t));
   sort_values_.reserve(size_t(2) * n * sizeof(int32_t));
-  sort_temp_.reserve(temp_bytes);
+  sort_temp_.reserve(temp_bytes > 0 ? temp_bytes : 256);  // a null pointer would mean "size query"
   auto* keys = static_cast<int32_t*>(sort_keys_.get());
   auto* pos_in = static_cast<int32_t*>(sort_values_.get());
   int32_t* pos_out = pos_in + n;

@@ -17,6 +17,7 @@
 #include "cuda_api.h"
 #include "cuda_raii.cuh"
 #include "launch.cuh"
+#include "lansbert/kernels/half.h"
 #include "lansbert/kernels/optim_math.h"
 
 namespace lansbert::cuda {
@@ -93,16 +94,18 @@ __global__ void lans_moments_kernel(const DevChunk* chunks, const Factors* fac, 
   }
 }
 
-// LANS pass 3. f = {g_scale, wd, step_m, step_g}.
+// LANS pass 3. f = {g_scale, wd, step_m, step_g}. half, when set: the bf16 weight copy.
 __global__ void lans_apply_kernel(const DevChunk* chunks, const Factors* fac, FlatBuffers buf,
-                                  AdamConsts<float> c) {
+                                  AdamConsts<float> c, uint16_t* half) {
   const DevChunk ch = chunks[blockIdx.x];
   const Factors f = fac[ch.block];
   for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
     const float p = buf.params[i];
     const LansDirections<float> u = lans_directions(buf.grads[i] * f.f[0], buf.m[i], buf.v[i], p,
                                                     f.f[1], c);
-    buf.params[i] = lans_apply(p, u, f.f[2], f.f[3]);
+    const float q = lans_apply(p, u, f.f[2], f.f[3]);
+    buf.params[i] = q;
+    if (half) half[i] = kern::float_to_bf16(q);
   }
 }
 
@@ -127,7 +130,7 @@ __global__ void lamb_moments_kernel(const DevChunk* chunks, const Factors* fac, 
 // LAMB pass 3 (f = {wd, step}) and AdamW's single pass (f = {wd, lr}, fused moments).
 template <bool kFusedMoments>
 __global__ void adam_apply_kernel(const DevChunk* chunks, const Factors* fac, FlatBuffers buf,
-                                  AdamConsts<float> c, float clip) {
+                                  AdamConsts<float> c, float clip, uint16_t* half) {
   const DevChunk ch = chunks[blockIdx.x];
   const float wd = fac[ch.block].f[0], step = fac[ch.block].f[1];
   for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
@@ -137,13 +140,16 @@ __global__ void adam_apply_kernel(const DevChunk* chunks, const Factors* fac, Fl
       buf.m[i] = m;
       buf.v[i] = v;
     }
-    buf.params[i] -= step * adam_direction(m, v, buf.params[i], wd, c);
+    const float p = buf.params[i];
+    const float q = p - step * adam_direction(m, v, p, wd, c);
+    buf.params[i] = q;
+    if (half) half[i] = kern::float_to_bf16(q);
   }
 }
 
 class DeviceOptimizer final : public Optimizer {
  public:
-  explicit DeviceOptimizer(OptimizerConfig c) : Optimizer(std::move(c)) {}
+  DeviceOptimizer(OptimizerConfig c, uint16_t* half) : Optimizer(std::move(c)), half_(half) {}
   void update(const ParamTable& table, const FlatBuffers& buf, int64_t t, double lr,
               UpdateStats* stats) override;
 
@@ -156,6 +162,7 @@ class DeviceOptimizer final : public Optimizer {
   void update_lamb(const FlatBuffers& buf, const AdamConsts<float>& c, double lr, UpdateStats* st);
   void update_adamw(const FlatBuffers& buf, const AdamConsts<float>& c, double lr, UpdateStats* st);
 
+  uint16_t* half_;                        // bf16 weight copy, or null
   std::vector<size_t> offsets_, numels_;  // the table the plan was built for
   std::vector<float> wd_;
   int nblocks_ = 0, nchunks_ = 0;
@@ -268,7 +275,7 @@ void DeviceOptimizer::update_lans(const FlatBuffers& buf, const AdamConsts<float
   }
   upload_factors();
   lans_apply_kernel<<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_),
-                                                           as_factors(factors_dev_), buf, c);
+                                                           as_factors(factors_dev_), buf, c, half_);
   LB_LAUNCH_CHECK();
   if (stats) {
     stats->grad_norm = std::sqrt(g2);
@@ -304,7 +311,7 @@ void DeviceOptimizer::update_lamb(const FlatBuffers& buf, const AdamConsts<float
   }
   upload_factors();
   adam_apply_kernel<false><<<nchunks_, kOptThreads, 0, kStream>>>(
-      as_chunks(chunks_), as_factors(factors_dev_), buf, c, static_cast<float>(clip));
+      as_chunks(chunks_), as_factors(factors_dev_), buf, c, static_cast<float>(clip), half_);
   LB_LAUNCH_CHECK();
   if (stats) {
     stats->grad_norm = G;
@@ -328,7 +335,7 @@ void DeviceOptimizer::update_adamw(const FlatBuffers& buf, const AdamConsts<floa
   const float clip = static_cast<float>(clip_divisor(G, config_.max_grad_norm));
   upload_factors();
   adam_apply_kernel<true><<<nchunks_, kOptThreads, 0, kStream>>>(
-      as_chunks(chunks_), as_factors(factors_dev_), buf, c, clip);
+      as_chunks(chunks_), as_factors(factors_dev_), buf, c, clip, half_);
   LB_LAUNCH_CHECK();
   if (stats) {
     stats->grad_norm = G;
@@ -337,11 +344,11 @@ void DeviceOptimizer::update_adamw(const FlatBuffers& buf, const AdamConsts<floa
 }
 
 Status make_device_optimizer(const std::string& name, const OptimizerConfig& config,
-                             std::unique_ptr<Optimizer>* out) {
+                             std::unique_ptr<Optimizer>* out, uint16_t* bf16_params) {
   // Validation and the name check are the CPU factory's; the rule object is replaced.
   std::unique_ptr<Optimizer> cpu;
   LB_RETURN_IF_ERROR(make_optimizer(name, config, &cpu));
-  *out = std::make_unique<DeviceOptimizer>(cpu->config());
+  *out = std::make_unique<DeviceOptimizer>(cpu->config(), bf16_params);
   return Status::ok();
 }
 
