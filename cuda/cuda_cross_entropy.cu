@@ -5,8 +5,8 @@
 #include <cfloat>
 
 #include "cuda_ops.cuh"
-#include "launch.cuh"
 #include "lansbert/kernels/cross_entropy.h"
+#include "launch.cuh"
 
 namespace lansbert::cuda {
 
@@ -49,8 +49,9 @@ __device__ void row_stats(const float* x, int classes, MaxArg* best_out, float* 
   *best_out = best;
 }
 
-__global__ void cross_entropy_forward_kernel(const float* logits, const int32_t* labels,
-                                             float* losses, int32_t* correct, int classes) {
+__global__ void __launch_bounds__(512)
+    cross_entropy_forward_kernel(const float* logits, const int32_t* labels, float* losses,
+                                 int32_t* correct, int classes) {
   const int r = blockIdx.x;
   const float* x = logits + size_t(r) * classes;
   MaxArg best;
@@ -63,8 +64,9 @@ __global__ void cross_entropy_forward_kernel(const float* logits, const int32_t*
   }
 }
 
-__global__ void cross_entropy_backward_kernel(const float* logits, const int32_t* labels,
-                                              float* dlogits, int classes, float weight) {
+__global__ void __launch_bounds__(512)
+    cross_entropy_backward_kernel(const float* logits, const int32_t* labels, float* dlogits,
+                                  int classes, float weight) {
   const int r = blockIdx.x;
   const float* x = logits + size_t(r) * classes;
   float* dx = dlogits + size_t(r) * classes;
@@ -77,7 +79,9 @@ __global__ void cross_entropy_backward_kernel(const float* logits, const int32_t
 }
 
 // Small rows (NSP's 2 classes) get one warp; vocabulary rows get 512 threads.
-int threads_for(int classes) { return classes <= 64 ? 32 : 512; }
+int threads_for(int classes) {
+  return classes <= 64 ? 32 : 512;
+}
 
 }  // namespace
 
@@ -85,15 +89,15 @@ void CudaOps::cross_entropy_forward(const float* logits, const int32_t* labels, 
                                     int32_t* correct, int rows, int classes) {
   if (rows <= 0) return;
   cross_entropy_forward_kernel<<<rows, threads_for(classes), 0, stream()>>>(logits, labels, losses,
-                                                                          correct, classes);
+                                                                            correct, classes);
   LB_LAUNCH_CHECK();
 }
 
 void CudaOps::cross_entropy_backward(const float* logits, const int32_t* labels, float* dlogits,
                                      int rows, int classes, float weight) {
   if (rows <= 0) return;
-  cross_entropy_backward_kernel<<<rows, threads_for(classes), 0, stream()>>>(logits, labels,
-                                                                           dlogits, classes, weight);
+  cross_entropy_backward_kernel<<<rows, threads_for(classes), 0, stream()>>>(
+      logits, labels, dlogits, classes, weight);
   LB_LAUNCH_CHECK();
 }
 

@@ -2,9 +2,9 @@
 // the shared math of include/lansbert/kernels, as in src/cpu/cpu_elementwise.cc; the bias
 // gradient is a fixed-order column sum (launch.cuh), so it is reproducible run to run.
 #include "cuda_ops.cuh"
-#include "launch.cuh"
 #include "lansbert/kernels/activations.h"
 #include "lansbert/kernels/dropout.h"
+#include "launch.cuh"
 
 namespace lansbert::cuda {
 
@@ -16,8 +16,7 @@ void CudaOps::bias_add_forward(float* y, const float* bias, int rows, int cols) 
 void CudaOps::bias_add_backward(const float* dy, float* dbias, int rows, int cols) {
   launch_column_sums<1>(
       rows, cols, stream(),
-      [=] __device__(int r, int c, float* v) { v[0] = dy[size_t(r) * cols + c]; }, dbias,
-      nullptr);
+      [=] __device__(int r, int c, float* v) { v[0] = dy[size_t(r) * cols + c]; }, dbias, nullptr);
 }
 
 void CudaOps::add_forward(const float* a, const float* b, float* y, size_t n) {

@@ -21,8 +21,8 @@ __global__ void iota_kernel(int32_t* v, int n) {
 }
 
 // Block k handles the run of equal keys that starts at sorted position k (other blocks exit).
-__global__ void segmented_scatter_kernel(const int32_t* keys, const int32_t* pos,
-                                         const float* src, float* dst, int n, int dim) {
+__global__ void segmented_scatter_kernel(const int32_t* keys, const int32_t* pos, const float* src,
+                                         float* dst, int n, int dim) {
   const int k = blockIdx.x;
   const int32_t key = keys[k];
   if (k > 0 && keys[k - 1] == key) return;
@@ -38,15 +38,13 @@ __global__ void segmented_scatter_kernel(const int32_t* keys, const int32_t* pos
 
 }  // namespace
 
-void CudaOps::scatter_add_rows(const int32_t* index, const float* src, float* dst, int n,
-                               int dim) {
+void CudaOps::scatter_add_rows(const int32_t* index, const float* src, float* dst, int n, int dim) {
   if (n <= 0 || dim <= 0) return;
   // Workspace: sorted keys, positions (in and out) and CUB's temporary storage.
   size_t temp_bytes = 0;
-  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, static_cast<const int32_t*>(nullptr),
-                                             static_cast<int32_t*>(nullptr),
-                                             static_cast<const int32_t*>(nullptr),
-                                             static_cast<int32_t*>(nullptr), n));
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, temp_bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n));
   sort_keys_.reserve(size_t(n) * sizeof(int32_t));
   sort_values_.reserve(size_t(2) * n * sizeof(int32_t));
   sort_temp_.reserve(temp_bytes > 0 ? temp_bytes : 256);  // a null pointer would mean "size query"
@@ -69,13 +67,11 @@ void CudaOps::embedding_forward(const int32_t* ids, const float* table, float* o
                                 bool accumulate) {
   const size_t total = size_t(n) * dim;
   if (accumulate)
-    launch_map(total, stream(), [=] __device__(size_t e) {
-      out[e] += table[size_t(ids[e / dim]) * dim + e % dim];
-    });
+    launch_map(total, stream(),
+               [=] __device__(size_t e) { out[e] += table[size_t(ids[e / dim]) * dim + e % dim]; });
   else
-    launch_map(total, stream(), [=] __device__(size_t e) {
-      out[e] = table[size_t(ids[e / dim]) * dim + e % dim];
-    });
+    launch_map(total, stream(),
+               [=] __device__(size_t e) { out[e] = table[size_t(ids[e / dim]) * dim + e % dim]; });
 }
 
 void CudaOps::embedding_backward(const int32_t* ids, const float* dout, float* dtable, int n,

@@ -2,8 +2,8 @@
 // variance, as the CPU twin), then the shared element pieces of lansbert/kernels/layernorm.h.
 // dgamma/dbeta are fixed-order column sums over rows (launch.cuh).
 #include "cuda_ops.cuh"
-#include "launch.cuh"
 #include "lansbert/kernels/layernorm.h"
+#include "launch.cuh"
 
 namespace lansbert::cuda {
 
@@ -25,7 +25,8 @@ __global__ void layernorm_forward_kernel(const float* x, const float* gamma, con
   for (int c = lane; c < cols; c += 32) v += (xr[c] - m) * (xr[c] - m);
   const float rs = kern::layernorm_rstd(warp_sum(v) / float(cols), eps);
   float* yr = y + size_t(row) * cols;
-  for (int c = lane; c < cols; c += 32) yr[c] = kern::layernorm_out(xr[c], m, rs, gamma[c], beta[c]);
+  for (int c = lane; c < cols; c += 32)
+    yr[c] = kern::layernorm_out(xr[c], m, rs, gamma[c], beta[c]);
   if (lane == 0) {
     mean[row] = m;
     rstd[row] = rs;

@@ -38,13 +38,15 @@ struct Preference {
   cublasLtMatmulPreference_t p = nullptr;
   explicit Preference(size_t workspace) {
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                      &workspace, sizeof workspace));
   }
   ~Preference() { cublasLtMatmulPreferenceDestroy(p); }
 };
 
-cublasOperation_t to_op(Trans t) { return t == Trans::kYes ? CUBLAS_OP_T : CUBLAS_OP_N; }
+cublasOperation_t to_op(Trans t) {
+  return t == Trans::kYes ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
 
 }  // namespace
 

@@ -7,9 +7,9 @@
 
 #include "cuda_api.h"
 #include "cuda_raii.cuh"
-#include "launch.cuh"
 #include "lansbert/kernels/half.h"
 #include "lansbert/kernels/optim_math.h"
+#include "launch.cuh"
 
 namespace lansbert::cuda {
 
@@ -60,8 +60,7 @@ GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale)
                              cudaMemcpyHostToDevice, kStream));
   unscale_check_kernel<<<static_cast<unsigned>(nb), kThreads, 0, kStream>>>(
       static_cast<const size_t*>(off_d.get()), static_cast<const size_t*>(num_d.get()), grads,
-      scale != 1.0, static_cast<float>(1.0 / scale),
-      static_cast<unsigned long long*>(bad_d.get()));
+      scale != 1.0, static_cast<float>(1.0 / scale), static_cast<unsigned long long*>(bad_d.get()));
   LB_LAUNCH_CHECK();
   CUDA_CHECK(cudaMemcpyAsync(bad.data(), bad_d.get(), nb * sizeof(unsigned long long),
                              cudaMemcpyDeviceToHost, kStream));

@@ -60,8 +60,8 @@ class CudaOps final : public Ops<float> {
 
   void cross_entropy_forward(const float* logits, const int32_t* labels, float* losses,
                              int32_t* correct, int rows, int classes) override;
-  void cross_entropy_backward(const float* logits, const int32_t* labels, float* dlogits,
-                              int rows, int classes, float weight) override;
+  void cross_entropy_backward(const float* logits, const int32_t* labels, float* dlogits, int rows,
+                              int classes, float weight) override;
 
  private:
   // dst[index[i], :] += src[i, :], rows of one index summed in ascending i (cuda_gather.cu).

@@ -16,9 +16,9 @@
 #include "../src/optim/rules.h"  // adam_consts, clip_divisor: the CPU rules' own host scalars
 #include "cuda_api.h"
 #include "cuda_raii.cuh"
-#include "launch.cuh"
 #include "lansbert/kernels/half.h"
 #include "lansbert/kernels/optim_math.h"
+#include "launch.cuh"
 
 namespace lansbert::cuda {
 
@@ -101,8 +101,8 @@ __global__ void lans_apply_kernel(const DevChunk* chunks, const Factors* fac, Fl
   const Factors f = fac[ch.block];
   for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
     const float p = buf.params[i];
-    const LansDirections<float> u = lans_directions(buf.grads[i] * f.f[0], buf.m[i], buf.v[i], p,
-                                                    f.f[1], c);
+    const LansDirections<float> u =
+        lans_directions(buf.grads[i] * f.f[0], buf.m[i], buf.v[i], p, f.f[1], c);
     const float q = lans_apply(p, u, f.f[2], f.f[3]);
     buf.params[i] = q;
     if (half) half[i] = kern::float_to_bf16(q);
@@ -188,7 +188,8 @@ void DeviceOptimizer::prepare(const ParamTable& table) {
     numels_.push_back(e.numel);
     wd_.push_back(static_cast<float>(config_.decay_for(e.role)));
     for (size_t i = 0; i < e.numel; i += kChunk)
-      chunks.push_back({static_cast<int>(b), e.offset + i, e.offset + std::min(e.numel, i + kChunk)});
+      chunks.push_back(
+          {static_cast<int>(b), e.offset + i, e.offset + std::min(e.numel, i + kChunk)});
   }
   first.push_back(static_cast<int>(chunks.size()));
   nblocks_ = static_cast<int>(table.size());
@@ -222,8 +223,8 @@ void DeviceOptimizer::upload_factors() {
                              cudaMemcpyHostToDevice, kStream));
 }
 
-void DeviceOptimizer::update(const ParamTable& table, const FlatBuffers& buf, int64_t t,
-                             double lr, UpdateStats* stats) {
+void DeviceOptimizer::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, double lr,
+                             UpdateStats* stats) {
   prepare(table);
   if (nchunks_ == 0) return;
   const AdamConsts<float> c = adam_consts(config_, t);
@@ -239,9 +240,15 @@ void DeviceOptimizer::update(const ParamTable& table, const FlatBuffers& buf, in
 
 namespace {
 
-const DevChunk* as_chunks(const DeviceBytes& b) { return static_cast<const DevChunk*>(b.get()); }
-const Factors* as_factors(const DeviceBytes& b) { return static_cast<const Factors*>(b.get()); }
-double* as_partial(const DeviceBytes& b) { return static_cast<double*>(b.get()); }
+const DevChunk* as_chunks(const DeviceBytes& b) {
+  return static_cast<const DevChunk*>(b.get());
+}
+const Factors* as_factors(const DeviceBytes& b) {
+  return static_cast<const Factors*>(b.get());
+}
+double* as_partial(const DeviceBytes& b) {
+  return static_cast<double*>(b.get());
+}
 
 }  // namespace
 
@@ -249,8 +256,8 @@ double* as_partial(const DeviceBytes& b) { return static_cast<double*>(b.get());
 // upload from them has always completed.
 void DeviceOptimizer::update_lans(const FlatBuffers& buf, const AdamConsts<float>& c, double lr,
                                   UpdateStats* stats) {
-  sumsq_kernel<2><<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_), buf.grads,
-                                                         buf.params, as_partial(partial_));
+  sumsq_kernel<2><<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_), buf.grads, buf.params,
+                                                         as_partial(partial_));
   LB_LAUNCH_CHECK();
   sums_to_host(2);
   double g2 = 0;
@@ -262,9 +269,8 @@ void DeviceOptimizer::update_lans(const FlatBuffers& buf, const AdamConsts<float
     factors_[b] = {{gn != 0 ? static_cast<float>(1.0 / (gn + config_.eps)) : 1.0f, wd_[b], 0, 0}};
   }
   upload_factors();
-  lans_moments_kernel<<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_),
-                                                             as_factors(factors_dev_), buf, c,
-                                                             as_partial(partial_));
+  lans_moments_kernel<<<nchunks_, kOptThreads, 0, kStream>>>(
+      as_chunks(chunks_), as_factors(factors_dev_), buf, c, as_partial(partial_));
   LB_LAUNCH_CHECK();
   sums_to_host(2);
   for (int b = 0; b < nblocks_; ++b) {
@@ -285,8 +291,8 @@ void DeviceOptimizer::update_lans(const FlatBuffers& buf, const AdamConsts<float
 
 void DeviceOptimizer::update_lamb(const FlatBuffers& buf, const AdamConsts<float>& c, double lr,
                                   UpdateStats* stats) {
-  sumsq_kernel<2><<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_), buf.grads,
-                                                         buf.params, as_partial(partial_));
+  sumsq_kernel<2><<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_), buf.grads, buf.params,
+                                                         as_partial(partial_));
   LB_LAUNCH_CHECK();
   sums_to_host(2);
   double g2 = 0;

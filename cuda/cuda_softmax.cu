@@ -5,8 +5,8 @@
 #include <cfloat>
 
 #include "cuda_ops.cuh"
-#include "launch.cuh"
 #include "lansbert/kernels/softmax.h"
+#include "launch.cuh"
 
 namespace lansbert::cuda {
 
@@ -61,8 +61,8 @@ unsigned row_blocks(int64_t rows) {
 
 }  // namespace
 
-void CudaOps::softmax_forward(const float* scores, const int32_t* key_mask, float* probs,
-                              int batch, int heads, int seq, float scale) {
+void CudaOps::softmax_forward(const float* scores, const int32_t* key_mask, float* probs, int batch,
+                              int heads, int seq, float scale) {
   const int64_t rows = int64_t(batch) * heads * seq;
   if (rows <= 0) return;
   softmax_forward_kernel<<<row_blocks(rows), dim3(32, kWarpsPerBlock), 0, stream()>>>(

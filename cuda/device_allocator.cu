@@ -3,8 +3,8 @@
 // allocates nothing.
 #include <string>
 
-#include "cuda_check.cuh"
 #include "cuda_api.h"
+#include "cuda_check.cuh"
 #include "lansbert/core/allocator.h"
 
 namespace lansbert::cuda {
@@ -59,6 +59,8 @@ std::string device_description(int index) {
 
 namespace lansbert::cuda {
 
-void synchronize() { CUDA_CHECK(cudaDeviceSynchronize()); }
+void synchronize() {
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
 
 }  // namespace lansbert::cuda

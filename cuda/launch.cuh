@@ -84,7 +84,8 @@ __device__ T block_max(T v, T* scratch) {
 // column are added in a fixed order, so the result does not change from run to run.
 constexpr int kColTile = 32;
 template <int K, typename F>
-__global__ void column_sums_kernel(int rows, int cols, F f, float* out0, float* out1) {
+__global__ void __launch_bounds__(kColTile* kColTile)
+    column_sums_kernel(int rows, int cols, F f, float* out0, float* out1) {
   __shared__ float part[K][kColTile][kColTile + 1];
   const int c = blockIdx.x * kColTile + threadIdx.x;
   float acc[K] = {};
@@ -110,7 +111,8 @@ template <int K, typename F>
 void launch_column_sums(int rows, int cols, cudaStream_t s, F f, float* out0, float* out1) {
   if (rows <= 0 || cols <= 0) return;
   const dim3 block(kColTile, kColTile);
-  column_sums_kernel<K><<<(cols + kColTile - 1) / kColTile, block, 0, s>>>(rows, cols, f, out0, out1);
+  column_sums_kernel<K>
+      <<<(cols + kColTile - 1) / kColTile, block, 0, s>>>(rows, cols, f, out0, out1);
   LB_LAUNCH_CHECK();
 }
 

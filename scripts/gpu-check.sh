@@ -36,6 +36,12 @@ bundle_step() {
     if [[ "$name" =~ $skip ]]; then continue; fi
     cp -L "$path" "$bundle/lib/$name"
   done
+  # Kept apart from lib/ and used only when the device's C++ runtime is older than the one
+  # these binaries were linked against (`GLIBCXX_... not found`).
+  mkdir -p "$bundle/runtime-fallback"
+  for exe in "$bundle"/bin/*; do
+    ldd "$exe" | awk '/(libstdc\+\+|libgcc_s)[.]so.* => \// { print $3 }'
+  done | sort -u | xargs -r -I{} cp -L {} "$bundle/runtime-fallback/"
   local mib
   mib=$(du -sm "$bundle" | cut -f1)
   echo "bundle: $bundle (${mib} MiB)"
@@ -59,6 +65,10 @@ run_step() {
     ld="$ld:$d"
   done
   export LD_LIBRARY_PATH="$ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if ldd "$bundle/bin/test_gpu" 2>&1 | grep -q "GLIBCXX\|CXXABI\|GCC_"; then
+    echo "device C++ runtime too old for this build: using the bundle's runtime-fallback" | tee -a "$out/summary.txt"
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$bundle/runtime-fallback"
+  fi
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" | tee "$out/env.txt"
   (nvidia-smi || true) 2>&1 | tee "$out/nvidia-smi.txt"
   ldd "$bundle/bin/test_gpu" > "$out/ldd-test_gpu.txt" 2>&1 || true

@@ -16,10 +16,10 @@
 #include "cuda_api.h"
 #include "lansbert/core/buffer.h"
 
-#define LB_REQUIRE_GPU()                                                                  \
-  do {                                                                                    \
-    if (::lansbert::cuda::device_count() == 0)                                            \
-      GTEST_SKIP() << "no CUDA device visible: GPU parity test compiled but not run";    \
+#define LB_REQUIRE_GPU()                                                              \
+  do {                                                                                \
+    if (::lansbert::cuda::device_count() == 0)                                        \
+      GTEST_SKIP() << "no CUDA device visible: GPU parity test compiled but not run"; \
   } while (0)
 
 namespace lansbert::testing {

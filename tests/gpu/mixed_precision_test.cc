@@ -57,9 +57,9 @@ TEST(GpuMixed, Bf16GemmWithBiasEpilogue) {
       cuda::gemm_half(cuda::HalfType::kBf16, ta, tb, m, n, k, 1.f, ad.data(), lda, bd.data(), ldb,
                       0.f, cd.data(), n, biasd.data(), cuda::LtEpilogue::kBias);
       // Exact products, fp32 accumulation in another order: 1e-5 of the largest value.
-      testing::expect_close("bf16 gemm + bias ta=" + std::to_string(int(ta)) +
-                                " tb=" + std::to_string(int(tb)),
-                            testing::to_host(cd), c, 1e-5);
+      testing::expect_close(
+          "bf16 gemm + bias ta=" + std::to_string(int(ta)) + " tb=" + std::to_string(int(tb)),
+          testing::to_host(cd), c, 1e-5);
     }
 }
 

@@ -55,8 +55,8 @@ TEST(GpuOps, GemmBatchedTwoLevel) {
   g.c_outer = int64_t(H) * S * S;
   g.c_inner = int64_t(S) * S;
   auto dq = to_device(q), dk = to_device(k), dc = to_device(c);
-  t.cpu->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 0.5f, q.data(), H * D, k.data(), H * D,
-                      0.f, c.data(), S, g);
+  t.cpu->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 0.5f, q.data(), H * D, k.data(), H * D, 0.f,
+                      c.data(), S, g);
   t.gpu->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 0.5f, dq.data(), H * D, dk.data(), H * D,
                       0.f, dc.data(), S, g);
   expect_close("gemm_batched", to_host(dc), c, kTol);
@@ -146,8 +146,8 @@ TEST(GpuOps, LayerNorm) {
   auto dgd = to_device(dgamma), dbd = to_device(dbeta);
   Buffer<float> yd(n, cuda::device_allocator()), md(rows, cuda::device_allocator()),
       rd(rows, cuda::device_allocator()), dxd(n, cuda::device_allocator());
-  t.cpu->layernorm_forward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(),
-                           rstd.data(), rows, cols, 1e-12f);
+  t.cpu->layernorm_forward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(),
+                           rows, cols, 1e-12f);
   t.gpu->layernorm_forward(xd.data(), gd.data(), bd.data(), yd.data(), md.data(), rd.data(), rows,
                            cols, 1e-12f);
   expect_close("layernorm y", to_host(yd), y, kTol);
@@ -155,8 +155,8 @@ TEST(GpuOps, LayerNorm) {
   expect_close("layernorm rstd", to_host(rd), rstd, kTol);
   // Backward from the CPU's statistics on both sides, so only the backward is compared.
   auto mean_d = to_device(mean), rstd_d = to_device(rstd);
-  t.cpu->layernorm_backward(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(),
-                            dx.data(), dgamma.data(), dbeta.data(), rows, cols);
+  t.cpu->layernorm_backward(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(),
+                            dgamma.data(), dbeta.data(), rows, cols);
   t.gpu->layernorm_backward(dyd.data(), xd.data(), gd.data(), mean_d.data(), rstd_d.data(),
                             dxd.data(), dgd.data(), dbd.data(), rows, cols);
   expect_close("layernorm dx", to_host(dxd), dx, kTol);
@@ -171,7 +171,7 @@ TEST(GpuOps, MaskedSoftmaxWithFullyMaskedRow) {
   const size_t n = size_t(B) * H * S * S;
   auto x = random_vector(n, 21, 4.0f), dp = random_vector(n, 22);
   std::vector<int32_t> mask(size_t(B) * S, 1);
-  for (int s = 30; s < S; ++s) mask[S + s] = 0;  // sequence 1 padded
+  for (int s = 30; s < S; ++s) mask[S + s] = 0;     // sequence 1 padded
   for (int s = 0; s < S; ++s) mask[2 * S + s] = 0;  // sequence 2 fully masked: zeros
   std::vector<float> p(n), dx(n);
   auto xd = to_device(x), dpd = to_device(dp);
@@ -193,7 +193,8 @@ TEST(GpuOps, EmbeddingAndGatherScattersAreExact) {
   Twins t;
   const int rows = 50, dim = 96, n = 300;
   std::vector<int32_t> ids(n);
-  for (int i = 0; i < n; ++i) ids[i] = (i * 7 + i / 3) % rows % 13;  // many repeats, some rows unused
+  for (int i = 0; i < n; ++i)
+    ids[i] = (i * 7 + i / 3) % rows % 13;  // many repeats, some rows unused
   auto table = random_vector(size_t(rows) * dim, 23), dout = random_vector(size_t(n) * dim, 24);
   auto dtable = random_vector(size_t(rows) * dim, 25);
   std::vector<float> out(size_t(n) * dim, 1.f);
@@ -232,7 +233,8 @@ TEST(GpuOps, CrossEntropyMlmAndNsp) {
     Buffer<float> lossd(rows, cuda::device_allocator()),
         dxd(size_t(rows) * classes, cuda::device_allocator());
     Buffer<int32_t> cd(rows, cuda::device_allocator());
-    t.cpu->cross_entropy_forward(x.data(), labels.data(), loss.data(), correct.data(), rows, classes);
+    t.cpu->cross_entropy_forward(x.data(), labels.data(), loss.data(), correct.data(), rows,
+                                 classes);
     t.gpu->cross_entropy_forward(xd.data(), ld.data(), lossd.data(), cd.data(), rows, classes);
     const std::string c = " classes=" + std::to_string(classes);
     expect_close("cross_entropy loss" + c, to_host(lossd), loss, kTol);

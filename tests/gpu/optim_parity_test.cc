@@ -47,7 +47,8 @@ void run_rule(const std::string& name, double max_grad_norm) {
     EXPECT_NEAR(sg.grad_norm, sc.grad_norm, 1e-9 * sc.grad_norm) << name << " t=" << t;
     EXPECT_NEAR(sg.clip_divisor, sc.clip_divisor, 1e-9 * sc.clip_divisor) << name << " t=" << t;
   }
-  const auto p_got = testing::to_host(pd), m_got = testing::to_host(md), v_got = testing::to_host(vd);
+  const auto p_got = testing::to_host(pd), m_got = testing::to_host(md),
+             v_got = testing::to_host(vd);
   double worst = 0;
   for (const ParamEntry& e : table.entries()) {
     auto slice = [&](const std::vector<float>& x) {

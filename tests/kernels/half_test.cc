@@ -1,11 +1,11 @@
 // bf16 rounding (the shared body the GPU optimizer uses for its bf16 weight copy): exact
 // values survive, ties go to even, overflow rounds to infinity, NaN stays NaN.
+#include "lansbert/kernels/half.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
-
-#include "lansbert/kernels/half.h"
 
 namespace lansbert::kern {
 namespace {

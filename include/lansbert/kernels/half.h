@@ -31,6 +31,8 @@ LB_HOST_DEVICE uint16_t float_to_bf16(float x) {
   return static_cast<uint16_t>((u + rounding) >> 16);
 }
 
-LB_HOST_DEVICE float bf16_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
+LB_HOST_DEVICE float bf16_to_float(uint16_t h) {
+  return bits_float(static_cast<uint32_t>(h) << 16);
+}
 
 }  // namespace lansbert::kern
