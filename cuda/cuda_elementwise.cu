@@ -15,7 +15,7 @@ void CudaOps::bias_add_forward(float* y, const float* bias, int rows, int cols) 
 
 void CudaOps::bias_add_backward(const float* dy, float* dbias, int rows, int cols) {
   launch_column_sums<1>(
-      rows, cols, stream(),
+      rows, cols, stream(), column_partials_,
       [=] __device__(int r, int c, float* v) { v[0] = dy[size_t(r) * cols + c]; }, dbias, nullptr);
 }
 

@@ -74,7 +74,7 @@ void CudaOps::layernorm_backward(const float* dy, const float* x, const float* g
       dy, x, gamma, mean, rstd, dx, rows, cols);
   LB_LAUNCH_CHECK();
   launch_column_sums<2>(
-      rows, cols, stream(),
+      rows, cols, stream(), column_partials_,
       [=] __device__(int r, int c, float* v) {
         const float d = dy[size_t(r) * cols + c];
         v[0] = d * (x[size_t(r) * cols + c] - mean[r]) * rstd[r];

@@ -71,6 +71,7 @@ class CudaOps final : public Ops<float> {
   Stream stream_;
   CublasHandle blas_;
   DeviceBytes sort_keys_, sort_values_, sort_temp_;  // scatter workspaces, grown on first use
+  DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums
 };
 
 }  // namespace lansbert::cuda

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "cuda_check.cuh"
+#include "cuda_raii.cuh"
 
 // After every launch: a bad configuration is reported where it happened.
 #define LB_LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
@@ -79,40 +80,73 @@ __device__ T block_max(T v, T* scratch) {
   return warp_max(v);
 }
 
-// out_k[c] += sum over rows r of f(r, c) (K outputs per column, K <= 2). A block owns 32
-// columns: thread (x, y) sums rows y, y + 32, ... in order, then the 32 partials of each
-// column are added in a fixed order, so the result does not change from run to run.
+// out_k[c] += sum over rows r of f(r, c) (K outputs per column, K <= 2), in two passes so
+// that narrow matrices (768 columns = 24 column tiles) still fill the device:
+//   1. block (column tile, split) owns 32 columns and a contiguous range of rows; thread
+//      (x, y) sums rows y, y + 32, ... of the range, then the 32 partials of a column are
+//      added in order and written to partial[split][k][c];
+//   2. one thread per column adds the splits in order and accumulates into out_k[c].
+// The splits depend only on `rows`, so the result does not change from run to run.
 constexpr int kColTile = 32;
+constexpr int kRowsPerSplit = 256;
+constexpr int kMaxSplits = 64;
+
+inline int column_splits(int rows) {
+  const int s = (rows + kRowsPerSplit - 1) / kRowsPerSplit;
+  return s < 1 ? 1 : (s > kMaxSplits ? kMaxSplits : s);
+}
+
 template <int K, typename F>
 __global__ void __launch_bounds__(kColTile* kColTile)
-    column_sums_kernel(int rows, int cols, F f, float* out0, float* out1) {
+    column_partials_kernel(int rows, int cols, F f, float* partial) {
   __shared__ float part[K][kColTile][kColTile + 1];
   const int c = blockIdx.x * kColTile + threadIdx.x;
+  const int split = blockIdx.y, splits = gridDim.y;
+  const int r0 = static_cast<int>(int64_t(rows) * split / splits);
+  const int r1 = static_cast<int>(int64_t(rows) * (split + 1) / splits);
   float acc[K] = {};
   if (c < cols)
-    for (int r = threadIdx.y; r < rows; r += kColTile) {
+    for (int r = r0 + threadIdx.y; r < r1; r += kColTile) {
       float v[K];
       f(r, c, v);
       for (int k = 0; k < K; ++k) acc[k] += v[k];
     }
   for (int k = 0; k < K; ++k) part[k][threadIdx.y][threadIdx.x] = acc[k];
   __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    float* outs[2] = {out0, out1};
+  if (threadIdx.y == 0 && c < cols)
     for (int k = 0; k < K; ++k) {
       float s = 0;
       for (int y = 0; y < kColTile; ++y) s += part[k][y][threadIdx.x];
-      outs[k][c] += s;
+      partial[(size_t(split) * K + k) * cols + c] = s;
     }
+}
+
+template <int K>
+__global__ void column_finish_kernel(int cols, int splits, const float* partial, float* out0,
+                                     float* out1) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float* outs[2] = {out0, out1};
+  for (int k = 0; k < K; ++k) {
+    float s = 0;
+    for (int sp = 0; sp < splits; ++sp) s += partial[(size_t(sp) * K + k) * cols + c];
+    outs[k][c] += s;
   }
 }
 
+// `workspace` grows to splits * K * cols floats on first use.
 template <int K, typename F>
-void launch_column_sums(int rows, int cols, cudaStream_t s, F f, float* out0, float* out1) {
+void launch_column_sums(int rows, int cols, cudaStream_t s, DeviceBytes& workspace, F f,
+                        float* out0, float* out1) {
   if (rows <= 0 || cols <= 0) return;
-  const dim3 block(kColTile, kColTile);
-  column_sums_kernel<K>
-      <<<(cols + kColTile - 1) / kColTile, block, 0, s>>>(rows, cols, f, out0, out1);
+  const int splits = column_splits(rows);
+  workspace.reserve(size_t(splits) * K * cols * sizeof(float));
+  float* partial = static_cast<float*>(workspace.get());
+  const dim3 grid((cols + kColTile - 1) / kColTile, splits), block(kColTile, kColTile);
+  column_partials_kernel<K><<<grid, block, 0, s>>>(rows, cols, f, partial);
+  LB_LAUNCH_CHECK();
+  column_finish_kernel<K>
+      <<<(cols + kThreads - 1) / kThreads, kThreads, 0, s>>>(cols, splits, partial, out0, out1);
   LB_LAUNCH_CHECK();
 }
 
