@@ -62,6 +62,44 @@ TEST(GpuOps, GemmBatchedTwoLevel) {
   expect_close("gemm_batched", to_host(dc), c, kTol);
 }
 
+TEST(GpuOps, GemmTf32IsCloseButOptIn) {
+  LB_REQUIRE_GPU();
+  auto cpu = cpu::make_ops<float>();
+  cuda::OpsOptions o;
+  o.tf32 = true;
+  auto tf32 = cuda::make_ops(o);
+  const int m = 128, n = 96, k = 256;
+  auto a = random_vector(size_t(m) * k, 40), b = random_vector(size_t(k) * n, 41);
+  std::vector<float> c(size_t(m) * n, 0.f);
+  auto da = to_device(a), db = to_device(b), dc = to_device(c);
+  cpu->gemm(Trans::kNo, Trans::kNo, m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, c.data(), n);
+  tf32->gemm(Trans::kNo, Trans::kNo, m, n, k, 1.f, da.data(), k, db.data(), n, 0.f, dc.data(), n);
+  // TF32 keeps 10 mantissa bits of each input: about 1e-3 relative, far above fp32's 1e-6.
+  expect_close("gemm tf32", to_host(dc), c, 5e-3);
+}
+
+TEST(GpuOps, GemmBatchedBroadcastAndBeta) {
+  LB_REQUIRE_GPU();
+  Twins t;
+  // B shared by every matrix of the batch (outer and inner strides 0), C accumulated.
+  const int m = 9, n = 11, k = 13;
+  GemmBatch g;
+  g.outer = 2;
+  g.inner = 3;
+  g.a_outer = 3 * m * k;
+  g.a_inner = m * k;
+  g.c_outer = 3 * m * n;
+  g.c_inner = m * n;
+  auto a = random_vector(size_t(6) * m * k, 42), b = random_vector(size_t(k) * n, 43);
+  auto c = random_vector(size_t(6) * m * n, 44);
+  auto da = to_device(a), db = to_device(b), dc = to_device(c);
+  t.cpu->gemm_batched(Trans::kNo, Trans::kNo, m, n, k, 1.f, a.data(), k, b.data(), n, 1.f, c.data(),
+                      n, g);
+  t.gpu->gemm_batched(Trans::kNo, Trans::kNo, m, n, k, 1.f, da.data(), k, db.data(), n, 1.f,
+                      dc.data(), n, g);
+  expect_close("gemm_batched broadcast B, beta 1", to_host(dc), c, kTol);
+}
+
 TEST(GpuOps, BiasAddAndResiduals) {
   LB_REQUIRE_GPU();
   Twins t;
