@@ -60,9 +60,9 @@ if(LANSBERT_HAVE_CUDA)
   file(GLOB CUDA_SRC CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/*.cu ${PROJECT_SOURCE_DIR}/cuda/*.cc)
   add_library(lansbert_cuda STATIC ${CUDA_SRC})
   target_include_directories(lansbert_cuda PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/cuda)
-  target_link_libraries(lansbert_cuda PUBLIC lansbert_model CUDA::cudart CUDA::cublas CUDA::cublasLt)
+  target_link_libraries(lansbert_cuda PUBLIC lansbert_model lansbert_optim CUDA::cudart CUDA::cublas CUDA::cublasLt)
   # No --use_fast_math: erf/exp/tanh must match the host twin.
-  target_compile_options(lansbert_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
+  target_compile_options(lansbert_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr --extended-lambda>)
   set_target_properties(lansbert_cuda PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
   target_compile_definitions(lansbert_cuda PUBLIC LANSBERT_HAVE_CUDA=1)
   # NCCL (in the CUDA 13 toolkit here; from the NCCL packages with CUDA 12.x for V100).

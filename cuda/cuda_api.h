@@ -2,9 +2,15 @@
 // no CUDA header leaks out of cuda/.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
 
+#include "lansbert/backend/ops.h"
 #include "lansbert/core/allocator.h"
+#include "lansbert/core/status.h"
+#include "lansbert/optim/loss_scaler.h"
+#include "lansbert/optim/optimizer.h"
 
 namespace lansbert::cuda {
 
@@ -14,5 +20,47 @@ int device_count();
 std::string device_description(int index);
 // cudaMalloc-backed allocator for the current device.
 Allocator& device_allocator();
+
+// Waits for all work queued on the current device (for timing and before reading results
+// outside the Allocator's synchronous copies).
+void synchronize();
+
+struct OpsOptions {
+  // GEMMs in TF32 on tensor cores (10-bit mantissa inputs, fp32 accumulation). Off by default
+  // so the fp32 backend matches the CPU twin to ~1e-6 relative.
+  bool tf32 = false;
+};
+
+// The CUDA backend for fp32 models on the current device. Ops run in order on one stream;
+// the allocator's copies synchronise with it.
+std::unique_ptr<Ops<float>> make_ops(const OpsOptions& options = {});
+
+// LANS, LAMB or AdamW (as lansbert::make_optimizer) whose update() works on FlatBuffers in
+// device memory: same passes and per-element math as the CPU rules, deterministic per-block
+// reductions, runs on the legacy default stream. UpdateStats are filled as on the CPU.
+// With bf16_params (device, table.total_elements() values), every update also writes the
+// bf16 rounding (kern::float_to_bf16) of each updated parameter there, for bf16 GEMMs.
+Status make_device_optimizer(const std::string& name, const OptimizerConfig& config,
+                             std::unique_ptr<Optimizer>* out, uint16_t* bf16_params = nullptr);
+
+// --- Mixed-precision groundwork (not yet used by BertModel; see docs/cuda.md) -------------
+
+// dst[i] = bf16(src[i]) (round to nearest even), device pointers, on the legacy stream.
+void cast_to_bf16(const float* src, uint16_t* dst, size_t n);
+
+// The device twin of LossScaler::unscale_and_check: multiplies every gradient by
+// float(1/scale) (unless scale == 1) and counts non-finite values per table block; grads is
+// device memory laid out by `table`. Synchronises (the counts come back to the host).
+GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale);
+
+// cuBLASLt matmul with bf16 (or fp16) operands, fp32 accumulation and an fp32 row-major
+// output: C[m,n] = alpha op(A) op(B) + beta C (+ bias[n] with kBias). cuBLASLt's GELU
+// epilogues use the tanh approximation, not BERT's erf GELU, so none is offered: GELU stays
+// the shared-body kernel. Runs on the legacy stream; descriptors are built per call.
+enum class HalfType { kBf16, kFp16 };
+enum class LtEpilogue { kNone, kBias };
+void gemm_half(HalfType type, Trans ta, Trans tb, int m, int n, int k, float alpha,
+               const uint16_t* a, int lda, const uint16_t* b, int ldb, float beta, float* c,
+               int ldc, const float* bias = nullptr, LtEpilogue epilogue = LtEpilogue::kNone);
 
 }  // namespace lansbert::cuda

@@ -3,8 +3,8 @@
 // allocates nothing.
 #include <string>
 
-#include "cuda_check.cuh"
 #include "cuda_api.h"
+#include "cuda_check.cuh"
 #include "lansbert/core/allocator.h"
 
 namespace lansbert::cuda {
@@ -53,6 +53,14 @@ std::string device_description(int index) {
   if (cudaGetDeviceProperties(&p, index) != cudaSuccess) return "unavailable";
   return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
          std::to_string(p.totalGlobalMem >> 30) + " GiB)";
+}
+
+}  // namespace lansbert::cuda
+
+namespace lansbert::cuda {
+
+void synchronize() {
+  CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 }  // namespace lansbert::cuda

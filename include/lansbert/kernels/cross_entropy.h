@@ -18,6 +18,13 @@ struct CrossEntropyRow {
   T sum_exp;    // sum exp(x - max)
 };
 
+// Loss of a row whose max and sum_exp = sum exp(x - max) are known; reads x[label] only
+// when the label is not ignored. The CUDA kernel reduces max and sum_exp over a block.
+template <typename T>
+LB_HOST_DEVICE T cross_entropy_loss(const T* x, int32_t label, T max, T sum_exp) {
+  return label >= 0 ? (lb_log(sum_exp) + max - x[label]) : T(0);
+}
+
 template <typename T>
 LB_HOST_DEVICE CrossEntropyRow<T> cross_entropy_row(const T* x, int n, int32_t label) {
   CrossEntropyRow<T> r{};
@@ -31,7 +38,7 @@ LB_HOST_DEVICE CrossEntropyRow<T> cross_entropy_row(const T* x, int n, int32_t l
   T s = 0;
   for (int j = 0; j < n; ++j) s += lb_exp(x[j] - r.max);
   r.sum_exp = s;
-  r.loss = label >= 0 ? (lb_log(s) + r.max - x[label]) : T(0);
+  r.loss = cross_entropy_loss(x, label, r.max, s);
   return r;
 }
 

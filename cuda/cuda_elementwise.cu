@@ -1,0 +1,60 @@
+// Element-wise ops on the GPU: bias, residual add, activations, dropout. Each lambda body is
+// the shared math of include/lansbert/kernels, as in src/cpu/cpu_elementwise.cc; the bias
+// gradient is a fixed-order column sum (launch.cuh), so it is reproducible run to run.
+#include "cuda_ops.cuh"
+#include "lansbert/kernels/activations.h"
+#include "lansbert/kernels/dropout.h"
+#include "launch.cuh"
+
+namespace lansbert::cuda {
+
+void CudaOps::bias_add_forward(float* y, const float* bias, int rows, int cols) {
+  const size_t n = size_t(rows) * cols;
+  launch_map(n, stream(), [=] __device__(size_t i) { y[i] += bias[i % size_t(cols)]; });
+}
+
+void CudaOps::bias_add_backward(const float* dy, float* dbias, int rows, int cols) {
+  launch_column_sums<1>(
+      rows, cols, stream(), column_partials_,
+      [=] __device__(int r, int c, float* v) { v[0] = dy[size_t(r) * cols + c]; }, dbias, nullptr);
+}
+
+void CudaOps::add_forward(const float* a, const float* b, float* y, size_t n) {
+  launch_map(n, stream(), [=] __device__(size_t i) { y[i] = a[i] + b[i]; });
+}
+
+void CudaOps::accumulate(float* dst, const float* src, size_t n) {
+  launch_map(n, stream(), [=] __device__(size_t i) { dst[i] += src[i]; });
+}
+
+void CudaOps::gelu_forward(const float* x, float* y, size_t n) {
+  launch_map(n, stream(), [=] __device__(size_t i) { y[i] = kern::gelu(x[i]); });
+}
+
+void CudaOps::gelu_backward(const float* dy, const float* x, float* dx, size_t n) {
+  launch_map(n, stream(), [=] __device__(size_t i) { dx[i] = kern::gelu_grad(dy[i], x[i]); });
+}
+
+void CudaOps::tanh_forward(const float* x, float* y, size_t n) {
+  launch_map(n, stream(), [=] __device__(size_t i) { y[i] = kern::tanh_fwd(x[i]); });
+}
+
+void CudaOps::tanh_backward(const float* dy, const float* y, float* dx, size_t n) {
+  launch_map(n, stream(), [=] __device__(size_t i) { dx[i] = kern::tanh_grad(dy[i], y[i]); });
+}
+
+void CudaOps::dropout_forward(const float* x, float* y, size_t n, float p, RngKey key) {
+  if (p <= 0.0f) {
+    if (y != x && n)
+      CUDA_CHECK(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, stream()));
+    return;
+  }
+  launch_map(n, stream(),
+             [=] __device__(size_t i) { y[i] = kern::dropout_apply(x[i], key, i, p); });
+}
+
+void CudaOps::dropout_backward(const float* dy, float* dx, size_t n, float p, RngKey key) {
+  dropout_forward(dy, dx, n, p, key);  // the same mask and scale
+}
+
+}  // namespace lansbert::cuda

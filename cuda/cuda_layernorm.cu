@@ -1,0 +1,86 @@
+// LayerNorm on the GPU: one warp per row for the statistics and dx (two-pass mean and
+// variance, as the CPU twin), then the shared element pieces of lansbert/kernels/layernorm.h.
+// dgamma/dbeta are fixed-order column sums over rows (launch.cuh).
+#include "cuda_ops.cuh"
+#include "lansbert/kernels/layernorm.h"
+#include "launch.cuh"
+
+namespace lansbert::cuda {
+
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+
+__global__ void layernorm_forward_kernel(const float* x, const float* gamma, const float* beta,
+                                         float* y, float* mean, float* rstd, int rows, int cols,
+                                         float eps) {
+  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.y;
+  if (row >= rows) return;
+  const int lane = threadIdx.x;
+  const float* xr = x + size_t(row) * cols;
+  float s = 0;
+  for (int c = lane; c < cols; c += 32) s += xr[c];
+  const float m = warp_sum(s) / float(cols);
+  float v = 0;
+  for (int c = lane; c < cols; c += 32) v += (xr[c] - m) * (xr[c] - m);
+  const float rs = kern::layernorm_rstd(warp_sum(v) / float(cols), eps);
+  float* yr = y + size_t(row) * cols;
+  for (int c = lane; c < cols; c += 32)
+    yr[c] = kern::layernorm_out(xr[c], m, rs, gamma[c], beta[c]);
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = rs;
+  }
+}
+
+__global__ void layernorm_dx_kernel(const float* dy, const float* x, const float* gamma,
+                                    const float* mean, const float* rstd, float* dx, int rows,
+                                    int cols) {
+  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.y;
+  if (row >= rows) return;
+  const int lane = threadIdx.x;
+  const size_t base = size_t(row) * cols;
+  const float m = mean[row], rs = rstd[row];
+  float sum_g = 0, sum_gx = 0;
+  for (int c = lane; c < cols; c += 32) {
+    const float g = dy[base + c] * gamma[c];
+    sum_g += g;
+    sum_gx += g * (x[base + c] - m) * rs;
+  }
+  const float mean_g = warp_sum(sum_g) / float(cols), mean_gx = warp_sum(sum_gx) / float(cols);
+  for (int c = lane; c < cols; c += 32) {
+    const float xhat = (x[base + c] - m) * rs;
+    dx[base + c] = kern::layernorm_dx(dy[base + c], gamma[c], xhat, rs, mean_g, mean_gx);
+  }
+}
+
+}  // namespace
+
+void CudaOps::layernorm_forward(const float* x, const float* gamma, const float* beta, float* y,
+                                float* mean, float* rstd, int rows, int cols, float eps) {
+  if (rows <= 0) return;
+  const dim3 block(32, kWarpsPerBlock);
+  layernorm_forward_kernel<<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, block, 0, stream()>>>(
+      x, gamma, beta, y, mean, rstd, rows, cols, eps);
+  LB_LAUNCH_CHECK();
+}
+
+void CudaOps::layernorm_backward(const float* dy, const float* x, const float* gamma,
+                                 const float* mean, const float* rstd, float* dx, float* dgamma,
+                                 float* dbeta, int rows, int cols) {
+  if (rows <= 0) return;
+  const dim3 block(32, kWarpsPerBlock);
+  layernorm_dx_kernel<<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, block, 0, stream()>>>(
+      dy, x, gamma, mean, rstd, dx, rows, cols);
+  LB_LAUNCH_CHECK();
+  launch_column_sums<2>(
+      rows, cols, stream(), column_partials_,
+      [=] __device__(int r, int c, float* v) {
+        const float d = dy[size_t(r) * cols + c];
+        v[0] = d * (x[size_t(r) * cols + c] - mean[r]) * rstd[r];
+        v[1] = d;
+      },
+      dgamma, dbeta);
+}
+
+}  // namespace lansbert::cuda

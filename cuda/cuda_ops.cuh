@@ -1,0 +1,77 @@
+// CudaOps: the CUDA implementation of Ops<float>. One stream, one cuBLAS handle bound to it,
+// and the grow-only workspaces the deterministic scatters need. The methods are defined by
+// topic in the cuda_*.cu files beside this header, each a thin launcher around kernels that
+// call the shared math bodies of include/lansbert/kernels (the CPU twin is src/cpu).
+#pragma once
+
+#include <cstdint>
+
+#include "cuda_api.h"
+#include "cuda_raii.cuh"
+#include "lansbert/backend/ops.h"
+
+namespace lansbert::cuda {
+
+class CudaOps final : public Ops<float> {
+ public:
+  explicit CudaOps(const OpsOptions& options);
+
+  Allocator& allocator() override { return device_allocator(); }
+  void zero(float* p, size_t n) override;
+  cudaStream_t stream() const { return stream_.get(); }
+
+  void gemm(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda,
+            const float* b, int ldb, float beta, float* c, int ldc) override;
+  void gemm_batched(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda,
+                    const float* b, int ldb, float beta, float* c, int ldc,
+                    const GemmBatch& batch) override;
+
+  void bias_add_forward(float* y, const float* bias, int rows, int cols) override;
+  void bias_add_backward(const float* dy, float* dbias, int rows, int cols) override;
+  void add_forward(const float* a, const float* b, float* y, size_t n) override;
+  void accumulate(float* dst, const float* src, size_t n) override;
+
+  void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y,
+                         float* mean, float* rstd, int rows, int cols, float eps) override;
+  void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
+                          const float* rstd, float* dx, float* dgamma, float* dbeta, int rows,
+                          int cols) override;
+
+  void gelu_forward(const float* x, float* y, size_t n) override;
+  void gelu_backward(const float* dy, const float* x, float* dx, size_t n) override;
+  void tanh_forward(const float* x, float* y, size_t n) override;
+  void tanh_backward(const float* dy, const float* y, float* dx, size_t n) override;
+  void dropout_forward(const float* x, float* y, size_t n, float p, RngKey key) override;
+  void dropout_backward(const float* dy, float* dx, size_t n, float p, RngKey key) override;
+
+  void softmax_forward(const float* scores, const int32_t* key_mask, float* probs, int batch,
+                       int heads, int seq, float scale) override;
+  void softmax_backward(const float* dprobs, const float* probs, float* dscores, int batch,
+                        int heads, int seq, float scale) override;
+
+  void embedding_forward(const int32_t* ids, const float* table, float* out, int n, int dim,
+                         bool accumulate) override;
+  void embedding_backward(const int32_t* ids, const float* dout, float* dtable, int n,
+                          int dim) override;
+  void gather_rows_forward(const float* src, const int32_t* index, float* dst, int n,
+                           int dim) override;
+  void gather_rows_backward(const float* ddst, const int32_t* index, float* dsrc, int n,
+                            int dim) override;
+
+  void cross_entropy_forward(const float* logits, const int32_t* labels, float* losses,
+                             int32_t* correct, int rows, int classes) override;
+  void cross_entropy_backward(const float* logits, const int32_t* labels, float* dlogits, int rows,
+                              int classes, float weight) override;
+
+ private:
+  // dst[index[i], :] += src[i, :], rows of one index summed in ascending i (cuda_gather.cu).
+  void scatter_add_rows(const int32_t* index, const float* src, float* dst, int n, int dim);
+
+  OpsOptions options_;
+  Stream stream_;
+  CublasHandle blas_;
+  DeviceBytes sort_keys_, sort_values_, sort_temp_;  // scatter workspaces, grown on first use
+  DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums
+};
+
+}  // namespace lansbert::cuda

@@ -1,0 +1,361 @@
+// LANS, LAMB and AdamW over device-resident flat buffers: the same three passes as the CPU
+// rules in src/optim (norms of the values before modification; moments and update norms;
+// apply), with the per-element arithmetic from lansbert/kernels/optim_math.h and the
+// per-block scalars (g scale, trust ratios, clipping) computed on the host in double exactly
+// as the CPU rules compute them. Reductions are deterministic: one CUDA block per chunk of a
+// table block writes a double partial (fixed tree), then one thread per table block adds its
+// chunks in order. Only the ~200 per-block sums travel to the host (pinned) and back.
+//
+// All work runs on the legacy default stream, which orders itself after every blocking
+// stream, so the model's gradients (CudaOps' stream) are complete when an update starts.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "../src/optim/rules.h"  // adam_consts, clip_divisor: the CPU rules' own host scalars
+#include "cuda_api.h"
+#include "cuda_raii.cuh"
+#include "lansbert/kernels/half.h"
+#include "lansbert/kernels/optim_math.h"
+#include "launch.cuh"
+
+namespace lansbert::cuda {
+
+namespace {
+
+constexpr size_t kChunk = 16384;  // elements per CUDA block, as the CPU chunk plan
+constexpr int kOptThreads = 256;
+const cudaStream_t kStream = cudaStreamLegacy;
+
+struct DevChunk {
+  int block;
+  size_t begin, end;
+};
+
+// Per-block factors; the meaning of f[] depends on the pass (see each kernel).
+struct Factors {
+  float f[4];
+};
+
+__device__ double block_sum_d(double v) {
+  __shared__ double scratch[32];
+  return block_sum(v, scratch);
+}
+
+// partial[c*K + k]: sum of squares of g (k = 0) and p (k = 1) over chunk c.
+template <int K>
+__global__ void sumsq_kernel(const DevChunk* chunks, const float* g, const float* p,
+                             double* partial) {
+  const DevChunk ch = chunks[blockIdx.x];
+  double s[K] = {};
+  for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
+    s[0] += double(g[i]) * g[i];
+    if (K > 1) s[K - 1] += double(p[i]) * p[i];
+  }
+  for (int k = 0; k < K; ++k) {
+    const double t = block_sum_d(s[k]);
+    if (threadIdx.x == 0) partial[blockIdx.x * K + k] = t;
+  }
+}
+
+// sums[b*K + k] = sum over block b's chunks, in order, of partial[c*K + k].
+__global__ void by_block_kernel(const int* first_chunk, int blocks, int K, const double* partial,
+                                double* sums) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= blocks * K) return;
+  const int b = t / K, k = t % K;
+  double s = 0;
+  for (int c = first_chunk[b]; c < first_chunk[b + 1]; ++c) s += partial[c * K + k];
+  sums[t] = s;
+}
+
+// LANS pass 2. f = {g_scale, wd}. partial = ||u_m||^2, ||u_g||^2 per chunk.
+__global__ void lans_moments_kernel(const DevChunk* chunks, const Factors* fac, FlatBuffers buf,
+                                    AdamConsts<float> c, double* partial) {
+  const DevChunk ch = chunks[blockIdx.x];
+  const float gs = fac[ch.block].f[0], wd = fac[ch.block].f[1];
+  double sm = 0, sg = 0;
+  for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
+    const float gh = buf.grads[i] * gs;
+    float m = buf.m[i], v = buf.v[i];
+    adam_moments(gh, c, m, v);
+    buf.m[i] = m;
+    buf.v[i] = v;
+    const LansDirections<float> u = lans_directions(gh, m, v, buf.params[i], wd, c);
+    sm += double(u.um) * u.um;
+    sg += double(u.ug) * u.ug;
+  }
+  sm = block_sum_d(sm);
+  sg = block_sum_d(sg);
+  if (threadIdx.x == 0) {
+    partial[2 * blockIdx.x] = sm;
+    partial[2 * blockIdx.x + 1] = sg;
+  }
+}
+
+// LANS pass 3. f = {g_scale, wd, step_m, step_g}. half, when set: the bf16 weight copy.
+__global__ void lans_apply_kernel(const DevChunk* chunks, const Factors* fac, FlatBuffers buf,
+                                  AdamConsts<float> c, uint16_t* half) {
+  const DevChunk ch = chunks[blockIdx.x];
+  const Factors f = fac[ch.block];
+  for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
+    const float p = buf.params[i];
+    const LansDirections<float> u =
+        lans_directions(buf.grads[i] * f.f[0], buf.m[i], buf.v[i], p, f.f[1], c);
+    const float q = lans_apply(p, u, f.f[2], f.f[3]);
+    buf.params[i] = q;
+    if (half) half[i] = kern::float_to_bf16(q);
+  }
+}
+
+// LAMB pass 2. f = {wd}. partial = ||u||^2 per chunk.
+__global__ void lamb_moments_kernel(const DevChunk* chunks, const Factors* fac, FlatBuffers buf,
+                                    AdamConsts<float> c, float clip, double* partial) {
+  const DevChunk ch = chunks[blockIdx.x];
+  const float wd = fac[ch.block].f[0];
+  double su = 0;
+  for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
+    float m = buf.m[i], v = buf.v[i];
+    adam_moments(buf.grads[i] / clip, c, m, v);
+    buf.m[i] = m;
+    buf.v[i] = v;
+    const float u = adam_direction(m, v, buf.params[i], wd, c);
+    su += double(u) * u;
+  }
+  su = block_sum_d(su);
+  if (threadIdx.x == 0) partial[blockIdx.x] = su;
+}
+
+// LAMB pass 3 (f = {wd, step}) and AdamW's single pass (f = {wd, lr}, fused moments).
+template <bool kFusedMoments>
+__global__ void adam_apply_kernel(const DevChunk* chunks, const Factors* fac, FlatBuffers buf,
+                                  AdamConsts<float> c, float clip, uint16_t* half) {
+  const DevChunk ch = chunks[blockIdx.x];
+  const float wd = fac[ch.block].f[0], step = fac[ch.block].f[1];
+  for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
+    float m = buf.m[i], v = buf.v[i];
+    if (kFusedMoments) {
+      adam_moments(buf.grads[i] / clip, c, m, v);
+      buf.m[i] = m;
+      buf.v[i] = v;
+    }
+    const float p = buf.params[i];
+    const float q = p - step * adam_direction(m, v, p, wd, c);
+    buf.params[i] = q;
+    if (half) half[i] = kern::float_to_bf16(q);
+  }
+}
+
+class DeviceOptimizer final : public Optimizer {
+ public:
+  DeviceOptimizer(OptimizerConfig c, uint16_t* half) : Optimizer(std::move(c)), half_(half) {}
+  void update(const ParamTable& table, const FlatBuffers& buf, int64_t t, double lr,
+              UpdateStats* stats) override;
+
+ private:
+  void prepare(const ParamTable& table);
+  // Launches the chunk kernels' reduction into per-block sums and copies them to sums_.
+  void sums_to_host(int K);
+  void upload_factors();
+  void update_lans(const FlatBuffers& buf, const AdamConsts<float>& c, double lr, UpdateStats* st);
+  void update_lamb(const FlatBuffers& buf, const AdamConsts<float>& c, double lr, UpdateStats* st);
+  void update_adamw(const FlatBuffers& buf, const AdamConsts<float>& c, double lr, UpdateStats* st);
+
+  uint16_t* half_;                        // bf16 weight copy, or null
+  std::vector<size_t> offsets_, numels_;  // the table the plan was built for
+  std::vector<float> wd_;
+  int nblocks_ = 0, nchunks_ = 0;
+  DeviceBytes chunks_, first_chunk_, partial_, sums_dev_, factors_dev_;
+  PinnedBuffer<double> sums_;
+  PinnedBuffer<Factors> factors_;
+};
+
+void DeviceOptimizer::prepare(const ParamTable& table) {
+  bool same = table.size() == offsets_.size();
+  for (size_t b = 0; same && b < table.size(); ++b)
+    same = table[b].offset == offsets_[b] && table[b].numel == numels_[b];
+  if (same) return;
+  std::vector<DevChunk> chunks;
+  std::vector<int> first;
+  offsets_.clear();
+  numels_.clear();
+  wd_.clear();
+  for (size_t b = 0; b < table.size(); ++b) {
+    const ParamEntry& e = table[b];
+    first.push_back(static_cast<int>(chunks.size()));
+    offsets_.push_back(e.offset);
+    numels_.push_back(e.numel);
+    wd_.push_back(static_cast<float>(config_.decay_for(e.role)));
+    for (size_t i = 0; i < e.numel; i += kChunk)
+      chunks.push_back(
+          {static_cast<int>(b), e.offset + i, e.offset + std::min(e.numel, i + kChunk)});
+  }
+  first.push_back(static_cast<int>(chunks.size()));
+  nblocks_ = static_cast<int>(table.size());
+  nchunks_ = static_cast<int>(chunks.size());
+  chunks_.reserve(chunks.size() * sizeof(DevChunk));
+  first_chunk_.reserve(first.size() * sizeof(int));
+  partial_.reserve(chunks.size() * 2 * sizeof(double));
+  sums_dev_.reserve(table.size() * 2 * sizeof(double));
+  factors_dev_.reserve(table.size() * sizeof(Factors));
+  sums_.resize(table.size() * 2);
+  factors_.resize(table.size());
+  CUDA_CHECK(cudaMemcpy(chunks_.get(), chunks.data(), chunks.size() * sizeof(DevChunk),
+                        cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(first_chunk_.get(), first.data(), first.size() * sizeof(int),
+                        cudaMemcpyHostToDevice));
+}
+
+void DeviceOptimizer::sums_to_host(int K) {
+  const int n = nblocks_ * K;
+  by_block_kernel<<<(n + kOptThreads - 1) / kOptThreads, kOptThreads, 0, kStream>>>(
+      static_cast<const int*>(first_chunk_.get()), nblocks_, K,
+      static_cast<const double*>(partial_.get()), static_cast<double*>(sums_dev_.get()));
+  LB_LAUNCH_CHECK();
+  CUDA_CHECK(cudaMemcpyAsync(sums_.data(), sums_dev_.get(), n * sizeof(double),
+                             cudaMemcpyDeviceToHost, kStream));
+  CUDA_CHECK(cudaStreamSynchronize(kStream));
+}
+
+void DeviceOptimizer::upload_factors() {
+  CUDA_CHECK(cudaMemcpyAsync(factors_dev_.get(), factors_.data(), nblocks_ * sizeof(Factors),
+                             cudaMemcpyHostToDevice, kStream));
+}
+
+void DeviceOptimizer::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, double lr,
+                             UpdateStats* stats) {
+  prepare(table);
+  if (nchunks_ == 0) return;
+  const AdamConsts<float> c = adam_consts(config_, t);
+  if (config_.name == "lans")
+    update_lans(buf, c, lr, stats);
+  else if (config_.name == "lamb")
+    update_lamb(buf, c, lr, stats);
+  else
+    update_adamw(buf, c, lr, stats);
+}
+
+}  // namespace
+
+namespace {
+
+const DevChunk* as_chunks(const DeviceBytes& b) {
+  return static_cast<const DevChunk*>(b.get());
+}
+const Factors* as_factors(const DeviceBytes& b) {
+  return static_cast<const Factors*>(b.get());
+}
+double* as_partial(const DeviceBytes& b) {
+  return static_cast<double*>(b.get());
+}
+
+}  // namespace
+
+// Pinned factors_ are rewritten only after a sums_to_host() synchronisation, so an earlier
+// upload from them has always completed.
+void DeviceOptimizer::update_lans(const FlatBuffers& buf, const AdamConsts<float>& c, double lr,
+                                  UpdateStats* stats) {
+  sumsq_kernel<2><<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_), buf.grads, buf.params,
+                                                         as_partial(partial_));
+  LB_LAUNCH_CHECK();
+  sums_to_host(2);
+  double g2 = 0;
+  std::vector<double> param_norm(nblocks_);
+  for (int b = 0; b < nblocks_; ++b) {
+    const double gn = std::sqrt(sums_[2 * b]);
+    g2 += sums_[2 * b];
+    param_norm[b] = std::sqrt(sums_[2 * b + 1]);
+    factors_[b] = {{gn != 0 ? static_cast<float>(1.0 / (gn + config_.eps)) : 1.0f, wd_[b], 0, 0}};
+  }
+  upload_factors();
+  lans_moments_kernel<<<nchunks_, kOptThreads, 0, kStream>>>(
+      as_chunks(chunks_), as_factors(factors_dev_), buf, c, as_partial(partial_));
+  LB_LAUNCH_CHECK();
+  sums_to_host(2);
+  for (int b = 0; b < nblocks_; ++b) {
+    const double r_m = trust_ratio(param_norm[b], std::sqrt(sums_[2 * b]));
+    const double r_g = trust_ratio(param_norm[b], std::sqrt(sums_[2 * b + 1]));
+    factors_[b].f[2] = static_cast<float>(lr * config_.beta1 * r_m);
+    factors_[b].f[3] = static_cast<float>(lr * (1.0 - config_.beta1) * r_g);
+  }
+  upload_factors();
+  lans_apply_kernel<<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_),
+                                                           as_factors(factors_dev_), buf, c, half_);
+  LB_LAUNCH_CHECK();
+  if (stats) {
+    stats->grad_norm = std::sqrt(g2);
+    stats->clip_divisor = 1.0;
+  }
+}
+
+void DeviceOptimizer::update_lamb(const FlatBuffers& buf, const AdamConsts<float>& c, double lr,
+                                  UpdateStats* stats) {
+  sumsq_kernel<2><<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_), buf.grads, buf.params,
+                                                         as_partial(partial_));
+  LB_LAUNCH_CHECK();
+  sums_to_host(2);
+  double g2 = 0;
+  std::vector<double> param_norm(nblocks_);
+  for (int b = 0; b < nblocks_; ++b) {
+    g2 += sums_[2 * b];
+    param_norm[b] = std::sqrt(sums_[2 * b + 1]);
+    factors_[b] = {{wd_[b], 0, 0, 0}};
+  }
+  const double G = std::sqrt(g2);
+  const double clip = clip_divisor(G, config_.max_grad_norm);
+  upload_factors();
+  lamb_moments_kernel<<<nchunks_, kOptThreads, 0, kStream>>>(
+      as_chunks(chunks_), as_factors(factors_dev_), buf, c, static_cast<float>(clip),
+      as_partial(partial_));
+  LB_LAUNCH_CHECK();
+  sums_to_host(1);
+  for (int b = 0; b < nblocks_; ++b) {
+    const bool use_ratio = wd_[b] != 0 || config_.trust_ratio_on_excluded;
+    const double r = use_ratio ? trust_ratio(param_norm[b], std::sqrt(sums_[b])) : 1.0;
+    factors_[b].f[1] = static_cast<float>(lr * r);
+  }
+  upload_factors();
+  adam_apply_kernel<false><<<nchunks_, kOptThreads, 0, kStream>>>(
+      as_chunks(chunks_), as_factors(factors_dev_), buf, c, static_cast<float>(clip), half_);
+  LB_LAUNCH_CHECK();
+  if (stats) {
+    stats->grad_norm = G;
+    stats->clip_divisor = clip;
+  }
+}
+
+void DeviceOptimizer::update_adamw(const FlatBuffers& buf, const AdamConsts<float>& c, double lr,
+                                   UpdateStats* stats) {
+  sumsq_kernel<1><<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_), buf.grads, nullptr,
+                                                         as_partial(partial_));
+  LB_LAUNCH_CHECK();
+  sums_to_host(1);
+  double g2 = 0;
+  for (int b = 0; b < nblocks_; ++b) {
+    g2 += sums_[b];
+    factors_[b] = {{wd_[b], static_cast<float>(lr), 0, 0}};
+  }
+  const double G = std::sqrt(g2);
+  // The CPU rule rounds the divisor to float before reporting it; so does this.
+  const float clip = static_cast<float>(clip_divisor(G, config_.max_grad_norm));
+  upload_factors();
+  adam_apply_kernel<true><<<nchunks_, kOptThreads, 0, kStream>>>(
+      as_chunks(chunks_), as_factors(factors_dev_), buf, c, clip, half_);
+  LB_LAUNCH_CHECK();
+  if (stats) {
+    stats->grad_norm = G;
+    stats->clip_divisor = clip;
+  }
+}
+
+Status make_device_optimizer(const std::string& name, const OptimizerConfig& config,
+                             std::unique_ptr<Optimizer>* out, uint16_t* bf16_params) {
+  // Validation and the name check are the CPU factory's; the rule object is replaced.
+  std::unique_ptr<Optimizer> cpu;
+  LB_RETURN_IF_ERROR(make_optimizer(name, config, &cpu));
+  *out = std::make_unique<DeviceOptimizer>(cpu->config(), bf16_params);
+  return Status::ok();
+}
+
+}  // namespace lansbert::cuda

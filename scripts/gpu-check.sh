@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# GPU checks in two halves (docs/GPU-CHECKS.md in the shared docs, docs/cuda.md here):
+#   scripts/gpu-check.sh --bundle        here, on a machine with the CUDA toolkit and the
+#                                        project's Debian dependencies (no GPU needed):
+#                                        Release build in build-gpu/, then a self-contained
+#                                        bundle in build-gpu/bundle/ (bin/ + lib/, < 64 MiB).
+#   scripts/gpu-check.sh --run [--sanitize]
+#                                        there, on the lent GPU machine, with build-gpu/bundle
+#                                        carried over: nvidia-smi, test_gpu (optionally under
+#                                        compute-sanitizer), and `lansbert bench` on the GPU
+#                                        when the bench subcommand accepts --backend cuda.
+#                                        Output goes to $OUT (or ./gpu-check-out).
+# Device call, for example:
+#   run(command="bash scripts/gpu-check.sh --run", carry=["build-gpu/bundle"], timeout_s=480)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build="$root/build-gpu"
+bundle="$build/bundle"
+arch=${LANSBERT_GPU_ARCH:-90}
+max_bundle_mib=64
+
+bundle_step() {
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLANSBERT_CUDA=ON \
+    -DLANSBERT_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_ARCHITECTURES="$arch"
+  cmake --build "$build" -j "${JOBS:-2}" --target lansbert test_gpu
+  rm -rf "$bundle"
+  mkdir -p "$bundle/bin" "$bundle/lib"
+  cp "$build/lansbert" "$build/tests/test_gpu" "$bundle/bin/"
+  # Shared libraries the device lacks. Left out: the C/C++ runtime and loader (the device's
+  # own must be used) and every CUDA, cuBLAS, cuDNN, NCCL and driver library (the device's
+  # match its driver).
+  local skip='^(libc|libstdc\+\+|libgcc_s|libm|libpthread|libdl|librt|ld-linux|linux-vdso|libcuda|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libnvidia|libnvrtc|libnvJitLink)[.-]'
+  for exe in "$bundle"/bin/*; do
+    ldd "$exe" | awk '/=> \// { print $1, $3 }'
+  done | sort -u | while read -r name path; do
+    if [[ "$name" =~ $skip ]]; then continue; fi
+    cp -L "$path" "$bundle/lib/$name"
+  done
+  # Kept apart from lib/ and used only when the device's C++ runtime is older than the one
+  # these binaries were linked against (`GLIBCXX_... not found`).
+  mkdir -p "$bundle/runtime-fallback"
+  for exe in "$bundle"/bin/*; do
+    ldd "$exe" | awk '/(libstdc\+\+|libgcc_s)[.]so.* => \// { print $3 }'
+  done | sort -u | xargs -r -I{} cp -L {} "$bundle/runtime-fallback/"
+  local mib
+  mib=$(du -sm "$bundle" | cut -f1)
+  echo "bundle: $bundle (${mib} MiB)"
+  ls -l "$bundle/bin" "$bundle/lib"
+  if (( mib >= max_bundle_mib )); then
+    echo "bundle is ${mib} MiB, over the ${max_bundle_mib} MiB carry limit" >&2
+    exit 1
+  fi
+}
+
+run_step() {
+  local sanitize=$1
+  local out=${OUT:-$root/gpu-check-out}
+  mkdir -p "$out"
+  [[ -x "$bundle/bin/test_gpu" ]] || { echo "no bundle at $bundle: run --bundle first and carry build-gpu/bundle" >&2; exit 1; }
+  local ld="$bundle/lib"
+  [[ -d /usr/local/cuda/lib64 ]] && ld="$ld:/usr/local/cuda/lib64"
+  # cuDNN/NCCL (and sometimes cuBLAS) ship inside Python wheels on the device image.
+  local d
+  for d in $(python3 -c 'import glob, site, sys; [print(p) for s in site.getsitepackages() for p in glob.glob(s + "/nvidia/*/lib")]' 2>/dev/null || true); do
+    ld="$ld:$d"
+  done
+  export LD_LIBRARY_PATH="$ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if ldd "$bundle/bin/test_gpu" 2>&1 | grep -q "GLIBCXX\|CXXABI\|GCC_"; then
+    echo "device C++ runtime too old for this build: using the bundle's runtime-fallback" | tee -a "$out/summary.txt"
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$bundle/runtime-fallback"
+  fi
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" | tee "$out/env.txt"
+  (nvidia-smi || true) 2>&1 | tee "$out/nvidia-smi.txt"
+  ldd "$bundle/bin/test_gpu" > "$out/ldd-test_gpu.txt" 2>&1 || true
+  local rc=0
+  if [[ "$sanitize" == 1 ]] && command -v compute-sanitizer > /dev/null; then
+    compute-sanitizer --tool memcheck --error-exitcode 9 "$bundle/bin/test_gpu" 2>&1 | tee "$out/test_gpu-memcheck.txt" || rc=$?
+  else
+    "$bundle/bin/test_gpu" --gtest_output="xml:$out/test_gpu.xml" 2>&1 | tee "$out/test_gpu.txt" || rc=$?
+  fi
+  echo "test_gpu exit status $rc" | tee -a "$out/summary.txt"
+  if "$bundle/bin/lansbert" bench --help 2>&1 | grep -q -- '--backend'; then
+    "$bundle/bin/lansbert" bench --backend cuda --model bert-base --seq-len 128 2>&1 | tee "$out/bench-bert-base-128.txt" || true
+  else
+    echo "lansbert bench has no --backend option in this build; bench skipped" | tee -a "$out/summary.txt"
+  fi
+  return $rc
+}
+
+case "${1:-}" in
+  --bundle) bundle_step ;;
+  --run) run_step "$([[ "${2:-}" == --sanitize ]] && echo 1 || echo 0)" ;;
+  *) echo "usage: $0 --bundle | --run [--sanitize]" >&2; exit 2 ;;
+esac

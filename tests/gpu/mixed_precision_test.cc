@@ -1,0 +1,107 @@
+// The mixed-precision groundwork against CPU references: cuBLASLt GEMM on
+// bf16 operands (CPU: the same bf16-rounded values in fp32) with and without the bias
+// epilogue; the bf16 cast; the device unscale-and-check against LossScaler's; and the bf16
+// weight copy the device optimizer writes. Skipped without a device.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "gpu_test_util.h"
+#include "lansbert/backend/cpu_ops.h"
+#include "lansbert/kernels/half.h"
+#include "lansbert/model/bert_config.h"
+#include "lansbert/optim/loss_scaler.h"
+#include "lansbert/optim/optimizer.h"
+
+namespace lansbert {
+namespace {
+
+std::vector<uint16_t> bf16_of(const std::vector<float>& x) {
+  std::vector<uint16_t> h(x.size());
+  for (size_t i = 0; i < x.size(); ++i) h[i] = kern::float_to_bf16(x[i]);
+  return h;
+}
+std::vector<float> float_of(const std::vector<uint16_t>& h) {
+  std::vector<float> x(h.size());
+  for (size_t i = 0; i < h.size(); ++i) x[i] = kern::bf16_to_float(h[i]);
+  return x;
+}
+
+TEST(GpuMixed, Bf16CastMatchesSharedRounding) {
+  LB_REQUIRE_GPU();
+  auto x = testing::random_vector(5001, 31, 100.f);
+  x[7] = std::numeric_limits<float>::infinity();
+  x[8] = std::numeric_limits<float>::quiet_NaN();
+  auto xd = testing::to_device(x);
+  Buffer<uint16_t> hd(x.size(), cuda::device_allocator());
+  cuda::cast_to_bf16(xd.data(), hd.data(), x.size());
+  EXPECT_EQ(testing::to_host(hd), bf16_of(x));
+}
+
+TEST(GpuMixed, Bf16GemmWithBiasEpilogue) {
+  LB_REQUIRE_GPU();
+  auto cpu = cpu::make_ops<float>();
+  for (Trans ta : {Trans::kNo, Trans::kYes})
+    for (Trans tb : {Trans::kNo, Trans::kYes}) {
+      const int m = 64, n = 96, k = 128;
+      const auto a16 = bf16_of(testing::random_vector(size_t(m) * k, 32));
+      const auto b16 = bf16_of(testing::random_vector(size_t(k) * n, 33));
+      const auto a = float_of(a16), b = float_of(b16);
+      auto bias = testing::random_vector(n, 34);
+      std::vector<float> c(size_t(m) * n, 0.f);
+      const int lda = ta == Trans::kNo ? k : m, ldb = tb == Trans::kNo ? n : k;
+      auto ad = testing::to_device(a16), bd = testing::to_device(b16);
+      auto biasd = testing::to_device(bias), cd = testing::to_device(c);
+      cpu->gemm(ta, tb, m, n, k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), n);
+      cpu->bias_add_forward(c.data(), bias.data(), m, n);
+      cuda::gemm_half(cuda::HalfType::kBf16, ta, tb, m, n, k, 1.f, ad.data(), lda, bd.data(), ldb,
+                      0.f, cd.data(), n, biasd.data(), cuda::LtEpilogue::kBias);
+      // Exact products, fp32 accumulation in another order: 1e-5 of the largest value.
+      testing::expect_close(
+          "bf16 gemm + bias ta=" + std::to_string(int(ta)) + " tb=" + std::to_string(int(tb)),
+          testing::to_host(cd), c, 1e-5);
+    }
+}
+
+TEST(GpuMixed, UnscaleAndCheckMatchesLossScaler) {
+  LB_REQUIRE_GPU();
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  const ParamTable table = make_bert_param_table(cfg);
+  auto g = testing::random_vector(table.total_elements(), 35, 1000.f);
+  g[table[3].offset + 2] = std::numeric_limits<float>::infinity();
+  g[table[9].offset] = std::numeric_limits<float>::quiet_NaN();
+  auto gd = testing::to_device(g);
+  LossScalerConfig lc;
+  lc.mode = LossScaleMode::kDynamic;
+  LossScaler scaler(lc);
+  const GradCheck want = scaler.unscale_and_check(table, g.data());
+  const GradCheck got = cuda::unscale_and_check(table, gd.data(), scaler.scale());
+  EXPECT_EQ(got.finite, want.finite);
+  EXPECT_EQ(got.nonfinite_values, want.nonfinite_values);
+  EXPECT_EQ(got.nonfinite_blocks, want.nonfinite_blocks);
+  testing::expect_close("unscaled gradients", testing::to_host(gd), g, 0.0);
+}
+
+TEST(GpuMixed, OptimizerWritesBf16WeightCopy) {
+  LB_REQUIRE_GPU();
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  const ParamTable table = make_bert_param_table(cfg);
+  const size_t n = table.total_elements();
+  auto pd = testing::to_device(testing::random_vector(n, 36, 0.05f));
+  auto gd = testing::to_device(testing::random_vector(n, 37, 0.01f));
+  auto md = testing::to_device(std::vector<float>(n, 0.f));
+  auto vd = testing::to_device(std::vector<float>(n, 0.f));
+  Buffer<uint16_t> half(n, cuda::device_allocator());
+  cuda::cast_to_bf16(pd.data(), half.data(), n);
+  for (const char* name : {"lans", "lamb", "adamw"}) {
+    std::unique_ptr<Optimizer> opt;
+    ASSERT_TRUE(cuda::make_device_optimizer(name, OptimizerConfig{}, &opt, half.data()).is_ok());
+    opt->update(table, {pd.data(), gd.data(), md.data(), vd.data()}, 1, 1e-3, nullptr);
+    EXPECT_EQ(testing::to_host(half), bf16_of(testing::to_host(pd))) << name;
+  }
+}
+
+}  // namespace
+}  // namespace lansbert

@@ -1,0 +1,287 @@
+// Every CUDA op against its CPU twin (src/cpu) on the same inputs: fp32 within 1e-5 relative
+// to the largest reference value (GEMMs: 1e-5 too, with exact fp32, not TF32), dropout
+// masks and the deterministic scatters exactly. Skipped without a device.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "gpu_test_util.h"
+#include "lansbert/backend/cpu_ops.h"
+
+namespace lansbert {
+namespace {
+
+using testing::expect_close;
+using testing::random_vector;
+using testing::to_device;
+using testing::to_host;
+
+constexpr double kTol = 1e-5;
+
+struct Twins {
+  std::unique_ptr<Ops<float>> cpu = cpu::make_ops<float>();
+  std::unique_ptr<Ops<float>> gpu = cuda::make_ops();
+};
+
+TEST(GpuOps, Gemm) {
+  LB_REQUIRE_GPU();
+  Twins t;
+  for (Trans ta : {Trans::kNo, Trans::kYes})
+    for (Trans tb : {Trans::kNo, Trans::kYes}) {
+      const int m = 37, n = 53, k = 129;
+      auto a = random_vector(size_t(m) * k, 1), b = random_vector(size_t(k) * n, 2);
+      auto c = random_vector(size_t(m) * n, 3);
+      const int lda = ta == Trans::kNo ? k : m, ldb = tb == Trans::kNo ? n : k;
+      auto da = to_device(a), db = to_device(b), dc = to_device(c);
+      t.cpu->gemm(ta, tb, m, n, k, 0.7f, a.data(), lda, b.data(), ldb, 0.3f, c.data(), n);
+      t.gpu->gemm(ta, tb, m, n, k, 0.7f, da.data(), lda, db.data(), ldb, 0.3f, dc.data(), n);
+      expect_close("gemm ta=" + std::to_string(int(ta)) + " tb=" + std::to_string(int(tb)),
+                   to_host(dc), c, kTol);
+    }
+}
+
+TEST(GpuOps, GemmBatchedTwoLevel) {
+  LB_REQUIRE_GPU();
+  Twins t;
+  // Attention scores: Q, K as [B, S, H*D]; C [B, H, S, S] = Q K^T per (b, h).
+  const int B = 3, S = 17, H = 4, D = 8;
+  auto q = random_vector(size_t(B) * S * H * D, 4), k = random_vector(size_t(B) * S * H * D, 5);
+  std::vector<float> c(size_t(B) * H * S * S, 0.f);
+  GemmBatch g;
+  g.outer = B;
+  g.inner = H;
+  g.a_outer = g.b_outer = int64_t(S) * H * D;
+  g.a_inner = g.b_inner = D;
+  g.c_outer = int64_t(H) * S * S;
+  g.c_inner = int64_t(S) * S;
+  auto dq = to_device(q), dk = to_device(k), dc = to_device(c);
+  t.cpu->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 0.5f, q.data(), H * D, k.data(), H * D, 0.f,
+                      c.data(), S, g);
+  t.gpu->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 0.5f, dq.data(), H * D, dk.data(), H * D,
+                      0.f, dc.data(), S, g);
+  expect_close("gemm_batched", to_host(dc), c, kTol);
+}
+
+TEST(GpuOps, GemmTf32IsCloseButOptIn) {
+  LB_REQUIRE_GPU();
+  auto cpu = cpu::make_ops<float>();
+  cuda::OpsOptions o;
+  o.tf32 = true;
+  auto tf32 = cuda::make_ops(o);
+  const int m = 128, n = 96, k = 256;
+  auto a = random_vector(size_t(m) * k, 40), b = random_vector(size_t(k) * n, 41);
+  std::vector<float> c(size_t(m) * n, 0.f);
+  auto da = to_device(a), db = to_device(b), dc = to_device(c);
+  cpu->gemm(Trans::kNo, Trans::kNo, m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, c.data(), n);
+  tf32->gemm(Trans::kNo, Trans::kNo, m, n, k, 1.f, da.data(), k, db.data(), n, 0.f, dc.data(), n);
+  // TF32 keeps 10 mantissa bits of each input: about 1e-3 relative, far above fp32's 1e-6.
+  expect_close("gemm tf32", to_host(dc), c, 5e-3);
+}
+
+TEST(GpuOps, GemmBatchedBroadcastAndBeta) {
+  LB_REQUIRE_GPU();
+  Twins t;
+  // B shared by every matrix of the batch (outer and inner strides 0), C accumulated.
+  const int m = 9, n = 11, k = 13;
+  GemmBatch g;
+  g.outer = 2;
+  g.inner = 3;
+  g.a_outer = 3 * m * k;
+  g.a_inner = m * k;
+  g.c_outer = 3 * m * n;
+  g.c_inner = m * n;
+  auto a = random_vector(size_t(6) * m * k, 42), b = random_vector(size_t(k) * n, 43);
+  auto c = random_vector(size_t(6) * m * n, 44);
+  auto da = to_device(a), db = to_device(b), dc = to_device(c);
+  t.cpu->gemm_batched(Trans::kNo, Trans::kNo, m, n, k, 1.f, a.data(), k, b.data(), n, 1.f, c.data(),
+                      n, g);
+  t.gpu->gemm_batched(Trans::kNo, Trans::kNo, m, n, k, 1.f, da.data(), k, db.data(), n, 1.f,
+                      dc.data(), n, g);
+  expect_close("gemm_batched broadcast B, beta 1", to_host(dc), c, kTol);
+}
+
+TEST(GpuOps, BiasAddAndResiduals) {
+  LB_REQUIRE_GPU();
+  Twins t;
+  const int rows = 300, cols = 70;
+  const size_t n = size_t(rows) * cols;
+  auto y = random_vector(n, 6), bias = random_vector(cols, 7), dbias = random_vector(cols, 8);
+  auto a = random_vector(n, 9), b = random_vector(n, 10), s = random_vector(n, 11);
+  auto dy = to_device(y), dbi = to_device(bias), ddb = to_device(dbias);
+  auto da = to_device(a), db = to_device(b), ds = to_device(s);
+  Buffer<float> out(n, cuda::device_allocator());
+  std::vector<float> out_h(n);
+
+  t.cpu->bias_add_forward(y.data(), bias.data(), rows, cols);
+  t.gpu->bias_add_forward(dy.data(), dbi.data(), rows, cols);
+  expect_close("bias_add_forward", to_host(dy), y, kTol);
+  t.cpu->bias_add_backward(a.data(), dbias.data(), rows, cols);
+  t.gpu->bias_add_backward(da.data(), ddb.data(), rows, cols);
+  expect_close("bias_add_backward", to_host(ddb), dbias, kTol);
+  t.cpu->add_forward(a.data(), b.data(), out_h.data(), n);
+  t.gpu->add_forward(da.data(), db.data(), out.data(), n);
+  expect_close("add_forward", to_host(out), out_h, 0.0);
+  t.cpu->accumulate(s.data(), a.data(), n);
+  t.gpu->accumulate(ds.data(), da.data(), n);
+  expect_close("accumulate", to_host(ds), s, 0.0);
+  t.gpu->zero(ds.data(), n);
+  expect_close("zero", to_host(ds), std::vector<float>(n, 0.f), 0.0);
+}
+
+TEST(GpuOps, Activations) {
+  LB_REQUIRE_GPU();
+  Twins t;
+  const size_t n = 10007;
+  auto x = random_vector(n, 12, 3.0f), dy = random_vector(n, 13);
+  auto dx_d = to_device(x), ddy = to_device(dy);
+  Buffer<float> y_d(n, cuda::device_allocator()), g_d(n, cuda::device_allocator());
+  std::vector<float> y(n), g(n);
+  t.cpu->gelu_forward(x.data(), y.data(), n);
+  t.gpu->gelu_forward(dx_d.data(), y_d.data(), n);
+  expect_close("gelu_forward", to_host(y_d), y, kTol);
+  t.cpu->gelu_backward(dy.data(), x.data(), g.data(), n);
+  t.gpu->gelu_backward(ddy.data(), dx_d.data(), g_d.data(), n);
+  expect_close("gelu_backward", to_host(g_d), g, kTol);
+  t.cpu->tanh_forward(x.data(), y.data(), n);
+  t.gpu->tanh_forward(dx_d.data(), y_d.data(), n);
+  expect_close("tanh_forward", to_host(y_d), y, kTol);
+  t.cpu->tanh_backward(dy.data(), y.data(), g.data(), n);
+  t.gpu->tanh_backward(ddy.data(), y_d.data(), g_d.data(), n);
+  expect_close("tanh_backward", to_host(g_d), g, kTol);
+}
+
+TEST(GpuOps, DropoutMasksEqual) {
+  LB_REQUIRE_GPU();
+  Twins t;
+  const size_t n = 4099;
+  auto x = random_vector(n, 14);
+  auto xd = to_device(x);
+  Buffer<float> yd(n, cuda::device_allocator()), bd(n, cuda::device_allocator());
+  std::vector<float> y(n), b(n);
+  const RngKey key{0x1234567890abcdefull, 7, 19};
+  t.cpu->dropout_forward(x.data(), y.data(), n, 0.1f, key);
+  t.gpu->dropout_forward(xd.data(), yd.data(), n, 0.1f, key);
+  const auto yg = to_host(yd);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(yg[i] == 0.f, y[i] == 0.f) << "mask differs at " << i;
+  expect_close("dropout_forward", yg, y, kTol);
+  t.cpu->dropout_backward(x.data(), b.data(), n, 0.1f, key);
+  t.gpu->dropout_backward(xd.data(), bd.data(), n, 0.1f, key);
+  expect_close("dropout_backward", to_host(bd), b, kTol);
+  t.gpu->dropout_forward(xd.data(), yd.data(), n, 0.0f, key);
+  expect_close("dropout p=0 copies", to_host(yd), x, 0.0);
+}
+
+TEST(GpuOps, LayerNorm) {
+  LB_REQUIRE_GPU();
+  Twins t;
+  const int rows = 77, cols = 768;
+  const size_t n = size_t(rows) * cols;
+  auto x = random_vector(n, 15, 2.0f), dy = random_vector(n, 16);
+  auto gamma = random_vector(cols, 17), beta = random_vector(cols, 18);
+  auto dgamma = random_vector(cols, 19), dbeta = random_vector(cols, 20);
+  std::vector<float> y(n), mean(rows), rstd(rows), dx(n);
+  auto xd = to_device(x), dyd = to_device(dy), gd = to_device(gamma), bd = to_device(beta);
+  auto dgd = to_device(dgamma), dbd = to_device(dbeta);
+  Buffer<float> yd(n, cuda::device_allocator()), md(rows, cuda::device_allocator()),
+      rd(rows, cuda::device_allocator()), dxd(n, cuda::device_allocator());
+  t.cpu->layernorm_forward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(),
+                           rows, cols, 1e-12f);
+  t.gpu->layernorm_forward(xd.data(), gd.data(), bd.data(), yd.data(), md.data(), rd.data(), rows,
+                           cols, 1e-12f);
+  expect_close("layernorm y", to_host(yd), y, kTol);
+  expect_close("layernorm mean", to_host(md), mean, kTol);
+  expect_close("layernorm rstd", to_host(rd), rstd, kTol);
+  // Backward from the CPU's statistics on both sides, so only the backward is compared.
+  auto mean_d = to_device(mean), rstd_d = to_device(rstd);
+  t.cpu->layernorm_backward(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(),
+                            dgamma.data(), dbeta.data(), rows, cols);
+  t.gpu->layernorm_backward(dyd.data(), xd.data(), gd.data(), mean_d.data(), rstd_d.data(),
+                            dxd.data(), dgd.data(), dbd.data(), rows, cols);
+  expect_close("layernorm dx", to_host(dxd), dx, kTol);
+  expect_close("layernorm dgamma", to_host(dgd), dgamma, kTol);
+  expect_close("layernorm dbeta", to_host(dbd), dbeta, kTol);
+}
+
+TEST(GpuOps, MaskedSoftmaxWithFullyMaskedRow) {
+  LB_REQUIRE_GPU();
+  Twins t;
+  const int B = 3, H = 2, S = 45;
+  const size_t n = size_t(B) * H * S * S;
+  auto x = random_vector(n, 21, 4.0f), dp = random_vector(n, 22);
+  std::vector<int32_t> mask(size_t(B) * S, 1);
+  for (int s = 30; s < S; ++s) mask[S + s] = 0;     // sequence 1 padded
+  for (int s = 0; s < S; ++s) mask[2 * S + s] = 0;  // sequence 2 fully masked: zeros
+  std::vector<float> p(n), dx(n);
+  auto xd = to_device(x), dpd = to_device(dp);
+  auto maskd = to_device(mask);
+  Buffer<float> pd(n, cuda::device_allocator()), dxd(n, cuda::device_allocator());
+  t.cpu->softmax_forward(x.data(), mask.data(), p.data(), B, H, S, 0.125f);
+  t.gpu->softmax_forward(xd.data(), maskd.data(), pd.data(), B, H, S, 0.125f);
+  const auto pg = to_host(pd);
+  expect_close("softmax_forward", pg, p, kTol);
+  for (size_t i = size_t(2) * H * S * S; i < n; ++i) ASSERT_EQ(pg[i], 0.f) << "masked row at " << i;
+  t.cpu->softmax_backward(dp.data(), p.data(), dx.data(), B, H, S, 0.125f);
+  auto p_cpu_d = to_device(p);
+  t.gpu->softmax_backward(dpd.data(), p_cpu_d.data(), dxd.data(), B, H, S, 0.125f);
+  expect_close("softmax_backward", to_host(dxd), dx, kTol);
+}
+
+TEST(GpuOps, EmbeddingAndGatherScattersAreExact) {
+  LB_REQUIRE_GPU();
+  Twins t;
+  const int rows = 50, dim = 96, n = 300;
+  std::vector<int32_t> ids(n);
+  for (int i = 0; i < n; ++i)
+    ids[i] = (i * 7 + i / 3) % rows % 13;  // many repeats, some rows unused
+  auto table = random_vector(size_t(rows) * dim, 23), dout = random_vector(size_t(n) * dim, 24);
+  auto dtable = random_vector(size_t(rows) * dim, 25);
+  std::vector<float> out(size_t(n) * dim, 1.f);
+  auto idd = to_device(ids);
+  auto td = to_device(table), dod = to_device(dout), dtd = to_device(dtable), od = to_device(out);
+  t.cpu->embedding_forward(ids.data(), table.data(), out.data(), n, dim, true);
+  t.gpu->embedding_forward(idd.data(), td.data(), od.data(), n, dim, true);
+  expect_close("embedding_forward accumulate", to_host(od), out, 0.0);
+  t.cpu->gather_rows_forward(table.data(), ids.data(), out.data(), n, dim);
+  t.gpu->gather_rows_forward(td.data(), idd.data(), od.data(), n, dim);
+  expect_close("gather_rows_forward", to_host(od), out, 0.0);
+  // Same order of additions as the CPU twin: bit-identical.
+  t.cpu->embedding_backward(ids.data(), dout.data(), dtable.data(), n, dim);
+  t.gpu->embedding_backward(idd.data(), dod.data(), dtd.data(), n, dim);
+  expect_close("embedding_backward (exact)", to_host(dtd), dtable, 0.0);
+  t.cpu->gather_rows_backward(dout.data(), ids.data(), dtable.data(), n, dim);
+  t.gpu->gather_rows_backward(dod.data(), idd.data(), dtd.data(), n, dim);
+  expect_close("gather_rows_backward (exact)", to_host(dtd), dtable, 0.0);
+}
+
+TEST(GpuOps, CrossEntropyMlmAndNsp) {
+  LB_REQUIRE_GPU();
+  Twins t;
+  for (int classes : {2, 30522}) {
+    const int rows = 9;
+    auto x = random_vector(size_t(rows) * classes, 26, 2.0f);
+    std::vector<int32_t> labels(rows);
+    for (int r = 0; r < rows; ++r) labels[r] = r == 4 ? -1 : (r * 977) % classes;
+    labels[1] = 0;
+    // Make row 1's argmax its label, so `correct` is exercised both ways.
+    x[size_t(1) * classes] = 50.f;
+    std::vector<float> loss(rows), dx(size_t(rows) * classes);
+    std::vector<int32_t> correct(rows);
+    auto xd = to_device(x);
+    auto ld = to_device(labels);
+    Buffer<float> lossd(rows, cuda::device_allocator()),
+        dxd(size_t(rows) * classes, cuda::device_allocator());
+    Buffer<int32_t> cd(rows, cuda::device_allocator());
+    t.cpu->cross_entropy_forward(x.data(), labels.data(), loss.data(), correct.data(), rows,
+                                 classes);
+    t.gpu->cross_entropy_forward(xd.data(), ld.data(), lossd.data(), cd.data(), rows, classes);
+    const std::string c = " classes=" + std::to_string(classes);
+    expect_close("cross_entropy loss" + c, to_host(lossd), loss, kTol);
+    EXPECT_EQ(to_host(cd), correct) << c;
+    t.cpu->cross_entropy_backward(x.data(), labels.data(), dx.data(), rows, classes, 0.25f);
+    t.gpu->cross_entropy_backward(xd.data(), ld.data(), dxd.data(), rows, classes, 0.25f);
+    expect_close("cross_entropy dlogits" + c, to_host(dxd), dx, kTol);
+  }
+}
+
+}  // namespace
+}  // namespace lansbert
