@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `lansbert train/eval/export` from the command line: bad configs exit 2 with a message
 # naming the key and leave an existing checkpoint directory byte-for-byte untouched; a real
-# SIGTERM mid-run ends with exit 0 and a loadable checkpoint; eval and export work on it.
+# SIGTERM mid-run ends with exit 0 and a loadable checkpoint; SIGKILL during a checkpoint
+# write leaves the previous one loadable and resumable; eval and export work.
 # Usage: train_cli_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH
 set -uo pipefail
 lb=$1; mk=$2; tmp=$3
@@ -54,6 +55,23 @@ fi
 grep -q "mlm_loss" "$tmp/eval.log" || { echo "FAIL: eval output"; fail=1; }
 "$lb" export --checkpoint "$tmp/ckpt" --out "$tmp/hf" >/dev/null || { echo "FAIL: export"; fail=1; }
 expect_error 2 "not empty" export --checkpoint "$tmp/ckpt" --out "$tmp/hf"
+# SIGKILL while a checkpoint is being written (the test hook holds the run after the new
+# checkpoint's files are complete but before its rename): `latest` still names the previous
+# checkpoint, which loads and resumes.
+prev=$(readlink "$tmp/ckpt/latest")
+step_now=$(/usr/bin/python3 -c "import json; print(json.load(open('$tmp/ckpt/$prev/trainer.json'))['step'])" 2>/dev/null || echo 0)
+LANSBERT_TEST_CHECKPOINT_SLEEP=60 "$lb" train --config "$tmp/good.yaml" --resume latest \
+  --stop-at-step $((step_now + 2)) > "$tmp/sigkill.log" 2>&1 &
+pid=$!
+for _ in $(seq 300); do compgen -G "$tmp/ckpt/.tmp-*/trainer.json" >/dev/null && break; sleep 0.1; done
+compgen -G "$tmp/ckpt/.tmp-*/trainer.json" >/dev/null || { echo "FAIL: no checkpoint write to interrupt"; fail=1; }
+kill -KILL $pid; wait $pid 2>/dev/null
+[[ $(readlink "$tmp/ckpt/latest") == "$prev" ]] || { echo "FAIL: SIGKILL mid-write moved latest"; fail=1; }
+"$lb" eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs" --max-sequences 32 > /dev/null \
+  || { echo "FAIL: previous checkpoint not loadable after SIGKILL"; fail=1; }
+"$lb" train --config "$tmp/good.yaml" --resume latest --stop-at-step $((step_now + 1)) > "$tmp/resume.log" 2>&1 \
+  || { echo "FAIL: resume after SIGKILL"; cat "$tmp/resume.log"; fail=1; }
+
 # Corrupt checkpoint: a flipped byte is a clear error (exit 4).
 latest=$(readlink -f "$tmp/ckpt/latest")
 printf '\x01' | dd of="$latest/model.safetensors" bs=1 seek=200 conv=notrunc 2>/dev/null
