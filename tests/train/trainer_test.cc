@@ -3,6 +3,7 @@
 // stale temporary directories are ignored, corrupt checkpoints are refused without touching
 // anything, phase 2 starts from a checkpoint, eval and export work.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <omp.h>
 
 #include <cmath>
@@ -20,8 +21,10 @@ namespace lansbert {
 namespace {
 namespace fs = std::filesystem;
 
+// Per process: CTest runs each test case as its own process, in parallel, and each one's
+// SetUpTestSuite writes the shared data again.
 std::string scratch(const std::string& name) {
-  const fs::path p = fs::path(LANSBERT_BINARY_DIR) / "test-scratch" / "train" / name;
+  const fs::path p = fs::path(LANSBERT_BINARY_DIR) / "test-scratch" / ("train-" + std::to_string(::getpid())) / name;
   fs::remove_all(p);
   fs::create_directories(p);
   return p.string();
@@ -60,7 +63,10 @@ class TrainerTest : public ::testing::Test {
     data_ = new std::string(scratch("data"));
     ASSERT_FALSE(testing::write_tiny_shards(*data_).empty());
   }
-  static void TearDownTestSuite() { delete data_; }
+  static void TearDownTestSuite() {
+    fs::remove_all(fs::path(*data_).parent_path());  // this process's scratch tree
+    delete data_;
+  }
   static std::string* data_;
 };
 std::string* TrainerTest::data_ = nullptr;
