@@ -20,8 +20,10 @@ namespace lansbert {
 namespace {
 namespace fs = std::filesystem;
 
+// Under the system temp directory, not the build tree: the gpu-check bundle runs on another
+// machine where this build's paths do not exist.
 std::string scratch(const std::string& name) {
-  const fs::path p = fs::path(LANSBERT_BINARY_DIR) / "test-scratch" / "gpu-trainer" / name;
+  const fs::path p = fs::temp_directory_path() / "lansbert-gpu-trainer" / name;
   fs::remove_all(p);
   fs::create_directories(p);
   return p.string();
