@@ -2,10 +2,18 @@
 // training step runs it (dropout on, all masked slots used). Reports tokens/s, sequences/s
 // and achieved GFLOP/s with the FLOP count of include/lansbert/model/flops.h, and MFU when a
 // peak is known or given. `--json` prints one JSON line for scripts.
+//
+// --backend cuda (builds with CUDA): every timed phase ends with cuda::synchronize() so the
+// numbers are device time, not launch time; the device optimizer's update (LANS by default)
+// is timed as a third phase; MFU is taken against the peak of the device model found in
+// device_description (bench_peaks.h) for the GEMM precision in use (fp32 or --tf32);
+// --batch 0 probes the largest micro-batch whose estimated footprint fits the free memory.
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -16,6 +24,12 @@
 #include "lansbert/backend/profiling_ops.h"
 #include "lansbert/model/bert_model.h"
 #include "lansbert/model/flops.h"
+#include "lansbert/optim/optimizer.h"
+#ifdef LANSBERT_HAVE_CUDA
+#include "cuda_api.h"
+#include "cuda_device_backend.h"
+#endif
+#include "bench_peaks.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -35,7 +49,82 @@ struct BenchOptions {
   bool json = false;
   bool profile = false;
   uint64_t seed = 1;
+  std::string backend = "cpu";  // cpu | cuda
+  bool tf32 = false;            // cuda: TF32 GEMMs
+  std::string optimizer;        // time this rule's update ("" = cuda: lans, cpu: none)
 };
+
+// What differs between the backends: the ops, how to wait for queued work, where the flat
+// buffers live and which optimizer updates them.
+struct BenchBackend {
+  std::unique_ptr<Ops<float>> ops;
+  std::function<void()> sync;  // null on the CPU (calls return when the work is done)
+  std::string device = "cpu";  // the device's description
+  std::function<Status(const std::string&, const OptimizerConfig&, std::unique_ptr<Optimizer>*)> make_optimizer;
+  void wait() const {
+    if (sync) sync();
+  }
+};
+
+Status open_backend(const BenchOptions& o, BenchBackend* b) {
+  if (o.backend == "cpu") {
+    if (o.tf32) return Status::invalid_argument("bench: --tf32 needs --backend cuda");
+    b->ops = cpu::make_ops<float>();
+    b->make_optimizer = make_optimizer;
+    return Status::ok();
+  }
+  if (o.backend != "cuda") return Status::invalid_argument("bench: --backend: expected cpu or cuda, got '" + o.backend + "'");
+#ifdef LANSBERT_HAVE_CUDA
+  if (cuda::device_count() == 0)
+    return Status::unsupported("bench: --backend cuda: no CUDA device visible (no driver, no GPU, or CUDA_VISIBLE_DEVICES empty)");
+  cuda::OpsOptions oo;
+  oo.tf32 = o.tf32;
+  b->ops = cuda::make_ops(oo);
+  b->sync = [] { cuda::synchronize(); };
+  b->device = cuda::device_description(0);
+  b->make_optimizer = [](const std::string& name, const OptimizerConfig& c, std::unique_ptr<Optimizer>* out) {
+    return cuda::make_device_optimizer(name, c, out);
+  };
+  return Status::ok();
+#else
+  return Status::unsupported("bench: --backend cuda: this lansbert was built without CUDA (configure with -DLANSBERT_CUDA=ON)");
+#endif
+}
+
+// Bytes a micro-batch of B needs on the device: params, grads, m, v (fp32), the activation
+// arena, and a margin for cuBLAS workspaces, the embedding sort's scratch and fragmentation.
+size_t device_bytes_for(const BertConfig& cfg, int B, int S, int P, bool with_moments) {
+  const size_t flat = make_bert_param_table(cfg).total_elements() * sizeof(float) * (with_moments ? 4 : 2);
+  const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P});
+  return flat + act + act / 20 + (size_t(512) << 20);
+}
+
+// --batch 0: the largest micro-batch (from 4096 down, powers of two and 1.5x between) whose
+// estimate is below the free device memory and can actually be allocated in one piece. Never
+// fatal: allocation failures are caught (cuda::try_allocate). 0 when none fits.
+int probe_batch(const BertConfig& cfg, int S, int P, bool with_moments, double* free_gib, double* need_gib) {
+#ifdef LANSBERT_HAVE_CUDA
+  size_t free_b = 0, total_b = 0;
+  if (!cuda::memory_info(&free_b, &total_b)) return 0;
+  *free_gib = free_b / 1073741824.0;
+  std::vector<int> candidates;
+  for (int b = 4096; b >= 2; b /= 2) {
+    candidates.push_back(b);
+    if (b >= 4) candidates.push_back(b / 2 + b / 4);
+  }
+  candidates.push_back(1);
+  for (int b : candidates) {
+    const size_t need = device_bytes_for(cfg, b, S, P, with_moments);
+    if (need > free_b) continue;
+    if (!cuda::try_allocate(need)) continue;
+    *need_gib = need / 1073741824.0;
+    return b;
+  }
+#else
+  (void)cfg, (void)S, (void)P, (void)with_moments, (void)free_gib, (void)need_gib;
+#endif
+  return 0;
+}
 
 Batch random_full_batch(int B, int S, int P, int vocab, uint64_t seed) {
   std::mt19937_64 g(seed);
@@ -83,57 +172,130 @@ int run_bench(const BenchOptions& o) {
     return exit_code();
   }
   const int P = o.max_pred > 0 ? o.max_pred : std::max(1, (o.seq_len * 20 + 127) / 128);
-  if (o.seq_len > cfg.max_positions || o.seq_len < 2 || o.batch < 1 || o.steps < 1 || P >= o.seq_len) {
-    report(Status::invalid_argument("bench: need 2 <= --seq-len <= 512, --batch >= 1, --steps >= 1, --max-pred < --seq-len"));
+  if (o.seq_len > cfg.max_positions || o.seq_len < 2 || o.batch < 0 || o.steps < 1 || P >= o.seq_len) {
+    report(Status::invalid_argument("bench: need 2 <= --seq-len <= 512, --batch >= 1 (0: probe, cuda), --steps >= 1, --max-pred < --seq-len"));
+    return exit_code();
+  }
+  if (o.batch == 0 && o.backend != "cuda") {
+    report(Status::invalid_argument("bench: --batch 0 (find the largest micro-batch that fits) needs --backend cuda"));
     return exit_code();
   }
   if (o.threads > 0) {
     omp_set_num_threads(o.threads);
     openblas_set_num_threads(o.threads);
   }
-  auto backend = cpu::make_ops<float>();
-  ProfilingOps<float> profiler(*backend);
-  Ops<float>& ops = o.profile ? static_cast<Ops<float>&>(profiler) : *backend;
-  BertModel<float> model(cfg, ops, {o.batch, o.seq_len, P});
+  BenchBackend be;
+  s = open_backend(o, &be);
+  if (!s.is_ok()) {
+    report(s);
+    return exit_code();
+  }
+  const std::string opt_name = !o.optimizer.empty() ? o.optimizer : o.backend == "cuda" ? "lans" : "";
+  const bool time_opt = !opt_name.empty() && opt_name != "none";
+  int B = o.batch;
+  double probe_free = 0, probe_need = 0;
+  if (B == 0) {
+    B = probe_batch(cfg, o.seq_len, P, time_opt, &probe_free, &probe_need);
+    if (B == 0) {
+      report(Status::unsupported("bench: --batch 0: not even a micro-batch of 1 fits in the " +
+                                 std::to_string(probe_free) + " GiB free on " + be.device));
+      return exit_code();
+    }
+  }
+  ProfilingOps<float> profiler(*be.ops, be.sync);
+  Ops<float>& ops = o.profile ? static_cast<Ops<float>&>(profiler) : *be.ops;
+  BertModel<float> model(cfg, ops, {B, o.seq_len, P});
   model.init_params(o.seed);
-  const Batch batch = random_full_batch(o.batch, o.seq_len, P, cfg.vocab_size, o.seed);
+  const Batch batch = random_full_batch(B, o.seq_len, P, cfg.vocab_size, o.seed);
+  // The optimizer's moments live where the parameters do.
+  std::unique_ptr<Optimizer> opt;
+  Buffer<float> m, v;
+  if (time_opt) {
+    s = be.make_optimizer(opt_name, OptimizerConfig{}, &opt);
+    if (!s.is_ok()) {
+      report(s);
+      return exit_code();
+    }
+    m = Buffer<float>(model.table().total_elements(), be.ops->allocator());
+    v = Buffer<float>(model.table().total_elements(), be.ops->allocator());
+    m.zero();
+    v.zero();
+  }
 
-  std::vector<double> fwd, bwd;
+  std::vector<double> fwd, bwd, upd;
   double loss = 0;
   for (int i = 0; i < o.warmup + o.steps; ++i) {
+    be.wait();
     const auto t0 = std::chrono::steady_clock::now();
     loss = model.forward(batch, {true, o.seed, uint32_t(i)}).total_loss;
+    be.wait();
     const double tf = seconds_since(t0);
     const auto t1 = std::chrono::steady_clock::now();
     model.zero_grads();
     model.backward(1.0f);
+    be.wait();
     const double tb = seconds_since(t1);
+    double tu = 0;
+    if (opt) {
+      const auto t2 = std::chrono::steady_clock::now();
+      UpdateStats stats;
+      opt->update(model.table(), {model.params(), model.grads(), m.data(), v.data()}, i + 1, 1e-4, &stats);
+      be.wait();
+      tu = seconds_since(t2);
+    }
     if (i + 1 == o.warmup) profiler.reset();
     if (i >= o.warmup) {
       fwd.push_back(tf);
       bwd.push_back(tb);
+      upd.push_back(tu);
     }
   }
-  const double tf = median(fwd), tb = median(bwd), step = tf + tb;
-  const double tokens = double(o.batch) * o.seq_len;
-  const double gflops = bert_train_flops(cfg, o.batch, o.seq_len, P) / step / 1e9;
+  const double tf = median(fwd), tb = median(bwd), tu = median(upd), step = tf + tb;
+  const double tokens = double(B) * o.seq_len;
+  const double gflops = bert_train_flops(cfg, B, o.seq_len, P) / step / 1e9;
   const int threads = omp_get_max_threads();
-  const double mfu = o.peak_gflops > 0 ? gflops / o.peak_gflops : 0;
+  // MFU: against --peak-gflops, else (cuda) the table's peak for the GEMM precision in use.
+  const DevicePeak* peak = o.backend == "cuda" ? find_device_peak(be.device) : nullptr;
+  const double table_peak = peak ? 1e3 * (o.tf32 ? peak->tf32_tflops : peak->fp32_tflops) : 0;
+  const double peak_gflops = o.peak_gflops > 0 ? o.peak_gflops : table_peak;
+  const double mfu = peak_gflops > 0 ? gflops / peak_gflops : 0;
+  const double mfu_half = peak ? gflops / (1e3 * peak->half_tflops) : 0;  // vs dense fp16/bf16
   if (o.json) {
     std::printf(
-        "{\"model\":\"%s\",\"backend\":\"cpu\",\"threads\":%d,\"batch\":%d,\"seq_len\":%d,\"max_pred\":%d,"
+        "{\"model\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"batch\":%d,\"seq_len\":%d,\"max_pred\":%d,"
         "\"params\":%zu,\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"step_ms\":%.3f,\"tokens_per_s\":%.1f,"
-        "\"sequences_per_s\":%.2f,\"gflops\":%.2f,\"mfu\":%.4f,\"loss\":%.5f}\n",
-        o.model.c_str(), threads, o.batch, o.seq_len, P, model.table().parameter_count(), tf * 1e3, tb * 1e3,
-        step * 1e3, tokens / step, o.batch / step, gflops, mfu, loss);
+        "\"sequences_per_s\":%.2f,\"gflops\":%.2f,\"mfu\":%.4f,\"loss\":%.5f",
+        o.model.c_str(), o.backend.c_str(), threads, B, o.seq_len, P, model.table().parameter_count(), tf * 1e3,
+        tb * 1e3, step * 1e3, tokens / step, B / step, gflops, mfu, loss);
+    if (opt) std::printf(",\"optimizer\":\"%s\",\"optimizer_ms\":%.3f", opt_name.c_str(), tu * 1e3);
+    if (o.backend == "cuda") {
+      std::printf(",\"device\":\"%s\",\"tf32\":%s,\"peak_gflops\":%.0f,\"mfu_vs_half_peak\":%.4f",
+                  be.device.c_str(), o.tf32 ? "true" : "false", peak_gflops, mfu_half);
+      if (o.batch == 0)
+        std::printf(",\"batch_probed\":true,\"probe_free_gib\":%.2f,\"probe_need_gib\":%.2f", probe_free, probe_need);
+    }
+    std::printf("}\n");
   } else {
-    std::printf("lansbert bench: %s (%zu parameters), cpu backend, %d threads\n", o.model.c_str(),
-                model.table().parameter_count(), threads);
-    std::printf("  micro-batch %d x %d tokens, %d masked slots; median of %d steps after %d warm-up\n", o.batch,
+    if (o.backend == "cuda")
+      std::printf("lansbert bench: %s (%zu parameters), cuda backend on %s, %s GEMMs\n", o.model.c_str(),
+                  model.table().parameter_count(), be.device.c_str(), o.tf32 ? "TF32" : "fp32");
+    else
+      std::printf("lansbert bench: %s (%zu parameters), cpu backend, %d threads\n", o.model.c_str(),
+                  model.table().parameter_count(), threads);
+    if (o.batch == 0)
+      std::printf("  largest micro-batch that fits: %d (estimated %.2f GiB of %.2f GiB free)\n", B, probe_need,
+                  probe_free);
+    std::printf("  micro-batch %d x %d tokens, %d masked slots; median of %d steps after %d warm-up\n", B,
                 o.seq_len, P, o.steps, o.warmup);
-    std::printf("  forward %.1f ms  backward %.1f ms  step %.1f ms\n", tf * 1e3, tb * 1e3, step * 1e3);
-    std::printf("  %.0f tokens/s  %.2f sequences/s  %.1f GFLOP/s achieved", tokens / step, o.batch / step, gflops);
+    std::printf("  forward %.1f ms  backward %.1f ms  step %.1f ms", tf * 1e3, tb * 1e3, step * 1e3);
+    if (opt) std::printf("  %s update %.2f ms", opt_name.c_str(), tu * 1e3);
+    std::printf("\n  %.0f tokens/s  %.2f sequences/s  %.1f GFLOP/s achieved", tokens / step, B / step, gflops);
     if (mfu > 0) std::printf("  MFU %.1f%%", 100 * mfu);
+    if (peak)
+      std::printf(" (of %.0f TFLOP/s %s, %s); %.1f%% of the %.0f TFLOP/s dense fp16/bf16 peak", peak_gflops / 1e3,
+                  o.tf32 ? "TF32" : "fp32", peak->name, 100 * mfu_half, peak->half_tflops);
+    else if (o.backend == "cuda" && o.peak_gflops <= 0)
+      std::printf("  (device not in the peak table: give --peak-gflops for MFU)");
     std::printf("\n  activations %.1f MiB, loss %.4f\n", model.activation_bytes() / 1048576.0, loss);
   }
   if (o.profile) print_profile(profiler, o.steps, step);
@@ -148,7 +310,12 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--model", o->model, "Preset: bert-tiny, bert-mini, bert-small, bert-medium, bert-base, bert-large")
       ->capture_default_str();
   sub->add_option("--seq-len", o->seq_len, "Tokens per sequence")->capture_default_str();
-  sub->add_option("--batch", o->batch, "Sequences per micro-batch")->capture_default_str();
+  sub->add_option("--batch", o->batch, "Sequences per micro-batch (0 with --backend cuda: the largest that fits)")
+      ->capture_default_str();
+  sub->add_option("--backend", o->backend, "cpu, or cuda (builds with CUDA, a visible device)")->capture_default_str();
+  sub->add_flag("--tf32", o->tf32, "cuda: fp32 GEMMs in TF32 on tensor cores");
+  sub->add_option("--optimizer", o->optimizer,
+                  "Also time this rule's update (lans, lamb, adamw; none to skip). Default: lans on cuda, none on cpu");
   sub->add_option("--max-pred", o->max_pred, "Masked-LM slots per sequence (default 20 per 128 tokens)");
   sub->add_option("--steps", o->steps, "Timed steps")->capture_default_str();
   sub->add_option("--warmup", o->warmup, "Untimed steps first")->capture_default_str();

@@ -4,6 +4,9 @@
 #include <cstdio>
 
 #include "commands.h"
+#ifdef LANSBERT_HAVE_CUDA
+#include "cuda_device_backend.h"  // the train layer's DeviceBackend, filled in with CUDA
+#endif
 
 namespace lansbert::cli {
 namespace {
@@ -19,6 +22,9 @@ void report(const Status& s) {
 }  // namespace lansbert::cli
 
 int main(int argc, char** argv) {
+#ifdef LANSBERT_HAVE_CUDA
+  lansbert::register_device_backend("cuda", lansbert::cuda::make_device_backend);
+#endif
   CLI::App app{"lansbert " LANSBERT_VERSION ": BERT pretraining with LANS and LAMB"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "lansbert " LANSBERT_VERSION);

@@ -29,6 +29,20 @@ Status Updater::create(const UpdaterConfig& config, std::unique_ptr<Updater>* ou
   return Status::ok();
 }
 
+Status Updater::create(const UpdaterConfig& config, std::unique_ptr<Optimizer> optimizer,
+                       UpdaterDeviceHooks hooks, std::unique_ptr<Updater>* out) {
+  LB_RETURN_IF_ERROR(config.schedule.validate());
+  LB_RETURN_IF_ERROR(config.loss_scale.validate());
+  if (!optimizer || !hooks.unscale_and_check || !hooks.zero)
+    return Status::invalid_argument("Updater: a device updater needs an optimizer and both hooks");
+  if (optimizer->name() != config.optimizer.name)
+    return Status::invalid_argument("Updater: optimizer '" + optimizer->name() + "' given for config '" +
+                                    config.optimizer.name + "'");
+  out->reset(new Updater(config, std::move(optimizer)));
+  (*out)->device_ = std::move(hooks);
+  return Status::ok();
+}
+
 Updater::Updater(const UpdaterConfig& config, std::unique_ptr<Optimizer> opt)
     : config_(config),
       optimizer_(std::move(opt)),
@@ -40,7 +54,8 @@ Updater::Updater(const UpdaterConfig& config, std::unique_ptr<Optimizer> opt)
 Status Updater::step(const ParamTable& table, const FlatBuffers& buf, StepReport* report) {
   StepReport r;
   r.loss_scale = scaler_.scale();
-  r.check = scaler_.unscale_and_check(table, buf.grads);
+  r.check = device_.unscale_and_check ? device_.unscale_and_check(table, buf.grads, scaler_.scale())
+                                      : scaler_.unscale_and_check(table, buf.grads);
   if (shard_.sharded()) {  // one verdict for all ranks; the blocks listed stay this rank's
     double bad = static_cast<double>(r.check.nonfinite_values);
     shard_.reduce_sums(&bad, 1);
@@ -76,8 +91,13 @@ Status Updater::begin_phase(const ScheduleConfig& schedule, const FlatBuffers& b
   ++counters_.phase;
   counters_.phase_start = phase_start_name(config_.phase_start);
   if (config_.phase_start == PhaseStart::kReset) {
-    std::fill(buf.m, buf.m + elements, 0.0f);
-    std::fill(buf.v, buf.v + elements, 0.0f);
+    if (device_.zero) {
+      device_.zero(buf.m, elements);
+      device_.zero(buf.v, elements);
+    } else {
+      std::fill(buf.m, buf.m + elements, 0.0f);
+      std::fill(buf.v, buf.v + elements, 0.0f);
+    }
     counters_.step = 0;
   }
   return Status::ok();

@@ -90,6 +90,8 @@ Status TrainConfig::validate(int world, std::string* key) const {
     return bad(key, "backend", "expected cpu or cuda, got '" + backend + "'");
   if (backend == "cpu" && precision.dtype != "fp32")
     return bad(key, "precision.dtype", "the CPU backend trains in fp32 only, got '" + precision.dtype + "'");
+  if (backend == "cpu" && precision.tf32)
+    return bad(key, "precision.tf32", "TF32 is a CUDA option; the CPU backend computes in fp32");
   LossScaleMode mode;
   if (precision.loss_scale != "auto" && !parse_loss_scale_mode(precision.loss_scale, &mode).is_ok())
     return bad(key, "precision.loss_scale",
@@ -180,7 +182,7 @@ std::string config_to_json(const TrainConfig& c, int indent) {
                    {"warmup_steps", s.warmup_steps},      {"constant_steps", s.constant_steps},
                    {"power", s.decay_power},              {"first_update", first_update_name(s.first_update)}};
   const LossScalerConfig& l = c.precision.scaler;
-  j["precision"] = {{"dtype", c.precision.dtype}, {"loss_scale", c.precision.loss_scale},
+  j["precision"] = {{"dtype", c.precision.dtype}, {"loss_scale", c.precision.loss_scale}, {"tf32", c.precision.tf32},
                     {"initial_scale", l.initial_scale}, {"growth_interval", l.growth_interval},
                     {"growth_factor", l.growth_factor}, {"backoff_factor", l.backoff_factor},
                     {"min_scale", l.min_scale},         {"hysteresis", l.hysteresis},

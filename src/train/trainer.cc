@@ -15,6 +15,7 @@
 #include "lansbert/model/bert_model.h"
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/metrics.h"
+#include "device_run.h"
 
 namespace lansbert {
 namespace {
@@ -61,6 +62,7 @@ struct Run {
   const TrainOptions& opts;
   BertConfig mc;
   int accum = 1;
+  std::unique_ptr<DeviceBackend> device;  // backend: cuda (null: the CPU); see device_run.h
   std::unique_ptr<Ops<float>> ops;
   std::unique_ptr<BertModel<float>> model;
   Buffer<float> m, v;
@@ -77,6 +79,9 @@ struct Run {
   bool rank0() const { return comm.rank() == 0; }
 
   Status open_data(std::vector<bool>* is_continuation);
+  // Checkpoint I/O through host staging when the buffers live on a device.
+  Status load_params(const std::string& dir);
+  Status load_optimizer(const std::string& dir, OptimizerState* state);
   Status restore();
   Status init_from(const std::string& spec);
   Status save(bool final);
@@ -114,6 +119,23 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
   return Status::ok();
 }
 
+Status Run::load_params(const std::string& dir) {
+  if (!device) return load_checkpoint_params(dir, model->table(), model->params());
+  std::vector<float> h(elements(), 0.0f);
+  LB_RETURN_IF_ERROR(load_checkpoint_params(dir, model->table(), h.data()));
+  device->allocator().copy_from_host(model->params(), h.data(), h.size() * sizeof(float));
+  return Status::ok();
+}
+
+Status Run::load_optimizer(const std::string& dir, OptimizerState* state) {
+  if (!device) return load_checkpoint_optimizer(dir, elements(), state, m.data(), v.data());
+  std::vector<float> hm(elements()), hv(elements());
+  LB_RETURN_IF_ERROR(load_checkpoint_optimizer(dir, elements(), state, hm.data(), hv.data()));
+  device->allocator().copy_from_host(m.data(), hm.data(), hm.size() * sizeof(float));
+  device->allocator().copy_from_host(v.data(), hv.data(), hv.size() * sizeof(float));
+  return Status::ok();
+}
+
 Status Run::restore() {
   std::string dir;
   if (!opts.resume.empty()) {
@@ -132,9 +154,9 @@ Status Run::restore() {
     if (saved[key] != mine[key])
       return Status::invalid_argument(dir + ": incompatible checkpoint: its " + key + " section " +
                                       saved[key].dump() + " differs from the config's " + mine[key].dump());
-  LB_RETURN_IF_ERROR(load_checkpoint_params(dir, model->table(), model->params()));
+  LB_RETURN_IF_ERROR(load_params(dir));
   OptimizerState state;
-  LB_RETURN_IF_ERROR(load_checkpoint_optimizer(dir, elements(), &state, m.data(), v.data()));
+  LB_RETURN_IF_ERROR(load_optimizer(dir, &state));
   LB_RETURN_IF_ERROR(updater->set_state(state));
   step = meta.step;
   micro = meta.micro_step;
@@ -149,17 +171,17 @@ Status Run::init_from(const std::string& spec) {
   if (resolve_checkpoint(spec, &dir).is_ok()) {
     CheckpointMeta meta;
     LB_RETURN_IF_ERROR(read_checkpoint_meta(dir, &meta));
-    LB_RETURN_IF_ERROR(load_checkpoint_params(dir, model->table(), model->params()));
+    LB_RETURN_IF_ERROR(load_params(dir));
     micro = meta.micro_step;  // dropout masks continue, never repeat phase 1's
     if (cfg.phase_start == PhaseStart::kKeepMoments) {
       OptimizerState state;
-      LB_RETURN_IF_ERROR(load_checkpoint_optimizer(dir, elements(), &state, m.data(), v.data()));
+      LB_RETURN_IF_ERROR(load_optimizer(dir, &state));
       LB_RETURN_IF_ERROR(updater->set_state(state));
     }
     LB_RETURN_IF_ERROR(updater->begin_phase(cfg.schedule, flat(), elements()));
   } else {
     // A Hugging Face directory: weights only, a fresh optimizer.
-    Status st = load_checkpoint_params(spec, model->table(), model->params());
+    Status st = load_params(spec);
     if (!st.is_ok()) return Status(st.code() == StatusCode::kNotFound
                                        ? Status::not_found("--init-from " + spec + ": neither a lansbert checkpoint nor a directory with model.safetensors")
                                        : st);
@@ -180,7 +202,8 @@ Status Run::save(bool final) {
     meta.world = comm.world();
     meta.config_json = config_to_json(cfg);
     meta.optimizer = updater->state();
-    st = write_checkpoint(cfg.checkpoint.dir, meta, model->table(), model->params(), m.data(), v.data(),
+    HostCopies h(device.get(), model->params(), m.data(), v.data(), elements());
+    st = write_checkpoint(cfg.checkpoint.dir, meta, model->table(), h.params, h.m, h.v,
                           cfg.checkpoint.keep_last, final, &result->checkpoint);
   }
   double ok = st.is_ok() ? 0 : 1;
@@ -211,6 +234,7 @@ Status Run::loop() {
       const double t1 = now_s();
       const ForwardResult r = model->forward(batch, StepContext{true, cfg.seed, uint32_t(micro)});
       model->backward(1.0f / float(accum));
+      if (device) device->synchronize();  // charge the queued kernels to compute, not the optimizer
       ++micro;
       w_data += t1 - t0;
       w_compute += now_s() - t1;
@@ -297,8 +321,6 @@ Status Run::loop() {
 
 Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptions& opts,
                     TrainResult* result) {
-  if (cfg.backend != "cpu")
-    return Status::unsupported("backend: '" + cfg.backend + "' is not wired into the trainer yet; use backend: cpu");
   Run run(cfg, comm, opts);
   run.result = result;
   *result = TrainResult{};
@@ -306,14 +328,19 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   run.accum = int(cfg.batch.global_batch / (int64_t(cfg.batch.micro_batch) * comm.world()));
   std::vector<bool> is_continuation;
   LB_RETURN_IF_ERROR(run.open_data(&is_continuation));
-  run.ops = cpu::make_ops<float>();
+  if (cfg.backend != "cpu") LB_RETURN_IF_ERROR(open_device(cfg, comm, opts, &run.device));
+  run.ops = run.device ? run.device->make_ops(DeviceOptions{cfg.precision.tf32}) : cpu::make_ops<float>();
   run.model = std::make_unique<BertModel<float>>(
       run.mc, *run.ops, ModelLimits{cfg.batch.micro_batch, cfg.data.seq_len, cfg.data.max_pred});
-  run.m = Buffer<float>(run.elements());
-  run.v = Buffer<float>(run.elements());
+  Allocator& alloc = run.ops->allocator();
+  run.m = Buffer<float>(run.elements(), alloc);
+  run.v = Buffer<float>(run.elements(), alloc);
   run.m.zero();
   run.v.zero();
-  LB_RETURN_IF_ERROR(Updater::create(cfg.updater_config(), &run.updater));
+  if (run.device)
+    LB_RETURN_IF_ERROR(make_device_updater(*run.device, cfg.updater_config(), &run.updater));
+  else
+    LB_RETURN_IF_ERROR(Updater::create(cfg.updater_config(), &run.updater));
   LB_RETURN_IF_ERROR(run.restore());
   LoaderOptions lo;
   lo.world = comm.world();

@@ -215,3 +215,64 @@ TEST(Updater, ThreadCountIndependent) {
 
 }  // namespace
 }  // namespace lansbert
+
+namespace lansbert {
+namespace {
+
+// The device hooks (backend: cuda) stand in for the Updater's own host passes: with hooks
+// that do the host work (a second LossScaler at the same scale, std::fill) and a host
+// optimizer, the updates, the skip on inf and the phase reset are exactly those of the
+// plain Updater, and both hooks are actually called.
+TEST(Updater, DeviceHooksReplaceTheHostPasses) {
+  const ParamTable t = big_table();
+  Flat a(t), b(t);
+  fill(t, &a.p, 1, 0.5);
+  fill(t, &b.p, 1, 0.5);
+  UpdaterConfig c = config("lans", LossScaleMode::kDynamic);
+  c.phase_start = PhaseStart::kReset;
+  auto plain = updater(c);
+  int checks = 0, zeros = 0;
+  UpdaterDeviceHooks hooks;
+  hooks.unscale_and_check = [&](const ParamTable& table, float* grads, double scale) {
+    ++checks;
+    LossScalerConfig sc = c.loss_scale;
+    sc.initial_scale = scale;
+    LossScaler s(sc);
+    return s.unscale_and_check(table, grads);
+  };
+  hooks.zero = [&](float* p, size_t n) {
+    ++zeros;
+    std::fill(p, p + n, 0.0f);
+  };
+  std::unique_ptr<Optimizer> opt;
+  ASSERT_TRUE(make_optimizer("lans", c.optimizer, &opt).is_ok());
+  std::unique_ptr<Updater> hooked;
+  ASSERT_TRUE(Updater::create(c, std::move(opt), hooks, &hooked).is_ok());
+  for (int k = 0; k < 5; ++k) {
+    backward(t, &a, k, plain->loss_scale());
+    backward(t, &b, k, hooked->loss_scale());
+    if (k == 2) a.g[t[1].offset + 3] = b.g[t[1].offset + 3] = std::numeric_limits<float>::quiet_NaN();
+    StepReport ra, rb;
+    ASSERT_TRUE(plain->step(t, a.buffers(), &ra).is_ok());
+    ASSERT_TRUE(hooked->step(t, b.buffers(), &rb).is_ok());
+    EXPECT_EQ(ra.skipped, rb.skipped);
+    EXPECT_EQ(ra.check.nonfinite_blocks, rb.check.nonfinite_blocks);
+  }
+  EXPECT_EQ(checks, 5);
+  EXPECT_EQ(std::memcmp(a.p.data(), b.p.data(), a.p.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(a.m.data(), b.m.data(), a.m.size() * 4), 0);
+  EXPECT_EQ(plain->state().skipped_steps, 1);
+  EXPECT_EQ(hooked->state().skipped_steps, 1);
+  ASSERT_TRUE(hooked->begin_phase(c.schedule, b.buffers(), t.total_elements()).is_ok());
+  EXPECT_EQ(zeros, 2);
+  for (float x : b.m) ASSERT_EQ(x, 0.f);
+  // Missing hooks or a mismatched optimizer name are refused.
+  std::unique_ptr<Optimizer> lamb;
+  ASSERT_TRUE(make_optimizer("lamb", c.optimizer, &lamb).is_ok());
+  EXPECT_FALSE(Updater::create(c, std::move(lamb), hooks, &hooked).is_ok());
+  ASSERT_TRUE(make_optimizer("lans", c.optimizer, &opt).is_ok());
+  EXPECT_FALSE(Updater::create(c, std::move(opt), UpdaterDeviceHooks{}, &hooked).is_ok());
+}
+
+}  // namespace
+}  // namespace lansbert

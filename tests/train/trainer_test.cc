@@ -13,6 +13,7 @@
 
 #include "lansbert/core/file_io.h"
 #include "lansbert/train/checkpoint.h"
+#include "lansbert/train/device_backend.h"
 #include "lansbert/train/evaluate.h"
 #include "lansbert/train/trainer.h"
 #include "train_test_util.h"
@@ -193,6 +194,34 @@ TEST_F(TrainerTest, Phase2InitFromCheckpointAndHuggingFaceExport) {
   ASSERT_TRUE(run_eval(mc, p2 + "/final", eo, &er).is_ok());
   EXPECT_EQ(er.sequences, 64);
   EXPECT_TRUE(std::isfinite(er.mlm_loss) && er.mlm_loss > 0);
+}
+
+}  // namespace
+}  // namespace lansbert
+
+namespace lansbert {
+namespace {
+
+// backend: cuda goes through the DeviceBackend registry; this test binary registers none (as
+// a lansbert built without CUDA), so the run is refused with a message saying why and
+// nothing is written. TF32 is refused on the CPU backend.
+TEST(TrainerDevice, UnregisteredBackendIsAClearError) {
+  ASSERT_FALSE(has_device_backend("cuda"));
+  const std::string dir = scratch("no-cuda");
+  ASSERT_FALSE(testing::write_tiny_shards(dir + "/data").empty());
+  TrainConfig c = testing::tiny_config(dir + "/data", dir + "/ckpt", 2);
+  c.backend = "cuda";
+  std::string key;
+  ASSERT_TRUE(c.validate(1, &key).is_ok()) << key;
+  TrainResult r;
+  Status s = train(c, &r);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.to_string();
+  EXPECT_NE(s.message().find("built without"), std::string::npos) << s.message();
+  EXPECT_FALSE(fs::exists(dir + "/ckpt/latest"));
+  c.backend = "cpu";
+  c.precision.tf32 = true;
+  EXPECT_FALSE(c.validate(1, &key).is_ok());
+  EXPECT_EQ(key, "precision.tf32");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -62,10 +63,25 @@ struct StepReport {
   GradCheck check;        // non-finite blocks (when skipped)
 };
 
+// Buffers in device memory (backend: cuda): the two passes the Updater itself makes over
+// the flat buffers go through these instead of host loops. The train layer fills them from
+// its DeviceBackend; the optim layer stays device-agnostic.
+struct UpdaterDeviceHooks {
+  // Replaces LossScaler::unscale_and_check: multiply grads by 1/scale (scale: the scaler's
+  // current scale) and count non-finite values per table block.
+  std::function<GradCheck(const ParamTable& table, float* grads, double scale)> unscale_and_check;
+  // Zeroes n floats (m and v in begin_phase with phase_start: reset).
+  std::function<void(float* p, size_t n)> zero;
+};
+
 class Updater {
  public:
   // Validates every part; fails with a message naming the field.
   static Status create(const UpdaterConfig& config, std::unique_ptr<Updater>* out);
+  // The same with a given optimizer (e.g. a device one; its name must be
+  // config.optimizer.name) and device hooks; both hooks must be set.
+  static Status create(const UpdaterConfig& config, std::unique_ptr<Optimizer> optimizer,
+                       UpdaterDeviceHooks hooks, std::unique_ptr<Updater>* out);
 
   // One global batch. REQUIRES: buffers sized table.total_elements(). Grads are unscaled in
   // place. Returns an error only when the loss scaler gives up (see LossScaler).
@@ -102,6 +118,7 @@ class Updater {
   LossScaler scaler_;
   OptimizerState counters_;  // scaler field unused; the scaler holds its own
   ShardSpec shard_;
+  UpdaterDeviceHooks device_;  // empty: host buffers
 };
 
 // One file: magic, version, the scalars as JSON, then m and v raw (little-endian fp32), then

@@ -43,6 +43,7 @@ struct BatchSection {
 struct PrecisionSection {
   std::string dtype = "fp32";       // fp32 | bf16 | fp16 (CPU: fp32 only)
   std::string loss_scale = "auto";  // auto (dynamic for fp16, none otherwise) | none | static | dynamic
+  bool tf32 = false;                // backend: cuda: fp32 GEMMs in TF32 on tensor cores
   LossScalerConfig scaler;          // scale settings (mode set by resolve)
 };
 

@@ -1,0 +1,52 @@
+// DeviceBackend: what the trainer needs from an accelerator backend, as a host-only
+// interface, so the train layer never includes a CUDA header or links the CUDA library.
+// The program (src/cli) registers the CUDA implementation (cuda/cuda_device_backend.h) by
+// name when built with CUDA; run_training looks `backend:` up here. Without a registered
+// implementation, make_device_backend fails with a message saying why.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "lansbert/backend/ops.h"
+#include "lansbert/core/allocator.h"
+#include "lansbert/core/status.h"
+#include "lansbert/model/param_table.h"
+#include "lansbert/optim/loss_scaler.h"
+#include "lansbert/optim/optimizer.h"
+
+namespace lansbert {
+
+struct DeviceOptions {
+  bool tf32 = false;  // GEMMs in TF32 on tensor cores (fp32 accumulation)
+};
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  // "NVIDIA H200 (sm_90, 139 GiB)": for logs.
+  virtual std::string description() const = 0;
+  // Device memory; copies to and from the host are synchronous.
+  virtual Allocator& allocator() = 0;
+  // fp32 ops on this device (the model's forward/backward).
+  virtual std::unique_ptr<Ops<float>> make_ops(const DeviceOptions& options) = 0;
+  // Waits for all queued device work.
+  virtual void synchronize() = 0;
+  // The update rule `name` over FlatBuffers in device memory (same math as make_optimizer).
+  virtual Status make_optimizer(const std::string& name, const OptimizerConfig& config,
+                                std::unique_ptr<Optimizer>* out) = 0;
+  // The device twin of LossScaler::unscale_and_check on device gradients.
+  virtual GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale) = 0;
+};
+
+// Builds the backend, or fails (unavailable) e.g. when no device is visible.
+using DeviceBackendFactory = std::function<Status(std::unique_ptr<DeviceBackend>* out)>;
+
+// Registers (or replaces) the factory for `name` ("cuda"). Thread-compatible: call at start-up.
+void register_device_backend(const std::string& name, DeviceBackendFactory factory);
+bool has_device_backend(const std::string& name);
+// Fails (unsupported) when nothing is registered under `name`, or with the factory's error.
+Status make_device_backend(const std::string& name, std::unique_ptr<DeviceBackend>* out);
+
+}  // namespace lansbert

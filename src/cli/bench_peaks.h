@@ -1,0 +1,34 @@
+// Peak dense throughput per GPU model for `lansbert bench`'s MFU, in TFLOP/s (vendor data
+// sheets, dense, no sparsity): fp16/bf16 tensor cores, plain fp32 (CUDA cores) and TF32
+// tensor cores. Looked up by substring of cuda::device_description ("NVIDIA H200 (sm_90,
+// 139 GiB)"); the first match wins, so more specific names come first.
+#pragma once
+
+#include <cstring>
+#include <string>
+
+namespace lansbert::cli {
+
+struct DevicePeak {
+  const char* match;     // substring of the device name
+  const char* name;      // as printed
+  double half_tflops;    // dense fp16/bf16 (V100: fp16 only)
+  double fp32_tflops;    // fp32 without tensor cores
+  double tf32_tflops;    // TF32 tensor cores (V100 has none: its fp32 peak)
+};
+
+inline constexpr DevicePeak kDevicePeaks[] = {
+    {"H200", "H200", 989, 67, 494},
+    {"H100 PCIe", "H100 PCIe", 756, 51, 378},
+    {"H100", "H100 SXM", 989, 67, 494},
+    {"A100", "A100", 312, 19.5, 156},
+    {"V100", "V100", 125, 15.7, 15.7},
+};
+
+inline const DevicePeak* find_device_peak(const std::string& description) {
+  for (const DevicePeak& p : kDevicePeaks)
+    if (description.find(p.match) != std::string::npos) return &p;
+  return nullptr;
+}
+
+}  // namespace lansbert::cli
