@@ -93,7 +93,7 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
 
 // Bytes a micro-batch of B needs on the device: params, grads, m, v (fp32), the activation
 // arena, and a margin for cuBLAS workspaces, the embedding sort's scratch and fragmentation.
-size_t device_bytes_for(const BertConfig& cfg, int B, int S, int P, bool with_moments) {
+[[maybe_unused]] size_t device_bytes_for(const BertConfig& cfg, int B, int S, int P, bool with_moments) {
   const size_t flat = make_bert_param_table(cfg).total_elements() * sizeof(float) * (with_moments ? 4 : 2);
   const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P});
   return flat + act + act / 20 + (size_t(512) << 20);
