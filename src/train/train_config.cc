@@ -100,6 +100,11 @@ Status TrainConfig::validate(int world, std::string* key) const {
   if (!(checkpoint.every_minutes >= 0)) return bad(key, "checkpoint.every_minutes", "must be >= 0");
   if (checkpoint.keep_last < 1) return bad(key, "checkpoint.keep_last", "must be >= 1");
   if (logging.every_steps <= 0) return bad(key, "logging.every_steps", "must be positive");
+  if (!(distributed.bucket_mb > 0) || distributed.bucket_mb > 4096)
+    return bad(key, "distributed.bucket_mb", "must be in (0, 4096] MiB");
+  if (distributed.reduction_order != "fast" && distributed.reduction_order != "fixed")
+    return bad(key, "distributed.reduction_order",
+               "expected fast or fixed, got '" + distributed.reduction_order + "'");
   return Status::ok();
 }
 
@@ -188,6 +193,9 @@ std::string config_to_json(const TrainConfig& c, int indent) {
   j["checkpoint"] = {{"dir", c.checkpoint.dir}, {"every_steps", c.checkpoint.every_steps},
                      {"every_minutes", c.checkpoint.every_minutes}, {"keep_last", c.checkpoint.keep_last}};
   j["logging"] = {{"every_steps", c.logging.every_steps}, {"metrics_file", c.logging.metrics_file}};
+  j["distributed"] = {{"bucket_mb", c.distributed.bucket_mb},
+                      {"reduction_order", c.distributed.reduction_order},
+                      {"shard_optimizer", c.distributed.shard_optimizer}};
   j["phase"] = {{"phase_start", phase_start_name(c.phase_start)}};
   j["seed"] = c.seed;
   j["backend"] = c.backend;

@@ -58,6 +58,13 @@ struct LoggingSection {
   std::string metrics_file;  // default <checkpoint.dir>/metrics.jsonl; "-" for none
 };
 
+// Data-parallel training under mpirun/srun (one rank: every key is accepted and has no effect).
+struct DistributedSection {
+  double bucket_mb = 25;                // gradient all-reduce bucket size (MiB), started from backward
+  std::string reduction_order = "fast"; // fast: the library's algorithm | fixed: rank order (reproducible)
+  bool shard_optimizer = false;         // ZeRO-1: each rank holds and updates 1/world of m and v
+};
+
 struct TrainConfig {
   std::string source;  // the file it came from (messages)
   ModelSection model;
@@ -68,6 +75,7 @@ struct TrainConfig {
   PrecisionSection precision;
   CheckpointSection checkpoint;
   LoggingSection logging;
+  DistributedSection distributed;
   PhaseStart phase_start = PhaseStart::kKeepMoments;
   uint64_t seed = 12345;
   std::string backend = "cpu";  // cpu | cuda
