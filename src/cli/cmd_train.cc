@@ -38,9 +38,9 @@ void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
   std::printf("  parameters          : %zu (%.1fM)\n", p.parameters, p.parameters / 1e6);
   std::printf("  training FLOPs      : %.3g per sequence, %.3g total\n", p.flops_per_sequence,
               p.flops_per_sequence * double(p.sequences));
-  std::printf("  memory per rank     : %.3f GiB flat buffers (params, grads, m, v; fp32) + %.3f GiB "
+  std::printf("  memory per rank     : %.3f GiB flat buffers (params, grads, m, v%s; fp32) + %.3f GiB "
               "activations = %.3f GiB\n",
-              gib(p.flat_bytes), gib(p.activation_bytes), gib(p.flat_bytes + p.activation_bytes));
+              gib(p.flat_bytes), cfg.distributed.shard_optimizer ? " sharded" : "", gib(p.activation_bytes), gib(p.flat_bytes + p.activation_bytes));
 }
 
 Status run_train(const TrainArgs& a) {

@@ -147,7 +147,10 @@ Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
   p.tokens = p.sequences * config.data.seq_len;
   const ParamTable table = make_bert_param_table(mc);
   p.parameters = table.parameter_count();
-  p.flat_bytes = 4 * table.total_elements() * sizeof(float);
+  // params and grads whole; m and v whole, or 1/world of them with a sharded optimizer.
+  const size_t n = table.total_elements();
+  const size_t state = config.distributed.shard_optimizer ? (n + world - 1) / world : n;
+  p.flat_bytes = (2 * n + 2 * state) * sizeof(float);
   p.activation_bytes = BertModel<float>::activation_bytes_for(
       mc, ModelLimits{config.batch.micro_batch, config.data.seq_len, config.data.max_pred});
   p.flops_per_sequence = training_flops_per_sequence(mc, config.data.seq_len, config.data.max_pred);

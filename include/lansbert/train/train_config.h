@@ -99,7 +99,7 @@ struct TrainPlan {
   int64_t sequences = 0;       // steps * global_batch
   int64_t tokens = 0;          // sequences * seq_len (padding included)
   size_t parameters = 0;       // parameter count
-  size_t flat_bytes = 0;       // params, grads, m, v (fp32)
+  size_t flat_bytes = 0;       // params, grads, m, v (fp32; m, v per rank when sharded)
   size_t activation_bytes = 0; // the model's arena for one micro-batch
   double flops_per_sequence = 0;
 };
