@@ -106,7 +106,7 @@ TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
       {"", "", {"distributed.bucket_mb=0"}, {"--set distributed.bucket_mb", "(0, 4096]"}},
       {"", "", {"distributed.shard_optimizer=maybe"}, {"distributed.shard_optimizer: expected true or false"}},
       {"checkpoint:\n  dir: ckpt\ndistributed:\n  bucket_mb: -1\n", "checkpoint:\n  dir: ckpt\n", {},
-       {"bad.yaml:20:", "distributed.bucket_mb"}},
+       {"bad.yaml:19:", "distributed.bucket_mb"}},
   };
   for (const Bad& b : cases) {
     std::string text = kGood;
