@@ -1,12 +1,14 @@
 // `lansbert train`: loads the phase's YAML config (with --set overrides), and either prints
-// the resolved config and plan (--dry-run) or runs the trainer on the single-process
-// communicator (the MPI/NCCL communicators plug in here). Bad input exits non-zero before
-// anything is written.
+// the resolved config and plan (--dry-run) or runs the trainer. Under mpirun/srun every rank
+// runs this; make_communicator() picks MPI then, the single-process communicator otherwise.
+// Only rank 0 prints. Bad input exits non-zero before anything is written.
 #include <cstdio>
 
 #include "commands.h"
 #include "lansbert/config/config_loader.h"
 #include "lansbert/dist/communicator.h"
+#include "lansbert/dist/mpi_session.h"
+#include "lansbert/train/data_parallel.h"
 #include "lansbert/train/trainer.h"
 
 namespace lansbert::cli {
@@ -36,20 +38,27 @@ void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
   std::printf("  parameters          : %zu (%.1fM)\n", p.parameters, p.parameters / 1e6);
   std::printf("  training FLOPs      : %.3g per sequence, %.3g total\n", p.flops_per_sequence,
               p.flops_per_sequence * double(p.sequences));
-  std::printf("  memory per rank     : %.3f GiB flat buffers (params, grads, m, v; fp32) + %.3f GiB "
+  std::printf("  memory per rank     : %.3f GiB flat buffers (params, grads, m, v%s; fp32) + %.3f GiB "
               "activations = %.3f GiB\n",
-              gib(p.flat_bytes), gib(p.activation_bytes), gib(p.flat_bytes + p.activation_bytes));
+              gib(p.flat_bytes), cfg.distributed.shard_optimizer ? " sharded" : "", gib(p.activation_bytes), gib(p.flat_bytes + p.activation_bytes));
 }
 
 Status run_train(const TrainArgs& a) {
-  std::unique_ptr<Communicator> comm = make_single_process_communicator();
+  std::unique_ptr<Communicator> comm = make_communicator();
   TrainConfig cfg;
   LB_RETURN_IF_ERROR(load_train_config(a.config, a.sets, comm->world(), &cfg));
   if (a.dry_run) {
     TrainPlan plan;
     LB_RETURN_IF_ERROR(make_plan(cfg, comm->world(), &plan));
-    print_plan(cfg, plan);
+    if (comm->rank() == 0) print_plan(cfg, plan);
     return Status::ok();
+  }
+  // The config names the reduction order; the world size was needed to validate it. The new
+  // communicator shares the MPI session of the first, which is released after.
+  if (comm->world() > 1 && reduction_order(cfg.distributed) != ReductionOrder::kNative) {
+    CommOptions co;
+    co.order = reduction_order(cfg.distributed);
+    comm = make_communicator(co);
   }
   TrainOptions opts;
   opts.resume = a.resume;

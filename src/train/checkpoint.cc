@@ -21,6 +21,7 @@ namespace {
 constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kOptimizerFile = "optimizer.state";
 constexpr const char* kMetaFile = "trainer.json";
+constexpr const char* kManifestFile = "optimizer.manifest.json";
 
 std::string step_name(int64_t step) {
   char buf[32];
@@ -84,28 +85,64 @@ std::string meta_to_json(const CheckpointMeta& m, const nlohmann::json& files) {
 
 }  // namespace
 
-Status write_checkpoint(const std::string& root, const CheckpointMeta& meta,
-                        const ParamTable& table, const float* params, const float* m,
-                        const float* v, int keep_last, bool final, std::string* written) {
+std::string checkpoint_step_dir(const std::string& root, int64_t step) {
+  return (fs::path(root) / step_name(step)).string();
+}
+
+std::string optimizer_slice_file(int rank) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "optimizer.state.rank-%05d", rank);
+  return buf;
+}
+
+std::string checkpoint_tmp_dir(const std::string& root, int64_t step, int64_t tag) {
+  return (fs::path(root) / (".tmp-" + step_name(step) + "-" + std::to_string(tag))).string();
+}
+
+Status create_checkpoint_tmp(const std::string& root, const std::string& tmp) {
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) return Status::io_error(root + ": cannot create checkpoint directory: " + ec.message());
-  const std::string name = step_name(meta.step);
-  const fs::path final_dir = fs::path(root) / name;
-  const fs::path tmp = fs::path(root) / (".tmp-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(tmp, ec);
   fs::create_directory(tmp, ec);
-  if (ec) return Status::io_error(tmp.string() + ": " + ec.message());
+  if (ec) return Status::io_error(tmp + ": " + ec.message());
+  return Status::ok();
+}
+
+Status write_optimizer_slice(const std::string& tmp, int rank, const OptimizerState& state,
+                             const float* m, const float* v, size_t begin, size_t end,
+                             OptimizerSlice* slice) {
+  slice->begin = begin;
+  slice->end = end;
+  slice->file = optimizer_slice_file(rank);
+  const std::string path = (fs::path(tmp) / slice->file).string();
+  LB_RETURN_IF_ERROR(save_state(path, state, m, v, end - begin));
+  return fsync_path(path);
+}
+
+namespace {
+
+// Writes the params and trainer.json into tmp (which already holds the optimizer files named
+// in `optimizer_files`), then renames it into place and swaps the pointers.
+Status commit(const std::string& root, const fs::path& tmp, const CheckpointMeta& meta,
+              const ParamTable& table, const float* params,
+              const std::vector<std::string>& optimizer_files, int keep_last, bool final,
+              std::string* written) {
+  std::error_code ec;
+  const std::string name = step_name(meta.step);
+  const fs::path final_dir = fs::path(root) / name;
   const std::map<std::string, std::string> st_meta = {
       {"format", "pt"}, {"lansbert_step", std::to_string(meta.step)}};
   LB_RETURN_IF_ERROR(write_safetensors((tmp / kModelFile).string(), table, params, st_meta));
-  LB_RETURN_IF_ERROR(save_state((tmp / kOptimizerFile).string(), meta.optimizer, m, v,
-                                table.total_elements()));
   LB_RETURN_IF_ERROR(fsync_path((tmp / kModelFile).string()));
-  LB_RETURN_IF_ERROR(fsync_path((tmp / kOptimizerFile).string()));
   nlohmann::json files;
   LB_RETURN_IF_ERROR(file_digest((tmp / kModelFile).string(), &files[kModelFile]));
-  LB_RETURN_IF_ERROR(file_digest((tmp / kOptimizerFile).string(), &files[kOptimizerFile]));
+  for (const std::string& f : optimizer_files) {
+    if (!fs::exists(tmp / f, ec))
+      return Status::io_error((tmp / f).string() + ": missing (checkpoint directories must be on a "
+                              "file system every rank shares)");
+    LB_RETURN_IF_ERROR(file_digest((tmp / f).string(), &files[f]));
+  }
   const std::string json = meta_to_json(meta, files);
   LB_RETURN_IF_ERROR(write_file_atomic((tmp / kMetaFile).string(), {json}));
   LB_RETURN_IF_ERROR(fsync_directory(tmp.string()));
@@ -123,6 +160,46 @@ Status write_checkpoint(const std::string& root, const CheckpointMeta& meta,
   prune(root, keep_last, name);
   *written = final_dir.string();
   return Status::ok();
+}
+
+}  // namespace
+
+Status write_checkpoint(const std::string& root, const CheckpointMeta& meta,
+                        const ParamTable& table, const float* params, const float* m,
+                        const float* v, int keep_last, bool final, std::string* written) {
+  const fs::path tmp = checkpoint_tmp_dir(root, meta.step, ::getpid());
+  LB_RETURN_IF_ERROR(create_checkpoint_tmp(root, tmp.string()));
+  LB_RETURN_IF_ERROR(save_state((tmp / kOptimizerFile).string(), meta.optimizer, m, v,
+                                table.total_elements()));
+  LB_RETURN_IF_ERROR(fsync_path((tmp / kOptimizerFile).string()));
+  return commit(root, tmp, meta, table, params, {kOptimizerFile}, keep_last, final, written);
+}
+
+Status commit_sharded_checkpoint(const std::string& root, const std::string& tmp,
+                                 const CheckpointMeta& meta, const ParamTable& table,
+                                 const float* params, const std::vector<OptimizerSlice>& slices,
+                                 int keep_last, bool final, std::string* written) {
+  nlohmann::ordered_json man;
+  man["format"] = "lansbert-optimizer-slices";
+  man["world"] = slices.size();
+  man["elements"] = table.total_elements();
+  man["slices"] = nlohmann::ordered_json::array();
+  std::vector<std::string> files;
+  size_t next = 0;
+  for (size_t r = 0; r < slices.size(); ++r) {
+    const OptimizerSlice& s = slices[r];
+    if (s.begin != next || s.end < s.begin)
+      return Status::internal("optimizer slices do not tile the flat buffer at rank " + std::to_string(r));
+    next = s.end;
+    man["slices"].push_back({{"rank", r}, {"begin", s.begin}, {"end", s.end}, {"file", s.file}});
+    files.push_back(s.file);
+  }
+  if (next != table.total_elements())
+    return Status::internal("optimizer slices end at " + std::to_string(next) + ", not at " +
+                            std::to_string(table.total_elements()));
+  LB_RETURN_IF_ERROR(write_file_atomic((fs::path(tmp) / kManifestFile).string(), {man.dump(2) + "\n"}));
+  files.push_back(kManifestFile);
+  return commit(root, tmp, meta, table, params, files, keep_last, final, written);
 }
 
 Status resolve_checkpoint(const std::string& spec, std::string* dir) {
@@ -161,8 +238,7 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
     m.world = j.at("world").get<int>();
     m.config_json = j.at("config").dump();
     LB_RETURN_IF_ERROR(state_from_json(j.at("optimizer").dump(), &m.optimizer));
-    for (const char* f : {kModelFile, kOptimizerFile}) {
-      const auto& want = j.at("files").at(f);
+    for (const auto& [f, want] : j.at("files").items()) {
       nlohmann::json got;
       LB_RETURN_IF_ERROR(file_digest((fs::path(dir) / f).string(), &got));
       if (got["bytes"] != want.at("bytes") || got["crc32c"] != want.at("crc32c"))
@@ -184,7 +260,70 @@ Status load_checkpoint_params(const std::string& dir, const ParamTable& table, f
 
 Status load_checkpoint_optimizer(const std::string& dir, size_t elements, OptimizerState* state,
                                  float* m, float* v) {
-  return load_state((fs::path(dir) / kOptimizerFile).string(), state, m, v, elements);
+  return load_checkpoint_optimizer_range(dir, elements, 0, elements, state, m, v);
+}
+
+Status load_checkpoint_optimizer_range(const std::string& dir, size_t elements, size_t begin,
+                                       size_t end, OptimizerState* state, float* m, float* v) {
+  if (begin > end || end > elements) return Status::internal("optimizer range out of bounds");
+  const fs::path manifest = fs::path(dir) / kManifestFile;
+  std::error_code ec;
+  if (!fs::exists(manifest, ec)) {
+    const std::string path = (fs::path(dir) / kOptimizerFile).string();
+    if (begin == 0 && end == elements) return load_state(path, state, m, v, elements);
+    std::vector<float> fm(elements), fv(elements);
+    LB_RETURN_IF_ERROR(load_state(path, state, fm.data(), fv.data(), elements));
+    std::copy(fm.begin() + begin, fm.begin() + end, m);
+    std::copy(fv.begin() + begin, fv.begin() + end, v);
+    return Status::ok();
+  }
+  std::string text;
+  LB_RETURN_IF_ERROR(read_file(manifest.string(), &text));
+  struct Part {
+    size_t begin, end;
+    std::string file;
+  };
+  std::vector<Part> parts;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    if (j.value("format", "") != "lansbert-optimizer-slices")
+      return Status::corrupt(manifest.string() + ": not a lansbert optimizer manifest");
+    if (j.at("elements").get<size_t>() != elements)
+      return Status::corrupt(manifest.string() + ": " + j.at("elements").dump() +
+                             " optimizer elements, the model has " + std::to_string(elements));
+    size_t next = 0;
+    for (const auto& s : j.at("slices")) {
+      Part p{s.at("begin").get<size_t>(), s.at("end").get<size_t>(), s.at("file").get<std::string>()};
+      if (p.begin != next || p.end < p.begin || p.file.find('/') != std::string::npos)
+        return Status::corrupt(manifest.string() + ": slices do not tile the buffer");
+      next = p.end;
+      parts.push_back(std::move(p));
+    }
+    if (next != elements || parts.empty())
+      return Status::corrupt(manifest.string() + ": slices do not cover the buffer");
+  } catch (const nlohmann::json::exception& e) {
+    return Status::corrupt(manifest.string() + ": malformed: " + e.what());
+  }
+  // Every slice that overlaps [begin, end) is read whole and cut; the scalars (the same in
+  // every slice file) come from the first slice read.
+  std::vector<float> sm, sv;
+  bool have_state = false;
+  for (const Part& p : parts) {
+    const bool overlaps = p.begin < end && begin < p.end;
+    if (!overlaps && (have_state || p.end == p.begin)) continue;
+    sm.resize(p.end - p.begin);
+    sv.resize(p.end - p.begin);
+    OptimizerState st;
+    LB_RETURN_IF_ERROR(load_state((fs::path(dir) / p.file).string(), &st, sm.data(), sv.data(),
+                                  p.end - p.begin));
+    if (!have_state) *state = st;
+    have_state = true;
+    if (!overlaps) continue;
+    const size_t lo = std::max(begin, p.begin), hi = std::min(end, p.end);
+    std::copy(sm.begin() + (lo - p.begin), sm.begin() + (hi - p.begin), m + (lo - begin));
+    std::copy(sv.begin() + (lo - p.begin), sv.begin() + (hi - p.begin), v + (lo - begin));
+  }
+  return Status::ok();
 }
 
 }  // namespace lansbert

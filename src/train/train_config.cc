@@ -102,6 +102,11 @@ Status TrainConfig::validate(int world, std::string* key) const {
   if (!(checkpoint.every_minutes >= 0)) return bad(key, "checkpoint.every_minutes", "must be >= 0");
   if (checkpoint.keep_last < 1) return bad(key, "checkpoint.keep_last", "must be >= 1");
   if (logging.every_steps <= 0) return bad(key, "logging.every_steps", "must be positive");
+  if (!(distributed.bucket_mb > 0) || distributed.bucket_mb > 4096)
+    return bad(key, "distributed.bucket_mb", "must be in (0, 4096] MiB");
+  if (distributed.reduction_order != "fast" && distributed.reduction_order != "fixed")
+    return bad(key, "distributed.reduction_order",
+               "expected fast or fixed, got '" + distributed.reduction_order + "'");
   return Status::ok();
 }
 
@@ -144,7 +149,10 @@ Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
   p.tokens = p.sequences * config.data.seq_len;
   const ParamTable table = make_bert_param_table(mc);
   p.parameters = table.parameter_count();
-  p.flat_bytes = 4 * table.total_elements() * sizeof(float);
+  // params and grads whole; m and v whole, or 1/world of them with a sharded optimizer.
+  const size_t n = table.total_elements();
+  const size_t state = config.distributed.shard_optimizer ? (n + world - 1) / world : n;
+  p.flat_bytes = (2 * n + 2 * state) * sizeof(float);
   p.activation_bytes = BertModel<float>::activation_bytes_for(
       mc, ModelLimits{config.batch.micro_batch, config.data.seq_len, config.data.max_pred});
   p.flops_per_sequence = training_flops_per_sequence(mc, config.data.seq_len, config.data.max_pred);
@@ -190,6 +198,9 @@ std::string config_to_json(const TrainConfig& c, int indent) {
   j["checkpoint"] = {{"dir", c.checkpoint.dir}, {"every_steps", c.checkpoint.every_steps},
                      {"every_minutes", c.checkpoint.every_minutes}, {"keep_last", c.checkpoint.keep_last}};
   j["logging"] = {{"every_steps", c.logging.every_steps}, {"metrics_file", c.logging.metrics_file}};
+  j["distributed"] = {{"bucket_mb", c.distributed.bucket_mb},
+                      {"reduction_order", c.distributed.reduction_order},
+                      {"shard_optimizer", c.distributed.shard_optimizer}};
   j["phase"] = {{"phase_start", phase_start_name(c.phase_start)}};
   j["seed"] = c.seed;
   j["backend"] = c.backend;

@@ -1,6 +1,6 @@
 // run_training: the setup (data, model, optimizer, restore) and the step loop. The pieces
-// a distributed implementation replaces are kept apart: all_reduce_gradients is the one
-// place gradients cross ranks (bucketing will hook the model's on_ready callback there).
+// that cross ranks live in DataParallel (data_parallel.h): the bucketed gradient all-reduce
+// hooked into backward, or the sharded (ZeRO-1) update, and collective checkpoints.
 #include "lansbert/train/trainer.h"
 
 #include <atomic>
@@ -14,6 +14,7 @@
 #include "lansbert/data/vocab.h"
 #include "lansbert/model/bert_model.h"
 #include "lansbert/train/checkpoint.h"
+#include "lansbert/train/data_parallel.h"
 #include "lansbert/train/metrics.h"
 #include "device_run.h"
 
@@ -50,11 +51,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The data-parallel gradient average: every rank's grads become the mean over ranks.
-void all_reduce_gradients(Communicator& comm, float* grads, size_t elements) {
-  if (comm.world() > 1) comm.all_reduce(grads, elements, ReduceOp::kAvg);
-}
-
 struct Run {
   Run(const TrainConfig& c, Communicator& k, const TrainOptions& o) : cfg(c), comm(k), opts(o) {}
   const TrainConfig& cfg;
@@ -67,10 +63,11 @@ struct Run {
   std::unique_ptr<BertModel<float>> model;
   Buffer<float> m, v;
   std::unique_ptr<Updater> updater;
+  std::unique_ptr<DataParallel> dp;  // gradient reduction + update over the ranks
   std::unique_ptr<ShardSet> shards;
   std::unique_ptr<Loader> loader;
   int64_t step = 0;
-  uint64_t micro = 0;
+  uint64_t micro = 0;  // micro-batches of micro_batch sequences done by all ranks together
   DataPosition pos;
   TrainResult* result = nullptr;
 
@@ -128,9 +125,9 @@ Status Run::load_params(const std::string& dir) {
 }
 
 Status Run::load_optimizer(const std::string& dir, OptimizerState* state) {
-  if (!device) return load_checkpoint_optimizer(dir, elements(), state, m.data(), v.data());
-  std::vector<float> hm(elements()), hv(elements());
-  LB_RETURN_IF_ERROR(load_checkpoint_optimizer(dir, elements(), state, hm.data(), hv.data()));
+  if (!device) return dp->load_optimizer(dir, state, m.data(), v.data());
+  std::vector<float> hm(dp->state_elements()), hv(dp->state_elements());
+  LB_RETURN_IF_ERROR(dp->load_optimizer(dir, state, hm.data(), hv.data()));
   device->allocator().copy_from_host(m.data(), hm.data(), hm.size() * sizeof(float));
   device->allocator().copy_from_host(v.data(), hv.data(), hv.size() * sizeof(float));
   return Status::ok();
@@ -178,7 +175,7 @@ Status Run::init_from(const std::string& spec) {
       LB_RETURN_IF_ERROR(load_optimizer(dir, &state));
       LB_RETURN_IF_ERROR(updater->set_state(state));
     }
-    LB_RETURN_IF_ERROR(updater->begin_phase(cfg.schedule, flat(), elements()));
+    LB_RETURN_IF_ERROR(updater->begin_phase(cfg.schedule, flat(), dp->state_elements()));
   } else {
     // A Hugging Face directory: weights only, a fresh optimizer.
     Status st = load_params(spec);
@@ -192,24 +189,19 @@ Status Run::init_from(const std::string& spec) {
 
 Status Run::save(bool final) {
   const double t0 = now_s();
-  Status st;
-  if (rank0()) {
-    CheckpointMeta meta;
-    meta.step = step;
-    meta.micro_step = micro;
-    meta.data = pos;
-    meta.seed = cfg.seed;
-    meta.world = comm.world();
-    meta.config_json = config_to_json(cfg);
-    meta.optimizer = updater->state();
-    HostCopies h(device.get(), model->params(), m.data(), v.data(), elements());
-    st = write_checkpoint(cfg.checkpoint.dir, meta, model->table(), h.params, h.m, h.v,
-                          cfg.checkpoint.keep_last, final, &result->checkpoint);
-  }
-  double ok = st.is_ok() ? 0 : 1;
-  comm.all_reduce(&ok, 1, ReduceOp::kMax);
+  CheckpointMeta meta;
+  meta.step = step;
+  meta.micro_step = micro;
+  meta.data = pos;
+  meta.seed = cfg.seed;
+  meta.world = comm.world();
+  meta.config_json = config_to_json(cfg);
+  meta.optimizer = updater->state();
+  // Device runs are single-rank (open_device refuses more), so state_elements() == elements().
+  HostCopies h(device.get(), model->params(), m.data(), v.data(), dp->state_elements());
+  Status st = dp->save(cfg.checkpoint.dir, meta, h.params, h.m, h.v, cfg.checkpoint.keep_last, final,
+                       &result->checkpoint);
   result->t_checkpoint += now_s() - t0;
-  if (ok != 0 && st.is_ok()) return Status::io_error("checkpoint failed on rank 0");
   return st;
 }
 
@@ -232,21 +224,23 @@ Status Run::loop() {
       double t0 = now_s();
       LB_RETURN_IF_ERROR(loader->next(&batch, &info));
       const double t1 = now_s();
-      const ForwardResult r = model->forward(batch, StepContext{true, cfg.seed, uint32_t(micro)});
-      model->backward(1.0f / float(accum));
+      // Dropout keys by the micro-batch's index in the global batch (rank r holds indices
+      // r*accum ...), so the masks of a sample do not depend on the rank count.
+      const uint64_t key = micro + uint64_t(comm.rank()) * accum + k;
+      const ForwardResult r = model->forward(batch, StepContext{true, cfg.seed, uint32_t(key)});
+      dp->begin_micro_step(k == accum - 1);
+      model->backward(1.0f / float(accum), dp->backward_hook());
       if (device) device->synchronize();  // charge the queued kernels to compute, not the optimizer
-      ++micro;
       w_data += t1 - t0;
       w_compute += now_s() - t1;
       win.add(r, batch.batch);
       if (info.last) pos = info.next;
     }
-    double t0 = now_s();
-    all_reduce_gradients(comm, model->grads(), elements());
-    const double t1 = now_s();
-    LB_RETURN_IF_ERROR(updater->step(model->table(), flat(), &report));
-    w_allreduce += t1 - t0;
-    w_opt += now_s() - t1;
+    micro += uint64_t(accum) * comm.world();
+    double t0 = now_s(), t_reduce = 0;
+    LB_RETURN_IF_ERROR(dp->step(flat(), &report, &t_reduce));
+    w_allreduce += t_reduce;
+    w_opt += now_s() - t0 - t_reduce;
     ++step;
     if (opts.after_step) opts.after_step(step);
 
@@ -332,15 +326,17 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   run.ops = run.device ? run.device->make_ops(DeviceOptions{cfg.precision.tf32}) : cpu::make_ops<float>();
   run.model = std::make_unique<BertModel<float>>(
       run.mc, *run.ops, ModelLimits{cfg.batch.micro_batch, cfg.data.seq_len, cfg.data.max_pred});
-  Allocator& alloc = run.ops->allocator();
-  run.m = Buffer<float>(run.elements(), alloc);
-  run.v = Buffer<float>(run.elements(), alloc);
-  run.m.zero();
-  run.v.zero();
   if (run.device)
     LB_RETURN_IF_ERROR(make_device_updater(*run.device, cfg.updater_config(), &run.updater));
   else
     LB_RETURN_IF_ERROR(Updater::create(cfg.updater_config(), &run.updater));
+  run.dp = std::make_unique<DataParallel>(cfg.distributed, run.model->table(), run.model->grads(), comm,
+                                          *run.updater);
+  Allocator& alloc = run.ops->allocator();
+  run.m = Buffer<float>(run.dp->state_elements(), alloc);
+  run.v = Buffer<float>(run.dp->state_elements(), alloc);
+  run.m.zero();
+  run.v.zero();
   LB_RETURN_IF_ERROR(run.restore());
   LoaderOptions lo;
   lo.world = comm.world();

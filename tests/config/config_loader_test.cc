@@ -36,6 +36,16 @@ TEST(ConfigLoader, GoodFileAndOverrides) {
   EXPECT_EQ(c.schedule.peak_lr, 0.02);
   EXPECT_EQ(c.data.train, (std::vector<std::string>{"x", "y"}));
   EXPECT_EQ(c.seed, 7u);
+  EXPECT_FALSE(c.distributed.shard_optimizer);
+  EXPECT_EQ(c.distributed.reduction_order, "fast");
+  TrainConfig d;
+  st = parse_train_config(kGood, "good.yaml",
+                          {"distributed.shard_optimizer=true", "distributed.reduction_order=fixed",
+                           "distributed.bucket_mb=4.5"}, 2, &d);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_TRUE(d.distributed.shard_optimizer);
+  EXPECT_EQ(d.distributed.reduction_order, "fixed");
+  EXPECT_EQ(d.distributed.bucket_mb, 4.5);
   BertConfig mc;
   ASSERT_TRUE(c.resolve_model(&mc).is_ok());
   EXPECT_EQ(mc.hidden, 128);
@@ -92,6 +102,11 @@ TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
       {"  hidden: 100\n  heads: 3\n", "  vocab_size: 64\n", {}, {"bad.yaml:3:", "model.hidden", "heads"}},
       {"  train: [a/*.lbs\n", "  train: [a/*.lbs]\n", {}, {"bad.yaml:", "YAML syntax error"}},
       {"", "", {"seed=-3"}, {"--set seed=-3", "seed", "out of range"}},
+      {"", "", {"distributed.reduction_order=ring"}, {"--set distributed.reduction_order", "fast or fixed", "ring"}},
+      {"", "", {"distributed.bucket_mb=0"}, {"--set distributed.bucket_mb", "(0, 4096]"}},
+      {"", "", {"distributed.shard_optimizer=maybe"}, {"distributed.shard_optimizer: expected true or false"}},
+      {"checkpoint:\n  dir: ckpt\ndistributed:\n  bucket_mb: -1\n", "checkpoint:\n  dir: ckpt\n", {},
+       {"bad.yaml:19:", "distributed.bucket_mb"}},
   };
   for (const Bad& b : cases) {
     std::string text = kGood;

@@ -1,15 +1,18 @@
-// make_train_test_data DIR: writes DIR/vocab.txt and DIR/shards/shard-00000.lbs (the tiny
-// learnable corpus of train_test_util.h) for the command-line tests.
+// make_train_test_data DIR [SEQ_LEN MAX_PRED]: writes DIR/vocab.txt and
+// DIR/shards/shard-00000.lbs (the tiny learnable corpus of train_test_util.h; default 32/5)
+// for the command-line tests and the `lansbert train` step-time measurements.
 #include <cstdio>
+#include <cstdlib>
 
 #include "train_test_util.h"
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: make_train_test_data DIR\n");
+  if (argc != 2 && argc != 4) {
+    std::fprintf(stderr, "usage: make_train_test_data DIR [SEQ_LEN MAX_PRED]\n");
     return 2;
   }
-  const std::string glob = lansbert::testing::write_tiny_shards(argv[1]);
+  const int seq_len = argc == 4 ? std::atoi(argv[2]) : 32, max_pred = argc == 4 ? std::atoi(argv[3]) : 5;
+  const std::string glob = lansbert::testing::write_tiny_shards(argv[1], 300, seq_len, max_pred);
   if (glob.empty()) return 1;
   std::printf("%s\n", glob.c_str());
   return 0;

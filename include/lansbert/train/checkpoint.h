@@ -6,10 +6,22 @@
 // stale temporary directories are never read. trainer.json holds the counters, the data
 // position, the resolved config and the size and CRC32C of the other two files, so a
 // flipped byte anywhere is a clear "corrupt" error naming the file.
+//
+// Sharded optimizer state (ZeRO-1, distributed.shard_optimizer): instead of optimizer.state
+// each rank r writes its slice [begin, end) of m and v to optimizer.state.rank-RRRRR (the
+// save_state format over the slice's elements) and rank 0 writes optimizer.manifest.json
+// (rank count, total elements, every slice's range and file). All of them are listed with
+// size and CRC32C in trainer.json. The trainer writes such a checkpoint collectively:
+// rank 0 creates the temporary directory, every rank writes and fsyncs its slice, then
+// (after a collective that acts as the barrier) rank 0 commits: model, manifest,
+// trainer.json, rename and the `latest` swap. So `latest` never names a checkpoint that
+// misses a rank's part. Moments load from either layout onto any rank count: the slices
+// overlapping the range a rank needs are read and cut.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "lansbert/core/status.h"
 #include "lansbert/data/sampler.h"
@@ -30,6 +42,35 @@ struct CheckpointMeta {
   OptimizerState optimizer;
 };
 
+// One rank's part of sharded optimizer state: elements [begin, end) of the flat buffer.
+struct OptimizerSlice {
+  size_t begin = 0, end = 0;
+  std::string file;  // name inside the checkpoint directory
+};
+
+// ROOT/step-NNNNNNNNN: the directory a checkpoint of `step` is renamed to.
+std::string checkpoint_step_dir(const std::string& root, int64_t step);
+// The name of rank `rank`'s slice file.
+std::string optimizer_slice_file(int rank);
+// The temporary directory a checkpoint of `step` is assembled in; `tag` makes it unique to
+// the writing job (rank 0's pid, shared with the other ranks).
+std::string checkpoint_tmp_dir(const std::string& root, int64_t step, int64_t tag);
+// Rank 0: creates root (if needed) and an empty tmp directory.
+Status create_checkpoint_tmp(const std::string& root, const std::string& tmp);
+// Every rank: writes its slice of m and v (end-begin floats each) with the scalars into
+// tmp/optimizer_slice_file(rank) and fsyncs it.
+Status write_optimizer_slice(const std::string& tmp, int rank, const OptimizerState& state,
+                             const float* m, const float* v, size_t begin, size_t end,
+                             OptimizerSlice* slice);
+// Rank 0, once every slice is on disk: writes the params, the manifest of `slices` (one per
+// rank, in rank order, tiling [0, table.total_elements())) and trainer.json, renames tmp
+// into place and points `latest` (and `final`) at it, prunes. REQUIRES: tmp made by
+// create_checkpoint_tmp.
+Status commit_sharded_checkpoint(const std::string& root, const std::string& tmp,
+                                 const CheckpointMeta& meta, const ParamTable& table,
+                                 const float* params, const std::vector<OptimizerSlice>& slices,
+                                 int keep_last, bool final, std::string* written);
+
 // Writes a checkpoint of `meta` with params and moments (host fp32, table layout) under
 // root, points `latest` (and `final` when `final`) at it and removes all but the newest
 // `keep_last` step-* directories. *written receives the checkpoint's directory.
@@ -46,8 +87,13 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta);
 
 // Loads model.safetensors of a checkpoint (or of a Hugging Face directory) into params.
 Status load_checkpoint_params(const std::string& dir, const ParamTable& table, float* params);
-// Loads optimizer.state into state, m and v.
+// Loads optimizer.state into state, m and v (elements floats each), from either layout.
 Status load_checkpoint_optimizer(const std::string& dir, size_t elements, OptimizerState* state,
                                  float* m, float* v);
+// Loads the moments of flat elements [begin, end) (of `elements` in all) into m and v
+// (end-begin floats each) and the scalars into state, from optimizer.state or from the slice
+// files of a sharded checkpoint written on any rank count.
+Status load_checkpoint_optimizer_range(const std::string& dir, size_t elements, size_t begin,
+                                       size_t end, OptimizerState* state, float* m, float* v);
 
 }  // namespace lansbert

@@ -59,6 +59,13 @@ struct LoggingSection {
   std::string metrics_file;  // default <checkpoint.dir>/metrics.jsonl; "-" for none
 };
 
+// Data-parallel training under mpirun/srun (one rank: every key is accepted and has no effect).
+struct DistributedSection {
+  double bucket_mb = 25;                // gradient all-reduce bucket size (MiB), started from backward
+  std::string reduction_order = "fast"; // fast: the library's algorithm | fixed: rank order (reproducible)
+  bool shard_optimizer = false;         // ZeRO-1: each rank holds and updates 1/world of m and v
+};
+
 struct TrainConfig {
   std::string source;  // the file it came from (messages)
   ModelSection model;
@@ -69,6 +76,7 @@ struct TrainConfig {
   PrecisionSection precision;
   CheckpointSection checkpoint;
   LoggingSection logging;
+  DistributedSection distributed;
   PhaseStart phase_start = PhaseStart::kKeepMoments;
   uint64_t seed = 12345;
   std::string backend = "cpu";  // cpu | cuda
@@ -92,7 +100,7 @@ struct TrainPlan {
   int64_t sequences = 0;       // steps * global_batch
   int64_t tokens = 0;          // sequences * seq_len (padding included)
   size_t parameters = 0;       // parameter count
-  size_t flat_bytes = 0;       // params, grads, m, v (fp32)
+  size_t flat_bytes = 0;       // params, grads, m, v (fp32; m, v per rank when sharded)
   size_t activation_bytes = 0; // the model's arena for one micro-batch
   double flops_per_sequence = 0;
 };

@@ -1,0 +1,106 @@
+// DataParallel: GradSync or ShardedStep around the Updater, and collective checkpoints.
+#include "lansbert/train/data_parallel.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+namespace lansbert {
+namespace {
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+ReductionOrder reduction_order(const DistributedSection& cfg) {
+  return cfg.reduction_order == "fixed" ? ReductionOrder::kFixedOrder : ReductionOrder::kNative;
+}
+
+DataParallel::DataParallel(const DistributedSection& cfg, const ParamTable& table, float* grads,
+                           Communicator& comm, Updater& updater)
+    : table_(table), comm_(comm), updater_(updater), grads_(grads) {
+  if (cfg.shard_optimizer) {
+    sharded_ = std::make_unique<ShardedStep>(table, comm, updater);
+  } else {
+    GradSyncOptions o;
+    o.bucket_bytes = std::max<size_t>(size_t(cfg.bucket_mb * double(1 << 20)), sizeof(float));
+    o.op = ReduceOp::kAvg;
+    sync_ = std::make_unique<GradSync>(table, grads, comm, o);
+  }
+}
+
+void DataParallel::begin_micro_step(bool last) {
+  if (sync_) sync_->begin(last);
+}
+
+std::function<void(size_t, size_t)> DataParallel::backward_hook() {
+  if (!sync_) return {};
+  return sync_->hook();
+}
+
+Status DataParallel::step(const FlatBuffers& buf, StepReport* report, double* reduce_s) {
+  *reduce_s = 0;
+  if (sharded_) return sharded_->step(buf.params, buf.grads, buf.m, buf.v, report);
+  const double t0 = now_s();
+  sync_->finish();
+  *reduce_s = now_s() - t0;
+  return updater_.step(table_, buf, report);
+}
+
+Status DataParallel::agree(const Status& st, const char* what) {
+  double failed = st.is_ok() ? 0 : 1;
+  comm_.all_reduce(&failed, 1, ReduceOp::kMax);
+  if (!st.is_ok()) return st;
+  if (failed != 0) return Status::io_error(std::string("checkpoint: ") + what + " failed on another rank");
+  return Status::ok();
+}
+
+Status DataParallel::save(const std::string& root, const CheckpointMeta& meta, const float* params,
+                          const float* m, const float* v, int keep_last, bool final,
+                          std::string* written) {
+  const bool rank0 = comm_.rank() == 0;
+  if (!sharded_) {
+    Status st;
+    if (rank0) st = write_checkpoint(root, meta, table_, params, m, v, keep_last, final, written);
+    LB_RETURN_IF_ERROR(agree(st, "writing on rank 0"));
+    *written = checkpoint_step_dir(root, meta.step);  // every rank: the loop's control flow uses it
+    return Status::ok();
+  }
+  // 1. Rank 0 makes the temporary directory; its pid names it for every rank.
+  double tag = rank0 ? double(::getpid()) : 0;
+  comm_.all_reduce(&tag, 1, ReduceOp::kMax);
+  const std::string tmp = checkpoint_tmp_dir(root, meta.step, int64_t(tag));
+  LB_RETURN_IF_ERROR(agree(rank0 ? create_checkpoint_tmp(root, tmp) : Status::ok(), "creating the temporary directory"));
+  // 2. Every rank writes and fsyncs its slice; the collective is the barrier after which
+  // every part is on disk.
+  OptimizerSlice mine;
+  LB_RETURN_IF_ERROR(agree(write_optimizer_slice(tmp, comm_.rank(), meta.optimizer, m, v,
+                                                 state_begin(), state_end(), &mine),
+                           "writing an optimizer slice"));
+  // 3. Rank 0 commits: manifest, model, trainer.json, rename, `latest`.
+  const int W = comm_.world();
+  std::vector<double> ranges(2 * size_t(W), 0.0);
+  ranges[2 * comm_.rank()] = double(mine.begin);
+  ranges[2 * comm_.rank() + 1] = double(mine.end);
+  comm_.all_reduce(ranges.data(), ranges.size(), ReduceOp::kSum);
+  Status st;
+  if (rank0) {
+    std::vector<OptimizerSlice> slices(W);
+    for (int r = 0; r < W; ++r)
+      slices[r] = {size_t(ranges[2 * r]), size_t(ranges[2 * r + 1]), optimizer_slice_file(r)};
+    st = commit_sharded_checkpoint(root, tmp, meta, table_, params, slices, keep_last, final, written);
+  }
+  LB_RETURN_IF_ERROR(agree(st, "committing on rank 0"));
+  *written = checkpoint_step_dir(root, meta.step);
+  return Status::ok();
+}
+
+Status DataParallel::load_optimizer(const std::string& dir, OptimizerState* state, float* m,
+                                    float* v) const {
+  return load_checkpoint_optimizer_range(dir, table_.total_elements(), state_begin(), state_end(),
+                                         state, m, v);
+}
+
+}  // namespace lansbert
