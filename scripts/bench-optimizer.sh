@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds bench_optim (Release, CPU only) and times one optimizer update over the bert-base
-# parameter table; docs/performance-optimizer.md records the output with the machine and date.
+# parameter table; docs/performance.md records the output with the machine and date.
 # Usage: scripts/bench-optimizer.sh [preset=bert-base] [reps=5]
 set -euo pipefail
 cd "$(dirname "$0")/.."

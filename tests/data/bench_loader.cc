@@ -1,6 +1,6 @@
 // bench_loader: micro-batches per second the Loader delivers from our shards, for phase-1
 // (seq 128, 20 predictions) and phase-2 (seq 512, 80) shapes, static and dynamic masking.
-// Not a test: run by hand, numbers go to docs/performance-data.md.
+// Not a test: run by hand, numbers go to docs/performance.md.
 //   bench_loader [records_per_shape=65536] [micro_batch=64] [dir=build/bench-shards]
 #include <chrono>
 #include <cstdio>

@@ -1,6 +1,6 @@
 // bench_optim: time of one optimizer update over the bert-base parameter table (~110M
 // parameters) on this machine, against a memcpy of comparable bytes. A measurement tool, not
-// a test (no ctest entry); docs/performance-optimizer.md records its output.
+// a test (no ctest entry); docs/performance.md records its output.
 //
 // "State touched" is the nominal traffic of a fused update: params, grads, m, v read and
 // params, m, v written = 28 bytes per element. The CPU launcher makes more passes than that
