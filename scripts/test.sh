@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+scripts/install-test-extras.sh  # best effort: Python references for the export test
 build_dir=${LANSBERT_BUILD_DIR:-build}
 # One CUDA architecture in CI keeps nvcc time small; users pick theirs with the cache variable.
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \

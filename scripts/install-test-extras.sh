@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Best-effort install of the Python references some tests compare against: Debian's
+# python3-torch and python3-pip, and Hugging Face transformers from PyPI into Debian's Python
+# (the export test loads our export with BertForPreTraining). Failure is not an error: those
+# tests then report themselves skipped with the reason.
+set -uo pipefail
+py=/usr/bin/python3
+if "$py" -c 'import torch, transformers' 2>/dev/null; then
+  echo "install-test-extras: torch and transformers present"
+  exit 0
+fi
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+if ! "$py" -c 'import torch' 2>/dev/null || ! "$py" -m pip --version >/dev/null 2>&1; then
+  timeout 900 $SUDO apt-get install -y -qq --no-install-recommends python3-torch python3-pip python3-numpy \
+    || echo "install-test-extras: apt-get could not install python3-torch/python3-pip (tests will skip)"
+fi
+# transformers 4.40 is the newest line that still supports Debian 12's torch 1.13.
+timeout 600 $SUDO "$py" -m pip install -q --break-system-packages "transformers==4.40.2" \
+  || echo "install-test-extras: pip could not install transformers (the export test will skip)"
+exit 0
