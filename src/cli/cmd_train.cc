@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "lansbert/core/check.h"
 #include "lansbert/config/config_loader.h"
 #include "lansbert/dist/communicator.h"
 #include "lansbert/dist/mpi_session.h"
@@ -43,8 +44,7 @@ void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
               gib(p.flat_bytes), cfg.distributed.shard_optimizer ? " sharded" : "", gib(p.activation_bytes), gib(p.flat_bytes + p.activation_bytes));
 }
 
-Status run_train(const TrainArgs& a) {
-  std::unique_ptr<Communicator> comm = make_communicator();
+Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
   TrainConfig cfg;
   LB_RETURN_IF_ERROR(load_train_config(a.config, a.sets, comm->world(), &cfg));
   if (a.dry_run) {
@@ -77,6 +77,16 @@ Status run_train(const TrainArgs& a) {
                   100 * result.t_data / t, 100 * result.t_checkpoint / t, 100 * result.t_logging / t);
   }
   return Status::ok();
+}
+
+// A failure on one rank (its config, files or data) would leave the others waiting in a
+// collective forever; under mpirun it therefore ends the whole job through the fatal path
+// (MPI_Abort), naming the rank, the host and the cause.
+Status run_train(const TrainArgs& a) {
+  std::unique_ptr<Communicator> comm = make_communicator();
+  Status st = run_train_on(a, comm);
+  if (!st.is_ok() && comm->world() > 1) fatal_error(__FILE__, __LINE__, "lansbert train", st.to_string());
+  return st;
 }
 
 }  // namespace

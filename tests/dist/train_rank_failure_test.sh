@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One rank of a `lansbert train` job fails on its own (here: rank 1 is given a config file
+# that does not exist, through mpirun's MPMD syntax) while rank 0 goes on into the
+# collectives. The job must end, non-zero, within 60 s, with a message naming the rank and
+# the cause, instead of rank 0 waiting forever.
+# Usage: train_rank_failure_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH MPIEXEC FLAGS...
+set -uo pipefail
+lb=$1; mk=$2; tmp=$3; mpiexec=$4; shift 4; flags=("$@")
+rm -rf "$tmp"; mkdir -p "$tmp"
+"$mk" "$tmp/data" >/dev/null || { echo "FAIL: make data"; exit 1; }
+cat > "$tmp/tiny.yaml" <<YAML
+model: {preset: bert-tiny, vocab_size: 64, hidden: 64, heads: 2, intermediate: 128, max_positions: 64}
+data: {train: ["$tmp/data/shards/*.lbs"], vocab: $tmp/data/vocab.txt, seq_len: 32, max_pred: 5}
+batch: {global_batch: 32, micro_batch: 8}
+schedule: {total_steps: 1000}
+checkpoint: {dir: $tmp/ckpt, every_steps: 0}
+logging: {metrics_file: "-"}
+YAML
+start=$(date +%s)
+timeout 120 "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS=1 \
+  -np 1 "$lb" train --config "$tmp/tiny.yaml" : \
+  -np 1 "$lb" train --config "$tmp/missing.yaml" > "$tmp/log" 2>&1
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+fail=0
+if (( rc == 0 || rc == 124 )); then echo "FAIL: job exit $rc (0 = not aborted, 124 = hung)"; fail=1; fi
+if (( elapsed > 60 )); then echo "FAIL: the job took ${elapsed}s to end"; fail=1; fi
+grep -q "rank 1 on" "$tmp/log" && grep -q "missing.yaml" "$tmp/log" \
+  || { echo "FAIL: no message naming rank 1 and the missing config"; fail=1; }
+(( fail )) && { cat "$tmp/log"; exit 1; }
+echo "rank failure: job ended with exit $rc in ${elapsed}s"
