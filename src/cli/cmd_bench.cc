@@ -47,6 +47,7 @@ struct BenchOptions {
   int threads = 0;
   double peak_gflops = 0;
   bool json = false;
+  bool comm = false;
   bool profile = false;
   uint64_t seed = 1;
   std::string backend = "cpu";  // cpu | cuda
@@ -324,7 +325,10 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--seed", o->seed, "Seed for weights, data and dropout")->capture_default_str();
   sub->add_flag("--json", o->json, "Print one JSON line");
   sub->add_flag("--profile", o->profile, "Also print time per op (adds a little overhead)");
-  sub->callback([o] { set_exit_code(run_bench(*o)); });
+  sub->add_flag("--comm", o->comm,
+                 "Measure the communicator instead: all-reduce algbw/busbw over message sizes "
+                 "(the defaults of `lansbert bench-comm`, which takes more options)");
+  sub->callback([o] { set_exit_code(o->comm ? run_default_bench_comm() : run_bench(*o)); });
 }
 
 }  // namespace lansbert::cli

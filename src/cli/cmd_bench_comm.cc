@@ -77,6 +77,8 @@ int run_bench_comm(const BenchCommOptions& o) {
 }
 }  // namespace
 
+int run_default_bench_comm() { return run_bench_comm(BenchCommOptions{}); }
+
 void add_bench_comm_command(CLI::App& app) {
   auto o = std::make_shared<BenchCommOptions>();
   CLI::App* sub = app.add_subcommand("bench-comm", "All-reduce bus bandwidth of the communicator");

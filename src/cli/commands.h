@@ -17,6 +17,8 @@ void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_bench_comm_command(CLI::App& app);  // cmd_bench_comm.cc
+// `lansbert bench --comm`: the bench-comm sweep with its default sizes.
+int run_default_bench_comm();
 
 
 // Records the process exit code of the command that ran (last write wins).
