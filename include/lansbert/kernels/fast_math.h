@@ -1,5 +1,6 @@
 // Branch-free float exp and normal CDF that compilers vectorise (8 lanes with AVX2) and that
-// run unchanged on the GPU, so the CPU twin and the CUDA kernels compute identical bits.
+// run unchanged on the GPU, so the CPU twin and the CUDA kernels evaluate the same formula
+// (bit-identical where nvcc does not fuse a multiply-add; the host build never fuses).
 // Double precision keeps libm (the finite-difference tests run in double).
 //
 //   exp_f32: Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, degree-7 Taylor polynomial
