@@ -13,7 +13,6 @@
 #include <memory>
 #include <vector>
 
-#include "../src/optim/rules.h"  // adam_consts, clip_divisor: the CPU rules' own host scalars
 #include "cuda_api.h"
 #include "cuda_raii.cuh"
 #include "lansbert/kernels/half.h"

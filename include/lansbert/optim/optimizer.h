@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "lansbert/core/status.h"
+#include "lansbert/kernels/optim_math.h"
 #include "lansbert/model/param_table.h"
 
 namespace lansbert {
@@ -105,5 +106,13 @@ class Optimizer {
 Status make_optimizer(const std::string& name, const OptimizerConfig& config,
                       std::unique_ptr<Optimizer>* out);
 std::vector<std::string> optimizer_names();
+
+// Per-step scalars every implementation of the rules shares (the CPU rules in src/optim and
+// the CUDA kernels): b1, b2, eps and the bias corrections 1/(1-b^t) for update t, computed in
+// double and rounded once to float.
+AdamConsts<float> adam_consts(const OptimizerConfig& c, int64_t t);
+
+// apex FusedLAMB's clipping: G / max_grad_norm when G exceeds max_grad_norm (> 0), else 1.
+double clip_divisor(double global_grad_norm, double max_grad_norm);
 
 }  // namespace lansbert
