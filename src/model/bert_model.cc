@@ -36,6 +36,7 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim) {
   mlm_index = a.take<int32_t>(Pt);
   mlm_labels = a.take<int32_t>(Pt);
   nsp_labels = a.take<int32_t>(B);
+  key_lengths = a.take<int32_t>(B);
   emb_sum = a.take<T>(N * H);
   emb_mean = a.take<T>(N);
   emb_rstd = a.take<T>(N);
@@ -201,14 +202,22 @@ ForwardResult BertModel<T>::forward(const Batch& batch, const StepContext& ctx) 
   s.ctx = ctx;
 
   // Host-side index arrays; LB_CHECK guards the invariants the loader already validated.
-  std::vector<int32_t> pos(N), cls(B), mlm_index(Pt);
+  std::vector<int32_t> pos(N), cls(B), mlm_index(Pt), key_lengths(B);
   for (size_t i = 0; i < N; ++i) {
     LB_CHECK(batch.input_ids[i] >= 0 && batch.input_ids[i] < config_.vocab_size);
     LB_CHECK(batch.segment_ids[i] >= 0 && batch.segment_ids[i] < config_.type_vocab);
     pos[i] = int32_t(i % S);
   }
   s.mlm_count = 0;
+  s.key_lengths_valid = true;
   for (int b = 0; b < B; ++b) {
+    // BERT's mask is ones then zeros; a fused attention takes its lengths instead.
+    const int32_t* row = batch.input_mask.data() + size_t(b) * S;
+    int len = 0;
+    while (len < S && row[len] != 0) ++len;
+    for (int t = len; t < S; ++t) s.key_lengths_valid &= row[t] == 0;
+    s.key_lengths_valid &= len > 0;
+    key_lengths[b] = len;
     cls[b] = b * S;
     for (int p = 0; p < P; ++p) {
       const size_t k = size_t(b) * P + p;
@@ -227,6 +236,7 @@ ForwardResult BertModel<T>::forward(const Batch& batch, const StepContext& ctx) 
   al.copy_from_host(s.mlm_index, mlm_index.data(), Pt * 4);
   al.copy_from_host(s.mlm_labels, batch.masked_ids.data(), Pt * 4);
   al.copy_from_host(s.nsp_labels, batch.nsp_labels.data(), size_t(B) * 4);
+  al.copy_from_host(s.key_lengths, key_lengths.data(), size_t(B) * 4);
 
   embeddings_forward(s);
   const T* x = s.emb_out;

@@ -29,6 +29,8 @@ struct LayerActs {
   T *ffn_pre, *ffn_act;      // (N, I)
   T *res2, *mean2, *rstd2;   // (N, H), (N), (N)
   T* h2;                     // (N, H): the layer's output
+  // Which attention the forward ran (what `probs` holds), for the backward.
+  AttentionImpl attn_impl = AttentionImpl::kNative;
 };
 
 template <typename T>
@@ -54,6 +56,10 @@ struct BertState {
 
   // Inputs on the device.
   int32_t *ids, *seg, *mask, *pos_ids, *cls_index, *mlm_index, *mlm_labels, *nsp_labels;
+  // Real tokens per sequence (B), valid when every mask row is ones then zeros with at least
+  // one one (attention.h's key_lengths: what fused attention kernels take).
+  int32_t* key_lengths;
+  bool key_lengths_valid = false;
   // Embeddings: sum of the three lookups, LN statistics, output after LN and dropout.
   T *emb_sum, *emb_mean, *emb_rstd, *emb_out;  // (N, H), (N), (N), (N, H)
   std::vector<LayerActs<T>> layers;

@@ -1,9 +1,10 @@
 // One post-LN transformer encoder layer (BERT):
 //   q, k, v = x Wq^T + bq, ...                 (N, H) each; head a reads columns [a*D, a*D+D)
-//   probs   = softmax(q k^T / sqrt(D), mask)   (B, A, S, S), then dropout
-//   h1      = LN(x + dropout(ctx Wo^T + bo))   ctx = probs v
+//   ctx     = dropout(softmax(q k^T / sqrt(D), mask)) v    Ops::attention_forward (one entry
+//                                              point, so a backend may fuse it)
+//   h1      = LN(x + dropout(ctx Wo^T + bo))
 //   h2      = LN(h1 + dropout(gelu(h1 Wi^T + bi) Wo2^T + bo2))
-// Heads are addressed in place inside the (N, H) tensors through two-level batched GEMMs.
+// Heads are addressed in place inside the (N, H) tensors (attention.h's `ld`).
 #include <cmath>
 
 #include "bert_model_impl.h"
@@ -13,34 +14,8 @@ namespace lansbert {
 
 namespace {
 
-// Shapes of the attention GEMMs for one call; the two-level batch is (sequence, head).
-struct AttnDims {
-  int B, A, S, D, H;
-  GemmBatch qk() const {  // over (S, D) slices of the (N, H) tensors and (S, S) score blocks
-    GemmBatch g;
-    g.outer = B;
-    g.inner = A;
-    g.a_outer = g.b_outer = int64_t(S) * H;
-    g.a_inner = g.b_inner = D;
-    g.c_outer = int64_t(A) * S * S;
-    g.c_inner = int64_t(S) * S;
-    return g;
-  }
-  // (S, S) blocks as A, (S, D) slices as B and C.
-  GemmBatch pv() const {
-    GemmBatch g;
-    g.outer = B;
-    g.inner = A;
-    g.a_outer = int64_t(A) * S * S;
-    g.a_inner = int64_t(S) * S;
-    g.b_outer = g.c_outer = int64_t(S) * H;
-    g.b_inner = g.c_inner = D;
-    return g;
-  }
-};
-
 template <typename T>
-AttnDims attn_dims(const BertState<T>& m) {
+AttentionShape attn_shape(const BertState<T>& m) {
   const BertConfig& c = *m.config;
   return {m.B, c.heads, m.S, c.head_dim(), c.hidden};
 }
@@ -64,23 +39,26 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
   const LayerParams& p = m.layer_params[l];
   LayerActs<T>& a = m.layers[l];
   const int N = m.N, H = c.hidden, I = c.intermediate;
-  const AttnDims d = attn_dims(m);
-  const size_t n_probs = size_t(d.B) * d.A * d.S * d.S;
-  const float p_attn = drop_p(m, c.attention_dropout), p_hidden = drop_p(m, c.hidden_dropout);
+  const float p_hidden = drop_p(m, c.hidden_dropout);
 
   linear_forward(ops, x, m.p(p.q.w), m.p(p.q.b), a.q, N, H, H);
   linear_forward(ops, x, m.p(p.k.w), m.p(p.k.b), a.k, N, H, H);
   linear_forward(ops, x, m.p(p.v.w), m.p(p.v.b), a.v, N, H, H);
-  T* scores = m.d_scores;  // (B, A, S, S) scratch
-  ops.gemm_batched(Trans::kNo, Trans::kYes, d.S, d.S, d.D, T(1), a.q, H, a.k, H, T(0), scores, d.S, d.qk());
-  const T scale = T(1) / std::sqrt(T(d.D));
-  ops.softmax_forward(scores, m.mask, a.probs, d.B, d.A, d.S, scale);
-  const T* pd = a.probs;
-  if (p_attn > 0) {
-    ops.dropout_forward(a.probs, a.probs_drop, n_probs, p_attn, key(m, dropout_site(l, 0)));
-    pd = a.probs_drop;
-  }
-  ops.gemm_batched(Trans::kNo, Trans::kNo, d.S, d.D, d.S, T(1), pd, d.S, a.v, H, T(0), a.ctx, H, d.pv());
+  AttentionForward<T> f;
+  f.shape = attn_shape(m);
+  f.scale = T(1) / std::sqrt(T(f.shape.head_dim));
+  f.dropout = drop_p(m, c.attention_dropout);
+  f.dropout_key = key(m, dropout_site(l, 0));
+  f.key_mask = m.mask;
+  f.key_lengths = m.key_lengths_valid ? m.key_lengths : nullptr;
+  f.q = a.q;
+  f.k = a.k;
+  f.v = a.v;
+  f.ctx = a.ctx;
+  f.probs = a.probs;
+  f.probs_drop = f.dropout > 0 ? a.probs_drop : nullptr;
+  f.scores = m.d_scores;  // backward scratch, free during the forward
+  a.attn_impl = ops.attention_forward(f);
 
   linear_forward(ops, a.ctx, m.p(p.attn_out.w), m.p(p.attn_out.b), a.res1, N, H, H);
   ops.dropout_forward(a.res1, a.res1, size_t(N) * H, p_hidden, key(m, dropout_site(l, 1)));
@@ -103,9 +81,7 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   LayerActs<T>& a = m.layers[l];
   const int N = m.N, H = c.hidden, I = c.intermediate;
   const size_t NH = size_t(N) * H;
-  const AttnDims d = attn_dims(m);
-  const size_t n_probs = size_t(d.B) * d.A * d.S * d.S;
-  const float p_attn = drop_p(m, c.attention_dropout), p_hidden = drop_p(m, c.hidden_dropout);
+  const float p_hidden = drop_p(m, c.hidden_dropout);
 
   // FFN block: dh = d(h2).
   ops.layernorm_backward(m.dh, a.res2, m.p(p.ln2.w), a.mean2, a.rstd2, m.d_a, m.g(p.ln2.w), m.g(p.ln2.b), N, H);
@@ -120,16 +96,27 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   ops.dropout_backward(m.d_b, m.d_c, NH, p_hidden, key(m, dropout_site(l, 1)));
   linear_backward(ops, m.d_c, a.ctx, m.p(p.attn_out.w), m.d_ctx, m.g(p.attn_out.w), m.g(p.attn_out.b), N, H, H);
 
-  const T* pd = p_attn > 0 ? a.probs_drop : a.probs;
-  // d(probs_drop) = d(ctx) v^T ;  d(v) = probs_drop^T d(ctx)
-  ops.gemm_batched(Trans::kNo, Trans::kYes, d.S, d.S, d.D, T(1), m.d_ctx, H, a.v, H, T(0), m.d_probs, d.S, d.qk());
-  ops.gemm_batched(Trans::kYes, Trans::kNo, d.S, d.D, d.S, T(1), pd, d.S, m.d_ctx, H, T(0), m.d_v, H, d.pv());
-  if (p_attn > 0) ops.dropout_backward(m.d_probs, m.d_probs, n_probs, p_attn, key(m, dropout_site(l, 0)));
-  const T scale = T(1) / std::sqrt(T(d.D));
-  ops.softmax_backward(m.d_probs, a.probs, m.d_scores, d.B, d.A, d.S, scale);
-  // d(q) = d(scores) k ;  d(k) = d(scores)^T q
-  ops.gemm_batched(Trans::kNo, Trans::kNo, d.S, d.D, d.S, T(1), m.d_scores, d.S, a.k, H, T(0), m.d_q, H, d.pv());
-  ops.gemm_batched(Trans::kYes, Trans::kNo, d.S, d.D, d.S, T(1), m.d_scores, d.S, a.q, H, T(0), m.d_k, H, d.pv());
+  AttentionBackward<T> b;
+  b.shape = attn_shape(m);
+  b.scale = T(1) / std::sqrt(T(b.shape.head_dim));
+  b.dropout = drop_p(m, c.attention_dropout);
+  b.dropout_key = key(m, dropout_site(l, 0));
+  b.impl = a.attn_impl;
+  b.key_mask = m.mask;
+  b.key_lengths = m.key_lengths_valid ? m.key_lengths : nullptr;
+  b.q = a.q;
+  b.k = a.k;
+  b.v = a.v;
+  b.ctx = a.ctx;
+  b.probs = a.probs;
+  b.probs_drop = b.dropout > 0 ? a.probs_drop : nullptr;
+  b.d_ctx = m.d_ctx;
+  b.d_q = m.d_q;
+  b.d_k = m.d_k;
+  b.d_v = m.d_v;
+  b.d_probs = m.d_probs;
+  b.d_scores = m.d_scores;
+  ops.attention_backward(b);
 
   // d(x) = residual (d_b) + the three projections' input gradients, written into dh.
   linear_backward(ops, m.d_q, x, m.p(p.q.w), m.dh, m.g(p.q.w), m.g(p.q.b), N, H, H);

@@ -8,7 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "lansbert/backend/attention.h"
 #include "lansbert/core/allocator.h"
+#include "lansbert/core/check.h"
 #include "lansbert/core/philox.h"
 
 namespace lansbert {
@@ -86,6 +88,15 @@ class Ops {
                                      int32_t* correct, int rows, int classes) = 0;
   virtual void cross_entropy_backward(const T* logits, const int32_t* labels, T* dlogits,
                                       int rows, int classes, T weight) = 0;
+
+  // Multi-head self-attention (attention.h). The default is the hand-written composition of
+  // the ops above (attention_native.h), bit for bit what the model computed before this entry
+  // point; a backend may override it with a fused kernel, returning kFused, and falls back to
+  // the composition where its kernel does not apply. The backward gets the forward's result.
+  virtual AttentionImpl attention_forward(const AttentionForward<T>& args);
+  virtual void attention_backward(const AttentionBackward<T>& args);
 };
 
 }  // namespace lansbert
+
+#include "lansbert/backend/attention_native.h"  // the default attention (needs Ops<T> complete)

@@ -91,6 +91,16 @@ class ProfilingOps final : public Ops<T> {
   void cross_entropy_backward(const T* l, const int32_t* lab, T* dl, int r, int k, T w) override {
     time("cross_entropy_backward", [&] { inner_.cross_entropy_backward(l, lab, dl, r, k, w); });
   }
+  // Forwarded whole, so a fused attention is what gets timed; the GEMMs and softmax inside the
+  // hand-written one are then charged to these rows, not to gemm_batched/softmax_*.
+  AttentionImpl attention_forward(const AttentionForward<T>& a) override {
+    AttentionImpl impl = AttentionImpl::kNative;
+    time("attention_forward", [&] { impl = inner_.attention_forward(a); });
+    return impl;
+  }
+  void attention_backward(const AttentionBackward<T>& a) override {
+    time("attention_backward", [&] { inner_.attention_backward(a); });
+  }
 
  private:
   template <typename F>

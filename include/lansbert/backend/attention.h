@@ -1,0 +1,73 @@
+// The arguments of Ops<T>::attention_forward / attention_backward: BERT's multi-head
+// self-attention (bidirectional, key padding mask, scale 1/sqrt(head_dim), dropout on the
+// probabilities) over heads read in place from [B*S, ld] activations, as one entry point so
+// that a backend can fuse it (the CUDA backend: cuDNN's scaled-dot-product attention).
+// The default implementation (attention_native.h) is the composition the model spelled out
+// before this entry point existed, op for op, so every backend that does not override it
+// gives the same bits as before.
+#pragma once
+
+#include <cstdint>
+
+#include "lansbert/core/philox.h"
+
+namespace lansbert {
+
+// Which implementation ran a forward. attention_backward must be told, because what the
+// forward saved differs: the probabilities (kNative) or a fused kernel's own statistics
+// (kFused). The model keeps the value per layer between its forward and backward.
+enum class AttentionImpl : int32_t { kNative = 0, kFused = 1 };
+
+struct AttentionShape {
+  int batch = 0, heads = 0, seq = 0, head_dim = 0;
+  // Row stride of q, k, v, ctx and their gradients (the hidden size): head a of token t
+  // starts at t * ld + a * head_dim.
+  int ld = 0;
+};
+
+template <typename T>
+struct AttentionForward {
+  AttentionShape shape;
+  T scale = T(1);          // applied to q k^T before the softmax
+  float dropout = 0;       // drop probability of the probabilities (0: no dropout)
+  RngKey dropout_key{};    // Philox stream of that dropout
+  const int32_t* key_mask = nullptr;     // [B, S], nonzero = real token
+  // [B] real tokens per sequence, given when every row of key_mask is ones then zeros with at
+  // least one one (BERT's padding); nullptr otherwise. Fused kernels take lengths, not masks.
+  const int32_t* key_lengths = nullptr;
+  const T* q = nullptr;    // [B*S, ld]
+  const T* k = nullptr;
+  const T* v = nullptr;
+  T* ctx = nullptr;        // [B*S, ld], written
+  // Saved for the backward, [B, A, S, S] each. kNative keeps the probabilities in `probs`
+  // (and the dropped ones in `probs_drop`, null when dropout == 0); a fused implementation
+  // may keep its own smaller statistics at the start of `probs` instead.
+  T* probs = nullptr;
+  T* probs_drop = nullptr;
+  T* scores = nullptr;     // scratch [B, A, S, S]
+};
+
+template <typename T>
+struct AttentionBackward {
+  AttentionShape shape;
+  T scale = T(1);
+  float dropout = 0;
+  RngKey dropout_key{};
+  AttentionImpl impl = AttentionImpl::kNative;  // what attention_forward returned
+  const int32_t* key_mask = nullptr;
+  const int32_t* key_lengths = nullptr;
+  const T* q = nullptr;    // the forward's inputs and output
+  const T* k = nullptr;
+  const T* v = nullptr;
+  const T* ctx = nullptr;
+  const T* probs = nullptr;       // what the forward saved
+  const T* probs_drop = nullptr;
+  const T* d_ctx = nullptr;       // [B*S, ld]
+  T* d_q = nullptr;               // [B*S, ld] each, written (=)
+  T* d_k = nullptr;
+  T* d_v = nullptr;
+  T* d_probs = nullptr;           // scratch [B, A, S, S] each
+  T* d_scores = nullptr;
+};
+
+}  // namespace lansbert

@@ -1,0 +1,87 @@
+// The hand-written attention: Ops<T>'s default attention_forward/backward, and the reference
+// a fused backend is checked against and falls back to. Included at the end of ops.h (it
+// needs the complete Ops<T>); include ops.h, not this file.
+//
+//   scores = q k^T                       two-level batched GEMM over (sequence, head)
+//   probs  = softmax(scale * scores)     over the unmasked keys of each row
+//   pd     = dropout(probs)              when dropout > 0 (Philox, redrawn in backward)
+//   ctx    = pd v
+#pragma once
+
+namespace lansbert {
+
+namespace attention_detail {
+
+// Batches of the attention GEMMs: (S, D) slices of the [B*S, ld] tensors as A/B, and
+// (S, S) blocks of the [B, A, S, S] tensors.
+inline GemmBatch qk_batch(const AttentionShape& s) {  // A, B: (S, D) slices; C: (S, S) blocks
+  GemmBatch g;
+  g.outer = s.batch;
+  g.inner = s.heads;
+  g.a_outer = g.b_outer = int64_t(s.seq) * s.ld;
+  g.a_inner = g.b_inner = s.head_dim;
+  g.c_outer = int64_t(s.heads) * s.seq * s.seq;
+  g.c_inner = int64_t(s.seq) * s.seq;
+  return g;
+}
+inline GemmBatch pv_batch(const AttentionShape& s) {  // A: (S, S) blocks; B, C: (S, D) slices
+  GemmBatch g;
+  g.outer = s.batch;
+  g.inner = s.heads;
+  g.a_outer = int64_t(s.heads) * s.seq * s.seq;
+  g.a_inner = int64_t(s.seq) * s.seq;
+  g.b_outer = g.c_outer = int64_t(s.seq) * s.ld;
+  g.b_inner = g.c_inner = s.head_dim;
+  return g;
+}
+inline size_t probs_size(const AttentionShape& s) {
+  return size_t(s.batch) * s.heads * s.seq * s.seq;
+}
+
+}  // namespace attention_detail
+
+template <typename T>
+AttentionImpl native_attention_forward(Ops<T>& ops, const AttentionForward<T>& a) {
+  using namespace attention_detail;
+  const AttentionShape& s = a.shape;
+  const int S = s.seq, D = s.head_dim, H = s.ld;
+  ops.gemm_batched(Trans::kNo, Trans::kYes, S, S, D, T(1), a.q, H, a.k, H, T(0), a.scores, S, qk_batch(s));
+  ops.softmax_forward(a.scores, a.key_mask, a.probs, s.batch, s.heads, S, a.scale);
+  const T* pd = a.probs;
+  if (a.dropout > 0) {
+    ops.dropout_forward(a.probs, a.probs_drop, probs_size(s), a.dropout, a.dropout_key);
+    pd = a.probs_drop;
+  }
+  ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), pd, S, a.v, H, T(0), a.ctx, H, pv_batch(s));
+  return AttentionImpl::kNative;
+}
+
+template <typename T>
+void native_attention_backward(Ops<T>& ops, const AttentionBackward<T>& a) {
+  using namespace attention_detail;
+  const AttentionShape& s = a.shape;
+  const int S = s.seq, D = s.head_dim, H = s.ld;
+  const T* pd = a.dropout > 0 ? a.probs_drop : a.probs;
+  // d(pd) = d(ctx) v^T ;  d(v) = pd^T d(ctx)
+  ops.gemm_batched(Trans::kNo, Trans::kYes, S, S, D, T(1), a.d_ctx, H, a.v, H, T(0), a.d_probs, S, qk_batch(s));
+  ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), pd, S, a.d_ctx, H, T(0), a.d_v, H, pv_batch(s));
+  if (a.dropout > 0) ops.dropout_backward(a.d_probs, a.d_probs, probs_size(s), a.dropout, a.dropout_key);
+  ops.softmax_backward(a.d_probs, a.probs, a.d_scores, s.batch, s.heads, S, a.scale);
+  // d(q) = d(scores) k ;  d(k) = d(scores)^T q
+  ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.k, H, T(0), a.d_q, H, pv_batch(s));
+  ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.q, H, T(0), a.d_k, H, pv_batch(s));
+}
+
+template <typename T>
+AttentionImpl Ops<T>::attention_forward(const AttentionForward<T>& a) {
+  return native_attention_forward(*this, a);
+}
+
+template <typename T>
+void Ops<T>::attention_backward(const AttentionBackward<T>& a) {
+  LB_CHECK_MSG(a.impl == AttentionImpl::kNative,
+               "attention_backward: the forward ran a fused attention this backend does not have");
+  native_attention_backward(*this, a);
+}
+
+}  // namespace lansbert
