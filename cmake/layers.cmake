@@ -80,6 +80,25 @@ if(LANSBERT_HAVE_CUDA)
                                 PROPERTIES HEADER_FILE_ONLY ON)
     message(WARNING "lansbert: NCCL not found; multi-GPU runs need it")
   endif()
+  # cuDNN (fused attention): headers at configure time; the library is dlopen'ed at run time
+  # (cuda/cudnn_api.h) so that binaries start on machines without it and fall back to the
+  # hand-written attention. Without the headers the fused path reports "built without cuDNN".
+  find_path(LANSBERT_CUDNN_INCLUDE cudnn_graph.h PATHS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include)
+  find_library(LANSBERT_CUDNN_LIBRARY NAMES libcudnn.so.9 cudnn
+               PATHS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda-13.0/lib)
+  if(LANSBERT_CUDNN_INCLUDE)
+    target_include_directories(lansbert_cuda PUBLIC ${LANSBERT_CUDNN_INCLUDE})
+    target_compile_definitions(lansbert_cuda PUBLIC LANSBERT_HAVE_CUDNN=1)
+    if(LANSBERT_CUDNN_LIBRARY)
+      # Tried after the loader's own search path (LD_LIBRARY_PATH) when nothing is found there.
+      target_compile_definitions(lansbert_cuda PRIVATE LANSBERT_CUDNN_LIBRARY="${LANSBERT_CUDNN_LIBRARY}")
+    endif()
+    target_link_libraries(lansbert_cuda PUBLIC ${CMAKE_DL_LIBS})
+    message(STATUS "lansbert: cuDNN headers ${LANSBERT_CUDNN_INCLUDE} (library opened at run time; "
+                   "configure-time copy: ${LANSBERT_CUDNN_LIBRARY})")
+  else()
+    message(STATUS "lansbert: cuDNN headers not found; the fused attention path is unavailable")
+  endif()
 endif()
 
 lansbert_sources(CLI_SRC src/cli)

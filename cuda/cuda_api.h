@@ -29,7 +29,15 @@ struct OpsOptions {
   // GEMMs in TF32 on tensor cores (10-bit mantissa inputs, fp32 accumulation). Off by default
   // so the fp32 backend matches the CPU twin to ~1e-6 relative.
   bool tf32 = false;
+  // Which attention runs (attention.h): native (default) | cudnn | auto. cudnn/auto use
+  // cuDNN's fused SDPA (bf16 inputs, fp32 statistics) where it applies and fall back to the
+  // hand-written attention elsewhere, logging why once (cuda/fused_attention.h).
+  AttentionMode attention = AttentionMode::kNative;
 };
+
+// "cuDNN 9.19.0 (libcudnn.so.9)" or "unavailable: <why>" for the fused attention on the
+// current device (loads cuDNN; "lansbert info" and the tests print it).
+std::string fused_attention_availability();
 
 // The CUDA backend for fp32 models on the current device. Ops run in order on one stream;
 // the allocator's copies synchronise with it.

@@ -15,6 +15,7 @@ class CudaDeviceBackend final : public DeviceBackend {
   std::unique_ptr<Ops<float>> make_ops(const DeviceOptions& options) override {
     OpsOptions o;
     o.tf32 = options.tf32;
+    o.attention = options.attention;
     return cuda::make_ops(o);
   }
   void synchronize() override { cuda::synchronize(); }

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "cuda_api.h"
 #include "cuda_raii.cuh"
+#include "fused_attention.h"
 #include "lansbert/backend/ops.h"
 
 namespace lansbert::cuda {
@@ -63,6 +65,13 @@ class CudaOps final : public Ops<float> {
   void cross_entropy_backward(const float* logits, const int32_t* labels, float* dlogits, int rows,
                               int classes, float weight) override;
 
+  // cuda_attention.cu: the fused (cuDNN) attention where options.attention asks for it and it
+  // applies, the hand-written composition otherwise.
+  AttentionImpl attention_forward(const AttentionForward<float>& a) override;
+  void attention_backward(const AttentionBackward<float>& a) override;
+  // The fused attention's state (created on first use; tests look at its fallback reason).
+  FusedAttention& fused();
+
  private:
   // dst[index[i], :] += src[i, :], rows of one index summed in ascending i (cuda_gather.cu).
   void scatter_add_rows(const int32_t* index, const float* src, float* dst, int n, int dim);
@@ -72,6 +81,7 @@ class CudaOps final : public Ops<float> {
   CublasHandle blas_;
   DeviceBytes sort_keys_, sort_values_, sort_temp_;  // scatter workspaces, grown on first use
   DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums
+  std::unique_ptr<FusedAttention> fused_;            // only with attention cudnn/auto
 };
 
 }  // namespace lansbert::cuda

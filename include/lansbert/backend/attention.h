@@ -8,10 +8,31 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "lansbert/core/philox.h"
 
 namespace lansbert {
+
+// Which attention a backend runs (model.attention in configs, bench --attention):
+//   native  the hand-written composition (the default, and the only one on the CPU);
+//   cudnn   a fused kernel (CUDA: cuDNN's SDPA) wherever it applies, the hand-written one
+//           elsewhere, each reason logged once;
+//   auto    like cudnn, but each shape's first fused forward and backward are compared with
+//           the hand-written results, and the fused path is switched off if they disagree.
+enum class AttentionMode { kNative, kCudnn, kAuto };
+
+inline const char* attention_mode_name(AttentionMode m) {
+  return m == AttentionMode::kCudnn ? "cudnn" : m == AttentionMode::kAuto ? "auto" : "native";
+}
+inline bool parse_attention_mode(const std::string& s, AttentionMode* out) {
+  for (AttentionMode m : {AttentionMode::kNative, AttentionMode::kCudnn, AttentionMode::kAuto})
+    if (s == attention_mode_name(m)) {
+      *out = m;
+      return true;
+    }
+  return false;
+}
 
 // Which implementation ran a forward. attention_backward must be told, because what the
 // forward saved differs: the probabilities (kNative) or a fused kernel's own statistics

@@ -1,0 +1,100 @@
+// CudaOps' attention entry points: the hand-written composition (attention_native.h) unless
+// OpsOptions::attention asks for cuDNN, in which case FusedAttention runs where it applies.
+// `auto` also compares each shape's first fused forward and backward with the hand-written
+// results here (they need the other ops of this backend) and keeps the fused path only if
+// they agree within kFused{Forward,Backward}Tolerance.
+#include <algorithm>
+
+#include "cuda_check.cuh"
+#include "cuda_ops.cuh"
+
+namespace lansbert::cuda {
+
+namespace {
+
+size_t rows_elems(const AttentionShape& s) { return size_t(s.batch) * s.seq * s.ld; }
+size_t stats_elems(const AttentionShape& s) { return size_t(s.batch) * s.heads * s.seq; }
+size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+void copy_async(float* dst, const float* src, size_t n, cudaStream_t s) {
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+}
+
+}  // namespace
+
+FusedAttention& CudaOps::fused() {
+  if (!fused_) fused_ = std::make_unique<FusedAttention>(options_.attention, stream());
+  return *fused_;
+}
+
+AttentionImpl CudaOps::attention_forward(const AttentionForward<float>& a) {
+  if (options_.attention == AttentionMode::kNative) return native_attention_forward(*this, a);
+  FusedAttention& f = fused();
+  if (!f.forward(a)) return native_attention_forward(*this, a);
+  if (!f.needs_forward_check(a.shape)) return AttentionImpl::kFused;
+
+  // auto, first use of this shape: set the fused results aside, run the hand-written forward
+  // (which overwrites ctx and the saved region) and compare.
+  const size_t n = rows_elems(a.shape), ns = stats_elems(a.shape);
+  DeviceBytes keep(aligned(n * sizeof(float)) + ns * sizeof(float));
+  float* ctx = static_cast<float*>(keep.get());
+  float* stats = reinterpret_cast<float*>(static_cast<char*>(keep.get()) + aligned(n * sizeof(float)));
+  copy_async(ctx, a.ctx, n, stream());
+  copy_async(stats, a.probs, ns, stream());
+  native_attention_forward(*this, a);
+  const FusedAttention::Diff d = f.compare(ctx, a.ctx, n);
+  f.record_check(a.shape, /*backward=*/false, d.rel());
+  if (f.needs_forward_check(a.shape)) return AttentionImpl::kNative;  // failed: the native results stand
+  copy_async(a.ctx, ctx, n, stream());
+  copy_async(a.probs, stats, ns, stream());
+  CUDA_CHECK(cudaStreamSynchronize(stream()));  // `keep` is freed on return
+  return AttentionImpl::kFused;
+}
+
+void CudaOps::attention_backward(const AttentionBackward<float>& a) {
+  if (a.impl == AttentionImpl::kNative) return native_attention_backward(*this, a);
+  LB_CHECK_MSG(options_.attention != AttentionMode::kNative, "attention_backward: a fused forward on native ops");
+  FusedAttention& f = fused();
+  const bool check = f.needs_backward_check(a.shape);
+  const bool ran = f.backward(a);
+  if (ran && !check) return;
+
+  // The hand-written backward after a fused forward (the fused one failed, or `auto` wants a
+  // reference): the saved region holds softmax statistics, not probabilities, so recompute
+  // the probabilities into it. The region is the forward's own saved buffer, sized for them,
+  // and nothing reads the statistics after this backward. Fused forwards have no dropout.
+  const size_t n = rows_elems(a.shape);
+  DeviceBytes keep(check && ran ? 3 * aligned(n * sizeof(float)) : 0);
+  float* fused_grads[3] = {nullptr, nullptr, nullptr};
+  float* outs[3] = {a.d_q, a.d_k, a.d_v};
+  if (check && ran)
+    for (int i = 0; i < 3; ++i) {
+      fused_grads[i] = reinterpret_cast<float*>(static_cast<char*>(keep.get()) + i * aligned(n * sizeof(float)));
+      copy_async(fused_grads[i], outs[i], n, stream());
+    }
+  const AttentionShape& s = a.shape;
+  float* probs = const_cast<float*>(a.probs);
+  gemm_batched(Trans::kNo, Trans::kYes, s.seq, s.seq, s.head_dim, 1.0f, a.q, s.ld, a.k, s.ld, 0.0f, a.d_scores,
+               s.seq, attention_detail::qk_batch(s));
+  softmax_forward(a.d_scores, a.key_mask, probs, s.batch, s.heads, s.seq, a.scale);
+  AttentionBackward<float> native = a;
+  native.impl = AttentionImpl::kNative;
+  native.dropout = 0;
+  native.probs_drop = nullptr;
+  native_attention_backward(*this, native);
+  if (!(check && ran)) return;
+  double worst = 0;
+  for (int i = 0; i < 3; ++i) {
+    const double rel = f.compare(fused_grads[i], outs[i], n).rel();
+    worst = rel > worst || rel != rel ? rel : worst;  // keeps a NaN
+  }
+  f.record_check(a.shape, /*backward=*/true, worst);
+}
+
+std::string fused_attention_availability() {
+  if (device_count() == 0) return "unavailable: no CUDA device visible";
+  CudaOps ops(OpsOptions{false, AttentionMode::kCudnn});
+  return ops.fused().availability();
+}
+
+}  // namespace lansbert::cuda
