@@ -83,10 +83,15 @@ if(LANSBERT_HAVE_CUDA)
   # cuDNN (fused attention): headers at configure time; the library is dlopen'ed at run time
   # (cuda/cudnn_api.h) so that binaries start on machines without it and fall back to the
   # hand-written attention. Without the headers the fused path reports "built without cuDNN".
-  find_path(LANSBERT_CUDNN_INCLUDE cudnn_graph.h PATHS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include)
-  find_library(LANSBERT_CUDNN_LIBRARY NAMES libcudnn.so.9 cudnn
-               PATHS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda-13.0/lib)
-  if(LANSBERT_CUDNN_INCLUDE)
+  # LANSBERT_CUDNN=OFF builds without it (as on a machine without the headers).
+  set(LANSBERT_CUDNN AUTO CACHE STRING "Fused attention through cuDNN: AUTO (if the headers are found) or OFF")
+  set_property(CACHE LANSBERT_CUDNN PROPERTY STRINGS AUTO OFF)
+  if(NOT LANSBERT_CUDNN STREQUAL "OFF")
+    find_path(LANSBERT_CUDNN_INCLUDE cudnn_graph.h PATHS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include)
+    find_library(LANSBERT_CUDNN_LIBRARY NAMES libcudnn.so.9 cudnn
+                 PATHS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda-13.0/lib)
+  endif()
+  if(NOT LANSBERT_CUDNN STREQUAL "OFF" AND LANSBERT_CUDNN_INCLUDE)
     target_include_directories(lansbert_cuda PUBLIC ${LANSBERT_CUDNN_INCLUDE})
     target_compile_definitions(lansbert_cuda PUBLIC LANSBERT_HAVE_CUDNN=1)
     if(LANSBERT_CUDNN_LIBRARY)
@@ -97,7 +102,7 @@ if(LANSBERT_HAVE_CUDA)
     message(STATUS "lansbert: cuDNN headers ${LANSBERT_CUDNN_INCLUDE} (library opened at run time; "
                    "configure-time copy: ${LANSBERT_CUDNN_LIBRARY})")
   else()
-    message(STATUS "lansbert: cuDNN headers not found; the fused attention path is unavailable")
+    message(STATUS "lansbert: cuDNN off or its headers not found; the fused attention path is unavailable")
   endif()
 endif()
 

@@ -23,12 +23,11 @@ namespace lansbert::cuda {
 
 namespace {
 
+#if LANSBERT_HAVE_CUDNN
 std::string shape_text(const AttentionShape& s) {
   return "B=" + std::to_string(s.batch) + " heads=" + std::to_string(s.heads) + " S=" + std::to_string(s.seq) +
          " D=" + std::to_string(s.head_dim);
 }
-
-void log_line(const std::string& msg) { std::fprintf(stderr, "lansbert: attention: %s\n", msg.c_str()); }
 
 // fp32 <-> bf16 with the shared rounding (kern::float_to_bf16: nearest, ties to even).
 void to_bf16(const float* src, uint16_t* dst, size_t n, cudaStream_t s) {
@@ -41,6 +40,9 @@ void to_f32(const uint16_t* src, float* dst, size_t n, cudaStream_t s) {
 void fill_int(int32_t* p, size_t n, int32_t value, cudaStream_t s) {
   launch_map(n, s, [=] __device__(size_t i) { p[i] = value; });
 }
+#endif
+
+void log_line(const std::string& msg) { std::fprintf(stderr, "lansbert: attention: %s\n", msg.c_str()); }
 
 // max |a - b| and max |b| as float bit patterns (non-negative floats order like their bits;
 // a NaN difference counts as +inf so that it can never pass a check).
