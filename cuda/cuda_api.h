@@ -36,8 +36,11 @@ struct OpsOptions {
 };
 
 // "cuDNN 9.19.0 (libcudnn.so.9)" or "unavailable: <why>" for the fused attention on the
-// current device (loads cuDNN; "lansbert info" and the tests print it).
+// current device (loads cuDNN; creates a handle, so it needs a device).
 std::string fused_attention_availability();
+// The cuDNN library alone, without a device: "9.19.0 (libcudnn.so.9, opened at run time)",
+// "not loadable: ..." or "not built ..." (lansbert info).
+std::string cudnn_library_status();
 
 // The CUDA backend for fp32 models on the current device. Ops run in order on one stream;
 // the allocator's copies synchronise with it.

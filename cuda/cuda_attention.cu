@@ -7,6 +7,9 @@
 
 #include "cuda_check.cuh"
 #include "cuda_ops.cuh"
+#if LANSBERT_HAVE_CUDNN
+#include "cudnn_api.h"
+#endif
 
 namespace lansbert::cuda {
 
@@ -95,6 +98,16 @@ std::string fused_attention_availability() {
   if (device_count() == 0) return "unavailable: no CUDA device visible";
   CudaOps ops(OpsOptions{false, AttentionMode::kCudnn});
   return ops.fused().availability();
+}
+
+std::string cudnn_library_status() {
+#if LANSBERT_HAVE_CUDNN
+  const CudnnApi& api = cudnn_api();
+  if (!api.ok()) return "not loadable: " + api.error;
+  return cudnn_version_string(api.version) + " (" + api.path + ", opened at run time)";
+#else
+  return "not built (no cuDNN headers at configure time, or LANSBERT_CUDNN=OFF)";
+#endif
 }
 
 }  // namespace lansbert::cuda

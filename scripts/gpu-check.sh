@@ -9,7 +9,8 @@
 #                                        carried over: nvidia-smi, test_gpu (optionally under
 #                                        compute-sanitizer), and `lansbert bench --backend
 #                                        cuda` (bert-base/large, 128/20 and 512/80, fp32 and
-#                                        TF32, a --batch 0 probe and a --profile run).
+#                                        TF32, the cuDNN fused attention, a --batch 0 probe
+#                                        and a --profile run).
 #                                        Output goes to $OUT (or ./gpu-check-out).
 # Device call, for example:
 #   run(command="bash scripts/gpu-check.sh --run", carry=["build-gpu/bundle"], timeout_s=480)
@@ -105,6 +106,15 @@ bench_step() {
         | tee -a "$out/bench.jsonl" || echo "bench $model $seq $prec: exit $?" | tee -a "$out/summary.txt"
     done
   done
+  # cuDNN's fused attention (bench runs it without attention dropout), when this build has it.
+  if "$lb" bench --help 2>&1 | grep -q -- '--attention'; then
+    for spec in bert-base:128:20:64 bert-large:512:80:8; do
+      IFS=: read -r model seq pred batch <<< "$spec"
+      timeout "$t" "$lb" bench --backend cuda --tf32 --attention auto --model "$model" --seq-len "$seq" \
+        --max-pred "$pred" --batch "$batch" --steps 5 --warmup 2 --json 2> "$out/bench-$model-$seq-attn.err" \
+        | tee -a "$out/bench.jsonl" || echo "bench $model $seq attention auto: exit $?" | tee -a "$out/summary.txt"
+    done
+  fi
   timeout "$t" "$lb" bench --backend cuda --tf32 --model bert-large --seq-len 512 --max-pred 80 --batch 0 \
     --steps 2 --warmup 1 2>&1 | tee "$out/bench-bert-large-512-probe.txt" || true
   timeout "$t" "$lb" bench --backend cuda --tf32 --model bert-base --seq-len 128 --max-pred 20 --batch 64 \

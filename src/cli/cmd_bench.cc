@@ -7,7 +7,9 @@
 // numbers are device time, not launch time; the device optimizer's update (LANS by default)
 // is timed as a third phase; MFU is taken against the peak of the device model found in
 // device_description (bench_peaks.h) for the GEMM precision in use (fp32 or --tf32);
-// --batch 0 probes the largest micro-batch whose estimated footprint fits the free memory.
+// --batch 0 probes the largest micro-batch whose estimated footprint fits the free memory;
+// --attention cudnn|auto runs cuDNN's fused attention (docs/cuda.md), with attention dropout
+// 0 because the fused path has none that matches lansbert's masks.
 #include <omp.h>
 
 #include <algorithm>
@@ -53,6 +55,7 @@ struct BenchOptions {
   std::string backend = "cpu";  // cpu | cuda
   bool tf32 = false;            // cuda: TF32 GEMMs
   std::string optimizer;        // time this rule's update ("" = cuda: lans, cpu: none)
+  std::string attention = "native";  // cuda: native | cudnn | auto (backend/attention.h)
 };
 
 // What differs between the backends: the ops, how to wait for queued work, where the flat
@@ -70,6 +73,7 @@ struct BenchBackend {
 Status open_backend(const BenchOptions& o, BenchBackend* b) {
   if (o.backend == "cpu") {
     if (o.tf32) return Status::invalid_argument("bench: --tf32 needs --backend cuda");
+    if (o.attention != "native") return Status::invalid_argument("bench: --attention " + o.attention + " needs --backend cuda");
     b->ops = cpu::make_ops<float>();
     b->make_optimizer = make_optimizer;
     return Status::ok();
@@ -80,6 +84,8 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
     return Status::unsupported("bench: --backend cuda: no CUDA device visible (no driver, no GPU, or CUDA_VISIBLE_DEVICES empty)");
   cuda::OpsOptions oo;
   oo.tf32 = o.tf32;
+  if (!parse_attention_mode(o.attention, &oo.attention))
+    return Status::invalid_argument("bench: --attention: expected native, cudnn or auto, got '" + o.attention + "'");
   b->ops = cuda::make_ops(oo);
   b->sync = [] { cuda::synchronize(); };
   b->device = cuda::device_description(0);
@@ -93,17 +99,21 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
 }
 
 // Bytes a micro-batch of B needs on the device: params, grads, m, v (fp32), the activation
-// arena, and a margin for cuBLAS workspaces, the embedding sort's scratch and fragmentation.
-[[maybe_unused]] size_t device_bytes_for(const BertConfig& cfg, int B, int S, int P, bool with_moments) {
+// arena, and a margin for cuBLAS workspaces, the embedding sort's scratch and fragmentation;
+// the fused attention adds its bf16 staging (8 tensors of B*S*H) and fp32 dQ accumulator.
+[[maybe_unused]] size_t device_bytes_for(const BertConfig& cfg, int B, int S, int P, bool with_moments,
+                                         bool fused_attention) {
   const size_t flat = make_bert_param_table(cfg).total_elements() * sizeof(float) * (with_moments ? 4 : 2);
   const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P});
-  return flat + act + act / 20 + (size_t(512) << 20);
+  const size_t fused = fused_attention ? size_t(B) * S * cfg.hidden * (8 * 2 + 4) : 0;
+  return flat + act + act / 20 + fused + (size_t(512) << 20);
 }
 
 // --batch 0: the largest micro-batch (from 4096 down, powers of two and 1.5x between) whose
 // estimate is below the free device memory and can actually be allocated in one piece. Never
 // fatal: allocation failures are caught (cuda::try_allocate). 0 when none fits.
-int probe_batch(const BertConfig& cfg, int S, int P, bool with_moments, double* free_gib, double* need_gib) {
+int probe_batch(const BertConfig& cfg, int S, int P, bool with_moments, bool fused_attention, double* free_gib,
+                double* need_gib) {
 #ifdef LANSBERT_HAVE_CUDA
   size_t free_b = 0, total_b = 0;
   if (!cuda::memory_info(&free_b, &total_b)) return 0;
@@ -115,14 +125,14 @@ int probe_batch(const BertConfig& cfg, int S, int P, bool with_moments, double* 
   }
   candidates.push_back(1);
   for (int b : candidates) {
-    const size_t need = device_bytes_for(cfg, b, S, P, with_moments);
+    const size_t need = device_bytes_for(cfg, b, S, P, with_moments, fused_attention);
     if (need > free_b) continue;
     if (!cuda::try_allocate(need)) continue;
     *need_gib = need / 1073741824.0;
     return b;
   }
 #else
-  (void)cfg, (void)S, (void)P, (void)with_moments, (void)free_gib, (void)need_gib;
+  (void)cfg, (void)S, (void)P, (void)with_moments, (void)fused_attention, (void)free_gib, (void)need_gib;
 #endif
   return 0;
 }
@@ -191,12 +201,15 @@ int run_bench(const BenchOptions& o) {
     report(s);
     return exit_code();
   }
+  // The fused attention has no dropout that matches ours: benchmark it without attention dropout.
+  const bool fused_attention = o.attention != "native";
+  if (fused_attention) cfg.attention_dropout = 0.0f;
   const std::string opt_name = !o.optimizer.empty() ? o.optimizer : o.backend == "cuda" ? "lans" : "";
   const bool time_opt = !opt_name.empty() && opt_name != "none";
   int B = o.batch;
   double probe_free = 0, probe_need = 0;
   if (B == 0) {
-    B = probe_batch(cfg, o.seq_len, P, time_opt, &probe_free, &probe_need);
+    B = probe_batch(cfg, o.seq_len, P, time_opt, fused_attention, &probe_free, &probe_need);
     if (B == 0) {
       report(Status::unsupported("bench: --batch 0: not even a micro-batch of 1 fits in the " +
                                  std::to_string(probe_free) + " GiB free on " + be.device));
@@ -270,16 +283,17 @@ int run_bench(const BenchOptions& o) {
         tb * 1e3, step * 1e3, tokens / step, B / step, gflops, mfu, loss);
     if (opt) std::printf(",\"optimizer\":\"%s\",\"optimizer_ms\":%.3f", opt_name.c_str(), tu * 1e3);
     if (o.backend == "cuda") {
-      std::printf(",\"device\":\"%s\",\"tf32\":%s,\"peak_gflops\":%.0f,\"mfu_vs_half_peak\":%.4f",
-                  be.device.c_str(), o.tf32 ? "true" : "false", peak_gflops, mfu_half);
+      std::printf(",\"device\":\"%s\",\"tf32\":%s,\"attention\":\"%s\",\"peak_gflops\":%.0f,\"mfu_vs_half_peak\":%.4f",
+                  be.device.c_str(), o.tf32 ? "true" : "false", o.attention.c_str(), peak_gflops, mfu_half);
       if (o.batch == 0)
         std::printf(",\"batch_probed\":true,\"probe_free_gib\":%.2f,\"probe_need_gib\":%.2f", probe_free, probe_need);
     }
     std::printf("}\n");
   } else {
     if (o.backend == "cuda")
-      std::printf("lansbert bench: %s (%zu parameters), cuda backend on %s, %s GEMMs\n", o.model.c_str(),
-                  model.table().parameter_count(), be.device.c_str(), o.tf32 ? "TF32" : "fp32");
+      std::printf("lansbert bench: %s (%zu parameters), cuda backend on %s, %s GEMMs, %s attention%s\n",
+                  o.model.c_str(), model.table().parameter_count(), be.device.c_str(), o.tf32 ? "TF32" : "fp32",
+                  o.attention.c_str(), fused_attention ? " (attention dropout 0)" : "");
     else
       std::printf("lansbert bench: %s (%zu parameters), cpu backend, %d threads\n", o.model.c_str(),
                   model.table().parameter_count(), threads);
@@ -315,6 +329,10 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--backend", o->backend, "cpu, or cuda (builds with CUDA, a visible device)")->capture_default_str();
   sub->add_flag("--tf32", o->tf32, "cuda: fp32 GEMMs in TF32 on tensor cores");
+  sub->add_option("--attention", o->attention,
+                  "cuda: native, cudnn (cuDNN fused attention where it applies) or auto (cudnn, checked against "
+                  "native on first use); cudnn/auto bench without attention dropout")
+      ->capture_default_str();
   sub->add_option("--optimizer", o->optimizer,
                   "Also time this rule's update (lans, lamb, adamw; none to skip). Default: lans on cuda, none on cpu");
   sub->add_option("--max-pred", o->max_pred, "Masked-LM slots per sequence (default 20 per 128 tokens)");

@@ -30,6 +30,8 @@ int run_info() {
   const int n = cuda::device_count();
   std::printf("  CUDA backend  : built, %d device(s) visible\n", n);
   for (int i = 0; i < n; ++i) std::printf("    [%d] %s\n", i, cuda::device_description(i).c_str());
+  std::printf("  cuDNN         : %s; fused attention with precision.attention cudnn|auto\n",
+              cuda::cudnn_library_status().c_str());
 #else
   std::printf("  CUDA backend  : not built (configure with -DLANSBERT_CUDA=ON)\n");
 #endif

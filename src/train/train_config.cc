@@ -92,6 +92,11 @@ Status TrainConfig::validate(int world, std::string* key) const {
     return bad(key, "precision.dtype", "the CPU backend trains in fp32 only, got '" + precision.dtype + "'");
   if (backend == "cpu" && precision.tf32)
     return bad(key, "precision.tf32", "TF32 is a CUDA option; the CPU backend computes in fp32");
+  AttentionMode attention;
+  if (!parse_attention_mode(precision.attention, &attention))
+    return bad(key, "precision.attention", "expected native, cudnn or auto, got '" + precision.attention + "'");
+  if (backend == "cpu" && attention == AttentionMode::kCudnn)
+    return bad(key, "precision.attention", "cudnn is a CUDA option; the CPU backend has the hand-written attention only");
   LossScaleMode mode;
   if (precision.loss_scale != "auto" && !parse_loss_scale_mode(precision.loss_scale, &mode).is_ok())
     return bad(key, "precision.loss_scale",
@@ -160,6 +165,12 @@ Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
   return Status::ok();
 }
 
+AttentionMode TrainConfig::attention_mode() const {
+  AttentionMode m = AttentionMode::kNative;
+  (void)parse_attention_mode(precision.attention, &m);
+  return m;
+}
+
 std::string config_to_json(const TrainConfig& c, int indent) {
   using nlohmann::ordered_json;
   BertConfig mc;
@@ -191,6 +202,7 @@ std::string config_to_json(const TrainConfig& c, int indent) {
                    {"power", s.decay_power},              {"first_update", first_update_name(s.first_update)}};
   const LossScalerConfig& l = c.precision.scaler;
   j["precision"] = {{"dtype", c.precision.dtype}, {"loss_scale", c.precision.loss_scale}, {"tf32", c.precision.tf32},
+                    {"attention", c.precision.attention},
                     {"initial_scale", l.initial_scale}, {"growth_interval", l.growth_interval},
                     {"growth_factor", l.growth_factor}, {"backoff_factor", l.backoff_factor},
                     {"min_scale", l.min_scale},         {"hysteresis", l.hysteresis},

@@ -323,7 +323,7 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   std::vector<bool> is_continuation;
   LB_RETURN_IF_ERROR(run.open_data(&is_continuation));
   if (cfg.backend != "cpu") LB_RETURN_IF_ERROR(open_device(cfg, comm, opts, &run.device));
-  run.ops = run.device ? run.device->make_ops(DeviceOptions{cfg.precision.tf32}) : cpu::make_ops<float>();
+  run.ops = run.device ? run.device->make_ops(DeviceOptions{cfg.precision.tf32, cfg.attention_mode()}) : cpu::make_ops<float>();
   run.model = std::make_unique<BertModel<float>>(
       run.mc, *run.ops, ModelLimits{cfg.batch.micro_batch, cfg.data.seq_len, cfg.data.max_pred});
   if (run.device)

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "lansbert/backend/attention.h"
 #include "lansbert/core/status.h"
 #include "lansbert/model/bert_config.h"
 #include "lansbert/optim/updater.h"
@@ -44,6 +45,10 @@ struct PrecisionSection {
   std::string dtype = "fp32";       // fp32 | bf16 | fp16 (CPU: fp32 only)
   std::string loss_scale = "auto";  // auto (dynamic for fp16, none otherwise) | none | static | dynamic
   bool tf32 = false;                // backend: cuda: fp32 GEMMs in TF32 on tensor cores
+  // native | cudnn | auto (backend/attention.h): cudnn/auto run cuDNN's fused attention (bf16
+  // inside, attention dropout 0 only) where it applies. Here, not under model:, because like
+  // tf32 it picks an implementation and its numerics, not the model (resume compares model:).
+  std::string attention = "native";
   LossScalerConfig scaler;          // scale settings (mode set by resolve)
 };
 
@@ -90,6 +95,8 @@ struct TrainConfig {
   UpdaterConfig updater_config() const;
   // The metrics file this run appends to ("" for none).
   std::string metrics_path() const;
+  // precision.attention parsed. REQUIRES: validate() ok.
+  AttentionMode attention_mode() const;
 };
 
 // What a validated config implies for a run on `world` ranks.
