@@ -228,7 +228,7 @@ std::string FusedAttention::availability() {
 
 void FusedAttention::fall_back(const std::string& reason) {
   last_fallback_ = reason;
-  impl_->log_once("model.attention: " + std::string(attention_mode_name(mode_)) + ": hand-written attention (" +
+  impl_->log_once("precision.attention " + std::string(attention_mode_name(mode_)) + ": hand-written attention (" +
                   reason + ")");
 }
 
@@ -360,7 +360,7 @@ std::string FusedAttention::availability() {
   return "unavailable: built without cuDNN headers (cudnn_graph.h not found at configure time)";
 }
 void FusedAttention::fall_back(const std::string& reason) {
-  if (last_fallback_ != reason) log_line("model.attention: " + std::string(attention_mode_name(mode_)) +
+  if (last_fallback_ != reason) log_line("precision.attention " + std::string(attention_mode_name(mode_)) +
                                          ": hand-written attention (" + reason + ")");
   last_fallback_ = reason;
 }

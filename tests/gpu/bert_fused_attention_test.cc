@@ -1,4 +1,4 @@
-// bert-tiny with model.attention: cudnn (and attention dropout 0, which the fused path needs)
+// bert-tiny with the cudnn attention (and attention dropout 0, which the fused path needs)
 // against the same model with the hand-written attention on the same device, from the same
 // initial parameters and batch (padded sequences, hidden dropout on): the fused attention
 // must be used in every layer and the loss and every parameter's gradient must stay close.

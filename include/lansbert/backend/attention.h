@@ -14,7 +14,7 @@
 
 namespace lansbert {
 
-// Which attention a backend runs (model.attention in configs, bench --attention):
+// Which attention a backend runs (precision.attention in configs, bench --attention):
 //   native  the hand-written composition (the default, and the only one on the CPU);
 //   cudnn   a fused kernel (CUDA: cuDNN's SDPA) wherever it applies, the hand-written one
 //           elsewhere, each reason logged once;

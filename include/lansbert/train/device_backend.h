@@ -20,7 +20,7 @@ namespace lansbert {
 
 struct DeviceOptions {
   bool tf32 = false;  // GEMMs in TF32 on tensor cores (fp32 accumulation)
-  AttentionMode attention = AttentionMode::kNative;  // model.attention (backend/attention.h)
+  AttentionMode attention = AttentionMode::kNative;  // precision.attention (backend/attention.h)
 };
 
 class DeviceBackend {
