@@ -64,6 +64,11 @@ class CudaOps final : public Ops<float> {
                               int classes, float weight) override;
 
  private:
+  // With a 16-bit GemmMath: x[0, n) rounded to the operand format in `ws` (grown as
+  // needed), on the ops stream; the cuBLAS data type is returned in *type.
+  const void* half_operand(const float* x, size_t n, DeviceBytes& ws, cudaDataType_t* type);
+  cublasComputeType_t compute_type() const;
+
   // dst[index[i], :] += src[i, :], rows of one index summed in ascending i (cuda_gather.cu).
   void scatter_add_rows(const int32_t* index, const float* src, float* dst, int n, int dim);
 
@@ -72,6 +77,7 @@ class CudaOps final : public Ops<float> {
   CublasHandle blas_;
   DeviceBytes sort_keys_, sort_values_, sort_temp_;  // scatter workspaces, grown on first use
   DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums
+  DeviceBytes half_a_, half_b_;                      // 16-bit GEMM operands
 };
 
 }  // namespace lansbert::cuda

@@ -66,7 +66,7 @@ TEST(GpuOps, GemmTf32IsCloseButOptIn) {
   LB_REQUIRE_GPU();
   auto cpu = cpu::make_ops<float>();
   cuda::OpsOptions o;
-  o.tf32 = true;
+  o.math = GemmMath::kTf32;
   auto tf32 = cuda::make_ops(o);
   const int m = 128, n = 96, k = 256;
   auto a = random_vector(size_t(m) * k, 40), b = random_vector(size_t(k) * n, 41);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "fd.h"
+#include "naive_gemm.h"
 #include "lansbert/backend/cpu_ops.h"
 
 namespace lansbert {
@@ -10,20 +11,7 @@ namespace {
 
 using testing::random_vec;
 
-// C = alpha op(A) op(B) + beta C on row-major data with leading dimensions.
-void naive_gemm(Trans ta, Trans tb, int m, int n, int k, double alpha, const double* a, int lda,
-                const double* b, int ldb, double beta, double* c, int ldc) {
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j) {
-      double s = 0;
-      for (int p = 0; p < k; ++p) {
-        const double av = ta == Trans::kNo ? a[i * lda + p] : a[p * lda + i];
-        const double bv = tb == Trans::kNo ? b[p * ldb + j] : b[j * ldb + p];
-        s += av * bv;
-      }
-      c[i * ldc + j] = alpha * s + beta * c[i * ldc + j];
-    }
-}
+using testing::naive_gemm;
 
 class GemmTest : public ::testing::TestWithParam<std::tuple<Trans, Trans>> {};
 
