@@ -78,6 +78,7 @@ class CudaOps final : public Ops<float> {
   DeviceBytes sort_keys_, sort_values_, sort_temp_;  // scatter workspaces, grown on first use
   DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums
   DeviceBytes half_a_, half_b_;                      // 16-bit GEMM operands
+  DeviceBytes batch_ptrs_;                           // pointer arrays of gemm_batched
 };
 
 }  // namespace lansbert::cuda
