@@ -16,32 +16,15 @@
 #include "lansbert/train/device_backend.h"
 #include "lansbert/train/evaluate.h"
 #include "lansbert/train/trainer.h"
+#include "train_run_util.h"
 #include "train_test_util.h"
 
 namespace lansbert {
 namespace {
 namespace fs = std::filesystem;
 
-// Per process: CTest runs each test case as its own process, in parallel, and each one's
-// SetUpTestSuite writes the shared data again.
-std::string scratch(const std::string& name) {
-  const fs::path p = fs::path(LANSBERT_BINARY_DIR) / "test-scratch" / ("train-" + std::to_string(::getpid())) / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-Status train(const TrainConfig& c, TrainResult* r, const std::string& resume = "", int64_t stop = -1,
-             std::function<void(int64_t)> hook = nullptr, const std::string& init_from = "") {
-  auto comm = make_single_process_communicator();
-  TrainOptions o;
-  o.resume = resume;
-  o.init_from = init_from;
-  o.stop_at_step = stop;
-  o.log = nullptr;
-  o.after_step = std::move(hook);
-  return run_training(c, *comm, o, r);
-}
+using testing::scratch;
+using testing::train;
 
 std::string slurp(const std::string& p) {
   std::string s;

@@ -45,6 +45,8 @@ using DeviceBackendFactory = std::function<Status(std::unique_ptr<DeviceBackend>
 
 // Registers (or replaces) the factory for `name` ("cuda"). Thread-compatible: call at start-up.
 void register_device_backend(const std::string& name, DeviceBackendFactory factory);
+// Removes `name` (tests that register a stand-in).
+void unregister_device_backend(const std::string& name);
 bool has_device_backend(const std::string& name);
 // Fails (unsupported) when nothing is registered under `name`, or with the factory's error.
 Status make_device_backend(const std::string& name, std::unique_ptr<DeviceBackend>* out);
