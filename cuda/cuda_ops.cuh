@@ -37,6 +37,14 @@ class CudaOps final : public Ops<float> {
                           const float* rstd, float* dx, float* dgamma, float* dbeta, int rows,
                           int cols) override;
 
+  void bias_gelu_forward(float* pre, const float* bias, float* act, int rows, int cols) override;
+  void bias_gelu_backward(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
+                          int cols) override;
+  void bias_dropout_residual_forward(float* y, const float* bias, const float* residual, int rows, int cols,
+                                     float p, RngKey key) override;
+  void dropout_bias_backward(const float* dy, float* dx, float* dbias, int rows, int cols, float p,
+                             RngKey key) override;
+
   void gelu_forward(const float* x, float* y, size_t n) override;
   void gelu_backward(const float* dy, const float* x, float* dx, size_t n) override;
   void tanh_forward(const float* x, float* y, size_t n) override;

@@ -30,6 +30,12 @@ class CpuOps final : public Ops<T> {
   void layernorm_backward(const T* dy, const T* x, const T* gamma, const T* mean, const T* rstd,
                           T* dx, T* dgamma, T* dbeta, int rows, int cols) override;
 
+  void bias_gelu_forward(T* pre, const T* bias, T* act, int rows, int cols) override;
+  void bias_gelu_backward(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) override;
+  void bias_dropout_residual_forward(T* y, const T* bias, const T* residual, int rows, int cols, float p,
+                                     RngKey key) override;
+  void dropout_bias_backward(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) override;
+
   void gelu_forward(const T* x, T* y, size_t n) override;
   void gelu_backward(const T* dy, const T* x, T* dx, size_t n) override;
   void tanh_forward(const T* x, T* y, size_t n) override;

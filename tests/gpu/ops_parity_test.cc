@@ -171,6 +171,47 @@ TEST(GpuOps, DropoutMasksEqual) {
   expect_close("dropout p=0 copies", to_host(yd), x, 0.0);
 }
 
+// The fused linear-layer epilogues against their CPU twins (which equal the unfused ops
+// exactly, tests/kernels/fused_test.cc); in place where the model calls them so.
+TEST(GpuOps, FusedEpilogues) {
+  LB_REQUIRE_GPU();
+  Twins t;
+  const int rows = 300, cols = 70;
+  const size_t n = size_t(rows) * cols;
+  const RngKey key{0x1234567890abcdefull, 3, 5};
+  auto pre = random_vector(n, 60, 3.f), bias = random_vector(cols, 61), dbias = random_vector(cols, 62);
+  std::vector<float> act(n);
+  auto pred = to_device(pre), biasd = to_device(bias), dbiasd = to_device(dbias);
+  Buffer<float> actd(n, cuda::device_allocator());
+  t.cpu->bias_gelu_forward(pre.data(), bias.data(), act.data(), rows, cols);
+  t.gpu->bias_gelu_forward(pred.data(), biasd.data(), actd.data(), rows, cols);
+  expect_close("bias_gelu_forward pre", to_host(pred), pre, kTol);
+  expect_close("bias_gelu_forward act", to_host(actd), act, kTol);
+  auto d = random_vector(n, 63);
+  auto dd = to_device(d);
+  t.cpu->bias_gelu_backward(d.data(), pre.data(), d.data(), dbias.data(), rows, cols);
+  t.gpu->bias_gelu_backward(dd.data(), pred.data(), dd.data(), dbiasd.data(), rows, cols);
+  expect_close("bias_gelu_backward dpre", to_host(dd), d, kTol);
+  expect_close("bias_gelu_backward dbias", to_host(dbiasd), dbias, kTol);
+  for (float p : {0.0f, 0.1f}) {
+    auto y = random_vector(n, 64), res = random_vector(n, 65);
+    auto yd = to_device(y), resd = to_device(res);
+    t.cpu->bias_dropout_residual_forward(y.data(), bias.data(), res.data(), rows, cols, p, key);
+    t.gpu->bias_dropout_residual_forward(yd.data(), biasd.data(), resd.data(), rows, cols, p, key);
+    expect_close("bias_dropout_residual_forward p=" + std::to_string(p), to_host(yd), y, kTol);
+    auto dy = random_vector(n, 66);
+    std::vector<float> dx(n);
+    auto dyd = to_device(dy);
+    Buffer<float> dxd(n, cuda::device_allocator());
+    t.cpu->dropout_bias_backward(dy.data(), dx.data(), dbias.data(), rows, cols, p, key);
+    t.gpu->dropout_bias_backward(dyd.data(), dxd.data(), dbiasd.data(), rows, cols, p, key);
+    const auto dxg = to_host(dxd);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(dxg[i] == 0.f, dx[i] == 0.f) << "mask differs at " << i;
+    expect_close("dropout_bias_backward dx p=" + std::to_string(p), dxg, dx, kTol);
+    expect_close("dropout_bias_backward dbias p=" + std::to_string(p), to_host(dbiasd), dbias, kTol);
+  }
+}
+
 TEST(GpuOps, LayerNorm) {
   LB_REQUIRE_GPU();
   Twins t;

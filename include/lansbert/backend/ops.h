@@ -88,6 +88,19 @@ class Ops {
                                   const T* rstd, T* dx, T* dgamma, T* dbeta, int rows,
                                   int cols) = 0;
 
+  // Fused epilogues of a linear layer (bias added after the GEMM). Each computes exactly
+  // what the unfused ops compute, in the same order (so results are bit-identical); the
+  // fusion saves passes over [rows, cols] activations, which on a GPU are memory-bound.
+  //   FFN:      pre += bias; act = gelu(pre)      | dpre = gelu'(pre) dact; dbias += sum_r dpre
+  //   residual: y = dropout(y + bias) + residual  | dx = dropout(dy);        dbias += sum_r dx
+  // (dropout keyed and indexed as dropout_forward over the rows*cols elements; dpre may
+  // alias dact and dx may alias dy.)
+  virtual void bias_gelu_forward(T* pre, const T* bias, T* act, int rows, int cols) = 0;
+  virtual void bias_gelu_backward(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) = 0;
+  virtual void bias_dropout_residual_forward(T* y, const T* bias, const T* residual, int rows, int cols,
+                                             float p, RngKey key) = 0;
+  virtual void dropout_bias_backward(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) = 0;
+
   virtual void gelu_forward(const T* x, T* y, size_t n) = 0;
   virtual void gelu_backward(const T* dy, const T* x, T* dx, size_t n) = 0;
   virtual void tanh_forward(const T* x, T* y, size_t n) = 0;
