@@ -75,19 +75,8 @@ void CpuOps<T>::dropout_forward(const T* x, T* y, size_t n, float p, RngKey key)
     if (y != x) std::memcpy(y, x, n * sizeof(T));
     return;
   }
-  // Groups of kLanes Philox blocks = 4*kLanes elements; element e takes word e%4 of block e/4.
-  constexpr size_t kGroup = 4 * kLanes;
-  const size_t groups = (n + kGroup - 1) / kGroup;
-#pragma omp parallel for schedule(static) if (worth_threads(n))
-  for (size_t g = 0; g < groups; ++g) {
-    uint32_t bits[4][kLanes];
-    philox_lanes(key, g * kLanes, bits);
-    const size_t begin = g * kGroup, end = std::min(n, begin + kGroup);
-    for (size_t i = begin; i < end; ++i) {
-      const size_t j = i - begin;
-      y[i] = kern::dropout_scale(x[i], bits[j & 3][j >> 2], p);
-    }
-  }
+  for_each_dropout_bits(n, key, worth_threads(n),
+                        [&](size_t i, uint32_t bits) { y[i] = kern::dropout_scale(x[i], bits, p); });
 }
 
 template <typename T>

@@ -55,21 +55,10 @@ void CpuOps<T>::bias_dropout_residual_forward(T* y, const T* bias, const T* resi
       }
     return;
   }
-  // Groups of kLanes Philox blocks, as dropout_forward walks the tensor.
-  constexpr size_t kGroup = 4 * kLanes;
-  const size_t groups = (n + kGroup - 1) / kGroup;
-#pragma omp parallel for schedule(static) if (worth_threads(n))
-  for (size_t g = 0; g < groups; ++g) {
-    uint32_t bits[4][kLanes];
-    philox_lanes(key, g * kLanes, bits);
-    const size_t begin = g * kGroup, end = std::min(n, begin + kGroup);
-    size_t c = begin % size_t(cols);
-    for (size_t i = begin; i < end; ++i) {
-      const size_t j = i - begin;
-      y[i] = kern::dropout_scale(y[i] + bias[c], bits[j & 3][j >> 2], p) + residual[i];
-      if (++c == size_t(cols)) c = 0;
-    }
-  }
+  // Element i's column is i % cols (a division per element costs little next to Philox).
+  for_each_dropout_bits(n, key, worth_threads(n), [&](size_t i, uint32_t bits) {
+    y[i] = kern::dropout_scale(y[i] + bias[i % size_t(cols)], bits, p) + residual[i];
+  });
 }
 
 template <typename T>

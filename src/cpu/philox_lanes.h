@@ -2,6 +2,8 @@
 // takes word e % 4 of block e / 4, as kern::dropout_block defines).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include "lansbert/core/philox.h"
@@ -44,6 +46,25 @@ inline void philox_lanes(RngKey key, uint64_t first_block, uint32_t out[4][kLane
     out[1][l] = c1[l];
     out[2][l] = c2[l];
     out[3][l] = c3[l];
+  }
+}
+
+// Walks n elements in groups of kLanes Philox blocks (4 * kLanes elements), in parallel
+// when `parallel`: f(i, bits) for each element i, bits being its 32 random bits (word i % 4
+// of block i / 4), so every caller draws dropout_forward's mask.
+template <typename F>
+void for_each_dropout_bits(size_t n, RngKey key, bool parallel, F f) {
+  constexpr size_t kGroup = 4 * kLanes;
+  const size_t groups = (n + kGroup - 1) / kGroup;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (size_t g = 0; g < groups; ++g) {
+    uint32_t bits[4][kLanes];
+    philox_lanes(key, g * kLanes, bits);
+    const size_t begin = g * kGroup, end = std::min(n, begin + kGroup);
+    for (size_t i = begin; i < end; ++i) {
+      const size_t j = i - begin;
+      f(i, bits[j & 3][j >> 2]);
+    }
   }
 }
 

@@ -5,6 +5,8 @@
 // weight copy the device optimizer writes. Skipped without a device.
 #include <gtest/gtest.h>
 
+#include "attention_batch.h"
+
 #include <limits>
 
 #include "gpu_test_util.h"
@@ -90,13 +92,7 @@ TEST(GpuMixed, HalfGemmOpsMatchCpuEmulation) {
     // Attention layout: Q K^T per (batch, head), heads read in place.
     const int B = 3, A = 4, S = 40, D = 16, H = A * D;
     const auto q = testing::random_vector(size_t(B) * S * H, 43), kk = testing::random_vector(size_t(B) * S * H, 44);
-    GemmBatch g;
-    g.outer = B;
-    g.inner = A;
-    g.a_outer = g.b_outer = S * H;
-    g.a_inner = g.b_inner = D;
-    g.c_outer = A * S * S;
-    g.c_inner = S * S;
+    const GemmBatch g = testing::attention_scores_batch(B, A, S, D);
     std::vector<float> sc(size_t(B) * A * S * S, 0.f);
     auto qd = testing::to_device(q), kd = testing::to_device(kk), scd = testing::to_device(sc);
     cpu->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 0.25f, q.data(), H, kk.data(), H, 0.f, sc.data(), S, g);

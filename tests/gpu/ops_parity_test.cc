@@ -3,6 +3,8 @@
 // masks and the deterministic scatters exactly. Skipped without a device.
 #include <gtest/gtest.h>
 
+#include "attention_batch.h"
+
 #include <cstring>
 
 #include "gpu_test_util.h"
@@ -47,13 +49,7 @@ TEST(GpuOps, GemmBatchedTwoLevel) {
   const int B = 3, S = 17, H = 4, D = 8;
   auto q = random_vector(size_t(B) * S * H * D, 4), k = random_vector(size_t(B) * S * H * D, 5);
   std::vector<float> c(size_t(B) * H * S * S, 0.f);
-  GemmBatch g;
-  g.outer = B;
-  g.inner = H;
-  g.a_outer = g.b_outer = int64_t(S) * H * D;
-  g.a_inner = g.b_inner = D;
-  g.c_outer = int64_t(H) * S * S;
-  g.c_inner = int64_t(S) * S;
+  const GemmBatch g = testing::attention_scores_batch(B, H, S, D);
   auto dq = to_device(q), dk = to_device(k), dc = to_device(c);
   t.cpu->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 0.5f, q.data(), H * D, k.data(), H * D, 0.f,
                       c.data(), S, g);

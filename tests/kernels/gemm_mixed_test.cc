@@ -4,6 +4,8 @@
 // so a mode that forgot to round fails), for single and two-level batched GEMMs.
 #include <gtest/gtest.h>
 
+#include "attention_batch.h"
+
 #include <cmath>
 
 #include "fd.h"
@@ -66,13 +68,7 @@ TEST(GemmMixed, BatchedAttentionLayoutRoundsEveryHead) {
     const auto q = testing::cast<float>(testing::random_vec(size_t(B) * S * H, 14));
     const auto k = testing::cast<float>(testing::random_vec(size_t(B) * S * H, 15));
     const auto qr = rounded(q, math), kr = rounded(k, math);
-    GemmBatch g;
-    g.outer = B;
-    g.inner = A;
-    g.a_outer = g.b_outer = S * H;
-    g.a_inner = g.b_inner = D;
-    g.c_outer = A * S * S;
-    g.c_inner = S * S;
+    const GemmBatch g = testing::attention_scores_batch(B, A, S, D);
     std::vector<float> scores(size_t(B) * A * S * S, 0.f);
     ops->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 1.f, q.data(), H, k.data(), H, 0.f,
                       scores.data(), S, g);

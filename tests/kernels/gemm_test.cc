@@ -2,6 +2,8 @@
 // transpose combination, at odd sizes and with leading dimensions wider than the matrices.
 #include <gtest/gtest.h>
 
+#include "attention_batch.h"
+
 #include "fd.h"
 #include "naive_gemm.h"
 #include "lansbert/backend/cpu_ops.h"
@@ -39,13 +41,7 @@ TEST(GemmBatched, AttentionLayoutMatchesPerHeadLoop) {
   auto ops = cpu::make_ops<double>();
   auto q = random_vec(size_t(B) * S * H, 4), k = random_vec(size_t(B) * S * H, 5);
   std::vector<double> scores(size_t(B) * A * S * S, 0.0), expected(scores.size(), 0.0);
-  GemmBatch g;
-  g.outer = B;
-  g.inner = A;
-  g.a_outer = g.b_outer = S * H;
-  g.a_inner = g.b_inner = D;
-  g.c_outer = A * S * S;
-  g.c_inner = S * S;
+  const GemmBatch g = testing::attention_scores_batch(B, A, S, D);
   ops->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 1.0, q.data(), H, k.data(), H, 0.0,
                     scores.data(), S, g);
   for (int b = 0; b < B; ++b)

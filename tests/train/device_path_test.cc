@@ -20,13 +20,8 @@ namespace lansbert {
 namespace {
 namespace fs = std::filesystem;
 using testing::scratch;
+using testing::slurp;
 using testing::train;
-
-std::string slurp(const std::string& p) {
-  std::string s;
-  EXPECT_TRUE(read_file(p, &s).is_ok()) << p;
-  return s;
-}
 
 bool same_file(const std::string& a, const std::string& b) { return slurp(a) == slurp(b); }
 

@@ -1,5 +1,6 @@
 // Running the trainer from a test binary: per-process scratch directories under the build
-// tree (needs LANSBERT_BINARY_DIR, defined for the test suites) and a quiet one-process run.
+// tree (needs LANSBERT_BINARY_DIR, defined for the test suites), reading a file whole, and a
+// quiet one-process run.
 #pragma once
 
 #include <unistd.h>
@@ -8,6 +9,9 @@
 #include <functional>
 #include <string>
 
+#include <gtest/gtest.h>
+
+#include "lansbert/core/file_io.h"
 #include "lansbert/dist/communicator.h"
 #include "lansbert/train/trainer.h"
 
@@ -21,6 +25,12 @@ inline std::string scratch(const std::string& name) {
   fs::remove_all(p);
   fs::create_directories(p);
   return p.string();
+}
+
+inline std::string slurp(const std::string& path) {
+  std::string s;
+  EXPECT_TRUE(read_file(path, &s).is_ok()) << path;
+  return s;
 }
 
 // run_training on one process, quietly.

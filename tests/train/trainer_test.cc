@@ -26,11 +26,7 @@ namespace fs = std::filesystem;
 using testing::scratch;
 using testing::train;
 
-std::string slurp(const std::string& p) {
-  std::string s;
-  EXPECT_TRUE(read_file(p, &s).is_ok()) << p;
-  return s;
-}
+using testing::slurp;
 
 std::vector<std::string> listing(const std::string& dir) {
   std::vector<std::string> out;
