@@ -26,9 +26,11 @@ Allocator& device_allocator();
 void synchronize();
 
 struct OpsOptions {
-  // GEMMs in TF32 on tensor cores (10-bit mantissa inputs, fp32 accumulation). Off by default
-  // so the fp32 backend matches the CPU twin to ~1e-6 relative.
-  bool tf32 = false;
+  // What the GEMMs round their operands to (backend/ops.h). kFp32 by default, so the backend
+  // matches the CPU twin to ~1e-6 relative; kTf32 runs fp32 GEMMs on tensor cores; kBf16 and
+  // kFp16 cast both operands (shared half.h bodies) into a workspace and run cuBLAS with
+  // 16-bit inputs, fp32 accumulation and fp32 output: the CPU emulates exactly this.
+  GemmMath math = GemmMath::kFp32;
   // Which attention runs (attention.h): native (default) | cudnn | auto. cudnn/auto use
   // cuDNN's fused SDPA (bf16 inputs, fp32 statistics) where it applies and fall back to the
   // hand-written attention elsewhere, logging why once (cuda/fused_attention.h).

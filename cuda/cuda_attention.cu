@@ -96,7 +96,9 @@ void CudaOps::attention_backward(const AttentionBackward<float>& a) {
 
 std::string fused_attention_availability() {
   if (device_count() == 0) return "unavailable: no CUDA device visible";
-  CudaOps ops(OpsOptions{false, AttentionMode::kCudnn});
+  OpsOptions o;
+  o.attention = AttentionMode::kCudnn;
+  CudaOps ops(o);
   return ops.fused().availability();
 }
 

@@ -14,7 +14,7 @@ class CudaDeviceBackend final : public DeviceBackend {
   Allocator& allocator() override { return device_allocator(); }
   std::unique_ptr<Ops<float>> make_ops(const DeviceOptions& options) override {
     OpsOptions o;
-    o.tf32 = options.tf32;
+    o.math = options.math;
     o.attention = options.attention;
     return cuda::make_ops(o);
   }

@@ -39,6 +39,14 @@ class CudaOps final : public Ops<float> {
                           const float* rstd, float* dx, float* dgamma, float* dbeta, int rows,
                           int cols) override;
 
+  void bias_gelu_forward(float* pre, const float* bias, float* act, int rows, int cols) override;
+  void bias_gelu_backward(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
+                          int cols) override;
+  void bias_dropout_residual_forward(float* y, const float* bias, const float* residual, int rows, int cols,
+                                     float p, RngKey key) override;
+  void dropout_bias_backward(const float* dy, float* dx, float* dbias, int rows, int cols, float p,
+                             RngKey key) override;
+
   void gelu_forward(const float* x, float* y, size_t n) override;
   void gelu_backward(const float* dy, const float* x, float* dx, size_t n) override;
   void tanh_forward(const float* x, float* y, size_t n) override;
@@ -73,6 +81,11 @@ class CudaOps final : public Ops<float> {
   FusedAttention& fused();
 
  private:
+  // With a 16-bit GemmMath: x[0, n) rounded to the operand format in `ws` (grown as
+  // needed), on the ops stream; the cuBLAS data type is returned in *type.
+  const void* half_operand(const float* x, size_t n, DeviceBytes& ws, cudaDataType_t* type);
+  cublasComputeType_t compute_type() const;
+
   // dst[index[i], :] += src[i, :], rows of one index summed in ascending i (cuda_gather.cu).
   void scatter_add_rows(const int32_t* index, const float* src, float* dst, int n, int dim);
 
@@ -81,6 +94,8 @@ class CudaOps final : public Ops<float> {
   CublasHandle blas_;
   DeviceBytes sort_keys_, sort_values_, sort_temp_;  // scatter workspaces, grown on first use
   DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums
+  DeviceBytes half_a_, half_b_;                      // 16-bit GEMM operands
+  DeviceBytes batch_ptrs_;                           // pointer arrays of gemm_batched
   std::unique_ptr<FusedAttention> fused_;            // only with attention cudnn/auto
 };
 

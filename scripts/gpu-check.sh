@@ -8,8 +8,8 @@
 #                                        there, on the lent GPU machine, with build-gpu/bundle
 #                                        carried over: nvidia-smi, test_gpu (optionally under
 #                                        compute-sanitizer), and `lansbert bench --backend
-#                                        cuda` (bert-base/large, 128/20 and 512/80, fp32 and
-#                                        TF32, the cuDNN fused attention, a --batch 0 probe
+#                                        cuda` (bert-base/large, 128/20 and 512/80, fp32, TF32
+#                                        and bf16, the cuDNN fused attention, a --batch 0 probe
 #                                        and a --profile run).
 #                                        Output goes to $OUT (or ./gpu-check-out).
 # Device call, for example:
@@ -90,18 +90,17 @@ run_step() {
 }
 
 # lansbert bench on the device: bert-base and bert-large at seq 128 / 20 masked slots and
-# 512 / 80, fp32 and TF32 GEMMs, LANS update timed; one JSON line per run in bench.jsonl and
+# 512 / 80, fp32, TF32 and bf16 GEMMs, LANS update timed; one JSON line per run in bench.jsonl and
 # the text form in bench-*.txt. Then the largest micro-batch probe (--batch 0) and a
 # per-op profile. Each run is capped (BENCH_TIMEOUT seconds) so one hang cannot eat the lease.
 bench_step() {
   local out=$1 t=${BENCH_TIMEOUT:-90} lb="$bundle/bin/lansbert"
-  local model seq pred batch prec flag
+  local model seq pred batch prec
   : > "$out/bench.jsonl"
   for spec in bert-base:128:20:64 bert-base:512:80:16 bert-large:128:20:32 bert-large:512:80:8; do
     IFS=: read -r model seq pred batch <<< "$spec"
-    for prec in fp32 tf32; do
-      flag=; [[ $prec == tf32 ]] && flag=--tf32
-      timeout "$t" "$lb" bench --backend cuda $flag --model "$model" --seq-len "$seq" --max-pred "$pred" \
+    for prec in fp32 tf32 bf16; do
+      timeout "$t" "$lb" bench --backend cuda --precision "$prec" --model "$model" --seq-len "$seq" --max-pred "$pred" \
         --batch "$batch" --steps 5 --warmup 2 --json 2> "$out/bench-$model-$seq-$prec.err" \
         | tee -a "$out/bench.jsonl" || echo "bench $model $seq $prec: exit $?" | tee -a "$out/summary.txt"
     done
@@ -115,9 +114,9 @@ bench_step() {
         | tee -a "$out/bench.jsonl" || echo "bench $model $seq attention auto: exit $?" | tee -a "$out/summary.txt"
     done
   fi
-  timeout "$t" "$lb" bench --backend cuda --tf32 --model bert-large --seq-len 512 --max-pred 80 --batch 0 \
+  timeout "$t" "$lb" bench --backend cuda --precision bf16 --model bert-large --seq-len 512 --max-pred 80 --batch 0 \
     --steps 2 --warmup 1 2>&1 | tee "$out/bench-bert-large-512-probe.txt" || true
-  timeout "$t" "$lb" bench --backend cuda --tf32 --model bert-base --seq-len 128 --max-pred 20 --batch 64 \
+  timeout "$t" "$lb" bench --backend cuda --precision bf16 --model bert-base --seq-len 128 --max-pred 20 --batch 64 \
     --steps 3 --profile 2>&1 | tee "$out/bench-bert-base-128-profile.txt" || true
 }
 

@@ -53,7 +53,9 @@ struct BenchOptions {
   bool profile = false;
   uint64_t seed = 1;
   std::string backend = "cpu";  // cpu | cuda
-  bool tf32 = false;            // cuda: TF32 GEMMs
+  bool tf32 = false;            // cuda: TF32 GEMMs (the same as --precision tf32)
+  std::string precision = "fp32";  // GEMM operands: fp32 | tf32 (cuda) | bf16 | fp16 (cpu: emulated)
+  GemmMath math = GemmMath::kFp32;  // parsed from the two above
   std::string optimizer;        // time this rule's update ("" = cuda: lans, cpu: none)
   std::string attention = "native";  // cuda: native | cudnn | auto (backend/attention.h)
 };
@@ -72,9 +74,9 @@ struct BenchBackend {
 
 Status open_backend(const BenchOptions& o, BenchBackend* b) {
   if (o.backend == "cpu") {
-    if (o.tf32) return Status::invalid_argument("bench: --tf32 needs --backend cuda");
+    if (o.math == GemmMath::kTf32) return Status::invalid_argument("bench: --tf32 / --precision tf32 needs --backend cuda");
     if (o.attention != "native") return Status::invalid_argument("bench: --attention " + o.attention + " needs --backend cuda");
-    b->ops = cpu::make_ops<float>();
+    b->ops = cpu::make_ops<float>(o.math);
     b->make_optimizer = make_optimizer;
     return Status::ok();
   }
@@ -83,7 +85,7 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
   if (cuda::device_count() == 0)
     return Status::unsupported("bench: --backend cuda: no CUDA device visible (no driver, no GPU, or CUDA_VISIBLE_DEVICES empty)");
   cuda::OpsOptions oo;
-  oo.tf32 = o.tf32;
+  oo.math = o.math;
   if (!parse_attention_mode(o.attention, &oo.attention))
     return Status::invalid_argument("bench: --attention: expected native, cudnn or auto, got '" + o.attention + "'");
   b->ops = cuda::make_ops(oo);
@@ -270,21 +272,23 @@ int run_bench(const BenchOptions& o) {
   const int threads = omp_get_max_threads();
   // MFU: against --peak-gflops, else (cuda) the table's peak for the GEMM precision in use.
   const DevicePeak* peak = o.backend == "cuda" ? find_device_peak(be.device) : nullptr;
-  const double table_peak = peak ? 1e3 * (o.tf32 ? peak->tf32_tflops : peak->fp32_tflops) : 0;
+  const bool half = o.math == GemmMath::kBf16 || o.math == GemmMath::kFp16;
+  const double table_peak =
+      !peak ? 0 : 1e3 * (half ? peak->half_tflops : o.math == GemmMath::kTf32 ? peak->tf32_tflops : peak->fp32_tflops);
   const double peak_gflops = o.peak_gflops > 0 ? o.peak_gflops : table_peak;
   const double mfu = peak_gflops > 0 ? gflops / peak_gflops : 0;
   const double mfu_half = peak ? gflops / (1e3 * peak->half_tflops) : 0;  // vs dense fp16/bf16
   if (o.json) {
     std::printf(
-        "{\"model\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"batch\":%d,\"seq_len\":%d,\"max_pred\":%d,"
+        "{\"model\":\"%s\",\"backend\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"batch\":%d,\"seq_len\":%d,\"max_pred\":%d,"
         "\"params\":%zu,\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"step_ms\":%.3f,\"tokens_per_s\":%.1f,"
         "\"sequences_per_s\":%.2f,\"gflops\":%.2f,\"mfu\":%.4f,\"loss\":%.5f",
-        o.model.c_str(), o.backend.c_str(), threads, B, o.seq_len, P, model.table().parameter_count(), tf * 1e3,
+        o.model.c_str(), o.backend.c_str(), gemm_math_name(o.math), threads, B, o.seq_len, P, model.table().parameter_count(), tf * 1e3,
         tb * 1e3, step * 1e3, tokens / step, B / step, gflops, mfu, loss);
     if (opt) std::printf(",\"optimizer\":\"%s\",\"optimizer_ms\":%.3f", opt_name.c_str(), tu * 1e3);
     if (o.backend == "cuda") {
-      std::printf(",\"device\":\"%s\",\"tf32\":%s,\"attention\":\"%s\",\"peak_gflops\":%.0f,\"mfu_vs_half_peak\":%.4f",
-                  be.device.c_str(), o.tf32 ? "true" : "false", o.attention.c_str(), peak_gflops, mfu_half);
+      std::printf(",\"device\":\"%s\",\"attention\":\"%s\",\"peak_gflops\":%.0f,\"mfu_vs_half_peak\":%.4f",
+                  be.device.c_str(), o.attention.c_str(), peak_gflops, mfu_half);
       if (o.batch == 0)
         std::printf(",\"batch_probed\":true,\"probe_free_gib\":%.2f,\"probe_need_gib\":%.2f", probe_free, probe_need);
     }
@@ -292,11 +296,12 @@ int run_bench(const BenchOptions& o) {
   } else {
     if (o.backend == "cuda")
       std::printf("lansbert bench: %s (%zu parameters), cuda backend on %s, %s GEMMs, %s attention%s\n",
-                  o.model.c_str(), model.table().parameter_count(), be.device.c_str(), o.tf32 ? "TF32" : "fp32",
+                  o.model.c_str(), model.table().parameter_count(), be.device.c_str(), gemm_math_name(o.math),
                   o.attention.c_str(), fused_attention ? " (attention dropout 0)" : "");
     else
-      std::printf("lansbert bench: %s (%zu parameters), cpu backend, %d threads\n", o.model.c_str(),
-                  model.table().parameter_count(), threads);
+      std::printf("lansbert bench: %s (%zu parameters), cpu backend, %d threads%s\n", o.model.c_str(),
+                  model.table().parameter_count(), threads,
+                  o.math == GemmMath::kFp32 ? "" : o.math == GemmMath::kBf16 ? ", bf16 GEMMs emulated" : ", fp16 GEMMs emulated");
     if (o.batch == 0)
       std::printf("  largest micro-batch that fits: %d (estimated %.2f GiB of %.2f GiB free)\n", B, probe_need,
                   probe_free);
@@ -308,7 +313,7 @@ int run_bench(const BenchOptions& o) {
     if (mfu > 0) std::printf("  MFU %.1f%%", 100 * mfu);
     if (peak)
       std::printf(" (of %.0f TFLOP/s %s, %s); %.1f%% of the %.0f TFLOP/s dense fp16/bf16 peak", peak_gflops / 1e3,
-                  o.tf32 ? "TF32" : "fp32", peak->name, 100 * mfu_half, peak->half_tflops);
+                  gemm_math_name(o.math), peak->name, 100 * mfu_half, peak->half_tflops);
     else if (o.backend == "cuda" && o.peak_gflops <= 0)
       std::printf("  (device not in the peak table: give --peak-gflops for MFU)");
     std::printf("\n  activations %.1f MiB, loss %.4f\n", model.activation_bytes() / 1048576.0, loss);
@@ -328,7 +333,11 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--batch", o->batch, "Sequences per micro-batch (0 with --backend cuda: the largest that fits)")
       ->capture_default_str();
   sub->add_option("--backend", o->backend, "cpu, or cuda (builds with CUDA, a visible device)")->capture_default_str();
-  sub->add_flag("--tf32", o->tf32, "cuda: fp32 GEMMs in TF32 on tensor cores");
+  sub->add_option("--precision", o->precision,
+                  "GEMM operands: fp32, tf32 (cuda), bf16 or fp16 (fp32 accumulation; on the cpu emulated by rounding)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
+      ->capture_default_str();
+  sub->add_flag("--tf32", o->tf32, "cuda: fp32 GEMMs in TF32 on tensor cores (--precision tf32)");
   sub->add_option("--attention", o->attention,
                   "cuda: native, cudnn (cuDNN fused attention where it applies) or auto (cudnn, checked against "
                   "native on first use); cudnn/auto bench without attention dropout")
@@ -346,7 +355,18 @@ void add_bench_command(CLI::App& app) {
   sub->add_flag("--comm", o->comm,
                  "Measure the communicator instead: all-reduce algbw/busbw over message sizes "
                  "(the defaults of `lansbert bench-comm`, which takes more options)");
-  sub->callback([o] { set_exit_code(o->comm ? run_default_bench_comm() : run_bench(*o)); });
+  sub->callback([o] {
+    if (o->tf32 && o->precision != "fp32" && o->precision != "tf32") {
+      report(Status::invalid_argument("bench: --tf32 contradicts --precision " + o->precision));
+      set_exit_code(exit_code());
+      return;
+    }
+    o->math = o->tf32 || o->precision == "tf32" ? GemmMath::kTf32
+              : o->precision == "bf16"          ? GemmMath::kBf16
+              : o->precision == "fp16"          ? GemmMath::kFp16
+                                                : GemmMath::kFp32;
+    set_exit_code(o->comm ? run_default_bench_comm() : run_bench(*o));
+  });
 }
 
 }  // namespace lansbert::cli

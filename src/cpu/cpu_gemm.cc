@@ -1,8 +1,14 @@
 // GEMMs on the CPU through OpenBLAS's CBLAS interface (row-major). Batched GEMMs loop over
-// the two-level batch; each call may use OpenBLAS's own threads.
+// the two-level batch; each call may use OpenBLAS's own threads. In bf16/fp16 mode the
+// operands are first rounded (shared bodies of kernels/half.h) into scratch copies, which is
+// what the GPU's cast-then-tensor-core GEMM computes, up to the order of the fp32 sums.
 #include <cblas.h>
 
+#include <type_traits>
+
 #include "cpu_ops_impl.h"
+#include "lansbert/core/check.h"
+#include "lansbert/kernels/half.h"
 
 namespace lansbert::cpu {
 
@@ -20,8 +26,31 @@ void blas_gemm(Trans ta, Trans tb, int m, int n, int k, double alpha, const doub
 }  // namespace
 
 template <typename T>
+CpuOps<T>::CpuOps(GemmMath math) : math_(math) {
+  LB_CHECK_MSG(math == GemmMath::kFp32 || (std::is_same_v<T, float> && math != GemmMath::kTf32),
+               "the CPU backend emulates bf16 and fp16 GEMMs in float only (no TF32)");
+}
+
+template <typename T>
+const T* CpuOps<T>::operand(const T* x, size_t n, std::vector<T>& scratch) {
+  if (math_ == GemmMath::kFp32 || n == 0) return x;
+  if (scratch.size() < n) scratch.resize(n);
+  T* out = scratch.data();
+  const bool bf16 = math_ == GemmMath::kBf16;
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+  for (size_t i = 0; i < n; ++i) {
+    const float v = static_cast<float>(x[i]);
+    out[i] = static_cast<T>(bf16 ? kern::round_to_bf16(v) : kern::round_to_fp16(v));
+  }
+  return out;
+}
+
+template <typename T>
 void CpuOps<T>::gemm(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a, int lda,
                      const T* b, int ldb, T beta, T* c, int ldc) {
+  if (m <= 0 || n <= 0) return;
+  a = operand(a, gemm_operand_extent(ta, m, k, lda), operand_a_);
+  b = operand(b, gemm_operand_extent(tb, k, n, ldb), operand_b_);
   blas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -32,6 +61,9 @@ void CpuOps<T>::gemm_batched(Trans ta, Trans tb, int m, int n, int k, T alpha, c
   // Attention GEMMs are many and small (S x S x D per head): one per thread beats splitting
   // each one. Inside the parallel region the OpenMP build of OpenBLAS runs single-threaded.
   const int count = g.outer * g.inner;
+  if (m <= 0 || n <= 0 || count <= 0) return;
+  a = operand(a, gemm_operand_extent(ta, m, k, lda, g.outer, g.a_outer, g.inner, g.a_inner), operand_a_);
+  b = operand(b, gemm_operand_extent(tb, k, n, ldb, g.outer, g.b_outer, g.inner, g.b_inner), operand_b_);
 #pragma omp parallel for schedule(static) if (count > 1 && worth_threads(size_t(count) * m * n * k))
   for (int j = 0; j < count; ++j) {
     const int o = j / g.inner, i = j % g.inner;
@@ -44,10 +76,10 @@ template class CpuOps<float>;
 template class CpuOps<double>;
 
 template <typename T>
-std::unique_ptr<Ops<T>> make_ops() {
-  return std::make_unique<CpuOps<T>>();
+std::unique_ptr<Ops<T>> make_ops(GemmMath math) {
+  return std::make_unique<CpuOps<T>>(math);
 }
-template std::unique_ptr<Ops<float>> make_ops<float>();
-template std::unique_ptr<Ops<double>> make_ops<double>();
+template std::unique_ptr<Ops<float>> make_ops<float>(GemmMath);
+template std::unique_ptr<Ops<double>> make_ops<double>(GemmMath);
 
 }  // namespace lansbert::cpu

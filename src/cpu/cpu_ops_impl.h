@@ -2,6 +2,8 @@
 // cpu_*.cc files beside this header, each instantiated for float and double.
 #pragma once
 
+#include <vector>
+
 #include "lansbert/backend/cpu_ops.h"
 
 namespace lansbert::cpu {
@@ -9,6 +11,7 @@ namespace lansbert::cpu {
 template <typename T>
 class CpuOps final : public Ops<T> {
  public:
+  explicit CpuOps(GemmMath math = GemmMath::kFp32);
   Allocator& allocator() override { return host_allocator(); }
   void zero(T* p, size_t n) override;
 
@@ -26,6 +29,12 @@ class CpuOps final : public Ops<T> {
                          int rows, int cols, T eps) override;
   void layernorm_backward(const T* dy, const T* x, const T* gamma, const T* mean, const T* rstd,
                           T* dx, T* dgamma, T* dbeta, int rows, int cols) override;
+
+  void bias_gelu_forward(T* pre, const T* bias, T* act, int rows, int cols) override;
+  void bias_gelu_backward(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) override;
+  void bias_dropout_residual_forward(T* y, const T* bias, const T* residual, int rows, int cols, float p,
+                                     RngKey key) override;
+  void dropout_bias_backward(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) override;
 
   void gelu_forward(const T* x, T* y, size_t n) override;
   void gelu_backward(const T* dy, const T* x, T* dx, size_t n) override;
@@ -49,6 +58,14 @@ class CpuOps final : public Ops<T> {
                              int rows, int classes) override;
   void cross_entropy_backward(const T* logits, const int32_t* labels, T* dlogits, int rows,
                               int classes, T weight) override;
+
+ private:
+  // With math_ kBf16/kFp16: a copy of the first n elements of x, rounded to the operand
+  // format, in `scratch` (grown as needed); otherwise x itself.
+  const T* operand(const T* x, size_t n, std::vector<T>& scratch);
+
+  GemmMath math_;
+  std::vector<T> operand_a_, operand_b_;
 };
 
 // Loops with less work than this run on one thread: a parallel region costs a few

@@ -4,6 +4,8 @@
 //                                              point, so a backend may fuse it)
 //   h1      = LN(x + dropout(ctx Wo^T + bo))
 //   h2      = LN(h1 + dropout(gelu(h1 Wi^T + bi) Wo2^T + bo2))
+// The bias, activation, dropout and residual steps after the output GEMMs go through Ops'
+// fused epilogues (bias_gelu, bias_dropout_residual and their backward passes).
 // Heads are addressed in place inside the (N, H) tensors (attention.h's `ld`).
 #include <cmath>
 
@@ -60,16 +62,14 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
   f.scores = m.d_scores;  // backward scratch, free during the forward
   a.attn_impl = ops.attention_forward(f);
 
-  linear_forward(ops, a.ctx, m.p(p.attn_out.w), m.p(p.attn_out.b), a.res1, N, H, H);
-  ops.dropout_forward(a.res1, a.res1, size_t(N) * H, p_hidden, key(m, dropout_site(l, 1)));
-  ops.accumulate(a.res1, x, size_t(N) * H);
+  linear_gemm(ops, a.ctx, m.p(p.attn_out.w), a.res1, N, H, H);
+  ops.bias_dropout_residual_forward(a.res1, m.p(p.attn_out.b), x, N, H, p_hidden, key(m, dropout_site(l, 1)));
   ops.layernorm_forward(a.res1, m.p(p.ln1.w), m.p(p.ln1.b), a.h1, a.mean1, a.rstd1, N, H, T(c.layernorm_eps));
 
-  linear_forward(ops, a.h1, m.p(p.inter.w), m.p(p.inter.b), a.ffn_pre, N, H, I);
-  ops.gelu_forward(a.ffn_pre, a.ffn_act, size_t(N) * I);
-  linear_forward(ops, a.ffn_act, m.p(p.out.w), m.p(p.out.b), a.res2, N, I, H);
-  ops.dropout_forward(a.res2, a.res2, size_t(N) * H, p_hidden, key(m, dropout_site(l, 2)));
-  ops.accumulate(a.res2, a.h1, size_t(N) * H);
+  linear_gemm(ops, a.h1, m.p(p.inter.w), a.ffn_pre, N, H, I);
+  ops.bias_gelu_forward(a.ffn_pre, m.p(p.inter.b), a.ffn_act, N, I);
+  linear_gemm(ops, a.ffn_act, m.p(p.out.w), a.res2, N, I, H);
+  ops.bias_dropout_residual_forward(a.res2, m.p(p.out.b), a.h1, N, H, p_hidden, key(m, dropout_site(l, 2)));
   ops.layernorm_forward(a.res2, m.p(p.ln2.w), m.p(p.ln2.b), a.h2, a.mean2, a.rstd2, N, H, T(c.layernorm_eps));
 }
 
@@ -85,16 +85,18 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
 
   // FFN block: dh = d(h2).
   ops.layernorm_backward(m.dh, a.res2, m.p(p.ln2.w), a.mean2, a.rstd2, m.d_a, m.g(p.ln2.w), m.g(p.ln2.b), N, H);
-  ops.dropout_backward(m.d_a, m.d_b, NH, p_hidden, key(m, dropout_site(l, 2)));
-  linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), m.d_ffn, m.g(p.out.w), m.g(p.out.b), N, I, H);
-  ops.gelu_backward(m.d_ffn, a.ffn_pre, m.d_ffn, size_t(N) * I);
+  ops.dropout_bias_backward(m.d_a, m.d_b, m.g(p.out.b), N, H, p_hidden, key(m, dropout_site(l, 2)));
+  linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), m.d_ffn, m.g(p.out.w), static_cast<T*>(nullptr), N, I, H);
+  ops.bias_gelu_backward(m.d_ffn, a.ffn_pre, m.d_ffn, m.g(p.inter.b), N, I);
   // d_a holds the residual part of d(h1); the FFN input gradient is added to it.
-  linear_backward(ops, m.d_ffn, a.h1, m.p(p.inter.w), m.d_a, m.g(p.inter.w), m.g(p.inter.b), N, H, I, true);
+  linear_backward(ops, m.d_ffn, a.h1, m.p(p.inter.w), m.d_a, m.g(p.inter.w), static_cast<T*>(nullptr), N, H, I,
+                  true);
 
   // Attention block: d_a = d(h1).
   ops.layernorm_backward(m.d_a, a.res1, m.p(p.ln1.w), a.mean1, a.rstd1, m.d_b, m.g(p.ln1.w), m.g(p.ln1.b), N, H);
-  ops.dropout_backward(m.d_b, m.d_c, NH, p_hidden, key(m, dropout_site(l, 1)));
-  linear_backward(ops, m.d_c, a.ctx, m.p(p.attn_out.w), m.d_ctx, m.g(p.attn_out.w), m.g(p.attn_out.b), N, H, H);
+  ops.dropout_bias_backward(m.d_b, m.d_c, m.g(p.attn_out.b), N, H, p_hidden, key(m, dropout_site(l, 1)));
+  linear_backward(ops, m.d_c, a.ctx, m.p(p.attn_out.w), m.d_ctx, m.g(p.attn_out.w), static_cast<T*>(nullptr), N, H,
+                  H);
 
   AttentionBackward<T> b;
   b.shape = attn_shape(m);

@@ -6,20 +6,28 @@
 
 namespace lansbert {
 
+// y = x W^T only: for layers whose bias goes into a fused epilogue (Ops::bias_gelu_forward,
+// Ops::bias_dropout_residual_forward).
+template <typename T>
+void linear_gemm(Ops<T>& ops, const T* x, const T* w, T* y, int n, int in, int out) {
+  ops.gemm(Trans::kNo, Trans::kYes, n, out, in, T(1), x, in, w, in, T(0), y, out);
+}
+
 template <typename T>
 void linear_forward(Ops<T>& ops, const T* x, const T* w, const T* b, T* y, int n, int in, int out) {
-  ops.gemm(Trans::kNo, Trans::kYes, n, out, in, T(1), x, in, w, in, T(0), y, out);
+  linear_gemm(ops, x, w, y, n, in, out);
   ops.bias_add_forward(y, b, n, out);
 }
 
 // dx[n, in] = dy W (written, or added when accumulate_dx; skipped when dx is null);
-// dW[out, in] += dy^T x; db[out] += sum over rows of dy.
+// dW[out, in] += dy^T x; db[out] += sum over rows of dy (skipped when db is null: a fused
+// backward epilogue already added it).
 template <typename T>
 void linear_backward(Ops<T>& ops, const T* dy, const T* x, const T* w, T* dx, T* dw, T* db, int n,
                      int in, int out, bool accumulate_dx = false) {
   if (dx) ops.gemm(Trans::kNo, Trans::kNo, n, in, out, T(1), dy, out, w, in, accumulate_dx ? T(1) : T(0), dx, in);
   ops.gemm(Trans::kYes, Trans::kNo, out, in, n, T(1), dy, out, x, in, T(1), dw, in);
-  ops.bias_add_backward(dy, db, n, out);
+  if (db) ops.bias_add_backward(dy, db, n, out);
 }
 
 }  // namespace lansbert

@@ -16,8 +16,8 @@ void heads_forward(BertState<T>& m, const T* hidden) {
   const int H = c.hidden, V = c.vocab_size, Pt = m.Pt, B = m.B;
 
   ops.gather_rows_forward(hidden, m.mlm_index, m.mlm_x, Pt, H);
-  linear_forward(ops, m.mlm_x, m.p(m.mlm_dense.w), m.p(m.mlm_dense.b), m.mlm_pre, Pt, H, H);
-  ops.gelu_forward(m.mlm_pre, m.mlm_act, size_t(Pt) * H);
+  linear_gemm(ops, m.mlm_x, m.p(m.mlm_dense.w), m.mlm_pre, Pt, H, H);
+  ops.bias_gelu_forward(m.mlm_pre, m.p(m.mlm_dense.b), m.mlm_act, Pt, H);
   ops.layernorm_forward(m.mlm_act, m.p(m.mlm_ln.w), m.p(m.mlm_ln.b), m.mlm_norm, m.mlm_mean,
                         m.mlm_rstd, Pt, H, T(c.layernorm_eps));
   linear_forward(ops, m.mlm_norm, m.p(m.word), m.p(m.mlm_bias), m.mlm_logits, Pt, H, V);
@@ -44,8 +44,9 @@ void heads_backward(BertState<T>& m, T loss_weight) {
   linear_backward(ops, m.d_mlm_logits, m.mlm_norm, m.p(m.word), m.d_m1, m.g(m.word), m.g(m.mlm_bias), Pt, H, V);
   ops.layernorm_backward(m.d_m1, m.mlm_act, m.p(m.mlm_ln.w), m.mlm_mean, m.mlm_rstd, m.d_m2,
                          m.g(m.mlm_ln.w), m.g(m.mlm_ln.b), Pt, H);
-  ops.gelu_backward(m.d_m2, m.mlm_pre, m.d_m2, size_t(Pt) * H);
-  linear_backward(ops, m.d_m2, m.mlm_x, m.p(m.mlm_dense.w), m.d_m1, m.g(m.mlm_dense.w), m.g(m.mlm_dense.b), Pt, H, H);
+  ops.bias_gelu_backward(m.d_m2, m.mlm_pre, m.d_m2, m.g(m.mlm_dense.b), Pt, H);
+  linear_backward(ops, m.d_m2, m.mlm_x, m.p(m.mlm_dense.w), m.d_m1, m.g(m.mlm_dense.w), static_cast<T*>(nullptr), Pt,
+                  H, H);
   ops.gather_rows_backward(m.d_m1, m.mlm_index, m.dh, Pt, H);
 
   // NSP: the mean over sequences.

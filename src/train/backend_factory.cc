@@ -15,6 +15,8 @@ void register_device_backend(const std::string& name, DeviceBackendFactory facto
   registry()[name] = std::move(factory);
 }
 
+void unregister_device_backend(const std::string& name) { registry().erase(name); }
+
 bool has_device_backend(const std::string& name) { return registry().count(name) != 0; }
 
 Status make_device_backend(const std::string& name, std::unique_ptr<DeviceBackend>* out) {

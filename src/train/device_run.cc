@@ -10,13 +10,10 @@ Status open_device(const TrainConfig& cfg, const Communicator& comm, const Train
     return Status::unsupported("backend: " + cfg.backend +
                                " trains on one rank only so far (the gradient all-reduce works on host buffers); got " +
                                std::to_string(comm.world()) + " ranks");
-  if (cfg.precision.dtype != "fp32")
-    return Status::unsupported("precision.dtype: " + cfg.precision.dtype + " is not wired into the " + cfg.backend +
-                               " trainer yet; use fp32 (with precision.tf32: true for TF32 GEMMs)");
   LB_RETURN_IF_ERROR(make_device_backend(cfg.backend, out));
   if (opts.log && comm.rank() == 0)
-    std::fprintf(opts.log, "backend %s: %s%s\n", cfg.backend.c_str(), (*out)->description().c_str(),
-                 cfg.precision.tf32 ? ", TF32 GEMMs" : "");
+    std::fprintf(opts.log, "backend %s: %s, %s GEMMs\n", cfg.backend.c_str(), (*out)->description().c_str(),
+                 gemm_math_name(cfg.gemm_math()));
   return Status::ok();
 }
 

@@ -88,10 +88,10 @@ Status TrainConfig::validate(int world, std::string* key) const {
     return bad(key, "precision.dtype", "expected fp32, bf16 or fp16, got '" + precision.dtype + "'");
   if (backend != "cpu" && backend != "cuda")
     return bad(key, "backend", "expected cpu or cuda, got '" + backend + "'");
-  if (backend == "cpu" && precision.dtype != "fp32")
-    return bad(key, "precision.dtype", "the CPU backend trains in fp32 only, got '" + precision.dtype + "'");
   if (backend == "cpu" && precision.tf32)
     return bad(key, "precision.tf32", "TF32 is a CUDA option; the CPU backend computes in fp32");
+  if (precision.tf32 && precision.dtype != "fp32")
+    return bad(key, "precision.tf32", "applies to dtype fp32 only (dtype is '" + precision.dtype + "')");
   AttentionMode attention;
   if (!parse_attention_mode(precision.attention, &attention))
     return bad(key, "precision.attention", "expected native, cudnn or auto, got '" + precision.attention + "'");
@@ -113,6 +113,12 @@ Status TrainConfig::validate(int world, std::string* key) const {
     return bad(key, "distributed.reduction_order",
                "expected fast or fixed, got '" + distributed.reduction_order + "'");
   return Status::ok();
+}
+
+GemmMath TrainConfig::gemm_math() const {
+  if (precision.dtype == "bf16") return GemmMath::kBf16;
+  if (precision.dtype == "fp16") return GemmMath::kFp16;
+  return precision.tf32 ? GemmMath::kTf32 : GemmMath::kFp32;
 }
 
 UpdaterConfig TrainConfig::updater_config() const {

@@ -229,7 +229,9 @@ Status Run::loop() {
       const uint64_t key = micro + uint64_t(comm.rank()) * accum + k;
       const ForwardResult r = model->forward(batch, StepContext{true, cfg.seed, uint32_t(key)});
       dp->begin_micro_step(k == accum - 1);
-      model->backward(1.0f / float(accum), dp->backward_hook());
+      // The loss is scaled by the scaler's current scale (1 unless loss scaling is on), so
+      // small fp16 gradients survive the GEMMs; the Updater divides it out before the update.
+      model->backward(float(updater->loss_scale()) / float(accum), dp->backward_hook());
       if (device) device->synchronize();  // charge the queued kernels to compute, not the optimizer
       w_data += t1 - t0;
       w_compute += now_s() - t1;
@@ -323,7 +325,11 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   std::vector<bool> is_continuation;
   LB_RETURN_IF_ERROR(run.open_data(&is_continuation));
   if (cfg.backend != "cpu") LB_RETURN_IF_ERROR(open_device(cfg, comm, opts, &run.device));
-  run.ops = run.device ? run.device->make_ops(DeviceOptions{cfg.precision.tf32, cfg.attention_mode()}) : cpu::make_ops<float>();
+  run.ops = run.device ? run.device->make_ops(DeviceOptions{cfg.gemm_math(), cfg.attention_mode()})
+                       : cpu::make_ops<float>(cfg.gemm_math());
+  if (!run.device && cfg.gemm_math() != GemmMath::kFp32 && opts.log && comm.rank() == 0)
+    std::fprintf(opts.log, "backend cpu: %s GEMM operands emulated (rounded, fp32 products): for checking numerics, "
+                 "not speed\n", gemm_math_name(cfg.gemm_math()));
   run.model = std::make_unique<BertModel<float>>(
       run.mc, *run.ops, ModelLimits{cfg.batch.micro_batch, cfg.data.seq_len, cfg.data.max_pred});
   if (run.device)

@@ -32,7 +32,8 @@ expect_error() {  # rc substring args...
 }
 expect_error 2 "batch.global_batch" train --config "$tmp/good.yaml" --set batch.global_batch=33
 expect_error 2 "optimizer.lrr: unknown key" train --config "$tmp/good.yaml" --set optimizer.lrr=1
-expect_error 2 "fp32 only" train --config "$tmp/good.yaml" --set precision.dtype=bf16
+expect_error 2 "precision.dtype" train --config "$tmp/good.yaml" --set precision.dtype=fp8
+expect_error 2 "TF32 is a CUDA option" train --config "$tmp/good.yaml" --set precision.tf32=true
 expect_error 2 "data.seq_len: config says 64" train --config "$tmp/good.yaml" --set data.seq_len=64
 expect_error 3 "data.train" train --config "$tmp/good.yaml" --set 'data.train=/nonexistent/*.lbs'
 expect_error 2 "incompatible checkpoint" train --config "$tmp/good.yaml" --set model.hidden=32 --resume latest

@@ -92,7 +92,7 @@ TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
       {"  total_steps: 0\n", "  total_steps: 10\n", {}, {"bad.yaml:15:", "schedule.total_steps", "positive"}},
       {"  max_pred: 40\n", "  max_pred: 5\n", {}, {"bad.yaml:7:", "data.max_pred"}},
       {"  seq_len: 1024\n", "  seq_len: 32\n", {}, {"bad.yaml:6:", "data.seq_len", "max_positions"}},
-      {"", "", {"precision.dtype=fp16"}, {"--set precision.dtype", "fp32 only"}},
+      {"", "", {"precision.dtype=fp8"}, {"--set precision.dtype", "expected fp32, bf16 or fp16, got 'fp8'"}},
       {"", "", {"optimizer.lrr=1"}, {"optimizer.lrr: unknown key"}},
       {"", "", {"optimizer.beta1=1.5"}, {"--set optimizer.beta1", "optimizer.beta1"}},
       {"  dir: ckpt\n  keep_last: 0\n", "  dir: ckpt\n", {}, {"bad.yaml:18:", "checkpoint.keep_last"}},

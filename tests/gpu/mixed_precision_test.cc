@@ -1,8 +1,11 @@
-// The mixed-precision groundwork against CPU references: cuBLASLt GEMM on
+// Mixed precision on the device against CPU references: CudaOps in bf16/fp16 GemmMath
+// against CpuOps emulating the same mode; the cuBLASLt GEMM on
 // bf16 operands (CPU: the same bf16-rounded values in fp32) with and without the bias
 // epilogue; the bf16 cast; the device unscale-and-check against LossScaler's; and the bf16
 // weight copy the device optimizer writes. Skipped without a device.
 #include <gtest/gtest.h>
+
+#include "attention_batch.h"
 
 #include <limits>
 
@@ -61,6 +64,42 @@ TEST(GpuMixed, Bf16GemmWithBiasEpilogue) {
           "bf16 gemm + bias ta=" + std::to_string(int(ta)) + " tb=" + std::to_string(int(tb)),
           testing::to_host(cd), c, 1e-5);
     }
+}
+
+// CudaOps in bf16/fp16 mode (cast kernels + cuBLAS 16-bit GEMM) against CpuOps in the same
+// mode (rounded operands + sgemm): same operand values, fp32 sums in another order.
+TEST(GpuMixed, HalfGemmOpsMatchCpuEmulation) {
+  LB_REQUIRE_GPU();
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
+    cuda::OpsOptions oo;
+    oo.math = math;
+    auto gpu = cuda::make_ops(oo);
+    auto cpu = cpu::make_ops<float>(math);
+    for (Trans ta : {Trans::kNo, Trans::kYes})
+      for (Trans tb : {Trans::kNo, Trans::kYes}) {
+        const int m = 70, n = 33, k = 190;
+        const int lda = ta == Trans::kNo ? k : m, ldb = tb == Trans::kNo ? n : k;
+        const auto a = testing::random_vector(size_t(m) * k, 40, 3.f);
+        const auto b = testing::random_vector(size_t(k) * n, 41, 3.f);
+        std::vector<float> c = testing::random_vector(size_t(m) * n, 42);
+        auto ad = testing::to_device(a), bd = testing::to_device(b), cd = testing::to_device(c);
+        cpu->gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 1.f, c.data(), n);
+        gpu->gemm(ta, tb, m, n, k, 0.5f, ad.data(), lda, bd.data(), ldb, 1.f, cd.data(), n);
+        testing::expect_close(std::string(gemm_math_name(math)) + " gemm ta=" + std::to_string(int(ta)) +
+                                  " tb=" + std::to_string(int(tb)),
+                              testing::to_host(cd), c, 1e-5);
+      }
+    // Attention layout: Q K^T per (batch, head), heads read in place.
+    const int B = 3, A = 4, S = 40, D = 16, H = A * D;
+    const auto q = testing::random_vector(size_t(B) * S * H, 43), kk = testing::random_vector(size_t(B) * S * H, 44);
+    const GemmBatch g = testing::attention_scores_batch(B, A, S, D);
+    std::vector<float> sc(size_t(B) * A * S * S, 0.f);
+    auto qd = testing::to_device(q), kd = testing::to_device(kk), scd = testing::to_device(sc);
+    cpu->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 0.25f, q.data(), H, kk.data(), H, 0.f, sc.data(), S, g);
+    gpu->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 0.25f, qd.data(), H, kd.data(), H, 0.f, scd.data(), S, g);
+    testing::expect_close(std::string(gemm_math_name(math)) + " batched attention scores", testing::to_host(scd), sc,
+                          1e-5);
+  }
 }
 
 TEST(GpuMixed, UnscaleAndCheckMatchesLossScaler) {

@@ -3,6 +3,8 @@
 // masks and the deterministic scatters exactly. Skipped without a device.
 #include <gtest/gtest.h>
 
+#include "attention_batch.h"
+
 #include <cstring>
 
 #include "gpu_test_util.h"
@@ -47,13 +49,7 @@ TEST(GpuOps, GemmBatchedTwoLevel) {
   const int B = 3, S = 17, H = 4, D = 8;
   auto q = random_vector(size_t(B) * S * H * D, 4), k = random_vector(size_t(B) * S * H * D, 5);
   std::vector<float> c(size_t(B) * H * S * S, 0.f);
-  GemmBatch g;
-  g.outer = B;
-  g.inner = H;
-  g.a_outer = g.b_outer = int64_t(S) * H * D;
-  g.a_inner = g.b_inner = D;
-  g.c_outer = int64_t(H) * S * S;
-  g.c_inner = int64_t(S) * S;
+  const GemmBatch g = testing::attention_scores_batch(B, H, S, D);
   auto dq = to_device(q), dk = to_device(k), dc = to_device(c);
   t.cpu->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 0.5f, q.data(), H * D, k.data(), H * D, 0.f,
                       c.data(), S, g);
@@ -66,7 +62,7 @@ TEST(GpuOps, GemmTf32IsCloseButOptIn) {
   LB_REQUIRE_GPU();
   auto cpu = cpu::make_ops<float>();
   cuda::OpsOptions o;
-  o.tf32 = true;
+  o.math = GemmMath::kTf32;
   auto tf32 = cuda::make_ops(o);
   const int m = 128, n = 96, k = 256;
   auto a = random_vector(size_t(m) * k, 40), b = random_vector(size_t(k) * n, 41);
@@ -169,6 +165,47 @@ TEST(GpuOps, DropoutMasksEqual) {
   expect_close("dropout_backward", to_host(bd), b, kTol);
   t.gpu->dropout_forward(xd.data(), yd.data(), n, 0.0f, key);
   expect_close("dropout p=0 copies", to_host(yd), x, 0.0);
+}
+
+// The fused linear-layer epilogues against their CPU twins (which equal the unfused ops
+// exactly, tests/kernels/fused_test.cc); in place where the model calls them so.
+TEST(GpuOps, FusedEpilogues) {
+  LB_REQUIRE_GPU();
+  Twins t;
+  const int rows = 300, cols = 70;
+  const size_t n = size_t(rows) * cols;
+  const RngKey key{0x1234567890abcdefull, 3, 5};
+  auto pre = random_vector(n, 60, 3.f), bias = random_vector(cols, 61), dbias = random_vector(cols, 62);
+  std::vector<float> act(n);
+  auto pred = to_device(pre), biasd = to_device(bias), dbiasd = to_device(dbias);
+  Buffer<float> actd(n, cuda::device_allocator());
+  t.cpu->bias_gelu_forward(pre.data(), bias.data(), act.data(), rows, cols);
+  t.gpu->bias_gelu_forward(pred.data(), biasd.data(), actd.data(), rows, cols);
+  expect_close("bias_gelu_forward pre", to_host(pred), pre, kTol);
+  expect_close("bias_gelu_forward act", to_host(actd), act, kTol);
+  auto d = random_vector(n, 63);
+  auto dd = to_device(d);
+  t.cpu->bias_gelu_backward(d.data(), pre.data(), d.data(), dbias.data(), rows, cols);
+  t.gpu->bias_gelu_backward(dd.data(), pred.data(), dd.data(), dbiasd.data(), rows, cols);
+  expect_close("bias_gelu_backward dpre", to_host(dd), d, kTol);
+  expect_close("bias_gelu_backward dbias", to_host(dbiasd), dbias, kTol);
+  for (float p : {0.0f, 0.1f}) {
+    auto y = random_vector(n, 64), res = random_vector(n, 65);
+    auto yd = to_device(y), resd = to_device(res);
+    t.cpu->bias_dropout_residual_forward(y.data(), bias.data(), res.data(), rows, cols, p, key);
+    t.gpu->bias_dropout_residual_forward(yd.data(), biasd.data(), resd.data(), rows, cols, p, key);
+    expect_close("bias_dropout_residual_forward p=" + std::to_string(p), to_host(yd), y, kTol);
+    auto dy = random_vector(n, 66);
+    std::vector<float> dx(n);
+    auto dyd = to_device(dy);
+    Buffer<float> dxd(n, cuda::device_allocator());
+    t.cpu->dropout_bias_backward(dy.data(), dx.data(), dbias.data(), rows, cols, p, key);
+    t.gpu->dropout_bias_backward(dyd.data(), dxd.data(), dbiasd.data(), rows, cols, p, key);
+    const auto dxg = to_host(dxd);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(dxg[i] == 0.f, dx[i] == 0.f) << "mask differs at " << i;
+    expect_close("dropout_bias_backward dx p=" + std::to_string(p), dxg, dx, kTol);
+    expect_close("dropout_bias_backward dbias p=" + std::to_string(p), to_host(dbiasd), dbias, kTol);
+  }
 }
 
 TEST(GpuOps, LayerNorm) {

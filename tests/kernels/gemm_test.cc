@@ -2,7 +2,10 @@
 // transpose combination, at odd sizes and with leading dimensions wider than the matrices.
 #include <gtest/gtest.h>
 
+#include "attention_batch.h"
+
 #include "fd.h"
+#include "naive_gemm.h"
 #include "lansbert/backend/cpu_ops.h"
 
 namespace lansbert {
@@ -10,20 +13,7 @@ namespace {
 
 using testing::random_vec;
 
-// C = alpha op(A) op(B) + beta C on row-major data with leading dimensions.
-void naive_gemm(Trans ta, Trans tb, int m, int n, int k, double alpha, const double* a, int lda,
-                const double* b, int ldb, double beta, double* c, int ldc) {
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j) {
-      double s = 0;
-      for (int p = 0; p < k; ++p) {
-        const double av = ta == Trans::kNo ? a[i * lda + p] : a[p * lda + i];
-        const double bv = tb == Trans::kNo ? b[p * ldb + j] : b[j * ldb + p];
-        s += av * bv;
-      }
-      c[i * ldc + j] = alpha * s + beta * c[i * ldc + j];
-    }
-}
+using testing::naive_gemm;
 
 class GemmTest : public ::testing::TestWithParam<std::tuple<Trans, Trans>> {};
 
@@ -51,13 +41,7 @@ TEST(GemmBatched, AttentionLayoutMatchesPerHeadLoop) {
   auto ops = cpu::make_ops<double>();
   auto q = random_vec(size_t(B) * S * H, 4), k = random_vec(size_t(B) * S * H, 5);
   std::vector<double> scores(size_t(B) * A * S * S, 0.0), expected(scores.size(), 0.0);
-  GemmBatch g;
-  g.outer = B;
-  g.inner = A;
-  g.a_outer = g.b_outer = S * H;
-  g.a_inner = g.b_inner = D;
-  g.c_outer = A * S * S;
-  g.c_inner = S * S;
+  const GemmBatch g = testing::attention_scores_batch(B, A, S, D);
   ops->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 1.0, q.data(), H, k.data(), H, 0.0,
                     scores.data(), S, g);
   for (int b = 0; b < B; ++b)

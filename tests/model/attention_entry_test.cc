@@ -187,6 +187,19 @@ class RecordingOps final : public Ops<float> {
                           float* dx, float* dg, float* db, int r, int c) override {
     inner_->layernorm_backward(dy, x, g, mean, rstd, dx, dg, db, r, c);
   }
+  void bias_gelu_forward(float* pre, const float* b, float* act, int r, int c) override {
+    inner_->bias_gelu_forward(pre, b, act, r, c);
+  }
+  void bias_gelu_backward(const float* dact, const float* pre, float* dpre, float* db, int r, int c) override {
+    inner_->bias_gelu_backward(dact, pre, dpre, db, r, c);
+  }
+  void bias_dropout_residual_forward(float* y, const float* b, const float* res, int r, int c, float p,
+                                     RngKey k) override {
+    inner_->bias_dropout_residual_forward(y, b, res, r, c, p, k);
+  }
+  void dropout_bias_backward(const float* dy, float* dx, float* db, int r, int c, float p, RngKey k) override {
+    inner_->dropout_bias_backward(dy, dx, db, r, c, p, k);
+  }
   void gelu_forward(const float* x, float* y, size_t n) override { inner_->gelu_forward(x, y, n); }
   void gelu_backward(const float* dy, const float* x, float* dx, size_t n) override { inner_->gelu_backward(dy, x, dx, n); }
   void tanh_forward(const float* x, float* y, size_t n) override { inner_->tanh_forward(x, y, n); }

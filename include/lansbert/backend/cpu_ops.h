@@ -9,7 +9,10 @@
 
 namespace lansbert::cpu {
 
+// `math` kBf16/kFp16 (float only) emulates the GPU's mixed-precision GEMMs: both operands
+// are rounded with the shared bodies of kernels/half.h, then multiplied in fp32. kTf32 is
+// not offered (cuBLAS does not specify its TF32 rounding). Other modes are a fatal error.
 template <typename T>
-std::unique_ptr<Ops<T>> make_ops();
+std::unique_ptr<Ops<T>> make_ops(GemmMath math = GemmMath::kFp32);
 
 }  // namespace lansbert::cpu

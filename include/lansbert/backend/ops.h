@@ -17,6 +17,25 @@ namespace lansbert {
 
 enum class Trans { kNo, kYes };
 
+// What a backend's GEMMs round their operands to before multiplying. Products of the rounded
+// operands are exact in fp32 and accumulation is fp32 in every mode (the tensor-core
+// contract), so a mode is defined by its operand rounding alone, and the CPU can emulate the
+// GPU's bf16/fp16 GEMMs bit for bit up to summation order. Everything outside the GEMMs
+// (LayerNorm, softmax, GELU, losses, the optimizer on fp32 master weights) stays fp32.
+//   kFp32: no rounding.   kTf32: 10-bit mantissa, CUDA tensor cores only.
+//   kBf16: 8-bit mantissa, fp32's range (A100/H100/H200).
+//   kFp16: 11-bit mantissa, |x| <= 65504 (V100), trained with the dynamic loss scaler.
+enum class GemmMath { kFp32, kTf32, kBf16, kFp16 };
+
+inline const char* gemm_math_name(GemmMath m) {
+  switch (m) {
+    case GemmMath::kTf32: return "tf32";
+    case GemmMath::kBf16: return "bf16";
+    case GemmMath::kFp16: return "fp16";
+    default: return "fp32";
+  }
+}
+
 // Two-level batch of GEMMs: matrix (o, i) of A starts at a + o*a_outer + i*a_inner, and so on.
 // Attention uses outer = batch, inner = heads, so heads are read in place from [B, S, H]
 // activations with no transpose copies.
@@ -26,6 +45,21 @@ struct GemmBatch {
   int64_t b_outer = 0, b_inner = 0;
   int64_t c_outer = 0, c_inner = 0;
 };
+
+// Elements from the first to one past the last that a GEMM operand op(X) [rows, cols] with
+// leading dimension ld touches (in one matrix, or over a two-level batch with the given
+// strides): what a backend must round or copy to hand the operand on in another format.
+inline size_t gemm_operand_extent(Trans t, int rows, int cols, int ld) {
+  if (rows <= 0 || cols <= 0) return 0;
+  const int stored_rows = t == Trans::kNo ? rows : cols, stored_cols = t == Trans::kNo ? cols : rows;
+  return size_t(stored_rows - 1) * size_t(ld) + size_t(stored_cols);
+}
+inline size_t gemm_operand_extent(Trans t, int rows, int cols, int ld, int outer, int64_t outer_stride,
+                                  int inner, int64_t inner_stride) {
+  const size_t one = gemm_operand_extent(t, rows, cols, ld);
+  if (one == 0 || outer <= 0 || inner <= 0) return 0;
+  return one + size_t(outer - 1) * size_t(outer_stride) + size_t(inner - 1) * size_t(inner_stride);
+}
 
 template <typename T>
 class Ops {
@@ -55,6 +89,19 @@ class Ops {
   virtual void layernorm_backward(const T* dy, const T* x, const T* gamma, const T* mean,
                                   const T* rstd, T* dx, T* dgamma, T* dbeta, int rows,
                                   int cols) = 0;
+
+  // Fused epilogues of a linear layer (bias added after the GEMM). Each computes exactly
+  // what the unfused ops compute, in the same order (so results are bit-identical); the
+  // fusion saves passes over [rows, cols] activations, which on a GPU are memory-bound.
+  //   FFN:      pre += bias; act = gelu(pre)      | dpre = gelu'(pre) dact; dbias += sum_r dpre
+  //   residual: y = dropout(y + bias) + residual  | dx = dropout(dy);        dbias += sum_r dx
+  // (dropout keyed and indexed as dropout_forward over the rows*cols elements; dpre may
+  // alias dact and dx may alias dy.)
+  virtual void bias_gelu_forward(T* pre, const T* bias, T* act, int rows, int cols) = 0;
+  virtual void bias_gelu_backward(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) = 0;
+  virtual void bias_dropout_residual_forward(T* y, const T* bias, const T* residual, int rows, int cols,
+                                             float p, RngKey key) = 0;
+  virtual void dropout_bias_backward(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) = 0;
 
   virtual void gelu_forward(const T* x, T* y, size_t n) = 0;
   virtual void gelu_backward(const T* dy, const T* x, T* dx, size_t n) = 0;

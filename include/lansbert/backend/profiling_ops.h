@@ -53,6 +53,18 @@ class ProfilingOps final : public Ops<T> {
                           int r, int c) override {
     time("layernorm_backward", [&] { inner_.layernorm_backward(dy, x, g, mean, rstd, dx, dg, db, r, c); });
   }
+  void bias_gelu_forward(T* pre, const T* b, T* act, int r, int c) override {
+    time("bias_gelu_forward", [&] { inner_.bias_gelu_forward(pre, b, act, r, c); });
+  }
+  void bias_gelu_backward(const T* dact, const T* pre, T* dpre, T* db, int r, int c) override {
+    time("bias_gelu_backward", [&] { inner_.bias_gelu_backward(dact, pre, dpre, db, r, c); });
+  }
+  void bias_dropout_residual_forward(T* y, const T* b, const T* res, int r, int c, float p, RngKey k) override {
+    time("bias_dropout_residual_forward", [&] { inner_.bias_dropout_residual_forward(y, b, res, r, c, p, k); });
+  }
+  void dropout_bias_backward(const T* dy, T* dx, T* db, int r, int c, float p, RngKey k) override {
+    time("dropout_bias_backward", [&] { inner_.dropout_bias_backward(dy, dx, db, r, c, p, k); });
+  }
   void gelu_forward(const T* x, T* y, size_t n) override { time("gelu_forward", [&] { inner_.gelu_forward(x, y, n); }); }
   void gelu_backward(const T* dy, const T* x, T* dx, size_t n) override {
     time("gelu_backward", [&] { inner_.gelu_backward(dy, x, dx, n); });

@@ -19,7 +19,7 @@
 namespace lansbert {
 
 struct DeviceOptions {
-  bool tf32 = false;  // GEMMs in TF32 on tensor cores (fp32 accumulation)
+  GemmMath math = GemmMath::kFp32;  // GEMM operand rounding (backend/ops.h): fp32, tf32, bf16, fp16
   AttentionMode attention = AttentionMode::kNative;  // precision.attention (backend/attention.h)
 };
 
@@ -30,7 +30,7 @@ class DeviceBackend {
   virtual std::string description() const = 0;
   // Device memory; copies to and from the host are synchronous.
   virtual Allocator& allocator() = 0;
-  // fp32 ops on this device (the model's forward/backward).
+  // Ops on this device (the model's forward/backward): fp32 tensors, GEMMs per options.math.
   virtual std::unique_ptr<Ops<float>> make_ops(const DeviceOptions& options) = 0;
   // Waits for all queued device work.
   virtual void synchronize() = 0;
@@ -46,6 +46,8 @@ using DeviceBackendFactory = std::function<Status(std::unique_ptr<DeviceBackend>
 
 // Registers (or replaces) the factory for `name` ("cuda"). Thread-compatible: call at start-up.
 void register_device_backend(const std::string& name, DeviceBackendFactory factory);
+// Removes `name` (tests that register a stand-in).
+void unregister_device_backend(const std::string& name);
 bool has_device_backend(const std::string& name);
 // Fails (unsupported) when nothing is registered under `name`, or with the factory's error.
 Status make_device_backend(const std::string& name, std::unique_ptr<DeviceBackend>* out);

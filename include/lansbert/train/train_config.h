@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lansbert/backend/attention.h"
+#include "lansbert/backend/ops.h"
 #include "lansbert/core/status.h"
 #include "lansbert/model/bert_config.h"
 #include "lansbert/optim/updater.h"
@@ -42,7 +43,7 @@ struct BatchSection {
 };
 
 struct PrecisionSection {
-  std::string dtype = "fp32";       // fp32 | bf16 | fp16 (CPU: fp32 only)
+  std::string dtype = "fp32";       // fp32 | bf16 | fp16: GEMM operands (CPU: emulated)
   std::string loss_scale = "auto";  // auto (dynamic for fp16, none otherwise) | none | static | dynamic
   bool tf32 = false;                // backend: cuda: fp32 GEMMs in TF32 on tensor cores
   // native | cudnn | auto (backend/attention.h): cudnn/auto run cuDNN's fused attention (bf16
@@ -93,6 +94,8 @@ struct TrainConfig {
   Status validate(int world, std::string* key) const;
   // The optimizer, schedule and loss-scaler settings. REQUIRES: validate() ok.
   UpdaterConfig updater_config() const;
+  // The backend's GEMM mode from precision.dtype and precision.tf32.
+  GemmMath gemm_math() const;
   // The metrics file this run appends to ("" for none).
   std::string metrics_path() const;
   // precision.attention parsed. REQUIRES: validate() ok.

@@ -1,0 +1,60 @@
+// Fused linear-layer epilogues on the GPU (ops.h): bias + GELU and bias + dropout + residual
+// in one element-wise pass each; their backward passes compute the activation gradient
+// inside the bias-gradient column sum (launch.cuh), writing it as they go, so the gradient
+// is read once instead of twice. Same shared bodies and the same expressions as the
+// unfused kernels in cuda_elementwise.cu, hence the same values.
+#include "cuda_ops.cuh"
+#include "lansbert/kernels/activations.h"
+#include "lansbert/kernels/dropout.h"
+#include "launch.cuh"
+
+namespace lansbert::cuda {
+
+void CudaOps::bias_gelu_forward(float* pre, const float* bias, float* act, int rows, int cols) {
+  const size_t n = size_t(rows) * cols;
+  launch_map(n, stream(), [=] __device__(size_t i) {
+    const float x = pre[i] + bias[i % size_t(cols)];
+    pre[i] = x;
+    act[i] = kern::gelu(x);
+  });
+}
+
+void CudaOps::bias_gelu_backward(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
+                                 int cols) {
+  launch_column_sums<1>(
+      rows, cols, stream(), column_partials_,
+      [=] __device__(int r, int c, float* v) {
+        const size_t i = size_t(r) * cols + c;
+        const float g = kern::gelu_grad(dact[i], pre[i]);
+        dpre[i] = g;
+        v[0] = g;
+      },
+      dbias, nullptr);
+}
+
+void CudaOps::bias_dropout_residual_forward(float* y, const float* bias, const float* residual, int rows,
+                                            int cols, float p, RngKey key) {
+  const size_t n = size_t(rows) * cols;
+  if (p <= 0.0f) {
+    launch_map(n, stream(), [=] __device__(size_t i) { y[i] = (y[i] + bias[i % size_t(cols)]) + residual[i]; });
+    return;
+  }
+  launch_map(n, stream(), [=] __device__(size_t i) {
+    y[i] = kern::dropout_apply(y[i] + bias[i % size_t(cols)], key, i, p) + residual[i];
+  });
+}
+
+void CudaOps::dropout_bias_backward(const float* dy, float* dx, float* dbias, int rows, int cols, float p,
+                                    RngKey key) {
+  launch_column_sums<1>(
+      rows, cols, stream(), column_partials_,
+      [=] __device__(int r, int c, float* v) {
+        const size_t i = size_t(r) * cols + c;
+        const float d = p > 0.0f ? kern::dropout_apply(dy[i], key, i, p) : dy[i];
+        dx[i] = d;
+        v[0] = d;
+      },
+      dbias, nullptr);
+}
+
+}  // namespace lansbert::cuda

@@ -1,0 +1,125 @@
+// The trainer's device path (backend: cuda) driven by a host stand-in for the device
+// (host_device_backend.h): the same ops, optimizer and loss scaler as the CPU backend behind
+// the DeviceBackend interface, so every result must equal the CPU trainer's bit for bit.
+// This is the only place the device branches of the trainer run on a machine without a GPU:
+// opening the backend, the Updater's device hooks, host staging of checkpoint writes,
+// uploads of restored checkpoints and --init-from, and the precision options.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <filesystem>
+
+#include "host_device_backend.h"
+#include "lansbert/core/file_io.h"
+#include "lansbert/model/param_table.h"
+#include "lansbert/train/device_backend.h"
+#include "train_run_util.h"
+#include "train_test_util.h"
+
+namespace lansbert {
+namespace {
+namespace fs = std::filesystem;
+using testing::scratch;
+using testing::slurp;
+using testing::train;
+
+bool same_file(const std::string& a, const std::string& b) { return slurp(a) == slurp(b); }
+
+class DevicePath : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    omp_set_num_threads(1);
+    // The registry keeps the factory; the backend it makes is observed through `last_`.
+    register_device_backend("cuda", [this](std::unique_ptr<DeviceBackend>* out) {
+      auto b = std::make_unique<testing::HostDeviceBackend>();
+      last_ = b.get();
+      *out = std::move(b);
+      return Status::ok();
+    });
+    data_ = scratch("data");
+    ASSERT_FALSE(testing::write_tiny_shards(data_).empty());
+  }
+  void TearDown() override { unregister_device_backend("cuda"); }
+  std::string data_;
+  testing::HostDeviceBackend* last_ = nullptr;  // valid while its run lasts
+};
+
+// Straight runs: the device path equals the CPU path, checkpoint files byte for byte, and
+// the device pieces were really used (optimizer made by the backend, one unscale check per
+// step).
+TEST_F(DevicePath, EqualsTheCpuTrainerBitForBit) {
+  TrainConfig c = testing::tiny_config(data_, scratch("cpu"), 6);
+  TrainConfig d = testing::tiny_config(data_, scratch("dev"), 6);
+  d.backend = "cuda";
+  TrainResult rc, rd;
+  ASSERT_TRUE(train(c, &rc).is_ok());
+  size_t unscale = 0, optimizers = 0;
+  TrainOptions o;
+  auto comm = make_single_process_communicator();
+  o.log = nullptr;
+  o.after_step = [&](int64_t) {
+    unscale = last_->unscale_calls;
+    optimizers = last_->optimizers_made;
+  };
+  ASSERT_TRUE(run_training(d, *comm, o, &rd).is_ok());
+  EXPECT_EQ(unscale, 6u);
+  EXPECT_EQ(optimizers, 1u);
+  EXPECT_EQ(rc.loss, rd.loss);
+  for (const char* f : {"model.safetensors", "optimizer.state"})
+    EXPECT_TRUE(same_file(c.checkpoint.dir + "/final/" + f, d.checkpoint.dir + "/final/" + f)) << f;
+}
+
+// Stop after step 3 and resume on the device: the restored params and moments are uploaded
+// (copy_from_host) and the run ends where a straight device run ends.
+TEST_F(DevicePath, ResumeUploadsTheCheckpointAndContinuesExactly) {
+  TrainConfig a = testing::tiny_config(data_, scratch("straight"), 6);
+  TrainConfig b = testing::tiny_config(data_, scratch("resumed"), 6);
+  a.backend = b.backend = "cuda";
+  TrainResult r;
+  ASSERT_TRUE(train(a, &r).is_ok());
+  ASSERT_TRUE(train(b, &r, "", 3).is_ok());
+  EXPECT_EQ(r.step, 3);
+  size_t uploaded = 0;
+  ASSERT_TRUE(train(b, &r, "latest", -1, [&](int64_t) { uploaded = last_->allocator_.uploads; }).is_ok());
+  EXPECT_EQ(r.step, 6);
+  // params, m and v went up.
+  BertConfig mc;
+  ASSERT_TRUE(b.resolve_model(&mc).is_ok());
+  EXPECT_GE(uploaded, 3 * make_bert_param_table(mc).total_elements() * sizeof(float));
+  for (const char* f : {"model.safetensors", "optimizer.state"})
+    EXPECT_TRUE(same_file(a.checkpoint.dir + "/final/" + f, b.checkpoint.dir + "/final/" + f)) << f;
+}
+
+// Phase 2 from a phase-1 device checkpoint (--init-from) equals the same on the CPU.
+TEST_F(DevicePath, InitFromAPhase1CheckpointEqualsTheCpuPath) {
+  TrainConfig p1 = testing::tiny_config(data_, scratch("phase1"), 3);
+  TrainResult r;
+  ASSERT_TRUE(train(p1, &r).is_ok());
+  TrainConfig c = testing::tiny_config(data_, scratch("p2-cpu"), 3);
+  TrainConfig d = testing::tiny_config(data_, scratch("p2-dev"), 3);
+  d.backend = "cuda";
+  ASSERT_TRUE(train(c, &r, "", -1, nullptr, p1.checkpoint.dir).is_ok());
+  ASSERT_TRUE(train(d, &r, "", -1, nullptr, p1.checkpoint.dir).is_ok());
+  EXPECT_TRUE(same_file(c.checkpoint.dir + "/final/model.safetensors", d.checkpoint.dir + "/final/model.safetensors"));
+}
+
+// The precision options reach the device's ops (bf16 GEMMs on the device path equal the CPU
+// backend's bf16 emulation), and fp16's dynamic loss scale reaches the device unscale hook.
+TEST_F(DevicePath, PrecisionReachesTheDeviceOps) {
+  for (const char* dtype : {"bf16", "fp16"}) {
+    TrainConfig c = testing::tiny_config(data_, scratch(std::string("cpu-") + dtype), 4);
+    TrainConfig d = testing::tiny_config(data_, scratch(std::string("dev-") + dtype), 4);
+    c.precision.dtype = d.precision.dtype = dtype;
+    d.backend = "cuda";
+    TrainResult r;
+    ASSERT_TRUE(train(c, &r).is_ok());
+    GemmMath seen = GemmMath::kFp32;
+    ASSERT_TRUE(train(d, &r, "", -1, [&](int64_t) { seen = last_->last_math; }).is_ok());
+    EXPECT_EQ(seen, std::string(dtype) == "bf16" ? GemmMath::kBf16 : GemmMath::kFp16);
+    EXPECT_TRUE(same_file(c.checkpoint.dir + "/final/model.safetensors", d.checkpoint.dir + "/final/model.safetensors"))
+        << dtype;
+  }
+}
+
+}  // namespace
+}  // namespace lansbert

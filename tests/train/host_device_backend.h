@@ -1,0 +1,65 @@
+// A DeviceBackend whose "device" is the host: CPU ops, the CPU optimizer, LossScaler's
+// unscale-and-check, and an allocator that counts the copies across the (pretend) boundary.
+// Registered under "cuda" in a test process, it drives the trainer's device path
+// (src/train/device_run.cc, the device branches of trainer.cc: uploads of restored
+// checkpoints, host staging of checkpoint writes, the Updater's device hooks) on machines
+// without a GPU, where the real CUDA backend can never run.
+#pragma once
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+
+#include "lansbert/backend/cpu_ops.h"
+#include "lansbert/optim/loss_scaler.h"
+#include "lansbert/train/device_backend.h"
+
+namespace lansbert::testing {
+
+class CountingHostAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::kCuda; }  // what the trainer is told
+  void* allocate(size_t bytes) override { return host_allocator().allocate(bytes); }
+  void deallocate(void* p) override { host_allocator().deallocate(p); }
+  void copy_from_host(void* dst, const void* src, size_t bytes) override {
+    uploads += bytes;
+    std::memmove(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    downloads += bytes;
+    std::memmove(dst, src, bytes);
+  }
+  void copy_device(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
+  void set_zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  std::atomic<size_t> uploads{0}, downloads{0};  // bytes
+};
+
+class HostDeviceBackend final : public DeviceBackend {
+ public:
+  std::string description() const override { return "host stand-in for a device"; }
+  Allocator& allocator() override { return allocator_; }
+  std::unique_ptr<Ops<float>> make_ops(const DeviceOptions& options) override {
+    last_math = options.math;
+    return cpu::make_ops<float>(options.math == GemmMath::kTf32 ? GemmMath::kFp32 : options.math);
+  }
+  void synchronize() override { ++syncs; }
+  Status make_optimizer(const std::string& name, const OptimizerConfig& config,
+                        std::unique_ptr<Optimizer>* out) override {
+    ++optimizers_made;
+    return lansbert::make_optimizer(name, config, out);
+  }
+  GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale) override {
+    ++unscale_calls;
+    LossScalerConfig c;
+    c.mode = LossScaleMode::kStatic;
+    c.initial_scale = scale;
+    LossScaler s(c);
+    return s.unscale_and_check(table, grads);
+  }
+
+  CountingHostAllocator allocator_;
+  GemmMath last_math = GemmMath::kFp32;
+  size_t syncs = 0, optimizers_made = 0, unscale_calls = 0;
+};
+
+}  // namespace lansbert::testing
