@@ -21,6 +21,15 @@
 
 namespace lansbert {
 
+// Seconds spent in each part of the last step() (for benchmarks).
+struct ShardedStepTimes {
+  double reduce_scatter = 0;  // staging copy and the collective
+  double unpack = 0;          // slice into grads, zeros elsewhere
+  double update = 0;          // Updater::step on the slice, including `norms`
+  double norms = 0;           // cross-rank sums of per-block partial norms (inside update)
+  double all_gather = 0;      // packing, the collective, copying back
+};
+
 class ShardedStep {
  public:
   // Installs the shard on the updater. REQUIRES: table, comm and updater outlive this.
@@ -36,6 +45,8 @@ class ShardedStep {
   // grads hold the averaged gradients on this rank's slice and 0 elsewhere.
   Status step(float* params, float* grads, float* m, float* v, StepReport* report);
 
+  const ShardedStepTimes& last_times() const { return times_; }
+
  private:
   const ParamTable& table_;
   Communicator& comm_;
@@ -43,6 +54,7 @@ class ShardedStep {
   int world_, rank_;
   size_t total_, shard_, begin_, end_;
   std::vector<float> stage_, slice_;
+  ShardedStepTimes times_;
 };
 
 }  // namespace lansbert
