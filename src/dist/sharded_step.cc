@@ -1,9 +1,8 @@
-// ShardedStep: reduce-scatter, slice update, all-gather.
+// ShardedStep: reduce-scatter, slice update, all-gather, without staging copies.
 #include "lansbert/dist/sharded_step.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 
 #include "lansbert/core/check.h"
 
@@ -11,22 +10,35 @@ namespace lansbert {
 namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+size_t block_size(size_t total, int world) {
+  const size_t a = ParamTable::kAlign;
+  return total / (size_t(world) * a) * a;
+}
 }  // namespace
 
-ShardedStep::ShardedStep(const ParamTable& table, Communicator& comm, Updater& updater)
-    : table_(table), comm_(comm), updater_(updater) {
-  world_ = comm.world();
-  rank_ = comm.rank();
+void ShardedStep::shard_range(size_t total, int world, int rank, size_t* begin, size_t* end) {
+  LB_CHECK(world >= 1 && rank >= 0 && rank < world);
+  const size_t q = block_size(total, world);
+  *begin = q * size_t(rank);
+  *end = rank == world - 1 ? total : *begin + q;
+}
+
+ShardedStep::ShardedStep(const ParamTable& table, Communicator& data, Communicator& scalars,
+                         Updater& updater, Allocator& memory)
+    : table_(table), data_(data), scalars_(scalars), updater_(updater), memory_(memory) {
+  LB_CHECK_MSG(data.world() == scalars.world() && data.rank() == scalars.rank(),
+               "ShardedStep: the data and scalar communicators disagree on rank or world");
+  world_ = data.world();
+  rank_ = data.rank();
   total_ = table.total_elements();
-  // Shards are multiples of the table's alignment, so slices start on 256-byte boundaries.
-  const size_t a = ParamTable::kAlign;
-  shard_ = ((total_ + world_ - 1) / world_ + a - 1) / a * a;
-  begin_ = std::min(total_, shard_ * rank_);
-  end_ = std::min(total_, begin_ + shard_);
+  block_ = block_size(total_, world_);
+  shard_range(total_, world_, rank_, &begin_, &end_);
+  if (world_ > 1 && block_ > 0) slice_ = Buffer<float>(block_, memory_);
   ShardSpec spec;
   spec.begin = begin_;
   spec.end = end_;
-  Communicator* c = &comm_;
+  Communicator* c = &scalars_;
   ShardedStepTimes* times = &times_;
   spec.reduce_sums = [c, times](double* sums, size_t n) {
     const auto t0 = Clock::now();
@@ -38,24 +50,21 @@ ShardedStep::ShardedStep(const ParamTable& table, Communicator& comm, Updater& u
 
 Status ShardedStep::step(float* params, float* grads, float* m, float* v, StepReport* report) {
   times_ = ShardedStepTimes{};
+  const size_t tail = total_ - block_ * size_t(world_);
+  // 1. Reduce-scatter from the gradient buffer itself; the tail (owned by the last rank) is
+  // all-reduced in place, so it already sits behind the last block.
   auto t = Clock::now();
-  const size_t padded = padded_elements();
-  // 1. Reduce-scatter. The model's buffers are exactly total_ long; the padded tail lives in a
-  // staging copy (when total_ divides evenly the gradients are sent in place).
-  const float* send = grads;
-  if (padded != total_) {
-    stage_.resize(padded);
-    std::memcpy(stage_.data(), grads, total_ * sizeof(float));
-    std::fill(stage_.begin() + total_, stage_.end(), 0.0f);
-    send = stage_.data();
+  if (world_ > 1) {
+    if (block_ > 0) data_.reduce_scatter(grads, slice_.data(), block_, ReduceOp::kAvg);
+    if (tail > 0) data_.all_reduce(grads + block_ * world_, tail, ReduceOp::kAvg);
   }
-  slice_.resize(shard_);
-  comm_.reduce_scatter(send, slice_.data(), shard_, ReduceOp::kAvg);
   times_.reduce_scatter = since(t);
   t = Clock::now();
-  std::fill(grads, grads + begin_, 0.0f);
-  std::memcpy(grads + begin_, slice_.data(), (end_ - begin_) * sizeof(float));
-  std::fill(grads + end_, grads + total_, 0.0f);
+  if (world_ > 1) {
+    if (block_ > 0) memory_.copy_device(grads + begin_, slice_.data(), block_ * sizeof(float));
+    if (begin_ > 0) memory_.set_zero(grads, begin_ * sizeof(float));
+    if (end_ < total_) memory_.set_zero(grads + end_, (total_ - end_) * sizeof(float));
+  }
   times_.unpack = since(t);
 
   // 2. The slice update; norms are summed over ranks inside the optimizer.
@@ -66,14 +75,12 @@ Status ShardedStep::step(float* params, float* grads, float* m, float* v, StepRe
   if (!s.is_ok()) return s;
   if (report && report->skipped) return s;  // every rank skips: parameters unchanged
 
-  // 3. All-gather the updated slices (in place in the staging buffer).
+  // 3. All-gather in place (each rank's block already sits at its offset), then the tail.
   t = Clock::now();
-  stage_.resize(padded);
-  float* mine = stage_.data() + shard_ * rank_;
-  std::memcpy(mine, params + begin_, (end_ - begin_) * sizeof(float));
-  std::fill(mine + (end_ - begin_), mine + shard_, 0.0f);
-  comm_.all_gather(mine, stage_.data(), shard_);
-  std::memcpy(params, stage_.data(), total_ * sizeof(float));
+  if (world_ > 1) {
+    if (block_ > 0) data_.all_gather(params + begin_, params, block_);
+    if (tail > 0) data_.broadcast(params + block_ * world_, tail * sizeof(float), world_ - 1);
+  }
   times_.all_gather = since(t);
   return s;
 }

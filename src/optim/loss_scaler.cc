@@ -61,8 +61,9 @@ LossScaler::LossScaler(const LossScalerConfig& config) : config_(config) {
 
 LossScaler::~LossScaler() = default;
 
-GradCheck LossScaler::unscale_and_check(const ParamTable& table, float* grads) {
-  const ChunkPlan& plan = plan_for(table, &plan_);
+GradCheck LossScaler::unscale_and_check(const ParamTable& table, float* grads, size_t begin,
+                                        size_t end) {
+  const ChunkPlan& plan = plan_for(table, &plan_, begin, end);
   const std::vector<Chunk>& chunks = plan.chunks();
   const int64_t n = static_cast<int64_t>(chunks.size());
   const bool unscale = state_.scale != 1.0;

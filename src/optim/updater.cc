@@ -54,8 +54,9 @@ Updater::Updater(const UpdaterConfig& config, std::unique_ptr<Optimizer> opt)
 Status Updater::step(const ParamTable& table, const FlatBuffers& buf, StepReport* report) {
   StepReport r;
   r.loss_scale = scaler_.scale();
-  r.check = device_.unscale_and_check ? device_.unscale_and_check(table, buf.grads, scaler_.scale())
-                                      : scaler_.unscale_and_check(table, buf.grads);
+  r.check = device_.unscale_and_check
+                ? device_.unscale_and_check(table, buf.grads, scaler_.scale())
+                : scaler_.unscale_and_check(table, buf.grads, shard_.begin, shard_.end);
   if (shard_.sharded()) {  // one verdict for all ranks; the blocks listed stay this rank's
     double bad = static_cast<double>(r.check.nonfinite_values);
     shard_.reduce_sums(&bad, 1);

@@ -1,44 +1,66 @@
 // ShardedStep: the optimizer step with sharded optimizer state (ZeRO-1, DESIGN decision 6).
 //
-// The flat buffer (table.total_elements() floats) is padded to world * shard floats and rank
-// r owns elements [r*shard, (r+1)*shard) cut at the real end. One step:
-//   1. reduce-scatter the gradients (average): rank r receives its slice, summed over ranks;
-//      gradients outside the slice are zeroed (they are not this rank's to use);
-//   2. the Updater runs on the slice only, with shard-sized m and v: LANS/LAMB sum their
-//      per-block partial norms over the ranks in double (ShardSpec::reduce_sums), so blocks
-//      cut by a shard boundary get whole-tensor norms, and the skip verdict is global;
-//   3. all-gather the parameters so every rank holds the whole updated model.
-// Traffic per rank equals one all-reduce (reduce-scatter + all-gather); optimizer memory per
-// rank falls from 2N to 2N/world floats.
+// The flat buffer (N = table.total_elements() floats) is cut into world blocks of q floats
+// (q a multiple of the table's alignment, q = floor(N / (world*align)) * align) and a tail of
+// the remaining N - world*q < world*align floats; rank r owns block r, the last rank also the
+// tail. One step:
+//   1. reduce-scatter the gradients (average) straight from the gradient buffer: rank r
+//      receives block r summed over ranks; the tail is all-reduced in place (a few hundred
+//      floats); the slice is copied into place and gradients outside it are zeroed (they
+//      are not this rank's to use);
+//   2. the Updater runs on the slice only, with slice-sized m and v: LANS/LAMB sum their
+//      per-block partial norms over the ranks in double (ShardSpec::reduce_sums, one
+//      all-reduce of all blocks' sums per pass), so blocks cut by a shard boundary get
+//      whole-tensor norms, and the skip verdict is global;
+//   3. all-gather the parameters in place (block r from rank r) and broadcast the tail from
+//      the last rank, so every rank holds the whole updated model.
+// No padded staging copy of the whole buffer is needed (an earlier version padded N to
+// world*q' and copied the gradients and the parameters through a staging buffer: four
+// full-buffer copies per step). On one rank the collectives are identities and are skipped.
+// Traffic per rank equals one all-reduce; optimizer memory per rank falls from 2N to ~2N/world.
+//
+// Two communicators: `data` carries the collectives over the flat buffers (MPI for host
+// buffers, NCCL for device buffers), `scalars` the per-block norm sums, which are host
+// doubles (the same MPI communicator on the CPU). `memory` is the allocator of the flat
+// buffers (host, or the device's), used for the slice buffer, its copy and the zeroing.
 #pragma once
 
 #include <cstddef>
-#include <vector>
 
+#include "lansbert/core/allocator.h"
+#include "lansbert/core/buffer.h"
 #include "lansbert/dist/communicator.h"
 #include "lansbert/model/param_table.h"
 #include "lansbert/optim/updater.h"
 
 namespace lansbert {
 
-// Seconds spent in each part of the last step() (for benchmarks).
+// Seconds spent in each part of the last step() (for benchmarks and the trainer's log). With
+// device buffers the parts that only enqueue work are not separated from what follows them.
 struct ShardedStepTimes {
-  double reduce_scatter = 0;  // staging copy and the collective
+  double reduce_scatter = 0;  // the reduce-scatter and the tail's all-reduce
   double unpack = 0;          // slice into grads, zeros elsewhere
   double update = 0;          // Updater::step on the slice, including `norms`
   double norms = 0;           // cross-rank sums of per-block partial norms (inside update)
-  double all_gather = 0;      // packing, the collective, copying back
+  double all_gather = 0;      // the in-place all-gather and the tail's broadcast
 };
 
 class ShardedStep {
  public:
-  // Installs the shard on the updater. REQUIRES: table, comm and updater outlive this.
-  ShardedStep(const ParamTable& table, Communicator& comm, Updater& updater);
+  // Installs the shard on the updater. REQUIRES: table, both communicators, updater and
+  // memory outlive this; data and scalars have the same ranks.
+  ShardedStep(const ParamTable& table, Communicator& data, Communicator& scalars, Updater& updater,
+              Allocator& memory = host_allocator());
+  // Host buffers: one communicator for both.
+  ShardedStep(const ParamTable& table, Communicator& comm, Updater& updater)
+      : ShardedStep(table, comm, comm, updater) {}
 
   size_t shard_begin() const { return begin_; }
-  size_t shard_end() const { return end_; }          // <= total elements
+  size_t shard_end() const { return end_; }  // <= total elements
   size_t shard_elements() const { return end_ - begin_; }
-  size_t padded_elements() const { return shard_ * world_; }
+
+  // The slice [begin, end) rank `rank` of `world` owns for `total` elements (the layout above).
+  static void shard_range(size_t total, int world, int rank, size_t* begin, size_t* end);
 
   // One global batch: `grads` holds this rank's local (unreduced) gradients, full length;
   // m and v hold shard_elements() floats each. On return params are updated on every rank,
@@ -49,11 +71,13 @@ class ShardedStep {
 
  private:
   const ParamTable& table_;
-  Communicator& comm_;
+  Communicator& data_;
+  Communicator& scalars_;
   Updater& updater_;
+  Allocator& memory_;
   int world_, rank_;
-  size_t total_, shard_, begin_, end_;
-  std::vector<float> stage_, slice_;
+  size_t total_, block_, begin_, end_;
+  Buffer<float> slice_;  // block_ floats: the reduce-scatter's output
   ShardedStepTimes times_;
 };
 

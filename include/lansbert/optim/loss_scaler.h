@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,8 +74,11 @@ class LossScaler {
   const LossScalerState& state() const { return state_; }
   void set_state(const LossScalerState& s) { state_ = s; }
 
-  // Multiplies every gradient by 1/scale() and checks each for inf/NaN, in one pass.
-  GradCheck unscale_and_check(const ParamTable& table, float* grads);
+  // Multiplies every gradient by 1/scale() and checks each for inf/NaN, in one pass; with a
+  // range, only the elements in [begin, end) (a sharded update's slice: the rest of the
+  // buffer is not this rank's, and reading it would cost a full pass per rank).
+  GradCheck unscale_and_check(const ParamTable& table, float* grads, size_t begin = 0,
+                              size_t end = std::numeric_limits<size_t>::max());
   // After an applied update: counts towards growth.
   void on_finite();
   // After a skipped update (consecutive_skips includes this one). Lowers the scale when due;

@@ -93,9 +93,10 @@ class Updater {
 
   // Sharded (ZeRO-1) updates: the optimizer updates only shard.begin..end with shard-sized
   // m and v (see ShardSpec), and the inf/NaN verdict is summed over ranks with
-  // shard.reduce_sums so every rank skips or applies the same step. REQUIRES: gradients
-  // outside the shard are finite (the dist layer zeroes them). begin_phase's `elements` is
-  // then the shard's length.
+  // shard.reduce_sums so every rank skips or applies the same step. The host check reads
+  // only the shard; a device hook checks the whole buffer, so REQUIRES: gradients outside
+  // the shard are finite (the dist layer zeroes them). begin_phase's `elements` is then the
+  // shard's length.
   void set_shard(const ShardSpec& shard) {
     shard_ = shard;
     optimizer_->set_shard(shard);
