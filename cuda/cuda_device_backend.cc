@@ -1,16 +1,35 @@
-// DeviceBackend over cuda_api.h: every member forwards to the CUDA backend's entry points.
+// DeviceBackend over cuda_api.h: every member forwards to the CUDA backend's entry points;
+// make_communicator builds the NCCL communicator (nccl_communicator.h) on the model's stream.
 #include "cuda_device_backend.h"
 
 #include <cuda_runtime.h>
 
 #include "cuda_api.h"
+#include "cuda_check.cuh"
+#include "cuda_ops.cuh"
+#include "nccl_communicator.h"
 
 namespace lansbert::cuda {
 namespace {
 
+// The stream of ops made by make_ops, or null for any other Ops (e.g. a profiling wrapper).
+cudaStream_t stream_of(Ops<float>& ops) {
+  auto* c = dynamic_cast<CudaOps*>(&ops);
+  return c ? c->stream() : nullptr;
+}
+
 class CudaDeviceBackend final : public DeviceBackend {
  public:
-  std::string description() const override { return device_description(0); }
+  std::string description() const override { return device_description(index_); }
+  int visible_devices() const override { return device_count(); }
+  Status use_device(int index) override {
+    if (index < 0 || index >= device_count())
+      return Status::invalid_argument("backend: cuda: device " + std::to_string(index) + " requested, " +
+                                      std::to_string(device_count()) + " visible");
+    CUDA_CHECK(cudaSetDevice(index));
+    index_ = index;
+    return Status::ok();
+  }
   Allocator& allocator() override { return device_allocator(); }
   std::unique_ptr<Ops<float>> make_ops(const DeviceOptions& options) override {
     OpsOptions o;
@@ -19,6 +38,29 @@ class CudaDeviceBackend final : public DeviceBackend {
     return cuda::make_ops(o);
   }
   void synchronize() override { cuda::synchronize(); }
+  void synchronize_compute(Ops<float>& ops) override {
+    cudaStream_t s = stream_of(ops);
+    if (s)
+      CUDA_CHECK(cudaStreamSynchronize(s));
+    else
+      cuda::synchronize();  // unknown ops: everything, to be safe
+  }
+  Status make_communicator(Communicator& host, Ops<float>& ops,
+                           std::unique_ptr<Communicator>* out) override {
+#if defined(LANSBERT_HAVE_NCCL)
+    cudaStream_t s = stream_of(ops);
+    if (!s)
+      return Status::internal("backend: cuda: the model's ops are not the CUDA backend's; the NCCL stream cannot be ordered after them");
+    *out = make_nccl_communicator(host);
+    set_nccl_compute_stream(**out, s);
+    return Status::ok();
+#else
+    (void)host;
+    (void)ops;
+    (void)out;
+    return Status::unsupported("backend: cuda on more than one rank needs NCCL; this lansbert was built without it (nccl.h or libnccl not found at configure time)");
+#endif
+  }
   Status make_optimizer(const std::string& name, const OptimizerConfig& config,
                         std::unique_ptr<Optimizer>* out) override {
     return make_device_optimizer(name, config, out);
@@ -26,6 +68,9 @@ class CudaDeviceBackend final : public DeviceBackend {
   GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale) override {
     return cuda::unscale_and_check(table, grads, scale);
   }
+
+ private:
+  int index_ = 0;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 // ncclCommGetAsyncError, and on an error or after NcclOptions::timeout_s calls ncclCommAbort
 // and fatal_error (which aborts the MPI job). PyTorch's NCCL_ASYNC_ERROR_HANDLING is this same
 // loop; NCCL itself does not read that variable.
+// The trainer builds it through DeviceBackend::make_communicator (backend: cuda, world > 1).
 // Status: compiled and linked in CI; NOT yet run on a GPU (no multi-GPU machine so far).
 #include "nccl_communicator.h"
 
@@ -57,6 +58,7 @@ class NcclCommunicator final : public Communicator {
     NCCL_CHECK(ncclCommInitRank(&comm_, world_, id, rank_));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&legacy_done_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
     CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
   }
@@ -64,6 +66,7 @@ class NcclCommunicator final : public Communicator {
     if (comm_) ncclCommDestroy(comm_);
     cudaFree(scratch_);
     cudaEventDestroy(compute_done_);
+    cudaEventDestroy(legacy_done_);
     cudaEventDestroy(comm_done_);
     cudaStreamDestroy(stream_);
   }
@@ -110,20 +113,30 @@ class NcclCommunicator final : public Communicator {
   void progress() override { check_async_error("(progress)"); }
   void wait_all() override {
     if (!pending_) return;
-    // The compute stream waits on the device; the host only checks that NCCL is healthy.
+    // The host waits too (polling, with the error check and the timeout) rather than only
+    // ordering the compute stream: what follows reads the reduced gradients at once (the
+    // optimizer brings its norms to the host), and a wait inside a CUDA call could not be
+    // aborted if a peer hangs. The event still orders later compute-stream work explicitly.
+    wait_stream("all_reduce_async (wait_all)");
     CUDA_CHECK(cudaEventRecord(comm_done_, stream_));
     CUDA_CHECK(cudaStreamWaitEvent(compute_, comm_done_, 0));
-    check_async_error("(wait_all)");
     pending_ = false;
   }
 
   void set_compute_stream(cudaStream_t s) { compute_ = s; }
 
  private:
-  // The communication stream starts after what the compute stream has queued so far.
+  // The communication stream starts after what the compute stream has queued so far, and
+  // after the legacy default stream, where the device optimizer runs (the sharded step's
+  // all-gather reads the parameters it has just written). The NCCL stream is non-blocking,
+  // so neither ordering would happen implicitly.
   void after_compute() {
     CUDA_CHECK(cudaEventRecord(compute_done_, compute_));
     CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_done_, 0));
+    if (compute_ != cudaStreamLegacy && compute_ != nullptr) {
+      CUDA_CHECK(cudaEventRecord(legacy_done_, cudaStreamLegacy));
+      CUDA_CHECK(cudaStreamWaitEvent(stream_, legacy_done_, 0));
+    }
   }
 
   void check_async_error(const char* what) {
@@ -163,7 +176,7 @@ class NcclCommunicator final : public Communicator {
   std::string host_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr, compute_ = nullptr;  // compute_: default stream unless set
-  cudaEvent_t compute_done_ = nullptr, comm_done_ = nullptr;
+  cudaEvent_t compute_done_ = nullptr, legacy_done_ = nullptr, comm_done_ = nullptr;
   float* scratch_ = nullptr;
   bool pending_ = false;
 };

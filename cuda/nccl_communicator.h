@@ -19,8 +19,10 @@ struct NcclOptions {
 // Sets the device to bootstrap.local_rank(), makes rank 0 create the unique id, broadcasts it
 // over `bootstrap` and joins with ncclCommInitRank. Collectives take device pointers and run
 // on the communicator's own stream; blocking calls wait for completion on the host (polling
-// for errors); all_reduce_async orders its stream after the compute stream (see
-// set_nccl_compute_stream) and wait_all() makes the compute stream wait on it.
+// for errors); every collective's stream is ordered after the compute stream (see
+// set_nccl_compute_stream) and the legacy default stream (the device optimizer's);
+// all_reduce_async returns at once, and wait_all() waits on the host (polling) and makes
+// the compute stream wait on the communication stream.
 // REQUIRES: bootstrap outlives nothing (only used during construction).
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap,
                                                      const NcclOptions& options = {});

@@ -19,15 +19,16 @@ ReductionOrder reduction_order(const DistributedSection& cfg) {
 }
 
 DataParallel::DataParallel(const DistributedSection& cfg, const ParamTable& table, float* grads,
-                           Communicator& comm, Updater& updater)
+                           Communicator& comm, Communicator& buffers, Updater& updater,
+                           Allocator& memory)
     : table_(table), comm_(comm), updater_(updater), grads_(grads) {
   if (cfg.shard_optimizer) {
-    sharded_ = std::make_unique<ShardedStep>(table, comm, updater);
+    sharded_ = std::make_unique<ShardedStep>(table, buffers, comm, updater, memory);
   } else {
     GradSyncOptions o;
     o.bucket_bytes = std::max<size_t>(size_t(cfg.bucket_mb * double(1 << 20)), sizeof(float));
     o.op = ReduceOp::kAvg;
-    sync_ = std::make_unique<GradSync>(table, grads, comm, o);
+    sync_ = std::make_unique<GradSync>(table, grads, buffers, o);
   }
 }
 

@@ -3,17 +3,72 @@
 #include <cstdio>
 
 namespace lansbert {
+namespace {
 
-Status open_device(const TrainConfig& cfg, const Communicator& comm, const TrainOptions& opts,
+// Every rank learns whether any rank failed; returns this rank's error, or one naming `what`
+// when only another rank failed.
+Status agree(Communicator& comm, const Status& st, const std::string& what) {
+  if (comm.world() == 1) return st;
+  double failed = st.is_ok() ? 0 : 1;
+  comm.all_reduce(&failed, 1, ReduceOp::kMax);
+  if (!st.is_ok()) return st;
+  if (failed != 0)
+    return Status::unsupported(what + " failed on another rank (its error is in that rank's output)");
+  return Status::ok();
+}
+
+Status bind_device(DeviceBackend& device, const Communicator& comm) {
+  int index = 0;
+  LB_RETURN_IF_ERROR(device_for_rank(comm.local_rank(), comm.local_world(), device.visible_devices(), &index));
+  return device.use_device(index);
+}
+
+}  // namespace
+
+Status device_multi_rank_check(const TrainConfig& cfg, int world) {
+  if (world <= 1) return Status::ok();
+  if (cfg.distributed.shard_optimizer)
+    return Status::unsupported("distributed.shard_optimizer: true is not supported with backend: " + cfg.backend +
+                               " on more than one rank yet (the device optimizer updates whole buffers, not a "
+                               "slice); use shard_optimizer: false");
+  if (cfg.distributed.reduction_order != "fast")
+    return Status::unsupported("distributed.reduction_order: " + cfg.distributed.reduction_order +
+                               " works on host buffers (MPI) only; with backend: " + cfg.backend +
+                               " the gradients are reduced by NCCL in its own order: use fast");
+  return Status::ok();
+}
+
+Status device_for_rank(int local_rank, int local_world, int visible, int* index) {
+  if (visible <= 0) return Status::unsupported("backend: cuda: no device visible to this rank");
+  if (local_world > visible)
+    return Status::invalid_argument("backend: cuda: " + std::to_string(local_world) + " ranks on this host but only " +
+                                    std::to_string(visible) + " visible devices; start one rank per GPU "
+                                    "(mpirun -npernode <GPUs per node>) and leave every GPU visible to every rank");
+  *index = local_rank;
+  return Status::ok();
+}
+
+Status open_device(const TrainConfig& cfg, Communicator& comm, const TrainOptions& opts,
                    std::unique_ptr<DeviceBackend>* out) {
-  if (comm.world() > 1)
-    return Status::unsupported("backend: " + cfg.backend +
-                               " trains on one rank only so far (the gradient all-reduce works on host buffers); got " +
-                               std::to_string(comm.world()) + " ranks");
-  LB_RETURN_IF_ERROR(make_device_backend(cfg.backend, out));
+  LB_RETURN_IF_ERROR(device_multi_rank_check(cfg, comm.world()));
+  Status st = make_device_backend(cfg.backend, out);
+  if (st.is_ok()) st = bind_device(**out, comm);
+  LB_RETURN_IF_ERROR(agree(comm, st, "backend " + cfg.backend + ": opening the device"));
   if (opts.log && comm.rank() == 0)
-    std::fprintf(opts.log, "backend %s: %s, %s GEMMs\n", cfg.backend.c_str(), (*out)->description().c_str(),
-                 gemm_math_name(cfg.gemm_math()));
+    std::fprintf(opts.log, "backend %s: %s, %s GEMMs%s\n", cfg.backend.c_str(), (*out)->description().c_str(),
+                 gemm_math_name(cfg.gemm_math()),
+                 comm.world() > 1 ? (", one device per rank, " + std::to_string(comm.world()) + " ranks").c_str() : "");
+  return Status::ok();
+}
+
+Status open_device_communicator(DeviceBackend* device, Communicator& host, Ops<float>& ops,
+                                std::unique_ptr<Communicator>* out) {
+  out->reset();
+  if (!device || host.world() == 1) return Status::ok();
+  Status st = device->make_communicator(host, ops, out);
+  LB_RETURN_IF_ERROR(agree(host, st, "creating the device communicator"));
+  if (!*out || (*out)->world() != host.world() || (*out)->rank() != host.rank())
+    return Status::internal("the device communicator's rank/world differs from the host communicator's");
   return Status::ok();
 }
 
@@ -30,16 +85,17 @@ Status make_device_updater(DeviceBackend& device, const UpdaterConfig& config,
   return Updater::create(config, std::move(opt), std::move(hooks), out);
 }
 
-HostCopies::HostCopies(DeviceBackend* device, const float* dp, const float* dm, const float* dv, size_t n)
+HostCopies::HostCopies(DeviceBackend* device, const float* dp, size_t n_params, const float* dm,
+                       const float* dv, size_t n_state)
     : params(dp), m(dm), v(dv) {
   if (!device) return;
   Allocator& a = device->allocator();
-  p_.resize(n);
-  m_.resize(n);
-  v_.resize(n);
-  a.copy_to_host(p_.data(), dp, n * sizeof(float));
-  a.copy_to_host(m_.data(), dm, n * sizeof(float));
-  a.copy_to_host(v_.data(), dv, n * sizeof(float));
+  p_.resize(n_params);
+  m_.resize(n_state);
+  v_.resize(n_state);
+  a.copy_to_host(p_.data(), dp, n_params * sizeof(float));
+  a.copy_to_host(m_.data(), dm, n_state * sizeof(float));
+  a.copy_to_host(v_.data(), dv, n_state * sizeof(float));
   params = p_.data();
   m = m_.data();
   v = v_.data();

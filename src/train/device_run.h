@@ -1,6 +1,7 @@
 // The trainer's device plumbing (backend: cuda), kept out of trainer.cc: opening the
-// registered DeviceBackend with the run's checks, the Updater over device buffers, and the
-// host staging of device buffers for checkpoint writes.
+// registered DeviceBackend with the run's checks and binding each rank to its device, the
+// communicator over device buffers when several ranks train, the Updater over device
+// buffers, and the host staging of device buffers for checkpoint writes.
 #pragma once
 
 #include <memory>
@@ -15,20 +16,41 @@
 
 namespace lansbert {
 
-// Looks cfg.backend up in the registry and refuses what the device trainer does not do yet
-// (more than one rank, bf16/fp16). Logs the device on rank 0.
-Status open_device(const TrainConfig& cfg, const Communicator& comm, const TrainOptions& opts,
+// Looks cfg.backend up in the registry, refuses what the device trainer does not do yet
+// (see device_multi_rank_check) and binds this rank to its device
+// (device_for_rank). Collective over `comm`: when any rank fails, every rank fails (a
+// rank's own error, or one saying another rank failed), so no rank waits in a collective
+// for one that gave up. Logs the device on rank 0.
+Status open_device(const TrainConfig& cfg, Communicator& comm, const TrainOptions& opts,
                    std::unique_ptr<DeviceBackend>* out);
+
+// What a device run on `world` > 1 ranks refuses (the same on every rank): the sharded
+// optimizer (the device optimizer does not update a slice yet) and fixed-order reductions
+// (NCCL has no such mode).
+Status device_multi_rank_check(const TrainConfig& cfg, int world);
+
+// The device a rank uses: its local rank, one rank per GPU, every GPU of a host visible to
+// every rank (mpirun's default). Fails, naming the counts, when a host runs more ranks than
+// it has visible devices.
+Status device_for_rank(int local_rank, int local_world, int visible, int* index);
+
+// The communicator over device buffers for gradient reduction: null on one rank or without
+// a device (the host communicator then carries everything); else the backend's (NCCL),
+// ordered after `ops`. Collective over `host`.
+Status open_device_communicator(DeviceBackend* device, Communicator& host, Ops<float>& ops,
+                                std::unique_ptr<Communicator>* out);
 
 // An Updater whose optimizer, unscale-and-check and moment zeroing run on the device.
 Status make_device_updater(DeviceBackend& device, const UpdaterConfig& config,
                            std::unique_ptr<Updater>* out);
 
-// Host pointers to params, m and v: the buffers themselves without a device, else host
-// copies made at construction (device -> host, synchronous).
+// Host pointers to params (n_params floats), m and v (n_state floats each): the buffers
+// themselves without a device, else host copies made at construction (device -> host,
+// synchronous).
 class HostCopies {
  public:
-  HostCopies(DeviceBackend* device, const float* params, const float* m, const float* v, size_t n);
+  HostCopies(DeviceBackend* device, const float* params, size_t n_params, const float* m,
+             const float* v, size_t n_state);
   const float* params = nullptr;
   const float* m = nullptr;
   const float* v = nullptr;

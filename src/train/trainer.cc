@@ -60,6 +60,9 @@ struct Run {
   int accum = 1;
   std::unique_ptr<DeviceBackend> device;  // backend: cuda (null: the CPU); see device_run.h
   std::unique_ptr<Ops<float>> ops;
+  // Gradient collectives over device buffers (NCCL) when several ranks train on devices;
+  // null otherwise (comm carries them). Declared after ops: destroyed before the stream.
+  std::unique_ptr<Communicator> device_comm;
   std::unique_ptr<BertModel<float>> model;
   Buffer<float> m, v;
   std::unique_ptr<Updater> updater;
@@ -197,8 +200,7 @@ Status Run::save(bool final) {
   meta.world = comm.world();
   meta.config_json = config_to_json(cfg);
   meta.optimizer = updater->state();
-  // Device runs are single-rank (open_device refuses more), so state_elements() == elements().
-  HostCopies h(device.get(), model->params(), m.data(), v.data(), dp->state_elements());
+  HostCopies h(device.get(), model->params(), elements(), m.data(), v.data(), dp->state_elements());
   Status st = dp->save(cfg.checkpoint.dir, meta, h.params, h.m, h.v, cfg.checkpoint.keep_last, final,
                        &result->checkpoint);
   result->t_checkpoint += now_s() - t0;
@@ -232,7 +234,9 @@ Status Run::loop() {
       // The loss is scaled by the scaler's current scale (1 unless loss scaling is on), so
       // small fp16 gradients survive the GEMMs; the Updater divides it out before the update.
       model->backward(float(updater->loss_scale()) / float(accum), dp->backward_hook());
-      if (device) device->synchronize();  // charge the queued kernels to compute, not the optimizer
+      // Charge the queued kernels to compute, not the optimizer; a device communicator's
+      // reductions are waited for in dp->step (the all-reduce share).
+      if (device) device->synchronize_compute(*ops);
       w_data += t1 - t0;
       w_compute += now_s() - t1;
       win.add(r, batch.batch);
@@ -332,13 +336,14 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
                  "not speed\n", gemm_math_name(cfg.gemm_math()));
   run.model = std::make_unique<BertModel<float>>(
       run.mc, *run.ops, ModelLimits{cfg.batch.micro_batch, cfg.data.seq_len, cfg.data.max_pred});
+  LB_RETURN_IF_ERROR(open_device_communicator(run.device.get(), comm, *run.ops, &run.device_comm));
   if (run.device)
     LB_RETURN_IF_ERROR(make_device_updater(*run.device, cfg.updater_config(), &run.updater));
   else
     LB_RETURN_IF_ERROR(Updater::create(cfg.updater_config(), &run.updater));
-  run.dp = std::make_unique<DataParallel>(cfg.distributed, run.model->table(), run.model->grads(), comm,
-                                          *run.updater);
   Allocator& alloc = run.ops->allocator();
+  run.dp = std::make_unique<DataParallel>(cfg.distributed, run.model->table(), run.model->grads(), comm,
+                                          run.device_comm ? *run.device_comm : comm, *run.updater, alloc);
   run.m = Buffer<float>(run.dp->state_elements(), alloc);
   run.v = Buffer<float>(run.dp->state_elements(), alloc);
   run.m.zero();

@@ -37,12 +37,23 @@ class CountingHostAllocator final : public Allocator {
 class HostDeviceBackend final : public DeviceBackend {
  public:
   std::string description() const override { return "host stand-in for a device"; }
+  int visible_devices() const override { return 1; }
+  Status use_device(int index) override {
+    bound = index;
+    return Status::ok();
+  }
   Allocator& allocator() override { return allocator_; }
   std::unique_ptr<Ops<float>> make_ops(const DeviceOptions& options) override {
     last_math = options.math;
     return cpu::make_ops<float>(options.math == GemmMath::kTf32 ? GemmMath::kFp32 : options.math);
   }
   void synchronize() override { ++syncs; }
+  void synchronize_compute(Ops<float>&) override { ++syncs; }
+  // One rank only: tests/dist/train_device_dist_test.cc wraps this stand-in with a
+  // communicator for several ranks.
+  Status make_communicator(Communicator&, Ops<float>&, std::unique_ptr<Communicator>*) override {
+    return Status::unsupported("the host stand-in has no device communicator");
+  }
   Status make_optimizer(const std::string& name, const OptimizerConfig& config,
                         std::unique_ptr<Optimizer>* out) override {
     ++optimizers_made;
@@ -60,6 +71,7 @@ class HostDeviceBackend final : public DeviceBackend {
   CountingHostAllocator allocator_;
   GemmMath last_math = GemmMath::kFp32;
   size_t syncs = 0, optimizers_made = 0, unscale_calls = 0;
+  int bound = -1;  // use_device's index
 };
 
 }  // namespace lansbert::testing

@@ -42,8 +42,9 @@ class Communicator {
   // wait_all() returns. progress() lets a CPU implementation advance outstanding requests
   // (MPI progresses nonblocking collectives only inside MPI calls); wait_all() completes
   // every started reduction. On NCCL the reduction is enqueued on the communication stream
-  // after an event of the compute stream, and wait_all() makes the compute stream wait on
-  // the communication stream. The defaults run the blocking all_reduce at once.
+  // after an event of the compute stream, and wait_all() waits for it on the host (with
+  // the NCCL error check) and makes the compute stream wait on the communication stream.
+  // The defaults run the blocking all_reduce at once.
   virtual void all_reduce_async(float* data, size_t count, ReduceOp op) {
     all_reduce(data, count, op);
   }

@@ -11,6 +11,9 @@
 // On one rank both reduce to the single-process update (the reductions are identities).
 // It also writes checkpoints collectively (the sharded layout of checkpoint.h when sharded,
 // rank 0 alone otherwise) and loads this rank's part of the moments from either layout.
+// Two communicators: `comm` for host scalars (the optimizer's norm sums, checkpoint
+// agreement), `buffers` for the collectives over the flat buffers (the same MPI communicator
+// on the CPU; NCCL over device buffers with backend: cuda).
 #pragma once
 
 #include <cstddef>
@@ -32,9 +35,14 @@ namespace lansbert {
 class DataParallel {
  public:
   // Sharded mode installs the shard on `updater`. REQUIRES: table, grads (total_elements
-  // floats), comm and updater outlive this object.
+  // floats, from `memory`), both communicators, updater and memory outlive this object.
   DataParallel(const DistributedSection& cfg, const ParamTable& table, float* grads,
-               Communicator& comm, Updater& updater);
+               Communicator& comm, Communicator& buffers, Updater& updater,
+               Allocator& memory = host_allocator());
+  // Host buffers: one communicator for both.
+  DataParallel(const DistributedSection& cfg, const ParamTable& table, float* grads,
+               Communicator& comm, Updater& updater)
+      : DataParallel(cfg, table, grads, comm, comm, updater) {}
 
   bool sharded() const { return static_cast<bool>(sharded_); }
   // The flat elements whose moments this rank holds: [0, N) replicated, its slice sharded.
@@ -50,6 +58,7 @@ class DataParallel {
   // (buf.m/v hold state_elements() floats). *reduce_s receives the seconds spent waiting on
   // gradient reduction that backward did not hide (sharded: the reduce-scatter and
   // all-gather are inside the step and are counted as optimizer time, *reduce_s = 0).
+  // With device buffers the reduction is waited for here, so it is in *reduce_s too.
   Status step(const FlatBuffers& buf, StepReport* report, double* reduce_s);
 
   // Collective: every rank calls it with the same meta. Writes the checkpoint; *written

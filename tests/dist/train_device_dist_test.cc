@@ -1,0 +1,240 @@
+// The trainer's multi-rank device path (backend: cuda, world > 1) on the CPU, with a fake
+// device: a DeviceBackend over host memory and the CPU ops, registered as "cuda", whose
+// make_communicator returns a recording wrapper around an MPI communicator in place of NCCL.
+// Checks, on 1 and 2 ranks under mpirun:
+//   - each rank binds the device of its local rank, and only a multi-rank run makes a device
+//     communicator, from the model's own ops;
+//   - every gradient bucket is reduced asynchronously over the device communicator (the
+//     whole buffer once per step) and no host scalar (double) travels on it, as NCCL could
+//     not take host pointers;
+//   - the parameters equal those of the CPU backend's run (same ops, same reductions: exact);
+//   - refusals are clear and collective: shard_optimizer and fixed reduction order on more
+//     than one rank, more ranks than visible devices, and a device failing on one rank only
+//     (the other rank fails too, saying so, instead of waiting in a collective).
+// Usage: mpirun -np N train_device_dist_test SCRATCH_DIR
+#include <filesystem>
+#include <vector>
+
+#include "dist_test_util.h"
+#include "lansbert/backend/cpu_ops.h"
+#include "lansbert/core/check.h"
+#include "lansbert/dist/mpi_session.h"
+#include "lansbert/model/bert_config.h"
+#include "lansbert/train/checkpoint.h"
+#include "lansbert/train/device_backend.h"
+#include "lansbert/train/trainer.h"
+#include "train_test_util.h"
+
+using namespace lansbert;
+
+namespace {
+
+// What the fake device saw; reset before each run.
+struct FakeLog {
+  int visible = 8;         // devices the fake reports
+  int fail_index = -1;     // use_device(fail_index) fails
+  int bound = -1;          // use_device's index
+  int communicators = 0;   // make_communicator calls
+  bool foreign_ops = false;  // synchronize_compute/make_communicator got ops the fake did not make
+  size_t async_elements = 0, async_calls = 0, blocking_float_calls = 0;
+} g_log;
+
+// Stands in for NCCL: forwards to MPI, counts, and refuses host scalars.
+class RecordingCommunicator final : public Communicator {
+ public:
+  explicit RecordingCommunicator(std::unique_ptr<Communicator> inner) : inner_(std::move(inner)) {}
+  int rank() const override { return inner_->rank(); }
+  int world() const override { return inner_->world(); }
+  int local_rank() const override { return inner_->local_rank(); }
+  int local_world() const override { return inner_->local_world(); }
+  std::string hostname() const override { return inner_->hostname(); }
+  const char* kind() const override { return "fake-device"; }
+  void all_reduce(float* d, size_t n, ReduceOp op) override {
+    ++g_log.blocking_float_calls;
+    inner_->all_reduce(d, n, op);
+  }
+  void all_reduce(double*, size_t, ReduceOp) override {
+    LB_CHECK_MSG(false, "a host scalar (double) all-reduce reached the device communicator");
+  }
+  void reduce_scatter(const float* s, float* r, size_t n, ReduceOp op) override {
+    ++g_log.blocking_float_calls;
+    inner_->reduce_scatter(s, r, n, op);
+  }
+  void all_gather(const float* s, float* r, size_t n) override {
+    ++g_log.blocking_float_calls;
+    inner_->all_gather(s, r, n);
+  }
+  void broadcast(void* d, size_t b, int root) override { inner_->broadcast(d, b, root); }
+  void barrier() override { inner_->barrier(); }
+  void all_reduce_async(float* d, size_t n, ReduceOp op) override {
+    ++g_log.async_calls;
+    g_log.async_elements += n;
+    inner_->all_reduce_async(d, n, op);
+  }
+  void progress() override { inner_->progress(); }
+  void wait_all() override { inner_->wait_all(); }
+
+ private:
+  std::unique_ptr<Communicator> inner_;
+};
+
+class FakeDevice final : public DeviceBackend {
+ public:
+  std::string description() const override { return "fake device " + std::to_string(g_log.bound); }
+  int visible_devices() const override { return g_log.visible; }
+  Status use_device(int index) override {
+    if (index == g_log.fail_index) return Status::unsupported("fake device " + std::to_string(index) + " is broken");
+    g_log.bound = index;
+    return Status::ok();
+  }
+  Allocator& allocator() override { return host_allocator(); }
+  std::unique_ptr<Ops<float>> make_ops(const DeviceOptions&) override {
+    auto ops = cpu::make_ops<float>();
+    made_ = ops.get();
+    return ops;
+  }
+  void synchronize() override {}
+  void synchronize_compute(Ops<float>& ops) override { g_log.foreign_ops |= &ops != made_; }
+  Status make_communicator(Communicator&, Ops<float>& ops, std::unique_ptr<Communicator>* out) override {
+    ++g_log.communicators;
+    g_log.foreign_ops |= &ops != made_;
+    *out = std::make_unique<RecordingCommunicator>(make_mpi_communicator());
+    return Status::ok();
+  }
+  Status make_optimizer(const std::string& name, const OptimizerConfig& config,
+                        std::unique_ptr<Optimizer>* out) override {
+    return lansbert::make_optimizer(name, config, out);
+  }
+  GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale) override {
+    LossScalerConfig c;
+    c.mode = LossScaleMode::kStatic;
+    c.initial_scale = scale;
+    return LossScaler(c).unscale_and_check(table, grads);
+  }
+
+ private:
+  Ops<float>* made_ = nullptr;
+};
+
+Status train(Communicator& comm, const TrainConfig& c, TrainResult* r) {
+  g_log.bound = -1;
+  g_log.communicators = 0;
+  g_log.foreign_ops = false;
+  g_log.async_elements = g_log.async_calls = g_log.blocking_float_calls = 0;
+  std::string key;
+  Status st = c.validate(comm.world(), &key);
+  LB_CHECK_MSG(st.is_ok(), key + ": " + st.to_string());
+  TrainOptions o;
+  o.log = nullptr;
+  o.handle_signals = false;
+  return run_training(c, comm, o, r);
+}
+
+std::vector<float> final_params(const TrainConfig& c, const std::string& checkpoint) {
+  BertConfig mc;
+  LB_CHECK(c.resolve_model(&mc).is_ok());
+  const ParamTable table = make_bert_param_table(mc);
+  std::vector<float> p(table.total_elements());
+  Status st = load_checkpoint_params(checkpoint, table, p.data());
+  LB_CHECK_MSG(st.is_ok(), st.to_string());
+  return p;
+}
+
+bool contains(const Status& s, const std::string& what) { return s.message().find(what) != std::string::npos; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  LB_CHECK_MSG(argc == 2, "usage: train_device_dist_test SCRATCH_DIR");
+  std::unique_ptr<Communicator> comm = make_mpi_communicator();
+  Communicator& c = *comm;
+  testing::Verdict v(c);
+  const int W = c.world();
+  const std::string dir = std::string(argv[1]) + "/np" + std::to_string(W);
+  if (c.rank() == 0) {
+    std::filesystem::remove_all(dir);
+    LB_CHECK(!testing::write_tiny_shards(dir + "/data").empty());
+  }
+  c.barrier();
+  register_device_backend("cuda", [](std::unique_ptr<DeviceBackend>* out) {
+    *out = std::make_unique<FakeDevice>();
+    return Status::ok();
+  });
+
+  // 4 steps, 32 sequences in micro-batches of 8: 4 micro-steps on 1 rank, 2 on 2.
+  TrainConfig cfg = testing::tiny_config(dir + "/data", dir + "/cpu", 4);
+  cfg.batch.micro_batch = 8;
+  cfg.distributed.bucket_mb = 0.05;  // several buckets
+  TrainResult r_cpu, r_dev;
+  Status st = train(c, cfg, &r_cpu);
+  v.expect(st.is_ok(), "cpu run: " + st.to_string());
+  v.expect(g_log.bound == -1 && g_log.communicators == 0, "the cpu run touched the device");
+
+  TrainConfig dev = cfg;
+  dev.backend = "cuda";
+  dev.checkpoint.dir = dir + "/dev";
+  st = train(c, dev, &r_dev);
+  v.expect(st.is_ok(), "device run: " + st.to_string());
+  v.expect(g_log.bound == c.local_rank(), "bound device " + std::to_string(g_log.bound) + ", local rank " +
+                                              std::to_string(c.local_rank()));
+  v.expect(!g_log.foreign_ops, "the trainer passed ops the device did not make");
+  v.expect(g_log.communicators == (W > 1 ? 1 : 0), "device communicators made: " + std::to_string(g_log.communicators));
+  if (W > 1) {
+    BertConfig mc;
+    LB_CHECK(dev.resolve_model(&mc).is_ok());
+    const size_t n = make_bert_param_table(mc).total_elements();
+    v.expect(g_log.async_elements == 4 * n, "device communicator reduced " + std::to_string(g_log.async_elements) +
+                                                " gradient elements in 4 steps of " + std::to_string(n));
+    v.expect(g_log.async_calls > 4, "expected several buckets per step, got " + std::to_string(g_log.async_calls) +
+                                        " reductions in 4 steps");
+    v.expect(g_log.blocking_float_calls == 0, "blocking float collectives on the device communicator");
+  }
+  if (st.is_ok() && r_cpu.step == 4) {
+    const std::vector<float> a = final_params(cfg, r_cpu.checkpoint), b = final_params(dev, r_dev.checkpoint);
+    size_t differ = 0;
+    for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+    v.expect(differ == 0, "device-path parameters differ from the cpu run in " + std::to_string(differ) + " elements");
+    v.expect(r_dev.loss == r_cpu.loss, "device-path loss differs from the cpu run");
+    if (c.rank() == 0)
+      std::printf("fake device, %d rank(s): %zu gradient reductions on the device communicator, parameters "
+                  "%s the cpu run's\n", W, g_log.async_calls, differ == 0 ? "equal to" : "DIFFERENT from");
+  }
+
+  // Refusals. shard_optimizer and fixed order: only on more than one rank.
+  TrainConfig bad = dev;
+  bad.checkpoint.dir = dir + (W > 1 ? "/refused" : "/sharded");
+  bad.distributed.shard_optimizer = true;
+  st = train(c, bad, &r_dev);
+  bad.checkpoint.dir = dir + "/refused";
+  if (W > 1)
+    v.expect(st.code() == StatusCode::kUnsupported && contains(st, "distributed.shard_optimizer"),
+             "sharded device run on " + std::to_string(W) + " ranks: " + st.to_string());
+  else
+    v.expect(st.is_ok(), "sharded device run on one rank: " + st.to_string());
+  bad.distributed.shard_optimizer = false;
+  bad.distributed.reduction_order = "fixed";
+  bad.checkpoint.dir = dir + (W > 1 ? "/refused" : "/fixed");
+  st = train(c, bad, &r_dev);
+  bad.checkpoint.dir = dir + "/refused";
+  if (W > 1)
+    v.expect(st.code() == StatusCode::kUnsupported && contains(st, "distributed.reduction_order"),
+             "fixed-order device run: " + st.to_string());
+  bad.distributed.reduction_order = "fast";
+  // More ranks on this host than devices.
+  g_log.visible = W - 1;
+  st = train(c, bad, &r_dev);
+  v.expect(!st.is_ok() && (W == 1 ? contains(st, "no device") : contains(st, "visible devices")),
+           "too few devices: " + st.to_string());
+  g_log.visible = 8;
+  // One rank's device fails: every rank fails, the others saying another rank failed.
+  if (W > 1) {
+    g_log.fail_index = 1;
+    st = train(c, bad, &r_dev);
+    const bool broken = c.local_rank() == 1;
+    v.expect(!st.is_ok() && contains(st, broken ? "is broken" : "failed on another rank"),
+             "one broken device: " + st.to_string());
+    g_log.fail_index = -1;
+  }
+  v.expect(!std::filesystem::exists(dir + "/refused/latest"), "a refused run wrote a checkpoint");
+  return v.finish("trainer device path (fake device)");
+}
