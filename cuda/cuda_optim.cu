@@ -8,6 +8,12 @@
 //
 // All work runs on the legacy default stream, which orders itself after every blocking
 // stream, so the model's gradients (CudaOps' stream) are complete when an update starts.
+//
+// Sharded updates (Optimizer::set_shard, ZeRO-1 via ShardedStep): chunks cover only the
+// slice [shard.begin, shard.end), m and v hold the slice (each chunk carries its offset into
+// them), and the per-block sums are summed over the ranks on the host (shard.reduce_sums)
+// after each trip to the host, as the CPU rules do. A rank with an empty slice still takes
+// part in every reduction. The bf16 weight copy is written for the slice only.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -29,7 +35,8 @@ const cudaStream_t kStream = cudaStreamLegacy;
 
 struct DevChunk {
   int block;
-  size_t begin, end;
+  size_t begin, end;  // flat-buffer elements
+  size_t state;       // index in m and v of element `begin` (begin - shard.begin)
 };
 
 // Per-block factors; the meaning of f[] depends on the pass (see each kernel).
@@ -77,10 +84,11 @@ __global__ void lans_moments_kernel(const DevChunk* chunks, const Factors* fac, 
   double sm = 0, sg = 0;
   for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
     const float gh = buf.grads[i] * gs;
-    float m = buf.m[i], v = buf.v[i];
+    const size_t j = ch.state + (i - ch.begin);
+    float m = buf.m[j], v = buf.v[j];
     adam_moments(gh, c, m, v);
-    buf.m[i] = m;
-    buf.v[i] = v;
+    buf.m[j] = m;
+    buf.v[j] = v;
     const LansDirections<float> u = lans_directions(gh, m, v, buf.params[i], wd, c);
     sm += double(u.um) * u.um;
     sg += double(u.ug) * u.ug;
@@ -100,8 +108,9 @@ __global__ void lans_apply_kernel(const DevChunk* chunks, const Factors* fac, Fl
   const Factors f = fac[ch.block];
   for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
     const float p = buf.params[i];
+    const size_t j = ch.state + (i - ch.begin);
     const LansDirections<float> u =
-        lans_directions(buf.grads[i] * f.f[0], buf.m[i], buf.v[i], p, f.f[1], c);
+        lans_directions(buf.grads[i] * f.f[0], buf.m[j], buf.v[j], p, f.f[1], c);
     const float q = lans_apply(p, u, f.f[2], f.f[3]);
     buf.params[i] = q;
     if (half) half[i] = kern::float_to_bf16(q);
@@ -115,10 +124,11 @@ __global__ void lamb_moments_kernel(const DevChunk* chunks, const Factors* fac, 
   const float wd = fac[ch.block].f[0];
   double su = 0;
   for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
-    float m = buf.m[i], v = buf.v[i];
+    const size_t j = ch.state + (i - ch.begin);
+    float m = buf.m[j], v = buf.v[j];
     adam_moments(buf.grads[i] / clip, c, m, v);
-    buf.m[i] = m;
-    buf.v[i] = v;
+    buf.m[j] = m;
+    buf.v[j] = v;
     const float u = adam_direction(m, v, buf.params[i], wd, c);
     su += double(u) * u;
   }
@@ -133,11 +143,12 @@ __global__ void adam_apply_kernel(const DevChunk* chunks, const Factors* fac, Fl
   const DevChunk ch = chunks[blockIdx.x];
   const float wd = fac[ch.block].f[0], step = fac[ch.block].f[1];
   for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
-    float m = buf.m[i], v = buf.v[i];
+    const size_t j = ch.state + (i - ch.begin);
+    float m = buf.m[j], v = buf.v[j];
     if (kFusedMoments) {
       adam_moments(buf.grads[i] / clip, c, m, v);
-      buf.m[i] = m;
-      buf.v[i] = v;
+      buf.m[j] = m;
+      buf.v[j] = v;
     }
     const float p = buf.params[i];
     const float q = p - step * adam_direction(m, v, p, wd, c);
@@ -163,6 +174,7 @@ class DeviceOptimizer final : public Optimizer {
 
   uint16_t* half_;                        // bf16 weight copy, or null
   std::vector<size_t> offsets_, numels_;  // the table the plan was built for
+  size_t begin_ = 0, end_ = 0;            // and the shard
   std::vector<float> wd_;
   int nblocks_ = 0, nchunks_ = 0;
   DeviceBytes chunks_, first_chunk_, partial_, sums_dev_, factors_dev_;
@@ -171,7 +183,7 @@ class DeviceOptimizer final : public Optimizer {
 };
 
 void DeviceOptimizer::prepare(const ParamTable& table) {
-  bool same = table.size() == offsets_.size();
+  bool same = table.size() == offsets_.size() && begin_ == shard_.begin && end_ == shard_.end;
   for (size_t b = 0; same && b < table.size(); ++b)
     same = table[b].offset == offsets_[b] && table[b].numel == numels_[b];
   if (same) return;
@@ -180,15 +192,18 @@ void DeviceOptimizer::prepare(const ParamTable& table) {
   offsets_.clear();
   numels_.clear();
   wd_.clear();
+  begin_ = shard_.begin;
+  end_ = shard_.end;
   for (size_t b = 0; b < table.size(); ++b) {
     const ParamEntry& e = table[b];
     first.push_back(static_cast<int>(chunks.size()));
     offsets_.push_back(e.offset);
     numels_.push_back(e.numel);
     wd_.push_back(static_cast<float>(config_.decay_for(e.role)));
-    for (size_t i = 0; i < e.numel; i += kChunk)
-      chunks.push_back(
-          {static_cast<int>(b), e.offset + i, e.offset + std::min(e.numel, i + kChunk)});
+    // The part of the block inside the shard (all of it unsharded), cut as the CPU's plan.
+    const size_t lo = std::max(e.offset, begin_), hi = std::min(e.offset + e.numel, end_);
+    for (size_t i = lo; i < hi; i += kChunk)
+      chunks.push_back({static_cast<int>(b), i, std::min(hi, i + kChunk), i - begin_});
   }
   first.push_back(static_cast<int>(chunks.size()));
   nblocks_ = static_cast<int>(table.size());
@@ -200,8 +215,9 @@ void DeviceOptimizer::prepare(const ParamTable& table) {
   factors_dev_.reserve(table.size() * sizeof(Factors));
   sums_.resize(table.size() * 2);
   factors_.resize(table.size());
-  CUDA_CHECK(cudaMemcpy(chunks_.get(), chunks.data(), chunks.size() * sizeof(DevChunk),
-                        cudaMemcpyHostToDevice));
+  if (!chunks.empty())  // an empty slice has no chunk buffer to copy into
+    CUDA_CHECK(cudaMemcpy(chunks_.get(), chunks.data(), chunks.size() * sizeof(DevChunk),
+                          cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(first_chunk_.get(), first.data(), first.size() * sizeof(int),
                         cudaMemcpyHostToDevice));
 }
@@ -215,6 +231,7 @@ void DeviceOptimizer::sums_to_host(int K) {
   CUDA_CHECK(cudaMemcpyAsync(sums_.data(), sums_dev_.get(), n * sizeof(double),
                              cudaMemcpyDeviceToHost, kStream));
   CUDA_CHECK(cudaStreamSynchronize(kStream));
+  if (shard_.reduce_sums) shard_.reduce_sums(sums_.data(), n);  // whole-tensor sums
 }
 
 void DeviceOptimizer::upload_factors() {
@@ -225,7 +242,7 @@ void DeviceOptimizer::upload_factors() {
 void DeviceOptimizer::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, double lr,
                              UpdateStats* stats) {
   prepare(table);
-  if (nchunks_ == 0) return;
+  if (nchunks_ == 0 && !shard_.sharded()) return;  // a sharded rank still joins the reductions
   const AdamConsts<float> c = adam_consts(config_, t);
   if (config_.name == "lans")
     update_lans(buf, c, lr, stats);
@@ -255,9 +272,11 @@ double* as_partial(const DeviceBytes& b) {
 // upload from them has always completed.
 void DeviceOptimizer::update_lans(const FlatBuffers& buf, const AdamConsts<float>& c, double lr,
                                   UpdateStats* stats) {
-  sumsq_kernel<2><<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_), buf.grads, buf.params,
-                                                         as_partial(partial_));
-  LB_LAUNCH_CHECK();
+  if (nchunks_ > 0) {
+    sumsq_kernel<2><<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_), buf.grads, buf.params,
+                                                           as_partial(partial_));
+    LB_LAUNCH_CHECK();
+  }
   sums_to_host(2);
   double g2 = 0;
   std::vector<double> param_norm(nblocks_);
@@ -268,9 +287,11 @@ void DeviceOptimizer::update_lans(const FlatBuffers& buf, const AdamConsts<float
     factors_[b] = {{gn != 0 ? static_cast<float>(1.0 / (gn + config_.eps)) : 1.0f, wd_[b], 0, 0}};
   }
   upload_factors();
-  lans_moments_kernel<<<nchunks_, kOptThreads, 0, kStream>>>(
-      as_chunks(chunks_), as_factors(factors_dev_), buf, c, as_partial(partial_));
-  LB_LAUNCH_CHECK();
+  if (nchunks_ > 0) {
+    lans_moments_kernel<<<nchunks_, kOptThreads, 0, kStream>>>(
+        as_chunks(chunks_), as_factors(factors_dev_), buf, c, as_partial(partial_));
+    LB_LAUNCH_CHECK();
+  }
   sums_to_host(2);
   for (int b = 0; b < nblocks_; ++b) {
     const double r_m = trust_ratio(param_norm[b], std::sqrt(sums_[2 * b]));
@@ -279,9 +300,11 @@ void DeviceOptimizer::update_lans(const FlatBuffers& buf, const AdamConsts<float
     factors_[b].f[3] = static_cast<float>(lr * (1.0 - config_.beta1) * r_g);
   }
   upload_factors();
-  lans_apply_kernel<<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_),
-                                                           as_factors(factors_dev_), buf, c, half_);
-  LB_LAUNCH_CHECK();
+  if (nchunks_ > 0) {
+    lans_apply_kernel<<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_),
+                                                             as_factors(factors_dev_), buf, c, half_);
+    LB_LAUNCH_CHECK();
+  }
   if (stats) {
     stats->grad_norm = std::sqrt(g2);
     stats->clip_divisor = 1.0;
@@ -290,9 +313,11 @@ void DeviceOptimizer::update_lans(const FlatBuffers& buf, const AdamConsts<float
 
 void DeviceOptimizer::update_lamb(const FlatBuffers& buf, const AdamConsts<float>& c, double lr,
                                   UpdateStats* stats) {
-  sumsq_kernel<2><<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_), buf.grads, buf.params,
-                                                         as_partial(partial_));
-  LB_LAUNCH_CHECK();
+  if (nchunks_ > 0) {
+    sumsq_kernel<2><<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_), buf.grads, buf.params,
+                                                           as_partial(partial_));
+    LB_LAUNCH_CHECK();
+  }
   sums_to_host(2);
   double g2 = 0;
   std::vector<double> param_norm(nblocks_);
@@ -304,10 +329,12 @@ void DeviceOptimizer::update_lamb(const FlatBuffers& buf, const AdamConsts<float
   const double G = std::sqrt(g2);
   const double clip = clip_divisor(G, config_.max_grad_norm);
   upload_factors();
-  lamb_moments_kernel<<<nchunks_, kOptThreads, 0, kStream>>>(
-      as_chunks(chunks_), as_factors(factors_dev_), buf, c, static_cast<float>(clip),
-      as_partial(partial_));
-  LB_LAUNCH_CHECK();
+  if (nchunks_ > 0) {
+    lamb_moments_kernel<<<nchunks_, kOptThreads, 0, kStream>>>(
+        as_chunks(chunks_), as_factors(factors_dev_), buf, c, static_cast<float>(clip),
+        as_partial(partial_));
+    LB_LAUNCH_CHECK();
+  }
   sums_to_host(1);
   for (int b = 0; b < nblocks_; ++b) {
     const bool use_ratio = wd_[b] != 0 || config_.trust_ratio_on_excluded;
@@ -315,9 +342,11 @@ void DeviceOptimizer::update_lamb(const FlatBuffers& buf, const AdamConsts<float
     factors_[b].f[1] = static_cast<float>(lr * r);
   }
   upload_factors();
-  adam_apply_kernel<false><<<nchunks_, kOptThreads, 0, kStream>>>(
-      as_chunks(chunks_), as_factors(factors_dev_), buf, c, static_cast<float>(clip), half_);
-  LB_LAUNCH_CHECK();
+  if (nchunks_ > 0) {
+    adam_apply_kernel<false><<<nchunks_, kOptThreads, 0, kStream>>>(
+        as_chunks(chunks_), as_factors(factors_dev_), buf, c, static_cast<float>(clip), half_);
+    LB_LAUNCH_CHECK();
+  }
   if (stats) {
     stats->grad_norm = G;
     stats->clip_divisor = clip;
@@ -326,9 +355,11 @@ void DeviceOptimizer::update_lamb(const FlatBuffers& buf, const AdamConsts<float
 
 void DeviceOptimizer::update_adamw(const FlatBuffers& buf, const AdamConsts<float>& c, double lr,
                                    UpdateStats* stats) {
-  sumsq_kernel<1><<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_), buf.grads, nullptr,
-                                                         as_partial(partial_));
-  LB_LAUNCH_CHECK();
+  if (nchunks_ > 0) {
+    sumsq_kernel<1><<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_), buf.grads, nullptr,
+                                                           as_partial(partial_));
+    LB_LAUNCH_CHECK();
+  }
   sums_to_host(1);
   double g2 = 0;
   for (int b = 0; b < nblocks_; ++b) {
@@ -339,9 +370,11 @@ void DeviceOptimizer::update_adamw(const FlatBuffers& buf, const AdamConsts<floa
   // The CPU rule rounds the divisor to float before reporting it; so does this.
   const float clip = static_cast<float>(clip_divisor(G, config_.max_grad_norm));
   upload_factors();
-  adam_apply_kernel<true><<<nchunks_, kOptThreads, 0, kStream>>>(
-      as_chunks(chunks_), as_factors(factors_dev_), buf, c, clip, half_);
-  LB_LAUNCH_CHECK();
+  if (nchunks_ > 0) {
+    adam_apply_kernel<true><<<nchunks_, kOptThreads, 0, kStream>>>(
+        as_chunks(chunks_), as_factors(factors_dev_), buf, c, clip, half_);
+    LB_LAUNCH_CHECK();
+  }
   if (stats) {
     stats->grad_norm = G;
     stats->clip_divisor = clip;

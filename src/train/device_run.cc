@@ -27,10 +27,6 @@ Status bind_device(DeviceBackend& device, const Communicator& comm) {
 
 Status device_multi_rank_check(const TrainConfig& cfg, int world) {
   if (world <= 1) return Status::ok();
-  if (cfg.distributed.shard_optimizer)
-    return Status::unsupported("distributed.shard_optimizer: true is not supported with backend: " + cfg.backend +
-                               " on more than one rank yet (the device optimizer updates whole buffers, not a "
-                               "slice); use shard_optimizer: false");
   if (cfg.distributed.reduction_order != "fast")
     return Status::unsupported("distributed.reduction_order: " + cfg.distributed.reduction_order +
                                " works on host buffers (MPI) only; with backend: " + cfg.backend +

@@ -24,9 +24,8 @@ namespace lansbert {
 Status open_device(const TrainConfig& cfg, Communicator& comm, const TrainOptions& opts,
                    std::unique_ptr<DeviceBackend>* out);
 
-// What a device run on `world` > 1 ranks refuses (the same on every rank): the sharded
-// optimizer (the device optimizer does not update a slice yet) and fixed-order reductions
-// (NCCL has no such mode).
+// What a device run on `world` > 1 ranks refuses (the same on every rank): fixed-order
+// reductions (NCCL has no such mode).
 Status device_multi_rank_check(const TrainConfig& cfg, int world);
 
 // The device a rank uses: its local rank, one rank per GPU, every GPU of a host visible to

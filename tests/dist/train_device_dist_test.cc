@@ -4,13 +4,15 @@
 // Checks, on 1 and 2 ranks under mpirun:
 //   - each rank binds the device of its local rank, and only a multi-rank run makes a device
 //     communicator, from the model's own ops;
-//   - every gradient bucket is reduced asynchronously over the device communicator (the
-//     whole buffer once per step) and no host scalar (double) travels on it, as NCCL could
-//     not take host pointers;
-//   - the parameters equal those of the CPU backend's run (same ops, same reductions: exact);
-//   - refusals are clear and collective: shard_optimizer and fixed reduction order on more
-//     than one rank, more ranks than visible devices, and a device failing on one rank only
-//     (the other rank fails too, saying so, instead of waiting in a collective).
+//   - replicated: every gradient bucket is reduced asynchronously over the device
+//     communicator (the whole buffer once per step); sharded (ZeRO-1): the reduce-scatter and
+//     all-gather run on it, the optimizer's norm sums on the host communicator; no host
+//     scalar (double) travels on it either way, as NCCL could not take host pointers;
+//   - the parameters equal those of the CPU backend's run, replicated and sharded (same ops,
+//     same reductions: exact);
+//   - refusals are clear and collective: fixed reduction order on more than one rank, more
+//     ranks than visible devices, and a device failing on one rank only (the other rank
+//     fails too, saying so, instead of waiting in a collective).
 // Usage: mpirun -np N train_device_dist_test SCRATCH_DIR
 #include <filesystem>
 #include <vector>
@@ -116,7 +118,8 @@ class FakeDevice final : public DeviceBackend {
   Ops<float>* made_ = nullptr;
 };
 
-Status train(Communicator& comm, const TrainConfig& c, TrainResult* r) {
+Status train(Communicator& comm, const TrainConfig& c, TrainResult* r, int64_t stop_at = -1,
+             const std::string& resume = "") {
   g_log.bound = -1;
   g_log.communicators = 0;
   g_log.foreign_ops = false;
@@ -127,6 +130,8 @@ Status train(Communicator& comm, const TrainConfig& c, TrainResult* r) {
   TrainOptions o;
   o.log = nullptr;
   o.handle_signals = false;
+  o.stop_at_step = stop_at;
+  o.resume = resume;
   return run_training(c, comm, o, r);
 }
 
@@ -165,53 +170,73 @@ int main(int argc, char** argv) {
   TrainConfig cfg = testing::tiny_config(dir + "/data", dir + "/cpu", 4);
   cfg.batch.micro_batch = 8;
   cfg.distributed.bucket_mb = 0.05;  // several buckets
-  TrainResult r_cpu, r_dev;
-  Status st = train(c, cfg, &r_cpu);
-  v.expect(st.is_ok(), "cpu run: " + st.to_string());
-  v.expect(g_log.bound == -1 && g_log.communicators == 0, "the cpu run touched the device");
+  BertConfig mc;
+  LB_CHECK(cfg.resolve_model(&mc).is_ok());
+  const size_t n = make_bert_param_table(mc).total_elements();
+  TrainResult r_dev;
+  for (bool sharded : {false, true}) {
+    const std::string mode = sharded ? "sharded" : "replicated";
+    TrainConfig host = cfg;
+    host.distributed.shard_optimizer = sharded;
+    host.checkpoint.dir = dir + "/cpu-" + mode;
+    TrainResult r_cpu;
+    Status st = train(c, host, &r_cpu);
+    v.expect(st.is_ok(), mode + " cpu run: " + st.to_string());
+    v.expect(g_log.bound == -1 && g_log.communicators == 0, "the cpu run touched the device");
 
-  TrainConfig dev = cfg;
-  dev.backend = "cuda";
-  dev.checkpoint.dir = dir + "/dev";
-  st = train(c, dev, &r_dev);
-  v.expect(st.is_ok(), "device run: " + st.to_string());
-  v.expect(g_log.bound == c.local_rank(), "bound device " + std::to_string(g_log.bound) + ", local rank " +
-                                              std::to_string(c.local_rank()));
-  v.expect(!g_log.foreign_ops, "the trainer passed ops the device did not make");
-  v.expect(g_log.communicators == (W > 1 ? 1 : 0), "device communicators made: " + std::to_string(g_log.communicators));
-  if (W > 1) {
-    BertConfig mc;
-    LB_CHECK(dev.resolve_model(&mc).is_ok());
-    const size_t n = make_bert_param_table(mc).total_elements();
-    v.expect(g_log.async_elements == 4 * n, "device communicator reduced " + std::to_string(g_log.async_elements) +
-                                                " gradient elements in 4 steps of " + std::to_string(n));
-    v.expect(g_log.async_calls > 4, "expected several buckets per step, got " + std::to_string(g_log.async_calls) +
-                                        " reductions in 4 steps");
-    v.expect(g_log.blocking_float_calls == 0, "blocking float collectives on the device communicator");
-  }
-  if (st.is_ok() && r_cpu.step == 4) {
-    const std::vector<float> a = final_params(cfg, r_cpu.checkpoint), b = final_params(dev, r_dev.checkpoint);
-    size_t differ = 0;
-    for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
-    v.expect(differ == 0, "device-path parameters differ from the cpu run in " + std::to_string(differ) + " elements");
-    v.expect(r_dev.loss == r_cpu.loss, "device-path loss differs from the cpu run");
-    if (c.rank() == 0)
-      std::printf("fake device, %d rank(s): %zu gradient reductions on the device communicator, parameters "
-                  "%s the cpu run's\n", W, g_log.async_calls, differ == 0 ? "equal to" : "DIFFERENT from");
+    TrainConfig dev = host;
+    dev.backend = "cuda";
+    dev.checkpoint.dir = dir + "/dev-" + mode;
+    st = train(c, dev, &r_dev);
+    v.expect(st.is_ok(), mode + " device run: " + st.to_string());
+    v.expect(g_log.bound == c.local_rank(), "bound device " + std::to_string(g_log.bound) + ", local rank " +
+                                                std::to_string(c.local_rank()));
+    const FakeLog seen = g_log;  // the stop/resume runs below reset it
+    v.expect(!g_log.foreign_ops, "the trainer passed ops the device did not make");
+    v.expect(g_log.communicators == (W > 1 ? 1 : 0), "device communicators made: " + std::to_string(g_log.communicators));
+    if (W > 1 && !sharded) {
+      v.expect(g_log.async_elements == 4 * n, "device communicator reduced " + std::to_string(g_log.async_elements) +
+                                                  " gradient elements in 4 steps of " + std::to_string(n));
+      v.expect(g_log.async_calls > 4, "expected several buckets per step, got " + std::to_string(g_log.async_calls) +
+                                          " reductions in 4 steps");
+      v.expect(g_log.blocking_float_calls == 0, "blocking float collectives on the device communicator");
+    }
+    if (W > 1 && sharded)  // a reduce-scatter and an all-gather per step at least
+      v.expect(g_log.async_calls == 0 && g_log.blocking_float_calls >= 8,
+               "sharded: " + std::to_string(g_log.blocking_float_calls) + " blocking collectives on the device "
+               "communicator in 4 steps, " + std::to_string(g_log.async_calls) + " asynchronous");
+    if (st.is_ok() && r_cpu.step == 4) {
+      const std::vector<float> a = final_params(host, r_cpu.checkpoint), b = final_params(dev, r_dev.checkpoint);
+      size_t differ = 0;
+      for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+      v.expect(differ == 0, mode + " device-path parameters differ from the cpu run in " + std::to_string(differ) +
+                                " elements");
+      v.expect(r_dev.loss == r_cpu.loss, mode + " device-path loss differs from the cpu run");
+      // Stopped after step 2 and resumed: the moments come back through host staging (this
+      // rank's slice when sharded) and the run ends where the straight one did.
+      TrainConfig part = dev;
+      part.checkpoint.dir = dir + "/part-" + mode;
+      TrainResult r_part;
+      st = train(c, part, &r_part, 2);
+      if (st.is_ok()) st = train(c, part, &r_part, -1, "latest");
+      v.expect(st.is_ok() && r_part.step == 4, mode + " device stop/resume: " + st.to_string());
+      if (st.is_ok()) {
+        const std::vector<float> d = final_params(part, r_part.checkpoint);
+        size_t resumed_differ = 0;
+        for (size_t i = 0; i < d.size(); ++i) resumed_differ += d[i] != b[i];
+        v.expect(resumed_differ == 0, mode + " device stop/resume differs from the straight run");
+      }
+      if (c.rank() == 0)
+        std::printf("fake device, %s, %d rank(s): %zu asynchronous and %zu blocking collectives on the device "
+                    "communicator; parameters %s the cpu run's\n", mode.c_str(), W, seen.async_calls,
+                    seen.blocking_float_calls, differ == 0 ? "equal to" : "DIFFERENT from");
+    }
   }
 
-  // Refusals. shard_optimizer and fixed order: only on more than one rank.
-  TrainConfig bad = dev;
-  bad.checkpoint.dir = dir + (W > 1 ? "/refused" : "/sharded");
-  bad.distributed.shard_optimizer = true;
-  st = train(c, bad, &r_dev);
-  bad.checkpoint.dir = dir + "/refused";
-  if (W > 1)
-    v.expect(st.code() == StatusCode::kUnsupported && contains(st, "distributed.shard_optimizer"),
-             "sharded device run on " + std::to_string(W) + " ranks: " + st.to_string());
-  else
-    v.expect(st.is_ok(), "sharded device run on one rank: " + st.to_string());
-  bad.distributed.shard_optimizer = false;
+  // Refusals. Fixed order: only on more than one rank.
+  Status st;
+  TrainConfig bad = cfg;
+  bad.backend = "cuda";
   bad.distributed.reduction_order = "fixed";
   bad.checkpoint.dir = dir + (W > 1 ? "/refused" : "/fixed");
   st = train(c, bad, &r_dev);
@@ -219,6 +244,8 @@ int main(int argc, char** argv) {
   if (W > 1)
     v.expect(st.code() == StatusCode::kUnsupported && contains(st, "distributed.reduction_order"),
              "fixed-order device run: " + st.to_string());
+  else
+    v.expect(st.is_ok(), "fixed-order device run on one rank: " + st.to_string());
   bad.distributed.reduction_order = "fast";
   // More ranks on this host than devices.
   g_log.visible = W - 1;

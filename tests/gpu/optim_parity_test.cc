@@ -1,12 +1,17 @@
 // The device optimizers (cuda::make_device_optimizer) against the CPU rules on the bert-tiny
 // parameter table: three updates from the same parameters, gradients and moments; params, m
 // and v within 1e-5 relative per tensor and the reported gradient norm and clip divisor
-// within 1e-9 relative. Skipped without a device.
+// within 1e-9 relative. The sharded (ZeRO-1) device update is checked the same way, with
+// two shards updated from two host threads standing in for two ranks. Skipped without a
+// device.
 #include <gtest/gtest.h>
 
+#include <barrier>
 #include <cmath>
+#include <thread>
 
 #include "gpu_test_util.h"
+#include "lansbert/core/check.h"
 #include "lansbert/model/bert_config.h"
 #include "lansbert/model/bert_model.h"
 #include "lansbert/optim/optimizer.h"
@@ -63,6 +68,96 @@ void run_rule(const std::string& name, double max_grad_norm) {
   }
   std::printf("  %s (max_grad_norm %g): worst per-tensor rel error %.3e\n", name.c_str(),
               max_grad_norm, worst);
+}
+
+// Two device optimizers own [0, cut) and [cut, n) (cut inside a tensor) and exchange their
+// per-block sums through a two-party barrier, as ShardSpec::reduce_sums does over MPI. Every
+// slice's params, m and v must match the CPU rule on the whole buffer.
+void run_sharded(const std::string& name, double max_grad_norm) {
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  const ParamTable table = make_bert_param_table(cfg);
+  const size_t n = table.total_elements();
+  const ParamEntry* q = table.find("bert.encoder.layer.0.attention.self.query.weight");
+  ASSERT_NE(q, nullptr);
+  const size_t cut = (q->offset + q->numel / 3) / ParamTable::kAlign * ParamTable::kAlign;
+  std::vector<float> p(n, 0.f), g(n, 0.f), m(n, 0.f), v(n, 0.f);
+  const auto rp = testing::random_vector(n, 3, 0.05f), rg = testing::random_vector(n, 4, 0.01f);
+  for (const ParamEntry& e : table.entries())
+    for (size_t i = e.offset; i < e.offset + e.numel; ++i) {
+      p[i] = rp[i];
+      g[i] = rg[i];
+    }
+  OptimizerConfig oc;
+  oc.max_grad_norm = max_grad_norm;
+  std::unique_ptr<Optimizer> cpu_opt;
+  ASSERT_TRUE(make_optimizer(name, oc, &cpu_opt).is_ok());
+
+  std::barrier<> bar(2);
+  std::vector<double> posted[2];
+  const size_t range[2][2] = {{0, cut}, {cut, n}};
+  std::vector<float> got_p[2], got_m[2], got_v[2];
+  double grad_norm[2] = {0, 0};
+  auto party = [&](int k) {
+    const size_t b = range[k][0], e = range[k][1];
+    std::unique_ptr<Optimizer> opt;
+    LB_CHECK(cuda::make_device_optimizer(name, oc, &opt).is_ok());
+    ShardSpec spec;
+    spec.begin = b;
+    spec.end = e;
+    spec.reduce_sums = [&, k](double* sums, size_t count) {
+      posted[k].assign(sums, sums + count);
+      bar.arrive_and_wait();
+      for (size_t i = 0; i < count; ++i) sums[i] = posted[0][i] + posted[1][i];
+      bar.arrive_and_wait();  // nobody reposts before both have read
+    };
+    opt->set_shard(spec);
+    auto pd = testing::to_device(p), gd = testing::to_device(g);
+    auto md = testing::to_device(std::vector<float>(e - b, 0.f)), vd = testing::to_device(std::vector<float>(e - b, 0.f));
+    FlatBuffers db{pd.data(), gd.data(), md.data(), vd.data()};
+    for (int64_t t = 1; t <= 3; ++t) {
+      UpdateStats st;
+      opt->update(table, db, t, 1e-3 * t, &st);
+      grad_norm[k] = st.grad_norm;
+    }
+    got_p[k] = testing::to_host(pd);
+    got_m[k] = testing::to_host(md);
+    got_v[k] = testing::to_host(vd);
+  };
+  std::thread t0(party, 0), t1(party, 1);
+  t0.join();
+  t1.join();
+  FlatBuffers hb{p.data(), g.data(), m.data(), v.data()};
+  UpdateStats sc;
+  for (int64_t t = 1; t <= 3; ++t) cpu_opt->update(table, hb, t, 1e-3 * t, &sc);
+  double worst = 0;
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_NEAR(grad_norm[k], sc.grad_norm, 1e-9 * sc.grad_norm) << name << " shard " << k;
+    const size_t b = range[k][0], e = range[k][1];
+    for (const ParamEntry& t : table.entries()) {
+      const size_t lo = std::max(t.offset, b), hi = std::min(t.offset + t.numel, e);
+      if (lo >= hi) continue;
+      auto part = [&](const std::vector<float>& x, size_t base) {
+        return std::vector<float>(x.begin() + (lo - base), x.begin() + (hi - base));
+      };
+      for (auto [got, want, base, what] :
+           {std::tuple{&got_p[k], &p, size_t(0), "params"}, std::tuple{&got_m[k], &m, b, "m"},
+            std::tuple{&got_v[k], &v, b, "v"}}) {
+        const testing::ErrorStats s = testing::compare(part(*got, base), part(*want, 0));
+        worst = std::max(worst, s.rel());
+        EXPECT_LE(s.rel(), 1e-5) << name << " shard " << k << " " << what << " " << t.name;
+      }
+    }
+  }
+  std::printf("  %s sharded in two at %zu of %zu: worst per-tensor rel error %.3e\n", name.c_str(), cut,
+              n, worst);
+}
+
+TEST(GpuOptim, ShardedUpdatesMatchCpu) {
+  LB_REQUIRE_GPU();
+  run_sharded("lans", 1.0);
+  run_sharded("lamb", 1e-3);
+  run_sharded("adamw", 1e-3);
 }
 
 TEST(GpuOptim, LansMatchesCpu) {
