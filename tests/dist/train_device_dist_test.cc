@@ -1,6 +1,7 @@
 // The trainer's multi-rank device path (backend: cuda, world > 1) on the CPU, with a fake
-// device: a DeviceBackend over host memory and the CPU ops, registered as "cuda", whose
-// make_communicator returns a recording wrapper around an MPI communicator in place of NCCL.
+// device: the host stand-in of tests/train (host memory, CPU ops), registered as "cuda",
+// whose make_communicator returns a recording wrapper around an MPI communicator in place
+// of NCCL.
 // Checks, on 1 and 2 ranks under mpirun:
 //   - each rank binds the device of its local rank, and only a multi-rank run makes a device
 //     communicator, from the model's own ops;
@@ -8,8 +9,8 @@
 //     communicator (the whole buffer once per step); sharded (ZeRO-1): the reduce-scatter and
 //     all-gather run on it, the optimizer's norm sums on the host communicator; no host
 //     scalar (double) travels on it either way, as NCCL could not take host pointers;
-//   - the parameters equal those of the CPU backend's run, replicated and sharded (same ops,
-//     same reductions: exact);
+//   - the parameters equal those of the CPU backend's run, replicated and sharded, fp32 and
+//     fp16 with loss scaling (same ops, same reductions: exact);
 //   - refusals are clear and collective: fixed reduction order on more than one rank, more
 //     ranks than visible devices, and a device failing on one rank only (the other rank
 //     fails too, saying so, instead of waiting in a collective).
@@ -18,7 +19,7 @@
 #include <vector>
 
 #include "dist_test_util.h"
-#include "lansbert/backend/cpu_ops.h"
+#include "host_device_backend.h"
 #include "lansbert/core/check.h"
 #include "lansbert/dist/mpi_session.h"
 #include "lansbert/model/bert_config.h"
@@ -80,6 +81,9 @@ class RecordingCommunicator final : public Communicator {
   std::unique_ptr<Communicator> inner_;
 };
 
+// The one-rank host stand-in (tests/train/host_device_backend.h) plus what several ranks
+// need: device choice by local rank (with a configurable count and a failing index) and a
+// device communicator.
 class FakeDevice final : public DeviceBackend {
  public:
   std::string description() const override { return "fake device " + std::to_string(g_log.bound); }
@@ -89,9 +93,9 @@ class FakeDevice final : public DeviceBackend {
     g_log.bound = index;
     return Status::ok();
   }
-  Allocator& allocator() override { return host_allocator(); }
-  std::unique_ptr<Ops<float>> make_ops(const DeviceOptions&) override {
-    auto ops = cpu::make_ops<float>();
+  Allocator& allocator() override { return host_.allocator(); }
+  std::unique_ptr<Ops<float>> make_ops(const DeviceOptions& options) override {
+    auto ops = host_.make_ops(options);
     made_ = ops.get();
     return ops;
   }
@@ -105,16 +109,14 @@ class FakeDevice final : public DeviceBackend {
   }
   Status make_optimizer(const std::string& name, const OptimizerConfig& config,
                         std::unique_ptr<Optimizer>* out) override {
-    return lansbert::make_optimizer(name, config, out);
+    return host_.make_optimizer(name, config, out);
   }
   GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale) override {
-    LossScalerConfig c;
-    c.mode = LossScaleMode::kStatic;
-    c.initial_scale = scale;
-    return LossScaler(c).unscale_and_check(table, grads);
+    return host_.unscale_and_check(table, grads, scale);
   }
 
  private:
+  testing::HostDeviceBackend host_;
   Ops<float>* made_ = nullptr;
 };
 
@@ -174,10 +176,13 @@ int main(int argc, char** argv) {
   LB_CHECK(cfg.resolve_model(&mc).is_ok());
   const size_t n = make_bert_param_table(mc).total_elements();
   TrainResult r_dev;
-  for (bool sharded : {false, true}) {
-    const std::string mode = sharded ? "sharded" : "replicated";
+  // fp16: dynamic loss scaling over ranks (the scaled gradients are averaged; every rank
+  // unscales and takes the same skip verdict).
+  for (auto [sharded, dtype] : {std::pair{false, "fp32"}, std::pair{true, "fp32"}, std::pair{true, "fp16"}}) {
+    const std::string mode = std::string(sharded ? "sharded" : "replicated") + "-" + dtype;
     TrainConfig host = cfg;
     host.distributed.shard_optimizer = sharded;
+    host.precision.dtype = dtype;
     host.checkpoint.dir = dir + "/cpu-" + mode;
     TrainResult r_cpu;
     Status st = train(c, host, &r_cpu);
