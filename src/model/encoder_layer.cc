@@ -32,6 +32,25 @@ RngKey key(const BertState<T>& m, uint32_t site) {
   return RngKey{m.ctx.seed, m.ctx.step, site};
 }
 
+// The fields AttentionForward and AttentionBackward share: shape, scale, dropout, mask and
+// the q, k, v of layer l (and its saved probabilities).
+template <typename T, typename Args>
+void attention_common(const BertState<T>& m, int l, Args* x) {
+  const BertConfig& c = *m.config;
+  const LayerActs<T>& a = m.layers[l];
+  x->shape = attn_shape(m);
+  x->scale = T(1) / std::sqrt(T(x->shape.head_dim));
+  x->dropout = drop_p(m, c.attention_dropout);
+  x->dropout_key = key(m, dropout_site(l, 0));
+  x->key_mask = m.mask;
+  x->key_lengths = m.key_lengths_valid ? m.key_lengths : nullptr;
+  x->q = a.q;
+  x->k = a.k;
+  x->v = a.v;
+  x->probs = a.probs;
+  x->probs_drop = x->dropout > 0 ? a.probs_drop : nullptr;
+}
+
 }  // namespace
 
 template <typename T>
@@ -47,18 +66,8 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
   linear_forward(ops, x, m.p(p.k.w), m.p(p.k.b), a.k, N, H, H);
   linear_forward(ops, x, m.p(p.v.w), m.p(p.v.b), a.v, N, H, H);
   AttentionForward<T> f;
-  f.shape = attn_shape(m);
-  f.scale = T(1) / std::sqrt(T(f.shape.head_dim));
-  f.dropout = drop_p(m, c.attention_dropout);
-  f.dropout_key = key(m, dropout_site(l, 0));
-  f.key_mask = m.mask;
-  f.key_lengths = m.key_lengths_valid ? m.key_lengths : nullptr;
-  f.q = a.q;
-  f.k = a.k;
-  f.v = a.v;
+  attention_common(m, l, &f);
   f.ctx = a.ctx;
-  f.probs = a.probs;
-  f.probs_drop = f.dropout > 0 ? a.probs_drop : nullptr;
   f.scores = m.d_scores;  // backward scratch, free during the forward
   a.attn_impl = ops.attention_forward(f);
 
@@ -99,19 +108,9 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
                   H);
 
   AttentionBackward<T> b;
-  b.shape = attn_shape(m);
-  b.scale = T(1) / std::sqrt(T(b.shape.head_dim));
-  b.dropout = drop_p(m, c.attention_dropout);
-  b.dropout_key = key(m, dropout_site(l, 0));
+  attention_common(m, l, &b);
   b.impl = a.attn_impl;
-  b.key_mask = m.mask;
-  b.key_lengths = m.key_lengths_valid ? m.key_lengths : nullptr;
-  b.q = a.q;
-  b.k = a.k;
-  b.v = a.v;
   b.ctx = a.ctx;
-  b.probs = a.probs;
-  b.probs_drop = b.dropout > 0 ? a.probs_drop : nullptr;
   b.d_ctx = m.d_ctx;
   b.d_q = m.d_q;
   b.d_k = m.d_k;
