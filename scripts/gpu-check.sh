@@ -109,7 +109,7 @@ bench_step() {
   if "$lb" bench --help 2>&1 | grep -q -- '--attention'; then
     for spec in bert-base:128:20:64 bert-large:512:80:8; do
       IFS=: read -r model seq pred batch <<< "$spec"
-      timeout "$t" "$lb" bench --backend cuda --tf32 --attention auto --model "$model" --seq-len "$seq" \
+      timeout "$t" "$lb" bench --backend cuda --precision bf16 --attention auto --model "$model" --seq-len "$seq" \
         --max-pred "$pred" --batch "$batch" --steps 5 --warmup 2 --json 2> "$out/bench-$model-$seq-attn.err" \
         | tee -a "$out/bench.jsonl" || echo "bench $model $seq attention auto: exit $?" | tee -a "$out/summary.txt"
     done
