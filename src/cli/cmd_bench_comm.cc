@@ -1,7 +1,8 @@
 // `lansbert bench-comm`: all-reduce bus bandwidth over message sizes for the communicator a
-// training run would use (single, MPI; NCCL when built with CUDA), and a plain MPI_Allreduce
-// loop as the baseline. Run it under the same mpirun line as training:
-//   mpirun -np 16 --hostfile hosts lansbert bench-comm --max-bytes 256M
+// training run would use (single or MPI on host buffers; with --backend cuda, NCCL on
+// device buffers, one GPU per local rank as in training), and a plain MPI_Allreduce loop on
+// host buffers as the baseline. Run it under the same mpirun line as training:
+//   mpirun -np 16 --hostfile hosts lansbert bench-comm --backend cuda --max-bytes 256M
 // Columns as nccl-tests: size, time, algbw = bytes/time, busbw = algbw * 2(n-1)/n.
 #include <cstdio>
 #include <string>
@@ -11,12 +12,13 @@
 #include "lansbert/dist/comm_bench.h"
 #include "lansbert/dist/mpi_session.h"
 #include "lansbert/dist/rank_roles.h"
+#include "lansbert/train/device_ranks.h"
 
 namespace lansbert::cli {
 
 namespace {
 struct BenchCommOptions {
-  std::string min_bytes = "8", max_bytes = "64M", order = "native";
+  std::string min_bytes = "8", max_bytes = "64M", order = "native", backend = "cpu";
   int iters = 20, warmup = 5;
   bool baseline = true;
 };
@@ -58,14 +60,35 @@ int run_bench_comm(const BenchCommOptions& o) {
     return 2;
   }
   std::unique_ptr<Communicator> comm = make_communicator(copt);
+  // --backend cuda: this rank's GPU and the device communicator over it (NCCL), opened as
+  // the trainer opens them (collectively: one rank's failure fails all).
+  std::unique_ptr<DeviceBackend> device;
+  std::unique_ptr<Ops<float>> ops;
+  std::unique_ptr<Communicator> device_comm;
+  if (o.backend != "cpu") {
+    Status st = open_device_backend(o.backend, *comm, &device);
+    if (st.is_ok()) {
+      ops = device->make_ops(DeviceOptions{});
+      st = agree_across_ranks(*comm, device->make_communicator(*comm, *ops, &device_comm),
+                              "creating the device communicator");
+    }
+    if (!st.is_ok()) {
+      report(st);
+      return exit_code();
+    }
+  }
+  Communicator& bench_comm = device_comm ? *device_comm : *comm;
   std::vector<size_t> sizes;
   for (size_t b = lo; b <= hi; b *= 4) sizes.push_back(b);
-  const std::vector<CommBenchRow> rows = bench_all_reduce(*comm, sizes, o.iters, o.warmup, false);
+  const std::vector<CommBenchRow> rows =
+      bench_all_reduce(bench_comm, sizes, o.iters, o.warmup, false, device ? &device->allocator() : nullptr);
   bool ok = true;
   for (const CommBenchRow& r : rows) ok = ok && r.correct;
   if (is_writer(*comm)) {
-    std::printf("# lansbert bench-comm: communicator %s (%s order), host %s, local ranks %d\n",
-                comm->kind(), o.order.c_str(), comm->hostname().c_str(), comm->local_world());
+    std::printf("# lansbert bench-comm: communicator %s (%s order), host %s, local ranks %d%s%s\n",
+                bench_comm.kind(), device ? "its own" : o.order.c_str(), comm->hostname().c_str(),
+                comm->local_world(), device ? ", device buffers on " : "",
+                device ? device->description().c_str() : "");
     print_rows("Communicator::all_reduce (float sum, in place)", comm->world(), rows);
   }
   if (o.baseline && std::string(comm->kind()) == "mpi") {
@@ -86,7 +109,11 @@ void add_bench_comm_command(CLI::App& app) {
   sub->add_option("--max-bytes", o->max_bytes, "Largest message (e.g. 64M); sizes step by 4x");
   sub->add_option("--iters", o->iters, "Timed iterations per size")->check(CLI::PositiveNumber);
   sub->add_option("--warmup", o->warmup, "Untimed iterations per size")->check(CLI::NonNegativeNumber);
-  sub->add_option("--order", o->order, "Reduction order: native | fixed_order");
+  sub->add_option("--order", o->order, "Reduction order of the host communicator: native | fixed_order");
+  sub->add_option("--backend", o->backend,
+                  "cpu: host buffers (MPI); cuda: device buffers and the device communicator (NCCL), one GPU per local rank")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   sub->add_flag("!--no-baseline", o->baseline, "Skip the plain MPI_Allreduce baseline");
   sub->callback([o] { set_exit_code(run_bench_comm(*o)); });
 }

@@ -9,16 +9,48 @@
 
 namespace lansbert {
 
+namespace {
+
+// The benchmark's buffer: host memory, or n floats of `memory` with host staging for the
+// check values.
+class BenchBuffer {
+ public:
+  BenchBuffer(Allocator* memory, size_t n) : memory_(memory), host_(n, 0.f), n_(n) {
+    if (memory_) data_ = static_cast<float*>(memory_->allocate(n * sizeof(float)));
+  }
+  ~BenchBuffer() {
+    if (memory_) memory_->deallocate(data_);
+  }
+  BenchBuffer(const BenchBuffer&) = delete;
+  BenchBuffer& operator=(const BenchBuffer&) = delete;
+  float* data() { return memory_ ? data_ : host_.data(); }
+  std::vector<float>& host() { return host_; }  // staging: push() after writing, pull() before reading
+  void push() {
+    if (memory_) memory_->copy_from_host(data_, host_.data(), n_ * sizeof(float));
+  }
+  void pull() {
+    if (memory_) memory_->copy_to_host(host_.data(), data_, n_ * sizeof(float));
+  }
+
+ private:
+  Allocator* memory_;
+  std::vector<float> host_;
+  size_t n_;
+  float* data_ = nullptr;
+};
+
+}  // namespace
+
 std::vector<CommBenchRow> bench_all_reduce(Communicator& comm, const std::vector<size_t>& sizes,
-                                           int iters, int warmup, bool plain_mpi) {
+                                           int iters, int warmup, bool plain_mpi, Allocator* memory) {
   LB_CHECK_MSG(!plain_mpi || std::strcmp(comm.kind(), "mpi") == 0 || comm.world() == 1,
                "the plain MPI baseline needs an MPI communicator");
+  LB_CHECK_MSG(!plain_mpi || memory == nullptr, "the plain MPI baseline runs on host buffers");
   const int W = comm.world();
   std::vector<CommBenchRow> rows;
-  std::vector<float> buf;
   for (size_t bytes : sizes) {
     const size_t n = std::max<size_t>(bytes / sizeof(float), 1);
-    buf.assign(n, 0.f);
+    BenchBuffer buf(memory, n);
     auto run = [&] {
       if (plain_mpi && W > 1) {
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
@@ -29,11 +61,15 @@ std::vector<CommBenchRow> bench_all_reduce(Communicator& comm, const std::vector
     };
     CommBenchRow row;
     row.bytes = n * sizeof(float);
-    for (size_t i = 0; i < n; ++i) buf[i] = float((comm.rank() + 1) * int(i % 3));
+    std::vector<float>& h = buf.host();
+    for (size_t i = 0; i < n; ++i) h[i] = float((comm.rank() + 1) * int(i % 3));
+    buf.push();
     run();
+    buf.pull();
     for (size_t i = 0; i < n; ++i)
-      if (buf[i] != float(W * (W + 1) / 2 * int(i % 3))) row.correct = false;
-    std::fill(buf.begin(), buf.end(), 0.f);  // zeros stay zeros: no overflow over iterations
+      if (h[i] != float(W * (W + 1) / 2 * int(i % 3))) row.correct = false;
+    std::fill(h.begin(), h.end(), 0.f);  // zeros stay zeros: no overflow over iterations
+    buf.push();
     for (int i = 0; i < warmup; ++i) run();
     comm.barrier();
     const auto t0 = std::chrono::steady_clock::now();

@@ -3,27 +3,6 @@
 #include <cstdio>
 
 namespace lansbert {
-namespace {
-
-// Every rank learns whether any rank failed; returns this rank's error, or one naming `what`
-// when only another rank failed.
-Status agree(Communicator& comm, const Status& st, const std::string& what) {
-  if (comm.world() == 1) return st;
-  double failed = st.is_ok() ? 0 : 1;
-  comm.all_reduce(&failed, 1, ReduceOp::kMax);
-  if (!st.is_ok()) return st;
-  if (failed != 0)
-    return Status::unsupported(what + " failed on another rank (its error is in that rank's output)");
-  return Status::ok();
-}
-
-Status bind_device(DeviceBackend& device, const Communicator& comm) {
-  int index = 0;
-  LB_RETURN_IF_ERROR(device_for_rank(comm.local_rank(), comm.local_world(), device.visible_devices(), &index));
-  return device.use_device(index);
-}
-
-}  // namespace
 
 Status device_multi_rank_check(const TrainConfig& cfg, int world) {
   if (world <= 1) return Status::ok();
@@ -34,22 +13,11 @@ Status device_multi_rank_check(const TrainConfig& cfg, int world) {
   return Status::ok();
 }
 
-Status device_for_rank(int local_rank, int local_world, int visible, int* index) {
-  if (visible <= 0) return Status::unsupported("backend: cuda: no device visible to this rank");
-  if (local_world > visible)
-    return Status::invalid_argument("backend: cuda: " + std::to_string(local_world) + " ranks on this host but only " +
-                                    std::to_string(visible) + " visible devices; start one rank per GPU "
-                                    "(mpirun -npernode <GPUs per node>) and leave every GPU visible to every rank");
-  *index = local_rank;
-  return Status::ok();
-}
 
 Status open_device(const TrainConfig& cfg, Communicator& comm, const TrainOptions& opts,
                    std::unique_ptr<DeviceBackend>* out) {
   LB_RETURN_IF_ERROR(device_multi_rank_check(cfg, comm.world()));
-  Status st = make_device_backend(cfg.backend, out);
-  if (st.is_ok()) st = bind_device(**out, comm);
-  LB_RETURN_IF_ERROR(agree(comm, st, "backend " + cfg.backend + ": opening the device"));
+  LB_RETURN_IF_ERROR(open_device_backend(cfg.backend, comm, out));
   if (opts.log && comm.rank() == 0)
     std::fprintf(opts.log, "backend %s: %s, %s GEMMs%s\n", cfg.backend.c_str(), (*out)->description().c_str(),
                  gemm_math_name(cfg.gemm_math()),
@@ -57,16 +25,6 @@ Status open_device(const TrainConfig& cfg, Communicator& comm, const TrainOption
   return Status::ok();
 }
 
-Status open_device_communicator(DeviceBackend* device, Communicator& host, Ops<float>& ops,
-                                std::unique_ptr<Communicator>* out) {
-  out->reset();
-  if (!device || host.world() == 1) return Status::ok();
-  Status st = device->make_communicator(host, ops, out);
-  LB_RETURN_IF_ERROR(agree(host, st, "creating the device communicator"));
-  if (!*out || (*out)->world() != host.world() || (*out)->rank() != host.rank())
-    return Status::internal("the device communicator's rank/world differs from the host communicator's");
-  return Status::ok();
-}
 
 Status make_device_updater(DeviceBackend& device, const UpdaterConfig& config,
                            std::unique_ptr<Updater>* out) {

@@ -11,6 +11,7 @@
 #include "lansbert/dist/communicator.h"
 #include "lansbert/optim/updater.h"
 #include "lansbert/train/device_backend.h"
+#include "lansbert/train/device_ranks.h"
 #include "lansbert/train/train_config.h"
 #include "lansbert/train/trainer.h"
 
@@ -28,16 +29,7 @@ Status open_device(const TrainConfig& cfg, Communicator& comm, const TrainOption
 // reductions (NCCL has no such mode).
 Status device_multi_rank_check(const TrainConfig& cfg, int world);
 
-// The device a rank uses: its local rank, one rank per GPU, every GPU of a host visible to
-// every rank (mpirun's default). Fails, naming the counts, when a host runs more ranks than
-// it has visible devices.
-Status device_for_rank(int local_rank, int local_world, int visible, int* index);
 
-// The communicator over device buffers for gradient reduction: null on one rank or without
-// a device (the host communicator then carries everything); else the backend's (NCCL),
-// ordered after `ops`. Collective over `host`.
-Status open_device_communicator(DeviceBackend* device, Communicator& host, Ops<float>& ops,
-                                std::unique_ptr<Communicator>* out);
 
 // An Updater whose optimizer, unscale-and-check and moment zeroing run on the device.
 Status make_device_updater(DeviceBackend& device, const UpdaterConfig& config,

@@ -11,6 +11,7 @@
 
 #include "host_device_backend.h"
 #include "lansbert/core/file_io.h"
+#include "lansbert/dist/comm_bench.h"
 #include "lansbert/model/param_table.h"
 #include "lansbert/train/device_backend.h"
 #include "train_run_util.h"
@@ -119,6 +120,18 @@ TEST_F(DevicePath, PrecisionReachesTheDeviceOps) {
     EXPECT_TRUE(same_file(c.checkpoint.dir + "/final/model.safetensors", d.checkpoint.dir + "/final/model.safetensors"))
         << dtype;
   }
+}
+
+// bench-comm --backend cuda's loop: the buffer lives in the device allocator, the check values
+// go in and out through it, and the rows check out.
+TEST(DeviceCommBench, BufferLivesInTheGivenMemory) {
+  testing::CountingHostAllocator memory;
+  auto comm = make_single_process_communicator();
+  const auto rows = bench_all_reduce(*comm, {8, 4096}, 2, 1, false, &memory);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const CommBenchRow& r : rows) EXPECT_TRUE(r.correct) << r.bytes;
+  EXPECT_GE(memory.uploads, 2 * (8 + 4096));  // fill and zero per size
+  EXPECT_GE(memory.downloads, 8 + 4096);      // the check
 }
 
 }  // namespace

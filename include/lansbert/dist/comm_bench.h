@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "lansbert/core/allocator.h"
 #include "lansbert/dist/communicator.h"
 
 namespace lansbert {
@@ -19,7 +20,9 @@ struct CommBenchRow {
 
 // Times `iters` in-place float sum all-reduces of each size (after `warmup` untimed ones).
 // plain_mpi: MPI_Allreduce on MPI_COMM_WORLD directly (REQUIRES an MPI communicator).
+// memory: where the buffer lives (device memory for a device communicator such as NCCL;
+// the check values are copied in and out through it); host memory when null.
 std::vector<CommBenchRow> bench_all_reduce(Communicator& comm, const std::vector<size_t>& bytes,
-                                           int iters, int warmup, bool plain_mpi);
+                                           int iters, int warmup, bool plain_mpi, Allocator* memory = nullptr);
 
 }  // namespace lansbert
