@@ -20,20 +20,27 @@ def main():
         return 2
     path = sys.argv[1]
     out = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(os.path.abspath(path))
-    rows = [json.loads(l) for l in open(path) if l.strip()]
+    records = [json.loads(l) for l in open(path) if l.strip()]
+    # Training windows have no "type"; held-out evaluations are {"type": "eval", ...}.
+    rows = [r for r in records if "type" not in r]
+    evals = [r for r in records if r.get("type") == "eval"]
     if not rows:
         print(f"{path}: no records")
         return 1
     # A resumed run appends: keep the last record of each step.
     by_step = {r["step"]: r for r in rows}
     rows = [by_step[s] for s in sorted(by_step)]
+    evals = [e for _, e in sorted({e["step"]: e for e in evals}.items())]
     step = [r["step"] for r in rows]
     os.makedirs(out, exist_ok=True)
 
-    def plot(name, series, ylabel):
+    def plot(name, series, ylabel, eval_series=()):
         plt.figure(figsize=(7, 4))
         for key, label in series:
             plt.plot(step, [r[key] for r in rows], label=label)
+        for key, label in eval_series:
+            if evals:
+                plt.plot([e["step"] for e in evals], [e[key] for e in evals], "o--", label=label)
         plt.xlabel("step")
         plt.ylabel(ylabel)
         plt.grid(alpha=0.3)
@@ -42,8 +49,10 @@ def main():
         plt.savefig(os.path.join(out, name), dpi=100)
         plt.close()
 
-    plot("loss.png", [("loss", "total"), ("mlm_loss", "MLM"), ("nsp_loss", "NSP")], "loss")
-    plot("accuracy.png", [("mlm_accuracy", "MLM"), ("nsp_accuracy", "NSP")], "accuracy")
+    plot("loss.png", [("loss", "total"), ("mlm_loss", "MLM"), ("nsp_loss", "NSP")], "loss",
+         [("loss", "held-out total"), ("mlm_loss", "held-out MLM")])
+    plot("accuracy.png", [("mlm_accuracy", "MLM"), ("nsp_accuracy", "NSP")], "accuracy",
+         [("mlm_accuracy", "held-out MLM"), ("nsp_accuracy", "held-out NSP")])
     plot("lr.png", [("lr", "learning rate")], "lr")
     print(f"plots: {out}/loss.png, accuracy.png, lr.png")
     return 0

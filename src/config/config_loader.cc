@@ -183,6 +183,8 @@ const std::vector<Field>& schema() {
       LB_F("checkpoint.keep_last", get_int(n, &c.checkpoint.keep_last)),
       LB_F("logging.every_steps", get_int(n, &c.logging.every_steps)),
       LB_F("logging.metrics_file", get_str(n, &c.logging.metrics_file)),
+      LB_F("evaluation.every_steps", get_int(n, &c.evaluation.every_steps)),
+      LB_F("evaluation.max_sequences", get_int(n, &c.evaluation.max_sequences)),
       LB_F("distributed.bucket_mb", get_num(n, &c.distributed.bucket_mb)),
       LB_F("distributed.reduction_order", get_str(n, &c.distributed.reduction_order)),
       LB_F("distributed.shard_optimizer", get_bool(n, &c.distributed.shard_optimizer)),
@@ -202,7 +204,7 @@ const Field* find_field(const std::string& path) {
 bool is_section(const std::string& path) {
   static const std::set<std::string> sections = {"model", "data", "batch", "optimizer", "schedule",
                                                  "precision", "checkpoint", "logging", "phase",
-                                                 "distributed"};
+                                                 "evaluation", "distributed"};
   return sections.count(path) > 0;
 }
 

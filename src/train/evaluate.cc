@@ -30,6 +30,38 @@ Status dump_batch(const std::string& path, const Batch& b, const ForwardResult& 
 
 }  // namespace
 
+EvalResult EvalSums::result() const {
+  EvalResult r;
+  r.sequences = int64_t(v[kSequences]);
+  r.masked = int64_t(v[kMasked]);
+  if (v[kMasked] > 0) r.mlm_loss = v[kMlmLoss] / v[kMasked];
+  if (v[kMasked] > 0) r.mlm_accuracy = v[kMlmCorrect] / v[kMasked];
+  if (v[kSequences] > 0) r.nsp_loss = v[kNspLoss] / v[kSequences];
+  if (v[kSequences] > 0) r.nsp_accuracy = v[kNspCorrect] / v[kSequences];
+  return r;
+}
+
+Status evaluate_samples(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, int rank, int world,
+                        EvalSums* sums, const std::string& dump_first) {
+  Batch batch;
+  const int64_t chunks = (n + micro_batch - 1) / micro_batch;
+  for (int64_t c = rank; c < chunks; c += world) {
+    const int64_t first = c * micro_batch;
+    const int b = int(std::min<int64_t>(micro_batch, n - first));
+    batch.resize(b, set.seq_len(), set.max_pred());
+    for (int row = 0; row < b; ++row) LB_RETURN_IF_ERROR(set.read(first + row, &batch, row));
+    const ForwardResult r = model.forward(batch, StepContext{false, 0, 0});
+    if (c == 0 && !dump_first.empty()) LB_RETURN_IF_ERROR(dump_batch(dump_first, batch, r));
+    sums->v[EvalSums::kMlmLoss] += r.mlm_loss * double(r.mlm_count);
+    sums->v[EvalSums::kNspLoss] += r.nsp_loss * double(r.nsp_count);
+    sums->v[EvalSums::kMlmCorrect] += double(r.mlm_correct);
+    sums->v[EvalSums::kNspCorrect] += double(r.nsp_correct);
+    sums->v[EvalSums::kMasked] += double(r.mlm_count);
+    sums->v[EvalSums::kSequences] += double(r.nsp_count);
+  }
+  return Status::ok();
+}
+
 Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions& opts,
                 EvalResult* result) {
   std::unique_ptr<ShardSet> set;
@@ -41,25 +73,9 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
   LB_RETURN_IF_ERROR(load_checkpoint_params(dir, model.table(), model.params()));
   int64_t n = set->count();
   if (opts.max_sequences >= 0) n = std::min(n, opts.max_sequences);
-  double mlm_sum = 0, nsp_sum = 0, mlm_correct = 0, nsp_correct = 0;
-  Batch batch;
-  for (int64_t first = 0; first < n; first += opts.micro_batch) {
-    const int b = int(std::min<int64_t>(opts.micro_batch, n - first));
-    batch.resize(b, set->seq_len(), set->max_pred());
-    for (int row = 0; row < b; ++row) LB_RETURN_IF_ERROR(set->read(first + row, &batch, row));
-    const ForwardResult r = model.forward(batch, StepContext{false, 0, 0});
-    if (first == 0 && !opts.dump_batch.empty()) LB_RETURN_IF_ERROR(dump_batch(opts.dump_batch, batch, r));
-    mlm_sum += r.mlm_loss * double(r.mlm_count);
-    nsp_sum += r.nsp_loss * double(r.nsp_count);
-    mlm_correct += double(r.mlm_correct);
-    nsp_correct += double(r.nsp_correct);
-    result->masked += r.mlm_count;
-    result->sequences += r.nsp_count;
-  }
-  if (result->masked) result->mlm_loss = mlm_sum / double(result->masked);
-  if (result->masked) result->mlm_accuracy = mlm_correct / double(result->masked);
-  if (result->sequences) result->nsp_loss = nsp_sum / double(result->sequences);
-  if (result->sequences) result->nsp_accuracy = nsp_correct / double(result->sequences);
+  EvalSums sums;
+  LB_RETURN_IF_ERROR(evaluate_samples(model, *set, n, opts.micro_batch, 0, 1, &sums, opts.dump_batch));
+  *result = sums.result();
   return Status::ok();
 }
 

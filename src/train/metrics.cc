@@ -43,14 +43,6 @@ Status MetricsLog::write(const MetricsRecord& r) {
                  format_duration(r.eta_s).c_str());
     std::fflush(console_);
   }
-  if (path_.empty()) return Status::ok();
-  if (!file_) {
-    std::error_code ec;
-    const auto parent = std::filesystem::path(path_).parent_path();
-    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    file_ = std::fopen(path_.c_str(), "a");
-    if (!file_) return Status::io_error(path_ + ": cannot open the metrics file for appending");
-  }
   nlohmann::ordered_json j = {
       {"step", r.step},           {"total_steps", r.total_steps}, {"loss", r.loss},
       {"mlm_loss", r.mlm_loss},   {"nsp_loss", r.nsp_loss},       {"mlm_accuracy", r.mlm_accuracy},
@@ -60,7 +52,36 @@ Status MetricsLog::write(const MetricsRecord& r) {
       {"eta_s", r.eta_s},
       {"share", {{"data", r.t_data}, {"compute", r.t_compute}, {"allreduce", r.t_allreduce},
                  {"optimizer", r.t_optimizer}, {"other", r.t_other}}}};
-  const std::string line = j.dump() + "\n";
+  return append(j.dump() + "\n");
+}
+
+Status MetricsLog::write_eval(int64_t step, int64_t total_steps, double loss, double mlm_loss, double mlm_accuracy,
+                              double nsp_loss, double nsp_accuracy, int64_t sequences, double seconds) {
+  if (console_) {
+    std::fprintf(console_,
+                 "eval after step %lld/%lld | loss %.4f | mlm_loss %.4f | mlm_acc %.4f | nsp_loss %.4f | "
+                 "nsp_acc %.4f | %lld sequences in %.1fs\n",
+                 (long long)step, (long long)total_steps, loss, mlm_loss, mlm_accuracy, nsp_loss, nsp_accuracy,
+                 (long long)sequences, seconds);
+    std::fflush(console_);
+  }
+  nlohmann::ordered_json j = {
+      {"type", "eval"},           {"step", step},         {"total_steps", total_steps},
+      {"loss", loss},             {"mlm_loss", mlm_loss}, {"mlm_accuracy", mlm_accuracy},
+      {"nsp_loss", nsp_loss},     {"nsp_accuracy", nsp_accuracy},
+      {"sequences", sequences},   {"seconds", seconds}};
+  return append(j.dump() + "\n");
+}
+
+Status MetricsLog::append(const std::string& line) {
+  if (path_.empty()) return Status::ok();
+  if (!file_) {
+    std::error_code ec;
+    const auto parent = std::filesystem::path(path_).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    file_ = std::fopen(path_.c_str(), "a");
+    if (!file_) return Status::io_error(path_ + ": cannot open the metrics file for appending");
+  }
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
     return Status::io_error(path_ + ": write failed");
   return Status::ok();

@@ -107,6 +107,11 @@ Status TrainConfig::validate(int world, std::string* key) const {
   if (!(checkpoint.every_minutes >= 0)) return bad(key, "checkpoint.every_minutes", "must be >= 0");
   if (checkpoint.keep_last < 1) return bad(key, "checkpoint.keep_last", "must be >= 1");
   if (logging.every_steps <= 0) return bad(key, "logging.every_steps", "must be positive");
+  if (evaluation.every_steps < 0) return bad(key, "evaluation.every_steps", "must be >= 0 (0: at the end only)");
+  if (evaluation.every_steps > 0 && data.eval.empty())
+    return bad(key, "evaluation.every_steps", "needs data.eval (held-out shards to evaluate on)");
+  if (evaluation.max_sequences < -1 || evaluation.max_sequences == 0)
+    return bad(key, "evaluation.max_sequences", "must be positive, or -1 for all of data.eval");
   if (!(distributed.bucket_mb > 0) || distributed.bucket_mb > 4096)
     return bad(key, "distributed.bucket_mb", "must be in (0, 4096] MiB");
   if (distributed.reduction_order != "fast" && distributed.reduction_order != "fixed")
@@ -216,6 +221,7 @@ std::string config_to_json(const TrainConfig& c, int indent) {
   j["checkpoint"] = {{"dir", c.checkpoint.dir}, {"every_steps", c.checkpoint.every_steps},
                      {"every_minutes", c.checkpoint.every_minutes}, {"keep_last", c.checkpoint.keep_last}};
   j["logging"] = {{"every_steps", c.logging.every_steps}, {"metrics_file", c.logging.metrics_file}};
+  j["evaluation"] = {{"every_steps", c.evaluation.every_steps}, {"max_sequences", c.evaluation.max_sequences}};
   j["distributed"] = {{"bucket_mb", c.distributed.bucket_mb},
                       {"reduction_order", c.distributed.reduction_order},
                       {"shard_optimizer", c.distributed.shard_optimizer}};

@@ -15,6 +15,7 @@
 #include "lansbert/model/bert_model.h"
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/data_parallel.h"
+#include "lansbert/train/device_ranks.h"
 #include "lansbert/train/metrics.h"
 #include "device_run.h"
 
@@ -68,6 +69,7 @@ struct Run {
   std::unique_ptr<Updater> updater;
   std::unique_ptr<DataParallel> dp;  // gradient reduction + update over the ranks
   std::unique_ptr<ShardSet> shards;
+  std::unique_ptr<ShardSet> eval_shards;  // data.eval, null without
   std::unique_ptr<Loader> loader;
   int64_t step = 0;
   uint64_t micro = 0;  // micro-batches of micro_batch sequences done by all ranks together
@@ -85,6 +87,9 @@ struct Run {
   Status restore();
   Status init_from(const std::string& spec);
   Status save(bool final);
+  // One pass over data.eval (the first evaluation.max_sequences samples), split over the
+  // ranks, reduced, logged by rank 0. Returns its wall time in *seconds.
+  Status evaluate(MetricsLog& log, int64_t total, double* seconds);
   Status loop();
 };
 
@@ -116,6 +121,17 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
   if (shards->count() < cfg.batch.global_batch)
     return Status::invalid_argument("batch.global_batch: " + std::to_string(cfg.batch.global_batch) +
                                     " exceeds the " + std::to_string(shards->count()) + " samples of data.train");
+  if (cfg.data.eval.empty()) return Status::ok();
+  st = ShardSet::open(cfg.data.eval, so, &eval_shards);
+  if (!st.is_ok()) return Status::not_found("data.eval: " + st.message());
+  if (eval_shards->seq_len() != cfg.data.seq_len || eval_shards->max_pred() != cfg.data.max_pred)
+    return Status::invalid_argument("data.eval: the shards hold seq_len " + std::to_string(eval_shards->seq_len()) +
+                                    ", max_pred " + std::to_string(eval_shards->max_pred()) + "; training uses " +
+                                    std::to_string(cfg.data.seq_len) + ", " + std::to_string(cfg.data.max_pred));
+  if (eval_shards->dynamic_masking())
+    return Status::invalid_argument("data.eval: the shards are stored unmasked; evaluation needs statically masked "
+                                    "shards (lansbert prep without dynamic masking), so every run scores the same "
+                                    "positions");
   return Status::ok();
 }
 
@@ -207,6 +223,22 @@ Status Run::save(bool final) {
   return st;
 }
 
+Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds) {
+  const double t0 = now_s();
+  int64_t n = eval_shards->count();
+  if (cfg.evaluation.max_sequences > 0) n = std::min(n, cfg.evaluation.max_sequences);
+  EvalSums sums;
+  Status st = evaluate_samples(*model, *eval_shards, n, cfg.batch.micro_batch, comm.rank(), comm.world(), &sums);
+  LB_RETURN_IF_ERROR(agree_across_ranks(comm, st, "evaluation on data.eval"));
+  comm.all_reduce(sums.v, EvalSums::kCount, ReduceOp::kSum);
+  result->eval = sums.result();
+  ++result->evaluations;
+  *seconds = now_s() - t0;
+  const EvalResult& r = result->eval;
+  return log.write_eval(step, total, r.mlm_loss + r.nsp_loss, r.mlm_loss, r.mlm_accuracy, r.nsp_loss, r.nsp_accuracy,
+                        r.sequences, *seconds);
+}
+
 Status Run::loop() {
   const int64_t total = cfg.schedule.total_steps;
   const int64_t stop_at = opts.stop_at_step >= 0 ? std::min(opts.stop_at_step, total) : total;
@@ -296,6 +328,15 @@ Status Run::loop() {
       w_data = w_compute = w_allreduce = w_opt = 0;
       result->t_logging += now_s() - tl;
       t_window = now_s();
+    }
+    // Held-out evaluation: every evaluation.every_steps and when the run reaches its last
+    // step (not when a signal stops it: shutting down comes first). Its time is kept out
+    // of the next window's throughput.
+    const bool eval_due = cfg.evaluation.every_steps > 0 && step % cfg.evaluation.every_steps == 0;
+    if (eval_shards && (eval_due || step == stop_at) && flags[0] == 0) {
+      double seconds = 0;
+      LB_RETURN_IF_ERROR(evaluate(log, total, &seconds));
+      t_window += seconds;
     }
     const bool periodic = cfg.checkpoint.every_steps > 0 && step % cfg.checkpoint.every_steps == 0;
     if (periodic || flags[1] != 0 || flags[0] != 0 || step == stop_at) {

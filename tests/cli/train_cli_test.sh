@@ -36,6 +36,8 @@ expect_error 2 "precision.dtype" train --config "$tmp/good.yaml" --set precision
 expect_error 2 "TF32 is a CUDA option" train --config "$tmp/good.yaml" --set precision.tf32=true
 expect_error 2 "data.seq_len: config says 64" train --config "$tmp/good.yaml" --set data.seq_len=64
 expect_error 3 "data.train" train --config "$tmp/good.yaml" --set 'data.train=/nonexistent/*.lbs'
+expect_error 3 "data.eval" train --config "$tmp/good.yaml" --set 'data.eval=/nonexistent/*.lbs'
+expect_error 2 "evaluation.every_steps" train --config "$tmp/good.yaml" --set evaluation.every_steps=5
 expect_error 2 "incompatible checkpoint" train --config "$tmp/good.yaml" --set model.hidden=32 --resume latest
 expect_error 3 "no checkpoint" train --config "$tmp/good.yaml" --resume "$tmp/data"
 expect_error 3 "config" train --config "$tmp/missing.yaml"

@@ -5,7 +5,9 @@
 # (sharded: re-sliced) and ends where the uninterrupted 2-rank run ends: same step, data
 # position, micro-step count and parameters. Parameters are compared with compare_params
 # (relative 1e-6 per tensor; the attention key biases, whose true gradient is zero, are
-# reported, not compared: see compare_params.cc).
+# reported, not compared: see compare_params.cc). The held-out evaluation at the end (90
+# samples: micro-batches split unevenly over the ranks) reports the same sequences and the
+# same losses on every rank count.
 # Usage: train_dist_test.sh LANSBERT MAKE_TRAIN_TEST_DATA COMPARE_PARAMS SCRATCH MPIEXEC FLAGS...
 set -uo pipefail
 lb=$1; mk=$2; cmp=$3; tmp=$4; mpiexec=$5; shift 5; flags=("$@")
@@ -17,7 +19,8 @@ fail=0
 # Dropout stays on (its keys follow the micro-batch's index in the global batch).
 cat > "$tmp/tiny.yaml" <<YAML
 model: {preset: bert-tiny, vocab_size: 64, hidden: 64, heads: 2, intermediate: 128, max_positions: 64}
-data: {train: ["$tmp/data/shards/*.lbs"], vocab: $tmp/data/vocab.txt, seq_len: 32, max_pred: 5}
+data: {train: ["$tmp/data/shards/*.lbs"], eval: ["$tmp/data/shards/*.lbs"], vocab: $tmp/data/vocab.txt, seq_len: 32, max_pred: 5}
+evaluation: {max_sequences: 90}
 batch: {global_batch: 32, micro_batch: 8}
 optimizer: {lr: 0.02}
 schedule: {total_steps: 6, warmup_ratio: 0.2}
@@ -46,6 +49,17 @@ train 4 r4fixed --set distributed.reduction_order=fixed
 train 2 s2 --set distributed.shard_optimizer=true
 train 4 s4 --set distributed.shard_optimizer=true
 for run in r2 r4 r4fixed s2 s4; do same r1 $run; done
+# "eval after step 6/6 | loss L | mlm_loss M | ... | 90 sequences in ...": L and M within 1e-4.
+evalline() { grep "eval after step 6/6" "$tmp/$1.log"; }
+for run in r1 r2 r4 s4; do
+  evalline $run | grep -q "| 90 sequences" || { echo "FAIL: $run: no evaluation of 90 sequences"; fail=1; }
+done
+for run in r2 r4 s4; do
+  awk -v a="$(evalline r1)" -v b="$(evalline $run)" 'BEGIN {
+    split(a, x, "|"); split(b, y, "|");
+    for (i = 2; i <= 3; ++i) { split(x[i], p, " "); split(y[i], q, " "); d = p[2] - q[2]; if (d < 0) d = -d;
+      if (d > 1e-4 || p[2] == "") exit 1 } }' || { echo "FAIL: eval on $run: $(evalline $run) vs r1: $(evalline r1)"; fail=1; }
+done
 grep -q "optimizer.state.rank-00003" "$tmp/s4/latest/trainer.json" || { echo "FAIL: s4 has no slice of rank 3"; fail=1; }
 
 # A sharded 2-rank run stopped at step 3, resumed on 1 rank (replicated) and on 4 (sharded).

@@ -234,6 +234,57 @@ TEST_F(TrainerTest, MixedPrecisionTracksFp32) {
   }
 }
 
+// Held-out evaluation during training: after steps 5, 10 and the last (12), one
+// {"type": "eval"} line each in the metrics file; the last equals `lansbert eval`'s
+// run_eval on the final checkpoint (same samples, micro-batches and forward: bit-identical).
+TEST_F(TrainerTest, HeldOutEvaluationDuringTrainingMatchesLansbertEval) {
+  TrainConfig c = testing::tiny_config(*data_, scratch("eval"), 12);
+  c.data.eval = {*data_ + "/shards/*.lbs"};
+  c.evaluation.every_steps = 5;
+  c.evaluation.max_sequences = 70;  // not a multiple of the micro-batch (16)
+  std::string key;
+  ASSERT_TRUE(c.validate(1, &key).is_ok()) << key;
+  TrainResult r;
+  ASSERT_TRUE(train(c, &r).is_ok());
+  EXPECT_EQ(r.evaluations, 3);
+  EXPECT_EQ(r.eval.sequences, 70);
+  std::ifstream f(c.metrics_path());
+  std::vector<int> eval_steps;
+  int train_lines = 0;
+  for (std::string l; std::getline(f, l);) {
+    if (l.find("\"type\":\"eval\"") == std::string::npos) {
+      ++train_lines;
+      continue;
+    }
+    const size_t at = l.find("\"step\":");
+    eval_steps.push_back(std::atoi(l.c_str() + at + 7));
+  }
+  EXPECT_EQ(eval_steps, (std::vector<int>{5, 10, 12}));
+  EXPECT_EQ(train_lines, 3);  // logging every 5 steps and the last
+  BertConfig mc;
+  ASSERT_TRUE(c.resolve_model(&mc).is_ok());
+  EvalOptions eo;
+  eo.data = c.data.eval;
+  eo.micro_batch = c.batch.micro_batch;
+  eo.max_sequences = 70;
+  EvalResult e;
+  ASSERT_TRUE(run_eval(mc, c.checkpoint.dir + "/final", eo, &e).is_ok());
+  EXPECT_EQ(e.sequences, r.eval.sequences);
+  EXPECT_EQ(e.masked, r.eval.masked);
+  EXPECT_EQ(e.mlm_loss, r.eval.mlm_loss);
+  EXPECT_EQ(e.nsp_loss, r.eval.nsp_loss);
+  EXPECT_EQ(e.mlm_accuracy, r.eval.mlm_accuracy);
+  // The evaluation settings are checked up front.
+  TrainConfig bad = c;
+  bad.data.eval.clear();
+  EXPECT_FALSE(bad.validate(1, &key).is_ok());
+  EXPECT_EQ(key, "evaluation.every_steps");
+  bad = c;
+  bad.evaluation.max_sequences = 0;
+  EXPECT_FALSE(bad.validate(1, &key).is_ok());
+  EXPECT_EQ(key, "evaluation.max_sequences");
+}
+
 // fp16 started at a loss scale of 2^24: the scaled output gradients exceed fp16's 65504 in
 // the GEMM operands, become inf, and the dynamic scaler skips those steps and backs off
 // until they fit; training then proceeds as usual.

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "lansbert/core/status.h"
+#include "lansbert/data/dataset.h"
+#include "lansbert/model/bert_model.h"
 #include "lansbert/train/train_config.h"
 
 namespace lansbert {
@@ -28,6 +30,20 @@ struct EvalResult {
   double mlm_loss = 0, nsp_loss = 0;  // means over masked tokens / sequences
   double mlm_accuracy = 0, nsp_accuracy = 0;
 };
+
+// The sums of an evaluation pass; add them over ranks (all_reduce of v), then result().
+struct EvalSums {
+  enum : int { kMlmLoss, kNspLoss, kMlmCorrect, kNspCorrect, kMasked, kSequences, kCount };
+  double v[kCount] = {};
+  EvalResult result() const;
+};
+
+// Evaluates samples [0, n) of `set` with `model` in eval mode (no dropout), in micro-batches
+// of at most `micro_batch` consecutive samples; micro-batch c runs on rank c % world, so the
+// ranks' sums add up to one pass over the n samples. dump_first: as EvalOptions::dump_batch
+// (rank 0's first micro-batch). REQUIRES: the set's seq_len/max_pred within the model's limits.
+Status evaluate_samples(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, int rank, int world,
+                        EvalSums* sums, const std::string& dump_first = "");
 
 // `model` gives the sizes; params come from the checkpoint directory `dir`.
 Status run_eval(const BertConfig& model, const std::string& dir, const EvalOptions& opts,

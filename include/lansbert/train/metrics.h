@@ -43,8 +43,13 @@ class MetricsLog {
   MetricsLog(FILE* console, std::string path) : console_(console), path_(std::move(path)) {}
   ~MetricsLog();
   Status write(const MetricsRecord& r);
+  // A held-out evaluation after `step`: a console line and {"type": "eval", ...}.
+  Status write_eval(int64_t step, int64_t total_steps, double loss, double mlm_loss, double mlm_accuracy,
+                    double nsp_loss, double nsp_accuracy, int64_t sequences, double seconds);
 
  private:
+  Status append(const std::string& line);
+
   FILE* console_;
   std::string path_;
   FILE* file_ = nullptr;

@@ -65,6 +65,14 @@ struct LoggingSection {
   std::string metrics_file;  // default <checkpoint.dir>/metrics.jsonl; "-" for none
 };
 
+// Held-out evaluation during training, on data.eval (statically masked shards with the
+// training seq_len and max_pred): MLM/NSP loss and accuracy, reduced over ranks, logged on
+// the console and as {"type": "eval", ...} lines in the metrics file.
+struct EvaluationSection {
+  int64_t every_steps = 0;     // 0: only at the end of the run (when data.eval is given)
+  int64_t max_sequences = -1;  // the first N samples of data.eval; -1: all of them
+};
+
 // Data-parallel training under mpirun/srun (one rank: every key is accepted and has no effect).
 struct DistributedSection {
   double bucket_mb = 25;                // gradient all-reduce bucket size (MiB), started from backward
@@ -82,6 +90,7 @@ struct TrainConfig {
   PrecisionSection precision;
   CheckpointSection checkpoint;
   LoggingSection logging;
+  EvaluationSection evaluation;
   DistributedSection distributed;
   PhaseStart phase_start = PhaseStart::kKeepMoments;
   uint64_t seed = 12345;

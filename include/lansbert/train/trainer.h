@@ -14,6 +14,7 @@
 
 #include "lansbert/core/status.h"
 #include "lansbert/dist/communicator.h"
+#include "lansbert/train/evaluate.h"
 #include "lansbert/train/train_config.h"
 
 namespace lansbert {
@@ -36,6 +37,9 @@ struct TrainResult {
   // The last logged window's means.
   double loss = 0, mlm_accuracy = 0, nsp_accuracy = 0;
   double first_loss = 0;         // the first logged window's mean loss
+  // The last held-out evaluation (data.eval) and how many ran.
+  EvalResult eval;
+  int evaluations = 0;
   // Seconds spent, summed over the run.
   double t_total = 0, t_data = 0, t_compute = 0, t_allreduce = 0, t_optimizer = 0,
          t_checkpoint = 0, t_logging = 0;
