@@ -2,7 +2,9 @@
 # Fetches a small public English corpus from Debian packages (DATA.md) and, when a lansbert
 # binary is at hand, turns it into phase-1 shards:
 #   data/sample/jargon.txt, data/sample/foldoc.txt   one document per dictionary entry
-#   data/sample/shards-128/                          lansbert prep, seq 128, max-pred 20
+#   data/sample/heldout.txt                          every 50th entry of each, kept out of
+#                                                    the two files above (held-out loss)
+#   data/sample/shards-128/, shards-128-heldout/     lansbert prep, seq 128, max-pred 20
 # Usage: scripts/get-sample-corpus.sh [path/to/lansbert]   (default: build/lansbert)
 # Idempotent: text that exists is kept; shards are remade only when missing or older than
 # the text. Packages are fetched with `apt-get download` and unpacked with `dpkg-deb -x` in
@@ -13,7 +15,7 @@ out=$root/data/sample
 lansbert=${1:-$root/build/lansbert}
 mkdir -p "$out"
 
-if [[ ! -s $out/jargon.txt || ! -s $out/foldoc.txt ]]; then
+if [[ ! -s $out/jargon.txt || ! -s $out/foldoc.txt || ! -s $out/heldout.txt ]]; then
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   (cd "$tmp" && apt-get download dict-jargon dict-foldoc >/dev/null)
@@ -33,6 +35,13 @@ def b64(s):
     return v
 CATEGORY = re.compile(r"<[A-Za-z][A-Za-z0-9 ,.&/-]*>")
 DATE = re.compile(r"^\(\d{4}-\d{2}-\d{2}\)$")
+def write(name, docs):
+    tmp = os.path.join(dst, name + ".txt.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("\n".join(docs))
+    os.replace(tmp, os.path.join(dst, name + ".txt"))
+    print(f"{name}: {len(docs)} documents, {os.path.getsize(os.path.join(dst, name + '.txt'))} bytes")
+heldout = []
 for name in ("jargon", "foldoc"):
     text = gzip.open(os.path.join(src, name + ".dict.dz")).read()
     entries = set()
@@ -58,11 +67,10 @@ for name in ("jargon", "foldoc"):
                 paras.append(p)
         if head and paras:
             docs.append(head + "\n" + "\n".join(paras) + "\n")
-    tmp = os.path.join(dst, name + ".txt.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("\n".join(docs))
-    os.replace(tmp, os.path.join(dst, name + ".txt"))
-    print(f"{name}: {len(docs)} documents, {os.path.getsize(os.path.join(dst, name + '.txt'))} bytes")
+    # Every 50th entry is held out: never trained on, evaluated during training.
+    heldout += docs[49::50]
+    write(name, [d for i, d in enumerate(docs) if i % 50 != 49])
+write("heldout", heldout)
 PY
 fi
 
@@ -77,6 +85,14 @@ if [[ -x $lansbert ]]; then
     touch "$shards/.done"
   else
     echo "shards up to date in $shards"
+  fi
+  held=$out/shards-128-heldout
+  if [[ ! -f $held/.done || $out/heldout.txt -nt $held/.done ]]; then
+    rm -f "$held/.done"
+    "$lansbert" prep --vocab "$vocab" --input "$out/heldout.txt" --out "$held" --seq-len 128 --max-pred 20
+    touch "$held/.done"
+  else
+    echo "held-out shards up to date in $held"
   fi
 else
   echo "no lansbert binary at $lansbert: text only (build it, then rerun for shards)"
