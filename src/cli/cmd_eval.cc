@@ -24,6 +24,7 @@ struct EvalArgs {
   int micro_batch = 32;
   int64_t max_sequences = -1;
   std::string dump_batch;
+  std::string backend;  // default: cpu
 };
 
 Status run_eval_cmd(const EvalArgs& a) {
@@ -37,11 +38,16 @@ Status run_eval_cmd(const EvalArgs& a) {
   o.micro_batch = a.micro_batch;
   o.max_sequences = a.max_sequences;
   o.dump_batch = a.dump_batch;
+  // The backend asked for; the GEMM precision the checkpoint was trained with (on the CPU,
+  // bf16/fp16 are emulated; TF32 becomes fp32 there).
+  o.backend = a.backend.empty() ? "cpu" : a.backend;
+  o.math = cfg.gemm_math();
+  if (o.backend == "cpu" && o.math == GemmMath::kTf32) o.math = GemmMath::kFp32;
   BertConfig mc;
   LB_RETURN_IF_ERROR(cfg.resolve_model(&mc));
   EvalResult r;
   LB_RETURN_IF_ERROR(run_eval(mc, dir, o, &r));
-  std::printf("checkpoint %s\n", dir.c_str());
+  std::printf("checkpoint %s (%s backend, %s GEMMs)\n", dir.c_str(), o.backend.c_str(), gemm_math_name(o.math));
   std::printf("sequences %lld, masked tokens %lld\n", (long long)r.sequences, (long long)r.masked);
   std::printf("mlm_loss %.6f mlm_accuracy %.4f nsp_loss %.6f nsp_accuracy %.4f\n", r.mlm_loss,
               r.mlm_accuracy, r.nsp_loss, r.nsp_accuracy);
@@ -72,6 +78,8 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--data", a->data, "Shard globs (default: the config's data.eval)");
   sub->add_option("--micro-batch", a->micro_batch, "Sequences per forward pass");
   sub->add_option("--max-sequences", a->max_sequences, "Evaluate at most this many sequences");
+  sub->add_option("--backend", a->backend, "cpu (default) or cuda (device 0)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--dump-batch", a->dump_batch, "Write the first micro-batch and its losses as JSON")
       ->group("");
   sub->callback([a] { report(run_eval_cmd(*a)); });

@@ -11,6 +11,7 @@
 #include "lansbert/model/bert_model.h"
 #include "lansbert/model/safetensors.h"
 #include "lansbert/train/checkpoint.h"
+#include "lansbert/train/device_backend.h"
 
 namespace lansbert {
 namespace fs = std::filesystem;
@@ -68,9 +69,27 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
   LB_RETURN_IF_ERROR(ShardSet::open(opts.data, ShardSetOptions{}, &set));
   if (set->dynamic_masking())
     return Status::unsupported("eval: the shards are stored unmasked; evaluate on statically masked shards");
-  auto ops = cpu::make_ops<float>();
+  // The CPU, or device 0 of a registered backend with the weights staged through the host.
+  std::unique_ptr<DeviceBackend> device;
+  std::unique_ptr<Ops<float>> ops;
+  if (opts.backend == "cpu") {
+    ops = cpu::make_ops<float>(opts.math == GemmMath::kTf32 ? GemmMath::kFp32 : opts.math);
+  } else {
+    LB_RETURN_IF_ERROR(make_device_backend(opts.backend, &device));
+    if (device->visible_devices() < 1) return Status::unsupported("eval: backend " + opts.backend + ": no device");
+    LB_RETURN_IF_ERROR(device->use_device(0));
+    DeviceOptions dopts;
+    dopts.math = opts.math;
+    ops = device->make_ops(dopts);
+  }
   BertModel<float> model(mc, *ops, ModelLimits{opts.micro_batch, set->seq_len(), set->max_pred()});
-  LB_RETURN_IF_ERROR(load_checkpoint_params(dir, model.table(), model.params()));
+  if (device) {
+    std::vector<float> h(model.table().total_elements(), 0.0f);
+    LB_RETURN_IF_ERROR(load_checkpoint_params(dir, model.table(), h.data()));
+    device->allocator().copy_from_host(model.params(), h.data(), h.size() * sizeof(float));
+  } else {
+    LB_RETURN_IF_ERROR(load_checkpoint_params(dir, model.table(), model.params()));
+  }
   int64_t n = set->count();
   if (opts.max_sequences >= 0) n = std::min(n, opts.max_sequences);
   EvalSums sums;

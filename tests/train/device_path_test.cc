@@ -14,6 +14,7 @@
 #include "lansbert/dist/comm_bench.h"
 #include "lansbert/model/param_table.h"
 #include "lansbert/train/device_backend.h"
+#include "lansbert/train/evaluate.h"
 #include "train_run_util.h"
 #include "train_test_util.h"
 
@@ -120,6 +121,28 @@ TEST_F(DevicePath, PrecisionReachesTheDeviceOps) {
     EXPECT_TRUE(same_file(c.checkpoint.dir + "/final/model.safetensors", d.checkpoint.dir + "/final/model.safetensors"))
         << dtype;
   }
+}
+
+// `lansbert eval --backend cuda`: the checkpoint's weights staged to the device, the same
+// numbers as the CPU evaluation.
+TEST_F(DevicePath, EvalOnTheDeviceEqualsTheCpu) {
+  TrainConfig c = testing::tiny_config(data_, scratch("for-eval"), 3);
+  TrainResult r;
+  ASSERT_TRUE(train(c, &r).is_ok());
+  BertConfig mc;
+  ASSERT_TRUE(c.resolve_model(&mc).is_ok());
+  EvalOptions o;
+  o.data = c.data.train;
+  o.micro_batch = 16;
+  o.max_sequences = 50;
+  EvalResult cpu_r, dev_r;
+  ASSERT_TRUE(run_eval(mc, c.checkpoint.dir + "/final", o, &cpu_r).is_ok());
+  o.backend = "cuda";
+  ASSERT_TRUE(run_eval(mc, c.checkpoint.dir + "/final", o, &dev_r).is_ok());
+  EXPECT_EQ(dev_r.sequences, 50);
+  EXPECT_EQ(cpu_r.mlm_loss, dev_r.mlm_loss);
+  EXPECT_EQ(cpu_r.nsp_loss, dev_r.nsp_loss);
+  EXPECT_EQ(cpu_r.mlm_accuracy, dev_r.mlm_accuracy);
 }
 
 // bench-comm --backend cuda's loop: the buffer lives in the device allocator, the check values
