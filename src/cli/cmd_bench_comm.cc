@@ -81,7 +81,7 @@ int run_bench_comm(const BenchCommOptions& o) {
   std::vector<size_t> sizes;
   for (size_t b = lo; b <= hi; b *= 4) sizes.push_back(b);
   const std::vector<CommBenchRow> rows =
-      bench_all_reduce(bench_comm, sizes, o.iters, o.warmup, false, device ? &device->allocator() : nullptr);
+      bench_all_reduce(bench_comm, sizes, o.iters, o.warmup, false, device ? &device->allocator() : nullptr, comm.get());
   bool ok = true;
   for (const CommBenchRow& r : rows) ok = ok && r.correct;
   if (is_writer(*comm)) {

@@ -42,7 +42,9 @@ class BenchBuffer {
 }  // namespace
 
 std::vector<CommBenchRow> bench_all_reduce(Communicator& comm, const std::vector<size_t>& sizes,
-                                           int iters, int warmup, bool plain_mpi, Allocator* memory) {
+                                           int iters, int warmup, bool plain_mpi, Allocator* memory,
+                                           Communicator* host) {
+  Communicator& scalars = host ? *host : comm;
   LB_CHECK_MSG(!plain_mpi || std::strcmp(comm.kind(), "mpi") == 0 || comm.world() == 1,
                "the plain MPI baseline needs an MPI communicator");
   LB_CHECK_MSG(!plain_mpi || memory == nullptr, "the plain MPI baseline runs on host buffers");
@@ -75,7 +77,7 @@ std::vector<CommBenchRow> bench_all_reduce(Communicator& comm, const std::vector
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) run();
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
-    comm.all_reduce(&s, 1, ReduceOp::kMax);
+    scalars.all_reduce(&s, 1, ReduceOp::kMax);
     row.time_us = s * 1e6;
     row.algbw_gbs = row.bytes / s / 1e9;
     row.busbw_gbs = W > 1 ? row.algbw_gbs * 2.0 * (W - 1) / W : 0.0;

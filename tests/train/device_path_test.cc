@@ -150,7 +150,8 @@ TEST_F(DevicePath, EvalOnTheDeviceEqualsTheCpu) {
 TEST(DeviceCommBench, BufferLivesInTheGivenMemory) {
   testing::CountingHostAllocator memory;
   auto comm = make_single_process_communicator();
-  const auto rows = bench_all_reduce(*comm, {8, 4096}, 2, 1, false, &memory);
+  auto host = make_single_process_communicator();
+  const auto rows = bench_all_reduce(*comm, {8, 4096}, 2, 1, false, &memory, host.get());
   ASSERT_EQ(rows.size(), 2u);
   for (const CommBenchRow& r : rows) EXPECT_TRUE(r.correct) << r.bytes;
   EXPECT_GE(memory.uploads, 2 * (8 + 4096));  // fill and zero per size

@@ -21,8 +21,11 @@ struct CommBenchRow {
 // Times `iters` in-place float sum all-reduces of each size (after `warmup` untimed ones).
 // plain_mpi: MPI_Allreduce on MPI_COMM_WORLD directly (REQUIRES an MPI communicator).
 // memory: where the buffer lives (device memory for a device communicator such as NCCL;
-// the check values are copied in and out through it); host memory when null.
+// the check values are copied in and out through it); host memory when null. host: the
+// communicator for the host-side timing reduction (a device communicator cannot reduce a
+// host double); `comm` itself when null.
 std::vector<CommBenchRow> bench_all_reduce(Communicator& comm, const std::vector<size_t>& bytes,
-                                           int iters, int warmup, bool plain_mpi, Allocator* memory = nullptr);
+                                           int iters, int warmup, bool plain_mpi, Allocator* memory = nullptr,
+                                           Communicator* host = nullptr);
 
 }  // namespace lansbert
