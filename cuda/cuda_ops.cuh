@@ -58,6 +58,10 @@ class CudaOps final : public Ops<float> {
                        int heads, int seq, float scale) override;
   void softmax_backward(const float* dprobs, const float* probs, float* dscores, int batch,
                         int heads, int seq, float scale) override;
+  void softmax_dropout_forward(const float* scores, const int32_t* key_mask, float* probs, float* probs_drop,
+                               int batch, int heads, int seq, float scale, float p, RngKey key) override;
+  void dropout_softmax_backward(float* dprobs_drop, const float* probs, float* dscores, int batch, int heads,
+                                int seq, float scale, float p, RngKey key) override;
 
   void embedding_forward(const int32_t* ids, const float* table, float* out, int n, int dim,
                          bool accumulate) override;

@@ -1,10 +1,13 @@
 // Attention softmax on the GPU: one warp per (batch, head, query) row. The warp reduces the
 // row's max over unmasked keys and the sum (forward) or the dot product (backward); each
 // element then goes through the shared pieces of lansbert/kernels/softmax.h, so a fully
-// masked row gives zeros, as on the CPU.
+// masked row gives zeros, as on the CPU. The dropout variants apply the attention dropout
+// inside the same pass (element index = flat index into [B, A, S, S], as dropout_forward),
+// which saves a pass over the probabilities each way.
 #include <cfloat>
 
 #include "cuda_ops.cuh"
+#include "lansbert/kernels/dropout.h"
 #include "lansbert/kernels/softmax.h"
 #include "launch.cuh"
 
@@ -14,8 +17,10 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 
+// probs_drop null: plain softmax; else also probs_drop = dropout(probs) with (p, key).
 __global__ void softmax_forward_kernel(const float* scores, const int32_t* key_mask, float* probs,
-                                       int64_t rows, int rows_per_batch, int seq, float scale) {
+                                       int64_t rows, int rows_per_batch, int seq, float scale,
+                                       float* probs_drop = nullptr, float p_drop = 0, RngKey key = {}) {
   const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
   if (row >= rows) return;
   const int lane = threadIdx.x;
@@ -38,21 +43,35 @@ __global__ void softmax_forward_kernel(const float* scores, const int32_t* key_m
     sum += e;
   }
   const float inv = kern::masked_softmax_inv_sum(warp_sum(sum), any != 0);
-  for (int j = lane; j < seq; j += 32) p[j] *= inv;
+  if (!probs_drop) {
+    for (int j = lane; j < seq; j += 32) p[j] *= inv;
+    return;
+  }
+  float* pd = probs_drop + row * seq;
+  for (int j = lane; j < seq; j += 32) {
+    const float v = p[j] * inv;
+    p[j] = v;
+    pd[j] = kern::dropout_apply(v, key, uint64_t(row) * seq + j, p_drop);
+  }
 }
 
+// p_drop > 0: dprobs is the gradient of the dropped probabilities; each element is dropped
+// (the forward's mask, redrawn) where it is read, twice, instead of in a pass of its own.
 __global__ void softmax_backward_kernel(const float* dprobs, const float* probs, float* dscores,
-                                        int64_t rows, int seq, float scale) {
+                                        int64_t rows, int seq, float scale, float p_drop = 0,
+                                        RngKey key = {}) {
   const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
   if (row >= rows) return;
   const int lane = threadIdx.x;
   const float* dp = dprobs + row * seq;
   const float* p = probs + row * seq;
+  const uint64_t base = uint64_t(row) * seq;
+  auto grad = [&](int j) { return p_drop > 0 ? kern::dropout_apply(dp[j], key, base + j, p_drop) : dp[j]; };
   float dot = 0;
-  for (int j = lane; j < seq; j += 32) dot += dp[j] * p[j];
+  for (int j = lane; j < seq; j += 32) dot += grad(j) * p[j];
   dot = warp_sum(dot);
   float* dx = dscores + row * seq;
-  for (int j = lane; j < seq; j += 32) dx[j] = kern::masked_softmax_dx(dp[j], p[j], dot, scale);
+  for (int j = lane; j < seq; j += 32) dx[j] = kern::masked_softmax_dx(grad(j), p[j], dot, scale);
 }
 
 unsigned row_blocks(int64_t rows) {
@@ -76,6 +95,24 @@ void CudaOps::softmax_backward(const float* dprobs, const float* probs, float* d
   if (rows <= 0) return;
   softmax_backward_kernel<<<row_blocks(rows), dim3(32, kWarpsPerBlock), 0, stream()>>>(
       dprobs, probs, dscores, rows, seq, scale);
+  LB_LAUNCH_CHECK();
+}
+
+void CudaOps::softmax_dropout_forward(const float* scores, const int32_t* key_mask, float* probs, float* probs_drop,
+                                      int batch, int heads, int seq, float scale, float p, RngKey key) {
+  const int64_t rows = int64_t(batch) * heads * seq;
+  if (rows <= 0) return;
+  softmax_forward_kernel<<<row_blocks(rows), dim3(32, kWarpsPerBlock), 0, stream()>>>(
+      scores, key_mask, probs, rows, heads * seq, seq, scale, probs_drop, p, key);
+  LB_LAUNCH_CHECK();
+}
+
+void CudaOps::dropout_softmax_backward(float* dprobs_drop, const float* probs, float* dscores, int batch, int heads,
+                                       int seq, float scale, float p, RngKey key) {
+  const int64_t rows = int64_t(batch) * heads * seq;
+  if (rows <= 0) return;
+  softmax_backward_kernel<<<row_blocks(rows), dim3(32, kWarpsPerBlock), 0, stream()>>>(
+      dprobs_drop, probs, dscores, rows, seq, scale, p, key);
   LB_LAUNCH_CHECK();
 }
 

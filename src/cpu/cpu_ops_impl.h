@@ -47,6 +47,10 @@ class CpuOps final : public Ops<T> {
                        int seq, T scale) override;
   void softmax_backward(const T* dprobs, const T* probs, T* dscores, int batch, int heads,
                         int seq, T scale) override;
+  void softmax_dropout_forward(const T* scores, const int32_t* key_mask, T* probs, T* probs_drop, int batch,
+                               int heads, int seq, T scale, float p, RngKey key) override;
+  void dropout_softmax_backward(T* dprobs_drop, const T* probs, T* dscores, int batch, int heads, int seq,
+                                T scale, float p, RngKey key) override;
 
   void embedding_forward(const int32_t* ids, const T* table, T* out, int n, int dim,
                          bool accumulate) override;

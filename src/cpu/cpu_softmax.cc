@@ -24,6 +24,21 @@ void CpuOps<T>::softmax_backward(const T* dprobs, const T* probs, T* dscores, in
     kern::masked_softmax_row_backward(dprobs + r * seq, probs + r * seq, seq, scale, dscores + r * seq);
 }
 
+// The CPU runs the composition (the mask generator wants long runs); the CUDA twin fuses.
+template <typename T>
+void CpuOps<T>::softmax_dropout_forward(const T* scores, const int32_t* key_mask, T* probs, T* probs_drop,
+                                        int batch, int heads, int seq, T scale, float p, RngKey key) {
+  softmax_forward(scores, key_mask, probs, batch, heads, seq, scale);
+  dropout_forward(probs, probs_drop, size_t(batch) * heads * seq * seq, p, key);
+}
+
+template <typename T>
+void CpuOps<T>::dropout_softmax_backward(T* dprobs_drop, const T* probs, T* dscores, int batch, int heads,
+                                         int seq, T scale, float p, RngKey key) {
+  dropout_backward(dprobs_drop, dprobs_drop, size_t(batch) * heads * seq * seq, p, key);
+  softmax_backward(dprobs_drop, probs, dscores, batch, heads, seq, scale);
+}
+
 template class CpuOps<float>;
 template class CpuOps<double>;
 

@@ -263,6 +263,38 @@ TEST(GpuOps, MaskedSoftmaxWithFullyMaskedRow) {
   expect_close("softmax_backward", to_host(dxd), dx, kTol);
 }
 
+// Softmax with the attention dropout fused in: the same masks as the CPU (which runs the
+// composition), the same values within kTol, a fully masked row still all zeros.
+TEST(GpuOps, SoftmaxDropoutFused) {
+  LB_REQUIRE_GPU();
+  Twins t;
+  const int B = 3, H = 2, S = 45;
+  const size_t n = size_t(B) * H * S * S;
+  const RngKey key{0x5eedull, 11, 4};
+  auto x = random_vector(n, 26, 4.0f), g = random_vector(n, 27);
+  std::vector<int32_t> mask(size_t(B) * S, 1);
+  for (int s = 30; s < S; ++s) mask[S + s] = 0;
+  for (int s = 0; s < S; ++s) mask[2 * S + s] = 0;
+  std::vector<float> p(n), pdrop(n), dx(n);
+  auto xd = to_device(x), gd = to_device(g);
+  auto maskd = to_device(mask);
+  Buffer<float> p_d(n, cuda::device_allocator()), pdrop_d(n, cuda::device_allocator()), dx_d(n, cuda::device_allocator());
+  t.cpu->softmax_dropout_forward(x.data(), mask.data(), p.data(), pdrop.data(), B, H, S, 0.125f, 0.1f, key);
+  t.gpu->softmax_dropout_forward(xd.data(), maskd.data(), p_d.data(), pdrop_d.data(), B, H, S, 0.125f, 0.1f, key);
+  expect_close("softmax_dropout_forward probs", to_host(p_d), p, kTol);
+  const auto pdg = to_host(pdrop_d);
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i] != 0.f) {
+      ASSERT_EQ(pdg[i] == 0.f, pdrop[i] == 0.f) << "mask differs at " << i;
+    }
+  }
+  expect_close("softmax_dropout_forward dropped", pdg, pdrop, kTol);
+  auto p_cpu_d = to_device(p);
+  t.cpu->dropout_softmax_backward(g.data(), p.data(), dx.data(), B, H, S, 0.125f, 0.1f, key);
+  t.gpu->dropout_softmax_backward(gd.data(), p_cpu_d.data(), dx_d.data(), B, H, S, 0.125f, 0.1f, key);
+  expect_close("dropout_softmax_backward", to_host(dx_d), dx, kTol);
+}
+
 TEST(GpuOps, EmbeddingAndGatherScattersAreExact) {
   LB_REQUIRE_GPU();
   Twins t;

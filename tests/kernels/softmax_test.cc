@@ -70,5 +70,28 @@ TEST(Softmax, BackwardMatchesFiniteDifferences) {
   EXPECT_LT(check_gradient(x, dx, loss), 1e-8);
 }
 
+// The fused softmax + attention dropout pair equals softmax then dropout (forward) and
+// dropout then softmax backward (backward) over the whole [B, A, S, S] tensor, bit for bit.
+TEST(Softmax, DropoutFusedPairEqualsTheComposition) {
+  auto ops = cpu::make_ops<double>();
+  const int B = 2, A = 3, S = 9;
+  const size_t n = size_t(B) * A * S * S;
+  const RngKey key{77, 5, 2};
+  const auto x = testing::random_vec(n, 31, -3, 3);
+  auto g = testing::random_vec(n, 32);
+  std::vector<int32_t> mask(size_t(B) * S, 1);
+  for (int s = 6; s < S; ++s) mask[S + s] = 0;
+  std::vector<double> p1(n), d1(n), p2(n), d2(n), ds1(n), ds2(n), g1 = g;
+  ops->softmax_forward(x.data(), mask.data(), p1.data(), B, A, S, 0.5);
+  ops->dropout_forward(p1.data(), d1.data(), n, 0.2f, key);
+  ops->softmax_dropout_forward(x.data(), mask.data(), p2.data(), d2.data(), B, A, S, 0.5, 0.2f, key);
+  EXPECT_EQ(p1, p2);
+  EXPECT_EQ(d1, d2);
+  ops->dropout_backward(g1.data(), g1.data(), n, 0.2f, key);
+  ops->softmax_backward(g1.data(), p1.data(), ds1.data(), B, A, S, 0.5);
+  ops->dropout_softmax_backward(g.data(), p2.data(), ds2.data(), B, A, S, 0.5, 0.2f, key);
+  EXPECT_EQ(ds1, ds2);
+}
+
 }  // namespace
 }  // namespace lansbert

@@ -213,6 +213,14 @@ class RecordingOps final : public Ops<float> {
   void softmax_forward(const float* s, const int32_t* m, float* p, int b, int h, int sq, float sc) override {
     inner_->softmax_forward(s, m, p, b, h, sq, sc);
   }
+  void softmax_dropout_forward(const float* s, const int32_t* m, float* p, float* pd, int b, int h, int sq,
+                               float sc, float dp, RngKey k) override {
+    inner_->softmax_dropout_forward(s, m, p, pd, b, h, sq, sc, dp, k);
+  }
+  void dropout_softmax_backward(float* dpd, const float* p, float* ds, int b, int h, int sq, float sc, float dp,
+                                RngKey k) override {
+    inner_->dropout_softmax_backward(dpd, p, ds, b, h, sq, sc, dp, k);
+  }
   void softmax_backward(const float* dp, const float* p, float* ds, int b, int h, int sq, float sc) override {
     inner_->softmax_backward(dp, p, ds, b, h, sq, sc);
   }

@@ -4,7 +4,8 @@
 //
 //   scores = q k^T                       two-level batched GEMM over (sequence, head)
 //   probs  = softmax(scale * scores)     over the unmasked keys of each row
-//   pd     = dropout(probs)              when dropout > 0 (Philox, redrawn in backward)
+//   pd     = dropout(probs)              when dropout > 0 (Philox, redrawn in backward);
+//                                        with the softmax in one op (softmax_dropout_*)
 //   ctx    = pd v
 #pragma once
 
@@ -46,11 +47,13 @@ AttentionImpl native_attention_forward(Ops<T>& ops, const AttentionForward<T>& a
   const AttentionShape& s = a.shape;
   const int S = s.seq, D = s.head_dim, H = s.ld;
   ops.gemm_batched(Trans::kNo, Trans::kYes, S, S, D, T(1), a.q, H, a.k, H, T(0), a.scores, S, qk_batch(s));
-  ops.softmax_forward(a.scores, a.key_mask, a.probs, s.batch, s.heads, S, a.scale);
   const T* pd = a.probs;
   if (a.dropout > 0) {
-    ops.dropout_forward(a.probs, a.probs_drop, probs_size(s), a.dropout, a.dropout_key);
+    ops.softmax_dropout_forward(a.scores, a.key_mask, a.probs, a.probs_drop, s.batch, s.heads, S, a.scale,
+                                a.dropout, a.dropout_key);
     pd = a.probs_drop;
+  } else {
+    ops.softmax_forward(a.scores, a.key_mask, a.probs, s.batch, s.heads, S, a.scale);
   }
   ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), pd, S, a.v, H, T(0), a.ctx, H, pv_batch(s));
   return AttentionImpl::kNative;
@@ -65,8 +68,11 @@ void native_attention_backward(Ops<T>& ops, const AttentionBackward<T>& a) {
   // d(pd) = d(ctx) v^T ;  d(v) = pd^T d(ctx)
   ops.gemm_batched(Trans::kNo, Trans::kYes, S, S, D, T(1), a.d_ctx, H, a.v, H, T(0), a.d_probs, S, qk_batch(s));
   ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), pd, S, a.d_ctx, H, T(0), a.d_v, H, pv_batch(s));
-  if (a.dropout > 0) ops.dropout_backward(a.d_probs, a.d_probs, probs_size(s), a.dropout, a.dropout_key);
-  ops.softmax_backward(a.d_probs, a.probs, a.d_scores, s.batch, s.heads, S, a.scale);
+  if (a.dropout > 0)
+    ops.dropout_softmax_backward(a.d_probs, a.probs, a.d_scores, s.batch, s.heads, S, a.scale, a.dropout,
+                                 a.dropout_key);
+  else
+    ops.softmax_backward(a.d_probs, a.probs, a.d_scores, s.batch, s.heads, S, a.scale);
   // d(q) = d(scores) k ;  d(k) = d(scores)^T q
   ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.k, H, T(0), a.d_q, H, pv_batch(s));
   ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.q, H, T(0), a.d_k, H, pv_batch(s));

@@ -118,6 +118,16 @@ class Ops {
                                int heads, int seq, T scale) = 0;
   virtual void softmax_backward(const T* dprobs, const T* probs, T* dscores, int batch,
                                 int heads, int seq, T scale) = 0;
+  // Attention softmax with dropout on the probabilities, fused (the CUDA twin saves a pass
+  // over the [B, A, S, S] tensor each way); the values are those of softmax_* followed or
+  // preceded by dropout_* over the whole tensor with `key`, bit for bit.
+  //   forward:  probs = softmax(scale * scores); probs_drop = dropout(probs)
+  //   backward: dscores = softmax_backward(dropout(dprobs_drop), probs); dprobs_drop may be
+  //             overwritten (the CPU drops it in place)
+  virtual void softmax_dropout_forward(const T* scores, const int32_t* key_mask, T* probs, T* probs_drop,
+                                       int batch, int heads, int seq, T scale, float p, RngKey key) = 0;
+  virtual void dropout_softmax_backward(T* dprobs_drop, const T* probs, T* dscores, int batch, int heads,
+                                        int seq, T scale, float p, RngKey key) = 0;
 
   // out[i, :] (+)= table[ids[i], :]          | dtable[ids[i], :] += dout[i, :] (deterministic)
   virtual void embedding_forward(const int32_t* ids, const T* table, T* out, int n, int dim,
