@@ -7,7 +7,8 @@
 #   scripts/gpu-check.sh --run [--sanitize]
 #                                        there, on the lent GPU machine, with build-gpu/bundle
 #                                        carried over: nvidia-smi, test_gpu (optionally under
-#                                        compute-sanitizer), and `lansbert bench --backend
+#                                        compute-sanitizer), the command line end to end
+#                                        (train fp32/bf16 + eval, bench-comm), and `lansbert bench --backend
 #                                        cuda` (bert-base/large, 128/20 and 512/80, fp32, TF32
 #                                        and bf16, the cuDNN fused attention, a --batch 0 probe
 #                                        and a --profile run).
@@ -24,10 +25,10 @@ max_bundle_mib=64
 bundle_step() {
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLANSBERT_CUDA=ON \
     -DLANSBERT_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_ARCHITECTURES="$arch"
-  cmake --build "$build" -j "${JOBS:-2}" --target lansbert test_gpu
+  cmake --build "$build" -j "${JOBS:-2}" --target lansbert test_gpu make_train_test_data
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"
-  cp "$build/lansbert" "$build/tests/test_gpu" "$bundle/bin/"
+  cp "$build/lansbert" "$build/tests/test_gpu" "$build/tests/make_train_test_data" "$bundle/bin/"
   # Shared libraries the device lacks. Left out: the C/C++ runtime and loader (the device's
   # own must be used) and every CUDA, cuBLAS, cuDNN, NCCL and driver library (the device's
   # match its driver).
@@ -81,11 +82,49 @@ run_step() {
     "$bundle/bin/test_gpu" --gtest_output="xml:$out/test_gpu.xml" 2>&1 | tee "$out/test_gpu.txt" || rc=$?
   fi
   echo "test_gpu exit status $rc" | tee -a "$out/summary.txt"
+  e2e_step "$out" || rc=$?
   if "$bundle/bin/lansbert" bench --help 2>&1 | grep -q -- '--backend'; then
     bench_step "$out"
   else
     echo "lansbert bench has no --backend option in this build; bench skipped" | tee -a "$out/summary.txt"
   fi
+  return $rc
+}
+
+# The command line end to end on the device: tiny synthetic shards, `lansbert train` for 20
+# steps in fp32 and in bf16 with a held-out evaluation at the end, `lansbert eval` of the
+# bf16 checkpoint, and `bench-comm --backend cuda` (NCCL on one rank: its set-up and device
+# buffers). E2E_BACKEND=cpu runs the same steps on the CPU (to check this script anywhere).
+e2e_step() {
+  local out=$1 lb="$bundle/bin/lansbert" mk="$bundle/bin/make_train_test_data" be=${E2E_BACKEND:-cuda}
+  local d="$out/e2e" rc=0 prec
+  if [[ ! -x $mk ]]; then echo "e2e: no make_train_test_data in the bundle; skipped" | tee -a "$out/summary.txt"; return 0; fi
+  rm -rf "$d"; mkdir -p "$d"
+  "$mk" "$d/data" > "$d/make-data.txt" 2>&1 || { echo "e2e: make_train_test_data failed" | tee -a "$out/summary.txt"; return 1; }
+  cat > "$d/tiny.yaml" <<YAML
+model: {preset: bert-tiny, vocab_size: 64, hidden: 64, heads: 2, intermediate: 128, max_positions: 64}
+data: {train: ["$d/data/shards/*.lbs"], eval: ["$d/data/shards/*.lbs"], vocab: $d/data/vocab.txt, seq_len: 32, max_pred: 5}
+batch: {global_batch: 32, micro_batch: 16}
+optimizer: {lr: 0.02}
+schedule: {total_steps: 20, warmup_ratio: 0.1}
+checkpoint: {every_steps: 0}
+logging: {every_steps: 5}
+evaluation: {max_sequences: 256}
+backend: $be
+YAML
+  for prec in fp32 bf16; do
+    timeout "${E2E_TIMEOUT:-120}" "$lb" train --config "$d/tiny.yaml" --set "checkpoint.dir=$d/ckpt-$prec" \
+      --set "precision.dtype=$prec" > "$out/e2e-train-$prec.txt" 2>&1 || rc=1
+    echo "e2e train $prec: $(grep -c '^step' "$out/e2e-train-$prec.txt") log lines; $(grep 'eval after' "$out/e2e-train-$prec.txt")" \
+      | tee -a "$out/summary.txt"
+  done
+  timeout 60 "$lb" eval --checkpoint "$d/ckpt-bf16" --max-sequences 256 --backend "$be" > "$out/e2e-eval.txt" 2>&1 || rc=1
+  tail -1 "$out/e2e-eval.txt" | sed 's/^/e2e eval: /' | tee -a "$out/summary.txt"
+  if [[ $be == cuda ]]; then
+    timeout 60 "$lb" bench-comm --backend cuda --max-bytes 64M --iters 5 --warmup 2 > "$out/e2e-bench-comm.txt" 2>&1 || rc=1
+    grep -q WRONG "$out/e2e-bench-comm.txt" && rc=1
+  fi
+  echo "e2e exit status $rc" | tee -a "$out/summary.txt"
   return $rc
 }
 
