@@ -3,7 +3,8 @@
 #   scripts/gpu-check.sh --bundle        here, on a machine with the CUDA toolkit and the
 #                                        project's Debian dependencies (no GPU needed):
 #                                        Release build in build-gpu/, then a self-contained
-#                                        bundle in build-gpu/bundle/ (bin/ + lib/, < 64 MiB).
+#                                        bundle in build-gpu/bundle/ (bin/ + libs.tar.gz with
+#                                        lib/ and runtime-fallback/, < 64 MiB).
 #   scripts/gpu-check.sh --run [--sanitize]
 #                                        there, on the lent GPU machine, with build-gpu/bundle
 #                                        carried over: nvidia-smi, test_gpu (optionally under
@@ -45,10 +46,14 @@ bundle_step() {
   for exe in "$bundle"/bin/*; do
     ldd "$exe" | awk '/(libstdc\+\+|libgcc_s)[.]so.* => \// { print $3 }'
   done | sort -u | xargs -r -I{} cp -L {} "$bundle/runtime-fallback/"
+  # The libraries travel compressed (OpenBLAS alone is 36 MB; the carry limit is 64 MiB);
+  # --run unpacks them there.
+  tar -C "$bundle" -czf "$bundle/libs.tar.gz" lib runtime-fallback
+  rm -rf "$bundle/lib" "$bundle/runtime-fallback"
   local mib
   mib=$(du -sm "$bundle" | cut -f1)
   echo "bundle: $bundle (${mib} MiB)"
-  ls -l "$bundle/bin" "$bundle/lib"
+  ls -l "$bundle/bin" "$bundle/libs.tar.gz"
   if (( mib >= max_bundle_mib )); then
     echo "bundle is ${mib} MiB, over the ${max_bundle_mib} MiB carry limit" >&2
     exit 1
@@ -60,6 +65,7 @@ run_step() {
   local out=${OUT:-$root/gpu-check-out}
   mkdir -p "$out"
   [[ -x "$bundle/bin/test_gpu" ]] || { echo "no bundle at $bundle: run --bundle first and carry build-gpu/bundle" >&2; exit 1; }
+  if [[ -f "$bundle/libs.tar.gz" && ! -d "$bundle/lib" ]]; then tar -C "$bundle" -xzf "$bundle/libs.tar.gz"; fi
   local ld="$bundle/lib"
   [[ -d /usr/local/cuda/lib64 ]] && ld="$ld:/usr/local/cuda/lib64"
   # cuDNN/NCCL (and sometimes cuBLAS) ship inside Python wheels on the device image.
