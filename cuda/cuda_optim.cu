@@ -168,6 +168,10 @@ class DeviceOptimizer final : public Optimizer {
   // Launches the chunk kernels' reduction into per-block sums and copies them to sums_.
   void sums_to_host(int K);
   void upload_factors();
+  // LANS's and LAMB's first pass: per-block sums of squares of the gradients and the
+  // parameters. Leaves them in sums_ (2 per block), fills param_norm[b] = ||p_b|| and
+  // returns the global sum of squares of the gradients (blocks added in order).
+  double grad_and_param_norms(const FlatBuffers& buf, std::vector<double>* param_norm);
   void update_lans(const FlatBuffers& buf, const AdamConsts<float>& c, double lr, UpdateStats* st);
   void update_lamb(const FlatBuffers& buf, const AdamConsts<float>& c, double lr, UpdateStats* st);
   void update_adamw(const FlatBuffers& buf, const AdamConsts<float>& c, double lr, UpdateStats* st);
@@ -270,8 +274,7 @@ double* as_partial(const DeviceBytes& b) {
 
 // Pinned factors_ are rewritten only after a sums_to_host() synchronisation, so an earlier
 // upload from them has always completed.
-void DeviceOptimizer::update_lans(const FlatBuffers& buf, const AdamConsts<float>& c, double lr,
-                                  UpdateStats* stats) {
+double DeviceOptimizer::grad_and_param_norms(const FlatBuffers& buf, std::vector<double>* param_norm) {
   if (nchunks_ > 0) {
     sumsq_kernel<2><<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_), buf.grads, buf.params,
                                                            as_partial(partial_));
@@ -279,11 +282,20 @@ void DeviceOptimizer::update_lans(const FlatBuffers& buf, const AdamConsts<float
   }
   sums_to_host(2);
   double g2 = 0;
-  std::vector<double> param_norm(nblocks_);
+  param_norm->assign(nblocks_, 0.0);
+  for (int b = 0; b < nblocks_; ++b) {
+    g2 += sums_[2 * b];
+    (*param_norm)[b] = std::sqrt(sums_[2 * b + 1]);
+  }
+  return g2;
+}
+
+void DeviceOptimizer::update_lans(const FlatBuffers& buf, const AdamConsts<float>& c, double lr,
+                                  UpdateStats* stats) {
+  std::vector<double> param_norm;
+  const double g2 = grad_and_param_norms(buf, &param_norm);
   for (int b = 0; b < nblocks_; ++b) {
     const double gn = std::sqrt(sums_[2 * b]);
-    g2 += sums_[2 * b];
-    param_norm[b] = std::sqrt(sums_[2 * b + 1]);
     factors_[b] = {{gn != 0 ? static_cast<float>(1.0 / (gn + config_.eps)) : 1.0f, wd_[b], 0, 0}};
   }
   upload_factors();
@@ -313,19 +325,9 @@ void DeviceOptimizer::update_lans(const FlatBuffers& buf, const AdamConsts<float
 
 void DeviceOptimizer::update_lamb(const FlatBuffers& buf, const AdamConsts<float>& c, double lr,
                                   UpdateStats* stats) {
-  if (nchunks_ > 0) {
-    sumsq_kernel<2><<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_), buf.grads, buf.params,
-                                                           as_partial(partial_));
-    LB_LAUNCH_CHECK();
-  }
-  sums_to_host(2);
-  double g2 = 0;
-  std::vector<double> param_norm(nblocks_);
-  for (int b = 0; b < nblocks_; ++b) {
-    g2 += sums_[2 * b];
-    param_norm[b] = std::sqrt(sums_[2 * b + 1]);
-    factors_[b] = {{wd_[b], 0, 0, 0}};
-  }
+  std::vector<double> param_norm;
+  const double g2 = grad_and_param_norms(buf, &param_norm);
+  for (int b = 0; b < nblocks_; ++b) factors_[b] = {{wd_[b], 0, 0, 0}};
   const double G = std::sqrt(g2);
   const double clip = clip_divisor(G, config_.max_grad_norm);
   upload_factors();
