@@ -7,6 +7,8 @@
 #include <chrono>
 #include <vector>
 
+#include "lansbert/train/device_ranks.h"
+
 namespace lansbert {
 namespace {
 double now_s() {
@@ -51,11 +53,7 @@ Status DataParallel::step(const FlatBuffers& buf, StepReport* report, double* re
 }
 
 Status DataParallel::agree(const Status& st, const char* what) {
-  double failed = st.is_ok() ? 0 : 1;
-  comm_.all_reduce(&failed, 1, ReduceOp::kMax);
-  if (!st.is_ok()) return st;
-  if (failed != 0) return Status::io_error(std::string("checkpoint: ") + what + " failed on another rank");
-  return Status::ok();
+  return agree_across_ranks(comm_, st, std::string("checkpoint: ") + what, &Status::io_error);
 }
 
 Status DataParallel::save(const std::string& root, const CheckpointMeta& meta, const float* params,

@@ -1,16 +1,17 @@
 // Opening devices across ranks (device_ranks.h): one device per local rank, and every
-// rank agreeing on failure so none is left waiting in a collective.
+// rank agreeing on failure so none is left waiting in a collective (also used by the
+// sharded checkpoint writer).
 #include "lansbert/train/device_ranks.h"
 
 namespace lansbert {
 
-Status agree_across_ranks(Communicator& comm, const Status& st, const std::string& what) {
+Status agree_across_ranks(Communicator& comm, const Status& st, const std::string& what,
+                          Status (*other_rank)(std::string)) {
   if (comm.world() == 1) return st;
   double failed = st.is_ok() ? 0 : 1;
   comm.all_reduce(&failed, 1, ReduceOp::kMax);
   if (!st.is_ok()) return st;
-  if (failed != 0)
-    return Status::unsupported(what + " failed on another rank (its error is in that rank's output)");
+  if (failed != 0) return other_rank(what + " failed on another rank (its error is in that rank's output)");
   return Status::ok();
 }
 

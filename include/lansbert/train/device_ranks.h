@@ -12,9 +12,11 @@
 
 namespace lansbert {
 
-// Every rank learns whether any rank failed: returns this rank's error, or one naming
-// `what` when only another rank failed. Collective over `comm`.
-Status agree_across_ranks(Communicator& comm, const Status& st, const std::string& what);
+// Every rank learns whether any rank failed: returns this rank's error, or, when only
+// another rank failed, `other_rank` of a message naming `what` (unsupported by default; the
+// checkpoint writer reports I/O errors). Collective over `comm`.
+Status agree_across_ranks(Communicator& comm, const Status& st, const std::string& what,
+                          Status (*other_rank)(std::string) = &Status::unsupported);
 
 // The device a rank uses: its local rank, one rank per GPU, every GPU of a host visible to
 // every rank (mpirun's default). Fails, naming the counts, when a host runs more ranks than
