@@ -1,5 +1,7 @@
 #include "device_run.h"
 
+#include "lansbert/train/checkpoint.h"
+
 #include <cstdio>
 
 namespace lansbert {
@@ -37,6 +39,14 @@ Status make_device_updater(DeviceBackend& device, const UpdaterConfig& config,
   };
   hooks.zero = [d](float* p, size_t n) { d->allocator().set_zero(p, n * sizeof(float)); };
   return Updater::create(config, std::move(opt), std::move(hooks), out);
+}
+
+Status load_params_to(DeviceBackend* device, const std::string& dir, const ParamTable& table, float* params) {
+  if (!device) return load_checkpoint_params(dir, table, params);
+  std::vector<float> h(table.total_elements(), 0.0f);
+  LB_RETURN_IF_ERROR(load_checkpoint_params(dir, table, h.data()));
+  device->allocator().copy_from_host(params, h.data(), h.size() * sizeof(float));
+  return Status::ok();
 }
 
 HostCopies::HostCopies(DeviceBackend* device, const float* dp, size_t n_params, const float* dm,

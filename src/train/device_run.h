@@ -35,6 +35,10 @@ Status device_multi_rank_check(const TrainConfig& cfg, int world);
 Status make_device_updater(DeviceBackend& device, const UpdaterConfig& config,
                            std::unique_ptr<Updater>* out);
 
+// Loads a checkpoint's parameters into `params`: directly without a device, else into a
+// host vector that is then copied to the device.
+Status load_params_to(DeviceBackend* device, const std::string& dir, const ParamTable& table, float* params);
+
 // Host pointers to params (n_params floats), m and v (n_state floats each): the buffers
 // themselves without a device, else host copies made at construction (device -> host,
 // synchronous).

@@ -12,6 +12,7 @@
 #include "lansbert/model/safetensors.h"
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/device_backend.h"
+#include "device_run.h"
 
 namespace lansbert {
 namespace fs = std::filesystem;
@@ -73,7 +74,7 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
   std::unique_ptr<DeviceBackend> device;
   std::unique_ptr<Ops<float>> ops;
   if (opts.backend == "cpu") {
-    ops = cpu::make_ops<float>(opts.math == GemmMath::kTf32 ? GemmMath::kFp32 : opts.math);
+    ops = cpu::make_ops<float>(opts.math);
   } else {
     LB_RETURN_IF_ERROR(make_device_backend(opts.backend, &device));
     if (device->visible_devices() < 1) return Status::unsupported("eval: backend " + opts.backend + ": no device");
@@ -83,13 +84,7 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
     ops = device->make_ops(dopts);
   }
   BertModel<float> model(mc, *ops, ModelLimits{opts.micro_batch, set->seq_len(), set->max_pred()});
-  if (device) {
-    std::vector<float> h(model.table().total_elements(), 0.0f);
-    LB_RETURN_IF_ERROR(load_checkpoint_params(dir, model.table(), h.data()));
-    device->allocator().copy_from_host(model.params(), h.data(), h.size() * sizeof(float));
-  } else {
-    LB_RETURN_IF_ERROR(load_checkpoint_params(dir, model.table(), model.params()));
-  }
+  LB_RETURN_IF_ERROR(load_params_to(device.get(), dir, model.table(), model.params()));
   int64_t n = set->count();
   if (opts.max_sequences >= 0) n = std::min(n, opts.max_sequences);
   EvalSums sums;

@@ -55,21 +55,21 @@ Status MetricsLog::write(const MetricsRecord& r) {
   return append(j.dump() + "\n");
 }
 
-Status MetricsLog::write_eval(int64_t step, int64_t total_steps, double loss, double mlm_loss, double mlm_accuracy,
-                              double nsp_loss, double nsp_accuracy, int64_t sequences, double seconds) {
+Status MetricsLog::write_eval(int64_t step, int64_t total_steps, const EvalResult& r, double seconds) {
+  const double loss = r.mlm_loss + r.nsp_loss;  // the total, as the training loss
   if (console_) {
     std::fprintf(console_,
                  "eval after step %lld/%lld | loss %.4f | mlm_loss %.4f | mlm_acc %.4f | nsp_loss %.4f | "
                  "nsp_acc %.4f | %lld sequences in %.1fs\n",
-                 (long long)step, (long long)total_steps, loss, mlm_loss, mlm_accuracy, nsp_loss, nsp_accuracy,
-                 (long long)sequences, seconds);
+                 (long long)step, (long long)total_steps, loss, r.mlm_loss, r.mlm_accuracy, r.nsp_loss,
+                 r.nsp_accuracy, (long long)r.sequences, seconds);
     std::fflush(console_);
   }
   nlohmann::ordered_json j = {
       {"type", "eval"},           {"step", step},         {"total_steps", total_steps},
-      {"loss", loss},             {"mlm_loss", mlm_loss}, {"mlm_accuracy", mlm_accuracy},
-      {"nsp_loss", nsp_loss},     {"nsp_accuracy", nsp_accuracy},
-      {"sequences", sequences},   {"seconds", seconds}};
+      {"loss", loss},             {"mlm_loss", r.mlm_loss}, {"mlm_accuracy", r.mlm_accuracy},
+      {"nsp_loss", r.nsp_loss},   {"nsp_accuracy", r.nsp_accuracy},
+      {"sequences", r.sequences}, {"seconds", seconds}};
   return append(j.dump() + "\n");
 }
 

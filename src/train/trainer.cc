@@ -124,10 +124,10 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
   if (cfg.data.eval.empty()) return Status::ok();
   st = ShardSet::open(cfg.data.eval, so, &eval_shards);
   if (!st.is_ok()) return Status::not_found("data.eval: " + st.message());
-  if (eval_shards->seq_len() != cfg.data.seq_len || eval_shards->max_pred() != cfg.data.max_pred)
-    return Status::invalid_argument("data.eval: the shards hold seq_len " + std::to_string(eval_shards->seq_len()) +
-                                    ", max_pred " + std::to_string(eval_shards->max_pred()) + "; training uses " +
-                                    std::to_string(cfg.data.seq_len) + ", " + std::to_string(cfg.data.max_pred));
+  if (eval_shards->seq_len() != cfg.data.seq_len)
+    return mismatch("data.eval: data.seq_len", cfg.data.seq_len, eval_shards->seq_len());
+  if (eval_shards->max_pred() != cfg.data.max_pred)
+    return mismatch("data.eval: data.max_pred", cfg.data.max_pred, eval_shards->max_pred());
   if (eval_shards->dynamic_masking())
     return Status::invalid_argument("data.eval: the shards are stored unmasked; evaluation needs statically masked "
                                     "shards (lansbert prep without dynamic masking), so every run scores the same "
@@ -136,11 +136,7 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
 }
 
 Status Run::load_params(const std::string& dir) {
-  if (!device) return load_checkpoint_params(dir, model->table(), model->params());
-  std::vector<float> h(elements(), 0.0f);
-  LB_RETURN_IF_ERROR(load_checkpoint_params(dir, model->table(), h.data()));
-  device->allocator().copy_from_host(model->params(), h.data(), h.size() * sizeof(float));
-  return Status::ok();
+  return load_params_to(device.get(), dir, model->table(), model->params());
 }
 
 Status Run::load_optimizer(const std::string& dir, OptimizerState* state) {
@@ -234,9 +230,7 @@ Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds) {
   result->eval = sums.result();
   ++result->evaluations;
   *seconds = now_s() - t0;
-  const EvalResult& r = result->eval;
-  return log.write_eval(step, total, r.mlm_loss + r.nsp_loss, r.mlm_loss, r.mlm_accuracy, r.nsp_loss, r.nsp_accuracy,
-                        r.sequences, *seconds);
+  return log.write_eval(step, total, result->eval, *seconds);
 }
 
 Status Run::loop() {

@@ -24,7 +24,8 @@ struct EvalOptions {
   int64_t max_sequences = -1;     // -1: all
   std::string dump_batch;         // write the first micro-batch and its losses here (JSON)
   // "cpu", or a registered device backend ("cuda": device 0, the checkpoint's weights copied
-  // there; GEMMs in `math`, the precision the model was trained with or fp32).
+  // there; GEMMs in `math`, the precision the model was trained with or fp32; kTf32 only on
+  // a device, as cpu::make_ops refuses it).
   std::string backend = "cpu";
   GemmMath math = GemmMath::kFp32;
 };

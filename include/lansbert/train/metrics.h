@@ -10,6 +10,7 @@
 #include "lansbert/core/status.h"
 #include "lansbert/dist/communicator.h"
 #include "lansbert/model/bert_model.h"
+#include "lansbert/train/evaluate.h"
 
 namespace lansbert {
 
@@ -44,8 +45,7 @@ class MetricsLog {
   ~MetricsLog();
   Status write(const MetricsRecord& r);
   // A held-out evaluation after `step`: a console line and {"type": "eval", ...}.
-  Status write_eval(int64_t step, int64_t total_steps, double loss, double mlm_loss, double mlm_accuracy,
-                    double nsp_loss, double nsp_accuracy, int64_t sequences, double seconds);
+  Status write_eval(int64_t step, int64_t total_steps, const EvalResult& r, double seconds);
 
  private:
   Status append(const std::string& line);
