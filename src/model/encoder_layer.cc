@@ -95,17 +95,15 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   // FFN block: dh = d(h2).
   ops.layernorm_backward(m.dh, a.res2, m.p(p.ln2.w), a.mean2, a.rstd2, m.d_a, m.g(p.ln2.w), m.g(p.ln2.b), N, H);
   ops.dropout_bias_backward(m.d_a, m.d_b, m.g(p.out.b), N, H, p_hidden, key(m, dropout_site(l, 2)));
-  linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), m.d_ffn, m.g(p.out.w), static_cast<T*>(nullptr), N, I, H);
+  linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), m.d_ffn, m.g(p.out.w), nullptr, N, I, H);
   ops.bias_gelu_backward(m.d_ffn, a.ffn_pre, m.d_ffn, m.g(p.inter.b), N, I);
   // d_a holds the residual part of d(h1); the FFN input gradient is added to it.
-  linear_backward(ops, m.d_ffn, a.h1, m.p(p.inter.w), m.d_a, m.g(p.inter.w), static_cast<T*>(nullptr), N, H, I,
-                  true);
+  linear_backward(ops, m.d_ffn, a.h1, m.p(p.inter.w), m.d_a, m.g(p.inter.w), nullptr, N, H, I, true);
 
   // Attention block: d_a = d(h1).
   ops.layernorm_backward(m.d_a, a.res1, m.p(p.ln1.w), a.mean1, a.rstd1, m.d_b, m.g(p.ln1.w), m.g(p.ln1.b), N, H);
   ops.dropout_bias_backward(m.d_b, m.d_c, m.g(p.attn_out.b), N, H, p_hidden, key(m, dropout_site(l, 1)));
-  linear_backward(ops, m.d_c, a.ctx, m.p(p.attn_out.w), m.d_ctx, m.g(p.attn_out.w), static_cast<T*>(nullptr), N, H,
-                  H);
+  linear_backward(ops, m.d_c, a.ctx, m.p(p.attn_out.w), m.d_ctx, m.g(p.attn_out.w), nullptr, N, H, H);
 
   AttentionBackward<T> b;
   attention_common(m, l, &b);

@@ -2,6 +2,8 @@
 // Hugging Face's weight layout [out, in]:  y[n, out] = x[n, in] W^T + b.
 #pragma once
 
+#include <type_traits>
+
 #include "lansbert/backend/ops.h"
 
 namespace lansbert {
@@ -21,9 +23,9 @@ void linear_forward(Ops<T>& ops, const T* x, const T* w, const T* b, T* y, int n
 
 // dx[n, in] = dy W (written, or added when accumulate_dx; skipped when dx is null);
 // dW[out, in] += dy^T x; db[out] += sum over rows of dy (skipped when db is null: a fused
-// backward epilogue already added it).
+// backward epilogue already added it; db is not used to deduce T, so nullptr may be passed).
 template <typename T>
-void linear_backward(Ops<T>& ops, const T* dy, const T* x, const T* w, T* dx, T* dw, T* db, int n,
+void linear_backward(Ops<T>& ops, const T* dy, const T* x, const T* w, T* dx, T* dw, std::type_identity_t<T>* db, int n,
                      int in, int out, bool accumulate_dx = false) {
   if (dx) ops.gemm(Trans::kNo, Trans::kNo, n, in, out, T(1), dy, out, w, in, accumulate_dx ? T(1) : T(0), dx, in);
   ops.gemm(Trans::kYes, Trans::kNo, out, in, n, T(1), dy, out, x, in, T(1), dw, in);

@@ -45,8 +45,7 @@ void heads_backward(BertState<T>& m, T loss_weight) {
   ops.layernorm_backward(m.d_m1, m.mlm_act, m.p(m.mlm_ln.w), m.mlm_mean, m.mlm_rstd, m.d_m2,
                          m.g(m.mlm_ln.w), m.g(m.mlm_ln.b), Pt, H);
   ops.bias_gelu_backward(m.d_m2, m.mlm_pre, m.d_m2, m.g(m.mlm_dense.b), Pt, H);
-  linear_backward(ops, m.d_m2, m.mlm_x, m.p(m.mlm_dense.w), m.d_m1, m.g(m.mlm_dense.w), static_cast<T*>(nullptr), Pt,
-                  H, H);
+  linear_backward(ops, m.d_m2, m.mlm_x, m.p(m.mlm_dense.w), m.d_m1, m.g(m.mlm_dense.w), nullptr, Pt, H, H);
   ops.gather_rows_backward(m.d_m1, m.mlm_index, m.dh, Pt, H);
 
   // NSP: the mean over sequences.
