@@ -35,6 +35,11 @@ struct OpsOptions {
   // cuDNN's fused SDPA (bf16 inputs, fp32 statistics) where it applies and fall back to the
   // hand-written attention elsewhere, logging why once (cuda/fused_attention.h).
   AttentionMode attention = AttentionMode::kNative;
+  // With kBf16/kFp16: hand the fp32 operands to cuBLAS with compute type 32F_FAST_16BF (or
+  // 32F_FAST_16F), which rounds them inside the GEMM, instead of casting them first. Saves a
+  // pass over every operand and the 16-bit workspaces; the rounding is then cuBLAS's, not
+  // the shared half.h body (the CPU emulation is exact only for the cast kernels).
+  bool cast_in_gemm = false;
 };
 
 // "cuDNN 9.19.0 (libcudnn.so.9)" or "unavailable: <why>" for the fused attention on the

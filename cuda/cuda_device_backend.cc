@@ -35,6 +35,7 @@ class CudaDeviceBackend final : public DeviceBackend {
     OpsOptions o;
     o.math = options.math;
     o.attention = options.attention;
+    o.cast_in_gemm = options.cast_in_gemm;
     return cuda::make_ops(o);
   }
   void synchronize() override { cuda::synchronize(); }

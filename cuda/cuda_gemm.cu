@@ -7,6 +7,8 @@
 // half.h bodies (the CPU twin rounds with the same ones), then multiplied on tensor cores
 // with fp32 accumulation into the fp32 output. The weights are cast at every use: 6 bytes of
 // traffic per weight against 2*tokens FLOPs, a few percent at BERT batch sizes.
+// With OpsOptions::cast_in_gemm the fp32 operands go to cuBLAS as they are, with compute type
+// 32F_FAST_16BF/16F: cuBLAS rounds them inside the GEMM (no cast pass, no workspace).
 #include <memory>
 
 #include "cuda_ops.cuh"
@@ -50,12 +52,24 @@ void fill_batch_pointers(void** arrays, const char* a, size_t a_size, const char
 }
 
 cublasComputeType_t CudaOps::compute_type() const {
-  return options_.math == GemmMath::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  switch (options_.math) {
+    case GemmMath::kTf32:
+      return CUBLAS_COMPUTE_32F_FAST_TF32;
+    // Only reached with cast_in_gemm: otherwise the operands are 16-bit already and plain
+    // 32F (fp32 accumulation) is the tensor-core path.
+    case GemmMath::kBf16:
+      return options_.cast_in_gemm ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+    case GemmMath::kFp16:
+      return options_.cast_in_gemm ? CUBLAS_COMPUTE_32F_FAST_16F : CUBLAS_COMPUTE_32F;
+    case GemmMath::kFp32:
+      break;
+  }
+  return CUBLAS_COMPUTE_32F;
 }
 
 const void* CudaOps::half_operand(const float* x, size_t n, DeviceBytes& ws, cudaDataType_t* type) {
   const bool bf16 = options_.math == GemmMath::kBf16;
-  if (!bf16 && options_.math != GemmMath::kFp16) {
+  if ((!bf16 && options_.math != GemmMath::kFp16) || options_.cast_in_gemm) {
     *type = CUDA_R_32F;
     return x;
   }

@@ -9,7 +9,8 @@
 // device_description (bench_peaks.h) for the GEMM precision in use (fp32 or --tf32);
 // --batch 0 probes the largest micro-batch whose estimated footprint fits the free memory;
 // --attention cudnn|auto runs cuDNN's fused attention (docs/cuda.md), with attention dropout
-// 0 because the fused path has none that matches lansbert's masks.
+// 0 because the fused path has none that matches lansbert's masks; --gemm-cast cublas lets
+// cuBLAS round bf16/fp16 operands inside the GEMM instead of lansbert's cast kernels.
 #include <omp.h>
 
 #include <algorithm>
@@ -58,6 +59,7 @@ struct BenchOptions {
   GemmMath math = GemmMath::kFp32;  // parsed from the two above
   std::string optimizer;        // time this rule's update ("" = cuda: lans, cpu: none)
   std::string attention = "native";  // cuda: native | cudnn | auto (backend/attention.h)
+  std::string gemm_cast = "kernel";  // cuda, bf16/fp16: kernel | cublas (precision.gemm_cast)
 };
 
 // What differs between the backends: the ops, how to wait for queued work, where the flat
@@ -76,6 +78,7 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
   if (o.backend == "cpu") {
     if (o.math == GemmMath::kTf32) return Status::invalid_argument("bench: --tf32 / --precision tf32 needs --backend cuda");
     if (o.attention != "native") return Status::invalid_argument("bench: --attention " + o.attention + " needs --backend cuda");
+    if (o.gemm_cast != "kernel") return Status::invalid_argument("bench: --gemm-cast " + o.gemm_cast + " needs --backend cuda");
     b->ops = cpu::make_ops<float>(o.math);
     b->make_optimizer = make_optimizer;
     return Status::ok();
@@ -86,6 +89,9 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
     return Status::unsupported("bench: --backend cuda: no CUDA device visible (no driver, no GPU, or CUDA_VISIBLE_DEVICES empty)");
   cuda::OpsOptions oo;
   oo.math = o.math;
+  oo.cast_in_gemm = o.gemm_cast == "cublas";
+  if (oo.cast_in_gemm && o.math != GemmMath::kBf16 && o.math != GemmMath::kFp16)
+    return Status::invalid_argument("bench: --gemm-cast cublas needs --precision bf16 or fp16");
   if (!parse_attention_mode(o.attention, &oo.attention))
     return Status::invalid_argument("bench: --attention: expected native, cudnn or auto, got '" + o.attention + "'");
   b->ops = cuda::make_ops(oo);
@@ -287,17 +293,19 @@ int run_bench(const BenchOptions& o) {
         tb * 1e3, step * 1e3, tokens / step, B / step, gflops, mfu, loss);
     if (opt) std::printf(",\"optimizer\":\"%s\",\"optimizer_ms\":%.3f", opt_name.c_str(), tu * 1e3);
     if (o.backend == "cuda") {
-      std::printf(",\"device\":\"%s\",\"attention\":\"%s\",\"peak_gflops\":%.0f,\"mfu_vs_half_peak\":%.4f",
-                  be.device.c_str(), o.attention.c_str(), peak_gflops, mfu_half);
+      std::printf(",\"device\":\"%s\",\"attention\":\"%s\",\"gemm_cast\":\"%s\",\"peak_gflops\":%.0f,"
+                  "\"mfu_vs_half_peak\":%.4f",
+                  be.device.c_str(), o.attention.c_str(), o.gemm_cast.c_str(), peak_gflops, mfu_half);
       if (o.batch == 0)
         std::printf(",\"batch_probed\":true,\"probe_free_gib\":%.2f,\"probe_need_gib\":%.2f", probe_free, probe_need);
     }
     std::printf("}\n");
   } else {
     if (o.backend == "cuda")
-      std::printf("lansbert bench: %s (%zu parameters), cuda backend on %s, %s GEMMs, %s attention%s\n",
+      std::printf("lansbert bench: %s (%zu parameters), cuda backend on %s, %s GEMMs%s, %s attention%s\n",
                   o.model.c_str(), model.table().parameter_count(), be.device.c_str(), gemm_math_name(o.math),
-                  o.attention.c_str(), fused_attention ? " (attention dropout 0)" : "");
+                  o.gemm_cast == "cublas" ? " (operands rounded inside cuBLAS)" : "", o.attention.c_str(),
+                  fused_attention ? " (attention dropout 0)" : "");
     else
       std::printf("lansbert bench: %s (%zu parameters), cpu backend, %d threads%s\n", o.model.c_str(),
                   model.table().parameter_count(), threads,
@@ -341,6 +349,11 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--attention", o->attention,
                   "cuda: native, cudnn (cuDNN fused attention where it applies) or auto (cudnn, checked against "
                   "native on first use); cudnn/auto bench without attention dropout")
+      ->capture_default_str();
+  sub->add_option("--gemm-cast", o->gemm_cast,
+                  "cuda with bf16/fp16: kernel (cast kernels write 16-bit operands, then cuBLAS) or cublas "
+                  "(fp32 operands, cuBLAS rounds them inside the GEMM: compute type 32F_FAST_16BF/16F)")
+      ->check(CLI::IsMember({"kernel", "cublas"}))
       ->capture_default_str();
   sub->add_option("--optimizer", o->optimizer,
                   "Also time this rule's update (lans, lamb, adamw; none to skip). Default: lans on cuda, none on cpu");

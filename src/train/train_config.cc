@@ -97,6 +97,12 @@ Status TrainConfig::validate(int world, std::string* key) const {
     return bad(key, "precision.attention", "expected native, cudnn or auto, got '" + precision.attention + "'");
   if (backend == "cpu" && attention == AttentionMode::kCudnn)
     return bad(key, "precision.attention", "cudnn is a CUDA option; the CPU backend has the hand-written attention only");
+  if (precision.gemm_cast != "kernel" && precision.gemm_cast != "cublas")
+    return bad(key, "precision.gemm_cast", "expected kernel or cublas, got '" + precision.gemm_cast + "'");
+  if (precision.gemm_cast == "cublas" && backend != "cuda")
+    return bad(key, "precision.gemm_cast", "cublas is a CUDA option; the CPU backend rounds operands itself");
+  if (precision.gemm_cast == "cublas" && precision.dtype == "fp32")
+    return bad(key, "precision.gemm_cast", "cublas applies to dtype bf16 or fp16 (dtype is fp32)");
   LossScaleMode mode;
   if (precision.loss_scale != "auto" && !parse_loss_scale_mode(precision.loss_scale, &mode).is_ok())
     return bad(key, "precision.loss_scale",
@@ -213,7 +219,7 @@ std::string config_to_json(const TrainConfig& c, int indent) {
                    {"power", s.decay_power},              {"first_update", first_update_name(s.first_update)}};
   const LossScalerConfig& l = c.precision.scaler;
   j["precision"] = {{"dtype", c.precision.dtype}, {"loss_scale", c.precision.loss_scale}, {"tf32", c.precision.tf32},
-                    {"attention", c.precision.attention},
+                    {"attention", c.precision.attention}, {"gemm_cast", c.precision.gemm_cast},
                     {"initial_scale", l.initial_scale}, {"growth_interval", l.growth_interval},
                     {"growth_factor", l.growth_factor}, {"backoff_factor", l.backoff_factor},
                     {"min_scale", l.min_scale},         {"hysteresis", l.hysteresis},

@@ -364,7 +364,7 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   std::vector<bool> is_continuation;
   LB_RETURN_IF_ERROR(run.open_data(&is_continuation));
   if (cfg.backend != "cpu") LB_RETURN_IF_ERROR(open_device(cfg, comm, opts, &run.device));
-  run.ops = run.device ? run.device->make_ops(DeviceOptions{cfg.gemm_math(), cfg.attention_mode()})
+  run.ops = run.device ? run.device->make_ops(DeviceOptions{cfg.gemm_math(), cfg.attention_mode(), cfg.cast_in_gemm()})
                        : cpu::make_ops<float>(cfg.gemm_math());
   if (!run.device && cfg.gemm_math() != GemmMath::kFp32 && opts.log && comm.rank() == 0)
     std::fprintf(opts.log, "backend cpu: %s GEMM operands emulated (rounded, fp32 products): for checking numerics, "

@@ -24,6 +24,7 @@ namespace lansbert {
 struct DeviceOptions {
   GemmMath math = GemmMath::kFp32;  // GEMM operand rounding (backend/ops.h): fp32, tf32, bf16, fp16
   AttentionMode attention = AttentionMode::kNative;  // precision.attention (backend/attention.h)
+  bool cast_in_gemm = false;  // precision.gemm_cast: cublas (16-bit math only; train_config.h)
 };
 
 class DeviceBackend {

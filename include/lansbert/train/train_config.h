@@ -50,6 +50,12 @@ struct PrecisionSection {
   // inside, attention dropout 0 only) where it applies. Here, not under model:, because like
   // tf32 it picks an implementation and its numerics, not the model (resume compares model:).
   std::string attention = "native";
+  // kernel | cublas (backend: cuda, dtype bf16/fp16): who rounds the fp32 activations and
+  // weights to 16 bits for a GEMM. kernel: lansbert's cast kernels (the shared half.h bodies,
+  // bit-identical to the CPU emulation) write a 16-bit copy, then cuBLAS multiplies 16-bit
+  // operands. cublas: the fp32 operands go to cuBLAS with compute type 32F_FAST_16BF/16F and
+  // it converts them inside the GEMM (no extra pass over memory, cuBLAS's rounding).
+  std::string gemm_cast = "kernel";
   LossScalerConfig scaler;          // scale settings (mode set by resolve)
 };
 
@@ -109,6 +115,8 @@ struct TrainConfig {
   std::string metrics_path() const;
   // precision.attention parsed. REQUIRES: validate() ok.
   AttentionMode attention_mode() const;
+  // precision.gemm_cast == "cublas". REQUIRES: validate() ok.
+  bool cast_in_gemm() const { return precision.gemm_cast == "cublas"; }
 };
 
 // What a validated config implies for a run on `world` ranks.

@@ -1,6 +1,7 @@
-// precision.attention: native (default) | cudnn | auto, checked with the other precision keys
-// (cudnn is refused on the CPU backend, like tf32), parsed for the device backend, and kept
-// out of the model: section, so a checkpoint resumes whichever attention runs.
+// The implementation choices under precision: (not the model, so a checkpoint resumes with
+// either choice):
+// - attention: native (default) | cudnn | auto; cudnn is refused on the CPU backend, like tf32;
+// - gemm_cast: kernel (default) | cublas; cublas needs backend cuda and a 16-bit dtype.
 #include <gtest/gtest.h>
 
 #include "lansbert/config/config_loader.h"
@@ -56,6 +57,40 @@ TEST(AttentionConfig, RefusesUnknownModesAndCudnnOnTheCpu) {
   EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("CUDA option"), std::string::npos) << st.to_string();
   EXPECT_TRUE(parse({"precision.attention=auto"}, &c).is_ok());  // portable: native on the CPU
+}
+
+TEST(GemmCastConfig, DefaultsToTheCastKernels) {
+  TrainConfig c;
+  ASSERT_TRUE(parse({}, &c).is_ok());
+  EXPECT_EQ(c.precision.gemm_cast, "kernel");
+  EXPECT_FALSE(c.cast_in_gemm());
+}
+
+TEST(GemmCastConfig, CublasOnCudaWithA16BitDtypeRoundTrips) {
+  for (const char* dtype : {"bf16", "fp16"}) {
+    TrainConfig c;
+    Status st = parse({"backend=cuda", std::string("precision.dtype=") + dtype, "precision.gemm_cast=cublas"}, &c);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    EXPECT_TRUE(c.cast_in_gemm()) << dtype;
+    TrainConfig back;
+    ASSERT_TRUE(parse_train_config(config_to_json(c), "ckpt.json", {}, 1, &back).is_ok());
+    EXPECT_TRUE(back.cast_in_gemm()) << dtype;
+  }
+}
+
+TEST(GemmCastConfig, RefusesUnknownValuesTheCpuAndFp32) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"backend=cuda", "precision.dtype=bf16", "precision.gemm_cast=fused"}, "expected kernel or cublas"},
+      {{"precision.dtype=bf16", "precision.gemm_cast=cublas"}, "CUDA option"},
+      {{"backend=cuda", "precision.gemm_cast=cublas"}, "bf16 or fp16"},
+  };
+  for (const auto& [sets, want] : cases) {
+    TrainConfig c;
+    const Status st = parse(sets, &c);
+    EXPECT_FALSE(st.is_ok()) << want;
+    EXPECT_NE(st.message().find("precision.gemm_cast"), std::string::npos) << st.to_string();
+    EXPECT_NE(st.message().find(want), std::string::npos) << st.to_string();
+  }
 }
 
 }  // namespace
