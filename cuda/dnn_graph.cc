@@ -55,7 +55,9 @@ void GraphBuilder::finalize(cudnnBackendDescriptor_t d, const char* what) {
 cudnnBackendDescriptor_t GraphBuilder::tensor(int64_t uid, cudnnDataType_t type, const Dims& dims,
                                               const Dims& strides, bool is_virtual, bool by_value) {
   cudnnBackendDescriptor_t t = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor");
-  const int64_t alignment = 16;  // every buffer here is at least 256-byte aligned
+  // What every buffer here guarantees: allocations are 256-byte aligned, but the bf16 staging
+  // slices sit B*S*ld*2 bytes apart, a multiple of 16 only (ld is a multiple of 8).
+  const int64_t alignment = 16;
   const bool virt = is_virtual;
   set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, "tensor");
   set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data(), "tensor");

@@ -273,8 +273,11 @@ bool FusedAttention::forward(const AttentionForward<float>& a) {
 
 bool FusedAttention::backward(const AttentionBackward<float>& a) {
   Impl& m = *impl_;
-  std::string why;
-  Impl::Entry* e = m.entry(a.shape, &why);
+  // An `auto` comparison that failed (typically this step's first backward, the last layer's)
+  // switches the fused path off for the backwards still to come too: the layers whose
+  // forwards already ran fused recompute their probabilities and take the hand-written one.
+  std::string why = m.disabled;
+  Impl::Entry* e = why.empty() ? m.entry(a.shape, &why) : nullptr;
   if (!e) {
     fall_back(why);
     return false;

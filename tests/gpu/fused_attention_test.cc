@@ -116,6 +116,10 @@ void expect_matches_native(const AttentionShape& s, const std::vector<int32_t>& 
   ASSERT_EQ(ref.run(*native), AttentionImpl::kNative);
   const AttentionImpl impl = got.run(*fused);
   ASSERT_EQ(impl, AttentionImpl::kFused) << "fell back: " << fused->fused().last_fallback();
+  // A fused backward that could not run is replaced by the hand-written one, whose gradients
+  // would pass the comparisons below; only the fallback reason tells (a fused forward clears
+  // it, a backward fallback sets it).
+  EXPECT_EQ(fused->fused().last_fallback(), "") << "the fused backward fell back";
   const std::string tag = " B=" + std::to_string(s.batch) + " S=" + std::to_string(s.seq);
   expect_close("fused ctx" + tag, to_host(got.ctx), to_host(ref.ctx), cuda::kFusedForwardTolerance);
   expect_close("fused d_q" + tag, to_host(got.d_q), to_host(ref.d_q), cuda::kFusedBackwardTolerance);
@@ -141,6 +145,34 @@ TEST(FusedAttention, AutoModeKeepsTheFusedPathWhenItAgrees) {
   Attn a({2, 4, 64, 64, 256}, {64, 40}, 0.0f);
   EXPECT_EQ(a.run(*ops), AttentionImpl::kFused) << ops->fused().last_fallback();
   EXPECT_EQ(a.run(*ops), AttentionImpl::kFused) << ops->fused().last_fallback();
+}
+
+TEST(FusedAttention, AFailedAutoBackwardCheckSendsLaterBackwardsToTheHandWrittenOne) {
+  LB_REQUIRE_GPU();
+  auto ops = ops_with(AttentionMode::kAuto);
+  LB_REQUIRE_CUDNN(*ops);
+  const AttentionShape s{2, 4, 64, 64, 256};
+  // Two layers: both forwards run fused (the first one checked), then the first backward's
+  // comparison fails (simulated here); the other layer's backward, whose forward saved
+  // statistics, must not run the fused backward that was just found wrong.
+  Attn l0(s, {64, 40}, 0.0f, true, 1), l1(s, {64, 40}, 0.0f, true, 11), ref(s, {64, 40}, 0.0f, true, 1);
+  const AttentionImpl i0 = ops->attention_forward(l0.forward());
+  const AttentionImpl i1 = ops->attention_forward(l1.forward());
+  ASSERT_EQ(i0, AttentionImpl::kFused) << ops->fused().last_fallback();
+  ASSERT_EQ(i1, AttentionImpl::kFused) << ops->fused().last_fallback();
+  ops->fused().record_check(s, /*backward=*/true, 1.0);
+  ops->attention_backward(l0.backward(i0));
+  EXPECT_NE(ops->fused().last_fallback().find("switched off"), std::string::npos) << ops->fused().last_fallback();
+  // The hand-written backward from recomputed probabilities: the native run's bits.
+  auto native = ops_with(AttentionMode::kNative);
+  ref.run(*native);
+  for (auto pair : {std::make_pair(&l0.d_q, &ref.d_q), std::make_pair(&l0.d_k, &ref.d_k),
+                    std::make_pair(&l0.d_v, &ref.d_v)}) {
+    const std::vector<float> a = to_host(*pair.first), b = to_host(*pair.second);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  }
+  // And the fused path stays off for new forwards.
+  EXPECT_EQ(ops->attention_forward(l1.forward()), AttentionImpl::kNative);
 }
 
 // A call the fused path does not take gives exactly what native ops give.
