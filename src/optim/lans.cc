@@ -10,13 +10,11 @@
 #include <cmath>
 #include <vector>
 
-#include "chunk_plan.h"
+#include "chunk_passes.h"
 #include "rules.h"
 
 namespace lansbert {
 namespace {
-
-constexpr size_t kTile = 256;  // elements per stack tile of directions (2 KiB)
 
 class Lans final : public Optimizer {
  public:
@@ -33,7 +31,6 @@ class Lans final : public Optimizer {
     float step_m;  // lr*b1*r_m
     float step_g;  // lr*(1-b1)*r_g
   };
-  void norms_pass(const ChunkPlan& plan, const FlatBuffers& buf);
   void moments_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& cs);
   void apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& cs);
 
@@ -42,38 +39,22 @@ class Lans final : public Optimizer {
   std::vector<Block> blocks_;
 };
 
-void Lans::norms_pass(const ChunkPlan& plan, const FlatBuffers& buf) {
-  const std::vector<Chunk>& chunks = plan.chunks();
-  const int64_t n = static_cast<int64_t>(chunks.size());
-  partial_.assign(chunks.size() * 2, 0.0);
-#pragma omp parallel for schedule(dynamic, 4)
-  for (int64_t i = 0; i < n; ++i) {
-    const Chunk& ch = chunks[i];
-    sum_squares2(buf.grads + ch.begin, buf.params + ch.begin, ch.end - ch.begin, &partial_[2 * i],
-                 &partial_[2 * i + 1]);
-  }
-  plan.sum_by_block(partial_, 2, &sums_);
-  reduce_sums(&sums_);
-}
-
 void Lans::moments_pass(const ChunkPlan& plan, const FlatBuffers& buf,
                         const AdamConsts<float>& cs) {
-  const std::vector<Chunk>& chunks = plan.chunks();
-  const int64_t n = static_cast<int64_t>(chunks.size());
-  const size_t base = shard_.begin;  // m and v hold the shard only
-#pragma omp parallel for schedule(dynamic, 4)
-  for (int64_t i = 0; i < n; ++i) {
-    const Chunk& ch = chunks[i];
-    const AdamConsts<float> c = cs;  // a local: OpenMP shares cs by pointer, which blocks SIMD
-    // Per-block factors as locals: the compiler cannot prove blocks_ is not written through
-    // the element pointers, and would not vectorise otherwise.
+  const size_t base_shared = shard_.begin;  // m and v hold the shard only
+  partial_.assign(plan.chunks().size() * 2, 0.0);
+  for_each_chunk(plan, [&](size_t i, const Chunk& ch) {
+    // Constants and per-block factors as locals: the compiler cannot prove that the closure
+    // or blocks_ are not written through the element pointers, and would not vectorise.
+    const AdamConsts<float> c = cs;
     const float gs = blocks_[ch.block].g_scale, wd = blocks_[ch.block].wd;
-    // Directions go to a small tile so the element loop vectorises; the tile's squares are
-    // then summed in double in a fixed order (sum_squares2), independent of threads.
-    float um[kTile], ug[kTile];
+    const size_t base = base_shared;
+    // Directions go to a small stack tile so the element loop vectorises; the tile's squares
+    // are then summed in double in a fixed order, independent of threads.
+    float um[kDirectionTile], ug[kDirectionTile];
     double sm = 0, sg = 0;
-    for (size_t j0 = ch.begin; j0 < ch.end; j0 += kTile) {
-      const size_t len = std::min(kTile, ch.end - j0);
+    for (size_t j0 = ch.begin; j0 < ch.end; j0 += kDirectionTile) {
+      const size_t len = std::min(kDirectionTile, ch.end - j0);
       const float* __restrict g = buf.grads + j0;
       const float* __restrict p = buf.params + j0;
       float* __restrict m = buf.m + (j0 - base);
@@ -85,26 +66,19 @@ void Lans::moments_pass(const ChunkPlan& plan, const FlatBuffers& buf,
         um[k] = u.um;
         ug[k] = u.ug;
       }
-      double a, e;
-      sum_squares2(um, ug, len, &a, &e);
-      sm += a;
-      sg += e;
+      add_sum_squares(um, ug, len, &sm, &sg);
     }
     partial_[2 * i] = sm;
     partial_[2 * i + 1] = sg;
-  }
-  plan.sum_by_block(partial_, 2, &sums_);
-  reduce_sums(&sums_);
+  });
+  finish_block_sums(plan, partial_, 2, shard_, &sums_);
 }
 
 void Lans::apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamConsts<float>& cs) {
-  const std::vector<Chunk>& chunks = plan.chunks();
-  const int64_t n = static_cast<int64_t>(chunks.size());
-  const size_t base = shard_.begin;  // m and v hold the shard only
-#pragma omp parallel for schedule(dynamic, 4)
-  for (int64_t i = 0; i < n; ++i) {
-    const Chunk& ch = chunks[i];
-    const AdamConsts<float> c = cs;  // a local: OpenMP shares cs by pointer, which blocks SIMD
+  const size_t base_shared = shard_.begin;  // m and v hold the shard only
+  for_each_chunk(plan, [&](size_t, const Chunk& ch) {
+    const AdamConsts<float> c = cs;  // locals, not closure reads, so the loop vectorises
+    const size_t base = base_shared;
     const Block& b = blocks_[ch.block];
     const float gs = b.g_scale, wd = b.wd, step_m = b.step_m, step_g = b.step_g;
     const size_t len = ch.end - ch.begin;
@@ -116,7 +90,7 @@ void Lans::apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamC
       const LansDirections<float> u = lans_directions(g[k] * gs, m[k], v[k], p[k], wd, c);
       p[k] = lans_apply(p[k], u, step_m, step_g);
     }
-  }
+  });
 }
 
 void Lans::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, double lr,
@@ -126,11 +100,9 @@ void Lans::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, do
   const size_t nb = plan.blocks();
   blocks_.resize(nb);
 
-  norms_pass(plan, buf);
-  double g2 = 0;
+  const double G = gradient_norms(plan, buf, /*want_params=*/true, shard_, &partial_, &sums_);
   for (size_t b = 0; b < nb; ++b) {
     const double gn = std::sqrt(sums_[2 * b]);
-    g2 += sums_[2 * b];
     blocks_[b].g_scale = gn != 0 ? static_cast<float>(1.0 / (gn + config_.eps)) : 1.0f;
     blocks_[b].wd = static_cast<float>(config_.decay_for(table[b].role));
     blocks_[b].param_norm = std::sqrt(sums_[2 * b + 1]);
@@ -146,7 +118,7 @@ void Lans::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, do
 
   apply_pass(plan, buf, c);
   if (stats) {
-    stats->grad_norm = std::sqrt(g2);
+    stats->grad_norm = G;
     stats->clip_divisor = 1.0;
   }
 }
