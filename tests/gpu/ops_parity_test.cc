@@ -6,6 +6,8 @@
 #include "attention_batch.h"
 
 #include <cstring>
+#include <random>
+#include <utility>
 
 #include "gpu_test_util.h"
 #include "lansbert/backend/cpu_ops.h"
@@ -149,7 +151,10 @@ TEST(GpuOps, Activations) {
 TEST(GpuOps, DropoutMasksEqual) {
   LB_REQUIRE_GPU();
   Twins t;
-  const size_t n = 4099;
+  // Past one grid-stride sweep (grid_for caps the grid at 4224 x 256 threads), so threads
+  // take several elements and Philox blocks past 2^19 are drawn; odd, so the last block is
+  // partial.
+  const size_t n = (size_t(1) << 21) + 3;
   auto x = random_vector(n, 14);
   auto xd = to_device(x);
   Buffer<float> yd(n, cuda::device_allocator()), bd(n, cuda::device_allocator());
@@ -211,32 +216,36 @@ TEST(GpuOps, FusedEpilogues) {
 TEST(GpuOps, LayerNorm) {
   LB_REQUIRE_GPU();
   Twins t;
-  const int rows = 77, cols = 768;
-  const size_t n = size_t(rows) * cols;
-  auto x = random_vector(n, 15, 2.0f), dy = random_vector(n, 16);
-  auto gamma = random_vector(cols, 17), beta = random_vector(cols, 18);
-  auto dgamma = random_vector(cols, 19), dbeta = random_vector(cols, 20);
-  std::vector<float> y(n), mean(rows), rstd(rows), dx(n);
-  auto xd = to_device(x), dyd = to_device(dy), gd = to_device(gamma), bd = to_device(beta);
-  auto dgd = to_device(dgamma), dbd = to_device(dbeta);
-  Buffer<float> yd(n, cuda::device_allocator()), md(rows, cuda::device_allocator()),
-      rd(rows, cuda::device_allocator()), dxd(n, cuda::device_allocator());
-  t.cpu->layernorm_forward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(),
-                           rows, cols, 1e-12f);
-  t.gpu->layernorm_forward(xd.data(), gd.data(), bd.data(), yd.data(), md.data(), rd.data(), rows,
-                           cols, 1e-12f);
-  expect_close("layernorm y", to_host(yd), y, kTol);
-  expect_close("layernorm mean", to_host(md), mean, kTol);
-  expect_close("layernorm rstd", to_host(rd), rstd, kTol);
-  // Backward from the CPU's statistics on both sides, so only the backward is compared.
-  auto mean_d = to_device(mean), rstd_d = to_device(rstd);
-  t.cpu->layernorm_backward(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(),
-                            dgamma.data(), dbeta.data(), rows, cols);
-  t.gpu->layernorm_backward(dyd.data(), xd.data(), gd.data(), mean_d.data(), rstd_d.data(),
-                            dxd.data(), dgd.data(), dbd.data(), rows, cols);
-  expect_close("layernorm dx", to_host(dxd), dx, kTol);
-  expect_close("layernorm dgamma", to_host(dgd), dgamma, kTol);
-  expect_close("layernorm dbeta", to_host(dbd), dbeta, kTol);
+  // BERT's width, then 600 x 100: three row splits of the two-output column sums (dgamma,
+  // dbeta), a last column tile of 4, and rows that are not a multiple of the warp.
+  for (auto [rows, cols] : {std::pair{77, 768}, std::pair{600, 100}}) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + " cols " + std::to_string(cols));
+    const size_t n = size_t(rows) * cols;
+    auto x = random_vector(n, 15, 2.0f), dy = random_vector(n, 16);
+    auto gamma = random_vector(cols, 17), beta = random_vector(cols, 18);
+    auto dgamma = random_vector(cols, 19), dbeta = random_vector(cols, 20);
+    std::vector<float> y(n), mean(rows), rstd(rows), dx(n);
+    auto xd = to_device(x), dyd = to_device(dy), gd = to_device(gamma), bd = to_device(beta);
+    auto dgd = to_device(dgamma), dbd = to_device(dbeta);
+    Buffer<float> yd(n, cuda::device_allocator()), md(rows, cuda::device_allocator()),
+        rd(rows, cuda::device_allocator()), dxd(n, cuda::device_allocator());
+    t.cpu->layernorm_forward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(),
+                             rows, cols, 1e-12f);
+    t.gpu->layernorm_forward(xd.data(), gd.data(), bd.data(), yd.data(), md.data(), rd.data(), rows,
+                             cols, 1e-12f);
+    expect_close("layernorm y", to_host(yd), y, kTol);
+    expect_close("layernorm mean", to_host(md), mean, kTol);
+    expect_close("layernorm rstd", to_host(rd), rstd, kTol);
+    // Backward from the CPU's statistics on both sides, so only the backward is compared.
+    auto mean_d = to_device(mean), rstd_d = to_device(rstd);
+    t.cpu->layernorm_backward(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(),
+                              dgamma.data(), dbeta.data(), rows, cols);
+    t.gpu->layernorm_backward(dyd.data(), xd.data(), gd.data(), mean_d.data(), rstd_d.data(),
+                              dxd.data(), dgd.data(), dbd.data(), rows, cols);
+    expect_close("layernorm dx", to_host(dxd), dx, kTol);
+    expect_close("layernorm dgamma", to_host(dgd), dgamma, kTol);
+    expect_close("layernorm dbeta", to_host(dbd), dbeta, kTol);
+  }
 }
 
 TEST(GpuOps, MaskedSoftmaxWithFullyMaskedRow) {
@@ -322,6 +331,25 @@ TEST(GpuOps, EmbeddingAndGatherScattersAreExact) {
   expect_close("gather_rows_backward (exact)", to_host(dtd), dtable, 0.0);
 }
 
+// The scatter at BERT's scale: n = B*S tokens (CUB's multi-tile sort, not its single-tile
+// path), ids past 2^16 (nonzero in the third radix digit), long runs of one id (as token
+// types are) next to unique ones, and rows wider than the scatter's 128 threads.
+TEST(GpuOps, ScatterAtBertScaleIsExact) {
+  LB_REQUIRE_GPU();
+  Twins t;
+  const int rows = 70000, dim = 130, n = 32768;
+  std::mt19937 g(28);
+  std::uniform_int_distribution<int32_t> any_row(0, rows - 1);
+  std::vector<int32_t> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = i % 3 == 0 ? any_row(g) : (i % 3 == 1 ? 1 : rows - 1);
+  auto dout = random_vector(size_t(n) * dim, 29), dtable = random_vector(size_t(rows) * dim, 30);
+  auto idd = to_device(ids);
+  auto dod = to_device(dout), dtd = to_device(dtable);
+  t.cpu->embedding_backward(ids.data(), dout.data(), dtable.data(), n, dim);
+  t.gpu->embedding_backward(idd.data(), dod.data(), dtd.data(), n, dim);
+  expect_close("embedding_backward at scale (exact)", to_host(dtd), dtable, 0.0);
+}
+
 TEST(GpuOps, CrossEntropyMlmAndNsp) {
   LB_REQUIRE_GPU();
   Twins t;
@@ -333,6 +361,17 @@ TEST(GpuOps, CrossEntropyMlmAndNsp) {
     labels[1] = 0;
     // Make row 1's argmax its label, so `correct` is exercised both ways.
     x[size_t(1) * classes] = 50.f;
+    // Tied maxima: the argmax is the first index (the CPU twin's). With 30522 classes the
+    // first one sits in thread 500 (the last warp) and the second in thread 1 (warp 0), so a
+    // reduction that breaks ties by thread or warp order gets it wrong; row 2's label is the
+    // second index (not correct), row 3's the first (correct).
+    const int first = classes == 2 ? 0 : 500, second = classes == 2 ? 1 : 513;
+    for (int r : {2, 3}) {
+      x[size_t(r) * classes + first] = 50.f;
+      x[size_t(r) * classes + second] = 50.f;
+    }
+    labels[2] = second;
+    labels[3] = first;
     std::vector<float> loss(rows), dx(size_t(rows) * classes);
     std::vector<int32_t> correct(rows);
     auto xd = to_device(x);
