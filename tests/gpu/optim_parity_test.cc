@@ -8,6 +8,7 @@
 
 #include <barrier>
 #include <cmath>
+#include <limits>
 #include <thread>
 
 #include "gpu_test_util.h"
@@ -151,6 +152,24 @@ void run_sharded(const std::string& name, double max_grad_norm) {
   }
   std::printf("  %s sharded in two at %zu of %zu: worst per-tensor rel error %.3e\n", name.c_str(), cut,
               n, worst);
+}
+
+// Runs without a device: the comparison every parity test here relies on must see a NaN or
+// infinite result (an optimizer dividing by a zero norm) instead of dropping it.
+TEST(GpuTestUtil, CompareCountsNonFiniteResults) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> want = {1.f, -2.f, 0.5f};
+  EXPECT_EQ(testing::compare(want, want).rel(), 0.0);
+  EXPECT_GT(testing::compare(std::vector<float>{1.f, nan, 0.5f}, want).rel(), 1.0);
+  EXPECT_GT(testing::compare(std::vector<float>(3, nan), want).rel(), 1.0);
+  EXPECT_GT(testing::compare(std::vector<float>{1.f, -2.f, inf}, want).rel(), 1.0);
+  EXPECT_GT(testing::compare(std::vector<float>{1.f, -2.f}, want).rel(), 1.0);
+  // Matching non-finite references are exact, and do not hide an error elsewhere (the
+  // reference scale comes from its finite values).
+  const std::vector<float> special = {inf, nan, 1.f};
+  EXPECT_EQ(testing::compare(special, special).rel(), 0.0);
+  EXPECT_NEAR(testing::compare(std::vector<float>{inf, nan, 1.5f}, special).rel(), 0.5, 1e-12);
+  EXPECT_GT(testing::compare(std::vector<float>{-inf, nan, 1.f}, special).rel(), 1.0);
 }
 
 TEST(GpuOptim, ShardedUpdatesMatchCpu) {
