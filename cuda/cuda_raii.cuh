@@ -65,10 +65,16 @@ class DeviceBytes {
   }
   DeviceBytes(const DeviceBytes&) = delete;
   DeviceBytes& operator=(const DeviceBytes&) = delete;
-  // Grows (never shrinks) to at least `bytes`; the contents are lost on growth.
+  // Grows (never shrinks) to at least `bytes`; the contents are lost on growth. Work queued
+  // earlier (on any stream) may still use the old allocation, e.g. the optimizer's last pass
+  // or a column-sum kernel, and cudaFree only "may" synchronise (driver API docs), so the
+  // device is drained first. Growth happens on first use of a size, not per step.
   void reserve(size_t bytes) {
     if (bytes <= bytes_) return;
-    if (p_) CUDA_CHECK(cudaFree(p_));
+    if (p_) {
+      CUDA_CHECK(cudaDeviceSynchronize());
+      CUDA_CHECK(cudaFree(p_));
+    }
     p_ = nullptr;
     CUDA_CHECK(cudaMalloc(&p_, bytes));
     bytes_ = bytes;
@@ -93,10 +99,15 @@ class PinnedBuffer {
   }
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  // Grows (never shrinks); the contents are lost on growth.
+  // Grows (never shrinks); the contents are lost on growth. An asynchronous copy from or to
+  // the old buffer may still be queued (the optimizer uploads its factors without waiting),
+  // and cudaFreeHost promises no synchronisation, so the device is drained first.
   void resize(size_t n) {
     if (n <= n_) return;
-    if (p_) CUDA_CHECK(cudaFreeHost(p_));
+    if (p_) {
+      CUDA_CHECK(cudaDeviceSynchronize());
+      CUDA_CHECK(cudaFreeHost(p_));
+    }
     p_ = nullptr;
     CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&p_), n * sizeof(T)));
     n_ = n;

@@ -107,6 +107,10 @@ class MpiCommunicator final : public Communicator {
   void barrier() override { MPI_CHECK(MPI_Barrier(comm_)); }
 
   void all_reduce_async(float* data, size_t count, ReduceOp op) override {
+    // One rank: the identity, as in reduce_all. A one-rank device run (mpirun -np 1, backend:
+    // cuda) has no NCCL communicator, so GradSync hands this device pointers, which a
+    // non-CUDA-aware MPI must never be given.
+    if (world_ == 1) return;
     if (fixed_order(op)) {  // no overlap in fixed order: done here, in full
       all_reduce(data, count, op);
       return;

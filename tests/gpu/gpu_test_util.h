@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -55,12 +56,23 @@ struct ErrorStats {
   double rel() const { return max_ref > 0 ? max_abs / max_ref : max_abs; }
 };
 
+// A non-finite result where the reference differs (NaN for a number, an infinity for a
+// finite value or the other infinity) is an infinite error: fabs(NaN - x) is NaN, which
+// std::max drops, so a kernel writing NaN everywhere would otherwise pass with max_abs 0.
+// Equal non-finite values (the same infinity, NaN for NaN) match exactly. max_ref is taken
+// over finite references only: one infinity in the reference would make every rel() 0.
+// A size mismatch is an infinite error too.
 template <typename T>
 ErrorStats compare(const std::vector<T>& got, const std::vector<T>& want) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
   ErrorStats e;
-  for (size_t i = 0; i < want.size(); ++i) {
-    e.max_abs = std::max(e.max_abs, std::fabs(double(got[i]) - double(want[i])));
-    e.max_ref = std::max(e.max_ref, std::fabs(double(want[i])));
+  if (got.size() != want.size()) e.max_abs = kInf;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    const double g = double(got[i]), w = double(want[i]);
+    double d = (g == w || (std::isnan(g) && std::isnan(w))) ? 0.0 : std::fabs(g - w);
+    if (std::isnan(d)) d = kInf;
+    e.max_abs = std::max(e.max_abs, d);
+    if (std::isfinite(w)) e.max_ref = std::max(e.max_ref, std::fabs(w));
   }
   return e;
 }

@@ -8,6 +8,7 @@
 
 #include <barrier>
 #include <cmath>
+#include <limits>
 #include <thread>
 
 #include "gpu_test_util.h"
@@ -19,7 +20,7 @@
 namespace lansbert {
 namespace {
 
-void run_rule(const std::string& name, double max_grad_norm) {
+void run_rule(const std::string& name, double max_grad_norm, bool trust_ratio_on_excluded = false) {
   BertConfig cfg;
   ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
   const ParamTable table = make_bert_param_table(cfg);
@@ -35,9 +36,17 @@ void run_rule(const std::string& name, double max_grad_norm) {
   const ParamEntry* zb = table.find("bert.pooler.dense.bias");
   ASSERT_NE(zb, nullptr);
   std::fill(p.begin() + zb->offset, p.begin() + zb->offset + zb->numel, 0.f);
+  // All-zero gradients on a decayed block (LANS's g_scale = 1 branch; only wd*p moves it)
+  // and on an excluded block (update norm 0: trust ratio 1 and a zero step).
+  for (const char* zero_grad : {"bert.pooler.dense.weight", "bert.embeddings.LayerNorm.bias"}) {
+    const ParamEntry* e = table.find(zero_grad);
+    ASSERT_NE(e, nullptr) << zero_grad;
+    std::fill(g.begin() + e->offset, g.begin() + e->offset + e->numel, 0.f);
+  }
 
   OptimizerConfig oc;
   oc.max_grad_norm = max_grad_norm;
+  oc.trust_ratio_on_excluded = trust_ratio_on_excluded;
   std::unique_ptr<Optimizer> cpu_opt, gpu_opt;
   ASSERT_TRUE(make_optimizer(name, oc, &cpu_opt).is_ok());
   ASSERT_TRUE(cuda::make_device_optimizer(name, oc, &gpu_opt).is_ok());
@@ -66,21 +75,32 @@ void run_rule(const std::string& name, double max_grad_norm) {
       EXPECT_LE(s.rel(), 1e-5) << name << " " << what << " " << e.name << ": " << s.max_abs;
     }
   }
-  std::printf("  %s (max_grad_norm %g): worst per-tensor rel error %.3e\n", name.c_str(),
-              max_grad_norm, worst);
+  std::printf("  %s (max_grad_norm %g%s): worst per-tensor rel error %.3e\n", name.c_str(),
+              max_grad_norm, trust_ratio_on_excluded ? ", NVLAMB" : "", worst);
 }
 
-// Two device optimizers own [0, cut) and [cut, n) (cut inside a tensor) and exchange their
-// per-block sums through a two-party barrier, as ShardSpec::reduce_sums does over MPI. Every
-// slice's params, m and v must match the CPU rule on the whole buffer.
+// Device optimizers own consecutive slices [cuts[k], cuts[k+1]) and exchange their per-block
+// sums through a barrier, as ShardSpec::reduce_sums does over MPI. The cuts fall inside the
+// word embeddings (a block of many chunks, at an offset that is not a chunk boundary of the
+// block), inside a one-chunk block, and one slice is empty (a rank that owns nothing still
+// joins every reduction). Every slice's params, m and v must match the CPU rule on the whole
+// buffer.
 void run_sharded(const std::string& name, double max_grad_norm) {
   BertConfig cfg;
   ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
   const ParamTable table = make_bert_param_table(cfg);
   const size_t n = table.total_elements();
   const ParamEntry* q = table.find("bert.encoder.layer.0.attention.self.query.weight");
+  const ParamEntry* w = table.find("bert.embeddings.word_embeddings.weight");
   ASSERT_NE(q, nullptr);
-  const size_t cut = (q->offset + q->numel / 3) / ParamTable::kAlign * ParamTable::kAlign;
+  ASSERT_NE(w, nullptr);
+  const size_t a = ParamTable::kAlign;
+  const size_t cut_w = (w->offset + 5 * 16384 + 3 * a) / a * a;  // mid-chunk, 6th chunk
+  const size_t cut_q = (q->offset + q->numel / 3) / a * a;
+  ASSERT_LT(cut_w, w->offset + w->numel);
+  ASSERT_LT(cut_w, cut_q);
+  const std::vector<size_t> cuts = {0, cut_w, cut_q, cut_q, n};  // party 2 owns nothing
+  const int parties = static_cast<int>(cuts.size()) - 1;
   std::vector<float> p(n, 0.f), g(n, 0.f), m(n, 0.f), v(n, 0.f);
   const auto rp = testing::random_vector(n, 3, 0.05f), rg = testing::random_vector(n, 4, 0.01f);
   for (const ParamEntry& e : table.entries())
@@ -93,13 +113,12 @@ void run_sharded(const std::string& name, double max_grad_norm) {
   std::unique_ptr<Optimizer> cpu_opt;
   ASSERT_TRUE(make_optimizer(name, oc, &cpu_opt).is_ok());
 
-  std::barrier<> bar(2);
-  std::vector<double> posted[2];
-  const size_t range[2][2] = {{0, cut}, {cut, n}};
-  std::vector<float> got_p[2], got_m[2], got_v[2];
-  double grad_norm[2] = {0, 0};
+  std::barrier<> bar(parties);
+  std::vector<std::vector<double>> posted(parties);
+  std::vector<std::vector<float>> got_p(parties), got_m(parties), got_v(parties);
+  std::vector<double> grad_norm(parties, 0.0);
   auto party = [&](int k) {
-    const size_t b = range[k][0], e = range[k][1];
+    const size_t b = cuts[k], e = cuts[k + 1];
     std::unique_ptr<Optimizer> opt;
     LB_CHECK(cuda::make_device_optimizer(name, oc, &opt).is_ok());
     ShardSpec spec;
@@ -108,8 +127,12 @@ void run_sharded(const std::string& name, double max_grad_norm) {
     spec.reduce_sums = [&, k](double* sums, size_t count) {
       posted[k].assign(sums, sums + count);
       bar.arrive_and_wait();
-      for (size_t i = 0; i < count; ++i) sums[i] = posted[0][i] + posted[1][i];
-      bar.arrive_and_wait();  // nobody reposts before both have read
+      for (size_t i = 0; i < count; ++i) {
+        double t = 0;
+        for (int r = 0; r < parties; ++r) t += posted[r][i];
+        sums[i] = t;
+      }
+      bar.arrive_and_wait();  // nobody reposts before all have read
     };
     opt->set_shard(spec);
     auto pd = testing::to_device(p), gd = testing::to_device(g);
@@ -124,16 +147,21 @@ void run_sharded(const std::string& name, double max_grad_norm) {
     got_m[k] = testing::to_host(md);
     got_v[k] = testing::to_host(vd);
   };
-  std::thread t0(party, 0), t1(party, 1);
-  t0.join();
-  t1.join();
+  const std::vector<float> p0 = p;  // the CPU rule below updates p in place
+  std::vector<std::thread> threads;
+  for (int k = 0; k < parties; ++k) threads.emplace_back(party, k);
+  for (std::thread& t : threads) t.join();
   FlatBuffers hb{p.data(), g.data(), m.data(), v.data()};
   UpdateStats sc;
   for (int64_t t = 1; t <= 3; ++t) cpu_opt->update(table, hb, t, 1e-3 * t, &sc);
   double worst = 0;
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < parties; ++k) {
     EXPECT_NEAR(grad_norm[k], sc.grad_norm, 1e-9 * sc.grad_norm) << name << " shard " << k;
-    const size_t b = range[k][0], e = range[k][1];
+    const size_t b = cuts[k], e = cuts[k + 1];
+    // Outside its slice a party's parameters are untouched (the all-gather brings them).
+    size_t moved = 0;
+    for (size_t i = 0; i < n; ++i) moved += (i < b || i >= e) && got_p[k][i] != p0[i];
+    EXPECT_EQ(moved, 0u) << name << " shard " << k << " wrote outside its slice";
     for (const ParamEntry& t : table.entries()) {
       const size_t lo = std::max(t.offset, b), hi = std::min(t.offset + t.numel, e);
       if (lo >= hi) continue;
@@ -149,8 +177,26 @@ void run_sharded(const std::string& name, double max_grad_norm) {
       }
     }
   }
-  std::printf("  %s sharded in two at %zu of %zu: worst per-tensor rel error %.3e\n", name.c_str(), cut,
-              n, worst);
+  std::printf("  %s sharded at %zu, %zu, %zu (empty slice) of %zu: worst per-tensor rel error %.3e\n",
+              name.c_str(), cut_w, cut_q, cut_q, n, worst);
+}
+
+// Runs without a device: the comparison every parity test here relies on must see a NaN or
+// infinite result (an optimizer dividing by a zero norm) instead of dropping it.
+TEST(GpuTestUtil, CompareCountsNonFiniteResults) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> want = {1.f, -2.f, 0.5f};
+  EXPECT_EQ(testing::compare(want, want).rel(), 0.0);
+  EXPECT_GT(testing::compare(std::vector<float>{1.f, nan, 0.5f}, want).rel(), 1.0);
+  EXPECT_GT(testing::compare(std::vector<float>(3, nan), want).rel(), 1.0);
+  EXPECT_GT(testing::compare(std::vector<float>{1.f, -2.f, inf}, want).rel(), 1.0);
+  EXPECT_GT(testing::compare(std::vector<float>{1.f, -2.f}, want).rel(), 1.0);
+  // Matching non-finite references are exact, and do not hide an error elsewhere (the
+  // reference scale comes from its finite values).
+  const std::vector<float> special = {inf, nan, 1.f};
+  EXPECT_EQ(testing::compare(special, special).rel(), 0.0);
+  EXPECT_NEAR(testing::compare(std::vector<float>{inf, nan, 1.5f}, special).rel(), 0.5, 1e-12);
+  EXPECT_GT(testing::compare(std::vector<float>{-inf, nan, 1.f}, special).rel(), 1.0);
 }
 
 TEST(GpuOptim, ShardedUpdatesMatchCpu) {
@@ -168,6 +214,7 @@ TEST(GpuOptim, LambMatchesCpuWithAndWithoutClipping) {
   LB_REQUIRE_GPU();
   run_rule("lamb", 1e-3);  // clips
   run_rule("lamb", 0.0);   // no clipping
+  run_rule("lamb", 1e-3, /*trust_ratio_on_excluded=*/true);  // NVLAMB
 }
 TEST(GpuOptim, AdamWMatchesCpu) {
   LB_REQUIRE_GPU();
