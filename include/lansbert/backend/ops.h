@@ -91,8 +91,10 @@ class Ops {
                                   int cols) = 0;
 
   // Fused epilogues of a linear layer (bias added after the GEMM). Each computes exactly
-  // what the unfused ops compute, in the same order (so results are bit-identical); the
-  // fusion saves passes over [rows, cols] activations, which on a GPU are memory-bound.
+  // what the unfused ops compute, in the same order (bit-identical on the CPU, built with
+  // -ffp-contract=off; on CUDA nvcc may fuse a multiply and an add across the former op
+  // boundary, a last-bit difference); the fusion saves passes over [rows, cols]
+  // activations, which on a GPU are memory-bound.
   //   FFN:      pre += bias; act = gelu(pre)      | dpre = gelu'(pre) dact; dbias += sum_r dpre
   //   residual: y = dropout(y + bias) + residual  | dx = dropout(dy);        dbias += sum_r dx
   // (dropout keyed and indexed as dropout_forward over the rows*cols elements; dpre may
