@@ -40,11 +40,12 @@ __global__ void segmented_scatter_kernel(const int32_t* keys, const int32_t* pos
 
 void CudaOps::scatter_add_rows(const int32_t* index, const float* src, float* dst, int n, int dim) {
   if (n <= 0 || dim <= 0) return;
-  // Workspace: sorted keys, positions (in and out) and CUB's temporary storage.
+  // Workspace: sorted keys, positions (in and out) and CUB's temporary storage, the latter
+  // queried with the same bit range as the sort below.
   size_t temp_bytes = 0;
   CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
       nullptr, temp_bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
-      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n));
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n, 0, 31));
   sort_keys_.reserve(size_t(n) * sizeof(int32_t));
   sort_values_.reserve(size_t(2) * n * sizeof(int32_t));
   sort_temp_.reserve(temp_bytes > 0 ? temp_bytes : 256);  // a null pointer would mean "size query"
