@@ -1,8 +1,10 @@
 // Mixed-precision helpers over device buffers: the bf16 cast (shared rounding body
 // lansbert/kernels/half.h) and the loss scaler's unscale-and-check, the device twin of
 // LossScaler::unscale_and_check (same float(1/scale) multiply, same optim_is_finite test,
-// counts per table block). Both run on the legacy default stream, which is ordered after the
-// model's blocking stream.
+// counts per table block; chunks of a block counted in parallel, the counts added exactly).
+// Both run on the legacy default stream, which is ordered after the model's blocking stream.
+#include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "cuda_api.h"
@@ -16,21 +18,71 @@ namespace lansbert::cuda {
 namespace {
 
 const cudaStream_t kStream = cudaStreamLegacy;
+constexpr size_t kCheckChunk = 16384;  // elements per CUDA block
 
-// One CUDA block per table block: unscale, then count non-finite values (integer sums,
-// exact in any order).
-__global__ void unscale_check_kernel(const size_t* offsets, const size_t* numels, float* grads,
-                                     bool unscale, float inv, unsigned long long* bad) {
+struct CheckChunk {
+  int block;          // row of the table
+  size_t begin, end;  // flat-buffer elements
+};
+
+// One CUDA block per chunk: unscale, then count non-finite values and add the count to the
+// chunk's table block (integer atomics: exact in any order). Chunks, not whole table blocks,
+// so bert-large's 31M-element word embedding is spread over the device, not one block.
+__global__ void unscale_check_kernel(const CheckChunk* chunks, float* grads, bool unscale, float inv,
+                                     unsigned long long* bad) {
   __shared__ unsigned long long scratch[32];
-  const size_t begin = offsets[blockIdx.x], end = begin + numels[blockIdx.x];
+  const CheckChunk ch = chunks[blockIdx.x];
   unsigned long long count = 0;
-  for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+  for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
     float g = grads[i];
     if (unscale) grads[i] = g = g * inv;  // unscale first: a finite value can overflow
     count += optim_is_finite(g) ? 0 : 1;
   }
   count = block_sum(count, scratch);
-  if (threadIdx.x == 0) bad[blockIdx.x] = count;
+  if (threadIdx.x == 0 && count) atomicAdd(&bad[ch.block], count);
+}
+
+// What a check needs besides the gradients, kept between calls (a check runs every update):
+// the chunk list of the last table and the counters. Rebuilt when the table or the current
+// device changes; before, every call allocated and freed device and pinned memory, each a
+// device-wide synchronisation.
+struct CheckWorkspace {
+  int device = -1;
+  std::vector<size_t> offsets, numels;  // the table the chunks were cut for
+  unsigned nchunks = 0;
+  DeviceBytes chunks, bad;
+  PinnedBuffer<unsigned long long> host_bad;
+
+  bool matches(const ParamTable& table, int dev) const {
+    if (dev != device || table.size() != offsets.size()) return false;
+    for (size_t b = 0; b < table.size(); ++b)
+      if (table[b].offset != offsets[b] || table[b].numel != numels[b]) return false;
+    return true;
+  }
+  void prepare(const ParamTable& table, int dev) {
+    std::vector<CheckChunk> list;
+    offsets.clear();
+    numels.clear();
+    for (size_t b = 0; b < table.size(); ++b) {
+      offsets.push_back(table[b].offset);
+      numels.push_back(table[b].numel);
+      for (size_t i = table[b].offset; i < table[b].offset + table[b].numel; i += kCheckChunk)
+        list.push_back({static_cast<int>(b), i, std::min(i + kCheckChunk, table[b].offset + table[b].numel)});
+    }
+    device = dev;
+    nchunks = static_cast<unsigned>(list.size());
+    chunks.reserve(std::max<size_t>(list.size(), 1) * sizeof(CheckChunk));
+    bad.reserve(table.size() * sizeof(unsigned long long));
+    host_bad.resize(table.size());
+    CUDA_CHECK(cudaMemcpy(chunks.get(), list.data(), list.size() * sizeof(CheckChunk), cudaMemcpyHostToDevice));
+  }
+};
+
+CheckWorkspace& check_workspace(int dev) {
+  // One per process, which drives one device (a change of device starts afresh).
+  static std::unique_ptr<CheckWorkspace> ws;
+  if (!ws || ws->device != dev) ws = std::make_unique<CheckWorkspace>();
+  return *ws;
 }
 
 }  // namespace
@@ -46,28 +98,23 @@ GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale)
   GradCheck check;
   const size_t nb = table.size();
   if (nb == 0) return check;
-  std::vector<size_t> offsets(nb), numels(nb);
-  for (size_t b = 0; b < nb; ++b) {
-    offsets[b] = table[b].offset;
-    numels[b] = table[b].numel;
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CheckWorkspace& ws = check_workspace(dev);
+  if (!ws.matches(table, dev)) ws.prepare(table, dev);
+  auto* bad = static_cast<unsigned long long*>(ws.bad.get());
+  CUDA_CHECK(cudaMemsetAsync(bad, 0, nb * sizeof(unsigned long long), kStream));
+  if (ws.nchunks > 0) {
+    unscale_check_kernel<<<ws.nchunks, kThreads, 0, kStream>>>(
+        static_cast<const CheckChunk*>(ws.chunks.get()), grads, scale != 1.0, static_cast<float>(1.0 / scale), bad);
+    LB_LAUNCH_CHECK();
   }
-  DeviceBytes off_d(nb * sizeof(size_t)), num_d(nb * sizeof(size_t));
-  DeviceBytes bad_d(nb * sizeof(unsigned long long));
-  PinnedBuffer<unsigned long long> bad(nb);
-  CUDA_CHECK(cudaMemcpyAsync(off_d.get(), offsets.data(), nb * sizeof(size_t),
-                             cudaMemcpyHostToDevice, kStream));
-  CUDA_CHECK(cudaMemcpyAsync(num_d.get(), numels.data(), nb * sizeof(size_t),
-                             cudaMemcpyHostToDevice, kStream));
-  unscale_check_kernel<<<static_cast<unsigned>(nb), kThreads, 0, kStream>>>(
-      static_cast<const size_t*>(off_d.get()), static_cast<const size_t*>(num_d.get()), grads,
-      scale != 1.0, static_cast<float>(1.0 / scale), static_cast<unsigned long long*>(bad_d.get()));
-  LB_LAUNCH_CHECK();
-  CUDA_CHECK(cudaMemcpyAsync(bad.data(), bad_d.get(), nb * sizeof(unsigned long long),
-                             cudaMemcpyDeviceToHost, kStream));
+  CUDA_CHECK(cudaMemcpyAsync(ws.host_bad.data(), bad, nb * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                             kStream));
   CUDA_CHECK(cudaStreamSynchronize(kStream));
   for (size_t b = 0; b < nb; ++b) {
-    if (bad[b]) check.nonfinite_blocks.push_back(b);
-    check.nonfinite_values += bad[b];
+    if (ws.host_bad[b]) check.nonfinite_blocks.push_back(b);
+    check.nonfinite_values += ws.host_bad[b];
   }
   check.finite = check.nonfinite_values == 0;
   return check;

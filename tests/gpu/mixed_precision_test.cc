@@ -115,6 +115,11 @@ TEST(GpuMixed, UnscaleAndCheckMatchesLossScaler) {
   auto g = testing::random_vector(table.total_elements(), 35, 1000.f);
   g[table[3].offset + 2] = std::numeric_limits<float>::infinity();
   g[table[9].offset] = std::numeric_limits<float>::quiet_NaN();
+  // Two in the sixth 16384-element chunk of the word embeddings (the device counts per chunk
+  // and adds the counts to the chunk's block).
+  ASSERT_GT(table[0].numel, 6u * 16384);
+  g[table[0].offset + 5 * 16384 + 7] = -std::numeric_limits<float>::infinity();
+  g[table[0].offset + 5 * 16384 + 9] = std::numeric_limits<float>::quiet_NaN();
   auto gd = testing::to_device(g);
   LossScalerConfig lc;
   lc.mode = LossScaleMode::kDynamic;
