@@ -2,6 +2,7 @@
 // the shared math of include/lansbert/kernels, as in src/cpu/cpu_elementwise.cc; the bias
 // gradient is a fixed-order column sum (launch.cuh), so it is reproducible run to run.
 #include "cuda_ops.cuh"
+#include "dropout_map.cuh"
 #include "lansbert/kernels/activations.h"
 #include "lansbert/kernels/dropout.h"
 #include "launch.cuh"
@@ -49,8 +50,8 @@ void CudaOps::dropout_forward(const float* x, float* y, size_t n, float p, RngKe
       CUDA_CHECK(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, stream()));
     return;
   }
-  launch_map(n, stream(),
-             [=] __device__(size_t i) { y[i] = kern::dropout_apply(x[i], key, i, p); });
+  launch_dropout_map(n, key, stream(),
+                     [=] __device__(size_t i, uint32_t bits) { y[i] = kern::dropout_scale(x[i], bits, p); });
 }
 
 void CudaOps::dropout_backward(const float* dy, float* dx, size_t n, float p, RngKey key) {

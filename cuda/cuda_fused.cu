@@ -7,6 +7,7 @@
 // what were separate kernels (dropout's scale and the residual add), where the unfused path
 // rounds in between. The parity tests compare at 1e-5 relative, not bit for bit.
 #include "cuda_ops.cuh"
+#include "dropout_map.cuh"
 #include "lansbert/kernels/activations.h"
 #include "lansbert/kernels/dropout.h"
 #include "launch.cuh"
@@ -42,8 +43,8 @@ void CudaOps::bias_dropout_residual_forward(float* y, const float* bias, const f
     launch_map(n, stream(), [=] __device__(size_t i) { y[i] = (y[i] + bias[i % size_t(cols)]) + residual[i]; });
     return;
   }
-  launch_map(n, stream(), [=] __device__(size_t i) {
-    y[i] = kern::dropout_apply(y[i] + bias[i % size_t(cols)], key, i, p) + residual[i];
+  launch_dropout_map(n, key, stream(), [=] __device__(size_t i, uint32_t bits) {
+    y[i] = kern::dropout_scale(y[i] + bias[i % size_t(cols)], bits, p) + residual[i];
   });
 }
 

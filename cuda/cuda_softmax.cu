@@ -3,7 +3,8 @@
 // element then goes through the shared pieces of lansbert/kernels/softmax.h, so a fully
 // masked row gives zeros, as on the CPU. The dropout variants apply the attention dropout
 // inside the same pass (element index = flat index into [B, A, S, S], as dropout_forward),
-// which saves a pass over the probabilities each way.
+// which saves a pass over the probabilities each way; their lanes walk runs of four keys so
+// one Philox call serves four elements.
 #include <cfloat>
 
 #include "cuda_ops.cuh"
@@ -47,16 +48,26 @@ __global__ void softmax_forward_kernel(const float* scores, const int32_t* key_m
     for (int j = lane; j < seq; j += 32) p[j] *= inv;
     return;
   }
+  // With dropout each lane takes runs of four consecutive keys, so one Philox call serves
+  // the four decisions of a run (kern::DropoutBits) instead of one call per element. The
+  // lane then reads p[j] written by another lane of its warp in the loop above, hence the
+  // __syncwarp (which orders the warp's global memory accesses).
+  __syncwarp();
   float* pd = probs_drop + row * seq;
-  for (int j = lane; j < seq; j += 32) {
-    const float v = p[j] * inv;
-    p[j] = v;
-    pd[j] = kern::dropout_apply(v, key, uint64_t(row) * seq + j, p_drop);
-  }
+  const uint64_t base = uint64_t(row) * seq;
+  kern::DropoutBits bits(key);
+  for (int j0 = 4 * lane; j0 < seq; j0 += 128)
+    for (int j = j0; j < j0 + 4 && j < seq; ++j) {
+      const float v = p[j] * inv;
+      p[j] = v;
+      pd[j] = kern::dropout_scale(v, bits(base + j), p_drop);
+    }
 }
 
 // p_drop > 0: dprobs is the gradient of the dropped probabilities; each element is dropped
 // (the forward's mask, redrawn) where it is read, twice, instead of in a pass of its own.
+// Lanes take runs of four consecutive keys so that one Philox call serves a run
+// (kern::DropoutBits): two calls per four elements over the two loops, not eight.
 __global__ void softmax_backward_kernel(const float* dprobs, const float* probs, float* dscores,
                                         int64_t rows, int seq, float scale, float p_drop = 0,
                                         RngKey key = {}) {
@@ -66,12 +77,15 @@ __global__ void softmax_backward_kernel(const float* dprobs, const float* probs,
   const float* dp = dprobs + row * seq;
   const float* p = probs + row * seq;
   const uint64_t base = uint64_t(row) * seq;
-  auto grad = [&](int j) { return p_drop > 0 ? kern::dropout_apply(dp[j], key, base + j, p_drop) : dp[j]; };
+  kern::DropoutBits bits(key);
+  auto grad = [&](int j) { return p_drop > 0 ? kern::dropout_scale(dp[j], bits(base + j), p_drop) : dp[j]; };
   float dot = 0;
-  for (int j = lane; j < seq; j += 32) dot += grad(j) * p[j];
+  for (int j0 = 4 * lane; j0 < seq; j0 += 128)
+    for (int j = j0; j < j0 + 4 && j < seq; ++j) dot += grad(j) * p[j];
   dot = warp_sum(dot);
   float* dx = dscores + row * seq;
-  for (int j = lane; j < seq; j += 32) dx[j] = kern::masked_softmax_dx(grad(j), p[j], dot, scale);
+  for (int j0 = 4 * lane; j0 < seq; j0 += 128)
+    for (int j = j0; j < j0 + 4 && j < seq; ++j) dx[j] = kern::masked_softmax_dx(grad(j), p[j], dot, scale);
 }
 
 unsigned row_blocks(int64_t rows) {

@@ -277,7 +277,11 @@ TEST(GpuOps, MaskedSoftmaxWithFullyMaskedRow) {
 TEST(GpuOps, SoftmaxDropoutFused) {
   LB_REQUIRE_GPU();
   Twins t;
-  const int B = 3, H = 2, S = 45;
+  // S = 45: lanes' runs of four keys straddle Philox blocks (rows start at 45 r); S = 200: a
+  // lane takes two runs, 128 keys apart.
+  for (const int S : {45, 200}) {
+  SCOPED_TRACE("S = " + std::to_string(S));
+  const int B = 3, H = 2;
   const size_t n = size_t(B) * H * S * S;
   const RngKey key{0x5eedull, 11, 4};
   auto x = random_vector(n, 26, 4.0f), g = random_vector(n, 27);
@@ -302,6 +306,7 @@ TEST(GpuOps, SoftmaxDropoutFused) {
   t.cpu->dropout_softmax_backward(g.data(), p.data(), dx.data(), B, H, S, 0.125f, 0.1f, key);
   t.gpu->dropout_softmax_backward(gd.data(), p_cpu_d.data(), dx_d.data(), B, H, S, 0.125f, 0.1f, key);
   expect_close("dropout_softmax_backward", to_host(dx_d), dx, kTol);
+  }
 }
 
 TEST(GpuOps, EmbeddingAndGatherScattersAreExact) {

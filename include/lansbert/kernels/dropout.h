@@ -38,4 +38,28 @@ LB_HOST_DEVICE Philox4x32 dropout_block(RngKey key, uint64_t block) {
                        static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
 }
 
+// philox_bits(key, e) for a thread that walks runs of consecutive elements: the block of the
+// last element asked for is kept, so a run of four aligned elements costs one generator call
+// (ten Philox rounds) instead of four. Any order of e gives the same bits; only the number
+// of calls depends on it. The GPU kernels use it; the CPU has its own 16-lane generator.
+class DropoutBits {
+ public:
+  LB_HOST_DEVICE explicit DropoutBits(RngKey key) : key_(key) {}
+  LB_HOST_DEVICE uint32_t operator()(uint64_t e) {
+    const uint64_t block = e >> 2;
+    if (!valid_ || block != block_) {
+      words_ = dropout_block(key_, block);
+      block_ = block;
+      valid_ = true;
+    }
+    return words_.v[e & 3];
+  }
+
+ private:
+  RngKey key_;
+  uint64_t block_ = 0;
+  bool valid_ = false;
+  Philox4x32 words_{};
+};
+
 }  // namespace lansbert::kern
