@@ -11,8 +11,9 @@
 #                                        compute-sanitizer), the command line end to end
 #                                        (train fp32/bf16 + eval, bench-comm), and `lansbert bench --backend
 #                                        cuda` (bert-base/large, 128/20 and 512/80, fp32, TF32
-#                                        and bf16, the cuDNN fused attention, a --batch 0 probe
-#                                        and a --profile run).
+#                                        and bf16 (cast kernels and --gemm-cast cublas), the
+#                                        cuDNN fused attention, a --batch 0 probe and a
+#                                        --profile run).
 #                                        Output goes to $OUT (or ./gpu-check-out).
 # Device call, for example:
 #   run(command="bash scripts/gpu-check.sh --run", carry=["build-gpu/bundle"], timeout_s=480)
