@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # `lansbert bench` from the command line: a CPU run prints its JSON line, and each option
 # that does not apply (a CUDA-only choice on the CPU, contradictory precisions, unknown
-# values) exits non-zero with a message that names the option. Usage: bench_cli_test.sh LANSBERT
+# values) exits non-zero with a message that names the option; scripts/bench-table.py turns
+# the JSON lines into a markdown table. Usage: bench_cli_test.sh LANSBERT SOURCE_DIR
 set -euo pipefail
 bin=$1
+src=$2
 fail() { echo "FAIL: $*" >&2; exit 1; }
 tiny=(bench --model bert-tiny --seq-len 32 --batch 2 --steps 1 --warmup 0 --threads 1)
 
@@ -11,8 +13,15 @@ out=$("$bin" "${tiny[@]}" --json)
 [[ $out == '{"model":"bert-tiny","backend":"cpu","precision":"fp32"'* ]] || fail "json: $out"
 [[ $out =~ \"tokens_per_s\":([0-9.]+) ]] || fail "no tokens_per_s: $out"
 [[ ${BASH_REMATCH[1]} != 0.0 ]] || fail "zero throughput: $out"
-out=$("$bin" "${tiny[@]}" --json --precision bf16)
-[[ $out == *'"precision":"bf16"'* ]] || fail "bf16 emulation: $out"
+out2=$("$bin" "${tiny[@]}" --json --precision bf16)
+[[ $out2 == *'"precision":"bf16"'* ]] || fail "bf16 emulation: $out2"
+
+# bench-table.py: a header, a separator and one row per result; other lines are skipped.
+table=$(printf '%s\nlansbert: error: something\n%s\n' "$out" "$out2" | python3 "$src/scripts/bench-table.py" 2>/dev/null)
+[[ $(wc -l <<< "$table") == 4 ]] || fail "bench-table rows: $table"
+[[ $(sed -n 1p <<< "$table") == '| model | seq | batch | GEMMs |'* ]] || fail "bench-table header: $table"
+[[ $(sed -n 4p <<< "$table") == '| bert-tiny | 32 | 2 | bf16 | native |'* ]] || fail "bench-table bf16 row: $table"
+if echo "not json" | python3 "$src/scripts/bench-table.py" > /dev/null 2>&1; then fail "bench-table exit 0 without results"; fi
 
 # expect_error WANT ARGS...: exit non-zero, WANT in stderr+stdout.
 expect_error() {
