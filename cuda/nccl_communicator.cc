@@ -63,7 +63,15 @@ class NcclCommunicator final : public Communicator {
     CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
   }
   ~NcclCommunicator() override {
-    if (comm_) ncclCommDestroy(comm_);
+    // With a reduction still in flight (only on an error path: the trainer waits for its
+    // buckets before anything else) ncclCommDestroy would wait for peers that may never
+    // come; ncclCommAbort returns without them.
+    if (comm_) {
+      if (pending_)
+        ncclCommAbort(comm_);
+      else
+        ncclCommDestroy(comm_);
+    }
     cudaFree(scratch_);
     cudaEventDestroy(compute_done_);
     cudaEventDestroy(legacy_done_);
