@@ -56,12 +56,11 @@ __global__ void softmax_forward_kernel(const float* scores, const int32_t* key_m
   float* pd = probs_drop + row * seq;
   const uint64_t base = uint64_t(row) * seq;
   kern::DropoutBits bits(key);
-  for (int j0 = 4 * lane; j0 < seq; j0 += 128)
-    for (int j = j0; j < j0 + 4 && j < seq; ++j) {
-      const float v = p[j] * inv;
-      p[j] = v;
-      pd[j] = kern::dropout_scale(v, bits(base + j), p_drop);
-    }
+  kern::for_lane_runs(lane, seq, [&](int j) {
+    const float v = p[j] * inv;
+    p[j] = v;
+    pd[j] = kern::dropout_scale(v, bits(base + j), p_drop);
+  });
 }
 
 // p_drop > 0: dprobs is the gradient of the dropped probabilities; each element is dropped
@@ -80,12 +79,10 @@ __global__ void softmax_backward_kernel(const float* dprobs, const float* probs,
   kern::DropoutBits bits(key);
   auto grad = [&](int j) { return p_drop > 0 ? kern::dropout_scale(dp[j], bits(base + j), p_drop) : dp[j]; };
   float dot = 0;
-  for (int j0 = 4 * lane; j0 < seq; j0 += 128)
-    for (int j = j0; j < j0 + 4 && j < seq; ++j) dot += grad(j) * p[j];
+  kern::for_lane_runs(lane, seq, [&](int j) { dot += grad(j) * p[j]; });
   dot = warp_sum(dot);
   float* dx = dscores + row * seq;
-  for (int j0 = 4 * lane; j0 < seq; j0 += 128)
-    for (int j = j0; j < j0 + 4 && j < seq; ++j) dx[j] = kern::masked_softmax_dx(grad(j), p[j], dot, scale);
+  kern::for_lane_runs(lane, seq, [&](int j) { dx[j] = kern::masked_softmax_dx(grad(j), p[j], dot, scale); });
 }
 
 unsigned row_blocks(int64_t rows) {

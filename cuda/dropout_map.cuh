@@ -14,11 +14,7 @@ template <typename F>
 __global__ void dropout_map_kernel(size_t n, RngKey key, F f) {
   const size_t blocks = (n + 3) / 4;
   for (size_t b = blockIdx.x * size_t(blockDim.x) + threadIdx.x; b < blocks; b += size_t(gridDim.x) * blockDim.x) {
-    const Philox4x32 w = kern::dropout_block(key, b);
-    for (int t = 0; t < 4; ++t) {
-      const size_t i = 4 * b + t;
-      if (i < n) f(i, w.v[t]);
-    }
+    kern::for_dropout_block(key, b, n, f);
   }
 }
 

@@ -1,6 +1,7 @@
-// kern::DropoutBits, the GPU kernels' cache of one Philox block: whatever order a thread asks
-// for elements in (runs of four aligned or not, going back, jumping across blocks), it
-// returns philox_bits(key, e), so the kernels that use it draw the CPU's masks.
+// The pieces the GPU's dropout kernels are built from, run on the CPU: kern::DropoutBits (a
+// thread's cache of one Philox block) returns philox_bits(key, e) in any order of e;
+// for_dropout_block and for_lane_runs visit every element exactly once. So the kernels
+// draw the CPU's masks and cover their tensors.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -31,6 +32,43 @@ TEST(DropoutBits, ScaleWithItsBitsIsDropoutApply) {
   for (uint64_t e = 1000; e < 1200; ++e) {
     const float x = 0.25f + float(e % 7);
     EXPECT_EQ(kern::dropout_scale(x, bits(e), 0.3f), kern::dropout_apply(x, key, e, 0.3f)) << e;
+  }
+}
+
+// The GPU's element-wise dropout: one thread per Philox block. Over all blocks every element
+// below n is visited once, with its own bits, and nothing at or past n.
+TEST(DropoutBits, BlocksVisitEveryElementOnceWithItsBits) {
+  const RngKey key{77, 4, 9};
+  for (uint64_t n : {0ull, 1ull, 3ull, 4ull, 5ull, 1001ull}) {
+    std::vector<int> seen(n, 0);
+    for (uint64_t b = 0; b < (n + 3) / 4; ++b)
+      kern::for_dropout_block(key, b, n, [&](uint64_t i, uint32_t bits) {
+        ASSERT_LT(i, n);
+        EXPECT_EQ(bits, philox_bits(key, i)) << i;
+        ++seen[i];
+      });
+    for (uint64_t i = 0; i < n; ++i) EXPECT_EQ(seen[i], 1) << "n " << n << " element " << i;
+  }
+}
+
+// The softmax kernels' lanes: over the 32 lanes every key of a row is owned once, each lane's
+// keys come in increasing order and in runs of up to four consecutive keys.
+TEST(DropoutBits, LaneRunsPartitionARow) {
+  for (int n : {0, 1, 4, 31, 45, 127, 128, 129, 200, 512, 513}) {
+    std::vector<int> owner(n, -1);
+    for (int lane = 0; lane < 32; ++lane) {
+      int last = -1;
+      kern::for_lane_runs(lane, n, [&](int j) {
+        ASSERT_GE(j, 0);
+        ASSERT_LT(j, n);
+        EXPECT_EQ(owner[j], -1) << "key " << j << " owned twice";
+        owner[j] = lane;
+        EXPECT_GT(j, last);
+        EXPECT_EQ((j % 128) / 4, lane) << j;
+        last = j;
+      });
+    }
+    for (int j = 0; j < n; ++j) EXPECT_NE(owner[j], -1) << "n " << n << " key " << j;
   }
 }
 

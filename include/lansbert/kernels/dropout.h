@@ -38,6 +38,26 @@ LB_HOST_DEVICE Philox4x32 dropout_block(RngKey key, uint64_t block) {
                        static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
 }
 
+// f(i, philox_bits(key, i)) for the elements i < n of Philox block b (i = 4b .. 4b+3): one
+// generator call for the four. The GPU's element-wise dropout runs one thread per block.
+template <typename F>
+LB_HOST_DEVICE void for_dropout_block(RngKey key, uint64_t b, uint64_t n, F&& f) {
+  const Philox4x32 w = dropout_block(key, b);
+  for (int t = 0; t < 4; ++t) {
+    const uint64_t i = 4 * b + t;
+    if (i < n) f(i, w.v[t]);
+  }
+}
+
+// The keys a lane of a 32-lane warp owns in a row of n when lanes take runs of four:
+// f(j) for j = 128 r + 4 lane + t (t < 4, j < n), in increasing j. Runs of consecutive keys
+// let kern::DropoutBits serve four dropout decisions with one generator call.
+template <typename F>
+LB_HOST_DEVICE void for_lane_runs(int lane, int n, F&& f) {
+  for (int j0 = 4 * lane; j0 < n; j0 += 128)
+    for (int j = j0; j < j0 + 4 && j < n; ++j) f(j);
+}
+
 // philox_bits(key, e) for a thread that walks runs of consecutive elements: the block of the
 // last element asked for is kept, so a run of four aligned elements costs one generator call
 // (ten Philox rounds) instead of four. Any order of e gives the same bits; only the number
