@@ -63,10 +63,11 @@ __global__ void softmax_forward_kernel(const float* scores, const int32_t* key_m
   });
 }
 
-// p_drop > 0: dprobs is the gradient of the dropped probabilities; each element is dropped
-// (the forward's mask, redrawn) where it is read, twice, instead of in a pass of its own.
-// Lanes take runs of four consecutive keys so that one Philox call serves a run
-// (kern::DropoutBits): two calls per four elements over the two loops, not eight.
+// p_drop > 0: dprobs is the gradient of the dropped probabilities. Each element is dropped
+// (the forward's mask, redrawn) in the first loop, whose lanes take runs of four consecutive
+// keys so one Philox call serves a run (kern::DropoutBits), and parked in dx until the
+// second loop, which reads it back (the same lane, the same j). dx may alias dprobs: each
+// element is read, then written, by one lane.
 __global__ void softmax_backward_kernel(const float* dprobs, const float* probs, float* dscores,
                                         int64_t rows, int seq, float scale, float p_drop = 0,
                                         RngKey key = {}) {
@@ -75,14 +76,23 @@ __global__ void softmax_backward_kernel(const float* dprobs, const float* probs,
   const int lane = threadIdx.x;
   const float* dp = dprobs + row * seq;
   const float* p = probs + row * seq;
-  const uint64_t base = uint64_t(row) * seq;
-  kern::DropoutBits bits(key);
-  auto grad = [&](int j) { return p_drop > 0 ? kern::dropout_scale(dp[j], bits(base + j), p_drop) : dp[j]; };
-  float dot = 0;
-  kern::for_lane_runs(lane, seq, [&](int j) { dot += grad(j) * p[j]; });
-  dot = warp_sum(dot);
   float* dx = dscores + row * seq;
-  kern::for_lane_runs(lane, seq, [&](int j) { dx[j] = kern::masked_softmax_dx(grad(j), p[j], dot, scale); });
+  float dot = 0;
+  if (p_drop > 0) {
+    const uint64_t base = uint64_t(row) * seq;
+    kern::DropoutBits bits(key);
+    kern::for_lane_runs(lane, seq, [&](int j) {
+      const float g = kern::dropout_scale(dp[j], bits(base + j), p_drop);
+      dx[j] = g;
+      dot += g * p[j];
+    });
+    dot = warp_sum(dot);
+    kern::for_lane_runs(lane, seq, [&](int j) { dx[j] = kern::masked_softmax_dx(dx[j], p[j], dot, scale); });
+    return;
+  }
+  for (int j = lane; j < seq; j += 32) dot += dp[j] * p[j];
+  dot = warp_sum(dot);
+  for (int j = lane; j < seq; j += 32) dx[j] = kern::masked_softmax_dx(dp[j], p[j], dot, scale);
 }
 
 unsigned row_blocks(int64_t rows) {
