@@ -1,7 +1,7 @@
 // Fused linear-layer epilogues on the GPU (ops.h): bias + GELU and bias + dropout + residual
-// in one element-wise pass each; their backward passes compute the activation gradient
-// inside the bias-gradient column sum (launch.cuh), writing it as they go, so the gradient
-// is read once instead of twice. Same shared bodies and the same expressions as the
+// in one element-wise pass each; the GELU backward computes the activation gradient inside
+// the bias-gradient column sum (launch.cuh), writing it as it goes, so the gradient is read
+// once instead of twice (the dropout backward takes two passes, see there). Same shared bodies and the same expressions as the
 // unfused kernels in cuda_elementwise.cu, but not always the same bits: nvcc contracts a*b+c
 // into an FMA (its default --fmad=true), and within one fused kernel it can contract across
 // what were separate kernels (dropout's scale and the residual add), where the unfused path
@@ -48,15 +48,24 @@ void CudaOps::bias_dropout_residual_forward(float* y, const float* bias, const f
   });
 }
 
+// With dropout, two passes: dx = dropout(dy) with one Philox call per four elements, then the
+// column sums of dx. Inside the column-sum kernel a thread owns one column, so the four
+// elements of a Philox block belong to four threads and each would draw the block itself:
+// four generator calls per four elements cost more than the extra read of dx. The values
+// and their summation order are the same either way.
 void CudaOps::dropout_bias_backward(const float* dy, float* dx, float* dbias, int rows, int cols, float p,
                                     RngKey key) {
+  if (p > 0.0f) {
+    dropout_forward(dy, dx, size_t(rows) * cols, p, key);  // dropout's backward is its forward
+    bias_add_backward(dx, dbias, rows, cols);
+    return;
+  }
   launch_column_sums<1>(
       rows, cols, stream(), column_partials_,
       [=] __device__(int r, int c, float* v) {
         const size_t i = size_t(r) * cols + c;
-        const float d = p > 0.0f ? kern::dropout_apply(dy[i], key, i, p) : dy[i];
-        dx[i] = d;
-        v[0] = d;
+        dx[i] = dy[i];
+        v[0] = dy[i];
       },
       dbias, nullptr);
 }
