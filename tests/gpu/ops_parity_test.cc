@@ -151,10 +151,11 @@ TEST(GpuOps, Activations) {
 TEST(GpuOps, DropoutMasksEqual) {
   LB_REQUIRE_GPU();
   Twins t;
-  // Past one grid-stride sweep (grid_for caps the grid at 4224 x 256 threads), so threads
-  // take several elements and Philox blocks past 2^19 are drawn; odd, so the last block is
-  // partial.
-  const size_t n = (size_t(1) << 21) + 3;
+  // Past one grid-stride sweep: grid_for caps the grid at 4224 x 256 threads and each thread
+  // takes a Philox block of four elements (dropout_map.cuh), so one sweep covers 4.3M
+  // elements; 2^23 + 3 takes two, and Philox blocks past 2^21 are drawn. Odd, so the last
+  // block is partial.
+  const size_t n = (size_t(1) << 23) + 3;
   auto x = random_vector(n, 14);
   auto xd = to_device(x);
   Buffer<float> yd(n, cuda::device_allocator()), bd(n, cuda::device_allocator());
