@@ -307,6 +307,11 @@ TEST(GpuOps, SoftmaxDropoutFused) {
   t.cpu->dropout_softmax_backward(g.data(), p.data(), dx.data(), B, H, S, 0.125f, 0.1f, key);
   t.gpu->dropout_softmax_backward(gd.data(), p_cpu_d.data(), dx_d.data(), B, H, S, 0.125f, 0.1f, key);
   expect_close("dropout_softmax_backward", to_host(dx_d), dx, kTol);
+  // In place (dscores = dprobs_drop): the kernel parks the dropped gradient in dx between its
+  // two loops, which is safe only because each element is read and then written by one lane.
+  auto g_inplace = to_device(random_vector(n, 27));
+  t.gpu->dropout_softmax_backward(g_inplace.data(), p_cpu_d.data(), g_inplace.data(), B, H, S, 0.125f, 0.1f, key);
+  expect_close("dropout_softmax_backward in place", to_host(g_inplace), dx, kTol);
   }
 }
 
