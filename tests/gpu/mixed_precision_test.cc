@@ -130,6 +130,24 @@ TEST(GpuMixed, UnscaleAndCheckMatchesLossScaler) {
   EXPECT_EQ(got.nonfinite_values, want.nonfinite_values);
   EXPECT_EQ(got.nonfinite_blocks, want.nonfinite_blocks);
   testing::expect_close("unscaled gradients", testing::to_host(gd), g, 0.0);
+  // The device keeps its chunk list and per-block counters between calls (one check per
+  // update): a second call on the same table counts afresh (counters reset, not added to),
+  // and a different table gets chunks of its own (stale ones would read past its buffer).
+  const GradCheck again = cuda::unscale_and_check(table, gd.data(), 1.0);
+  EXPECT_EQ(again.nonfinite_values, want.nonfinite_values);
+  EXPECT_EQ(again.nonfinite_blocks, want.nonfinite_blocks);
+  ParamTable other;
+  other.add("a", {100}, ParamRole::kWeight);
+  other.add("b", {40000}, ParamRole::kWeight);  // three chunks
+  other.add("c", {7}, ParamRole::kBias);
+  std::vector<float> h(other.total_elements(), 1.f);
+  h[other[1].offset + 39999] = std::numeric_limits<float>::quiet_NaN();
+  h[other[2].offset + 3] = std::numeric_limits<float>::infinity();
+  auto hd = testing::to_device(h);
+  const GradCheck small = cuda::unscale_and_check(other, hd.data(), 1.0);
+  EXPECT_FALSE(small.finite);
+  EXPECT_EQ(small.nonfinite_values, 2u);
+  EXPECT_EQ(small.nonfinite_blocks, (std::vector<size_t>{1, 2}));
 }
 
 TEST(GpuMixed, OptimizerWritesBf16WeightCopy) {
