@@ -107,6 +107,34 @@ TEST(GpuMixed, HalfGemmOpsMatchCpuEmulation) {
   }
 }
 
+// fp16 with cast_in_gemm: the dynamic loss scaler finds an fp16 overflow through the inf it
+// leaves in the GEMM output (the cast kernel rounds 1e5 to inf, as a V100's tensor cores
+// would). cuBLAS's rounding inside 32F_FAST_16F is unspecified, and the header says the type
+// also allows TF32. Acceptable: a non-finite output (overflow seen) or the product at TF32
+// precision (no overflow happened). A clamp to 65504 would be a silently wrong gradient.
+TEST(GpuMixed, Fp16CastInGemmOverflowIsNotClampedSilently) {
+  LB_REQUIRE_GPU();
+  cuda::OpsOptions oo;
+  oo.math = GemmMath::kFp16;
+  oo.cast_in_gemm = true;
+  auto gpu = cuda::make_ops(oo);
+  const int m = 32, n = 32, k = 32;
+  std::vector<float> a(size_t(m) * k, 0.f), b(size_t(k) * n, 0.f), c(size_t(m) * n, 0.f);
+  for (int i = 0; i < k; ++i) {
+    a[size_t(i) * k + i] = 1e5f;  // A = 1e5 I, past fp16's 65504
+    b[size_t(i) * n + i] = 1.f;   // B = I
+  }
+  auto ad = testing::to_device(a), bd = testing::to_device(b), cd = testing::to_device(c);
+  gpu->gemm(Trans::kNo, Trans::kNo, m, n, k, 1.f, ad.data(), k, bd.data(), n, 0.f, cd.data(), n);
+  const auto got = testing::to_host(cd);
+  for (int i = 0; i < m; ++i) {
+    const float d = got[size_t(i) * n + i];
+    if (std::isfinite(d)) {
+      EXPECT_NEAR(d, 1e5f, 1e5f / 1024) << "diagonal " << i << ": clamped?";
+    }
+  }
+}
+
 TEST(GpuMixed, UnscaleAndCheckMatchesLossScaler) {
   LB_REQUIRE_GPU();
   BertConfig cfg;
