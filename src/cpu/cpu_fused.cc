@@ -64,7 +64,7 @@ void CpuOps<T>::bias_dropout_residual_forward(T* y, const T* bias, const T* resi
 template <typename T>
 void CpuOps<T>::dropout_bias_backward(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) {
   // Two passes here: the vectorised mask generator wants long runs, the column sums want
-  // column blocks. (The CUDA twin does both in one pass.)
+  // column blocks. (The CUDA twin takes two passes too, for its own Philox reason.)
   dropout_forward(dy, dx, size_t(rows) * cols, p, key);
   bias_add_backward(dx, dbias, rows, cols);
 }

@@ -107,6 +107,34 @@ TEST(GpuMixed, HalfGemmOpsMatchCpuEmulation) {
   }
 }
 
+// fp16 with cast_in_gemm: the dynamic loss scaler finds an fp16 overflow through the inf it
+// leaves in the GEMM output (the cast kernel rounds 1e5 to inf, as a V100's tensor cores
+// would). cuBLAS's rounding inside 32F_FAST_16F is unspecified, and the header says the type
+// also allows TF32. Acceptable: a non-finite output (overflow seen) or the product at TF32
+// precision (no overflow happened). A clamp to 65504 would be a silently wrong gradient.
+TEST(GpuMixed, Fp16CastInGemmOverflowIsNotClampedSilently) {
+  LB_REQUIRE_GPU();
+  cuda::OpsOptions oo;
+  oo.math = GemmMath::kFp16;
+  oo.cast_in_gemm = true;
+  auto gpu = cuda::make_ops(oo);
+  const int m = 32, n = 32, k = 32;
+  std::vector<float> a(size_t(m) * k, 0.f), b(size_t(k) * n, 0.f), c(size_t(m) * n, 0.f);
+  for (int i = 0; i < k; ++i) {
+    a[size_t(i) * k + i] = 1e5f;  // A = 1e5 I, past fp16's 65504
+    b[size_t(i) * n + i] = 1.f;   // B = I
+  }
+  auto ad = testing::to_device(a), bd = testing::to_device(b), cd = testing::to_device(c);
+  gpu->gemm(Trans::kNo, Trans::kNo, m, n, k, 1.f, ad.data(), k, bd.data(), n, 0.f, cd.data(), n);
+  const auto got = testing::to_host(cd);
+  for (int i = 0; i < m; ++i) {
+    const float d = got[size_t(i) * n + i];
+    if (std::isfinite(d)) {
+      EXPECT_NEAR(d, 1e5f, 1e5f / 1024) << "diagonal " << i << ": clamped?";
+    }
+  }
+}
+
 TEST(GpuMixed, UnscaleAndCheckMatchesLossScaler) {
   LB_REQUIRE_GPU();
   BertConfig cfg;
@@ -130,6 +158,24 @@ TEST(GpuMixed, UnscaleAndCheckMatchesLossScaler) {
   EXPECT_EQ(got.nonfinite_values, want.nonfinite_values);
   EXPECT_EQ(got.nonfinite_blocks, want.nonfinite_blocks);
   testing::expect_close("unscaled gradients", testing::to_host(gd), g, 0.0);
+  // The device keeps its chunk list and per-block counters between calls (one check per
+  // update): a second call on the same table counts afresh (counters reset, not added to),
+  // and a different table gets chunks of its own (stale ones would read past its buffer).
+  const GradCheck again = cuda::unscale_and_check(table, gd.data(), 1.0);
+  EXPECT_EQ(again.nonfinite_values, want.nonfinite_values);
+  EXPECT_EQ(again.nonfinite_blocks, want.nonfinite_blocks);
+  ParamTable other;
+  other.add("a", {100}, ParamRole::kWeight);
+  other.add("b", {40000}, ParamRole::kWeight);  // three chunks
+  other.add("c", {7}, ParamRole::kBias);
+  std::vector<float> h(other.total_elements(), 1.f);
+  h[other[1].offset + 39999] = std::numeric_limits<float>::quiet_NaN();
+  h[other[2].offset + 3] = std::numeric_limits<float>::infinity();
+  auto hd = testing::to_device(h);
+  const GradCheck small = cuda::unscale_and_check(other, hd.data(), 1.0);
+  EXPECT_FALSE(small.finite);
+  EXPECT_EQ(small.nonfinite_values, 2u);
+  EXPECT_EQ(small.nonfinite_blocks, (std::vector<size_t>{1, 2}));
 }
 
 TEST(GpuMixed, OptimizerWritesBf16WeightCopy) {

@@ -151,10 +151,11 @@ TEST(GpuOps, Activations) {
 TEST(GpuOps, DropoutMasksEqual) {
   LB_REQUIRE_GPU();
   Twins t;
-  // Past one grid-stride sweep (grid_for caps the grid at 4224 x 256 threads), so threads
-  // take several elements and Philox blocks past 2^19 are drawn; odd, so the last block is
-  // partial.
-  const size_t n = (size_t(1) << 21) + 3;
+  // Past one grid-stride sweep: grid_for caps the grid at 4224 x 256 threads and each thread
+  // takes a Philox block of four elements (dropout_map.cuh), so one sweep covers 4.3M
+  // elements; 2^23 + 3 takes two, and Philox blocks past 2^21 are drawn. Odd, so the last
+  // block is partial.
+  const size_t n = (size_t(1) << 23) + 3;
   auto x = random_vector(n, 14);
   auto xd = to_device(x);
   Buffer<float> yd(n, cuda::device_allocator()), bd(n, cuda::device_allocator());
@@ -306,6 +307,11 @@ TEST(GpuOps, SoftmaxDropoutFused) {
   t.cpu->dropout_softmax_backward(g.data(), p.data(), dx.data(), B, H, S, 0.125f, 0.1f, key);
   t.gpu->dropout_softmax_backward(gd.data(), p_cpu_d.data(), dx_d.data(), B, H, S, 0.125f, 0.1f, key);
   expect_close("dropout_softmax_backward", to_host(dx_d), dx, kTol);
+  // In place (dscores = dprobs_drop): the kernel parks the dropped gradient in dx between its
+  // two loops, which is safe only because each element is read and then written by one lane.
+  auto g_inplace = to_device(random_vector(n, 27));
+  t.gpu->dropout_softmax_backward(g_inplace.data(), p_cpu_d.data(), g_inplace.data(), B, H, S, 0.125f, 0.1f, key);
+  expect_close("dropout_softmax_backward in place", to_host(g_inplace), dx, kTol);
   }
 }
 

@@ -20,6 +20,8 @@ TEST(DropoutBits, EqualsPhiloxBitsInAnyOrder) {
   for (uint64_t j0 = 4 * 5; j0 < 130; j0 += 4 * 32)                    // a softmax lane, row base 37
     for (uint64_t j = j0; j < j0 + 4 && j < 130; ++j) order.push_back(37 * 130 + j);
   for (uint64_t e : {9ull, 8ull, 7ull, 8ull, 3ull, 1ull << 33, (1ull << 33) + 1, 2ull}) order.push_back(e);
+  // Philox blocks past 2^32 (element 2^33 is block 2^31): the counter's high word is nonzero.
+  for (uint64_t e = (1ull << 34) + 2; e < (1ull << 34) + 11; ++e) order.push_back(e);
   std::mt19937_64 rng(5);
   for (int i = 0; i < 1000; ++i) order.push_back(rng() % 100000);
   kern::DropoutBits bits(key);
@@ -48,6 +50,18 @@ TEST(DropoutBits, BlocksVisitEveryElementOnceWithItsBits) {
         ++seen[i];
       });
     for (uint64_t i = 0; i < n; ++i) EXPECT_EQ(seen[i], 1) << "n " << n << " element " << i;
+  }
+  // A block past 2^32 (the counter's high word) and the last, partial block of such a tensor.
+  const uint64_t big = (1ull << 34) + 6;
+  for (const uint64_t b : {uint64_t(1ull << 32), big / 4}) {  // full, then 2 of 4
+    int visited = 0;
+    kern::for_dropout_block(key, b, big, [&](uint64_t i, uint32_t bits) {
+      EXPECT_EQ(i / 4, b);
+      ASSERT_LT(i, big);
+      EXPECT_EQ(bits, philox_bits(key, i)) << i;
+      ++visited;
+    });
+    EXPECT_EQ(visited, b == big / 4 ? 2 : 4) << "block " << b;
   }
 }
 

@@ -122,7 +122,9 @@ class Ops {
                                 int heads, int seq, T scale) = 0;
   // Attention softmax with dropout on the probabilities, fused (the CUDA twin saves a pass
   // over the [B, A, S, S] tensor each way); the values are those of softmax_* followed or
-  // preceded by dropout_* over the whole tensor with `key`, bit for bit.
+  // preceded by dropout_* over the whole tensor with `key`, bit for bit, except the CUDA
+  // backward's row dot product: its lanes sum runs of four keys (one Philox call per run),
+  // softmax_backward's sum keys 32 apart, so the two orders can differ in the last bit.
   //   forward:  probs = softmax(scale * scores); probs_drop = dropout(probs)
   //   backward: dscores = softmax_backward(dropout(dprobs_drop), probs); dprobs_drop may be
   //             overwritten (the CPU drops it in place)
