@@ -69,7 +69,9 @@ void cast_to_bf16(const float* src, uint16_t* dst, size_t n);
 // The device twin of LossScaler::unscale_and_check: multiplies every gradient by
 // float(1/scale) (unless scale == 1) and counts non-finite values per table block; grads is
 // device memory laid out by `table`. Synchronises (the counts come back to the host).
-GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale);
+// Only elements [begin, end) are unscaled and counted (a sharded update's slice).
+GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale, size_t begin = 0,
+                            size_t end = SIZE_MAX);
 
 // cuBLASLt matmul with bf16 (or fp16) operands, fp32 accumulation and an fp32 row-major
 // output: C[m,n] = alpha op(A) op(B) + beta C (+ bias[n] with kBias). cuBLASLt's GELU

@@ -66,8 +66,9 @@ class CudaDeviceBackend final : public DeviceBackend {
                         std::unique_ptr<Optimizer>* out) override {
     return make_device_optimizer(name, config, out);
   }
-  GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale) override {
-    return cuda::unscale_and_check(table, grads, scale);
+  GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale, size_t begin,
+                              size_t end) override {
+    return cuda::unscale_and_check(table, grads, scale, begin, end);
   }
 
  private:

@@ -49,26 +49,31 @@ __global__ void unscale_check_kernel(const CheckChunk* chunks, float* grads, boo
 struct CheckWorkspace {
   int device = -1;
   std::vector<size_t> offsets, numels;  // the table the chunks were cut for
+  size_t begin = 0, end = 0;            // and the range (a sharded update's slice)
   unsigned nchunks = 0;
   DeviceBytes chunks, bad;
   PinnedBuffer<unsigned long long> host_bad;
 
-  bool matches(const ParamTable& table, int dev) const {
-    if (dev != device || table.size() != offsets.size()) return false;
+  bool matches(const ParamTable& table, int dev, size_t lo, size_t hi) const {
+    if (dev != device || table.size() != offsets.size() || lo != begin || hi != end) return false;
     for (size_t b = 0; b < table.size(); ++b)
       if (table[b].offset != offsets[b] || table[b].numel != numels[b]) return false;
     return true;
   }
-  void prepare(const ParamTable& table, int dev) {
+  // Chunks of each block's part inside [lo, hi), as the CPU's ChunkPlan cuts a shard.
+  void prepare(const ParamTable& table, int dev, size_t lo, size_t hi) {
     std::vector<CheckChunk> list;
     offsets.clear();
     numels.clear();
     for (size_t b = 0; b < table.size(); ++b) {
       offsets.push_back(table[b].offset);
       numels.push_back(table[b].numel);
-      for (size_t i = table[b].offset; i < table[b].offset + table[b].numel; i += kCheckChunk)
-        list.push_back({static_cast<int>(b), i, std::min(i + kCheckChunk, table[b].offset + table[b].numel)});
+      const size_t first = std::max(lo, table[b].offset), last = std::min(hi, table[b].offset + table[b].numel);
+      for (size_t i = first; i < last; i += kCheckChunk)
+        list.push_back({static_cast<int>(b), i, std::min(i + kCheckChunk, last)});
     }
+    begin = lo;
+    end = hi;
     device = dev;
     nchunks = static_cast<unsigned>(list.size());
     chunks.reserve(std::max<size_t>(list.size(), 1) * sizeof(CheckChunk));
@@ -94,14 +99,16 @@ void cast_to_bf16(const float* src, uint16_t* dst, size_t n) {
   LB_LAUNCH_CHECK();
 }
 
-GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale) {
+GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale, size_t begin, size_t end) {
   GradCheck check;
   const size_t nb = table.size();
   if (nb == 0) return check;
+  end = std::min(end, table.total_elements());
+  begin = std::min(begin, end);
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   CheckWorkspace& ws = check_workspace(dev);
-  if (!ws.matches(table, dev)) ws.prepare(table, dev);
+  if (!ws.matches(table, dev, begin, end)) ws.prepare(table, dev, begin, end);
   auto* bad = static_cast<unsigned long long*>(ws.bad.get());
   CUDA_CHECK(cudaMemsetAsync(bad, 0, nb * sizeof(unsigned long long), kStream));
   if (ws.nchunks > 0) {

@@ -55,7 +55,7 @@ Status Updater::step(const ParamTable& table, const FlatBuffers& buf, StepReport
   StepReport r;
   r.loss_scale = scaler_.scale();
   r.check = device_.unscale_and_check
-                ? device_.unscale_and_check(table, buf.grads, scaler_.scale())
+                ? device_.unscale_and_check(table, buf.grads, scaler_.scale(), shard_.begin, shard_.end)
                 : scaler_.unscale_and_check(table, buf.grads, shard_.begin, shard_.end);
   if (shard_.sharded()) {  // one verdict for all ranks; the blocks listed stay this rank's
     double bad = static_cast<double>(r.check.nonfinite_values);

@@ -34,8 +34,8 @@ Status make_device_updater(DeviceBackend& device, const UpdaterConfig& config,
   LB_RETURN_IF_ERROR(device.make_optimizer(config.optimizer.name, config.optimizer, &opt));
   UpdaterDeviceHooks hooks;
   DeviceBackend* d = &device;
-  hooks.unscale_and_check = [d](const ParamTable& table, float* grads, double scale) {
-    return d->unscale_and_check(table, grads, scale);
+  hooks.unscale_and_check = [d](const ParamTable& table, float* grads, double scale, size_t begin, size_t end) {
+    return d->unscale_and_check(table, grads, scale, begin, end);
   };
   hooks.zero = [d](float* p, size_t n) { d->allocator().set_zero(p, n * sizeof(float)); };
   return Updater::create(config, std::move(opt), std::move(hooks), out);

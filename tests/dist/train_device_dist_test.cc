@@ -111,8 +111,9 @@ class FakeDevice final : public DeviceBackend {
                         std::unique_ptr<Optimizer>* out) override {
     return host_.make_optimizer(name, config, out);
   }
-  GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale) override {
-    return host_.unscale_and_check(table, grads, scale);
+  GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale, size_t begin,
+                              size_t end) override {
+    return host_.unscale_and_check(table, grads, scale, begin, end);
   }
 
  private:

@@ -176,6 +176,24 @@ TEST(GpuMixed, UnscaleAndCheckMatchesLossScaler) {
   EXPECT_FALSE(small.finite);
   EXPECT_EQ(small.nonfinite_values, 2u);
   EXPECT_EQ(small.nonfinite_blocks, (std::vector<size_t>{1, 2}));
+  // A sharded update's slice [begin, end), cut inside blocks: only it is unscaled and
+  // counted, as LossScaler does with the same range.
+  const size_t begin = other[1].offset + 20000, end = other[2].offset + 2;  // excludes c[3]
+  std::vector<float> s(other.total_elements(), 4.f);
+  s[other[0].offset + 5] = std::numeric_limits<float>::infinity();     // before the slice
+  s[other[1].offset + 30000] = std::numeric_limits<float>::quiet_NaN();  // inside
+  s[other[2].offset + 3] = std::numeric_limits<float>::infinity();     // after
+  auto sd = testing::to_device(s);
+  LossScalerConfig half;
+  half.mode = LossScaleMode::kStatic;
+  half.initial_scale = 2;
+  LossScaler halver(half);
+  const GradCheck sliced_want = halver.unscale_and_check(other, s.data(), begin, end);
+  const GradCheck sliced = cuda::unscale_and_check(other, sd.data(), 2.0, begin, end);
+  EXPECT_EQ(sliced.nonfinite_values, 1u);
+  EXPECT_EQ(sliced.nonfinite_values, sliced_want.nonfinite_values);
+  EXPECT_EQ(sliced.nonfinite_blocks, sliced_want.nonfinite_blocks);
+  testing::expect_close("unscaled slice (outside untouched)", testing::to_host(sd), s, 0.0);
 }
 
 TEST(GpuMixed, OptimizerWritesBf16WeightCopy) {

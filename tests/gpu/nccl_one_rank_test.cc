@@ -74,7 +74,9 @@ TEST(GpuNccl, GradSyncAndShardedStepOnDeviceBuffers) {
     std::unique_ptr<Optimizer> opt;
     ASSERT_TRUE(cuda::make_device_optimizer("lans", uc.optimizer, &opt).is_ok());
     UpdaterDeviceHooks hooks;
-    hooks.unscale_and_check = [](const ParamTable& t, float* gr, double s) { return cuda::unscale_and_check(t, gr, s); };
+    hooks.unscale_and_check = [](const ParamTable& t, float* gr, double s, size_t b, size_t e) {
+      return cuda::unscale_and_check(t, gr, s, b, e);
+    };
     hooks.zero = [](float* p, size_t n) { cuda::device_allocator().set_zero(p, n * sizeof(float)); };
     ASSERT_TRUE(Updater::create(uc, std::move(opt), std::move(hooks), u).is_ok());
   };

@@ -233,12 +233,14 @@ TEST(Updater, DeviceHooksReplaceTheHostPasses) {
   auto plain = updater(c);
   int checks = 0, zeros = 0;
   UpdaterDeviceHooks hooks;
-  hooks.unscale_and_check = [&](const ParamTable& table, float* grads, double scale) {
+  hooks.unscale_and_check = [&](const ParamTable& table, float* grads, double scale, size_t begin, size_t end) {
     ++checks;
+    EXPECT_EQ(begin, 0u);  // unsharded: the whole buffer
+    EXPECT_GE(end, table.total_elements());
     LossScalerConfig sc = c.loss_scale;
     sc.initial_scale = scale;
     LossScaler s(sc);
-    return s.unscale_and_check(table, grads);
+    return s.unscale_and_check(table, grads, begin, end);
   };
   hooks.zero = [&](float* p, size_t n) {
     ++zeros;
@@ -272,6 +274,52 @@ TEST(Updater, DeviceHooksReplaceTheHostPasses) {
   EXPECT_FALSE(Updater::create(c, std::move(lamb), hooks, &hooked).is_ok());
   ASSERT_TRUE(make_optimizer("lans", c.optimizer, &opt).is_ok());
   EXPECT_FALSE(Updater::create(c, std::move(opt), UpdaterDeviceHooks{}, &hooked).is_ok());
+}
+
+// Sharded: the device hook is asked for this rank's slice only, as the host check reads it,
+// so a non-finite value outside the slice (another rank's, unreduced here) neither skips the
+// step nor is counted or unscaled.
+TEST(Updater, ShardedDeviceHookChecksTheSliceOnly) {
+  const ParamTable t = big_table();
+  Flat f(t);
+  fill(t, &f.p, 1, 0.5);
+  UpdaterConfig c = config("lamb", LossScaleMode::kDynamic);
+  size_t seen_begin = 0, seen_end = 0;
+  UpdaterDeviceHooks hooks;
+  hooks.unscale_and_check = [&](const ParamTable& table, float* grads, double scale, size_t begin, size_t end) {
+    seen_begin = begin;
+    seen_end = end;
+    LossScalerConfig sc = c.loss_scale;
+    sc.initial_scale = scale;
+    LossScaler s(sc);
+    return s.unscale_and_check(table, grads, begin, end);
+  };
+  hooks.zero = [](float* p, size_t n) { std::fill(p, p + n, 0.0f); };
+  std::unique_ptr<Optimizer> opt;
+  ASSERT_TRUE(make_optimizer("lamb", c.optimizer, &opt).is_ok());
+  std::unique_ptr<Updater> u;
+  ASSERT_TRUE(Updater::create(c, std::move(opt), hooks, &u).is_ok());
+  ShardSpec shard;
+  shard.begin = t[1].offset + 1000;  // inside "w"
+  shard.end = t[2].offset + 50;      // inside "b"
+  shard.reduce_sums = [](double*, size_t) {};  // one rank standing in for several
+  u->set_shard(shard);
+  backward(t, &f, 0, u->loss_scale());
+  const float outside = std::numeric_limits<float>::infinity();
+  f.g[t[0].offset + 7] = outside;
+  StepReport r;
+  ASSERT_TRUE(u->step(t, f.buffers(), &r).is_ok());
+  EXPECT_EQ(seen_begin, shard.begin);
+  EXPECT_EQ(seen_end, shard.end);
+  EXPECT_FALSE(r.skipped);
+  EXPECT_EQ(r.check.nonfinite_values, 0u);
+  EXPECT_EQ(f.g[t[0].offset + 7], outside);
+  // Inside the slice it counts.
+  backward(t, &f, 1, u->loss_scale());
+  f.g[t[1].offset + 2000] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(u->step(t, f.buffers(), &r).is_ok());
+  EXPECT_TRUE(r.skipped);
+  EXPECT_EQ(r.check.nonfinite_values, 1u);
 }
 
 }  // namespace

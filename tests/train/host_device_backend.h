@@ -59,13 +59,14 @@ class HostDeviceBackend final : public DeviceBackend {
     ++optimizers_made;
     return lansbert::make_optimizer(name, config, out);
   }
-  GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale) override {
+  GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale, size_t begin,
+                              size_t end) override {
     ++unscale_calls;
     LossScalerConfig c;
     c.mode = LossScaleMode::kStatic;
     c.initial_scale = scale;
     LossScaler s(c);
-    return s.unscale_and_check(table, grads);
+    return s.unscale_and_check(table, grads, begin, end);
   }
 
   CountingHostAllocator allocator_;

@@ -67,9 +67,11 @@ struct StepReport {
 // the flat buffers go through these instead of host loops. The train layer fills them from
 // its DeviceBackend; the optim layer stays device-agnostic.
 struct UpdaterDeviceHooks {
-  // Replaces LossScaler::unscale_and_check: multiply grads by 1/scale (scale: the scaler's
-  // current scale) and count non-finite values per table block.
-  std::function<GradCheck(const ParamTable& table, float* grads, double scale)> unscale_and_check;
+  // Replaces LossScaler::unscale_and_check: multiply grads[begin, end) by 1/scale (scale: the
+  // scaler's current scale) and count its non-finite values per table block. [begin, end)
+  // is this rank's shard of a sharded update (its reduced gradients), else everything.
+  std::function<GradCheck(const ParamTable& table, float* grads, double scale, size_t begin, size_t end)>
+      unscale_and_check;
   // Zeroes n floats (m and v in begin_phase with phase_start: reset).
   std::function<void(float* p, size_t n)> zero;
 };
@@ -93,10 +95,9 @@ class Updater {
 
   // Sharded (ZeRO-1) updates: the optimizer updates only shard.begin..end with shard-sized
   // m and v (see ShardSpec), and the inf/NaN verdict is summed over ranks with
-  // shard.reduce_sums so every rank skips or applies the same step. The host check reads
-  // only the shard; a device hook checks the whole buffer, so REQUIRES: gradients outside
-  // the shard are finite (the dist layer zeroes them). begin_phase's `elements` is then the
-  // shard's length.
+  // shard.reduce_sums so every rank skips or applies the same step. The check (host, or the
+  // device hook given the shard's range) reads only the shard, this rank's reduced
+  // gradients. begin_phase's `elements` is then the shard's length.
   void set_shard(const ShardSpec& shard) {
     shard_ = shard;
     optimizer_->set_shard(shard);

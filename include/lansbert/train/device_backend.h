@@ -59,8 +59,10 @@ class DeviceBackend {
   // The update rule `name` over FlatBuffers in device memory (same math as make_optimizer).
   virtual Status make_optimizer(const std::string& name, const OptimizerConfig& config,
                                 std::unique_ptr<Optimizer>* out) = 0;
-  // The device twin of LossScaler::unscale_and_check on device gradients.
-  virtual GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale) = 0;
+  // The device twin of LossScaler::unscale_and_check on device gradients, over the elements
+  // [begin, end) only (a sharded update's slice; end is clamped to the table).
+  virtual GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale, size_t begin,
+                                      size_t end) = 0;
 };
 
 // Builds the backend, or fails (unavailable) e.g. when no device is visible.
