@@ -36,9 +36,10 @@ struct OpsOptions {
   // hand-written attention elsewhere, logging why once (cuda/fused_attention.h).
   AttentionMode attention = AttentionMode::kNative;
   // With kBf16/kFp16: hand the fp32 operands to cuBLAS with compute type 32F_FAST_16BF (or
-  // 32F_FAST_16F), which rounds them inside the GEMM, instead of casting them first. Saves a
-  // pass over every operand and the 16-bit workspaces; the rounding is then cuBLAS's, not
-  // the shared half.h body (the CPU emulation is exact only for the cast kernels).
+  // 32F_FAST_16F), which converts them inside the GEMM, instead of casting them first. Saves
+  // a pass over every operand and the 16-bit workspaces; the conversion is then cuBLAS's
+  // (bf16/fp16 or, as cublas_api.h allows, TF32), not the shared half.h body (the CPU
+  // emulation is exact only for the cast kernels).
   bool cast_in_gemm = false;
 };
 

@@ -136,7 +136,7 @@ YAML
 }
 
 # lansbert bench on the device: bert-base and bert-large at seq 128 / 20 masked slots and
-# 512 / 80, fp32, TF32 and bf16 GEMMs (bf16 both ways: cast kernels, cuBLAS's own rounding),
+# 512 / 80, fp32, TF32 and bf16 GEMMs (bf16 both ways: cast kernels, conversion inside cuBLAS),
 # LANS update timed; one JSON line per run in bench.jsonl and the text form in bench-*.txt.
 # Then the largest micro-batch probe (--batch 0) and a per-op profile. Each run is capped
 # (BENCH_TIMEOUT seconds) so one hang cannot eat the lease.
@@ -146,7 +146,7 @@ bench_step() {
   : > "$out/bench.jsonl"
   for spec in bert-base:128:20:64 bert-base:512:80:16 bert-large:128:20:32 bert-large:512:80:8; do
     IFS=: read -r model seq pred batch <<< "$spec"
-    # bf16-cublas: bf16 with the operands rounded inside cuBLAS (--gemm-cast cublas) instead of
+    # bf16-cublas: bf16 with the operands converted inside cuBLAS (--gemm-cast cublas) instead of
     # by the cast kernels: which of the two is faster decides precision.gemm_cast's default.
     for prec in fp32 tf32 bf16 bf16-cublas; do
       local args=(--precision "${prec%-cublas}")

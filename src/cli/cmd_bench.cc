@@ -304,7 +304,7 @@ int run_bench(const BenchOptions& o) {
     if (o.backend == "cuda")
       std::printf("lansbert bench: %s (%zu parameters), cuda backend on %s, %s GEMMs%s, %s attention%s\n",
                   o.model.c_str(), model.table().parameter_count(), be.device.c_str(), gemm_math_name(o.math),
-                  o.gemm_cast == "cublas" ? " (operands rounded inside cuBLAS)" : "", o.attention.c_str(),
+                  o.gemm_cast == "cublas" ? " (operands converted inside cuBLAS)" : "", o.attention.c_str(),
                   fused_attention ? " (attention dropout 0)" : "");
     else
       std::printf("lansbert bench: %s (%zu parameters), cpu backend, %d threads%s\n", o.model.c_str(),
@@ -352,7 +352,8 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--gemm-cast", o->gemm_cast,
                   "cuda with bf16/fp16: kernel (cast kernels write 16-bit operands, then cuBLAS) or cublas "
-                  "(fp32 operands, cuBLAS rounds them inside the GEMM: compute type 32F_FAST_16BF/16F)")
+                  "(fp32 operands converted inside cuBLAS, which may pick bf16/fp16 or TF32 kernels: compute type "
+                  "32F_FAST_16BF/16F)")
       ->check(CLI::IsMember({"kernel", "cublas"}))
       ->capture_default_str();
   sub->add_option("--optimizer", o->optimizer,

@@ -54,7 +54,8 @@ struct PrecisionSection {
   // weights to 16 bits for a GEMM. kernel: lansbert's cast kernels (the shared half.h bodies,
   // bit-identical to the CPU emulation) write a 16-bit copy, then cuBLAS multiplies 16-bit
   // operands. cublas: the fp32 operands go to cuBLAS with compute type 32F_FAST_16BF/16F and
-  // it converts them inside the GEMM (no extra pass over memory, cuBLAS's rounding).
+  // it converts them inside the GEMM (no extra pass over memory; cuBLAS may use bf16/fp16 or
+  // TF32 and rounds as it likes).
   std::string gemm_cast = "kernel";
   LossScalerConfig scaler;          // scale settings (mode set by resolve)
 };
