@@ -7,7 +7,8 @@
 #                                        lib/ and runtime-fallback/, < 64 MiB).
 #   scripts/gpu-check.sh --run [--sanitize]
 #                                        there, on the lent GPU machine, with build-gpu/bundle
-#                                        carried over: nvidia-smi, test_gpu (optionally under
+#                                        carried over: nvidia-smi, test_gpu (one process per
+#                                        test; with --sanitize the whole binary under
 #                                        compute-sanitizer), the command line end to end
 #                                        (train fp32/bf16 + eval, bench-comm), and `lansbert bench --backend
 #                                        cuda` (bert-base/large, 128/20 and 512/80, fp32, TF32
@@ -83,23 +84,59 @@ run_step() {
   (nvidia-smi || true) 2>&1 | tee "$out/nvidia-smi.txt"
   ldd "$bundle/bin/test_gpu" > "$out/ldd-test_gpu.txt" 2>&1 || true
   local rc=0
-  # Capped (TEST_TIMEOUT seconds, exit 124): a test that hangs on its first run on a GPU (a
-  # kernel, an NCCL set-up) must not take the e2e and bench steps down with it. Output is
-  # written as it comes, so what ran is kept.
+  # Capped (TEST_TIMEOUT seconds in all): a test that hangs on its first run on a GPU (a
+  # kernel, an NCCL set-up) must not take the e2e and bench steps down with it.
   local tt=${TEST_TIMEOUT:-240}
   if [[ "$sanitize" == 1 ]] && command -v compute-sanitizer > /dev/null; then
     timeout "$tt" compute-sanitizer --tool memcheck --error-exitcode 9 "$bundle/bin/test_gpu" 2>&1 |
       tee "$out/test_gpu-memcheck.txt" || rc=$?
+    echo "test_gpu exit status $rc" | tee -a "$out/summary.txt"
   else
-    timeout "$tt" "$bundle/bin/test_gpu" --gtest_output="xml:$out/test_gpu.xml" 2>&1 | tee "$out/test_gpu.txt" || rc=$?
+    gpu_tests_one_by_one "$out" "$tt" || rc=$?
   fi
-  echo "test_gpu exit status $rc$( ((rc == 124)) && echo " (timed out after ${tt} s)")" | tee -a "$out/summary.txt"
   e2e_step "$out" || rc=$?
   if "$bundle/bin/lansbert" bench --help 2>&1 | grep -q -- '--backend'; then
     bench_step "$out"
   else
     echo "lansbert bench has no --backend option in this build; bench skipped" | tee -a "$out/summary.txt"
   fi
+  return $rc
+}
+
+# Every gpu test in a process of its own (TEST_EACH_TIMEOUT seconds each, TEST_TIMEOUT in
+# all): on a first GPU run a failed CUDA call is fatal to its process (lansbert::fatal_error),
+# and one such test must not hide the results of all the tests after it. A process costs a
+# CUDA context set-up (well under a second), a small price for that.
+gpu_tests_one_by_one() {
+  local out=$1 budget=$2 start=$SECONDS rc=0 r name
+  local -a tests
+  mapfile -t tests < <("$bundle/bin/test_gpu" --gtest_list_tests | awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }')
+  : > "$out/test_gpu.txt"
+  mkdir -p "$out/test_gpu-xml"
+  local passed=0 skipped=0 failed=()
+  for name in "${tests[@]}"; do
+    if (( SECONDS - start > budget )); then
+      failed+=("$name(not-run:budget)")
+      rc=124
+      continue
+    fi
+    r=0
+    timeout "${TEST_EACH_TIMEOUT:-60}" "$bundle/bin/test_gpu" --gtest_filter="$name" \
+      --gtest_output="xml:$out/test_gpu-xml/${name//\//_}.xml" > "$out/test_gpu-last.txt" 2>&1 || r=$?
+    cat "$out/test_gpu-last.txt" >> "$out/test_gpu.txt"
+    if (( r != 0 )); then
+      failed+=("$name(exit-$r)")
+      rc=$r
+    elif grep -q '\[  SKIPPED \]' "$out/test_gpu-last.txt"; then
+      skipped=$((skipped + 1))
+    else
+      passed=$((passed + 1))
+    fi
+  done
+  rm -f "$out/test_gpu-last.txt"
+  echo "test_gpu: ${#tests[@]} tests, $passed passed, $skipped skipped, ${#failed[@]} failed or not run: ${failed[*]}" |
+    tee -a "$out/summary.txt"
+  echo "test_gpu exit status $rc" | tee -a "$out/summary.txt"
   return $rc
 }
 
