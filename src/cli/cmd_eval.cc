@@ -43,11 +43,13 @@ Status run_eval_cmd(const EvalArgs& a) {
   o.backend = a.backend.empty() ? "cpu" : a.backend;
   o.math = cfg.gemm_math();
   if (o.backend == "cpu" && o.math == GemmMath::kTf32) o.math = GemmMath::kFp32;
+  o.cast_in_gemm = o.backend != "cpu" && cfg.cast_in_gemm();  // the CPU emulates the cast kernels
   BertConfig mc;
   LB_RETURN_IF_ERROR(cfg.resolve_model(&mc));
   EvalResult r;
   LB_RETURN_IF_ERROR(run_eval(mc, dir, o, &r));
-  std::printf("checkpoint %s (%s backend, %s GEMMs)\n", dir.c_str(), o.backend.c_str(), gemm_math_name(o.math));
+  std::printf("checkpoint %s (%s backend, %s GEMMs%s)\n", dir.c_str(), o.backend.c_str(), gemm_math_name(o.math),
+              o.cast_in_gemm ? ", operands converted inside cuBLAS" : "");
   std::printf("sequences %lld, masked tokens %lld\n", (long long)r.sequences, (long long)r.masked);
   std::printf("mlm_loss %.6f mlm_accuracy %.4f nsp_loss %.6f nsp_accuracy %.4f\n", r.mlm_loss,
               r.mlm_accuracy, r.nsp_loss, r.nsp_accuracy);

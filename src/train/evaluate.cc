@@ -81,6 +81,7 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
     LB_RETURN_IF_ERROR(device->use_device(0));
     DeviceOptions dopts;
     dopts.math = opts.math;
+    dopts.cast_in_gemm = opts.cast_in_gemm;
     ops = device->make_ops(dopts);
   }
   BertModel<float> model(mc, *ops, ModelLimits{opts.micro_batch, set->seq_len(), set->max_pred()});

@@ -34,6 +34,7 @@ class DevicePath : public ::testing::Test {
     // The registry keeps the factory; the backend it makes is observed through `last_`.
     register_device_backend("cuda", [this](std::unique_ptr<DeviceBackend>* out) {
       auto b = std::make_unique<testing::HostDeviceBackend>();
+      b->options_seen = &options_seen_;
       last_ = b.get();
       *out = std::move(b);
       return Status::ok();
@@ -44,6 +45,7 @@ class DevicePath : public ::testing::Test {
   void TearDown() override { unregister_device_backend("cuda"); }
   std::string data_;
   testing::HostDeviceBackend* last_ = nullptr;  // valid while its run lasts
+  DeviceOptions options_seen_;                   // the last make_ops call's, kept after it
 };
 
 // Straight runs: the device path equals the CPU path, checkpoint files byte for byte, and
@@ -107,17 +109,22 @@ TEST_F(DevicePath, InitFromAPhase1CheckpointEqualsTheCpuPath) {
 
 // The precision options reach the device's ops (bf16 GEMMs on the device path equal the CPU
 // backend's bf16 emulation), and fp16's dynamic loss scale reaches the device unscale hook.
+// precision.gemm_cast reaches them too (bf16: cublas, fp16: kernel); the stand-in has one
+// rounding, so the checkpoints stay equal.
 TEST_F(DevicePath, PrecisionReachesTheDeviceOps) {
   for (const char* dtype : {"bf16", "fp16"}) {
     TrainConfig c = testing::tiny_config(data_, scratch(std::string("cpu-") + dtype), 4);
     TrainConfig d = testing::tiny_config(data_, scratch(std::string("dev-") + dtype), 4);
     c.precision.dtype = d.precision.dtype = dtype;
     d.backend = "cuda";
+    const bool cublas = std::string(dtype) == "bf16";
+    d.precision.gemm_cast = cublas ? "cublas" : "kernel";
     TrainResult r;
     ASSERT_TRUE(train(c, &r).is_ok());
     GemmMath seen = GemmMath::kFp32;
     ASSERT_TRUE(train(d, &r, "", -1, [&](int64_t) { seen = last_->last_math; }).is_ok());
     EXPECT_EQ(seen, std::string(dtype) == "bf16" ? GemmMath::kBf16 : GemmMath::kFp16);
+    EXPECT_EQ(options_seen_.cast_in_gemm, cublas) << dtype;
     EXPECT_TRUE(same_file(c.checkpoint.dir + "/final/model.safetensors", d.checkpoint.dir + "/final/model.safetensors"))
         << dtype;
   }
@@ -143,6 +150,13 @@ TEST_F(DevicePath, EvalOnTheDeviceEqualsTheCpu) {
   EXPECT_EQ(cpu_r.mlm_loss, dev_r.mlm_loss);
   EXPECT_EQ(cpu_r.nsp_loss, dev_r.nsp_loss);
   EXPECT_EQ(cpu_r.mlm_accuracy, dev_r.mlm_accuracy);
+  EXPECT_FALSE(options_seen_.cast_in_gemm);
+  // The checkpoint's gemm_cast travels with its math to the device's ops.
+  o.math = GemmMath::kBf16;
+  o.cast_in_gemm = true;
+  ASSERT_TRUE(run_eval(mc, c.checkpoint.dir + "/final", o, &dev_r).is_ok());
+  EXPECT_EQ(options_seen_.math, GemmMath::kBf16);
+  EXPECT_TRUE(options_seen_.cast_in_gemm);
 }
 
 // bench-comm --backend cuda's loop: the buffer lives in the device allocator, the check values

@@ -45,6 +45,7 @@ class HostDeviceBackend final : public DeviceBackend {
   Allocator& allocator() override { return allocator_; }
   std::unique_ptr<Ops<float>> make_ops(const DeviceOptions& options) override {
     last_math = options.math;
+    if (options_seen) *options_seen = options;  // cast_in_gemm: the CPU has one rounding
     return cpu::make_ops<float>(options.math == GemmMath::kTf32 ? GemmMath::kFp32 : options.math);
   }
   void synchronize() override { ++syncs; }
@@ -71,6 +72,9 @@ class HostDeviceBackend final : public DeviceBackend {
 
   CountingHostAllocator allocator_;
   GemmMath last_math = GemmMath::kFp32;
+  // When set, make_ops copies its options there: a place that outlives this backend, which
+  // run_eval destroys before it returns.
+  DeviceOptions* options_seen = nullptr;
   size_t syncs = 0, optimizers_made = 0, unscale_calls = 0;
   int bound = -1;  // use_device's index
 };

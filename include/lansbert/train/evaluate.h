@@ -28,6 +28,9 @@ struct EvalOptions {
   // a device, as cpu::make_ops refuses it).
   std::string backend = "cpu";
   GemmMath math = GemmMath::kFp32;
+  // A device backend with 16-bit math: the operands converted inside cuBLAS, as the model was
+  // trained with precision.gemm_cast: cublas (so the evaluation repeats the training's own).
+  bool cast_in_gemm = false;
 };
 
 struct EvalResult {
