@@ -7,7 +7,8 @@
 #include "train_test_util.h"
 
 int main(int argc, char** argv) {
-  if (argc != 2 && argc != 4) {
+  // An option-looking DIR (--help) is a request for the usage, not a directory to create.
+  if ((argc != 2 && argc != 4) || argv[1][0] == '-') {
     std::fprintf(stderr, "usage: make_train_test_data DIR [SEQ_LEN MAX_PRED]\n");
     return 2;
   }
