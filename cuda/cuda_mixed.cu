@@ -9,6 +9,7 @@
 
 #include "cuda_api.h"
 #include "cuda_raii.cuh"
+#include "device_chunks.h"
 #include "lansbert/kernels/half.h"
 #include "lansbert/kernels/optim_math.h"
 #include "launch.cuh"
@@ -18,20 +19,13 @@ namespace lansbert::cuda {
 namespace {
 
 const cudaStream_t kStream = cudaStreamLegacy;
-constexpr size_t kCheckChunk = 16384;  // elements per CUDA block
-
-struct CheckChunk {
-  int block;          // row of the table
-  size_t begin, end;  // flat-buffer elements
-};
-
 // One CUDA block per chunk: unscale, then count non-finite values and add the count to the
 // chunk's table block (integer atomics: exact in any order). Chunks, not whole table blocks,
 // so bert-large's 31M-element word embedding is spread over the device, not one block.
-__global__ void unscale_check_kernel(const CheckChunk* chunks, float* grads, bool unscale, float inv,
+__global__ void unscale_check_kernel(const DevChunk* chunks, float* grads, bool unscale, float inv,
                                      unsigned long long* bad) {
   __shared__ unsigned long long scratch[32];
-  const CheckChunk ch = chunks[blockIdx.x];
+  const DevChunk ch = chunks[blockIdx.x];
   unsigned long long count = 0;
   for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
     float g = grads[i];
@@ -48,45 +42,30 @@ __global__ void unscale_check_kernel(const CheckChunk* chunks, float* grads, boo
 // device-wide synchronisation.
 struct CheckWorkspace {
   int device = -1;
-  std::vector<size_t> offsets, numels;  // the table the chunks were cut for
-  size_t begin = 0, end = 0;            // and the range (a sharded update's slice)
+  DeviceChunkPlan plan;  // the table and range (a sharded update's slice) the chunks were cut for
   unsigned nchunks = 0;
   DeviceBytes chunks, bad;
   PinnedBuffer<unsigned long long> host_bad;
 
-  bool matches(const ParamTable& table, int dev, size_t lo, size_t hi) const {
-    if (dev != device || table.size() != offsets.size() || lo != begin || hi != end) return false;
-    for (size_t b = 0; b < table.size(); ++b)
-      if (table[b].offset != offsets[b] || table[b].numel != numels[b]) return false;
-    return true;
-  }
-  // Chunks of each block's part inside [lo, hi), as the CPU's ChunkPlan cuts a shard.
-  void prepare(const ParamTable& table, int dev, size_t lo, size_t hi) {
-    std::vector<CheckChunk> list;
-    offsets.clear();
-    numels.clear();
-    for (size_t b = 0; b < table.size(); ++b) {
-      offsets.push_back(table[b].offset);
-      numels.push_back(table[b].numel);
-      const size_t first = std::max(lo, table[b].offset), last = std::min(hi, table[b].offset + table[b].numel);
-      for (size_t i = first; i < last; i += kCheckChunk)
-        list.push_back({static_cast<int>(b), i, std::min(i + kCheckChunk, last)});
-    }
-    begin = lo;
-    end = hi;
-    device = dev;
+  void prepare(const ParamTable& table, size_t lo, size_t hi) {
+    if (plan.matches(table, lo, hi)) return;
+    std::vector<DevChunk> list;
+    plan.cut(table, lo, hi, &list);
     nchunks = static_cast<unsigned>(list.size());
-    chunks.reserve(std::max<size_t>(list.size(), 1) * sizeof(CheckChunk));
+    chunks.reserve(std::max<size_t>(list.size(), 1) * sizeof(DevChunk));
     bad.reserve(table.size() * sizeof(unsigned long long));
     host_bad.resize(table.size());
-    CUDA_CHECK(cudaMemcpy(chunks.get(), list.data(), list.size() * sizeof(CheckChunk), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(chunks.get(), list.data(), list.size() * sizeof(DevChunk), cudaMemcpyHostToDevice));
   }
 };
 
 CheckWorkspace& check_workspace(int dev) {
   // One per process, which drives one device (a change of device starts afresh).
   static std::unique_ptr<CheckWorkspace> ws;
-  if (!ws || ws->device != dev) ws = std::make_unique<CheckWorkspace>();
+  if (!ws || ws->device != dev) {
+    ws = std::make_unique<CheckWorkspace>();
+    ws->device = dev;
+  }
   return *ws;
 }
 
@@ -108,12 +87,12 @@ GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale,
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   CheckWorkspace& ws = check_workspace(dev);
-  if (!ws.matches(table, dev, begin, end)) ws.prepare(table, dev, begin, end);
+  ws.prepare(table, begin, end);  // a no-op when the plan is still this table's and range's
   auto* bad = static_cast<unsigned long long*>(ws.bad.get());
   CUDA_CHECK(cudaMemsetAsync(bad, 0, nb * sizeof(unsigned long long), kStream));
   if (ws.nchunks > 0) {
     unscale_check_kernel<<<ws.nchunks, kThreads, 0, kStream>>>(
-        static_cast<const CheckChunk*>(ws.chunks.get()), grads, scale != 1.0, static_cast<float>(1.0 / scale), bad);
+        static_cast<const DevChunk*>(ws.chunks.get()), grads, scale != 1.0, static_cast<float>(1.0 / scale), bad);
     LB_LAUNCH_CHECK();
   }
   CUDA_CHECK(cudaMemcpyAsync(ws.host_bad.data(), bad, nb * sizeof(unsigned long long), cudaMemcpyDeviceToHost,

@@ -21,6 +21,7 @@
 
 #include "cuda_api.h"
 #include "cuda_raii.cuh"
+#include "device_chunks.h"
 #include "lansbert/kernels/half.h"
 #include "lansbert/kernels/optim_math.h"
 #include "launch.cuh"
@@ -29,15 +30,8 @@ namespace lansbert::cuda {
 
 namespace {
 
-constexpr size_t kChunk = 16384;  // elements per CUDA block, as the CPU chunk plan
 constexpr int kOptThreads = 256;
 const cudaStream_t kStream = cudaStreamLegacy;
-
-struct DevChunk {
-  int block;
-  size_t begin, end;  // flat-buffer elements
-  size_t state;       // index in m and v of element `begin` (begin - shard.begin)
-};
 
 // Per-block factors; the meaning of f[] depends on the pass (see each kernel).
 struct Factors {
@@ -177,8 +171,7 @@ class DeviceOptimizer final : public Optimizer {
   void update_adamw(const FlatBuffers& buf, const AdamConsts<float>& c, double lr, UpdateStats* st);
 
   uint16_t* half_;                        // bf16 weight copy, or null
-  std::vector<size_t> offsets_, numels_;  // the table the plan was built for
-  size_t begin_ = 0, end_ = 0;            // and the shard
+  DeviceChunkPlan plan_;  // the table and shard the chunks were cut for
   std::vector<float> wd_;
   int nblocks_ = 0, nchunks_ = 0;
   DeviceBytes chunks_, first_chunk_, partial_, sums_dev_, factors_dev_;
@@ -187,29 +180,13 @@ class DeviceOptimizer final : public Optimizer {
 };
 
 void DeviceOptimizer::prepare(const ParamTable& table) {
-  bool same = table.size() == offsets_.size() && begin_ == shard_.begin && end_ == shard_.end;
-  for (size_t b = 0; same && b < table.size(); ++b)
-    same = table[b].offset == offsets_[b] && table[b].numel == numels_[b];
-  if (same) return;
+  if (plan_.matches(table, shard_.begin, shard_.end)) return;
   std::vector<DevChunk> chunks;
   std::vector<int> first;
-  offsets_.clear();
-  numels_.clear();
+  // The part of each block inside the shard (all of it unsharded), cut as the CPU's plan.
+  plan_.cut(table, shard_.begin, shard_.end, &chunks, &first);
   wd_.clear();
-  begin_ = shard_.begin;
-  end_ = shard_.end;
-  for (size_t b = 0; b < table.size(); ++b) {
-    const ParamEntry& e = table[b];
-    first.push_back(static_cast<int>(chunks.size()));
-    offsets_.push_back(e.offset);
-    numels_.push_back(e.numel);
-    wd_.push_back(static_cast<float>(config_.decay_for(e.role)));
-    // The part of the block inside the shard (all of it unsharded), cut as the CPU's plan.
-    const size_t lo = std::max(e.offset, begin_), hi = std::min(e.offset + e.numel, end_);
-    for (size_t i = lo; i < hi; i += kChunk)
-      chunks.push_back({static_cast<int>(b), i, std::min(hi, i + kChunk), i - begin_});
-  }
-  first.push_back(static_cast<int>(chunks.size()));
+  for (size_t b = 0; b < table.size(); ++b) wd_.push_back(static_cast<float>(config_.decay_for(table[b].role)));
   nblocks_ = static_cast<int>(table.size());
   nchunks_ = static_cast<int>(chunks.size());
   chunks_.reserve(chunks.size() * sizeof(DevChunk));
