@@ -10,20 +10,10 @@
 
 namespace lansbert::cuda {
 
-template <typename F>
-__global__ void dropout_map_kernel(size_t n, RngKey key, F f) {
-  const size_t blocks = (n + 3) / 4;
-  for (size_t b = blockIdx.x * size_t(blockDim.x) + threadIdx.x; b < blocks; b += size_t(gridDim.x) * blockDim.x) {
-    kern::for_dropout_block(key, b, n, f);
-  }
-}
-
+// launch_map's grid-stride loop over the (n + 3) / 4 Philox blocks.
 template <typename F>
 void launch_dropout_map(size_t n, RngKey key, cudaStream_t s, F f) {
-  if (n == 0) return;
-  const size_t blocks = (n + 3) / 4;
-  dropout_map_kernel<<<grid_for(blocks), kThreads, 0, s>>>(n, key, f);
-  LB_LAUNCH_CHECK();
+  launch_map((n + 3) / 4, s, [=] __device__(size_t b) { kern::for_dropout_block(key, b, n, f); });
 }
 
 }  // namespace lansbert::cuda
