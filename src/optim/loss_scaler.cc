@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "chunk_plan.h"
+#include "chunk_passes.h"
 #include "lansbert/core/check.h"
 #include "lansbert/kernels/optim_math.h"
 
@@ -64,21 +64,22 @@ LossScaler::~LossScaler() = default;
 GradCheck LossScaler::unscale_and_check(const ParamTable& table, float* grads, size_t begin,
                                         size_t end) {
   const ChunkPlan& plan = plan_for(table, &plan_, begin, end);
-  const std::vector<Chunk>& chunks = plan.chunks();
-  const int64_t n = static_cast<int64_t>(chunks.size());
-  const bool unscale = state_.scale != 1.0;
-  const float inv = static_cast<float>(1.0 / state_.scale);
-  chunk_bad_.assign(chunks.size(), 0);
-#pragma omp parallel for schedule(dynamic, 4)
-  for (int64_t i = 0; i < n; ++i) {
+  const bool unscale_shared = state_.scale != 1.0;
+  const float inv_shared = static_cast<float>(1.0 / state_.scale);
+  chunk_bad_.assign(plan.chunks().size(), 0);
+  for_each_chunk(plan, [&](size_t i, const Chunk& ch) {
+    // Locals, not reads through the closure, so the element loop vectorises.
+    const bool unscale = unscale_shared;
+    const float inv = inv_shared;
+    float* __restrict g = grads;
     size_t bad = 0;
-    for (size_t j = chunks[i].begin; j < chunks[i].end; ++j) {
+    for (size_t j = ch.begin; j < ch.end; ++j) {
       // Unscale first, then check: a finite value can overflow when the scale is below 1.
-      if (unscale) grads[j] *= inv;
-      bad += optim_is_finite(grads[j]) ? 0 : 1;
+      if (unscale) g[j] *= inv;
+      bad += optim_is_finite(g[j]) ? 0 : 1;
     }
     chunk_bad_[i] = bad;
-  }
+  });
   GradCheck check;
   for (size_t b = 0; b < plan.blocks(); ++b) {
     size_t bad = 0;
