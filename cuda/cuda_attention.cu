@@ -16,6 +16,12 @@ namespace lansbert::cuda {
 namespace {
 
 size_t rows_elems(const AttentionShape& s) { return size_t(s.batch) * s.seq * s.ld; }
+// Elements from d_q (or d_k, d_v) to its last one: rows of heads*head_dim at qkv_stride()
+// apart. With the model's packed [B*S, 3H] gradient the span also covers the other two
+// blocks' columns, which the comparison then checks twice (and never reads past the end).
+size_t qkv_span(const AttentionShape& s) {
+  return (size_t(s.batch) * s.seq - 1) * size_t(s.qkv_stride()) + size_t(s.heads) * s.head_dim;
+}
 size_t stats_elems(const AttentionShape& s) { return size_t(s.batch) * s.heads * s.seq; }
 size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -66,7 +72,7 @@ void CudaOps::attention_backward(const AttentionBackward<float>& a) {
   // reference): the saved region holds softmax statistics, not probabilities, so recompute
   // the probabilities into it. The region is the forward's own saved buffer, sized for them,
   // and nothing reads the statistics after this backward. Fused forwards have no dropout.
-  const size_t n = rows_elems(a.shape);
+  const size_t n = qkv_span(a.shape);
   DeviceBytes keep(check && ran ? 3 * aligned(n * sizeof(float)) : 0);
   float* fused_grads[3] = {nullptr, nullptr, nullptr};
   float* outs[3] = {a.d_q, a.d_k, a.d_v};
@@ -77,8 +83,9 @@ void CudaOps::attention_backward(const AttentionBackward<float>& a) {
     }
   const AttentionShape& s = a.shape;
   float* probs = const_cast<float*>(a.probs);
-  gemm_batched(Trans::kNo, Trans::kYes, s.seq, s.seq, s.head_dim, 1.0f, a.q, s.ld, a.k, s.ld, 0.0f, a.d_scores,
-               s.seq, attention_detail::qk_batch(s));
+  const int Q = s.qkv_stride();
+  gemm_batched(Trans::kNo, Trans::kYes, s.seq, s.seq, s.head_dim, 1.0f, a.q, Q, a.k, Q, 0.0f, a.d_scores, s.seq,
+               attention_detail::qk_batch(s, Q, Q));
   softmax_forward(a.d_scores, a.key_mask, probs, s.batch, s.heads, s.seq, a.scale);
   AttentionBackward<float> native = a;
   native.impl = AttentionImpl::kNative;

@@ -36,6 +36,18 @@ void to_bf16(const float* src, uint16_t* dst, size_t n, cudaStream_t s) {
 void to_f32(const uint16_t* src, float* dst, size_t n, cudaStream_t s) {
   launch_map(n, s, [=] __device__(size_t i) { dst[i] = kern::bf16_to_float(src[i]); });
 }
+// The same between a [rows, cols] block of an fp32 tensor with row stride ld (q, k, v and
+// their gradients: column blocks of the model's [B*S, 3H] tensors) and a packed bf16 copy.
+void rows_to_bf16(const float* src, int64_t ld, uint16_t* dst, size_t rows, size_t cols, cudaStream_t s) {
+  launch_map(rows * cols, s, [=] __device__(size_t i) {
+    dst[i] = kern::float_to_bf16(src[int64_t(i / cols) * ld + int64_t(i % cols)]);
+  });
+}
+void rows_to_f32(const uint16_t* src, float* dst, int64_t ld, size_t rows, size_t cols, cudaStream_t s) {
+  launch_map(rows * cols, s, [=] __device__(size_t i) {
+    dst[int64_t(i / cols) * ld + int64_t(i % cols)] = kern::bf16_to_float(src[i]);
+  });
+}
 
 void fill_int(int32_t* p, size_t n, int32_t value, cudaStream_t s) {
   launch_map(n, s, [=] __device__(size_t i) { p[i] = value; });
@@ -74,7 +86,8 @@ std::string fused_attention_argument_check(const AttentionShape& s, float dropou
   if (s.head_dim % 8 != 0 || s.head_dim > 128)
     return "head_dim " + std::to_string(s.head_dim) + " (cuDNN's SDPA needs a multiple of 8, at most 128)";
   if (s.ld != s.heads * s.head_dim)
-    return "row stride " + std::to_string(s.ld) + " != heads * head_dim (the fused path converts whole rows)";
+    return "ctx row stride " + std::to_string(s.ld) + " != heads * head_dim (the fused path converts whole rows)";
+  if (s.qkv_stride() < s.ld) return "q/k/v row stride " + std::to_string(s.qkv_stride()) + " < heads * head_dim";
   if (s.batch <= 0 || s.seq <= 0) return "empty batch";
   return "";
 }
@@ -248,9 +261,10 @@ bool FusedAttention::forward(const AttentionForward<float>& a) {
   m.staging.reserve(4 * n * sizeof(uint16_t));
   uint16_t* q = static_cast<uint16_t*>(m.staging.get());
   uint16_t *k = q + n, *v = k + n, *o = v + n;
-  to_bf16(a.q, q, n, stream_);
-  to_bf16(a.k, k, n, stream_);
-  to_bf16(a.v, v, n, stream_);
+  const size_t rows = size_t(s.batch) * s.seq;
+  rows_to_bf16(a.q, s.qkv_stride(), q, rows, s.ld, stream_);
+  rows_to_bf16(a.k, s.qkv_stride(), k, rows, s.ld, stream_);
+  rows_to_bf16(a.v, s.qkv_stride(), v, rows, s.ld, stream_);
   float scale = a.scale, fill = std::numeric_limits<float>::lowest();
   std::vector<int64_t> uids = {sdpa::kQ, sdpa::kK, sdpa::kV, sdpa::kO, sdpa::kStats, sdpa::kScale,
                                sdpa::kSeqLenQ, sdpa::kSeqLenKV};
@@ -287,9 +301,10 @@ bool FusedAttention::backward(const AttentionBackward<float>& a) {
   m.staging.reserve(8 * n * sizeof(uint16_t));
   uint16_t* q = static_cast<uint16_t*>(m.staging.get());
   uint16_t *k = q + n, *v = k + n, *o = v + n, *d_o = o + n, *dq = d_o + n, *dk = dq + n, *dv = dk + n;
-  to_bf16(a.q, q, n, stream_);
-  to_bf16(a.k, k, n, stream_);
-  to_bf16(a.v, v, n, stream_);
+  const size_t rows = size_t(s.batch) * s.seq;
+  rows_to_bf16(a.q, s.qkv_stride(), q, rows, s.ld, stream_);
+  rows_to_bf16(a.k, s.qkv_stride(), k, rows, s.ld, stream_);
+  rows_to_bf16(a.v, s.qkv_stride(), v, rows, s.ld, stream_);
   to_bf16(a.ctx, o, n, stream_);  // exact: ctx is the bf16 O the forward widened
   to_bf16(a.d_ctx, d_o, n, stream_);
   // Rows of padded keys get no gradient; the kernels may leave them unwritten.
@@ -317,9 +332,9 @@ bool FusedAttention::backward(const AttentionBackward<float>& a) {
     fall_back(e->why);
     return false;
   }
-  to_f32(dq, a.d_q, n, stream_);
-  to_f32(dk, a.d_k, n, stream_);
-  to_f32(dv, a.d_v, n, stream_);
+  rows_to_f32(dq, a.d_q, s.qkv_stride(), rows, s.ld, stream_);
+  rows_to_f32(dk, a.d_k, s.qkv_stride(), rows, s.ld, stream_);
+  rows_to_f32(dv, a.d_v, s.qkv_stride(), rows, s.ld, stream_);
   return true;
 }
 

@@ -80,9 +80,16 @@ ParamTable make_bert_param_table(const BertConfig& c) {
   layernorm("bert.embeddings.LayerNorm");
   for (int l = 0; l < c.layers; ++l) {
     const std::string p = "bert.encoder.layer." + std::to_string(l);
-    linear(p + ".attention.self.query", H, H);
-    linear(p + ".attention.self.key", H, H);
-    linear(p + ".attention.self.value", H, H);
+    // Query, key and value as one [3H, H] weight and one [3H] bias (packed: no gaps), so the
+    // projection is one GEMM reading its input once (bert_model_impl.h's qkv). The names and
+    // shapes stay Hugging Face's three tensors; only their place in the flat buffers differs.
+    const std::string self = p + ".attention.self.";
+    t.add(self + "query.weight", {H, H}, ParamRole::kWeight);
+    t.add_packed(self + "key.weight", {H, H}, ParamRole::kWeight);
+    t.add_packed(self + "value.weight", {H, H}, ParamRole::kWeight);
+    t.add(self + "query.bias", {H}, ParamRole::kBias);
+    t.add_packed(self + "key.bias", {H}, ParamRole::kBias);
+    t.add_packed(self + "value.bias", {H}, ParamRole::kBias);
     linear(p + ".attention.output.dense", H, H);
     layernorm(p + ".attention.output.LayerNorm");
     linear(p + ".intermediate.dense", I, H);

@@ -20,6 +20,16 @@ const ParamEntry* entry(const ParamTable& t, const std::string& name) {
 LinearParams linear(const ParamTable& t, const std::string& prefix) {
   return {entry(t, prefix + ".weight"), entry(t, prefix + ".bias")};
 }
+// The query entries of `self` ("...attention.self."), after checking that the key's and the
+// value's follow them without gaps: the encoder layer treats the three as one linear layer.
+LinearParams packed_qkv(const ParamTable& t, const std::string& self, int hidden) {
+  const LinearParams q = linear(t, self + "query"), k = linear(t, self + "key"), v = linear(t, self + "value");
+  const size_t H = size_t(hidden);
+  LB_CHECK_MSG(k.w->offset == q.w->offset + H * H && v.w->offset == k.w->offset + H * H &&
+                   k.b->offset == q.b->offset + H && v.b->offset == k.b->offset + H,
+               "parameter table: " + self + "{query,key,value} are not packed");
+  return q;
+}
 }  // namespace
 
 template <typename T>
@@ -44,9 +54,10 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim) {
   layers.resize(c.layers);
   const bool attn_dropout = c.attention_dropout > 0;
   for (LayerActs<T>& l : layers) {
-    l.q = a.take<T>(N * H);
-    l.k = a.take<T>(N * H);
-    l.v = a.take<T>(N * H);
+    l.qkv = a.take<T>(3 * N * H);
+    l.q = l.qkv;
+    l.k = l.qkv + H;
+    l.v = l.qkv + 2 * H;
     l.probs = a.take<T>(BASS);
     l.probs_drop = attn_dropout ? a.take<T>(BASS) : nullptr;
     l.ctx = a.take<T>(N * H);
@@ -76,7 +87,11 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim) {
   nsp_logits = a.take<T>(B * 2);
   nsp_losses = a.take<T>(B);
   nsp_correct = a.take<int32_t>(B);
-  for (T** p : {&dh, &d_a, &d_b, &d_c, &d_q, &d_k, &d_v, &d_ctx}) *p = a.take<T>(N * H);
+  for (T** p : {&dh, &d_a, &d_b, &d_c, &d_ctx}) *p = a.take<T>(N * H);
+  d_qkv = a.take<T>(3 * N * H);
+  d_q = d_qkv;
+  d_k = d_qkv + H;
+  d_v = d_qkv + 2 * H;
   d_ffn = a.take<T>(N * I);
   d_probs = a.take<T>(BASS);
   d_scores = a.take<T>(BASS);
@@ -112,9 +127,7 @@ BertModel<T>::BertModel(const BertConfig& config, Ops<T>& ops, ModelLimits limit
   for (int l = 0; l < config.layers; ++l) {
     const std::string p = "bert.encoder.layer." + std::to_string(l);
     LayerParams lp;
-    lp.q = linear(table_, p + ".attention.self.query");
-    lp.k = linear(table_, p + ".attention.self.key");
-    lp.v = linear(table_, p + ".attention.self.value");
+    lp.qkv = packed_qkv(table_, p + ".attention.self.", config.hidden);
     lp.attn_out = linear(table_, p + ".attention.output.dense");
     lp.ln1 = linear(table_, p + ".attention.output.LayerNorm");
     lp.inter = linear(table_, p + ".intermediate.dense");
@@ -282,10 +295,10 @@ void BertModel<T>::backward(T loss_weight, const GradReadyFn& on_ready) {
     const T* x = l == 0 ? s.emb_out : s.layers[l - 1].h2;
     encoder_layer_backward(s, l, x);
     const LayerParams& p = s.layer_params[l];
-    if (on_ready) on_ready(index(p.q.w), index(p.ln2.b) + 1);
+    if (on_ready) on_ready(index(p.qkv.w), index(p.ln2.b) + 1);
   }
   embeddings_backward(s);  // the word embeddings also took the tied decoder's gradient
-  if (on_ready) on_ready(0, index(s.layer_params.empty() ? s.pooler.w : s.layer_params[0].q.w));
+  if (on_ready) on_ready(0, index(s.layer_params.empty() ? s.pooler.w : s.layer_params[0].qkv.w));
 }
 
 template class BertModel<float>;

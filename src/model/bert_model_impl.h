@@ -15,13 +15,19 @@ struct LinearParams {
 };
 
 struct LayerParams {
-  LinearParams q, k, v, attn_out, inter, out;
+  // qkv: the packed query, key and value weight [3H, H] and bias [3H]: the query entries,
+  // which the key's and the value's follow without gaps (make_bert_param_table; checked
+  // when the model is built).
+  LinearParams qkv, attn_out, inter, out;
   LinearParams ln1, ln2;  // w = gamma, b = beta
 };
 
 template <typename T>
 struct LayerActs {
-  T *q, *k, *v;              // (N, H)
+  // (N, 3H): token t's query, key and value are columns [0, H), [H, 2H), [2H, 3H) of row t,
+  // one GEMM's output; q, k, v point at the three column blocks (row stride 3H).
+  T* qkv;
+  T *q, *k, *v;
   T *probs, *probs_drop;     // (B, A, S, S)
   T* ctx;                    // (N, H)
   T *res1, *mean1, *rstd1;   // (N, H), (N), (N): LN1 input and statistics
@@ -74,7 +80,9 @@ struct BertState {
   T* nsp_losses;                 // (B)
   int32_t* nsp_correct;          // (B)
   // Backward scratch, shared by all layers.
-  T *dh, *d_a, *d_b, *d_c, *d_q, *d_k, *d_v, *d_ctx;  // (N, H)
+  T *dh, *d_a, *d_b, *d_c, *d_ctx;                   // (N, H)
+  T* d_qkv;                                          // (N, 3H), laid out as qkv
+  T *d_q, *d_k, *d_v;                                // its column blocks
   T* d_ffn;                                          // (N, I)
   T *d_probs, *d_scores;                             // (B, A, S, S); d_scores doubles as forward scores
   T* d_mlm_logits;                                   // (Pt, V)

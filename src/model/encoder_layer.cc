@@ -1,12 +1,16 @@
 // One post-LN transformer encoder layer (BERT):
-//   q, k, v = x Wq^T + bq, ...                 (N, H) each; head a reads columns [a*D, a*D+D)
+//   [q k v] = x [Wq; Wk; Wv]^T + [bq bk bv]    one GEMM into (N, 3H); q, k, v are its column
+//                                              blocks, head a of q reads columns [a*D, a*D+D)
 //   ctx     = dropout(softmax(q k^T / sqrt(D), mask)) v    Ops::attention_forward (one entry
 //                                              point, so a backend may fuse it)
 //   h1      = LN(x + dropout(ctx Wo^T + bo))
 //   h2      = LN(h1 + dropout(gelu(h1 Wi^T + bi) Wo2^T + bo2))
 // The bias, activation, dropout and residual steps after the output GEMMs go through Ops'
 // fused epilogues (bias_gelu, bias_dropout_residual and their backward passes).
-// Heads are addressed in place inside the (N, H) tensors (attention.h's `ld`).
+// Heads are addressed in place inside the (N, 3H) and (N, H) tensors (attention.h's `qkv_ld`
+// and `ld`). One projection GEMM instead of three reads x (and in the backward d[q k v] and
+// x) once rather than three times, and needs no accumulating passes over d(x): what
+// Megatron-LM and NVIDIA's BERT do too.
 #include <cmath>
 
 #include "bert_model_impl.h"
@@ -19,7 +23,7 @@ namespace {
 template <typename T>
 AttentionShape attn_shape(const BertState<T>& m) {
   const BertConfig& c = *m.config;
-  return {m.B, c.heads, m.S, c.head_dim(), c.hidden};
+  return {m.B, c.heads, m.S, c.head_dim(), c.hidden, 3 * c.hidden};
 }
 
 template <typename T>
@@ -62,9 +66,7 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
   const int N = m.N, H = c.hidden, I = c.intermediate;
   const float p_hidden = drop_p(m, c.hidden_dropout);
 
-  linear_forward(ops, x, m.p(p.q.w), m.p(p.q.b), a.q, N, H, H);
-  linear_forward(ops, x, m.p(p.k.w), m.p(p.k.b), a.k, N, H, H);
-  linear_forward(ops, x, m.p(p.v.w), m.p(p.v.b), a.v, N, H, H);
+  linear_forward(ops, x, m.p(p.qkv.w), m.p(p.qkv.b), a.qkv, N, H, 3 * H);
   AttentionForward<T> f;
   attention_common(m, l, &f);
   f.ctx = a.ctx;
@@ -117,10 +119,8 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   b.d_scores = m.d_scores;
   ops.attention_backward(b);
 
-  // d(x) = residual (d_b) + the three projections' input gradients, written into dh.
-  linear_backward(ops, m.d_q, x, m.p(p.q.w), m.dh, m.g(p.q.w), m.g(p.q.b), N, H, H);
-  linear_backward(ops, m.d_k, x, m.p(p.k.w), m.dh, m.g(p.k.w), m.g(p.k.b), N, H, H, true);
-  linear_backward(ops, m.d_v, x, m.p(p.v.w), m.dh, m.g(p.v.w), m.g(p.v.b), N, H, H, true);
+  // d(x) = residual (d_b) + the projection's input gradient, written into dh.
+  linear_backward(ops, m.d_qkv, x, m.p(p.qkv.w), m.dh, m.g(p.qkv.w), m.g(p.qkv.b), N, H, 3 * H);
   ops.accumulate(m.dh, m.d_b, NH);
 }
 

@@ -21,6 +21,16 @@ bool role_decays_by_default(ParamRole r) {
 }
 
 const ParamEntry& ParamTable::add(std::string name, std::vector<int64_t> shape, ParamRole role) {
+  return append(std::move(name), std::move(shape), role, (total_ + kAlign - 1) / kAlign * kAlign);
+}
+
+const ParamEntry& ParamTable::add_packed(std::string name, std::vector<int64_t> shape, ParamRole role) {
+  LB_CHECK_MSG(!entries_.empty(), "add_packed: " + name + " has no tensor to follow");
+  return append(std::move(name), std::move(shape), role, total_);
+}
+
+const ParamEntry& ParamTable::append(std::string name, std::vector<int64_t> shape, ParamRole role,
+                                     size_t offset) {
   LB_CHECK_MSG(find(name) == nullptr, "duplicate parameter " + name);
   ParamEntry e;
   e.name = std::move(name);
@@ -31,7 +41,7 @@ const ParamEntry& ParamTable::add(std::string name, std::vector<int64_t> shape, 
   }
   e.shape = std::move(shape);
   e.role = role;
-  e.offset = (total_ + kAlign - 1) / kAlign * kAlign;
+  e.offset = offset;
   total_ = e.offset + e.numel;
   entries_.push_back(std::move(e));
   return entries_.back();

@@ -68,10 +68,11 @@ void prune(const std::string& root, int keep_last, const std::string& keep) {
     if (steps[i] != keep) fs::remove_all(fs::path(root) / steps[i], ec);
 }
 
-std::string meta_to_json(const CheckpointMeta& m, const nlohmann::json& files) {
+std::string meta_to_json(const CheckpointMeta& m, const ParamTable& table, const nlohmann::json& files) {
   nlohmann::ordered_json j;
   j["format"] = "lansbert-checkpoint";
   j["format_version"] = kCheckpointFormatVersion;
+  j["param_layout"] = param_layout_fingerprint(table);
   j["step"] = m.step;
   j["micro_step"] = m.micro_step;
   j["data"] = {{"epoch", m.data.epoch}, {"consumed", m.data.consumed}};
@@ -84,6 +85,31 @@ std::string meta_to_json(const CheckpointMeta& m, const nlohmann::json& files) {
 }
 
 }  // namespace
+
+std::string param_layout_fingerprint(const ParamTable& table) {
+  uint32_t crc = 0;
+  for (const ParamEntry& e : table.entries()) {
+    const std::string line = e.name + ":" + std::to_string(e.offset) + ":" + std::to_string(e.numel) + ";";
+    crc = crc32c(line.data(), line.size(), crc);
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "crc32c:%08x/%zu", crc, table.size());
+  return buf;
+}
+
+Status check_param_layout(const std::string& dir, const CheckpointMeta& meta, const ParamTable& table) {
+  const std::string mine = param_layout_fingerprint(table);
+  if (meta.param_layout == mine) return Status::ok();
+  const std::string path = (fs::path(dir) / kMetaFile).string();
+  if (meta.format_version < 2)
+    return Status::unsupported(path + ": format version " + std::to_string(meta.format_version) +
+                               " checkpoint: its optimizer state predates the packed query/key/value layout and "
+                               "cannot be loaded by this build; its weights can (--init-from with "
+                               "phase_start: reset starts fresh moments from them)");
+  return Status::invalid_argument(path + ": optimizer state laid out for parameter layout " + meta.param_layout +
+                                  ", this model's is " + mine + " (written by a build with another parameter "
+                                  "table); its weights can be loaded with --init-from and phase_start: reset");
+}
 
 std::string checkpoint_step_dir(const std::string& root, int64_t step) {
   return (fs::path(root) / step_name(step)).string();
@@ -143,7 +169,7 @@ Status commit(const std::string& root, const fs::path& tmp, const CheckpointMeta
                               "file system every rank shares)");
     LB_RETURN_IF_ERROR(file_digest((tmp / f).string(), &files[f]));
   }
-  const std::string json = meta_to_json(meta, files);
+  const std::string json = meta_to_json(meta, table, files);
   LB_RETURN_IF_ERROR(write_file_atomic((tmp / kMetaFile).string(), {json}));
   LB_RETURN_IF_ERROR(fsync_directory(tmp.string()));
   if (const char* s = std::getenv("LANSBERT_TEST_CHECKPOINT_SLEEP")) ::sleep(std::atoi(s));
@@ -226,10 +252,13 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
     if (j.value("format", "") != "lansbert-checkpoint")
       return Status::corrupt(path + ": not a lansbert checkpoint (format field)");
     const int version = j.at("format_version").get<int>();
-    if (version != kCheckpointFormatVersion)
+    if (version < kOldestCheckpointFormatVersion || version > kCheckpointFormatVersion)
       return Status::unsupported(path + ": checkpoint format version " + std::to_string(version) +
-                                 ", this build reads version " + std::to_string(kCheckpointFormatVersion));
+                                 ", this build reads versions " + std::to_string(kOldestCheckpointFormatVersion) +
+                                 " to " + std::to_string(kCheckpointFormatVersion));
     CheckpointMeta m;
+    m.format_version = version;
+    if (version >= 2) m.param_layout = j.at("param_layout").get<std::string>();
     m.step = j.at("step").get<int64_t>();
     m.micro_step = j.at("micro_step").get<uint64_t>();
     m.data.epoch = j.at("data").at("epoch").get<uint64_t>();

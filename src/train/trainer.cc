@@ -166,6 +166,7 @@ Status Run::restore() {
     if (saved[key] != mine[key])
       return Status::invalid_argument(dir + ": incompatible checkpoint: its " + key + " section " +
                                       saved[key].dump() + " differs from the config's " + mine[key].dump());
+  LB_RETURN_IF_ERROR(check_param_layout(dir, meta, model->table()));
   LB_RETURN_IF_ERROR(load_params(dir));
   OptimizerState state;
   LB_RETURN_IF_ERROR(load_optimizer(dir, &state));
@@ -186,6 +187,7 @@ Status Run::init_from(const std::string& spec) {
     LB_RETURN_IF_ERROR(load_params(dir));
     micro = meta.micro_step;  // dropout masks continue, never repeat phase 1's
     if (cfg.phase_start == PhaseStart::kKeepMoments) {
+      LB_RETURN_IF_ERROR(check_param_layout(dir, meta, model->table()));
       OptimizerState state;
       LB_RETURN_IF_ERROR(load_optimizer(dir, &state));
       LB_RETURN_IF_ERROR(updater->set_state(state));

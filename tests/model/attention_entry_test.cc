@@ -142,6 +142,97 @@ TEST(AttentionEntry, DefaultIsTheOldCompositionBitForBit) {
   check_default_is_old_composition<double>(0.25f);
 }
 
+// q, k, v as the column blocks of one [B*S, 3H] tensor (qkv_ld = 3H, the model's packed
+// projection output), d_q, d_k, d_v likewise: the same values as separate [B*S, H] tensors.
+template <typename T>
+void check_packed_qkv_equals_separate(float p) {
+  auto ops = cpu::make_ops<T>();
+  const AttentionShape sep{2, 3, 5, 4, 12};  // B, A, S, D, ld = A * D
+  AttentionShape packed = sep;
+  packed.qkv_ld = 3 * sep.ld;
+  const int N = sep.batch * sep.seq, H = sep.ld;
+  const size_t NH = size_t(N) * H, P = size_t(sep.batch) * sep.heads * sep.seq * sep.seq;
+  const T scale = T(1) / std::sqrt(T(sep.head_dim));
+  const RngKey key{5, 2, 3};
+  std::vector<int32_t> mask(size_t(N), 1);
+  mask[sep.seq + 4] = 0;
+  const std::vector<T> q = random_values<T>(NH, 11), k = random_values<T>(NH, 12), v = random_values<T>(NH, 13),
+                       d_ctx = random_values<T>(NH, 14);
+  std::vector<T> qkv(3 * NH);
+  for (int r = 0; r < N; ++r)
+    for (int c = 0; c < H; ++c) {
+      qkv[size_t(r) * 3 * H + c] = q[size_t(r) * H + c];
+      qkv[size_t(r) * 3 * H + H + c] = k[size_t(r) * H + c];
+      qkv[size_t(r) * 3 * H + 2 * H + c] = v[size_t(r) * H + c];
+    }
+  struct Out {
+    std::vector<T> scores, probs, probs_drop, ctx, dp, ds, dq, dk, dv;
+  };
+  auto run = [&](const AttentionShape& s, const T* qp, const T* kp, const T* vp, T* dq, T* dk, T* dv) {
+    Out o{std::vector<T>(P), std::vector<T>(P), std::vector<T>(P), std::vector<T>(NH), std::vector<T>(P),
+          std::vector<T>(P), {}, {}, {}};
+    AttentionForward<T> f;
+    f.shape = s;
+    f.scale = scale;
+    f.dropout = p;
+    f.dropout_key = key;
+    f.key_mask = mask.data();
+    f.q = qp;
+    f.k = kp;
+    f.v = vp;
+    f.ctx = o.ctx.data();
+    f.probs = o.probs.data();
+    f.probs_drop = p > 0 ? o.probs_drop.data() : nullptr;
+    f.scores = o.scores.data();
+    ops->attention_forward(f);
+    AttentionBackward<T> b;
+    b.shape = s;
+    b.scale = scale;
+    b.dropout = p;
+    b.dropout_key = key;
+    b.key_mask = mask.data();
+    b.q = qp;
+    b.k = kp;
+    b.v = vp;
+    b.ctx = o.ctx.data();
+    b.probs = o.probs.data();
+    b.probs_drop = f.probs_drop;
+    b.d_ctx = d_ctx.data();
+    b.d_q = dq;
+    b.d_k = dk;
+    b.d_v = dv;
+    b.d_probs = o.dp.data();
+    b.d_scores = o.ds.data();
+    ops->attention_backward(b);
+    return o;
+  };
+  std::vector<T> dq(NH), dk(NH), dv(NH), d_qkv(3 * NH, T(-7));
+  const Out a = run(sep, q.data(), k.data(), v.data(), dq.data(), dk.data(), dv.data());
+  const Out b = run(packed, qkv.data(), qkv.data() + H, qkv.data() + 2 * H, d_qkv.data(), d_qkv.data() + H,
+                    d_qkv.data() + 2 * H);
+  EXPECT_TRUE(same_bits(a.ctx, b.ctx));
+  EXPECT_TRUE(same_bits(a.probs, b.probs));
+  std::vector<T> bq(NH), bk(NH), bv(NH);
+  for (int r = 0; r < N; ++r)
+    for (int c = 0; c < H; ++c) {
+      bq[size_t(r) * H + c] = d_qkv[size_t(r) * 3 * H + c];
+      bk[size_t(r) * H + c] = d_qkv[size_t(r) * 3 * H + H + c];
+      bv[size_t(r) * H + c] = d_qkv[size_t(r) * 3 * H + 2 * H + c];
+    }
+  EXPECT_TRUE(same_bits(dq, bq));  // every element of d_qkv written (none left at -7)
+  EXPECT_TRUE(same_bits(dk, bk));
+  EXPECT_TRUE(same_bits(dv, bv));
+  double norm = 0;
+  for (T x : dk) norm += double(x) * double(x);
+  EXPECT_GT(norm, 1e-6);
+}
+
+TEST(AttentionEntry, PackedQkvRowsEqualSeparateTensors) {
+  check_packed_qkv_equals_separate<float>(0.0f);
+  check_packed_qkv_equals_separate<float>(0.2f);
+  check_packed_qkv_equals_separate<double>(0.2f);
+}
+
 // Forwards every op to the CPU backend and records what the model passes to the attention
 // entry points; its attention claims to be "fused" (it runs the native one underneath) so
 // that the round trip of AttentionImpl from forward to backward is observable.

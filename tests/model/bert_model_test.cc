@@ -26,9 +26,34 @@ TEST(ParamTable, BertBaseMatchesHuggingFaceBertForPreTraining) {
   ASSERT_NE(inter, nullptr);
   EXPECT_EQ(inter->shape, (std::vector<int64_t>{3072, 768}));
   EXPECT_EQ(t.find("cls.predictions.decoder.weight"), nullptr);  // tied to the word embeddings
-  for (const ParamEntry& e : t.entries()) EXPECT_EQ(e.offset % ParamTable::kAlign, 0u) << e.name;
+  // Every entry starts aligned except the key's and the value's, which follow the query's
+  // without a gap so that the three are one [3H, H] weight and one [3H] bias.
+  for (const ParamEntry& e : t.entries()) {
+    const bool packed = e.name.find(".attention.self.key.") != std::string::npos ||
+                        e.name.find(".attention.self.value.") != std::string::npos;
+    if (!packed) {
+      EXPECT_EQ(e.offset % ParamTable::kAlign, 0u) << e.name;
+      continue;
+    }
+    const ParamEntry& prev = *(&e - 1);
+    EXPECT_EQ(e.offset, prev.offset + prev.numel) << e.name << " after " << prev.name;
+    EXPECT_EQ(e.shape, prev.shape) << e.name;
+  }
   EXPECT_EQ(t.find("cls.predictions.bias")->role, ParamRole::kBias);
   EXPECT_EQ(t.find("bert.embeddings.LayerNorm.weight")->role, ParamRole::kLayerNormGamma);
+}
+
+TEST(ParamTable, PackedEntriesFollowWithoutGaps) {
+  ParamTable t;
+  t.add("a", {3}, ParamRole::kBias);
+  t.add("b", {5}, ParamRole::kWeight);
+  t.add_packed("c", {2, 5}, ParamRole::kWeight);
+  t.add("d", {1}, ParamRole::kBias);
+  EXPECT_EQ(t.find("b")->offset, ParamTable::kAlign);
+  EXPECT_EQ(t.find("c")->offset, ParamTable::kAlign + 5);
+  EXPECT_EQ(t.find("d")->offset, 2 * ParamTable::kAlign);
+  EXPECT_EQ(t.total_elements(), 2 * ParamTable::kAlign + 1);
+  EXPECT_EQ(t.parameter_count(), 3u + 5 + 10 + 1);
 }
 
 TEST(BertConfig, PresetsAndValidation) {

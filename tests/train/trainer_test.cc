@@ -142,6 +142,62 @@ TEST_F(TrainerTest, CorruptCheckpointIsAClearErrorAndTouchesNothing) {
   EXPECT_NE(st.message().find("incompatible checkpoint"), std::string::npos) << st.to_string();
 }
 
+// The optimizer's m and v are flat buffers: a checkpoint whose parameter layout differs from
+// the model's (a version-1 checkpoint, written before q/k/v were packed, or another table)
+// cannot resume; the error names trainer.json and nothing is touched. Its weights, stored by
+// name, still start a phase with fresh moments.
+TEST_F(TrainerTest, OptimizerStateOfAnotherParameterLayoutIsRefused) {
+  const std::string dir = scratch("layout");
+  TrainConfig c = testing::tiny_config(*data_, dir, 4);
+  TrainResult r;
+  ASSERT_TRUE(train(c, &r, "", 2).is_ok());
+  const std::string meta_path = dir + "/step-000000002/trainer.json";
+  const std::string original = slurp(meta_path);
+  ASSERT_NE(original.find("\"param_layout\": \"crc32c:"), std::string::npos) << original;
+  auto rewrite = [&](const std::string& from, const std::string& to) {
+    std::string text = original;
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    std::ofstream(meta_path, std::ios::binary) << text;
+  };
+  const size_t at = original.find("\"param_layout\": ");
+  const std::string layout_line = original.substr(at, original.find('\n', at) - at + 1);
+
+  // Version 1: no layout recorded.
+  rewrite("\"format_version\": 2,\n", "\"format_version\": 1,\n");
+  {
+    std::string text = slurp(meta_path);
+    text.erase(text.find(layout_line), layout_line.size());
+    std::ofstream(meta_path, std::ios::binary) << text;
+  }
+  auto before = listing(dir);
+  Status st = train(c, &r, "latest");
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
+  EXPECT_NE(st.message().find(meta_path), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("predates the packed query/key/value layout"), std::string::npos) << st.message();
+  EXPECT_EQ(before, listing(dir));
+  // Its weights start a phase with fresh moments; keeping its moments is refused.
+  TrainConfig fresh = testing::tiny_config(*data_, scratch("layout-fresh"), 1);
+  fresh.phase_start = PhaseStart::kReset;
+  EXPECT_TRUE(train(fresh, &r, "", -1, nullptr, dir + "/step-000000002").is_ok());
+  TrainConfig keep = testing::tiny_config(*data_, scratch("layout-keep"), 1);
+  st = train(keep, &r, "", -1, nullptr, dir + "/step-000000002");
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
+
+  // Version 2 with another layout's fingerprint.
+  rewrite(layout_line, "\"param_layout\": \"crc32c:00000000/1\",\n");
+  before = listing(dir);
+  st = train(c, &r, "latest");
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.message().find("crc32c:00000000/1"), std::string::npos) << st.message();
+  EXPECT_EQ(before, listing(dir));
+
+  std::ofstream(meta_path, std::ios::binary) << original;
+  ASSERT_TRUE(train(c, &r, "latest").is_ok());
+  EXPECT_EQ(r.step, 4);
+}
+
 TEST_F(TrainerTest, Phase2InitFromCheckpointAndHuggingFaceExport) {
   const std::string p1 = scratch("phase1"), p2 = scratch("phase2"), hf = scratch("hf") + "/out";
   TrainConfig c1 = testing::tiny_config(*data_, p1, 4);

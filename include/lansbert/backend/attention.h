@@ -41,9 +41,13 @@ enum class AttentionImpl : int32_t { kNative = 0, kFused = 1 };
 
 struct AttentionShape {
   int batch = 0, heads = 0, seq = 0, head_dim = 0;
-  // Row stride of q, k, v, ctx and their gradients (the hidden size): head a of token t
-  // starts at t * ld + a * head_dim.
+  // Row stride of ctx and d_ctx (the hidden size): head a of token t starts at
+  // t * ld + a * head_dim.
   int ld = 0;
+  // Row stride of q, k, v and d_q, d_k, d_v; 0 means ld. The model's projection writes q, k
+  // and v as the column blocks of one [B*S, 3H] tensor, so it passes 3H.
+  int qkv_ld = 0;
+  int qkv_stride() const { return qkv_ld > 0 ? qkv_ld : ld; }
 };
 
 template <typename T>
@@ -56,7 +60,7 @@ struct AttentionForward {
   // [B] real tokens per sequence, given when every row of key_mask is ones then zeros with at
   // least one one (BERT's padding); nullptr otherwise. Fused kernels take lengths, not masks.
   const int32_t* key_lengths = nullptr;
-  const T* q = nullptr;    // [B*S, ld]
+  const T* q = nullptr;    // [B*S, qkv_stride()]
   const T* k = nullptr;
   const T* v = nullptr;
   T* ctx = nullptr;        // [B*S, ld], written
@@ -84,7 +88,7 @@ struct AttentionBackward {
   const T* probs = nullptr;       // what the forward saved
   const T* probs_drop = nullptr;
   const T* d_ctx = nullptr;       // [B*S, ld]
-  T* d_q = nullptr;               // [B*S, ld] each, written (=)
+  T* d_q = nullptr;               // [B*S, qkv_stride()] each, written (=)
   T* d_k = nullptr;
   T* d_v = nullptr;
   T* d_probs = nullptr;           // scratch [B, A, S, S] each

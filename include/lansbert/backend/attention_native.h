@@ -13,25 +13,28 @@ namespace lansbert {
 
 namespace attention_detail {
 
-// Batches of the attention GEMMs: (S, D) slices of the [B*S, ld] tensors as A/B, and
-// (S, S) blocks of the [B, A, S, S] tensors.
-inline GemmBatch qk_batch(const AttentionShape& s) {  // A, B: (S, D) slices; C: (S, S) blocks
+// Batches of the attention GEMMs, over (sequence, head): (S, D) slices of [B*S, ld] row
+// tensors (each operand with its own row stride: q, k, v and their gradients have
+// qkv_stride(), ctx and d_ctx have ld) and (S, S) blocks of the [B, A, S, S] tensors.
+inline GemmBatch qk_batch(const AttentionShape& s, int a_ld, int b_ld) {  // A, B: slices; C: blocks
   GemmBatch g;
   g.outer = s.batch;
   g.inner = s.heads;
-  g.a_outer = g.b_outer = int64_t(s.seq) * s.ld;
+  g.a_outer = int64_t(s.seq) * a_ld;
+  g.b_outer = int64_t(s.seq) * b_ld;
   g.a_inner = g.b_inner = s.head_dim;
   g.c_outer = int64_t(s.heads) * s.seq * s.seq;
   g.c_inner = int64_t(s.seq) * s.seq;
   return g;
 }
-inline GemmBatch pv_batch(const AttentionShape& s) {  // A: (S, S) blocks; B, C: (S, D) slices
+inline GemmBatch pv_batch(const AttentionShape& s, int b_ld, int c_ld) {  // A: blocks; B, C: slices
   GemmBatch g;
   g.outer = s.batch;
   g.inner = s.heads;
   g.a_outer = int64_t(s.heads) * s.seq * s.seq;
   g.a_inner = int64_t(s.seq) * s.seq;
-  g.b_outer = g.c_outer = int64_t(s.seq) * s.ld;
+  g.b_outer = int64_t(s.seq) * b_ld;
+  g.c_outer = int64_t(s.seq) * c_ld;
   g.b_inner = g.c_inner = s.head_dim;
   return g;
 }
@@ -45,8 +48,8 @@ template <typename T>
 AttentionImpl native_attention_forward(Ops<T>& ops, const AttentionForward<T>& a) {
   using namespace attention_detail;
   const AttentionShape& s = a.shape;
-  const int S = s.seq, D = s.head_dim, H = s.ld;
-  ops.gemm_batched(Trans::kNo, Trans::kYes, S, S, D, T(1), a.q, H, a.k, H, T(0), a.scores, S, qk_batch(s));
+  const int S = s.seq, D = s.head_dim, H = s.ld, Q = s.qkv_stride();
+  ops.gemm_batched(Trans::kNo, Trans::kYes, S, S, D, T(1), a.q, Q, a.k, Q, T(0), a.scores, S, qk_batch(s, Q, Q));
   const T* pd = a.probs;
   if (a.dropout > 0) {
     ops.softmax_dropout_forward(a.scores, a.key_mask, a.probs, a.probs_drop, s.batch, s.heads, S, a.scale,
@@ -55,7 +58,7 @@ AttentionImpl native_attention_forward(Ops<T>& ops, const AttentionForward<T>& a
   } else {
     ops.softmax_forward(a.scores, a.key_mask, a.probs, s.batch, s.heads, S, a.scale);
   }
-  ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), pd, S, a.v, H, T(0), a.ctx, H, pv_batch(s));
+  ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), pd, S, a.v, Q, T(0), a.ctx, H, pv_batch(s, Q, H));
   return AttentionImpl::kNative;
 }
 
@@ -63,19 +66,20 @@ template <typename T>
 void native_attention_backward(Ops<T>& ops, const AttentionBackward<T>& a) {
   using namespace attention_detail;
   const AttentionShape& s = a.shape;
-  const int S = s.seq, D = s.head_dim, H = s.ld;
+  const int S = s.seq, D = s.head_dim, H = s.ld, Q = s.qkv_stride();
   const T* pd = a.dropout > 0 ? a.probs_drop : a.probs;
   // d(pd) = d(ctx) v^T ;  d(v) = pd^T d(ctx)
-  ops.gemm_batched(Trans::kNo, Trans::kYes, S, S, D, T(1), a.d_ctx, H, a.v, H, T(0), a.d_probs, S, qk_batch(s));
-  ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), pd, S, a.d_ctx, H, T(0), a.d_v, H, pv_batch(s));
+  ops.gemm_batched(Trans::kNo, Trans::kYes, S, S, D, T(1), a.d_ctx, H, a.v, Q, T(0), a.d_probs, S,
+                   qk_batch(s, H, Q));
+  ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), pd, S, a.d_ctx, H, T(0), a.d_v, Q, pv_batch(s, H, Q));
   if (a.dropout > 0)
     ops.dropout_softmax_backward(a.d_probs, a.probs, a.d_scores, s.batch, s.heads, S, a.scale, a.dropout,
                                  a.dropout_key);
   else
     ops.softmax_backward(a.d_probs, a.probs, a.d_scores, s.batch, s.heads, S, a.scale);
   // d(q) = d(scores) k ;  d(k) = d(scores)^T q
-  ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.k, H, T(0), a.d_q, H, pv_batch(s));
-  ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.q, H, T(0), a.d_k, H, pv_batch(s));
+  ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.k, Q, T(0), a.d_q, Q, pv_batch(s, Q, Q));
+  ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.q, Q, T(0), a.d_k, Q, pv_batch(s, Q, Q));
 }
 
 template <typename T>

@@ -39,6 +39,10 @@ class ParamTable {
   // Appends a tensor. Offsets are aligned to kAlign elements so every block starts on a
   // 256-byte boundary in fp32; the gaps are zero in every flat buffer and never updated.
   const ParamEntry& add(std::string name, std::vector<int64_t> shape, ParamRole role);
+  // Appends a tensor right after the previous one, with no gap, so that tensors added this
+  // way after an aligned one form one contiguous block a single GEMM can read (BERT's query,
+  // key and value weights as one [3H, H] matrix, their biases as one [3H] vector).
+  const ParamEntry& add_packed(std::string name, std::vector<int64_t> shape, ParamRole role);
 
   const std::vector<ParamEntry>& entries() const { return entries_; }
   size_t size() const { return entries_.size(); }
@@ -53,6 +57,8 @@ class ParamTable {
   static constexpr size_t kAlign = 64;
 
  private:
+  const ParamEntry& append(std::string name, std::vector<int64_t> shape, ParamRole role, size_t offset);
+
   std::vector<ParamEntry> entries_;
   size_t total_ = 0;
 };

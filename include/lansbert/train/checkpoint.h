@@ -30,9 +30,20 @@
 
 namespace lansbert {
 
-inline constexpr int kCheckpointFormatVersion = 1;
+// Version 2 records the parameter layout (param_layout below); version 1 checkpoints are
+// still read, but their optimizer state is refused (it predates the packed q/k/v layout).
+inline constexpr int kCheckpointFormatVersion = 2;
+inline constexpr int kOldestCheckpointFormatVersion = 1;
+
+// Where each tensor sits in the flat buffers, as a short text: CRC32C over every entry's
+// name, offset and size. The optimizer's m and v are flat buffers, so a checkpoint's moments
+// can be loaded only into a model whose fingerprint is the same (the weights are stored by
+// name and load into any layout).
+std::string param_layout_fingerprint(const ParamTable& table);
 
 struct CheckpointMeta {
+  int format_version = kCheckpointFormatVersion;
+  std::string param_layout;  // param_layout_fingerprint at writing; empty in version 1
   int64_t step = 0;         // global batches done in this phase
   uint64_t micro_step = 0;  // micro-steps done over the whole run (dropout keys)
   DataPosition data;        // where the next global batch starts
@@ -88,6 +99,10 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta);
 // Loads model.safetensors of a checkpoint (or of a Hugging Face directory) into params.
 Status load_checkpoint_params(const std::string& dir, const ParamTable& table, float* params);
 // Loads optimizer.state into state, m and v (elements floats each), from either layout.
+// Ok when the checkpoint in `dir` (its meta already read) recorded the parameter layout of
+// `table`, so that its optimizer state fits; otherwise an error naming DIR/trainer.json that
+// says how to start from its weights instead.
+Status check_param_layout(const std::string& dir, const CheckpointMeta& meta, const ParamTable& table);
 Status load_checkpoint_optimizer(const std::string& dir, size_t elements, OptimizerState* state,
                                  float* m, float* v);
 // Loads the moments of flat elements [begin, end) (of `elements` in all) into m and v
