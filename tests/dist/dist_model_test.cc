@@ -29,19 +29,20 @@ using namespace lansbert;
 namespace {
 
 constexpr int kMicro = 4, kB = 2, kS = 32, kP = 5, kSteps = 3;
-// Tolerances, each about 10x the worst summation-order difference measured between 1 and 2
-// or 4 ranks (packed q/k/v GEMM, bert-tiny, this seed); real faults (a lost micro-batch, a sum
-// instead of a mean, a misplaced bucket or shard) differ by 1e-2 or more.
-// - Step-0 gradients, per tensor: measured 2.35e-6 at cls.seq_relationship.bias, whose two
-//   values are sums that cancel to about 1e-4 of their terms.
+// Tolerances. The per-tensor ones are about 10x the worst summation-order difference measured
+// between 1 and 2 or 4 ranks (packed q/k/v GEMM, bert-tiny, this seed); real faults (a lost
+// micro-batch, a sum instead of a mean, a misplaced bucket or shard) differ by 1e-2 or more.
+// The overall one is issue 6's bar (1e-6 relative in fp32).
+// - Step-0 gradients, per tensor: measured 2.35e-6 at cls.seq_relationship.bias (two values,
+//   each a sum over the batch of terms of both signs).
 // - Parameters after 3 LANS steps, per tensor: measured 5.0e-6 at layer 0's
 //   attention.output.LayerNorm.bias. LANS divides m by sqrt(v) + eps (eps = 1e-6), so where a
 //   gradient cancels to about eps (element 88: 5.77e-7, differing by 1.4e-10 between 1 and 2
 //   ranks) the update moves by lr / eps per unit of gradient.
-// - Parameters, max |d| / max |p| over all tensors: measured 5.45e-7.
+// - Parameters, max |d| / max |p| over all tensors: measured 1.42e-7 (2 ranks), 5.45e-7 (4).
 // The gradient check is the exact one (same parameters, only the summation order differs);
 // LANS is invariant to a gradient scale, so a mean/sum mistake shows only there.
-constexpr double kGradBlockTol = 2e-5, kParamBlockTol = 5e-5, kParamGlobalTol = 5e-6;
+constexpr double kGradBlockTol = 2e-5, kParamBlockTol = 5e-5, kParamGlobalTol = 1e-6;
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -160,7 +161,7 @@ int run_test(Communicator& c, bool sharded) {
     for (size_t i = 0; i < p.size(); ++i) exact += p[i] == ref[i];
     std::printf("%s, %d rank(s) vs 1 process: max |dp| / max |p| %.3g, %zu of %zu identical\n",
                 sharded ? "sharded" : "replicated", W, glob, exact, p.size());
-    v.expect(glob < kParamGlobalTol, "parameters differ from the single-process run beyond 5e-6");
+    v.expect(glob < kParamGlobalTol, "parameters differ from the single-process run beyond 1e-6");
   }
   return v.finish(sharded ? "model data-parallel (sharded)" : "model data-parallel");
 }
