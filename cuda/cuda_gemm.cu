@@ -6,7 +6,8 @@
 // With GemmMath kBf16/kFp16 each operand's span is first cast to 16 bits with the shared
 // half.h bodies (the CPU twin rounds with the same ones), then multiplied on tensor cores
 // with fp32 accumulation into the fp32 output. The weights are cast at every use: 6 bytes of
-// traffic per weight against 2*tokens FLOPs, a few percent at BERT batch sizes.
+// traffic per weight against 2*tokens FLOPs, a few percent at BERT batch sizes. A span held
+// with hold_gemm_operand (a backward's dY) is cast once for all the GEMMs that read it.
 // With OpsOptions::cast_in_gemm the fp32 operands go to cuBLAS as they are, with compute type
 // 32F_FAST_16BF/16F: cuBLAS rounds them inside the GEMM (no cast pass, no workspace).
 #include <memory>
@@ -67,17 +68,34 @@ cublasComputeType_t CudaOps::compute_type() const {
   return CUBLAS_COMPUTE_32F;
 }
 
+bool CudaOps::converts_operands() const {
+  return (options_.math == GemmMath::kBf16 || options_.math == GemmMath::kFp16) && !options_.cast_in_gemm;
+}
+
 const void* CudaOps::half_operand(const float* x, size_t n, DeviceBytes& ws, cudaDataType_t* type) {
-  const bool bf16 = options_.math == GemmMath::kBf16;
-  if ((!bf16 && options_.math != GemmMath::kFp16) || options_.cast_in_gemm) {
+  if (!converts_operands()) {
     *type = CUDA_R_32F;
     return x;
   }
+  const bool bf16 = options_.math == GemmMath::kBf16;
   *type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  size_t offset = 0;
+  if (held_.find(x, n, &offset)) return static_cast<const uint16_t*>(half_held_.get()) + offset;
   ws.reserve(n * sizeof(uint16_t));
   uint16_t* out = static_cast<uint16_t*>(ws.get());
   cast_gemm_operand(x, out, n, bf16, stream());
+  conversions_ += n;
   return out;
+}
+
+// Cast now, on the ops stream: every GEMM that reads the copy comes later on the same stream,
+// and the next hold's cast after them, so the copy is never overwritten while in use.
+void CudaOps::hold_gemm_operand(const float* x, size_t n) {
+  held_.hold(x, n);
+  if (!converts_operands() || n == 0) return;
+  half_held_.reserve(n * sizeof(uint16_t));
+  cast_gemm_operand(x, static_cast<uint16_t*>(half_held_.get()), n, options_.math == GemmMath::kBf16, stream());
+  conversions_ += n;
 }
 
 void CudaOps::zero(float* p, size_t n) {

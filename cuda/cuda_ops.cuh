@@ -27,6 +27,9 @@ class CudaOps final : public Ops<float> {
   void gemm_batched(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda,
                     const float* b, int ldb, float beta, float* c, int ldc,
                     const GemmBatch& batch) override;
+  void hold_gemm_operand(const float* x, size_t n) override;
+  void release_gemm_operand() override { held_.release(); }
+  size_t gemm_operand_conversions() const override { return conversions_; }
 
   void bias_add_forward(float* y, const float* bias, int rows, int cols) override;
   void bias_add_backward(const float* dy, float* dbias, int rows, int cols) override;
@@ -86,8 +89,10 @@ class CudaOps final : public Ops<float> {
 
  private:
   // With a 16-bit GemmMath: x[0, n) rounded to the operand format in `ws` (grown as
-  // needed), on the ops stream; the cuBLAS data type is returned in *type.
+  // needed), on the ops stream, or the held span's copy where x lies inside it; the cuBLAS
+  // data type is returned in *type.
   const void* half_operand(const float* x, size_t n, DeviceBytes& ws, cudaDataType_t* type);
+  bool converts_operands() const;  // 16-bit GemmMath with our cast pass (not cast_in_gemm)
   cublasComputeType_t compute_type() const;
 
   // dst[index[i], :] += src[i, :], rows of one index summed in ascending i (cuda_gather.cu).
@@ -99,6 +104,9 @@ class CudaOps final : public Ops<float> {
   DeviceBytes sort_keys_, sort_values_, sort_temp_;  // scatter workspaces, grown on first use
   DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums
   DeviceBytes half_a_, half_b_;                      // 16-bit GEMM operands
+  HeldOperandSpan<float> held_;                      // hold_gemm_operand's span ...
+  DeviceBytes half_held_;                            // ... and its 16-bit copy
+  size_t conversions_ = 0;                           // elements cast for GEMMs
   DeviceBytes batch_ptrs_;                           // pointer arrays of gemm_batched
   std::unique_ptr<FusedAttention> fused_;            // only with attention cudnn/auto
 };

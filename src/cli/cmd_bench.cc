@@ -246,6 +246,7 @@ int run_bench(const BenchOptions& o) {
 
   std::vector<double> fwd, bwd, upd;
   double loss = 0;
+  size_t casts_before = 0;  // GEMM operand conversions before the timed steps
   for (int i = 0; i < o.warmup + o.steps; ++i) {
     be.wait();
     const auto t0 = std::chrono::steady_clock::now();
@@ -265,7 +266,10 @@ int run_bench(const BenchOptions& o) {
       be.wait();
       tu = seconds_since(t2);
     }
-    if (i + 1 == o.warmup) profiler.reset();
+    if (i + 1 == o.warmup) {
+      profiler.reset();
+      casts_before = ops.gemm_operand_conversions();
+    }
     if (i >= o.warmup) {
       fwd.push_back(tf);
       bwd.push_back(tb);
@@ -284,6 +288,9 @@ int run_bench(const BenchOptions& o) {
   const double peak_gflops = o.peak_gflops > 0 ? o.peak_gflops : table_peak;
   const double mfu = peak_gflops > 0 ? gflops / peak_gflops : 0;
   const double mfu_half = peak ? gflops / (1e3 * peak->half_tflops) : 0;  // vs dense fp16/bf16
+  // 16-bit GEMMs' cast passes: elements per step; each reads 4 bytes and writes 2, and the GEMM
+  // reads the 2 back (6 bytes more than reading the fp32 operand directly).
+  const double casts = double(ops.gemm_operand_conversions() - casts_before) / o.steps;
   if (o.json) {
     std::printf(
         "{\"model\":\"%s\",\"backend\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"batch\":%d,\"seq_len\":%d,\"max_pred\":%d,"
@@ -292,6 +299,7 @@ int run_bench(const BenchOptions& o) {
         o.model.c_str(), o.backend.c_str(), gemm_math_name(o.math), threads, B, o.seq_len, P, model.table().parameter_count(), tf * 1e3,
         tb * 1e3, step * 1e3, tokens / step, B / step, gflops, mfu, loss);
     if (opt) std::printf(",\"optimizer\":\"%s\",\"optimizer_ms\":%.3f", opt_name.c_str(), tu * 1e3);
+    if (casts > 0) std::printf(",\"gemm_cast_elements_per_step\":%.0f", casts);
     if (o.backend == "cuda") {
       std::printf(",\"device\":\"%s\",\"attention\":\"%s\",\"gemm_cast\":\"%s\",\"peak_gflops\":%.0f,"
                   "\"mfu_vs_half_peak\":%.4f",
@@ -325,6 +333,9 @@ int run_bench(const BenchOptions& o) {
     else if (o.backend == "cuda" && o.peak_gflops <= 0)
       std::printf("  (device not in the peak table: give --peak-gflops for MFU)");
     std::printf("\n  activations %.1f MiB, loss %.4f\n", model.activation_bytes() / 1048576.0, loss);
+    if (casts > 0)
+      std::printf("  GEMM operand casts %.1fM elements/step (%.2f GB of extra traffic at 6 bytes each)\n",
+                  casts / 1e6, casts * 6 / 1e9);
   }
   if (o.profile) print_profile(profiler, o.steps, step);
   return 0;

@@ -32,17 +32,33 @@ CpuOps<T>::CpuOps(GemmMath math) : math_(math) {
 }
 
 template <typename T>
-const T* CpuOps<T>::operand(const T* x, size_t n, std::vector<T>& scratch) {
-  if (math_ == GemmMath::kFp32 || n == 0) return x;
-  if (scratch.size() < n) scratch.resize(n);
-  T* out = scratch.data();
+void CpuOps<T>::round_into(const T* x, size_t n, T* out) {
   const bool bf16 = math_ == GemmMath::kBf16;
 #pragma omp parallel for schedule(static) if (worth_threads(n))
   for (size_t i = 0; i < n; ++i) {
     const float v = static_cast<float>(x[i]);
     out[i] = static_cast<T>(bf16 ? kern::round_to_bf16(v) : kern::round_to_fp16(v));
   }
-  return out;
+  conversions_ += n;
+}
+
+template <typename T>
+const T* CpuOps<T>::operand(const T* x, size_t n, std::vector<T>& scratch) {
+  if (math_ == GemmMath::kFp32 || n == 0) return x;
+  size_t offset = 0;
+  if (held_.find(x, n, &offset)) return held_copy_.data() + offset;
+  if (scratch.size() < n) scratch.resize(n);
+  round_into(x, n, scratch.data());
+  return scratch.data();
+}
+
+// The span is tracked in every mode, so that a second hold is caught in fp32 tests too.
+template <typename T>
+void CpuOps<T>::hold_gemm_operand(const T* x, size_t n) {
+  held_.hold(x, n);
+  if (math_ == GemmMath::kFp32 || n == 0) return;
+  if (held_copy_.size() < n) held_copy_.resize(n);
+  round_into(x, n, held_copy_.data());
 }
 
 template <typename T>

@@ -108,6 +108,35 @@ TEST(GpuMixed, HalfGemmOpsMatchCpuEmulation) {
   }
 }
 
+// A held span (Ops::hold_gemm_operand) is cast once and read by both GEMMs of a backward:
+// the same bits as casting at each use, and the conversion counter shows the one cast.
+TEST(GpuMixed, HeldOperandIsCastOnce) {
+  LB_REQUIRE_GPU();
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
+    cuda::OpsOptions oo;
+    oo.math = math;
+    auto plain = cuda::make_ops(oo), held = cuda::make_ops(oo);
+    const int n = 96, in = 64, out = 80;
+    const auto dy = testing::random_vector(size_t(n) * out, 50), x = testing::random_vector(size_t(n) * in, 51),
+               w = testing::random_vector(size_t(out) * in, 52);
+    auto dyd = testing::to_device(dy), xd = testing::to_device(x), wd = testing::to_device(w);
+    auto run = [&](Ops<float>& ops, bool hold) {
+      auto dx = testing::to_device(std::vector<float>(size_t(n) * in, 0.f));
+      auto dw = testing::to_device(std::vector<float>(size_t(out) * in, 0.f));
+      if (hold) ops.hold_gemm_operand(dyd.data(), dy.size());
+      ops.gemm(Trans::kNo, Trans::kNo, n, in, out, 1.f, dyd.data(), out, wd.data(), in, 0.f, dx.data(), in);
+      ops.gemm(Trans::kYes, Trans::kNo, out, in, n, 1.f, dyd.data(), out, xd.data(), in, 1.f, dw.data(), in);
+      if (hold) ops.release_gemm_operand();
+      return std::pair{testing::to_host(dx), testing::to_host(dw)};
+    };
+    const auto want = run(*plain, false), got = run(*held, true);
+    EXPECT_EQ(want.first, got.first) << gemm_math_name(math);
+    EXPECT_EQ(want.second, got.second) << gemm_math_name(math);
+    EXPECT_EQ(plain->gemm_operand_conversions(), size_t(2 * n * out + out * in + n * in));
+    EXPECT_EQ(held->gemm_operand_conversions(), size_t(n * out + out * in + n * in));
+  }
+}
+
 // fp16 with cast_in_gemm: the dynamic loss scaler finds an fp16 overflow through the inf it
 // leaves in the GEMM output (the cast kernel rounds 1e5 to inf, as a V100's tensor cores
 // would). cuBLAS's rounding inside 32F_FAST_16F is unspecified, and the header says the type

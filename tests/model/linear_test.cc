@@ -44,5 +44,17 @@ TEST(Linear, ForwardAndBackward) {
   for (size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx2[i], 2 * dx[i], 1e-12);
 }
 
+// In bf16 the backward rounds dy once for both of its GEMMs (Ops::hold_gemm_operand): dy,
+// then w for dx and x for dW, and nothing else.
+TEST(Linear, Bf16BackwardRoundsDyOnce) {
+  auto ops = cpu::make_ops<float>(GemmMath::kBf16);
+  const int n = 6, in = 5, out = 4;
+  const auto x = testing::cast<float>(random_vec(n * in, 1)), w = testing::cast<float>(random_vec(out * in, 2)),
+             dy = testing::cast<float>(random_vec(n * out, 3));
+  std::vector<float> dx(n * in), dw(out * in, 0.f), db(out, 0.f);
+  linear_backward(*ops, dy.data(), x.data(), w.data(), dx.data(), dw.data(), db.data(), n, in, out);
+  EXPECT_EQ(ops->gemm_operand_conversions(), size_t(n * out + out * in + n * in));
+}
+
 }  // namespace
 }  // namespace lansbert

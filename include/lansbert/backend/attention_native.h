@@ -68,16 +68,21 @@ void native_attention_backward(Ops<T>& ops, const AttentionBackward<T>& a) {
   const AttentionShape& s = a.shape;
   const int S = s.seq, D = s.head_dim, H = s.ld, Q = s.qkv_stride();
   const T* pd = a.dropout > 0 ? a.probs_drop : a.probs;
-  // d(pd) = d(ctx) v^T ;  d(v) = pd^T d(ctx)
-  ops.gemm_batched(Trans::kNo, Trans::kYes, S, S, D, T(1), a.d_ctx, H, a.v, Q, T(0), a.d_probs, S,
-                   qk_batch(s, H, Q));
-  ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), pd, S, a.d_ctx, H, T(0), a.d_v, Q, pv_batch(s, H, Q));
+  // d(pd) = d(ctx) v^T ;  d(v) = pd^T d(ctx)   (d(ctx), then d(scores), is held across its
+  // two GEMMs: 16-bit GEMMs convert it once)
+  {
+    HeldGemmOperand<T> held(ops, a.d_ctx, size_t(s.batch) * S * H);
+    ops.gemm_batched(Trans::kNo, Trans::kYes, S, S, D, T(1), a.d_ctx, H, a.v, Q, T(0), a.d_probs, S,
+                     qk_batch(s, H, Q));
+    ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), pd, S, a.d_ctx, H, T(0), a.d_v, Q, pv_batch(s, H, Q));
+  }
   if (a.dropout > 0)
     ops.dropout_softmax_backward(a.d_probs, a.probs, a.d_scores, s.batch, s.heads, S, a.scale, a.dropout,
                                  a.dropout_key);
   else
     ops.softmax_backward(a.d_probs, a.probs, a.d_scores, s.batch, s.heads, S, a.scale);
   // d(q) = d(scores) k ;  d(k) = d(scores)^T q
+  HeldGemmOperand<T> held(ops, a.d_scores, probs_size(s));
   ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.k, Q, T(0), a.d_q, Q, pv_batch(s, Q, Q));
   ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.q, Q, T(0), a.d_k, Q, pv_batch(s, Q, Q));
 }

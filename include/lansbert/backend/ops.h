@@ -61,6 +61,31 @@ inline size_t gemm_operand_extent(Trans t, int rows, int cols, int ld, int outer
   return one + size_t(outer - 1) * size_t(outer_stride) + size_t(inner - 1) * size_t(inner_stride);
 }
 
+// The span an Ops holds as a GEMM operand (Ops::hold_gemm_operand) and where a GEMM operand
+// x[0, m) lies inside it; the CPU and CUDA backends keep their converted copy beside it.
+template <typename T>
+struct HeldOperandSpan {
+  const T* src = nullptr;
+  size_t n = 0;
+
+  void hold(const T* x, size_t count) {
+    LB_CHECK_MSG(src == nullptr, "hold_gemm_operand: a span is already held (one at a time)");
+    src = x;
+    n = count;
+  }
+  void release() { src = nullptr, n = 0; }
+  // True (with *offset in elements) when x[0, m) lies inside the held span.
+  bool find(const T* x, size_t m, size_t* offset) const {
+    if (!src || m == 0) return false;
+    const auto b = reinterpret_cast<uintptr_t>(src), p = reinterpret_cast<uintptr_t>(x);
+    if (p < b || (p - b) % sizeof(T) != 0) return false;
+    const size_t off = (p - b) / sizeof(T);
+    if (off > n || m > n - off) return false;
+    *offset = off;
+    return true;
+  }
+};
+
 template <typename T>
 class Ops {
  public:
@@ -74,6 +99,18 @@ class Ops {
   virtual void gemm_batched(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a,
                             int lda, const T* b, int ldb, T beta, T* c, int ldc,
                             const GemmBatch& batch) = 0;
+
+  // Operand reuse for GEMMs that convert their operands (GemmMath kBf16/kFp16 by a cast
+  // pass). Between hold_gemm_operand(x, n) and release_gemm_operand() the caller promises that
+  // x[0, n) does not change; the backend may then convert it once and serve every GEMM operand
+  // that lies inside that span from the one copy (a backward's dY feeds both the dX and the
+  // dW GEMM). The results are bit-identical to converting at each use. One span at a time;
+  // use HeldGemmOperand. A no-op where GEMMs read T as it is.
+  virtual void hold_gemm_operand(const T* x, size_t n) { (void)x, (void)n; }
+  virtual void release_gemm_operand() {}
+  // Elements converted for GEMM operands since construction (0 where nothing is converted):
+  // the cast traffic that 16-bit GEMMs add, for tests and profiles.
+  virtual size_t gemm_operand_conversions() const { return 0; }
 
   // y[r, c] += bias[c]                      | dbias[c] += sum_r dy[r, c]
   virtual void bias_add_forward(T* y, const T* bias, int rows, int cols) = 0;
@@ -156,6 +193,19 @@ class Ops {
   // the composition where its kernel does not apply. The backward gets the forward's result.
   virtual AttentionImpl attention_forward(const AttentionForward<T>& args);
   virtual void attention_backward(const AttentionBackward<T>& args);
+};
+
+// Holds x[0, n) as a GEMM operand for the lifetime of the guard (Ops::hold_gemm_operand).
+template <typename T>
+class HeldGemmOperand {
+ public:
+  HeldGemmOperand(Ops<T>& ops, const T* x, size_t n) : ops_(ops) { ops_.hold_gemm_operand(x, n); }
+  ~HeldGemmOperand() { ops_.release_gemm_operand(); }
+  HeldGemmOperand(const HeldGemmOperand&) = delete;
+  HeldGemmOperand& operator=(const HeldGemmOperand&) = delete;
+
+ private:
+  Ops<T>& ops_;
 };
 
 }  // namespace lansbert
