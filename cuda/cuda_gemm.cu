@@ -7,7 +7,8 @@
 // half.h bodies (the CPU twin rounds with the same ones), then multiplied on tensor cores
 // with fp32 accumulation into the fp32 output. The weights are cast at every use: 6 bytes of
 // traffic per weight against 2*tokens FLOPs, a few percent at BERT batch sizes. A span held
-// with hold_gemm_operand (a backward's dY) is cast once for all the GEMMs that read it.
+// with hold_gemm_operand (a backward's dY; the model's weights from forward to backward) is
+// cast once for all the GEMMs that read it.
 // With OpsOptions::cast_in_gemm the fp32 operands go to cuBLAS as they are, with compute type
 // 32F_FAST_16BF/16F: cuBLAS rounds them inside the GEMM (no cast pass, no workspace).
 #include <memory>
@@ -80,7 +81,8 @@ const void* CudaOps::half_operand(const float* x, size_t n, DeviceBytes& ws, cud
   const bool bf16 = options_.math == GemmMath::kBf16;
   *type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
   size_t offset = 0;
-  if (held_.find(x, n, &offset)) return static_cast<const uint16_t*>(half_held_.get()) + offset;
+  for (int i = 0; i < kHoldSlots; ++i)
+    if (held_[i].find(x, n, &offset)) return static_cast<const uint16_t*>(half_held_[i].get()) + offset;
   ws.reserve(n * sizeof(uint16_t));
   uint16_t* out = static_cast<uint16_t*>(ws.get());
   cast_gemm_operand(x, out, n, bf16, stream());
@@ -90,11 +92,12 @@ const void* CudaOps::half_operand(const float* x, size_t n, DeviceBytes& ws, cud
 
 // Cast now, on the ops stream: every GEMM that reads the copy comes later on the same stream,
 // and the next hold's cast after them, so the copy is never overwritten while in use.
-void CudaOps::hold_gemm_operand(const float* x, size_t n) {
-  held_.hold(x, n);
+void CudaOps::hold_gemm_operand(const float* x, size_t n, HoldSlot slot) {
+  const int i = int(slot);
+  held_[i].hold(x, n);
   if (!converts_operands() || n == 0) return;
-  half_held_.reserve(n * sizeof(uint16_t));
-  cast_gemm_operand(x, static_cast<uint16_t*>(half_held_.get()), n, options_.math == GemmMath::kBf16, stream());
+  half_held_[i].reserve(n * sizeof(uint16_t));
+  cast_gemm_operand(x, static_cast<uint16_t*>(half_held_[i].get()), n, options_.math == GemmMath::kBf16, stream());
   conversions_ += n;
 }
 

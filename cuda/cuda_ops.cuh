@@ -27,8 +27,8 @@ class CudaOps final : public Ops<float> {
   void gemm_batched(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda,
                     const float* b, int ldb, float beta, float* c, int ldc,
                     const GemmBatch& batch) override;
-  void hold_gemm_operand(const float* x, size_t n) override;
-  void release_gemm_operand() override { held_.release(); }
+  void hold_gemm_operand(const float* x, size_t n, HoldSlot slot) override;
+  void release_gemm_operand(HoldSlot slot) override { held_[int(slot)].release(); }
   size_t gemm_operand_conversions() const override { return conversions_; }
 
   void bias_add_forward(float* y, const float* bias, int rows, int cols) override;
@@ -104,8 +104,8 @@ class CudaOps final : public Ops<float> {
   DeviceBytes sort_keys_, sort_values_, sort_temp_;  // scatter workspaces, grown on first use
   DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums
   DeviceBytes half_a_, half_b_;                      // 16-bit GEMM operands
-  HeldOperandSpan<float> held_;                      // hold_gemm_operand's span ...
-  DeviceBytes half_held_;                            // ... and its 16-bit copy
+  HeldOperandSpan<float> held_[kHoldSlots];          // hold_gemm_operand's spans ...
+  DeviceBytes half_held_[kHoldSlots];                // ... and their 16-bit copies
   size_t conversions_ = 0;                           // elements cast for GEMMs
   DeviceBytes batch_ptrs_;                           // pointer arrays of gemm_batched
   std::unique_ptr<FusedAttention> fused_;            // only with attention cudnn/auto

@@ -46,7 +46,8 @@ template <typename T>
 const T* CpuOps<T>::operand(const T* x, size_t n, std::vector<T>& scratch) {
   if (math_ == GemmMath::kFp32 || n == 0) return x;
   size_t offset = 0;
-  if (held_.find(x, n, &offset)) return held_copy_.data() + offset;
+  for (int i = 0; i < kHoldSlots; ++i)
+    if (held_[i].find(x, n, &offset)) return held_copy_[i].data() + offset;
   if (scratch.size() < n) scratch.resize(n);
   round_into(x, n, scratch.data());
   return scratch.data();
@@ -54,11 +55,12 @@ const T* CpuOps<T>::operand(const T* x, size_t n, std::vector<T>& scratch) {
 
 // The span is tracked in every mode, so that a second hold is caught in fp32 tests too.
 template <typename T>
-void CpuOps<T>::hold_gemm_operand(const T* x, size_t n) {
-  held_.hold(x, n);
+void CpuOps<T>::hold_gemm_operand(const T* x, size_t n, HoldSlot slot) {
+  const int i = int(slot);
+  held_[i].hold(x, n);
   if (math_ == GemmMath::kFp32 || n == 0) return;
-  if (held_copy_.size() < n) held_copy_.resize(n);
-  round_into(x, n, held_copy_.data());
+  if (held_copy_[i].size() < n) held_copy_[i].resize(n);
+  round_into(x, n, held_copy_[i].data());
 }
 
 template <typename T>

@@ -19,8 +19,8 @@ class CpuOps final : public Ops<T> {
             int ldb, T beta, T* c, int ldc) override;
   void gemm_batched(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a, int lda,
                     const T* b, int ldb, T beta, T* c, int ldc, const GemmBatch& batch) override;
-  void hold_gemm_operand(const T* x, size_t n) override;
-  void release_gemm_operand() override { held_.release(); }
+  void hold_gemm_operand(const T* x, size_t n, HoldSlot slot) override;
+  void release_gemm_operand(HoldSlot slot) override { held_[int(slot)].release(); }
   size_t gemm_operand_conversions() const override { return conversions_; }
 
   void bias_add_forward(T* y, const T* bias, int rows, int cols) override;
@@ -69,15 +69,15 @@ class CpuOps final : public Ops<T> {
  private:
   // With math_ kBf16/kFp16: a copy of the first n elements of x, rounded to the operand
   // format, in `scratch` (grown as needed); otherwise x itself.
-  // The held span's copy is served where the operand lies inside it.
+  // A held span's copy is served where the operand lies inside it.
   const T* operand(const T* x, size_t n, std::vector<T>& scratch);
   // x[0, n) rounded to the operand format into out, counted in conversions_.
   void round_into(const T* x, size_t n, T* out);
 
   GemmMath math_;
   std::vector<T> operand_a_, operand_b_;
-  HeldOperandSpan<T> held_;
-  std::vector<T> held_copy_;  // held_ rounded (16-bit modes only)
+  HeldOperandSpan<T> held_[kHoldSlots];
+  std::vector<T> held_copy_[kHoldSlots];  // held_ rounded (16-bit modes only)
   size_t conversions_ = 0;
 };
 

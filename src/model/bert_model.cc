@@ -150,7 +150,10 @@ BertModel<T>::BertModel(const BertConfig& config, Ops<T>& ops, ModelLimits limit
 }
 
 template <typename T>
-BertModel<T>::~BertModel() = default;
+BertModel<T>::~BertModel() {
+  // The parameters' memory goes away: no GEMM may be served a copy of it afterwards.
+  ops_.release_gemm_operand(HoldSlot::kWeights);
+}
 
 template <typename T>
 size_t BertModel<T>::activation_bytes_for(const BertConfig& config, ModelLimits limits) {
@@ -213,6 +216,12 @@ ForwardResult BertModel<T>::forward(const Batch& batch, const StepContext& ctx) 
   s.N = int(N);
   s.Pt = int(Pt);
   s.ctx = ctx;
+  // The weights are GEMM operands in this forward and again in the backward's dX GEMMs, and do
+  // not change in between: held until the next forward (or the model's end), 16-bit GEMMs
+  // cast them once per micro-step instead of at each use. Re-held here because the optimizer
+  // or a checkpoint may have changed them since.
+  ops_.release_gemm_operand(HoldSlot::kWeights);
+  ops_.hold_gemm_operand(params_.data(), table_.total_elements(), HoldSlot::kWeights);
 
   // Host-side index arrays; LB_CHECK guards the invariants the loader already validated.
   std::vector<int32_t> pos(N), cls(B), mlm_index(Pt), key_lengths(B);

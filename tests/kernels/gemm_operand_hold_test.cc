@@ -68,10 +68,10 @@ TEST(GemmOperandHold, BatchedHeadSlicesReadTheHeldCopy) {
   pv.b_inner = pv.c_inner = D;
   auto run = [&](Ops<float>& ops, bool hold) {
     std::vector<float> d_probs(probs.size()), d_v(v.size());
-    if (hold) ops.hold_gemm_operand(d_ctx.data(), d_ctx.size());
+    if (hold) ops.hold_gemm_operand(d_ctx.data(), d_ctx.size(), HoldSlot::kOperand);
     ops.gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 1.f, d_ctx.data(), H, v.data(), H, 0.f, d_probs.data(), S, qk);
     ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, 1.f, probs.data(), S, d_ctx.data(), H, 0.f, d_v.data(), H, pv);
-    if (hold) ops.release_gemm_operand();
+    if (hold) ops.release_gemm_operand(HoldSlot::kOperand);
     return std::pair{d_probs, d_v};
   };
   auto plain = cpu::make_ops<float>(GemmMath::kBf16), held = cpu::make_ops<float>(GemmMath::kBf16);
@@ -84,18 +84,39 @@ TEST(GemmOperandHold, BatchedHeadSlicesReadTheHeldCopy) {
   EXPECT_EQ(held->gemm_operand_conversions(), d_ctx.size() + v.size() + probs.size());
 }
 
+// Both slots at once: the weights (kWeights) and dy (kOperand) held, only x is rounded by
+// the GEMMs themselves.
+TEST(GemmOperandHold, WeightAndOperandSlotsServeTogether) {
+  const int n = 9, in = 6, out = 5;
+  const auto dy = random_floats(size_t(n) * out, 9), x = random_floats(size_t(n) * in, 10),
+             w = random_floats(size_t(out) * in, 11);
+  auto plain = cpu::make_ops<float>(GemmMath::kBf16), held = cpu::make_ops<float>(GemmMath::kBf16);
+  const TwoGemms want = backward_gemms(*plain, dy, x, w, n, in, out);
+  held->hold_gemm_operand(w.data(), w.size(), HoldSlot::kWeights);
+  TwoGemms got;
+  {
+    HeldGemmOperand<float> hold(*held, dy.data(), dy.size());
+    const size_t before = held->gemm_operand_conversions();
+    got = backward_gemms(*held, dy, x, w, n, in, out);
+    EXPECT_EQ(held->gemm_operand_conversions() - before, size_t(n * in));
+  }
+  held->release_gemm_operand(HoldSlot::kWeights);
+  EXPECT_TRUE(same_bits(got.dx, want.dx));
+  EXPECT_TRUE(same_bits(got.dw, want.dw));
+}
+
 TEST(GemmOperandHold, Fp32ConvertsNothingAndOneSpanAtATime) {
   auto ops = cpu::make_ops<float>();
   const auto a = random_floats(12, 7), b = random_floats(12, 8);
   std::vector<float> c(9);
-  ops->hold_gemm_operand(a.data(), a.size());
+  ops->hold_gemm_operand(a.data(), a.size(), HoldSlot::kOperand);
   ops->gemm(Trans::kNo, Trans::kNo, 3, 3, 4, 1.f, a.data(), 4, b.data(), 3, 0.f, c.data(), 3);
   EXPECT_EQ(ops->gemm_operand_conversions(), 0u);
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_DEATH(ops->hold_gemm_operand(b.data(), b.size()), "already held");
-  ops->release_gemm_operand();
-  ops->hold_gemm_operand(b.data(), b.size());  // fine after the release
-  ops->release_gemm_operand();
+  EXPECT_DEATH(ops->hold_gemm_operand(b.data(), b.size(), HoldSlot::kOperand), "already held");
+  ops->release_gemm_operand(HoldSlot::kOperand);
+  ops->hold_gemm_operand(b.data(), b.size(), HoldSlot::kOperand);  // fine after the release
+  ops->release_gemm_operand(HoldSlot::kOperand);
 }
 
 TEST(GemmOperandHold, SpanLookupStaysInsideTheSpan) {

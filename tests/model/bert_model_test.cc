@@ -115,6 +115,52 @@ TEST(BertModel, ForwardIsDeterministicAndStartsNearLnVocab) {
   EXPECT_EQ(r1.nsp_count, 4);
 }
 
+// bf16 GEMMs: the model holds its weights from a forward through its backward
+// (HoldSlot::kWeights), so the backward's dX GEMMs cast no weight; the bits are those of casting
+// at each use, and a forward after the parameters changed casts the new ones.
+TEST(BertModel, Bf16WeightsAreCastOncePerMicroStep) {
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  const Batch b = testing::random_batch(2, 16, 3, cfg.vocab_size, 4);
+  const StepContext ctx{true, 5, 9};
+  struct Run {
+    double loss;
+    std::vector<float> grads;
+    size_t backward_casts;
+  };
+  auto step = [&](BertModel<float>& m, bool drop_hold) {
+    const double loss = m.forward(b, ctx).total_loss;
+    if (drop_hold) m.ops().release_gemm_operand(HoldSlot::kWeights);
+    m.zero_grads();
+    const size_t before = m.ops().gemm_operand_conversions();
+    m.backward(1.0f);
+    return Run{loss, std::vector<float>(m.grads(), m.grads() + m.table().total_elements()),
+               m.ops().gemm_operand_conversions() - before};
+  };
+  auto ops_held = cpu::make_ops<float>(GemmMath::kBf16), ops_plain = cpu::make_ops<float>(GemmMath::kBf16);
+  BertModel<float> held(cfg, *ops_held, {2, 16, 3}), plain(cfg, *ops_plain, {2, 16, 3});
+  held.init_params(3);
+  plain.init_params(3);
+  const Run h = step(held, false), p = step(plain, true);
+  EXPECT_EQ(h.loss, p.loss);
+  EXPECT_EQ(0, std::memcmp(h.grads.data(), p.grads.data(), h.grads.size() * sizeof(float)));
+  // What the held weights save in the backward: every matrix that feeds a dX GEMM, i.e. every
+  // 2-D parameter but the position and token-type tables (the word table is the decoder).
+  size_t dx_weights = 0;
+  for (const ParamEntry& e : held.table().entries())
+    if (e.shape.size() == 2 && e.name.find("position_embeddings") == std::string::npos &&
+        e.name.find("token_type_embeddings") == std::string::npos)
+      dx_weights += e.numel;
+  EXPECT_EQ(p.backward_casts - h.backward_casts, dx_weights);
+  // New parameters (as after an update): the next forward casts them again.
+  held.init_params(8);
+  plain.init_params(8);
+  const Run h2 = step(held, false), p2 = step(plain, true);
+  EXPECT_NE(h2.loss, h.loss);
+  EXPECT_EQ(h2.loss, p2.loss);
+  EXPECT_EQ(0, std::memcmp(h2.grads.data(), p2.grads.data(), h2.grads.size() * sizeof(float)));
+}
+
 TEST(BertModel, GradReadyHookCoversEveryEntryOnceInBackwardOrder) {
   BertConfig cfg;
   ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());

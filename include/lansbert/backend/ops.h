@@ -61,6 +61,12 @@ inline size_t gemm_operand_extent(Trans t, int rows, int cols, int ld, int outer
   return one + size_t(outer - 1) * size_t(outer_stride) + size_t(inner - 1) * size_t(inner_stride);
 }
 
+// What a held span is for (Ops::hold_gemm_operand); each slot holds one span at a time.
+//   kOperand: one activation gradient across the GEMMs of one backward step.
+//   kWeights: the model's parameters from a forward through its backward (BertModel).
+enum class HoldSlot { kOperand = 0, kWeights = 1 };
+inline constexpr int kHoldSlots = 2;
+
 // The span an Ops holds as a GEMM operand (Ops::hold_gemm_operand) and where a GEMM operand
 // x[0, m) lies inside it; the CPU and CUDA backends keep their converted copy beside it.
 template <typename T>
@@ -69,7 +75,7 @@ struct HeldOperandSpan {
   size_t n = 0;
 
   void hold(const T* x, size_t count) {
-    LB_CHECK_MSG(src == nullptr, "hold_gemm_operand: a span is already held (one at a time)");
+    LB_CHECK_MSG(src == nullptr, "hold_gemm_operand: a span is already held in this slot (one at a time)");
     src = x;
     n = count;
   }
@@ -104,10 +110,11 @@ class Ops {
   // pass). Between hold_gemm_operand(x, n) and release_gemm_operand() the caller promises that
   // x[0, n) does not change; the backend may then convert it once and serve every GEMM operand
   // that lies inside that span from the one copy (a backward's dY feeds both the dX and the
-  // dW GEMM). The results are bit-identical to converting at each use. One span at a time;
+  // dW GEMM; a weight feeds the forward and the backward's dX GEMM). The results are
+  // bit-identical to converting at each use. One span per HoldSlot at a time; for kOperand
   // use HeldGemmOperand. A no-op where GEMMs read T as it is.
-  virtual void hold_gemm_operand(const T* x, size_t n) { (void)x, (void)n; }
-  virtual void release_gemm_operand() {}
+  virtual void hold_gemm_operand(const T* x, size_t n, HoldSlot slot) { (void)x, (void)n, (void)slot; }
+  virtual void release_gemm_operand(HoldSlot slot) { (void)slot; }
   // Elements converted for GEMM operands since construction (0 where nothing is converted):
   // the cast traffic that 16-bit GEMMs add, for tests and profiles.
   virtual size_t gemm_operand_conversions() const { return 0; }
@@ -195,12 +202,12 @@ class Ops {
   virtual void attention_backward(const AttentionBackward<T>& args);
 };
 
-// Holds x[0, n) as a GEMM operand for the lifetime of the guard (Ops::hold_gemm_operand).
+// Holds x[0, n) as a GEMM operand (slot kOperand) for the lifetime of the guard.
 template <typename T>
 class HeldGemmOperand {
  public:
-  HeldGemmOperand(Ops<T>& ops, const T* x, size_t n) : ops_(ops) { ops_.hold_gemm_operand(x, n); }
-  ~HeldGemmOperand() { ops_.release_gemm_operand(); }
+  HeldGemmOperand(Ops<T>& ops, const T* x, size_t n) : ops_(ops) { ops_.hold_gemm_operand(x, n, HoldSlot::kOperand); }
+  ~HeldGemmOperand() { ops_.release_gemm_operand(HoldSlot::kOperand); }
   HeldGemmOperand(const HeldGemmOperand&) = delete;
   HeldGemmOperand& operator=(const HeldGemmOperand&) = delete;
 
