@@ -41,6 +41,9 @@ struct OpsOptions {
   // (bf16/fp16 or, as cublas_api.h allows, TF32), not the shared half.h body (the CPU
   // emulation is exact only for the cast kernels).
   bool cast_in_gemm = false;
+  // With our cast pass: honour Ops::keep_gemm_operand (cast a kept span once for all the GEMMs
+  // that read it). Off: every GEMM casts its operands, the baseline to measure it against.
+  bool reuse_casts = true;
 };
 
 // "cuDNN 9.19.0 (libcudnn.so.9)" or "unavailable: <why>" for the fused attention on the

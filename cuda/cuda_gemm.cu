@@ -5,10 +5,9 @@
 // strided-batched call when either level has a single entry.
 // With GemmMath kBf16/kFp16 each operand's span is first cast to 16 bits with the shared
 // half.h bodies (the CPU twin rounds with the same ones), then multiplied on tensor cores
-// with fp32 accumulation into the fp32 output. The weights are cast at every use: 6 bytes of
-// traffic per weight against 2*tokens FLOPs, a few percent at BERT batch sizes. A span held
-// with hold_gemm_operand (a backward's dY; the model's weights from forward to backward) is
-// cast once for all the GEMMs that read it.
+// with fp32 accumulation into the fp32 output. A span kept with keep_gemm_operand (a
+// backward's dY; the model's weights and the layers' GEMM inputs from forward to backward) is
+// cast once for all the GEMMs that read it; other operands are cast at each use.
 // With OpsOptions::cast_in_gemm the fp32 operands go to cuBLAS as they are, with compute type
 // 32F_FAST_16BF/16F: cuBLAS rounds them inside the GEMM (no cast pass, no workspace).
 #include <memory>
@@ -81,8 +80,7 @@ const void* CudaOps::half_operand(const float* x, size_t n, DeviceBytes& ws, cud
   const bool bf16 = options_.math == GemmMath::kBf16;
   *type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
   size_t offset = 0;
-  for (int i = 0; i < kHoldSlots; ++i)
-    if (held_[i].find(x, n, &offset)) return static_cast<const uint16_t*>(half_held_[i].get()) + offset;
+  if (const DeviceBytes* kept = kept_.find(x, n, &offset)) return static_cast<const uint16_t*>(kept->get()) + offset;
   ws.reserve(n * sizeof(uint16_t));
   uint16_t* out = static_cast<uint16_t*>(ws.get());
   cast_gemm_operand(x, out, n, bf16, stream());
@@ -91,14 +89,20 @@ const void* CudaOps::half_operand(const float* x, size_t n, DeviceBytes& ws, cud
 }
 
 // Cast now, on the ops stream: every GEMM that reads the copy comes later on the same stream,
-// and the next hold's cast after them, so the copy is never overwritten while in use.
-void CudaOps::hold_gemm_operand(const float* x, size_t n, HoldSlot slot) {
-  const int i = int(slot);
-  held_[i].hold(x, n);
-  if (!converts_operands() || n == 0) return;
-  half_held_[i].reserve(n * sizeof(uint16_t));
-  cast_gemm_operand(x, static_cast<uint16_t*>(half_held_[i].get()), n, options_.math == GemmMath::kBf16, stream());
+// and the next keep's cast of the same span after them, so a copy is never overwritten while
+// in use.
+void CudaOps::keep_gemm_operand(const float* x, size_t n) {
+  if (!converts_operands() || !options_.reuse_casts || n == 0) return;
+  DeviceBytes& copy = kept_.keep(x, n);
+  copy.reserve(n * sizeof(uint16_t));
+  cast_gemm_operand(x, static_cast<uint16_t*>(copy.get()), n, options_.math == GemmMath::kBf16, stream());
   conversions_ += n;
+}
+
+void CudaOps::drop_gemm_operand(const float* x) {
+  kept_.drop(x);
+  auto unused = kept_.take_unused();
+  if (!unused.empty()) CUDA_CHECK(cudaStreamSynchronize(stream()));  // queued GEMMs may read them
 }
 
 void CudaOps::zero(float* p, size_t n) {

@@ -10,6 +10,7 @@
 #include "cuda_api.h"
 #include "cuda_raii.cuh"
 #include "fused_attention.h"
+#include "lansbert/backend/kept_operands.h"
 #include "lansbert/backend/ops.h"
 
 namespace lansbert::cuda {
@@ -27,8 +28,8 @@ class CudaOps final : public Ops<float> {
   void gemm_batched(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda,
                     const float* b, int ldb, float beta, float* c, int ldc,
                     const GemmBatch& batch) override;
-  void hold_gemm_operand(const float* x, size_t n, HoldSlot slot) override;
-  void release_gemm_operand(HoldSlot slot) override { held_[int(slot)].release(); }
+  void keep_gemm_operand(const float* x, size_t n) override;
+  void drop_gemm_operand(const float* x) override;
   size_t gemm_operand_conversions() const override { return conversions_; }
 
   void bias_add_forward(float* y, const float* bias, int rows, int cols) override;
@@ -89,7 +90,7 @@ class CudaOps final : public Ops<float> {
 
  private:
   // With a 16-bit GemmMath: x[0, n) rounded to the operand format in `ws` (grown as
-  // needed), on the ops stream, or the held span's copy where x lies inside it; the cuBLAS
+  // needed), on the ops stream, or a kept span's copy where x lies inside it; the cuBLAS
   // data type is returned in *type.
   const void* half_operand(const float* x, size_t n, DeviceBytes& ws, cudaDataType_t* type);
   bool converts_operands() const;  // 16-bit GemmMath with our cast pass (not cast_in_gemm)
@@ -104,8 +105,7 @@ class CudaOps final : public Ops<float> {
   DeviceBytes sort_keys_, sort_values_, sort_temp_;  // scatter workspaces, grown on first use
   DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums
   DeviceBytes half_a_, half_b_;                      // 16-bit GEMM operands
-  HeldOperandSpan<float> held_[kHoldSlots];          // hold_gemm_operand's spans ...
-  DeviceBytes half_held_[kHoldSlots];                // ... and their 16-bit copies
+  KeptOperands<float, DeviceBytes> kept_;            // keep_gemm_operand's 16-bit copies
   size_t conversions_ = 0;                           // elements cast for GEMMs
   DeviceBytes batch_ptrs_;                           // pointer arrays of gemm_batched
   std::unique_ptr<FusedAttention> fused_;            // only with attention cudnn/auto

@@ -14,7 +14,8 @@ COLUMNS = [
     ("model", lambda r: r["model"]),
     ("seq", lambda r: str(r["seq_len"])),
     ("batch", lambda r: str(r["batch"]) + (" (probed)" if r.get("batch_probed") else "")),
-    ("GEMMs", lambda r: r["precision"] + (" (in-cuBLAS cast)" if r.get("gemm_cast") == "cublas" else "")),
+    ("GEMMs", lambda r: r["precision"] + (" (in-cuBLAS cast)" if r.get("gemm_cast") == "cublas" else "")
+     + (" (no cast reuse)" if r.get("cast_reuse") == "off" else "")),
     ("attention", lambda r: r.get("attention", "native")),
     ("fwd ms", lambda r: f"{r['forward_ms']:.1f}"),
     ("bwd ms", lambda r: f"{r['backward_ms']:.1f}"),

@@ -178,7 +178,8 @@ YAML
 }
 
 # lansbert bench on the device: bert-base and bert-large at seq 128 / 20 masked slots and
-# 512 / 80, fp32, TF32 and bf16 GEMMs (bf16 both ways: cast kernels, conversion inside cuBLAS),
+# 512 / 80, fp32, TF32 and bf16 GEMMs (bf16 three ways: cast kernels, the same without cast
+# reuse, conversion inside cuBLAS),
 # LANS update timed; one JSON line per run in bench.jsonl and the text form in bench-*.txt.
 # Then the largest micro-batch probe (--batch 0) and a per-op profile. Each run is capped
 # (BENCH_TIMEOUT seconds) so one hang cannot eat the lease.
@@ -190,9 +191,11 @@ bench_step() {
     IFS=: read -r model seq pred batch <<< "$spec"
     # bf16-cublas: bf16 with the operands converted inside cuBLAS (--gemm-cast cublas) instead of
     # by the cast kernels: which of the two is faster decides precision.gemm_cast's default.
-    for prec in fp32 tf32 bf16 bf16-cublas; do
-      local args=(--precision "${prec%-cublas}")
+    # bf16-noreuse: the cast kernels without cast reuse (--cast-reuse off), what reuse saves.
+    for prec in fp32 tf32 bf16 bf16-cublas bf16-noreuse; do
+      local args=(--precision "${prec%-*}")
       [[ $prec == *-cublas ]] && args+=(--gemm-cast cublas)
+      [[ $prec == *-noreuse ]] && args+=(--cast-reuse off)
       timeout "$t" "$lb" bench --backend cuda "${args[@]}" --model "$model" --seq-len "$seq" --max-pred "$pred" \
         --batch "$batch" --steps 5 --warmup 2 --json 2> "$out/bench-$model-$seq-$prec.err" \
         | tee -a "$out/bench.jsonl" || echo "bench $model $seq $prec: exit $?" | tee -a "$out/summary.txt"

@@ -60,6 +60,7 @@ struct BenchOptions {
   std::string optimizer;        // time this rule's update ("" = cuda: lans, cpu: none)
   std::string attention = "native";  // cuda: native | cudnn | auto (backend/attention.h)
   std::string gemm_cast = "kernel";  // cuda, bf16/fp16: kernel | cublas (precision.gemm_cast)
+  std::string cast_reuse = "on";     // bf16/fp16 with kernel casts: on | off (Ops::keep_gemm_operand)
 };
 
 // What differs between the backends: the ops, how to wait for queued work, where the flat
@@ -79,7 +80,7 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
     if (o.math == GemmMath::kTf32) return Status::invalid_argument("bench: --tf32 / --precision tf32 needs --backend cuda");
     if (o.attention != "native") return Status::invalid_argument("bench: --attention " + o.attention + " needs --backend cuda");
     if (o.gemm_cast != "kernel") return Status::invalid_argument("bench: --gemm-cast " + o.gemm_cast + " needs --backend cuda");
-    b->ops = cpu::make_ops<float>(o.math);
+    b->ops = cpu::make_ops<float>(o.math, o.cast_reuse == "on");
     b->make_optimizer = make_optimizer;
     return Status::ok();
   }
@@ -90,6 +91,7 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
   cuda::OpsOptions oo;
   oo.math = o.math;
   oo.cast_in_gemm = o.gemm_cast == "cublas";
+  oo.reuse_casts = o.cast_reuse == "on";
   if (oo.cast_in_gemm && o.math != GemmMath::kBf16 && o.math != GemmMath::kFp16)
     return Status::invalid_argument("bench: --gemm-cast cublas needs --precision bf16 or fp16");
   if (!parse_attention_mode(o.attention, &oo.attention))
@@ -115,12 +117,15 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
   const size_t flat = params * sizeof(float) * (with_moments ? 4 : 2);
   const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P});
   const size_t fused = fused_attention ? size_t(B) * S * cfg.hidden * (8 * 2 + 4) : 0;
-  // 16-bit GEMMs with our cast pass: the held weights' copy, and three operand workspaces
-  // (A, B, the held dY) sized for the largest operand: FFN activations, attention
+  // 16-bit GEMMs with our cast pass: the kept weights' copy, the layers' kept GEMM inputs
+  // (x, ctx, h1: hidden wide; the GELU output: intermediate wide), and three operand
+  // workspaces (A, B, the held dY) sized for the largest operand: FFN activations, attention
   // probabilities or the MLM logits.
-  const size_t largest = std::max({size_t(B) * S * cfg.intermediate, size_t(B) * cfg.heads * S * S,
+  const size_t N = size_t(B) * S;
+  const size_t largest = std::max({N * cfg.intermediate, size_t(B) * cfg.heads * S * S,
                                    size_t(B) * P * cfg.vocab_size});
-  const size_t casts = cast_operands ? 2 * params + 3 * 2 * largest : 0;
+  const size_t kept_acts = size_t(cfg.layers) * N * (3 * size_t(cfg.hidden) + cfg.intermediate);
+  const size_t casts = cast_operands ? 2 * (params + kept_acts) + 3 * 2 * largest : 0;
   return flat + act + act / 20 + fused + casts + (size_t(512) << 20);
 }
 
@@ -225,7 +230,7 @@ int run_bench(const BenchOptions& o) {
   int B = o.batch;
   double probe_free = 0, probe_need = 0;
   if (B == 0) {
-    const bool cast_operands = (o.math == GemmMath::kBf16 || o.math == GemmMath::kFp16) && o.gemm_cast != "cublas";
+    const bool cast_operands = (o.math == GemmMath::kBf16 || o.math == GemmMath::kFp16) && o.gemm_cast != "cublas";  // reuse on: the upper bound
     B = probe_batch(cfg, o.seq_len, P, time_opt, fused_attention, cast_operands, &probe_free, &probe_need);
     if (B == 0) {
       report(Status::unsupported("bench: --batch 0: not even a micro-batch of 1 fits in the " +
@@ -308,7 +313,8 @@ int run_bench(const BenchOptions& o) {
         o.model.c_str(), o.backend.c_str(), gemm_math_name(o.math), threads, B, o.seq_len, P, model.table().parameter_count(), tf * 1e3,
         tb * 1e3, step * 1e3, tokens / step, B / step, gflops, mfu, loss);
     if (opt) std::printf(",\"optimizer\":\"%s\",\"optimizer_ms\":%.3f", opt_name.c_str(), tu * 1e3);
-    if (casts > 0) std::printf(",\"gemm_cast_elements_per_step\":%.0f", casts);
+    if (casts > 0)
+      std::printf(",\"gemm_cast_elements_per_step\":%.0f,\"cast_reuse\":\"%s\"", casts, o.cast_reuse.c_str());
     if (o.backend == "cuda") {
       std::printf(",\"device\":\"%s\",\"attention\":\"%s\",\"gemm_cast\":\"%s\",\"peak_gflops\":%.0f,"
                   "\"mfu_vs_half_peak\":%.4f",
@@ -343,8 +349,8 @@ int run_bench(const BenchOptions& o) {
       std::printf("  (device not in the peak table: give --peak-gflops for MFU)");
     std::printf("\n  activations %.1f MiB, loss %.4f\n", model.activation_bytes() / 1048576.0, loss);
     if (casts > 0)
-      std::printf("  GEMM operand casts %.1fM elements/step (%.2f GB of extra traffic at 6 bytes each)\n",
-                  casts / 1e6, casts * 6 / 1e9);
+      std::printf("  GEMM operand casts %.1fM elements/step (%.2f GB of extra traffic at 6 bytes each), reuse %s\n",
+                  casts / 1e6, casts * 6 / 1e9, o.cast_reuse.c_str());
   }
   if (o.profile) print_profile(profiler, o.steps, step);
   return 0;
@@ -375,6 +381,11 @@ void add_bench_command(CLI::App& app) {
                   "(fp32 operands converted inside cuBLAS, which may pick bf16/fp16 or TF32 kernels: compute type "
                   "32F_FAST_16BF/16F)")
       ->check(CLI::IsMember({"kernel", "cublas"}))
+      ->capture_default_str();
+  sub->add_option("--cast-reuse", o->cast_reuse,
+                  "bf16/fp16 with kernel casts: on (kept operands, the weights and the layers' GEMM inputs are "
+                  "cast once per micro-step and reused) or off (every GEMM casts its operands), to compare")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   sub->add_option("--optimizer", o->optimizer,
                   "Also time this rule's update (lans, lamb, adamw; none to skip). Default: lans on cuda, none on cpu");

@@ -26,7 +26,7 @@ void blas_gemm(Trans ta, Trans tb, int m, int n, int k, double alpha, const doub
 }  // namespace
 
 template <typename T>
-CpuOps<T>::CpuOps(GemmMath math) : math_(math) {
+CpuOps<T>::CpuOps(GemmMath math, bool reuse_casts) : math_(math), reuse_casts_(reuse_casts) {
   LB_CHECK_MSG(math == GemmMath::kFp32 || (std::is_same_v<T, float> && math != GemmMath::kTf32),
                "the CPU backend emulates bf16 and fp16 GEMMs in float only (no TF32)");
 }
@@ -46,21 +46,26 @@ template <typename T>
 const T* CpuOps<T>::operand(const T* x, size_t n, std::vector<T>& scratch) {
   if (math_ == GemmMath::kFp32 || n == 0) return x;
   size_t offset = 0;
-  for (int i = 0; i < kHoldSlots; ++i)
-    if (held_[i].find(x, n, &offset)) return held_copy_[i].data() + offset;
+  if (const std::vector<T>* kept = kept_.find(x, n, &offset)) return kept->data() + offset;
   if (scratch.size() < n) scratch.resize(n);
   round_into(x, n, scratch.data());
   return scratch.data();
 }
 
-// The span is tracked in every mode, so that a second hold is caught in fp32 tests too.
+// Spans are tracked in every mode, so that an overlapping keep is caught in fp32 tests too.
 template <typename T>
-void CpuOps<T>::hold_gemm_operand(const T* x, size_t n, HoldSlot slot) {
-  const int i = int(slot);
-  held_[i].hold(x, n);
-  if (math_ == GemmMath::kFp32 || n == 0) return;
-  if (held_copy_[i].size() < n) held_copy_[i].resize(n);
-  round_into(x, n, held_copy_[i].data());
+void CpuOps<T>::keep_gemm_operand(const T* x, size_t n) {
+  if (!reuse_casts_ || n == 0) return;
+  std::vector<T>& copy = kept_.keep(x, n);
+  if (math_ == GemmMath::kFp32) return;
+  if (copy.size() < n) copy.resize(n);
+  round_into(x, n, copy.data());
+}
+
+template <typename T>
+void CpuOps<T>::drop_gemm_operand(const T* x) {
+  kept_.drop(x);
+  kept_.take_unused();  // host memory: freed right away
 }
 
 template <typename T>
@@ -94,10 +99,10 @@ template class CpuOps<float>;
 template class CpuOps<double>;
 
 template <typename T>
-std::unique_ptr<Ops<T>> make_ops(GemmMath math) {
-  return std::make_unique<CpuOps<T>>(math);
+std::unique_ptr<Ops<T>> make_ops(GemmMath math, bool reuse_casts) {
+  return std::make_unique<CpuOps<T>>(math, reuse_casts);
 }
-template std::unique_ptr<Ops<float>> make_ops<float>(GemmMath);
-template std::unique_ptr<Ops<double>> make_ops<double>(GemmMath);
+template std::unique_ptr<Ops<float>> make_ops<float>(GemmMath, bool);
+template std::unique_ptr<Ops<double>> make_ops<double>(GemmMath, bool);
 
 }  // namespace lansbert::cpu

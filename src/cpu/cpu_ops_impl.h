@@ -5,13 +5,14 @@
 #include <vector>
 
 #include "lansbert/backend/cpu_ops.h"
+#include "lansbert/backend/kept_operands.h"
 
 namespace lansbert::cpu {
 
 template <typename T>
 class CpuOps final : public Ops<T> {
  public:
-  explicit CpuOps(GemmMath math = GemmMath::kFp32);
+  explicit CpuOps(GemmMath math = GemmMath::kFp32, bool reuse_casts = true);
   Allocator& allocator() override { return host_allocator(); }
   void zero(T* p, size_t n) override;
 
@@ -19,8 +20,8 @@ class CpuOps final : public Ops<T> {
             int ldb, T beta, T* c, int ldc) override;
   void gemm_batched(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a, int lda,
                     const T* b, int ldb, T beta, T* c, int ldc, const GemmBatch& batch) override;
-  void hold_gemm_operand(const T* x, size_t n, HoldSlot slot) override;
-  void release_gemm_operand(HoldSlot slot) override { held_[int(slot)].release(); }
+  void keep_gemm_operand(const T* x, size_t n) override;
+  void drop_gemm_operand(const T* x) override;
   size_t gemm_operand_conversions() const override { return conversions_; }
 
   void bias_add_forward(T* y, const T* bias, int rows, int cols) override;
@@ -69,15 +70,15 @@ class CpuOps final : public Ops<T> {
  private:
   // With math_ kBf16/kFp16: a copy of the first n elements of x, rounded to the operand
   // format, in `scratch` (grown as needed); otherwise x itself.
-  // A held span's copy is served where the operand lies inside it.
+  // A kept span's copy is served where the operand lies inside it.
   const T* operand(const T* x, size_t n, std::vector<T>& scratch);
   // x[0, n) rounded to the operand format into out, counted in conversions_.
   void round_into(const T* x, size_t n, T* out);
 
   GemmMath math_;
   std::vector<T> operand_a_, operand_b_;
-  HeldOperandSpan<T> held_[kHoldSlots];
-  std::vector<T> held_copy_[kHoldSlots];  // held_ rounded (16-bit modes only)
+  bool reuse_casts_;
+  KeptOperands<T, std::vector<T>> kept_;  // kept spans, rounded (16-bit modes only)
   size_t conversions_ = 0;
 };
 

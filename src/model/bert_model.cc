@@ -151,8 +151,12 @@ BertModel<T>::BertModel(const BertConfig& config, Ops<T>& ops, ModelLimits limit
 
 template <typename T>
 BertModel<T>::~BertModel() {
-  // The parameters' memory goes away: no GEMM may be served a copy of it afterwards.
-  ops_.release_gemm_operand(HoldSlot::kWeights);
+  // The parameters' and activations' memory goes away: no GEMM may be served a copy of it.
+  ops_.drop_gemm_operand(params_.data());
+  const BertState<T>& s = *state_;
+  ops_.drop_gemm_operand(s.emb_out);
+  for (const LayerActs<T>& a : s.layers)
+    for (const T* x : {a.ctx, a.h1, a.ffn_act, a.h2}) ops_.drop_gemm_operand(x);
 }
 
 template <typename T>
@@ -217,11 +221,10 @@ ForwardResult BertModel<T>::forward(const Batch& batch, const StepContext& ctx) 
   s.Pt = int(Pt);
   s.ctx = ctx;
   // The weights are GEMM operands in this forward and again in the backward's dX GEMMs, and do
-  // not change in between: held until the next forward (or the model's end), 16-bit GEMMs
-  // cast them once per micro-step instead of at each use. Re-held here because the optimizer
-  // or a checkpoint may have changed them since.
-  ops_.release_gemm_operand(HoldSlot::kWeights);
-  ops_.hold_gemm_operand(params_.data(), table_.total_elements(), HoldSlot::kWeights);
+  // not change in between: kept until the next forward (or the model's end), 16-bit GEMMs
+  // cast them once per micro-step instead of at each use. Kept again here because the
+  // optimizer or a checkpoint may have changed them since.
+  ops_.keep_gemm_operand(params_.data(), table_.total_elements());
 
   // Host-side index arrays; LB_CHECK guards the invariants the loader already validated.
   std::vector<int32_t> pos(N), cls(B), mlm_index(Pt), key_lengths(B);

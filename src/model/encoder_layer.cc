@@ -11,6 +11,10 @@
 // and `ld`). One projection GEMM instead of three reads x (and in the backward d[q k v] and
 // x) once rather than three times, and needs no accumulating passes over d(x): what
 // Megatron-LM and NVIDIA's BERT do too.
+// The four GEMM inputs (x, ctx, h1, gelu output) are read again by the backward's dW GEMMs:
+// they are kept (Ops::keep_gemm_operand) from the forward to their backward, so 16-bit GEMMs
+// cast each once per micro-step; an eval forward's are kept until the next forward keeps
+// them again or the model ends (BertModel::~BertModel).
 #include <cmath>
 
 #include "bert_model_impl.h"
@@ -66,6 +70,8 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
   const int N = m.N, H = c.hidden, I = c.intermediate;
   const float p_hidden = drop_p(m, c.hidden_dropout);
 
+  const size_t NH = size_t(N) * H;
+  ops.keep_gemm_operand(x, NH);
   linear_forward(ops, x, m.p(p.qkv.w), m.p(p.qkv.b), a.qkv, N, H, 3 * H);
   AttentionForward<T> f;
   attention_common(m, l, &f);
@@ -73,12 +79,15 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
   f.scores = m.d_scores;  // backward scratch, free during the forward
   a.attn_impl = ops.attention_forward(f);
 
+  ops.keep_gemm_operand(a.ctx, NH);
   linear_gemm(ops, a.ctx, m.p(p.attn_out.w), a.res1, N, H, H);
   ops.bias_dropout_residual_forward(a.res1, m.p(p.attn_out.b), x, N, H, p_hidden, key(m, dropout_site(l, 1)));
   ops.layernorm_forward(a.res1, m.p(p.ln1.w), m.p(p.ln1.b), a.h1, a.mean1, a.rstd1, N, H, T(c.layernorm_eps));
 
+  ops.keep_gemm_operand(a.h1, NH);
   linear_gemm(ops, a.h1, m.p(p.inter.w), a.ffn_pre, N, H, I);
   ops.bias_gelu_forward(a.ffn_pre, m.p(p.inter.b), a.ffn_act, N, I);
+  ops.keep_gemm_operand(a.ffn_act, size_t(N) * I);
   linear_gemm(ops, a.ffn_act, m.p(p.out.w), a.res2, N, I, H);
   ops.bias_dropout_residual_forward(a.res2, m.p(p.out.b), a.h1, N, H, p_hidden, key(m, dropout_site(l, 2)));
   ops.layernorm_forward(a.res2, m.p(p.ln2.w), m.p(p.ln2.b), a.h2, a.mean2, a.rstd2, N, H, T(c.layernorm_eps));
@@ -98,14 +107,17 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   ops.layernorm_backward(m.dh, a.res2, m.p(p.ln2.w), a.mean2, a.rstd2, m.d_a, m.g(p.ln2.w), m.g(p.ln2.b), N, H);
   ops.dropout_bias_backward(m.d_a, m.d_b, m.g(p.out.b), N, H, p_hidden, key(m, dropout_site(l, 2)));
   linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), m.d_ffn, m.g(p.out.w), nullptr, N, I, H);
+  ops.drop_gemm_operand(a.ffn_act);
   ops.bias_gelu_backward(m.d_ffn, a.ffn_pre, m.d_ffn, m.g(p.inter.b), N, I);
   // d_a holds the residual part of d(h1); the FFN input gradient is added to it.
   linear_backward(ops, m.d_ffn, a.h1, m.p(p.inter.w), m.d_a, m.g(p.inter.w), nullptr, N, H, I, true);
+  ops.drop_gemm_operand(a.h1);
 
   // Attention block: d_a = d(h1).
   ops.layernorm_backward(m.d_a, a.res1, m.p(p.ln1.w), a.mean1, a.rstd1, m.d_b, m.g(p.ln1.w), m.g(p.ln1.b), N, H);
   ops.dropout_bias_backward(m.d_b, m.d_c, m.g(p.attn_out.b), N, H, p_hidden, key(m, dropout_site(l, 1)));
   linear_backward(ops, m.d_c, a.ctx, m.p(p.attn_out.w), m.d_ctx, m.g(p.attn_out.w), nullptr, N, H, H);
+  ops.drop_gemm_operand(a.ctx);
 
   AttentionBackward<T> b;
   attention_common(m, l, &b);
@@ -121,6 +133,7 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
 
   // d(x) = residual (d_b) + the projection's input gradient, written into dh.
   linear_backward(ops, m.d_qkv, x, m.p(p.qkv.w), m.dh, m.g(p.qkv.w), m.g(p.qkv.b), N, H, 3 * H);
+  ops.drop_gemm_operand(x);
   ops.accumulate(m.dh, m.d_b, NH);
 }
 

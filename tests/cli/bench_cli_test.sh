@@ -15,12 +15,20 @@ out=$("$bin" "${tiny[@]}" --json)
 [[ ${BASH_REMATCH[1]} != 0.0 ]] || fail "zero throughput: $out"
 out2=$("$bin" "${tiny[@]}" --json --precision bf16)
 [[ $out2 == *'"precision":"bf16"'* ]] || fail "bf16 emulation: $out2"
+# bf16 counts its GEMM operand casts; without cast reuse there are more of them.
+[[ $out2 =~ \"gemm_cast_elements_per_step\":([0-9]+),\"cast_reuse\":\"on\" ]] || fail "no cast count: $out2"
+casts_on=${BASH_REMATCH[1]}
+out3=$("$bin" "${tiny[@]}" --json --precision bf16 --cast-reuse off)
+[[ $out3 =~ \"gemm_cast_elements_per_step\":([0-9]+),\"cast_reuse\":\"off\" ]] || fail "no cast count: $out3"
+(( BASH_REMATCH[1] > casts_on )) || fail "cast reuse saved nothing: ${BASH_REMATCH[1]} vs $casts_on"
 
 # bench-table.py: a header, a separator and one row per result; other lines are skipped.
 table=$(printf '%s\nlansbert: error: something\n%s\n' "$out" "$out2" | python3 "$src/scripts/bench-table.py" 2>/dev/null)
 [[ $(wc -l <<< "$table") == 4 ]] || fail "bench-table rows: $table"
 [[ $(sed -n 1p <<< "$table") == '| model | seq | batch | GEMMs |'* ]] || fail "bench-table header: $table"
 [[ $(sed -n 4p <<< "$table") == '| bert-tiny | 32 | 2 | bf16 | native |'* ]] || fail "bench-table bf16 row: $table"
+[[ $(python3 "$src/scripts/bench-table.py" <<< "$out3" | sed -n 3p) == '| bert-tiny | 32 | 2 | bf16 (no cast reuse) |'* ]] ||
+  fail "bench-table no-reuse row"
 if echo "not json" | python3 "$src/scripts/bench-table.py" > /dev/null 2>&1; then fail "bench-table exit 0 without results"; fi
 
 # expect_error WANT ARGS...: exit non-zero, WANT in stderr+stdout.
@@ -35,6 +43,7 @@ expect_error() {
 }
 expect_error "--gemm-cast cublas needs --backend cuda" --precision bf16 --gemm-cast cublas
 expect_error "--gemm-cast" --gemm-cast fast
+expect_error "--cast-reuse" --precision bf16 --cast-reuse maybe
 expect_error "--attention cudnn needs --backend cuda" --attention cudnn
 expect_error "--tf32 contradicts --precision bf16" --tf32 --precision bf16
 expect_error "--precision" --precision int8

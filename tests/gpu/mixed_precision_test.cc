@@ -108,7 +108,7 @@ TEST(GpuMixed, HalfGemmOpsMatchCpuEmulation) {
   }
 }
 
-// A held span (Ops::hold_gemm_operand) is cast once and read by both GEMMs of a backward:
+// A kept span (Ops::keep_gemm_operand) is cast once and read by both GEMMs of a backward:
 // the same bits as casting at each use, and the conversion counter shows the one cast.
 TEST(GpuMixed, HeldOperandIsCastOnce) {
   LB_REQUIRE_GPU();
@@ -123,10 +123,10 @@ TEST(GpuMixed, HeldOperandIsCastOnce) {
     auto run = [&](Ops<float>& ops, bool hold) {
       auto dx = testing::to_device(std::vector<float>(size_t(n) * in, 0.f));
       auto dw = testing::to_device(std::vector<float>(size_t(out) * in, 0.f));
-      if (hold) ops.hold_gemm_operand(dyd.data(), dy.size(), HoldSlot::kOperand);
+      if (hold) ops.keep_gemm_operand(dyd.data(), dy.size());
       ops.gemm(Trans::kNo, Trans::kNo, n, in, out, 1.f, dyd.data(), out, wd.data(), in, 0.f, dx.data(), in);
       ops.gemm(Trans::kYes, Trans::kNo, out, in, n, 1.f, dyd.data(), out, xd.data(), in, 1.f, dw.data(), in);
-      if (hold) ops.release_gemm_operand(HoldSlot::kOperand);
+      if (hold) ops.drop_gemm_operand(dyd.data());
       return std::pair{testing::to_host(dx), testing::to_host(dw)};
     };
     const auto want = run(*plain, false), got = run(*held, true);

@@ -1,7 +1,8 @@
-// Ops::hold_gemm_operand on the CPU backend: a held span is rounded once and serves every
+// Ops::keep_gemm_operand on the CPU backend: a kept span is rounded once and serves every
 // GEMM operand inside it (whole, transposed, or as batched head slices), with the same bits
-// as rounding at each use; the conversion counter says how much rounding ran, so a hold that
-// is ignored (or a copy served for an operand outside the span) fails here.
+// as rounding at each use; the conversion counter says how much rounding ran, so a keep that
+// is ignored (or a copy served for an operand outside the span, or a stale one) fails here.
+// And the span registry (KeptOperands) on its own.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -9,6 +10,7 @@
 #include "attention_batch.h"
 #include "fd.h"
 #include "lansbert/backend/cpu_ops.h"
+#include "lansbert/backend/kept_operands.h"
 
 namespace lansbert {
 namespace {
@@ -68,10 +70,10 @@ TEST(GemmOperandHold, BatchedHeadSlicesReadTheHeldCopy) {
   pv.b_inner = pv.c_inner = D;
   auto run = [&](Ops<float>& ops, bool hold) {
     std::vector<float> d_probs(probs.size()), d_v(v.size());
-    if (hold) ops.hold_gemm_operand(d_ctx.data(), d_ctx.size(), HoldSlot::kOperand);
+    if (hold) ops.keep_gemm_operand(d_ctx.data(), d_ctx.size());
     ops.gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 1.f, d_ctx.data(), H, v.data(), H, 0.f, d_probs.data(), S, qk);
     ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, 1.f, probs.data(), S, d_ctx.data(), H, 0.f, d_v.data(), H, pv);
-    if (hold) ops.release_gemm_operand(HoldSlot::kOperand);
+    if (hold) ops.drop_gemm_operand(d_ctx.data());
     return std::pair{d_probs, d_v};
   };
   auto plain = cpu::make_ops<float>(GemmMath::kBf16), held = cpu::make_ops<float>(GemmMath::kBf16);
@@ -84,15 +86,14 @@ TEST(GemmOperandHold, BatchedHeadSlicesReadTheHeldCopy) {
   EXPECT_EQ(held->gemm_operand_conversions(), d_ctx.size() + v.size() + probs.size());
 }
 
-// Both slots at once: the weights (kWeights) and dy (kOperand) held, only x is rounded by
-// the GEMMs themselves.
-TEST(GemmOperandHold, WeightAndOperandSlotsServeTogether) {
+// Two kept spans at once: the weights and dy; only x is rounded by the GEMMs themselves.
+TEST(GemmOperandHold, TwoKeptSpansServeTogether) {
   const int n = 9, in = 6, out = 5;
   const auto dy = random_floats(size_t(n) * out, 9), x = random_floats(size_t(n) * in, 10),
              w = random_floats(size_t(out) * in, 11);
   auto plain = cpu::make_ops<float>(GemmMath::kBf16), held = cpu::make_ops<float>(GemmMath::kBf16);
   const TwoGemms want = backward_gemms(*plain, dy, x, w, n, in, out);
-  held->hold_gemm_operand(w.data(), w.size(), HoldSlot::kWeights);
+  held->keep_gemm_operand(w.data(), w.size());
   TwoGemms got;
   {
     HeldGemmOperand<float> hold(*held, dy.data(), dy.size());
@@ -100,41 +101,98 @@ TEST(GemmOperandHold, WeightAndOperandSlotsServeTogether) {
     got = backward_gemms(*held, dy, x, w, n, in, out);
     EXPECT_EQ(held->gemm_operand_conversions() - before, size_t(n * in));
   }
-  held->release_gemm_operand(HoldSlot::kWeights);
+  held->drop_gemm_operand(w.data());
   EXPECT_TRUE(same_bits(got.dx, want.dx));
   EXPECT_TRUE(same_bits(got.dw, want.dw));
 }
 
-TEST(GemmOperandHold, Fp32ConvertsNothingAndOneSpanAtATime) {
-  auto ops = cpu::make_ops<float>();
-  const auto a = random_floats(12, 7), b = random_floats(12, 8);
-  std::vector<float> c(9);
-  ops->hold_gemm_operand(a.data(), a.size(), HoldSlot::kOperand);
-  ops->gemm(Trans::kNo, Trans::kNo, 3, 3, 4, 1.f, a.data(), 4, b.data(), 3, 0.f, c.data(), 3);
-  EXPECT_EQ(ops->gemm_operand_conversions(), 0u);
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_DEATH(ops->hold_gemm_operand(b.data(), b.size(), HoldSlot::kOperand), "already held");
-  ops->release_gemm_operand(HoldSlot::kOperand);
-  ops->hold_gemm_operand(b.data(), b.size(), HoldSlot::kOperand);  // fine after the release
-  ops->release_gemm_operand(HoldSlot::kOperand);
+// Keeping a span again says its contents changed: the copy is rounded anew.
+TEST(GemmOperandHold, KeepingAgainRoundsTheNewContents) {
+  const int n = 8, in = 5, out = 6;
+  auto dy = random_floats(size_t(n) * out, 12);
+  const auto x = random_floats(size_t(n) * in, 13), w = random_floats(size_t(out) * in, 14);
+  auto plain = cpu::make_ops<float>(GemmMath::kBf16), kept = cpu::make_ops<float>(GemmMath::kBf16);
+  kept->keep_gemm_operand(dy.data(), dy.size());
+  backward_gemms(*kept, dy, x, w, n, in, out);
+  for (float& v : dy) v = 2.5f * v + 0.125f;
+  kept->keep_gemm_operand(dy.data(), dy.size());
+  const TwoGemms got = backward_gemms(*kept, dy, x, w, n, in, out), want = backward_gemms(*plain, dy, x, w, n, in, out);
+  kept->drop_gemm_operand(dy.data());
+  EXPECT_TRUE(same_bits(got.dx, want.dx));
+  EXPECT_TRUE(same_bits(got.dw, want.dw));
 }
 
-TEST(GemmOperandHold, SpanLookupStaysInsideTheSpan) {
+TEST(GemmOperandHold, ReuseOffAndFp32ConvertNothingExtra) {
+  const int n = 7, in = 4, out = 3;
+  const auto dy = random_floats(size_t(n) * out, 15), x = random_floats(size_t(n) * in, 16),
+             w = random_floats(size_t(out) * in, 17);
+  auto off = cpu::make_ops<float>(GemmMath::kBf16, /*reuse_casts=*/false);
+  {
+    HeldGemmOperand<float> hold(*off, dy.data(), dy.size());
+    backward_gemms(*off, dy, x, w, n, in, out);
+  }
+  EXPECT_EQ(off->gemm_operand_conversions(), size_t(2 * n * out + out * in + n * in));
+  auto fp32 = cpu::make_ops<float>();
+  {
+    HeldGemmOperand<float> hold(*fp32, dy.data(), dy.size());
+    backward_gemms(*fp32, dy, x, w, n, in, out);
+  }
+  EXPECT_EQ(fp32->gemm_operand_conversions(), 0u);
+}
+
+TEST(GemmOperandHold, KeptSpansMayNotOverlap) {
+  auto ops = cpu::make_ops<float>();
+  const auto a = random_floats(12, 7);
+  ops->keep_gemm_operand(a.data(), 8);
+  ops->keep_gemm_operand(a.data(), 6);  // the same span again (new contents): fine
+  ops->keep_gemm_operand(a.data() + 6, 6);  // right after it: fine
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(ops->keep_gemm_operand(a.data() + 4, 4), "overlaps");
+  EXPECT_DEATH(ops->keep_gemm_operand(a.data() + 1, 2), "overlaps");
+  ops->drop_gemm_operand(a.data());
+  ops->keep_gemm_operand(a.data() + 1, 2);  // fine once the first is dropped
+}
+
+TEST(KeptOperands, LookupStaysInsideTheSpan) {
   float buf[16] = {};
-  HeldOperandSpan<float> span;
+  KeptOperands<float, int> kept;
   size_t off = 99;
-  EXPECT_FALSE(span.find(buf, 4, &off));  // nothing held
-  span.hold(buf + 2, 10);                 // [2, 12)
-  EXPECT_TRUE(span.find(buf + 2, 10, &off));
+  EXPECT_EQ(kept.find(buf, 4, &off), nullptr);  // nothing kept
+  kept.keep(buf + 2, 10) = 7;                   // [2, 12)
+  kept.keep(buf + 12, 2) = 8;                   // [12, 14)
+  const int* s = kept.find(buf + 2, 10, &off);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(*s, 7);
   EXPECT_EQ(off, 0u);
-  EXPECT_TRUE(span.find(buf + 5, 7, &off));
+  s = kept.find(buf + 5, 7, &off);
+  ASSERT_NE(s, nullptr);
   EXPECT_EQ(off, 3u);
-  EXPECT_FALSE(span.find(buf + 5, 8, &off));  // runs one past the end
-  EXPECT_FALSE(span.find(buf + 1, 2, &off));  // starts before
-  EXPECT_FALSE(span.find(buf + 12, 1, &off));
-  EXPECT_FALSE(span.find(reinterpret_cast<const float*>(reinterpret_cast<const char*>(buf + 3) + 1), 1, &off));
-  span.release();
-  EXPECT_FALSE(span.find(buf + 2, 10, &off));
+  EXPECT_EQ(kept.find(buf + 5, 8, &off), nullptr);  // runs into the next span
+  EXPECT_EQ(kept.find(buf + 1, 2, &off), nullptr);  // starts before
+  s = kept.find(buf + 13, 1, &off);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(*s, 8);
+  EXPECT_EQ(off, 1u);
+  EXPECT_EQ(kept.find(buf + 14, 1, &off), nullptr);
+  EXPECT_EQ(kept.find(reinterpret_cast<const float*>(reinterpret_cast<const char*>(buf + 3) + 1), 1, &off), nullptr);
+  kept.drop(buf + 2);
+  EXPECT_EQ(kept.find(buf + 2, 10, &off), nullptr);
+  EXPECT_EQ(kept.kept(), 1u);
+  EXPECT_EQ(kept.keep(buf + 2, 10), 7);  // the store stays with its address
+}
+
+TEST(KeptOperands, UnusedStoresAreHandedBackBeyondTheSpare) {
+  std::vector<float> buf(200);
+  KeptOperands<float, int> kept;
+  for (size_t i = 0; i < 100; ++i) {
+    kept.keep(buf.data() + i, 1);
+    kept.drop(buf.data() + i);
+  }
+  kept.keep(buf.data() + 150, 10);
+  EXPECT_EQ(kept.take_unused().size(), 100u);
+  EXPECT_EQ(kept.take_unused().size(), 0u);
+  size_t off;
+  EXPECT_NE(kept.find(buf.data() + 155, 2, &off), nullptr);  // the kept one survives
 }
 
 }  // namespace

@@ -115,50 +115,62 @@ TEST(BertModel, ForwardIsDeterministicAndStartsNearLnVocab) {
   EXPECT_EQ(r1.nsp_count, 4);
 }
 
-// bf16 GEMMs: the model holds its weights from a forward through its backward
-// (HoldSlot::kWeights), so the backward's dX GEMMs cast no weight; the bits are those of casting
-// at each use, and a forward after the parameters changed casts the new ones.
-TEST(BertModel, Bf16WeightsAreCastOncePerMicroStep) {
+// bf16 GEMMs with cast reuse (Ops::keep_gemm_operand) against every GEMM rounding its own
+// operands: the same loss and gradient bits, and exactly the casts the reuse promises to save
+// (counted from the shapes below); and after new parameters (as after an update) the next
+// forward casts the new ones.
+TEST(BertModel, Bf16CastReuseSavesExactlyTheRepeatedCasts) {
   BertConfig cfg;
   ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
-  const Batch b = testing::random_batch(2, 16, 3, cfg.vocab_size, 4);
+  const int B = 2, S = 16, P = 3;
+  const Batch b = testing::random_batch(B, S, P, cfg.vocab_size, 4);
   const StepContext ctx{true, 5, 9};
   struct Run {
     double loss;
     std::vector<float> grads;
-    size_t backward_casts;
+    size_t casts;
   };
-  auto step = [&](BertModel<float>& m, bool drop_hold) {
-    const double loss = m.forward(b, ctx).total_loss;
-    if (drop_hold) m.ops().release_gemm_operand(HoldSlot::kWeights);
-    m.zero_grads();
+  auto step = [&](BertModel<float>& m) {
     const size_t before = m.ops().gemm_operand_conversions();
+    const double loss = m.forward(b, ctx).total_loss;
+    m.zero_grads();
     m.backward(1.0f);
     return Run{loss, std::vector<float>(m.grads(), m.grads() + m.table().total_elements()),
                m.ops().gemm_operand_conversions() - before};
   };
-  auto ops_held = cpu::make_ops<float>(GemmMath::kBf16), ops_plain = cpu::make_ops<float>(GemmMath::kBf16);
-  BertModel<float> held(cfg, *ops_held, {2, 16, 3}), plain(cfg, *ops_plain, {2, 16, 3});
-  held.init_params(3);
+  auto ops_reuse = cpu::make_ops<float>(GemmMath::kBf16), ops_plain = cpu::make_ops<float>(GemmMath::kBf16, false);
+  BertModel<float> reuse(cfg, *ops_reuse, {B, S, P}), plain(cfg, *ops_plain, {B, S, P});
+  reuse.init_params(3);
   plain.init_params(3);
-  const Run h = step(held, false), p = step(plain, true);
-  EXPECT_EQ(h.loss, p.loss);
-  EXPECT_EQ(0, std::memcmp(h.grads.data(), p.grads.data(), h.grads.size() * sizeof(float)));
-  // What the held weights save in the backward: every matrix that feeds a dX GEMM, i.e. every
-  // 2-D parameter but the position and token-type tables (the word table is the decoder).
-  size_t dx_weights = 0;
-  for (const ParamEntry& e : held.table().entries())
+  const Run r = step(reuse), p = step(plain);
+  EXPECT_EQ(r.loss, p.loss);
+  EXPECT_EQ(0, std::memcmp(r.grads.data(), p.grads.data(), r.grads.size() * sizeof(float)));
+  // Weights: each matrix that feeds a forward GEMM and a dX GEMM (every 2-D parameter but the
+  // position and token-type tables; the word table is the decoder) was cast twice, against
+  // one cast of the whole parameter buffer.
+  const ParamTable& t = reuse.table();
+  size_t matrices = 0;
+  for (const ParamEntry& e : t.entries())
     if (e.shape.size() == 2 && e.name.find("position_embeddings") == std::string::npos &&
         e.name.find("token_type_embeddings") == std::string::npos)
-      dx_weights += e.numel;
-  EXPECT_EQ(p.backward_casts - h.backward_casts, dx_weights);
-  // New parameters (as after an update): the next forward casts them again.
-  held.init_params(8);
+      matrices += e.numel;
+  const size_t N = size_t(B) * S, H = cfg.hidden, I = cfg.intermediate, L = cfg.layers, Pt = size_t(B) * P;
+  // Per layer, cast again by the dW GEMMs without reuse: the kept inputs x, ctx, h1 (N x H)
+  // and the GELU output (N x I); cast twice without reuse: the held output gradients of the
+  // four dense layers (3NH for q/k/v, NH, NI, NH), d(ctx) (NH) and d(scores) (B A S^2).
+  const size_t per_layer = N * (3 * H + I) + (3 * N * H + N * H + N * I + N * H) + N * H +
+                           size_t(B) * cfg.heads * S * S;
+  // Heads: the output gradients of the decoder (Pt x V), the MLM transform (Pt x H), the NSP
+  // classifier (B x 2) and the pooler (B x H).
+  const size_t heads = Pt * cfg.vocab_size + Pt * H + size_t(B) * 2 + size_t(B) * H;
+  EXPECT_EQ(p.casts - r.casts, 2 * matrices - t.total_elements() + L * per_layer + heads);
+  // New parameters: the next forward keeps (and casts) them again.
+  reuse.init_params(8);
   plain.init_params(8);
-  const Run h2 = step(held, false), p2 = step(plain, true);
-  EXPECT_NE(h2.loss, h.loss);
-  EXPECT_EQ(h2.loss, p2.loss);
-  EXPECT_EQ(0, std::memcmp(h2.grads.data(), p2.grads.data(), h2.grads.size() * sizeof(float)));
+  const Run r2 = step(reuse), p2 = step(plain);
+  EXPECT_NE(r2.loss, r.loss);
+  EXPECT_EQ(r2.loss, p2.loss);
+  EXPECT_EQ(0, std::memcmp(r2.grads.data(), p2.grads.data(), r2.grads.size() * sizeof(float)));
 }
 
 TEST(BertModel, GradReadyHookCoversEveryEntryOnceInBackwardOrder) {

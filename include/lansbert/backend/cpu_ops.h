@@ -12,7 +12,9 @@ namespace lansbert::cpu {
 // `math` kBf16/kFp16 (float only) emulates the GPU's mixed-precision GEMMs: both operands
 // are rounded with the shared bodies of kernels/half.h, then multiplied in fp32. kTf32 is
 // not offered (cuBLAS does not specify its TF32 rounding). Other modes are a fatal error.
+// reuse_casts false ignores Ops::keep_gemm_operand (every GEMM rounds its operands): the
+// baseline the reuse is tested and counted against.
 template <typename T>
-std::unique_ptr<Ops<T>> make_ops(GemmMath math = GemmMath::kFp32);
+std::unique_ptr<Ops<T>> make_ops(GemmMath math = GemmMath::kFp32, bool reuse_casts = true);
 
 }  // namespace lansbert::cpu

@@ -61,37 +61,6 @@ inline size_t gemm_operand_extent(Trans t, int rows, int cols, int ld, int outer
   return one + size_t(outer - 1) * size_t(outer_stride) + size_t(inner - 1) * size_t(inner_stride);
 }
 
-// What a held span is for (Ops::hold_gemm_operand); each slot holds one span at a time.
-//   kOperand: one activation gradient across the GEMMs of one backward step.
-//   kWeights: the model's parameters from a forward through its backward (BertModel).
-enum class HoldSlot { kOperand = 0, kWeights = 1 };
-inline constexpr int kHoldSlots = 2;
-
-// The span an Ops holds as a GEMM operand (Ops::hold_gemm_operand) and where a GEMM operand
-// x[0, m) lies inside it; the CPU and CUDA backends keep their converted copy beside it.
-template <typename T>
-struct HeldOperandSpan {
-  const T* src = nullptr;
-  size_t n = 0;
-
-  void hold(const T* x, size_t count) {
-    LB_CHECK_MSG(src == nullptr, "hold_gemm_operand: a span is already held in this slot (one at a time)");
-    src = x;
-    n = count;
-  }
-  void release() { src = nullptr, n = 0; }
-  // True (with *offset in elements) when x[0, m) lies inside the held span.
-  bool find(const T* x, size_t m, size_t* offset) const {
-    if (!src || m == 0) return false;
-    const auto b = reinterpret_cast<uintptr_t>(src), p = reinterpret_cast<uintptr_t>(x);
-    if (p < b || (p - b) % sizeof(T) != 0) return false;
-    const size_t off = (p - b) / sizeof(T);
-    if (off > n || m > n - off) return false;
-    *offset = off;
-    return true;
-  }
-};
-
 template <typename T>
 class Ops {
  public:
@@ -107,14 +76,15 @@ class Ops {
                             const GemmBatch& batch) = 0;
 
   // Operand reuse for GEMMs that convert their operands (GemmMath kBf16/kFp16 by a cast
-  // pass). Between hold_gemm_operand(x, n) and release_gemm_operand() the caller promises that
-  // x[0, n) does not change; the backend may then convert it once and serve every GEMM operand
-  // that lies inside that span from the one copy (a backward's dY feeds both the dX and the
-  // dW GEMM; a weight feeds the forward and the backward's dX GEMM). The results are
-  // bit-identical to converting at each use. One span per HoldSlot at a time; for kOperand
-  // use HeldGemmOperand. A no-op where GEMMs read T as it is.
-  virtual void hold_gemm_operand(const T* x, size_t n, HoldSlot slot) { (void)x, (void)n, (void)slot; }
-  virtual void release_gemm_operand(HoldSlot slot) { (void)slot; }
+  // pass). keep_gemm_operand(x, n) says that x[0, n) will not change until
+  // drop_gemm_operand(x) (or until x is kept again, which says that it did change); the
+  // backend may convert it once, now, and serve every GEMM operand that lies inside the span
+  // from that copy, with the bits of converting at each use. Kept spans may not overlap.
+  // What is kept: a backward's dY across its dX and dW GEMMs (HeldGemmOperand), the model's
+  // weights and the layers' GEMM inputs from the forward to their backward (BertModel). A
+  // no-op where GEMMs read T as it is, or where reuse is switched off (the backends' options).
+  virtual void keep_gemm_operand(const T* x, size_t n) { (void)x, (void)n; }
+  virtual void drop_gemm_operand(const T* x) { (void)x; }
   // Elements converted for GEMM operands since construction (0 where nothing is converted):
   // the cast traffic that 16-bit GEMMs add, for tests and profiles.
   virtual size_t gemm_operand_conversions() const { return 0; }
@@ -202,17 +172,18 @@ class Ops {
   virtual void attention_backward(const AttentionBackward<T>& args);
 };
 
-// Holds x[0, n) as a GEMM operand (slot kOperand) for the lifetime of the guard.
+// Keeps x[0, n) as a GEMM operand (Ops::keep_gemm_operand) for the lifetime of the guard.
 template <typename T>
 class HeldGemmOperand {
  public:
-  HeldGemmOperand(Ops<T>& ops, const T* x, size_t n) : ops_(ops) { ops_.hold_gemm_operand(x, n, HoldSlot::kOperand); }
-  ~HeldGemmOperand() { ops_.release_gemm_operand(HoldSlot::kOperand); }
+  HeldGemmOperand(Ops<T>& ops, const T* x, size_t n) : ops_(ops), x_(x) { ops_.keep_gemm_operand(x, n); }
+  ~HeldGemmOperand() { ops_.drop_gemm_operand(x_); }
   HeldGemmOperand(const HeldGemmOperand&) = delete;
   HeldGemmOperand& operator=(const HeldGemmOperand&) = delete;
 
  private:
   Ops<T>& ops_;
+  const T* x_;
 };
 
 }  // namespace lansbert

@@ -36,11 +36,10 @@ class ProfilingOps final : public Ops<T> {
                     T beta, T* c, int ldc, const GemmBatch& g) override {
     time("gemm_batched", [&] { inner_.gemm_batched(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, g); });
   }
-  void hold_gemm_operand(const T* x, size_t n, HoldSlot slot) override {
-    time(slot == HoldSlot::kWeights ? "gemm_weights_hold" : "gemm_operand_hold",
-         [&] { inner_.hold_gemm_operand(x, n, slot); });
+  void keep_gemm_operand(const T* x, size_t n) override {
+    time("keep_gemm_operand", [&] { inner_.keep_gemm_operand(x, n); });
   }
-  void release_gemm_operand(HoldSlot slot) override { inner_.release_gemm_operand(slot); }
+  void drop_gemm_operand(const T* x) override { inner_.drop_gemm_operand(x); }
   size_t gemm_operand_conversions() const override { return inner_.gemm_operand_conversions(); }
   void bias_add_forward(T* y, const T* b, int r, int c) override {
     time("bias_add_forward", [&] { inner_.bias_add_forward(y, b, r, c); });
