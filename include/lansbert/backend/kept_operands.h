@@ -5,10 +5,13 @@
 //
 // A store stays with its address after drop(): the model keeps the same activation, gradient
 // and parameter buffers every micro-step, so the copies are allocated once (growth of a
-// device buffer synchronises the device). Stores of addresses not kept for a while (tests,
-// ephemeral buffers) are handed back by take_unused() once there are more than kSpare.
+// device buffer synchronises the device). At the end of a backward nearly all of them are
+// dropped, so freeing what is not kept *now* would reallocate everything every step: stores
+// are handed back by take_unused() only when there are more than kSpare beyond the most
+// spans ever kept at once (addresses that come and go: tests, ephemeral buffers).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -38,6 +41,7 @@ class KeptOperands {
                    "keep_gemm_operand: the span overlaps another kept span");
     }
     active_[b] = n;
+    peak_ = std::max(peak_, active_.size());
     std::unique_ptr<Store>& s = stores_[b];
     if (!s) s = std::make_unique<Store>();
     return *s;
@@ -63,11 +67,11 @@ class KeptOperands {
 
   size_t kept() const { return active_.size(); }
 
-  // Stores of addresses not kept now, when there are more than kSpare of them; the caller
-  // frees them (after the device is done with them).
+  // Stores of addresses not kept now, when there are more than kSpare stores beyond the most
+  // spans kept at once; the caller frees them (after the device is done with them).
   std::vector<std::unique_ptr<Store>> take_unused() {
     std::vector<std::unique_ptr<Store>> out;
-    if (stores_.size() <= active_.size() + kSpare) return out;
+    if (stores_.size() <= peak_ + kSpare) return out;
     for (auto it = stores_.begin(); it != stores_.end();) {
       if (active_.count(it->first)) {
         ++it;
@@ -84,6 +88,7 @@ class KeptOperands {
 
   std::map<uintptr_t, size_t> active_;                   // first element -> elements kept
   std::map<uintptr_t, std::unique_ptr<Store>> stores_;  // first element -> its copy
+  size_t peak_ = 0;                                     // most spans kept at once
 };
 
 }  // namespace lansbert
