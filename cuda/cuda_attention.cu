@@ -56,6 +56,7 @@ AttentionImpl CudaOps::attention_forward(const AttentionForward<float>& a) {
   if (f.needs_forward_check(a.shape)) return AttentionImpl::kNative;  // failed: the native results stand
   copy_async(a.ctx, ctx, n, stream());
   copy_async(a.probs, stats, ns, stream());
+  drop_gemm_operand(a.probs);  // the native forward kept the probabilities, now overwritten
   CUDA_CHECK(cudaStreamSynchronize(stream()));  // `keep` is freed on return
   return AttentionImpl::kFused;
 }
@@ -87,6 +88,7 @@ void CudaOps::attention_backward(const AttentionBackward<float>& a) {
   gemm_batched(Trans::kNo, Trans::kYes, s.seq, s.seq, s.head_dim, 1.0f, a.q, Q, a.k, Q, 0.0f, a.d_scores, s.seq,
                attention_detail::qk_batch(s, Q, Q));
   softmax_forward(a.d_scores, a.key_mask, probs, s.batch, s.heads, s.seq, a.scale);
+  keep_gemm_operand(probs, attention_detail::probs_size(s));  // new contents; the native backward drops it
   AttentionBackward<float> native = a;
   native.impl = AttentionImpl::kNative;
   native.dropout = 0;

@@ -156,7 +156,7 @@ BertModel<T>::~BertModel() {
   const BertState<T>& s = *state_;
   ops_.drop_gemm_operand(s.emb_out);
   for (const LayerActs<T>& a : s.layers)
-    for (const T* x : {a.ctx, a.h1, a.ffn_act, a.h2}) ops_.drop_gemm_operand(x);
+    for (const T* x : {a.qkv, a.probs, a.probs_drop, a.ctx, a.h1, a.ffn_act, a.h2}) ops_.drop_gemm_operand(x);
 }
 
 template <typename T>

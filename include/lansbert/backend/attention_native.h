@@ -9,6 +9,8 @@
 //   ctx    = pd v
 #pragma once
 
+#include <cstdint>
+
 namespace lansbert {
 
 namespace attention_detail {
@@ -42,6 +44,28 @@ inline size_t probs_size(const AttentionShape& s) {
   return size_t(s.batch) * s.heads * s.seq * s.seq;
 }
 
+// Calls f(x, n) for the spans q, k and v lie in, to keep them as GEMM operands from the forward
+// to the backward (Ops::keep_gemm_operand): the model's packed [B*S, 3H] tensor as one span
+// (a strided head slice's extent covers all three column blocks, so casting q, k and v at
+// each GEMM would cast the whole tensor each time), three separate tensors as three spans.
+// Other layouts (views that overlap some other way) are not kept.
+template <typename T, typename F>
+void for_each_qkv_span(const AttentionShape& s, const T* q, const T* k, const T* v, F&& f) {
+  const size_t rows = size_t(s.batch) * s.seq, H = size_t(s.ld), Q = size_t(s.qkv_stride());
+  if (Q == 3 * H && k == q + H && v == q + 2 * H) {
+    f(q, rows * Q);
+    return;
+  }
+  if (Q != H) return;
+  const size_t bytes = rows * H * sizeof(T);
+  auto apart = [bytes](const T* a, const T* b) {
+    const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+    return x + bytes <= y || y + bytes <= x;
+  };
+  if (!apart(q, k) || !apart(q, v) || !apart(k, v)) return;
+  for (const T* p : {q, k, v}) f(p, rows * H);
+}
+
 }  // namespace attention_detail
 
 template <typename T>
@@ -49,6 +73,9 @@ AttentionImpl native_attention_forward(Ops<T>& ops, const AttentionForward<T>& a
   using namespace attention_detail;
   const AttentionShape& s = a.shape;
   const int S = s.seq, D = s.head_dim, H = s.ld, Q = s.qkv_stride();
+  // q, k, v and the (dropped-out) probabilities are GEMM operands again in the backward: kept
+  // until native_attention_backward drops them (16-bit GEMMs cast each once).
+  for_each_qkv_span(s, a.q, a.k, a.v, [&](const T* x, size_t n) { ops.keep_gemm_operand(x, n); });
   ops.gemm_batched(Trans::kNo, Trans::kYes, S, S, D, T(1), a.q, Q, a.k, Q, T(0), a.scores, S, qk_batch(s, Q, Q));
   const T* pd = a.probs;
   if (a.dropout > 0) {
@@ -58,6 +85,7 @@ AttentionImpl native_attention_forward(Ops<T>& ops, const AttentionForward<T>& a
   } else {
     ops.softmax_forward(a.scores, a.key_mask, a.probs, s.batch, s.heads, S, a.scale);
   }
+  ops.keep_gemm_operand(pd, probs_size(s));
   ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), pd, S, a.v, Q, T(0), a.ctx, H, pv_batch(s, Q, H));
   return AttentionImpl::kNative;
 }
@@ -82,9 +110,13 @@ void native_attention_backward(Ops<T>& ops, const AttentionBackward<T>& a) {
   else
     ops.softmax_backward(a.d_probs, a.probs, a.d_scores, s.batch, s.heads, S, a.scale);
   // d(q) = d(scores) k ;  d(k) = d(scores)^T q
-  HeldGemmOperand<T> held(ops, a.d_scores, probs_size(s));
-  ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.k, Q, T(0), a.d_q, Q, pv_batch(s, Q, Q));
-  ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.q, Q, T(0), a.d_k, Q, pv_batch(s, Q, Q));
+  {
+    HeldGemmOperand<T> held(ops, a.d_scores, probs_size(s));
+    ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.k, Q, T(0), a.d_q, Q, pv_batch(s, Q, Q));
+    ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.q, Q, T(0), a.d_k, Q, pv_batch(s, Q, Q));
+  }
+  ops.drop_gemm_operand(pd);  // kept since the forward
+  for_each_qkv_span(s, a.q, a.k, a.v, [&](const T* x, size_t) { ops.drop_gemm_operand(x); });
 }
 
 template <typename T>
