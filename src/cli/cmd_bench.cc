@@ -118,13 +118,14 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
   const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P});
   const size_t fused = fused_attention ? size_t(B) * S * cfg.hidden * (8 * 2 + 4) : 0;
   // 16-bit GEMMs with our cast pass: the kept weights' copy, the layers' kept GEMM inputs
-  // (x, ctx, h1: hidden wide; the GELU output: intermediate wide), and three operand
-  // workspaces (A, B, the held dY) sized for the largest operand: FFN activations, attention
-  // probabilities or the MLM logits.
+  // (x, ctx, h1: hidden wide; q/k/v: 3 x hidden; the GELU output: intermediate wide; the
+  // attention probabilities), and three operand workspaces (A, B, the held dY) sized for the
+  // largest operand: FFN activations, attention probabilities or the MLM logits.
   const size_t N = size_t(B) * S;
   const size_t largest = std::max({N * cfg.intermediate, size_t(B) * cfg.heads * S * S,
                                    size_t(B) * P * cfg.vocab_size});
-  const size_t kept_acts = size_t(cfg.layers) * N * (3 * size_t(cfg.hidden) + cfg.intermediate);
+  const size_t kept_acts =
+      size_t(cfg.layers) * (N * (6 * size_t(cfg.hidden) + cfg.intermediate) + size_t(B) * cfg.heads * S * S);
   const size_t casts = cast_operands ? 2 * (params + kept_acts) + 3 * 2 * largest : 0;
   return flat + act + act / 20 + fused + casts + (size_t(512) << 20);
 }
