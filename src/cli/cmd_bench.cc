@@ -226,12 +226,14 @@ int run_bench(const BenchOptions& o) {
   // The fused attention has no dropout that matches ours: benchmark it without attention dropout.
   const bool fused_attention = o.attention != "native";
   if (fused_attention) cfg.attention_dropout = 0.0f;
+  const bool half = o.math == GemmMath::kBf16 || o.math == GemmMath::kFp16;  // 16-bit GEMM operands
   const std::string opt_name = !o.optimizer.empty() ? o.optimizer : o.backend == "cuda" ? "lans" : "";
   const bool time_opt = !opt_name.empty() && opt_name != "none";
   int B = o.batch;
   double probe_free = 0, probe_need = 0;
   if (B == 0) {
-    const bool cast_operands = (o.math == GemmMath::kBf16 || o.math == GemmMath::kFp16) && o.gemm_cast != "cublas";  // reuse on: the upper bound
+    // Our cast pass with its copies; sized as with --cast-reuse on (off keeps none: less).
+    const bool cast_operands = half && o.gemm_cast != "cublas";
     B = probe_batch(cfg, o.seq_len, P, time_opt, fused_attention, cast_operands, &probe_free, &probe_need);
     if (B == 0) {
       report(Status::unsupported("bench: --batch 0: not even a micro-batch of 1 fits in the " +
@@ -297,7 +299,6 @@ int run_bench(const BenchOptions& o) {
   const int threads = omp_get_max_threads();
   // MFU: against --peak-gflops, else (cuda) the table's peak for the GEMM precision in use.
   const DevicePeak* peak = o.backend == "cuda" ? find_device_peak(be.device) : nullptr;
-  const bool half = o.math == GemmMath::kBf16 || o.math == GemmMath::kFp16;
   const double table_peak =
       !peak ? 0 : 1e3 * (half ? peak->half_tflops : o.math == GemmMath::kTf32 ? peak->tf32_tflops : peak->fp32_tflops);
   const double peak_gflops = o.peak_gflops > 0 ? o.peak_gflops : table_peak;
