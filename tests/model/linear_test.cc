@@ -44,7 +44,7 @@ TEST(Linear, ForwardAndBackward) {
   for (size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx2[i], 2 * dx[i], 1e-12);
 }
 
-// In bf16 the backward rounds dy once for both of its GEMMs (Ops::hold_gemm_operand): dy,
+// In bf16 the backward rounds dy once for both of its GEMMs (Ops::keep_gemm_operand): dy,
 // then w for dx and x for dW, and nothing else.
 TEST(Linear, Bf16BackwardRoundsDyOnce) {
   auto ops = cpu::make_ops<float>(GemmMath::kBf16);
