@@ -60,10 +60,9 @@ std::unique_ptr<Ops<float>> make_ops(const OpsOptions& options = {});
 // LANS, LAMB or AdamW (as lansbert::make_optimizer) whose update() works on FlatBuffers in
 // device memory: same passes and per-element math as the CPU rules, deterministic per-block
 // reductions, runs on the legacy default stream. UpdateStats are filled as on the CPU.
-// With bf16_params (device, table.total_elements() values), every update also writes the
-// bf16 rounding (kern::float_to_bf16) of each updated parameter there, for bf16 GEMMs.
+// FlatBuffers::half_params (device memory) is written in the apply kernel's pass.
 Status make_device_optimizer(const std::string& name, const OptimizerConfig& config,
-                             std::unique_ptr<Optimizer>* out, uint16_t* bf16_params = nullptr);
+                             std::unique_ptr<Optimizer>* out);
 
 // --- Mixed-precision groundwork (not yet used by BertModel; see docs/cuda.md) -------------
 

@@ -80,7 +80,7 @@ const void* CudaOps::half_operand(const float* x, size_t n, DeviceBytes& ws, cud
   const bool bf16 = options_.math == GemmMath::kBf16;
   *type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
   size_t offset = 0;
-  if (const DeviceBytes* kept = kept_.find(x, n, &offset)) return static_cast<const uint16_t*>(kept->get()) + offset;
+  if (const KeptCopy* kept = kept_.find(x, n, &offset)) return kept->data() + offset;
   ws.reserve(n * sizeof(uint16_t));
   uint16_t* out = static_cast<uint16_t*>(ws.get());
   cast_gemm_operand(x, out, n, bf16, stream());
@@ -93,10 +93,23 @@ const void* CudaOps::half_operand(const float* x, size_t n, DeviceBytes& ws, cud
 // in use.
 void CudaOps::keep_gemm_operand(const float* x, size_t n) {
   if (!converts_operands() || !options_.reuse_casts || n == 0) return;
-  DeviceBytes& copy = kept_.keep(x, n);
-  copy.reserve(n * sizeof(uint16_t));
-  cast_gemm_operand(x, static_cast<uint16_t*>(copy.get()), n, options_.math == GemmMath::kBf16, stream());
+  KeptCopy& copy = kept_.keep(x, n);
+  copy.external = nullptr;
+  copy.owned.reserve(n * sizeof(uint16_t));
+  cast_gemm_operand(x, static_cast<uint16_t*>(copy.owned.get()), n, options_.math == GemmMath::kBf16, stream());
   conversions_ += n;
+}
+
+// The caller's copy is written by the optimizer on the legacy default stream, which is ordered
+// after this (blocking) stream's GEMMs and before its later work: no copy is read while being
+// written. A cast copy the span had (its first forward, before any update) is freed once.
+void CudaOps::keep_converted_gemm_operand(const float* x, size_t n, const uint16_t* converted,
+                                          kern::HalfFormat format) {
+  if (!converts_operands() || gemm_half_format(options_.math) != format) return keep_gemm_operand(x, n);
+  if (!options_.reuse_casts || n == 0) return;
+  KeptCopy& copy = kept_.keep(x, n);
+  copy.external = converted;
+  copy.owned.release();
 }
 
 void CudaOps::drop_gemm_operand(const float* x) {

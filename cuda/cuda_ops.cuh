@@ -15,6 +15,14 @@
 
 namespace lansbert::cuda {
 
+// A kept span's 16-bit copy: cast by CudaOps into `owned` (keep_gemm_operand), or the
+// caller's copy read in place (keep_converted_gemm_operand: the optimizer's weight copy).
+struct KeptCopy {
+  DeviceBytes owned;
+  const uint16_t* external = nullptr;
+  const uint16_t* data() const { return external ? external : static_cast<const uint16_t*>(owned.get()); }
+};
+
 class CudaOps final : public Ops<float> {
  public:
   explicit CudaOps(const OpsOptions& options);
@@ -29,6 +37,8 @@ class CudaOps final : public Ops<float> {
                     const float* b, int ldb, float beta, float* c, int ldc,
                     const GemmBatch& batch) override;
   void keep_gemm_operand(const float* x, size_t n) override;
+  void keep_converted_gemm_operand(const float* x, size_t n, const uint16_t* converted,
+                                   kern::HalfFormat format) override;
   void drop_gemm_operand(const float* x) override;
   size_t gemm_operand_conversions() const override { return conversions_; }
 
@@ -105,7 +115,7 @@ class CudaOps final : public Ops<float> {
   DeviceBytes sort_keys_, sort_values_, sort_temp_;  // scatter workspaces, grown on first use
   DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums
   DeviceBytes half_a_, half_b_;                      // 16-bit GEMM operands
-  KeptOperands<float, DeviceBytes> kept_;            // keep_gemm_operand's 16-bit copies
+  KeptOperands<float, KeptCopy> kept_;               // keep_gemm_operand's 16-bit copies
   size_t conversions_ = 0;                           // elements cast for GEMMs
   DeviceBytes batch_ptrs_;                           // pointer arrays of gemm_batched
   std::unique_ptr<FusedAttention> fused_;            // only with attention cudnn/auto

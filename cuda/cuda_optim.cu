@@ -13,7 +13,8 @@
 // slice [shard.begin, shard.end), m and v hold the slice (each chunk carries its offset into
 // them), and the per-block sums are summed over the ranks on the host (shard.reduce_sums)
 // after each trip to the host, as the CPU rules do. A rank with an empty slice still takes
-// part in every reduction. The bf16 weight copy is written for the slice only.
+// part in every reduction. The 16-bit weight copy (FlatBuffers::half_params) is written for
+// the slice only.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -95,9 +96,9 @@ __global__ void lans_moments_kernel(const DevChunk* chunks, const Factors* fac, 
   }
 }
 
-// LANS pass 3. f = {g_scale, wd, step_m, step_g}. half, when set: the bf16 weight copy.
+// LANS pass 3. f = {g_scale, wd, step_m, step_g}. Writes buf.half_params too, when set.
 __global__ void lans_apply_kernel(const DevChunk* chunks, const Factors* fac, FlatBuffers buf,
-                                  AdamConsts<float> c, uint16_t* half) {
+                                  AdamConsts<float> c) {
   const DevChunk ch = chunks[blockIdx.x];
   const Factors f = fac[ch.block];
   for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
@@ -107,7 +108,7 @@ __global__ void lans_apply_kernel(const DevChunk* chunks, const Factors* fac, Fl
         lans_directions(buf.grads[i] * f.f[0], buf.m[j], buf.v[j], p, f.f[1], c);
     const float q = lans_apply(p, u, f.f[2], f.f[3]);
     buf.params[i] = q;
-    if (half) half[i] = kern::float_to_bf16(q);
+    if (buf.half_params) buf.half_params[i] = kern::float_to_half(q, buf.half_format);
   }
 }
 
@@ -133,7 +134,7 @@ __global__ void lamb_moments_kernel(const DevChunk* chunks, const Factors* fac, 
 // LAMB pass 3 (f = {wd, step}) and AdamW's single pass (f = {wd, lr}, fused moments).
 template <bool kFusedMoments>
 __global__ void adam_apply_kernel(const DevChunk* chunks, const Factors* fac, FlatBuffers buf,
-                                  AdamConsts<float> c, float clip, uint16_t* half) {
+                                  AdamConsts<float> c, float clip) {
   const DevChunk ch = chunks[blockIdx.x];
   const float wd = fac[ch.block].f[0], step = fac[ch.block].f[1];
   for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
@@ -147,13 +148,13 @@ __global__ void adam_apply_kernel(const DevChunk* chunks, const Factors* fac, Fl
     const float p = buf.params[i];
     const float q = p - step * adam_direction(m, v, p, wd, c);
     buf.params[i] = q;
-    if (half) half[i] = kern::float_to_bf16(q);
+    if (buf.half_params) buf.half_params[i] = kern::float_to_half(q, buf.half_format);
   }
 }
 
 class DeviceOptimizer final : public Optimizer {
  public:
-  DeviceOptimizer(OptimizerConfig c, uint16_t* half) : Optimizer(std::move(c)), half_(half) {}
+  explicit DeviceOptimizer(OptimizerConfig c) : Optimizer(std::move(c)) {}
   void update(const ParamTable& table, const FlatBuffers& buf, int64_t t, double lr,
               UpdateStats* stats) override;
 
@@ -170,7 +171,6 @@ class DeviceOptimizer final : public Optimizer {
   void update_lamb(const FlatBuffers& buf, const AdamConsts<float>& c, double lr, UpdateStats* st);
   void update_adamw(const FlatBuffers& buf, const AdamConsts<float>& c, double lr, UpdateStats* st);
 
-  uint16_t* half_;                        // bf16 weight copy, or null
   DeviceChunkPlan plan_;  // the table and shard the chunks were cut for
   std::vector<float> wd_;
   int nblocks_ = 0, nchunks_ = 0;
@@ -291,7 +291,7 @@ void DeviceOptimizer::update_lans(const FlatBuffers& buf, const AdamConsts<float
   upload_factors();
   if (nchunks_ > 0) {
     lans_apply_kernel<<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_),
-                                                             as_factors(factors_dev_), buf, c, half_);
+                                                             as_factors(factors_dev_), buf, c);
     LB_LAUNCH_CHECK();
   }
   if (stats) {
@@ -323,7 +323,7 @@ void DeviceOptimizer::update_lamb(const FlatBuffers& buf, const AdamConsts<float
   upload_factors();
   if (nchunks_ > 0) {
     adam_apply_kernel<false><<<nchunks_, kOptThreads, 0, kStream>>>(
-        as_chunks(chunks_), as_factors(factors_dev_), buf, c, static_cast<float>(clip), half_);
+        as_chunks(chunks_), as_factors(factors_dev_), buf, c, static_cast<float>(clip));
     LB_LAUNCH_CHECK();
   }
   if (stats) {
@@ -351,7 +351,7 @@ void DeviceOptimizer::update_adamw(const FlatBuffers& buf, const AdamConsts<floa
   upload_factors();
   if (nchunks_ > 0) {
     adam_apply_kernel<true><<<nchunks_, kOptThreads, 0, kStream>>>(
-        as_chunks(chunks_), as_factors(factors_dev_), buf, c, clip, half_);
+        as_chunks(chunks_), as_factors(factors_dev_), buf, c, clip);
     LB_LAUNCH_CHECK();
   }
   if (stats) {
@@ -361,11 +361,11 @@ void DeviceOptimizer::update_adamw(const FlatBuffers& buf, const AdamConsts<floa
 }
 
 Status make_device_optimizer(const std::string& name, const OptimizerConfig& config,
-                             std::unique_ptr<Optimizer>* out, uint16_t* bf16_params) {
+                             std::unique_ptr<Optimizer>* out) {
   // Validation and the name check are the CPU factory's; the rule object is replaced.
   std::unique_ptr<Optimizer> cpu;
   LB_RETURN_IF_ERROR(make_optimizer(name, config, &cpu));
-  *out = std::make_unique<DeviceOptimizer>(cpu->config(), bf16_params);
+  *out = std::make_unique<DeviceOptimizer>(cpu->config());
   return Status::ok();
 }
 

@@ -79,6 +79,14 @@ class DeviceBytes {
     CUDA_CHECK(cudaMalloc(&p_, bytes));
     bytes_ = bytes;
   }
+  // Frees the allocation (after draining the device, as reserve does).
+  void release() {
+    if (!p_) return;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaFree(p_));
+    p_ = nullptr;
+    bytes_ = 0;
+  }
   void* get() const { return p_; }
   size_t bytes() const { return bytes_; }
 

@@ -62,6 +62,19 @@ void CpuOps<T>::keep_gemm_operand(const T* x, size_t n) {
   round_into(x, n, copy.data());
 }
 
+// The twin of CudaOps reading the copy in place: the emulation's store holds the operand
+// values as T, so the copy is widened into it (exact, and not a conversion the GPU makes).
+template <typename T>
+void CpuOps<T>::keep_converted_gemm_operand(const T* x, size_t n, const uint16_t* converted,
+                                            kern::HalfFormat format) {
+  if (!is_half_gemm(math_) || gemm_half_format(math_) != format) return keep_gemm_operand(x, n);
+  if (!reuse_casts_ || n == 0) return;
+  std::vector<T>& copy = kept_.keep(x, n);
+  if (copy.size() < n) copy.resize(n);
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+  for (size_t i = 0; i < n; ++i) copy[i] = static_cast<T>(kern::half_to_float(converted[i], format));
+}
+
 template <typename T>
 void CpuOps<T>::drop_gemm_operand(const T* x) {
   kept_.drop(x);

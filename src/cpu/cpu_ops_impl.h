@@ -21,6 +21,8 @@ class CpuOps final : public Ops<T> {
   void gemm_batched(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a, int lda,
                     const T* b, int ldb, T beta, T* c, int ldc, const GemmBatch& batch) override;
   void keep_gemm_operand(const T* x, size_t n) override;
+  void keep_converted_gemm_operand(const T* x, size_t n, const uint16_t* converted,
+                                   kern::HalfFormat format) override;
   void drop_gemm_operand(const T* x) override;
   size_t gemm_operand_conversions() const override { return conversions_; }
 

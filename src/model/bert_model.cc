@@ -170,6 +170,7 @@ size_t BertModel<T>::activation_bytes_for(const BertConfig& config, ModelLimits 
 
 template <typename T>
 void BertModel<T>::init_params(uint64_t seed) {
+  weight_copy_current_ = false;
   std::vector<T> host(table_.total_elements(), T(0));
   for (size_t t = 0; t < table_.size(); ++t) {
     const ParamEntry& e = table_[t];
@@ -207,6 +208,16 @@ void BertModel<T>::zero_grads() {
 }
 
 template <typename T>
+void BertModel<T>::enable_weight_copy(kern::HalfFormat format) {
+  if (!weight_copy_.data()) {
+    weight_copy_ = Buffer<uint16_t>(table_.total_elements(), ops_.allocator());
+    weight_copy_.zero();  // the gaps between tensors are never written by an update
+  }
+  weight_copy_format_ = format;
+  weight_copy_current_ = false;
+}
+
+template <typename T>
 ForwardResult BertModel<T>::forward(const Batch& batch, const StepContext& ctx) {
   BertState<T>& s = *state_;
   const int B = batch.batch, S = batch.seq_len, P = batch.max_pred;
@@ -222,9 +233,14 @@ ForwardResult BertModel<T>::forward(const Batch& batch, const StepContext& ctx) 
   s.ctx = ctx;
   // The weights are GEMM operands in this forward and again in the backward's dX GEMMs, and do
   // not change in between: kept until the next forward (or the model's end), 16-bit GEMMs
-  // cast them once per micro-step instead of at each use. Kept again here because the
-  // optimizer or a checkpoint may have changed them since.
-  ops_.keep_gemm_operand(params_.data(), table_.total_elements());
+  // cast them once per micro-step instead of at each use, or not at all when the optimizer
+  // wrote the weight copy. Kept again here because the optimizer or a checkpoint may have
+  // changed them since.
+  if (weight_copy_current_)
+    ops_.keep_converted_gemm_operand(params_.data(), table_.total_elements(), weight_copy_.data(),
+                                     weight_copy_format_);
+  else
+    ops_.keep_gemm_operand(params_.data(), table_.total_elements());
 
   // Host-side index arrays; LB_CHECK guards the invariants the loader already validated.
   std::vector<int32_t> pos(N), cls(B), mlm_index(Pt), key_lengths(B);

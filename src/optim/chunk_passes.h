@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "chunk_plan.h"
+#include "lansbert/kernels/half.h"
 #include "lansbert/optim/optimizer.h"
 
 namespace lansbert {
@@ -31,6 +32,16 @@ void for_each_chunk(const ChunkPlan& plan, const Body& body) {
 // Elements per stack tile of directions (1 KiB per stream): the rules' moments passes write
 // a tile of directions, then add its squares in double (sum_squares, add_sum_squares).
 constexpr size_t kDirectionTile = 256;
+
+// The 16-bit weight copy of a chunk the apply pass has just updated (FlatBuffers::half_params),
+// written while the chunk is in cache; a separate loop keeps the update loop vectorised.
+inline void write_half_copy(const FlatBuffers& buf, const Chunk& ch) {
+  if (!buf.half_params) return;
+  const kern::HalfFormat f = buf.half_format;
+  const float* __restrict p = buf.params;
+  uint16_t* __restrict h = buf.half_params;
+  for (size_t i = ch.begin; i < ch.end; ++i) h[i] = kern::float_to_half(p[i], f);
+}
 
 // *sa += sum of a[0..n)^2, *sb += sum of b[0..n)^2, in the fixed order of sum_squares2.
 inline void add_sum_squares(const float* a, const float* b, size_t n, double* sa, double* sb) {

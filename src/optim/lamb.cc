@@ -79,6 +79,7 @@ void Lamb::apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamC
     const float* __restrict v = buf.v + (ch.begin - base);
     float* __restrict p = buf.params + ch.begin;
     for (size_t k = 0; k < len; ++k) p[k] -= step * adam_direction(m[k], v[k], p[k], wd, c);
+    write_half_copy(buf, ch);
   });
 }
 
@@ -148,6 +149,7 @@ void AdamW::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, d
       adam_moments(g[k] / div, c, m[k], v[k]);
       p[k] -= step * adam_direction(m[k], v[k], p[k], wd, c);
     }
+    write_half_copy(buf, ch);
   });
   if (stats) {
     stats->grad_norm = G;

@@ -90,6 +90,7 @@ void Lans::apply_pass(const ChunkPlan& plan, const FlatBuffers& buf, const AdamC
       const LansDirections<float> u = lans_directions(g[k] * gs, m[k], v[k], p[k], wd, c);
       p[k] = lans_apply(p[k], u, step_m, step_g);
     }
+    write_half_copy(buf, ch);
   });
 }
 

@@ -76,7 +76,12 @@ struct Run {
   DataPosition pos;
   TrainResult* result = nullptr;
 
-  FlatBuffers flat() { return {model->params(), model->grads(), m.data(), v.data()}; }
+  FlatBuffers flat() {
+    FlatBuffers b{model->params(), model->grads(), m.data(), v.data()};
+    b.half_params = model->weight_copy();  // null unless enabled (run_training)
+    b.half_format = model->weight_copy_format();
+    return b;
+  }
   size_t elements() const { return model->table().total_elements(); }
   bool rank0() const { return comm.rank() == 0; }
 
@@ -273,6 +278,7 @@ Status Run::loop() {
     micro += uint64_t(accum) * comm.world();
     double t0 = now_s(), t_reduce = 0;
     LB_RETURN_IF_ERROR(dp->step(flat(), &report, &t_reduce));
+    if (!report.skipped) model->set_weight_copy_current(true);  // the update wrote it (if enabled)
     w_allreduce += t_reduce;
     w_opt += now_s() - t0 - t_reduce;
     ++step;
@@ -381,6 +387,11 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   Allocator& alloc = run.ops->allocator();
   run.dp = std::make_unique<DataParallel>(cfg.distributed, run.model->table(), run.model->grads(), comm,
                                           run.device_comm ? *run.device_comm : comm, *run.updater, alloc);
+  // 16-bit GEMMs read the weights from the copy the optimizer writes in its update pass rather
+  // than casting them every micro-step. Not when the update is sharded (it writes its slice
+  // only), nor where cuBLAS converts the operands inside the GEMM.
+  if (is_half_gemm(cfg.gemm_math()) && !cfg.cast_in_gemm() && !run.dp->sharded())
+    run.model->enable_weight_copy(gemm_half_format(cfg.gemm_math()));
   run.m = Buffer<float>(run.dp->state_elements(), alloc);
   run.v = Buffer<float>(run.dp->state_elements(), alloc);
   run.m.zero();

@@ -137,6 +137,41 @@ TEST(GpuMixed, HeldOperandIsCastOnce) {
   }
 }
 
+// The device twin of GemmOperandHold.ConvertedSpanIsReadWithoutRounding: a weight kept with
+// its 16-bit copy (as the optimizer writes it) is read in place, nothing is cast for it, and
+// the products equal those of casting it; a copy of the other format is ignored.
+TEST(GpuMixed, ConvertedOperandIsReadInPlace) {
+  LB_REQUIRE_GPU();
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
+    cuda::OpsOptions oo;
+    oo.math = math;
+    auto plain = cuda::make_ops(oo), ops = cuda::make_ops(oo);
+    const int m = 48, k = 64, n = 40;
+    const auto x = testing::random_vector(size_t(m) * k, 53), w = testing::random_vector(size_t(k) * n, 54);
+    const kern::HalfFormat f = gemm_half_format(math);
+    std::vector<uint16_t> wh(w.size()), other(w.size());
+    for (size_t i = 0; i < w.size(); ++i) {
+      wh[i] = kern::float_to_half(w[i], f);
+      other[i] = 0;  // zeros in the other format: read, they would zero the product
+    }
+    auto xd = testing::to_device(x), wd = testing::to_device(w);
+    auto whd = testing::to_device(wh), otherd = testing::to_device(other);
+    auto run = [&](Ops<float>& o) {
+      auto y = testing::to_device(std::vector<float>(size_t(m) * n, 0.f));
+      o.gemm(Trans::kNo, Trans::kNo, m, n, k, 1.f, xd.data(), k, wd.data(), n, 0.f, y.data(), n);
+      return testing::to_host(y);
+    };
+    const auto want = run(*plain);
+    ops->keep_converted_gemm_operand(wd.data(), w.size(), whd.data(), f);
+    EXPECT_EQ(run(*ops), want) << gemm_math_name(math);
+    EXPECT_EQ(ops->gemm_operand_conversions(), size_t(m) * k) << "the kept weight was cast";
+    const kern::HalfFormat g = f == kern::HalfFormat::kBf16 ? kern::HalfFormat::kFp16 : kern::HalfFormat::kBf16;
+    ops->keep_converted_gemm_operand(wd.data(), w.size(), otherd.data(), g);
+    EXPECT_EQ(run(*ops), want) << gemm_math_name(math) << ": a copy in the other format was read";
+    ops->drop_gemm_operand(wd.data());
+  }
+}
+
 // fp16 with cast_in_gemm: the dynamic loss scaler finds an fp16 overflow through the inf it
 // leaves in the GEMM output (the cast kernel rounds 1e5 to inf, as a V100's tensor cores
 // would). cuBLAS's rounding inside 32F_FAST_16F is unspecified, and the header says the type
@@ -226,7 +261,7 @@ TEST(GpuMixed, UnscaleAndCheckMatchesLossScaler) {
   testing::expect_close("unscaled slice (outside untouched)", testing::to_host(sd), s, 0.0);
 }
 
-TEST(GpuMixed, OptimizerWritesBf16WeightCopy) {
+TEST(GpuMixed, OptimizerWritesHalfWeightCopy) {
   LB_REQUIRE_GPU();
   BertConfig cfg;
   ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
@@ -237,12 +272,22 @@ TEST(GpuMixed, OptimizerWritesBf16WeightCopy) {
   auto md = testing::to_device(std::vector<float>(n, 0.f));
   auto vd = testing::to_device(std::vector<float>(n, 0.f));
   Buffer<uint16_t> half(n, cuda::device_allocator());
-  cuda::cast_to_bf16(pd.data(), half.data(), n);
-  for (const char* name : {"lans", "lamb", "adamw"}) {
-    std::unique_ptr<Optimizer> opt;
-    ASSERT_TRUE(cuda::make_device_optimizer(name, OptimizerConfig{}, &opt, half.data()).is_ok());
-    opt->update(table, {pd.data(), gd.data(), md.data(), vd.data()}, 1, 1e-3, nullptr);
-    EXPECT_EQ(testing::to_host(half), bf16_of(testing::to_host(pd))) << name;
+  for (kern::HalfFormat f : {kern::HalfFormat::kBf16, kern::HalfFormat::kFp16}) {
+    for (const char* name : {"lans", "lamb", "adamw"}) {
+      std::unique_ptr<Optimizer> opt;
+      ASSERT_TRUE(cuda::make_device_optimizer(name, OptimizerConfig{}, &opt).is_ok());
+      FlatBuffers buf{pd.data(), gd.data(), md.data(), vd.data()};
+      buf.half_params = half.data();
+      buf.half_format = f;
+      half.zero();
+      opt->update(table, buf, 1, 1e-3, nullptr);
+      const std::vector<float> p = testing::to_host(pd);
+      const std::vector<uint16_t> got = testing::to_host(half);
+      size_t bad = 0;
+      for (const ParamEntry& e : table.entries())
+        for (size_t i = e.offset; i < e.offset + e.numel; ++i) bad += got[i] != kern::float_to_half(p[i], f);
+      EXPECT_EQ(bad, 0u) << name << (f == kern::HalfFormat::kBf16 ? " bf16" : " fp16");
+    }
   }
 }
 

@@ -140,6 +140,50 @@ TEST(GemmOperandHold, ReuseOffAndFp32ConvertNothingExtra) {
   EXPECT_EQ(fp32->gemm_operand_conversions(), 0u);
 }
 
+// A span kept with its conversion at hand (the optimizer's weight copy) is read from that copy:
+// no rounding runs, and the GEMMs see the bits rounding would give. A copy in the other 16-bit
+// format is not the GEMMs' and is ignored (the span is rounded); so is one under fp32 math.
+TEST(GemmOperandHold, ConvertedSpanIsReadWithoutRounding) {
+  const int n = 9, in = 6, out = 5;
+  const auto dy = random_floats(size_t(n) * out, 21), x = random_floats(size_t(n) * in, 22),
+             w = random_floats(size_t(out) * in, 23);
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
+    const kern::HalfFormat mine = gemm_half_format(math);
+    const kern::HalfFormat other = math == GemmMath::kBf16 ? kern::HalfFormat::kFp16 : kern::HalfFormat::kBf16;
+    auto to_half = [&](kern::HalfFormat f) {
+      std::vector<uint16_t> h(w.size());
+      for (size_t i = 0; i < w.size(); ++i) h[i] = kern::float_to_half(w[i], f);
+      return h;
+    };
+    const std::vector<uint16_t> copy = to_half(mine), wrong = to_half(other);
+    auto plain = cpu::make_ops<float>(math), ops = cpu::make_ops<float>(math);
+    const TwoGemms want = backward_gemms(*plain, dy, x, w, n, in, out);
+    ops->keep_converted_gemm_operand(w.data(), w.size(), copy.data(), mine);
+    TwoGemms got = backward_gemms(*ops, dy, x, w, n, in, out);
+    EXPECT_TRUE(same_bits(got.dx, want.dx)) << gemm_math_name(math);
+    EXPECT_TRUE(same_bits(got.dw, want.dw)) << gemm_math_name(math);
+    EXPECT_EQ(ops->gemm_operand_conversions(), size_t(2 * n * out + n * in)) << "w was rounded";
+    // The copy is what is read: a copy of other weights gives other results.
+    std::vector<uint16_t> shifted = copy;
+    for (uint16_t& h : shifted) h = kern::float_to_half(0.5f * kern::half_to_float(h, mine), mine);
+    ops->keep_converted_gemm_operand(w.data(), w.size(), shifted.data(), mine);
+    EXPECT_FALSE(same_bits(backward_gemms(*ops, dy, x, w, n, in, out).dx, want.dx));
+    // The other format: rounded from w as keep_gemm_operand does.
+    const size_t before = ops->gemm_operand_conversions();
+    ops->keep_converted_gemm_operand(w.data(), w.size(), wrong.data(), other);
+    got = backward_gemms(*ops, dy, x, w, n, in, out);
+    EXPECT_TRUE(same_bits(got.dx, want.dx)) << gemm_math_name(math);
+    EXPECT_EQ(ops->gemm_operand_conversions() - before, size_t(out * in + 2 * n * out + n * in));
+    ops->drop_gemm_operand(w.data());
+  }
+  auto fp32 = cpu::make_ops<float>();
+  const std::vector<uint16_t> copy(w.size(), 0);  // would zero the products if it were read
+  fp32->keep_converted_gemm_operand(w.data(), w.size(), copy.data(), kern::HalfFormat::kBf16);
+  auto ref = cpu::make_ops<float>();
+  EXPECT_TRUE(same_bits(backward_gemms(*fp32, dy, x, w, n, in, out).dx, backward_gemms(*ref, dy, x, w, n, in, out).dx));
+  EXPECT_EQ(fp32->gemm_operand_conversions(), 0u);
+}
+
 TEST(GemmOperandHold, KeptSpansMayNotOverlap) {
   auto ops = cpu::make_ops<float>();
   const auto a = random_floats(12, 7);

@@ -177,6 +177,59 @@ TEST(BertModel, Bf16CastReuseSavesExactlyTheRepeatedCasts) {
   EXPECT_EQ(0, std::memcmp(r2.grads.data(), p2.grads.data(), r2.grads.size() * sizeof(float)));
 }
 
+// The weight copy (what the optimizer writes in its update, filled by hand here): while it is
+// current, a forward reads the weights from it and casts one parameter buffer less, with the
+// same loss and gradients; after init_params (or before the copy is said to be current) the
+// weights are cast again.
+TEST(BertModel, CurrentWeightCopyReplacesTheWeightCast) {
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  const int B = 2, S = 16, P = 3;
+  const Batch b = testing::random_batch(B, S, P, cfg.vocab_size, 6);
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
+    auto ops_copy = cpu::make_ops<float>(math), ops_cast = cpu::make_ops<float>(math);
+    BertModel<float> with(cfg, *ops_copy, {B, S, P}), without(cfg, *ops_cast, {B, S, P});
+    const size_t n = with.table().total_elements();
+    auto step = [&](BertModel<float>& m, uint32_t key, double* loss) {
+      const size_t before = m.ops().gemm_operand_conversions();
+      *loss = m.forward(b, StepContext{true, 5, key}).total_loss;
+      m.zero_grads();
+      m.backward(1.0f);
+      return m.ops().gemm_operand_conversions() - before;
+    };
+    auto same_grads = [&] { return std::memcmp(with.grads(), without.grads(), n * sizeof(float)) == 0; };
+    with.init_params(3);
+    without.init_params(3);
+    with.enable_weight_copy(gemm_half_format(math));
+    ASSERT_NE(with.weight_copy(), nullptr);
+    double lw = 0, lo = 0;
+    // Not current yet: cast as before.
+    EXPECT_EQ(step(with, 1, &lw), step(without, 1, &lo));
+    // An "update": new weights and their copy.
+    for (size_t i = 0; i < n; ++i) {
+      const float p = with.params()[i] * 0.97f + 1e-3f;
+      with.params()[i] = without.params()[i] = p;
+      with.weight_copy()[i] = kern::float_to_half(p, gemm_half_format(math));
+    }
+    with.set_weight_copy_current(true);
+    const size_t c_with = step(with, 2, &lw), c_without = step(without, 2, &lo);
+    EXPECT_EQ(c_without - c_with, n) << gemm_math_name(math);
+    EXPECT_EQ(lw, lo);
+    EXPECT_TRUE(same_grads());
+    // It is the copy that is read: a stale copy changes the loss.
+    for (size_t i = 0; i < n; ++i) with.params()[i] = without.params()[i] = with.params()[i] * 1.5f;
+    step(with, 3, &lw);
+    step(without, 3, &lo);
+    EXPECT_NE(lw, lo) << "the stale copy was not read";
+    // init_params: the copy is no longer current.
+    with.init_params(8);
+    without.init_params(8);
+    EXPECT_EQ(step(with, 4, &lw), step(without, 4, &lo));
+    EXPECT_EQ(lw, lo);
+    EXPECT_TRUE(same_grads());
+  }
+}
+
 TEST(BertModel, GradReadyHookCoversEveryEntryOnceInBackwardOrder) {
   BertConfig cfg;
   ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());

@@ -12,6 +12,7 @@
 #include "lansbert/core/allocator.h"
 #include "lansbert/core/check.h"
 #include "lansbert/core/philox.h"
+#include "lansbert/kernels/half.h"
 
 namespace lansbert {
 
@@ -26,6 +27,12 @@ enum class Trans { kNo, kYes };
 //   kBf16: 8-bit mantissa, fp32's range (A100/H100/H200).
 //   kFp16: 11-bit mantissa, |x| <= 65504 (V100), trained with the dynamic loss scaler.
 enum class GemmMath { kFp32, kTf32, kBf16, kFp16 };
+
+// The 16-bit format kBf16/kFp16 GEMMs take their operands in. REQUIRES: a 16-bit mode.
+inline kern::HalfFormat gemm_half_format(GemmMath m) {
+  return m == GemmMath::kFp16 ? kern::HalfFormat::kFp16 : kern::HalfFormat::kBf16;
+}
+inline bool is_half_gemm(GemmMath m) { return m == GemmMath::kBf16 || m == GemmMath::kFp16; }
 
 inline const char* gemm_math_name(GemmMath m) {
   switch (m) {
@@ -84,6 +91,16 @@ class Ops {
   // weights and the layers' GEMM inputs from the forward to their backward (BertModel). A
   // no-op where GEMMs read T as it is, or where reuse is switched off (the backends' options).
   virtual void keep_gemm_operand(const T* x, size_t n) { (void)x, (void)n; }
+  // keep_gemm_operand(x, n) where the conversion is already at hand: `converted` (this
+  // backend's memory, n values in `format`) holds kern::float_to_half of x[0, n) and stays
+  // unchanged while x is kept, e.g. the weight copy the optimizer writes in its update pass
+  // (BertModel::weight_copy). A backend whose GEMMs take that format reads it in place and
+  // converts nothing; otherwise this is keep_gemm_operand.
+  virtual void keep_converted_gemm_operand(const T* x, size_t n, const uint16_t* converted,
+                                           kern::HalfFormat format) {
+    (void)converted, (void)format;
+    keep_gemm_operand(x, n);
+  }
   virtual void drop_gemm_operand(const T* x) { (void)x; }
   // Elements converted for GEMM operands since construction (0 where nothing is converted):
   // the cast traffic that 16-bit GEMMs add, for tests and profiles.

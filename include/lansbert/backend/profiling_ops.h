@@ -39,6 +39,10 @@ class ProfilingOps final : public Ops<T> {
   void keep_gemm_operand(const T* x, size_t n) override {
     time("keep_gemm_operand", [&] { inner_.keep_gemm_operand(x, n); });
   }
+  void keep_converted_gemm_operand(const T* x, size_t n, const uint16_t* converted,
+                                   kern::HalfFormat format) override {
+    time("keep_gemm_operand", [&] { inner_.keep_converted_gemm_operand(x, n, converted, format); });
+  }
   void drop_gemm_operand(const T* x) override { inner_.drop_gemm_operand(x); }
   size_t gemm_operand_conversions() const override { return inner_.gemm_operand_conversions(); }
   void bias_add_forward(T* y, const T* b, int r, int c) override {

@@ -80,4 +80,14 @@ LB_HOST_DEVICE float fp16_to_float(uint16_t h) {
 // The value x takes as an fp16 operand.
 LB_HOST_DEVICE float round_to_fp16(float x) { return fp16_to_float(float_to_fp16(x)); }
 
+// Which 16-bit format a stored copy holds (the optimizer's weight copy, FlatBuffers).
+enum class HalfFormat : uint8_t { kBf16, kFp16 };
+
+LB_HOST_DEVICE uint16_t float_to_half(float x, HalfFormat f) {
+  return f == HalfFormat::kBf16 ? float_to_bf16(x) : float_to_fp16(x);
+}
+LB_HOST_DEVICE float half_to_float(uint16_t h, HalfFormat f) {
+  return f == HalfFormat::kBf16 ? bf16_to_float(h) : fp16_to_float(h);
+}
+
 }  // namespace lansbert::kern

@@ -73,6 +73,18 @@ class BertModel {
   void init_params(uint64_t seed);
   void zero_grads();
 
+  // The 16-bit weight copy for 16-bit GEMMs (GemmMath kBf16/kFp16), which the optimizer keeps
+  // current in its update pass (FlatBuffers::half_params), so that a forward reads it instead
+  // of casting the weights every micro-step. enable_weight_copy allocates it (zeros, on the
+  // backend's device); set_weight_copy_current(true) says it now holds
+  // kern::float_to_half(params()) (after an update that wrote it), false that params()
+  // changed without it. While it is not current (at first, after init_params), a forward
+  // casts the weights as before. Not for sharded updates, which write their slice only.
+  void enable_weight_copy(kern::HalfFormat format);
+  uint16_t* weight_copy() { return weight_copy_.data(); }  // null unless enabled
+  kern::HalfFormat weight_copy_format() const { return weight_copy_format_; }
+  void set_weight_copy_current(bool current) { weight_copy_current_ = current && weight_copy_.data(); }
+
   // Runs the forward pass and keeps what backward needs. REQUIRES: batch within limits,
   // ids < vocab, positions < seq_len.
   ForwardResult forward(const Batch& batch, const StepContext& ctx);
@@ -91,6 +103,9 @@ class BertModel {
   Ops<T>& ops_;
   ModelLimits limits_;
   Buffer<T> params_, grads_;
+  Buffer<uint16_t> weight_copy_;
+  kern::HalfFormat weight_copy_format_ = kern::HalfFormat::kBf16;
+  bool weight_copy_current_ = false;
   Buffer<char> arena_buffer_;
   size_t arena_bytes_ = 0;
   std::unique_ptr<BertState<T>> state_;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "lansbert/core/status.h"
+#include "lansbert/kernels/half.h"
 #include "lansbert/kernels/optim_math.h"
 #include "lansbert/model/param_table.h"
 
@@ -54,6 +55,12 @@ struct FlatBuffers {
   float* grads = nullptr;
   float* m = nullptr;
   float* v = nullptr;
+  // Optional 16-bit copy of the parameters (same layout and memory as params): every update
+  // also writes kern::float_to_half(new p, half_format) for each element it updates, in the
+  // same pass. 16-bit GEMMs then read the weights from it instead of casting them every
+  // micro-step (BertModel::weight_copy). A sharded update writes its slice only.
+  uint16_t* half_params = nullptr;
+  kern::HalfFormat half_format = kern::HalfFormat::kBf16;
 };
 
 // What one update measured, for the metrics log.
