@@ -10,6 +10,9 @@
 // cast once for all the GEMMs that read it; other operands are cast at each use.
 // With OpsOptions::cast_in_gemm the fp32 operands go to cuBLAS as they are, with compute type
 // 32F_FAST_16BF/16F: cuBLAS rounds them inside the GEMM (no cast pass, no workspace).
+// gemm_bias (a linear layer's forward) runs through cuBLASLt with the bias epilogue
+// (lt_bias_matmul.h) on the same operands, or cublasGemmEx and the bias kernel where cuBLASLt
+// has no algorithm for the call.
 #include <memory>
 
 #include "cuda_ops.cuh"
@@ -122,15 +125,53 @@ void CudaOps::zero(float* p, size_t n) {
   if (n) CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), stream()));
 }
 
+void CudaOps::gemm_ex(Trans ta, Trans tb, int m, int n, int k, float alpha, const void* a, cudaDataType_t a_type,
+                      int lda, const void* b, cudaDataType_t b_type, int ldb, float beta, float* c, int ldc) {
+  CUBLAS_CHECK(cublasGemmEx(blas_.get(), to_cublas(tb), to_cublas(ta), n, m, k, &alpha, b, b_type, ldb, a, a_type,
+                            lda, &beta, c, CUDA_R_32F, ldc, compute_type(), CUBLAS_GEMM_DEFAULT));
+}
+
 void CudaOps::gemm(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda,
                    const float* b, int ldb, float beta, float* c, int ldc) {
   if (m <= 0 || n <= 0) return;
   cudaDataType_t ta_type, tb_type;
   const void* ha = half_operand(a, gemm_operand_extent(ta, m, k, lda), half_a_, &ta_type);
   const void* hb = half_operand(b, gemm_operand_extent(tb, k, n, ldb), half_b_, &tb_type);
-  CUBLAS_CHECK(cublasGemmEx(blas_.get(), to_cublas(tb), to_cublas(ta), n, m, k, &alpha, hb,
-                            tb_type, ldb, ha, ta_type, lda, &beta, c, CUDA_R_32F, ldc,
-                            compute_type(), CUBLAS_GEMM_DEFAULT));
+  gemm_ex(ta, tb, m, n, k, alpha, ha, ta_type, lda, hb, tb_type, ldb, beta, c, ldc);
+}
+
+// The operands are converted (or found kept) once, then go to whichever path runs, so the
+// fallback does not convert them again.
+void CudaOps::gemm_bias(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                        const float* bias, float* c, int ldc) {
+  LB_CHECK_MSG(ldc == n, "gemm_bias: C must be contiguous rows (ldc == n)");
+  if (m <= 0 || n <= 0) return;
+  cudaDataType_t ta_type, tb_type;
+  const void* ha = half_operand(a, gemm_operand_extent(ta, m, k, lda), half_a_, &ta_type);
+  const void* hb = half_operand(b, gemm_operand_extent(tb, k, n, ldb), half_b_, &tb_type);
+  LtBiasMatmul::Call call;
+  call.ta = ta;
+  call.tb = tb;
+  call.m = m;
+  call.n = n;
+  call.k = k;
+  call.a = ha;
+  call.a_type = ta_type;
+  call.lda = lda;
+  call.b = hb;
+  call.b_type = tb_type;
+  call.ldb = ldb;
+  call.bias = bias;
+  call.c = c;
+  call.ldc = ldc;
+  call.compute = compute_type();
+  if (lt_.run(call, stream())) {
+    ++fused_bias_gemms_;
+    return;
+  }
+  ++unfused_bias_gemms_;
+  gemm_ex(ta, tb, m, n, k, 1.0f, ha, ta_type, lda, hb, tb_type, ldb, 0.0f, c, ldc);
+  bias_add_forward(c, bias, m, n);
 }
 
 void CudaOps::gemm_batched(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a,

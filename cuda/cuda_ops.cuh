@@ -12,6 +12,7 @@
 #include "fused_attention.h"
 #include "lansbert/backend/kept_operands.h"
 #include "lansbert/backend/ops.h"
+#include "lt_bias_matmul.h"
 
 namespace lansbert::cuda {
 
@@ -36,6 +37,13 @@ class CudaOps final : public Ops<float> {
   void gemm_batched(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda,
                     const float* b, int ldb, float beta, float* c, int ldc,
                     const GemmBatch& batch) override;
+  // Through cuBLASLt's bias epilogue (lt_bias_matmul.h); gemm() then the bias kernel where
+  // cuBLASLt has no algorithm for the call.
+  void gemm_bias(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                 const float* bias, float* c, int ldc) override;
+  // gemm_bias calls served by the epilogue and by the fallback (tests, profiles).
+  size_t fused_bias_gemms() const { return fused_bias_gemms_; }
+  size_t unfused_bias_gemms() const { return unfused_bias_gemms_; }
   void keep_gemm_operand(const float* x, size_t n) override;
   void keep_converted_gemm_operand(const float* x, size_t n, const uint16_t* converted,
                                    kern::HalfFormat format) override;
@@ -104,6 +112,9 @@ class CudaOps final : public Ops<float> {
   // data type is returned in *type.
   const void* half_operand(const float* x, size_t n, DeviceBytes& ws, cudaDataType_t* type);
   bool converts_operands() const;  // 16-bit GemmMath with our cast pass (not cast_in_gemm)
+  // cublasGemmEx on operands half_operand returned (row-major, swapped for column-major).
+  void gemm_ex(Trans ta, Trans tb, int m, int n, int k, float alpha, const void* a, cudaDataType_t a_type, int lda,
+               const void* b, cudaDataType_t b_type, int ldb, float beta, float* c, int ldc);
   cublasComputeType_t compute_type() const;
 
   // dst[index[i], :] += src[i, :], rows of one index summed in ascending i (cuda_gather.cu).
@@ -112,6 +123,8 @@ class CudaOps final : public Ops<float> {
   OpsOptions options_;
   Stream stream_;
   CublasHandle blas_;
+  LtBiasMatmul lt_;                                  // gemm_bias's plans and cuBLASLt handle
+  size_t fused_bias_gemms_ = 0, unfused_bias_gemms_ = 0;
   DeviceBytes sort_keys_, sort_values_, sort_temp_;  // scatter workspaces, grown on first use
   DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums
   DeviceBytes half_a_, half_b_;                      // 16-bit GEMM operands

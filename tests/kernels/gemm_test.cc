@@ -35,6 +35,22 @@ INSTANTIATE_TEST_SUITE_P(AllTransposes, GemmTest,
                          ::testing::Combine(::testing::Values(Trans::kNo, Trans::kYes),
                                             ::testing::Values(Trans::kNo, Trans::kYes)));
 
+// gemm_bias (a linear layer's forward: C = op(A) op(B) + bias per column) against the naive
+// GEMM and a bias loop, in every transpose; C's old contents are ignored.
+TEST_P(GemmTest, GemmBiasMatchesNaive) {
+  auto [ta, tb] = GetParam();
+  auto ops = cpu::make_ops<double>();
+  const int m = 6, n = 9, k = 4;
+  const int lda = ta == Trans::kNo ? k : m, ldb = tb == Trans::kNo ? n : k;
+  auto a = random_vec(size_t(m) * k, 11), b = random_vec(size_t(k) * n, 12), bias = random_vec(n, 13);
+  std::vector<double> expected(size_t(m) * n, 0.0), c = random_vec(size_t(m) * n, 14);
+  naive_gemm(ta, tb, m, n, k, 1.0, a.data(), lda, b.data(), ldb, 0.0, expected.data(), n);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) expected[size_t(i) * n + j] += bias[j];
+  ops->gemm_bias(ta, tb, m, n, k, a.data(), lda, b.data(), ldb, bias.data(), c.data(), n);
+  for (size_t i = 0; i < c.size(); ++i) EXPECT_NEAR(c[i], expected[i], 1e-12) << i;
+}
+
 TEST(GemmBatched, AttentionLayoutMatchesPerHeadLoop) {
   // Q K^T per (batch, head) with heads read in place from (B, S, H) tensors.
   const int B = 3, A = 2, S = 5, D = 3, H = A * D;

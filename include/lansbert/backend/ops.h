@@ -106,6 +106,17 @@ class Ops {
   // the cast traffic that 16-bit GEMMs add, for tests and profiles.
   virtual size_t gemm_operand_conversions() const { return 0; }
 
+  // C[m,n] = op(A)[m,k] * op(B)[k,n] + bias[n] (broadcast over the rows): a linear layer's
+  // forward in one call, so a backend can fuse the bias into the GEMM's epilogue (CUDA:
+  // cuBLASLt's bias epilogue) instead of a second pass over C. Operands as in gemm(); by
+  // default gemm() then bias_add_forward() (the CPU's, bit for bit). REQUIRES: ldc == n.
+  virtual void gemm_bias(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
+                         const T* bias, T* c, int ldc) {
+    LB_CHECK_MSG(ldc == n, "gemm_bias: C must be contiguous rows (ldc == n)");
+    gemm(ta, tb, m, n, k, T(1), a, lda, b, ldb, T(0), c, ldc);
+    bias_add_forward(c, bias, m, n);
+  }
+
   // y[r, c] += bias[c]                      | dbias[c] += sum_r dy[r, c]
   virtual void bias_add_forward(T* y, const T* bias, int rows, int cols) = 0;
   virtual void bias_add_backward(const T* dy, T* dbias, int rows, int cols) = 0;

@@ -36,6 +36,10 @@ class ProfilingOps final : public Ops<T> {
                     T beta, T* c, int ldc, const GemmBatch& g) override {
     time("gemm_batched", [&] { inner_.gemm_batched(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, g); });
   }
+  void gemm_bias(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb, const T* bias,
+                 T* c, int ldc) override {
+    time("gemm_bias", [&] { inner_.gemm_bias(ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc); });
+  }
   void keep_gemm_operand(const T* x, size_t n) override {
     time("keep_gemm_operand", [&] { inner_.keep_gemm_operand(x, n); });
   }
