@@ -84,6 +84,10 @@ class CudaOps final : public Ops<float> {
                                int batch, int heads, int seq, float scale, float p, RngKey key) override;
   void dropout_softmax_backward(float* dprobs_drop, const float* probs, float* dscores, int batch, int heads,
                                 int seq, float scale, float p, RngKey key) override;
+  void softmax_dropout_forward_kept(const float* scores, const int32_t* key_mask, float* probs, float* probs_drop,
+                                    int batch, int heads, int seq, float scale, float p, RngKey key) override;
+  void softmax_backward_kept(float* dprobs, const float* probs, float* dscores, int batch, int heads, int seq,
+                             float scale, float p, RngKey key) override;
 
   void embedding_forward(const int32_t* ids, const float* table, float* out, int n, int dim,
                          bool accumulate) override;
@@ -112,6 +116,9 @@ class CudaOps final : public Ops<float> {
   // data type is returned in *type.
   const void* half_operand(const float* x, size_t n, DeviceBytes& ws, cudaDataType_t* type);
   bool converts_operands() const;  // 16-bit GemmMath with our cast pass (not cast_in_gemm)
+  // x[0, n) kept, with its 16-bit copy sized, for a kernel to write the copy directly (the
+  // *_kept ops); null where operands are not converted or reuse is off.
+  uint16_t* kept_output(const float* x, size_t n);
   // cublasGemmEx on operands half_operand returned (row-major, swapped for column-major).
   void gemm_ex(Trans ta, Trans tb, int m, int n, int k, float alpha, const void* a, cudaDataType_t a_type, int lda,
                const void* b, cudaDataType_t b_type, int ldb, float beta, float* c, int ldc);

@@ -18,10 +18,25 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 
-// probs_drop null: plain softmax; else also probs_drop = dropout(probs) with (p, key).
+// Where a kernel writes its result: fp32 (the op's output tensor), or the 16-bit copy of a
+// kept GEMM operand (the *_kept ops), rounded with the shared half.h body as a cast would.
+struct F32Out {
+  float* p;
+  __device__ bool valid() const { return p != nullptr; }
+  __device__ void put(int64_t i, float v) const { p[i] = v; }
+};
+struct HalfOut {
+  uint16_t* p;
+  kern::HalfFormat format;
+  __device__ bool valid() const { return true; }
+  __device__ void put(int64_t i, float v) const { p[i] = kern::float_to_half(v, format); }
+};
+
+// pd not valid (a null F32Out): plain softmax; else also pd = dropout(probs) with (p_drop, key).
+template <typename Out>
 __global__ void softmax_forward_kernel(const float* scores, const int32_t* key_mask, float* probs,
                                        int64_t rows, int rows_per_batch, int seq, float scale,
-                                       float* probs_drop = nullptr, float p_drop = 0, RngKey key = {}) {
+                                       Out pd = {}, float p_drop = 0, RngKey key = {}) {
   const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
   if (row >= rows) return;
   const int lane = threadIdx.x;
@@ -44,7 +59,7 @@ __global__ void softmax_forward_kernel(const float* scores, const int32_t* key_m
     sum += e;
   }
   const float inv = kern::masked_softmax_inv_sum(warp_sum(sum), any != 0);
-  if (!probs_drop) {
+  if (!pd.valid()) {
     for (int j = lane; j < seq; j += 32) p[j] *= inv;
     return;
   }
@@ -53,46 +68,47 @@ __global__ void softmax_forward_kernel(const float* scores, const int32_t* key_m
   // lane then reads p[j] written by another lane of its warp in the loop above, hence the
   // __syncwarp (which orders the warp's global memory accesses).
   __syncwarp();
-  float* pd = probs_drop + row * seq;
   const uint64_t base = uint64_t(row) * seq;
   kern::DropoutBits bits(key);
   kern::for_lane_runs(lane, seq, [&](int j) {
     const float v = p[j] * inv;
     p[j] = v;
-    pd[j] = kern::dropout_scale(v, bits(base + j), p_drop);
+    pd.put(int64_t(base) + j, kern::dropout_scale(v, bits(base + j), p_drop));
   });
 }
 
 // p_drop > 0: dprobs is the gradient of the dropped probabilities. Each element is dropped
 // (the forward's mask, redrawn) in the first loop, whose lanes take runs of four consecutive
-// keys so one Philox call serves a run (kern::DropoutBits), and parked in dx until the
-// second loop, which reads it back (the same lane, the same j). dx may alias dprobs: each
-// element is read, then written, by one lane.
-__global__ void softmax_backward_kernel(const float* dprobs, const float* probs, float* dscores,
-                                        int64_t rows, int seq, float scale, float p_drop = 0,
-                                        RngKey key = {}) {
+// keys so one Philox call serves a run (kern::DropoutBits), and parked in `park` (fp32: dx,
+// or dprobs itself when dx is a 16-bit copy) until the second loop, which reads it back (the
+// same lane, the same j). dx and park may alias dprobs: each element is read, then written,
+// by one lane.
+template <typename Out>
+__global__ void softmax_backward_kernel(const float* dprobs, const float* probs, Out dx, int64_t rows, int seq,
+                                        float scale, float p_drop = 0, RngKey key = {}, float* park = nullptr) {
   const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
   if (row >= rows) return;
   const int lane = threadIdx.x;
   const float* dp = dprobs + row * seq;
   const float* p = probs + row * seq;
-  float* dx = dscores + row * seq;
+  const int64_t base = row * seq;
   float dot = 0;
   if (p_drop > 0) {
-    const uint64_t base = uint64_t(row) * seq;
+    float* g_row = park + row * seq;
     kern::DropoutBits bits(key);
     kern::for_lane_runs(lane, seq, [&](int j) {
-      const float g = kern::dropout_scale(dp[j], bits(base + j), p_drop);
-      dx[j] = g;
+      const float g = kern::dropout_scale(dp[j], bits(uint64_t(base) + j), p_drop);
+      g_row[j] = g;
       dot += g * p[j];
     });
     dot = warp_sum(dot);
-    kern::for_lane_runs(lane, seq, [&](int j) { dx[j] = kern::masked_softmax_dx(dx[j], p[j], dot, scale); });
+    kern::for_lane_runs(lane, seq,
+                        [&](int j) { dx.put(base + j, kern::masked_softmax_dx(g_row[j], p[j], dot, scale)); });
     return;
   }
   for (int j = lane; j < seq; j += 32) dot += dp[j] * p[j];
   dot = warp_sum(dot);
-  for (int j = lane; j < seq; j += 32) dx[j] = kern::masked_softmax_dx(dp[j], p[j], dot, scale);
+  for (int j = lane; j < seq; j += 32) dx.put(base + j, kern::masked_softmax_dx(dp[j], p[j], dot, scale));
 }
 
 unsigned row_blocks(int64_t rows) {
@@ -105,7 +121,7 @@ void CudaOps::softmax_forward(const float* scores, const int32_t* key_mask, floa
                               int heads, int seq, float scale) {
   const int64_t rows = int64_t(batch) * heads * seq;
   if (rows <= 0) return;
-  softmax_forward_kernel<<<row_blocks(rows), dim3(32, kWarpsPerBlock), 0, stream()>>>(
+  softmax_forward_kernel<F32Out><<<row_blocks(rows), dim3(32, kWarpsPerBlock), 0, stream()>>>(
       scores, key_mask, probs, rows, heads * seq, seq, scale);
   LB_LAUNCH_CHECK();
 }
@@ -115,7 +131,7 @@ void CudaOps::softmax_backward(const float* dprobs, const float* probs, float* d
   const int64_t rows = int64_t(batch) * heads * seq;
   if (rows <= 0) return;
   softmax_backward_kernel<<<row_blocks(rows), dim3(32, kWarpsPerBlock), 0, stream()>>>(
-      dprobs, probs, dscores, rows, seq, scale);
+      dprobs, probs, F32Out{dscores}, rows, seq, scale);
   LB_LAUNCH_CHECK();
 }
 
@@ -124,7 +140,7 @@ void CudaOps::softmax_dropout_forward(const float* scores, const int32_t* key_ma
   const int64_t rows = int64_t(batch) * heads * seq;
   if (rows <= 0) return;
   softmax_forward_kernel<<<row_blocks(rows), dim3(32, kWarpsPerBlock), 0, stream()>>>(
-      scores, key_mask, probs, rows, heads * seq, seq, scale, probs_drop, p, key);
+      scores, key_mask, probs, rows, heads * seq, seq, scale, F32Out{probs_drop}, p, key);
   LB_LAUNCH_CHECK();
 }
 
@@ -133,7 +149,41 @@ void CudaOps::dropout_softmax_backward(float* dprobs_drop, const float* probs, f
   const int64_t rows = int64_t(batch) * heads * seq;
   if (rows <= 0) return;
   softmax_backward_kernel<<<row_blocks(rows), dim3(32, kWarpsPerBlock), 0, stream()>>>(
-      dprobs_drop, probs, dscores, rows, seq, scale, p, key);
+      dprobs_drop, probs, F32Out{dscores}, rows, seq, scale, p, key, dscores);
+  LB_LAUNCH_CHECK();
+}
+
+// The kept variants: the result goes into the span's 16-bit copy (kept_output), not the fp32
+// tensor, where GEMM operands are converted and kept; otherwise the plain op and a keep.
+uint16_t* CudaOps::kept_output(const float* x, size_t n) {
+  if (!converts_operands() || !options_.reuse_casts || n == 0) return nullptr;
+  KeptCopy& copy = kept_.keep(x, n);
+  copy.external = nullptr;
+  copy.owned.reserve(n * sizeof(uint16_t));
+  return static_cast<uint16_t*>(copy.owned.get());
+}
+
+void CudaOps::softmax_dropout_forward_kept(const float* scores, const int32_t* key_mask, float* probs,
+                                           float* probs_drop, int batch, int heads, int seq, float scale, float p,
+                                           RngKey key) {
+  const int64_t rows = int64_t(batch) * heads * seq;
+  uint16_t* out = kept_output(probs_drop, size_t(rows) * seq);
+  if (!out)
+    return Ops<float>::softmax_dropout_forward_kept(scores, key_mask, probs, probs_drop, batch, heads, seq, scale, p,
+                                                    key);
+  softmax_forward_kernel<<<row_blocks(rows), dim3(32, kWarpsPerBlock), 0, stream()>>>(
+      scores, key_mask, probs, rows, heads * seq, seq, scale, HalfOut{out, gemm_half_format(options_.math)}, p, key);
+  LB_LAUNCH_CHECK();
+}
+
+void CudaOps::softmax_backward_kept(float* dprobs, const float* probs, float* dscores, int batch, int heads, int seq,
+                                    float scale, float p, RngKey key) {
+  const int64_t rows = int64_t(batch) * heads * seq;
+  uint16_t* out = kept_output(dscores, size_t(rows) * seq);
+  if (!out) return Ops<float>::softmax_backward_kept(dprobs, probs, dscores, batch, heads, seq, scale, p, key);
+  // With dropout the dropped gradient is parked in dprobs (which the op may overwrite).
+  softmax_backward_kernel<<<row_blocks(rows), dim3(32, kWarpsPerBlock), 0, stream()>>>(
+      dprobs, probs, HalfOut{out, gemm_half_format(options_.math)}, rows, seq, scale, p, key, dprobs);
   LB_LAUNCH_CHECK();
 }
 

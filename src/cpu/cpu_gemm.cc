@@ -32,14 +32,27 @@ CpuOps<T>::CpuOps(GemmMath math, bool reuse_casts) : math_(math), reuse_casts_(r
 }
 
 template <typename T>
-void CpuOps<T>::round_into(const T* x, size_t n, T* out) {
+void CpuOps<T>::round_values(const T* x, size_t n, T* out) const {
   const bool bf16 = math_ == GemmMath::kBf16;
 #pragma omp parallel for schedule(static) if (worth_threads(n))
   for (size_t i = 0; i < n; ++i) {
     const float v = static_cast<float>(x[i]);
     out[i] = static_cast<T>(bf16 ? kern::round_to_bf16(v) : kern::round_to_fp16(v));
   }
+}
+
+template <typename T>
+void CpuOps<T>::round_into(const T* x, size_t n, T* out) {
+  round_values(x, n, out);
   conversions_ += n;
+}
+
+template <typename T>
+std::vector<T>* CpuOps<T>::kept_output(const T* x, size_t n) {
+  if (math_ == GemmMath::kFp32 || !reuse_casts_ || n == 0) return nullptr;
+  std::vector<T>& copy = kept_.keep(x, n);
+  if (copy.size() < n) copy.resize(n);
+  return &copy;
 }
 
 template <typename T>

@@ -57,6 +57,10 @@ class CpuOps final : public Ops<T> {
                                int heads, int seq, T scale, float p, RngKey key) override;
   void dropout_softmax_backward(T* dprobs_drop, const T* probs, T* dscores, int batch, int heads, int seq,
                                 T scale, float p, RngKey key) override;
+  void softmax_dropout_forward_kept(const T* scores, const int32_t* key_mask, T* probs, T* probs_drop, int batch,
+                                    int heads, int seq, T scale, float p, RngKey key) override;
+  void softmax_backward_kept(T* dprobs, const T* probs, T* dscores, int batch, int heads, int seq, T scale, float p,
+                             RngKey key) override;
 
   void embedding_forward(const int32_t* ids, const T* table, T* out, int n, int dim,
                          bool accumulate) override;
@@ -74,8 +78,13 @@ class CpuOps final : public Ops<T> {
   // format, in `scratch` (grown as needed); otherwise x itself.
   // A kept span's copy is served where the operand lies inside it.
   const T* operand(const T* x, size_t n, std::vector<T>& scratch);
-  // x[0, n) rounded to the operand format into out, counted in conversions_.
+  // x[0, n) rounded to the operand format into out (out may be x), counted in conversions_
+  // (round_into: a cast pass on the GPU) or not (round_values: a kernel's 16-bit output).
   void round_into(const T* x, size_t n, T* out);
+  void round_values(const T* x, size_t n, T* out) const;
+  // The copy an op writes a kept operand into (the *_kept ops): x[0, n) kept, its store
+  // sized; null where GEMMs do not convert (or reuse is off), and the op writes x itself.
+  std::vector<T>* kept_output(const T* x, size_t n);
 
   GemmMath math_;
   std::vector<T> operand_a_, operand_b_;

@@ -39,6 +39,33 @@ void CpuOps<T>::dropout_softmax_backward(T* dprobs_drop, const T* probs, T* dsco
   softmax_backward(dprobs_drop, probs, dscores, batch, heads, seq, scale);
 }
 
+// The twins of the CUDA kernels that write a kept operand's 16-bit copy instead of the fp32
+// tensor: the fp32 values are computed into the copy and rounded there (with the shared
+// half.h bodies, as the kernels round what they write); the fp32 output is left unwritten.
+template <typename T>
+void CpuOps<T>::softmax_dropout_forward_kept(const T* scores, const int32_t* key_mask, T* probs, T* probs_drop,
+                                             int batch, int heads, int seq, T scale, float p, RngKey key) {
+  const size_t n = size_t(batch) * heads * seq * seq;
+  std::vector<T>* copy = kept_output(probs_drop, n);
+  if (!copy)
+    return Ops<T>::softmax_dropout_forward_kept(scores, key_mask, probs, probs_drop, batch, heads, seq, scale, p, key);
+  softmax_dropout_forward(scores, key_mask, probs, copy->data(), batch, heads, seq, scale, p, key);
+  round_values(copy->data(), n, copy->data());
+}
+
+template <typename T>
+void CpuOps<T>::softmax_backward_kept(T* dprobs, const T* probs, T* dscores, int batch, int heads, int seq, T scale,
+                                      float p, RngKey key) {
+  const size_t n = size_t(batch) * heads * seq * seq;
+  std::vector<T>* copy = kept_output(dscores, n);
+  if (!copy) return Ops<T>::softmax_backward_kept(dprobs, probs, dscores, batch, heads, seq, scale, p, key);
+  if (p > 0)
+    dropout_softmax_backward(dprobs, probs, copy->data(), batch, heads, seq, scale, p, key);
+  else
+    softmax_backward(dprobs, probs, copy->data(), batch, heads, seq, scale);
+  round_values(copy->data(), n, copy->data());
+}
+
 template class CpuOps<float>;
 template class CpuOps<double>;
 

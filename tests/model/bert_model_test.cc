@@ -157,13 +157,15 @@ TEST(BertModel, Bf16CastReuseSavesExactlyTheRepeatedCasts) {
   const size_t N = size_t(B) * S, H = cfg.hidden, I = cfg.intermediate, L = cfg.layers, Pt = size_t(B) * P;
   // Per layer, cast again by the dW GEMMs without reuse: the kept inputs x, ctx, h1 (N x H)
   // and the GELU output (N x I); cast twice without reuse: the held output gradients of the
-  // four dense layers (3NH for q/k/v, NH, NI, NH), d(ctx) (NH) and d(scores) (B A S^2).
-  // Attention: q, k, v are head slices of the packed [N, 3H] tensor, so each GEMM that reads
-  // one casts its whole extent, 3NH - 2H (three times in the forward, three in the backward),
-  // against one cast of 3NH kept; the probabilities (B A S^2) are read again by the backward.
+  // four dense layers (3NH for q/k/v, NH, NI, NH) and d(ctx) (NH). Attention: q, k, v are
+  // head slices of the packed [N, 3H] tensor, so each GEMM that reads one casts its whole
+  // extent, 3NH - 2H (three times in the forward, three in the backward), against one cast of
+  // 3NH kept. d(scores) and the dropped-out probabilities (B A S^2 each, each read by two
+  // GEMMs) are written straight into their kept copies (the *_kept ops): never cast.
   const size_t BASS = size_t(B) * cfg.heads * S * S;
-  const size_t per_layer = N * (3 * H + I) + (3 * N * H + N * H + N * I + N * H) + N * H + BASS +
-                           (6 * (3 * N * H - 2 * H) - 3 * N * H) + BASS;
+  ASSERT_GT(cfg.attention_dropout, 0.f) << "the count assumes the dropped-out probabilities";
+  const size_t per_layer = N * (3 * H + I) + (3 * N * H + N * H + N * I + N * H) + N * H + 2 * BASS +
+                           (6 * (3 * N * H - 2 * H) - 3 * N * H) + 2 * BASS;
   // Heads: the output gradients of the decoder (Pt x V), the MLM transform (Pt x H), the NSP
   // classifier (B x 2) and the pooler (B x H).
   const size_t heads = Pt * cfg.vocab_size + Pt * H + size_t(B) * 2 + size_t(B) * H;

@@ -79,13 +79,15 @@ AttentionImpl native_attention_forward(Ops<T>& ops, const AttentionForward<T>& a
   ops.gemm_batched(Trans::kNo, Trans::kYes, S, S, D, T(1), a.q, Q, a.k, Q, T(0), a.scores, S, qk_batch(s, Q, Q));
   const T* pd = a.probs;
   if (a.dropout > 0) {
-    ops.softmax_dropout_forward(a.scores, a.key_mask, a.probs, a.probs_drop, s.batch, s.heads, S, a.scale,
-                                a.dropout, a.dropout_key);
+    // The dropped-out probabilities are read only by GEMMs (here and in the backward's d(v)):
+    // produced straight into their kept 16-bit copy where the backend converts operands.
+    ops.softmax_dropout_forward_kept(a.scores, a.key_mask, a.probs, a.probs_drop, s.batch, s.heads, S, a.scale,
+                                     a.dropout, a.dropout_key);
     pd = a.probs_drop;
   } else {
-    ops.softmax_forward(a.scores, a.key_mask, a.probs, s.batch, s.heads, S, a.scale);
+    ops.softmax_forward(a.scores, a.key_mask, a.probs, s.batch, s.heads, S, a.scale);  // the backward reads them too
+    ops.keep_gemm_operand(pd, probs_size(s));
   }
-  ops.keep_gemm_operand(pd, probs_size(s));
   ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), pd, S, a.v, Q, T(0), a.ctx, H, pv_batch(s, Q, H));
   return AttentionImpl::kNative;
 }
@@ -104,17 +106,12 @@ void native_attention_backward(Ops<T>& ops, const AttentionBackward<T>& a) {
                      qk_batch(s, H, Q));
     ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), pd, S, a.d_ctx, H, T(0), a.d_v, Q, pv_batch(s, H, Q));
   }
-  if (a.dropout > 0)
-    ops.dropout_softmax_backward(a.d_probs, a.probs, a.d_scores, s.batch, s.heads, S, a.scale, a.dropout,
-                                 a.dropout_key);
-  else
-    ops.softmax_backward(a.d_probs, a.probs, a.d_scores, s.batch, s.heads, S, a.scale);
+  // d(scores) is read only by the two GEMMs below: produced straight into its kept copy.
+  ops.softmax_backward_kept(a.d_probs, a.probs, a.d_scores, s.batch, s.heads, S, a.scale, a.dropout, a.dropout_key);
   // d(q) = d(scores) k ;  d(k) = d(scores)^T q
-  {
-    HeldGemmOperand<T> held(ops, a.d_scores, probs_size(s));
-    ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.k, Q, T(0), a.d_q, Q, pv_batch(s, Q, Q));
-    ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.q, Q, T(0), a.d_k, Q, pv_batch(s, Q, Q));
-  }
+  ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.k, Q, T(0), a.d_q, Q, pv_batch(s, Q, Q));
+  ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), a.d_scores, S, a.q, Q, T(0), a.d_k, Q, pv_batch(s, Q, Q));
+  ops.drop_gemm_operand(a.d_scores);
   ops.drop_gemm_operand(pd);  // kept since the forward
   for_each_qkv_span(s, a.q, a.k, a.v, [&](const T* x, size_t) { ops.drop_gemm_operand(x); });
 }

@@ -174,6 +174,28 @@ class Ops {
                                        int batch, int heads, int seq, T scale, float p, RngKey key) = 0;
   virtual void dropout_softmax_backward(T* dprobs_drop, const T* probs, T* dscores, int batch, int heads,
                                         int seq, T scale, float p, RngKey key) = 0;
+  // The attention's two [B, A, S, S] tensors that only GEMMs read, produced straight into
+  // their kept GEMM-operand copies. Each is exactly the op above followed by
+  // keep_gemm_operand of its output (probs_drop; dscores, from dropout_softmax_backward, or
+  // softmax_backward when p == 0), except that where the backend converts kept operands
+  // (16-bit GEMMs with cast reuse) the fp32 output is not written at all: until
+  // drop_gemm_operand only GEMMs read it, and they are served from the copy, with the bits of
+  // casting the fp32 values. That saves, per element, the 4-byte fp32 write and the cast
+  // pass's 4-byte read (bert-large at 64 x 512: 268M elements a layer each way). dprobs may
+  // be overwritten, as in dropout_softmax_backward.
+  virtual void softmax_dropout_forward_kept(const T* scores, const int32_t* key_mask, T* probs, T* probs_drop,
+                                            int batch, int heads, int seq, T scale, float p, RngKey key) {
+    softmax_dropout_forward(scores, key_mask, probs, probs_drop, batch, heads, seq, scale, p, key);
+    keep_gemm_operand(probs_drop, size_t(batch) * heads * seq * seq);
+  }
+  virtual void softmax_backward_kept(T* dprobs, const T* probs, T* dscores, int batch, int heads, int seq, T scale,
+                                     float p, RngKey key) {
+    if (p > 0)
+      dropout_softmax_backward(dprobs, probs, dscores, batch, heads, seq, scale, p, key);
+    else
+      softmax_backward(dprobs, probs, dscores, batch, heads, seq, scale);
+    keep_gemm_operand(dscores, size_t(batch) * heads * seq * seq);
+  }
 
   // out[i, :] (+)= table[ids[i], :]          | dtable[ids[i], :] += dout[i, :] (deterministic)
   virtual void embedding_forward(const int32_t* ids, const T* table, T* out, int n, int dim,

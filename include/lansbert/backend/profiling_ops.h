@@ -106,6 +106,14 @@ class ProfilingOps final : public Ops<T> {
                                 RngKey k) override {
     time("dropout_softmax_backward", [&] { inner_.dropout_softmax_backward(dpd, p, ds, b, h, sq, sc, dp, k); });
   }
+  void softmax_dropout_forward_kept(const T* s, const int32_t* m, T* p, T* pd, int b, int h, int sq, T sc, float dp,
+                                    RngKey k) override {
+    time("softmax_dropout_forward", [&] { inner_.softmax_dropout_forward_kept(s, m, p, pd, b, h, sq, sc, dp, k); });
+  }
+  void softmax_backward_kept(T* dpd, const T* p, T* ds, int b, int h, int sq, T sc, float dp, RngKey k) override {
+    time(dp > 0 ? "dropout_softmax_backward" : "softmax_backward",
+         [&] { inner_.softmax_backward_kept(dpd, p, ds, b, h, sq, sc, dp, k); });
+  }
   void embedding_forward(const int32_t* ids, const T* t, T* o, int n, int d, bool acc) override {
     time("embedding_forward", [&] { inner_.embedding_forward(ids, t, o, n, d, acc); });
   }

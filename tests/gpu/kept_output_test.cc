@@ -1,0 +1,108 @@
+// The device twins of tests/kernels/kept_output_test.cc: CudaOps' softmax kernels writing a
+// kept GEMM operand's 16-bit copy directly (Ops::softmax_dropout_forward_kept,
+// Ops::softmax_backward_kept) against the CPU's kept ops, through a GEMM that reads the
+// output; nothing is cast for it, and the fp32 output stays unwritten.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "gpu_test_util.h"
+#include "lansbert/backend/cpu_ops.h"
+
+namespace lansbert {
+namespace {
+
+using testing::expect_close;
+using testing::random_vector;
+using testing::to_device;
+using testing::to_host;
+
+constexpr int kB = 2, kA = 4, kS = 77, kD = 16;
+constexpr size_t kN = size_t(kB) * kA * kS * kS;
+constexpr float kScale = 0.125f;
+const RngKey kKey{21, 22};
+
+std::vector<int32_t> key_mask() {
+  std::vector<int32_t> m(kB * kS, 1);
+  for (int j = 60; j < kS; ++j) m[j] = 0;  // sequence 0 is padded
+  return m;
+}
+
+// y [B*A*S, D] = x [B*A*S, S] * w [S, D].
+template <typename Ptr>
+void read_by_gemm(Ops<float>& ops, const float* x, Ptr w, float* y) {
+  ops.gemm(Trans::kNo, Trans::kNo, kB * kA * kS, kD, kS, 1.f, x, kS, w, kD, 0.f, y, kD);
+}
+
+bool all_nan(const std::vector<float>& x) {
+  for (float v : x)
+    if (!std::isnan(v)) return false;
+  return true;
+}
+
+// On the device: the kept ops against the plain op + keep_gemm_operand (which casts the fp32
+// output with the cast kernel) on another CudaOps: the GEMMs over the two copies must agree
+// bit for bit, with kN fewer elements cast. Then against the CPU's kept ops within 1e-3 (the
+// exp of each side may differ in the last bit, which can move a 16-bit rounding).
+TEST(GpuKeptOutput, SoftmaxKernelsWriteTheBitsOfTheCast) {
+  LB_REQUIRE_GPU();
+  const auto mask = key_mask();
+  const auto scores = random_vector(kN, 71), dprobs = random_vector(kN, 72), w = random_vector(size_t(kS) * kD, 73);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const size_t ny = size_t(kB) * kA * kS * kD;
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
+    for (float p : {0.1f, 0.f}) {
+      const std::string what = std::string(gemm_math_name(math)) + " p=" + std::to_string(p);
+      cuda::OpsOptions oo;
+      oo.math = math;
+      auto plain = cuda::make_ops(oo), kept = cuda::make_ops(oo);
+      auto cpu = cpu::make_ops<float>(math);
+      auto sd = to_device(scores), wd = to_device(w);
+      auto md = to_device(mask);
+      // Forward.
+      auto p1 = to_device(std::vector<float>(kN, 0.f)), pd1 = to_device(std::vector<float>(kN, 0.f));
+      auto p2 = to_device(std::vector<float>(kN, 0.f)), pd2 = to_device(std::vector<float>(kN, nan));
+      auto y1 = to_device(std::vector<float>(ny, 0.f)), y2 = to_device(std::vector<float>(ny, 0.f));
+      plain->softmax_dropout_forward(sd.data(), md.data(), p1.data(), pd1.data(), kB, kA, kS, kScale, p, kKey);
+      plain->keep_gemm_operand(pd1.data(), kN);
+      kept->softmax_dropout_forward_kept(sd.data(), md.data(), p2.data(), pd2.data(), kB, kA, kS, kScale, p, kKey);
+      read_by_gemm(*plain, pd1.data(), wd.data(), y1.data());
+      read_by_gemm(*kept, pd2.data(), wd.data(), y2.data());
+      EXPECT_EQ(to_host(p1), to_host(p2)) << what;
+      EXPECT_EQ(to_host(y1), to_host(y2)) << "forward " << what;
+      EXPECT_EQ(plain->gemm_operand_conversions() - kept->gemm_operand_conversions(), kN) << what;
+      EXPECT_TRUE(all_nan(to_host(pd2))) << what << ": the fp32 output was written";
+      std::vector<float> probs(kN), pd(kN), y(ny);
+      cpu->softmax_dropout_forward_kept(scores.data(), mask.data(), probs.data(), pd.data(), kB, kA, kS, kScale, p,
+                                        kKey);
+      read_by_gemm(*cpu, pd.data(), w.data(), y.data());
+      expect_close("forward vs the CPU twin " + what, to_host(y2), y, 1e-3);
+      // Backward, from the device's probabilities.
+      auto dp1 = to_device(dprobs), dp2 = to_device(dprobs);
+      auto ds1 = to_device(std::vector<float>(kN, 0.f)), ds2 = to_device(std::vector<float>(kN, nan));
+      if (p > 0)
+        plain->dropout_softmax_backward(dp1.data(), p1.data(), ds1.data(), kB, kA, kS, kScale, p, kKey);
+      else
+        plain->softmax_backward(dp1.data(), p1.data(), ds1.data(), kB, kA, kS, kScale);
+      plain->keep_gemm_operand(ds1.data(), kN);
+      kept->softmax_backward_kept(dp2.data(), p2.data(), ds2.data(), kB, kA, kS, kScale, p, kKey);
+      read_by_gemm(*plain, ds1.data(), wd.data(), y1.data());
+      read_by_gemm(*kept, ds2.data(), wd.data(), y2.data());
+      EXPECT_EQ(to_host(y1), to_host(y2)) << "backward " << what;
+      EXPECT_TRUE(all_nan(to_host(ds2))) << what;
+      std::vector<float> dp = dprobs, ds(kN);
+      cpu->softmax_backward_kept(dp.data(), probs.data(), ds.data(), kB, kA, kS, kScale, p, kKey);
+      read_by_gemm(*cpu, ds.data(), w.data(), y.data());
+      expect_close("backward vs the CPU twin " + what, to_host(y2), y, 1e-3);
+      for (Ops<float>* o : {plain.get(), kept.get()}) {
+        o->drop_gemm_operand(o == plain.get() ? pd1.data() : pd2.data());
+        o->drop_gemm_operand(o == plain.get() ? ds1.data() : ds2.data());
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lansbert
