@@ -10,6 +10,7 @@
 #include "dropout_map.cuh"
 #include "lansbert/kernels/activations.h"
 #include "lansbert/kernels/dropout.h"
+#include "lansbert/kernels/half.h"
 #include "launch.cuh"
 
 namespace lansbert::cuda {
@@ -20,6 +21,19 @@ void CudaOps::bias_gelu_forward(float* pre, const float* bias, float* act, int r
     const float x = pre[i] + bias[i % size_t(cols)];
     pre[i] = x;
     act[i] = kern::gelu(x);
+  });
+}
+
+// act written only as its kept 16-bit copy where operands are converted (ops.h).
+void CudaOps::bias_gelu_forward_kept(float* pre, const float* bias, float* act, int rows, int cols) {
+  const size_t n = size_t(rows) * cols;
+  uint16_t* out = kept_output(act, n);
+  if (!out) return Ops<float>::bias_gelu_forward_kept(pre, bias, act, rows, cols);
+  const kern::HalfFormat format = gemm_half_format(options_.math);
+  launch_map(n, stream(), [=] __device__(size_t i) {
+    const float x = pre[i] + bias[i % size_t(cols)];
+    pre[i] = x;
+    out[i] = kern::float_to_half(kern::gelu(x), format);
   });
 }
 

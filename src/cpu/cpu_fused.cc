@@ -24,6 +24,16 @@ void CpuOps<T>::bias_gelu_forward(T* pre, const T* bias, T* act, int rows, int c
   }
 }
 
+// The twin of the CUDA kernel that writes the kept copy of act instead of act (ops.h).
+template <typename T>
+void CpuOps<T>::bias_gelu_forward_kept(T* pre, const T* bias, T* act, int rows, int cols) {
+  const size_t n = size_t(rows) * cols;
+  std::vector<T>* copy = kept_output(act, n);
+  if (!copy) return Ops<T>::bias_gelu_forward_kept(pre, bias, act, rows, cols);
+  bias_gelu_forward(pre, bias, copy->data(), rows, cols);
+  round_values(copy->data(), n, copy->data());
+}
+
 template <typename T>
 void CpuOps<T>::bias_gelu_backward(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) {
   // Column blocks, rows in order: the bias sums have bias_add_backward's order.

@@ -37,6 +37,7 @@ class CpuOps final : public Ops<T> {
                           T* dx, T* dgamma, T* dbeta, int rows, int cols) override;
 
   void bias_gelu_forward(T* pre, const T* bias, T* act, int rows, int cols) override;
+  void bias_gelu_forward_kept(T* pre, const T* bias, T* act, int rows, int cols) override;
   void bias_gelu_backward(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) override;
   void bias_dropout_residual_forward(T* y, const T* bias, const T* residual, int rows, int cols, float p,
                                      RngKey key) override;

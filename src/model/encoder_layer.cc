@@ -86,8 +86,7 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
 
   ops.keep_gemm_operand(a.h1, NH);
   linear_gemm(ops, a.h1, m.p(p.inter.w), a.ffn_pre, N, H, I);
-  ops.bias_gelu_forward(a.ffn_pre, m.p(p.inter.b), a.ffn_act, N, I);
-  ops.keep_gemm_operand(a.ffn_act, size_t(N) * I);
+  ops.bias_gelu_forward_kept(a.ffn_pre, m.p(p.inter.b), a.ffn_act, N, I);  // read only by GEMMs: kept
   linear_gemm(ops, a.ffn_act, m.p(p.out.w), a.res2, N, I, H);
   ops.bias_dropout_residual_forward(a.res2, m.p(p.out.b), a.h1, N, H, p_hidden, key(m, dropout_site(l, 2)));
   ops.layernorm_forward(a.res2, m.p(p.ln2.w), m.p(p.ln2.b), a.h2, a.mean2, a.rstd2, N, H, T(c.layernorm_eps));

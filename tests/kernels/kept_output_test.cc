@@ -90,6 +90,26 @@ TEST(KeptOutput, SoftmaxBackwardWritesTheCopyOnly) {
   }
 }
 
+TEST(KeptOutput, BiasGeluForwardWritesTheCopyOnly) {
+  const int rows = 11, cols = 13;
+  const size_t n = size_t(rows) * cols;
+  const auto pre0 = floats(n, 7), bias = floats(cols, 8), w = floats(size_t(cols) * kD, 9);
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
+    auto plain = cpu::make_ops<float>(math), kept = cpu::make_ops<float>(math);
+    std::vector<float> pre1 = pre0, pre2 = pre0, act1(n), act2(n, std::numeric_limits<float>::quiet_NaN());
+    plain->bias_gelu_forward(pre1.data(), bias.data(), act1.data(), rows, cols);
+    plain->keep_gemm_operand(act1.data(), n);
+    kept->bias_gelu_forward_kept(pre2.data(), bias.data(), act2.data(), rows, cols);
+    EXPECT_TRUE(same_bits(pre1, pre2)) << "pre += bias must still be written";
+    std::vector<float> y1(size_t(rows) * kD), y2(y1.size());
+    plain->gemm(Trans::kNo, Trans::kNo, rows, kD, cols, 1.f, act1.data(), cols, w.data(), kD, 0.f, y1.data(), kD);
+    kept->gemm(Trans::kNo, Trans::kNo, rows, kD, cols, 1.f, act2.data(), cols, w.data(), kD, 0.f, y2.data(), kD);
+    EXPECT_TRUE(same_bits(y1, y2)) << gemm_math_name(math);
+    EXPECT_TRUE(untouched(act2)) << gemm_math_name(math);
+    EXPECT_EQ(plain->gemm_operand_conversions() - kept->gemm_operand_conversions(), n);
+  }
+}
+
 TEST(KeptOutput, WithoutCastReuseTheFp32OutputIsWritten) {
   const auto scores = floats(kN, 6);
   const auto mask = key_mask();

@@ -155,8 +155,9 @@ TEST(BertModel, Bf16CastReuseSavesExactlyTheRepeatedCasts) {
         e.name.find("token_type_embeddings") == std::string::npos)
       matrices += e.numel;
   const size_t N = size_t(B) * S, H = cfg.hidden, I = cfg.intermediate, L = cfg.layers, Pt = size_t(B) * P;
-  // Per layer, cast again by the dW GEMMs without reuse: the kept inputs x, ctx, h1 (N x H)
-  // and the GELU output (N x I); cast twice without reuse: the held output gradients of the
+  // Per layer, cast again by the dW GEMMs without reuse: the kept inputs x, ctx, h1 (N x H);
+  // the GELU output (N x I), read by two GEMMs, is written straight into its kept copy (never
+  // cast); cast twice without reuse: the held output gradients of the
   // four dense layers (3NH for q/k/v, NH, NI, NH) and d(ctx) (NH). Attention: q, k, v are
   // head slices of the packed [N, 3H] tensor, so each GEMM that reads one casts its whole
   // extent, 3NH - 2H (three times in the forward, three in the backward), against one cast of
@@ -164,7 +165,7 @@ TEST(BertModel, Bf16CastReuseSavesExactlyTheRepeatedCasts) {
   // GEMMs) are written straight into their kept copies (the *_kept ops): never cast.
   const size_t BASS = size_t(B) * cfg.heads * S * S;
   ASSERT_GT(cfg.attention_dropout, 0.f) << "the count assumes the dropped-out probabilities";
-  const size_t per_layer = N * (3 * H + I) + (3 * N * H + N * H + N * I + N * H) + N * H + 2 * BASS +
+  const size_t per_layer = N * (3 * H + 2 * I) + (3 * N * H + N * H + N * I + N * H) + N * H + 2 * BASS +
                            (6 * (3 * N * H - 2 * H) - 3 * N * H) + 2 * BASS;
   // Heads: the output gradients of the decoder (Pt x V), the MLM transform (Pt x H), the NSP
   // classifier (B x 2) and the pooler (B x H).

@@ -146,6 +146,13 @@ class Ops {
   virtual void bias_dropout_residual_forward(T* y, const T* bias, const T* residual, int rows, int cols,
                                              float p, RngKey key) = 0;
   virtual void dropout_bias_backward(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) = 0;
+  // bias_gelu_forward, then keep_gemm_operand(act): the FFN's GELU output is read only by
+  // GEMMs (the output projection and its dW), so where the backend converts kept operands it
+  // is written only as its 16-bit copy (as softmax_dropout_forward_kept below).
+  virtual void bias_gelu_forward_kept(T* pre, const T* bias, T* act, int rows, int cols) {
+    bias_gelu_forward(pre, bias, act, rows, cols);
+    keep_gemm_operand(act, size_t(rows) * cols);
+  }
 
   virtual void gelu_forward(const T* x, T* y, size_t n) = 0;
   virtual void gelu_backward(const T* dy, const T* x, T* dx, size_t n) = 0;

@@ -69,6 +69,9 @@ class ProfilingOps final : public Ops<T> {
   void bias_gelu_forward(T* pre, const T* b, T* act, int r, int c) override {
     time("bias_gelu_forward", [&] { inner_.bias_gelu_forward(pre, b, act, r, c); });
   }
+  void bias_gelu_forward_kept(T* pre, const T* b, T* act, int r, int c) override {
+    time("bias_gelu_forward", [&] { inner_.bias_gelu_forward_kept(pre, b, act, r, c); });
+  }
   void bias_gelu_backward(const T* dact, const T* pre, T* dpre, T* db, int r, int c) override {
     time("bias_gelu_backward", [&] { inner_.bias_gelu_backward(dact, pre, dpre, db, r, c); });
   }
