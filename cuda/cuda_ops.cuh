@@ -63,6 +63,7 @@ class CudaOps final : public Ops<float> {
 
   void bias_gelu_forward(float* pre, const float* bias, float* act, int rows, int cols) override;
   void bias_gelu_forward_kept(float* pre, const float* bias, float* act, int rows, int cols) override;
+  bool kept_outputs_unwritten() const override { return converts_operands() && options_.reuse_casts; }
   void bias_gelu_backward(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
                           int cols) override;
   void bias_dropout_residual_forward(float* y, const float* bias, const float* residual, int rows, int cols,

@@ -156,7 +156,7 @@ void CudaOps::dropout_softmax_backward(float* dprobs_drop, const float* probs, f
 // The kept variants: the result goes into the span's 16-bit copy (kept_output), not the fp32
 // tensor, where GEMM operands are converted and kept; otherwise the plain op and a keep.
 uint16_t* CudaOps::kept_output(const float* x, size_t n) {
-  if (!converts_operands() || !options_.reuse_casts || n == 0) return nullptr;
+  if (!kept_outputs_unwritten() || n == 0) return nullptr;
   KeptCopy& copy = kept_.keep(x, n);
   copy.external = nullptr;
   copy.owned.reserve(n * sizeof(uint16_t));

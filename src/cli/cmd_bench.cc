@@ -115,7 +115,7 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
                                          bool fused_attention, bool cast_operands) {
   const size_t params = make_bert_param_table(cfg).total_elements();
   const size_t flat = params * sizeof(float) * (with_moments ? 4 : 2);
-  const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P});
+  const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P}, cast_operands);
   const size_t fused = fused_attention ? size_t(B) * S * cfg.hidden * (8 * 2 + 4) : 0;
   // 16-bit GEMMs with our cast pass: the kept weights' copy, the layers' kept GEMM inputs
   // (x, ctx, h1: hidden wide; q/k/v: 3 x hidden; the GELU output: intermediate wide; the

@@ -49,7 +49,7 @@ void CpuOps<T>::round_into(const T* x, size_t n, T* out) {
 
 template <typename T>
 std::vector<T>* CpuOps<T>::kept_output(const T* x, size_t n) {
-  if (math_ == GemmMath::kFp32 || !reuse_casts_ || n == 0) return nullptr;
+  if (!kept_outputs_unwritten() || n == 0) return nullptr;
   std::vector<T>& copy = kept_.keep(x, n);
   if (copy.size() < n) copy.resize(n);
   return &copy;

@@ -38,6 +38,7 @@ class CpuOps final : public Ops<T> {
 
   void bias_gelu_forward(T* pre, const T* bias, T* act, int rows, int cols) override;
   void bias_gelu_forward_kept(T* pre, const T* bias, T* act, int rows, int cols) override;
+  bool kept_outputs_unwritten() const override { return math_ != GemmMath::kFp32 && reuse_casts_; }
   void bias_gelu_backward(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) override;
   void bias_dropout_residual_forward(T* y, const T* bias, const T* residual, int rows, int cols, float p,
                                      RngKey key) override;

@@ -33,7 +33,7 @@ LinearParams packed_qkv(const ParamTable& t, const std::string& self, int hidden
 }  // namespace
 
 template <typename T>
-void BertState<T>::layout(Arena& a, const ModelLimits& lim) {
+void BertState<T>::layout(Arena& a, const ModelLimits& lim, bool kept_outputs_unwritten) {
   const BertConfig& c = *config;
   const size_t B = lim.max_batch, S = lim.max_seq, N = B * S, Pt = B * lim.max_pred;
   const size_t H = c.hidden, I = c.intermediate, V = c.vocab_size;
@@ -59,14 +59,14 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim) {
     l.k = l.qkv + H;
     l.v = l.qkv + 2 * H;
     l.probs = a.take<T>(BASS);
-    l.probs_drop = attn_dropout ? a.take<T>(BASS) : nullptr;
+    l.probs_drop = !attn_dropout ? nullptr : kept_outputs_unwritten ? l.probs : a.take<T>(BASS);
     l.ctx = a.take<T>(N * H);
     l.res1 = a.take<T>(N * H);
     l.mean1 = a.take<T>(N);
     l.rstd1 = a.take<T>(N);
     l.h1 = a.take<T>(N * H);
     l.ffn_pre = a.take<T>(N * I);
-    l.ffn_act = a.take<T>(N * I);
+    l.ffn_act = kept_outputs_unwritten ? l.ffn_pre : a.take<T>(N * I);
     l.res2 = a.take<T>(N * H);
     l.mean2 = a.take<T>(N);
     l.rstd2 = a.take<T>(N);
@@ -142,11 +142,11 @@ BertModel<T>::BertModel(const BertConfig& config, Ops<T>& ops, ModelLimits limit
   s.nsp = linear(table_, "cls.seq_relationship");
 
   Arena counting;
-  s.layout(counting, limits_);
+  s.layout(counting, limits_, ops.kept_outputs_unwritten());
   arena_bytes_ = counting.required();
   arena_buffer_ = Buffer<char>(arena_bytes_, ops.allocator());
   Arena real(arena_buffer_.data(), arena_bytes_);
-  s.layout(real, limits_);
+  s.layout(real, limits_, ops.kept_outputs_unwritten());
 }
 
 template <typename T>
@@ -160,11 +160,11 @@ BertModel<T>::~BertModel() {
 }
 
 template <typename T>
-size_t BertModel<T>::activation_bytes_for(const BertConfig& config, ModelLimits limits) {
+size_t BertModel<T>::activation_bytes_for(const BertConfig& config, ModelLimits limits, bool kept_outputs_unwritten) {
   BertState<T> s;
   s.config = &config;
   Arena counting;
-  s.layout(counting, limits);
+  s.layout(counting, limits, kept_outputs_unwritten);
   return counting.required();
 }
 

@@ -28,6 +28,11 @@ struct LayerActs {
   // one GEMM's output; q, k, v point at the three column blocks (row stride 3H).
   T* qkv;
   T *q, *k, *v;
+  // probs_drop and ffn_act are read only by GEMMs. Where the ops keep them as 16-bit copies
+  // without writing them (Ops::kept_outputs_unwritten) they have no memory of their own:
+  // probs_drop == probs and ffn_act == ffn_pre, addresses that key the kept copies (GEMMs
+  // given them read the dropped-out probabilities and the GELU output) while the fp32 memory
+  // holds the probabilities and the GELU input, which the backward reads directly.
   T *probs, *probs_drop;     // (B, A, S, S)
   T* ctx;                    // (N, H)
   T *res1, *mean1, *rstd1;   // (N, H), (N), (N): LN1 input and statistics
@@ -90,7 +95,8 @@ struct BertState {
   T* d_nsp_logits;                                   // (B, 2)
   T *d_p1, *d_p2;                                    // (B, H)
 
-  void layout(Arena& a, const ModelLimits& lim);
+  // kept_outputs_unwritten: Ops::kept_outputs_unwritten() of the ops the model runs on.
+  void layout(Arena& a, const ModelLimits& lim, bool kept_outputs_unwritten);
 };
 
 // Forward and backward of the parts (encoder_layer.cc, embeddings.cc, pretraining_heads.cc).

@@ -175,8 +175,11 @@ Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
   const size_t n = table.total_elements();
   const size_t state = config.distributed.shard_optimizer ? (n + world - 1) / world : n;
   p.flat_bytes = (2 * n + 2 * state) * sizeof(float);
+  // 16-bit GEMMs with our cast pass (cast reuse is always on in training) keep the GEMM-only
+  // activations as 16-bit copies only.
   p.activation_bytes = BertModel<float>::activation_bytes_for(
-      mc, ModelLimits{config.batch.micro_batch, config.data.seq_len, config.data.max_pred});
+      mc, ModelLimits{config.batch.micro_batch, config.data.seq_len, config.data.max_pred},
+      is_half_gemm(config.gemm_math()) && !config.cast_in_gemm());
   p.flops_per_sequence = training_flops_per_sequence(mc, config.data.seq_len, config.data.max_pred);
   *plan = p;
   return Status::ok();

@@ -171,6 +171,15 @@ TEST(BertModel, Bf16CastReuseSavesExactlyTheRepeatedCasts) {
   // classifier (B x 2) and the pooler (B x H).
   const size_t heads = Pt * cfg.vocab_size + Pt * H + size_t(B) * 2 + size_t(B) * H;
   EXPECT_EQ(p.casts - r.casts, 2 * matrices - t.total_elements() + L * per_layer + heads);
+  // With reuse the dropped-out probabilities and the GELU output have no fp32 memory of their
+  // own (their addresses key the kept copies), and the estimate for plans says so too.
+  EXPECT_TRUE(ops_reuse->kept_outputs_unwritten());
+  EXPECT_FALSE(ops_plain->kept_outputs_unwritten());
+  const size_t saved = plain.activation_bytes() - reuse.activation_bytes();
+  EXPECT_GE(saved, L * (BASS + N * I) * sizeof(float));
+  EXPECT_LT(saved, L * (BASS + N * I) * sizeof(float) + L * 2 * 256);  // the arena's alignment
+  EXPECT_EQ(reuse.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P}, true));
+  EXPECT_EQ(plain.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P}, false));
   // New parameters: the next forward keeps (and casts) them again.
   reuse.init_params(8);
   plain.init_params(8);

@@ -146,6 +146,13 @@ class Ops {
   virtual void bias_dropout_residual_forward(T* y, const T* bias, const T* residual, int rows, int cols,
                                              float p, RngKey key) = 0;
   virtual void dropout_bias_backward(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) = 0;
+  // Whether the *_kept ops leave their fp32 outputs unwritten (16-bit GEMMs with cast reuse).
+  // Then the output pointer is only the kept span's key, and it may even be the address of
+  // the op's other output (probs_drop = probs, act = pre): the op still writes that tensor in
+  // fp32 for the ops that read it directly, while GEMMs given that address read the kept copy
+  // until it is dropped. BertModel lays its activations out so when this is true, which saves
+  // the memory of the fp32 outputs (bert_model.cc).
+  virtual bool kept_outputs_unwritten() const { return false; }
   // bias_gelu_forward, then keep_gemm_operand(act): the FFN's GELU output is read only by
   // GEMMs (the output projection and its dW), so where the backend converts kept operands it
   // is written only as its 16-bit copy (as softmax_dropout_forward_kept below).

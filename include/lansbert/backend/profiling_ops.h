@@ -69,6 +69,7 @@ class ProfilingOps final : public Ops<T> {
   void bias_gelu_forward(T* pre, const T* b, T* act, int r, int c) override {
     time("bias_gelu_forward", [&] { inner_.bias_gelu_forward(pre, b, act, r, c); });
   }
+  bool kept_outputs_unwritten() const override { return inner_.kept_outputs_unwritten(); }
   void bias_gelu_forward_kept(T* pre, const T* b, T* act, int r, int c) override {
     time("bias_gelu_forward", [&] { inner_.bias_gelu_forward_kept(pre, b, act, r, c); });
   }

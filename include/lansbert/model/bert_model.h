@@ -64,8 +64,10 @@ class BertModel {
   T* grad(const ParamEntry& e) { return grads_.data() + e.offset; }
   size_t activation_bytes() const { return arena_bytes_; }
   // The arena a model of `config` would need for `limits`, without allocating anything
-  // (plans and memory estimates for models too big to build here).
-  static size_t activation_bytes_for(const BertConfig& config, ModelLimits limits);
+  // (plans and memory estimates for models too big to build here); kept_outputs_unwritten as
+  // the ops' Ops::kept_outputs_unwritten() (16-bit GEMMs with cast reuse need less).
+  static size_t activation_bytes_for(const BertConfig& config, ModelLimits limits,
+                                     bool kept_outputs_unwritten = false);
 
   // BERT's initialisation: normal(0, init_std) weights and embeddings (the [PAD] row of the
   // word embeddings zero, as Hugging Face does), zero biases, LayerNorm gamma 1 and beta 0.
