@@ -112,10 +112,10 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
 // arena, and a margin for cuBLAS workspaces, the embedding sort's scratch and fragmentation;
 // the fused attention adds its bf16 staging (8 tensors of B*S*H) and fp32 dQ accumulator.
 [[maybe_unused]] size_t device_bytes_for(const BertConfig& cfg, int B, int S, int P, bool with_moments,
-                                         bool fused_attention, bool cast_operands) {
+                                         bool fused_attention, bool cast_operands, bool reuse) {
   const size_t params = make_bert_param_table(cfg).total_elements();
   const size_t flat = params * sizeof(float) * (with_moments ? 4 : 2);
-  const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P}, cast_operands);
+  const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P}, cast_operands && reuse);
   const size_t fused = fused_attention ? size_t(B) * S * cfg.hidden * (8 * 2 + 4) : 0;
   // 16-bit GEMMs with our cast pass: the kept weights' copy, the layers' kept GEMM inputs
   // (x, ctx, h1: hidden wide; q/k/v: 3 x hidden; the GELU output: intermediate wide; the
@@ -126,14 +126,14 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
                                    size_t(B) * P * cfg.vocab_size});
   const size_t kept_acts =
       size_t(cfg.layers) * (N * (6 * size_t(cfg.hidden) + cfg.intermediate) + size_t(B) * cfg.heads * S * S);
-  const size_t casts = cast_operands ? 2 * (params + kept_acts) + 3 * 2 * largest : 0;
+  const size_t casts = cast_operands ? (reuse ? 2 * (params + kept_acts) : 0) + 3 * 2 * largest : 0;
   return flat + act + act / 20 + fused + casts + (size_t(512) << 20);
 }
 
 // --batch 0: the largest micro-batch (from 4096 down, powers of two and 1.5x between) whose
 // estimate is below the free device memory and can actually be allocated in one piece. Never
 // fatal: allocation failures are caught (cuda::try_allocate). 0 when none fits.
-int probe_batch(const BertConfig& cfg, int S, int P, bool with_moments, bool fused_attention, bool cast_operands,
+int probe_batch(const BertConfig& cfg, int S, int P, bool with_moments, bool fused_attention, bool cast_operands, bool reuse,
                 double* free_gib, double* need_gib) {
 #ifdef LANSBERT_HAVE_CUDA
   size_t free_b = 0, total_b = 0;
@@ -146,14 +146,14 @@ int probe_batch(const BertConfig& cfg, int S, int P, bool with_moments, bool fus
   }
   candidates.push_back(1);
   for (int b : candidates) {
-    const size_t need = device_bytes_for(cfg, b, S, P, with_moments, fused_attention, cast_operands);
+    const size_t need = device_bytes_for(cfg, b, S, P, with_moments, fused_attention, cast_operands, reuse);
     if (need > free_b) continue;
     if (!cuda::try_allocate(need)) continue;
     *need_gib = need / 1073741824.0;
     return b;
   }
 #else
-  (void)cfg, (void)S, (void)P, (void)with_moments, (void)fused_attention, (void)cast_operands, (void)free_gib,
+  (void)cfg, (void)S, (void)P, (void)with_moments, (void)fused_attention, (void)cast_operands, (void)reuse, (void)free_gib,
       (void)need_gib;
 #endif
   return 0;
@@ -232,9 +232,11 @@ int run_bench(const BenchOptions& o) {
   int B = o.batch;
   double probe_free = 0, probe_need = 0;
   if (B == 0) {
-    // Our cast pass with its copies; sized as with --cast-reuse on (off keeps none: less).
+    // Our cast pass: with cast reuse its kept copies, and the arena without fp32 memory for
+    // the kept outputs (Ops::kept_outputs_unwritten); without reuse neither.
     const bool cast_operands = half && o.gemm_cast != "cublas";
-    B = probe_batch(cfg, o.seq_len, P, time_opt, fused_attention, cast_operands, &probe_free, &probe_need);
+    B = probe_batch(cfg, o.seq_len, P, time_opt, fused_attention, cast_operands, o.cast_reuse == "on", &probe_free,
+                    &probe_need);
     if (B == 0) {
       report(Status::unsupported("bench: --batch 0: not even a micro-batch of 1 fits in the " +
                                  std::to_string(probe_free) + " GiB free on " + be.device));
