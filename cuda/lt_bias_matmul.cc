@@ -24,6 +24,17 @@ int alignment(const void* p) {
 // failures below 16 bytes); the ParamTable aligns every tensor far beyond it.
 constexpr int kBiasAlignment = 16;
 
+// RAII for a heuristic query's preferences.
+struct Preference {
+  cublasLtMatmulPreference_t p = nullptr;
+  Preference() { CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p)); }
+  ~Preference() { cublasLtMatmulPreferenceDestroy(p); }
+  template <typename V>
+  void set(cublasLtMatmulPreferenceAttributes_t a, const V& v) {
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, a, &v, sizeof v));
+  }
+};
+
 }  // namespace
 
 struct LtBiasMatmul::Plan {
@@ -64,22 +75,25 @@ bool LtBiasMatmul::run(const Call& c, cudaStream_t stream) {
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->lb, c.a_type, c.ta == Trans::kNo ? c.k : c.m,
                                             c.ta == Trans::kNo ? c.m : c.k, c.lda));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->lc, CUDA_R_32F, c.n, c.m, c.ldc));
-    cublasLtMatmulPreference_t pref = nullptr;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    // The heuristic takes the bias pointer's alignment from the pointer itself (cublasLt.h,
+    // BIAS_POINTER; there is no preference for it), so it is set before the query too.
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias, sizeof c.bias));
+    Preference pref;
     const size_t ws = handle_.workspace_bytes();
     const uint32_t aa = uint32_t(align_b), ab = uint32_t(align_a), ac = uint32_t(align_c);  // swapped, as above
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof ab));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof ac));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac, sizeof ac));
+    pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ws);
+    pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, aa);
+    pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, ab);
+    pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, ac);
+    pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, ac);
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    // Not CUBLAS_CHECK: "not supported" (e.g. fp32 operands with a 16-bit fast compute type
-    // in some cuBLASLt version) is an answer here, and the caller falls back.
+    // "Not supported" (e.g. fp32 operands with a 16-bit fast compute type in some cuBLASLt
+    // version) is an answer: the caller falls back. Any other failure is a bug here: fatal.
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_.get(), plan->desc, plan->la, plan->lb, plan->lc,
-                                                             plan->lc, pref, 1, &result, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
+                                                             plan->lc, pref.p, 1, &result, &found);
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(st);
     if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
       plan->algo = result.algo;
     } else {
@@ -92,8 +106,14 @@ bool LtBiasMatmul::run(const Call& c, cudaStream_t stream) {
   CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias, sizeof c.bias));
   const float alpha = 1.0f, beta = 0.0f;
-  CUBLAS_CHECK(cublasLtMatmul(handle_.get(), plan->desc, &alpha, c.b, plan->la, c.a, plan->lb, &beta, c.c, plan->lc,
-                              c.c, plan->lc, &plan->algo, handle_.workspace(), handle_.workspace_bytes(), stream));
+  const cublasStatus_t st = cublasLtMatmul(handle_.get(), plan->desc, &alpha, c.b, plan->la, c.a, plan->lb, &beta,
+                                           c.c, plan->lc, c.c, plan->lc, &plan->algo, handle_.workspace(),
+                                           handle_.workspace_bytes(), stream);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {  // nothing queued: this key falls back from now on
+    it->second.reset();
+    return false;
+  }
+  CUBLAS_CHECK(st);
   return true;
 }
 
