@@ -84,4 +84,49 @@ void CudaOps::dropout_bias_backward(const float* dy, float* dx, float* dbias, in
       dbias, nullptr);
 }
 
+// The kept variants (ops.h): dx (dpre) and its 16-bit copy written in the same pass.
+void CudaOps::dropout_bias_backward_kept(const float* dy, float* dx, float* dbias, int rows, int cols, float p,
+                                         RngKey key) {
+  const size_t n = size_t(rows) * cols;
+  uint16_t* h = kept_output(dx, n);
+  if (!h) return Ops<float>::dropout_bias_backward_kept(dy, dx, dbias, rows, cols, p, key);
+  const kern::HalfFormat format = gemm_half_format(options_.math);
+  if (p > 0.0f) {
+    launch_dropout_map(n, key, stream(), [=] __device__(size_t i, uint32_t bits) {
+      const float g = kern::dropout_scale(dy[i], bits, p);
+      dx[i] = g;
+      h[i] = kern::float_to_half(g, format);
+    });
+    bias_add_backward(dx, dbias, rows, cols);
+    return;
+  }
+  launch_column_sums<1>(
+      rows, cols, stream(), column_partials_,
+      [=] __device__(int r, int c, float* v) {
+        const size_t i = size_t(r) * cols + c;
+        const float g = dy[i];
+        dx[i] = g;
+        h[i] = kern::float_to_half(g, format);
+        v[0] = g;
+      },
+      dbias, nullptr);
+}
+
+void CudaOps::bias_gelu_backward_kept(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
+                                      int cols) {
+  uint16_t* h = kept_output(dpre, size_t(rows) * cols);
+  if (!h) return Ops<float>::bias_gelu_backward_kept(dact, pre, dpre, dbias, rows, cols);
+  const kern::HalfFormat format = gemm_half_format(options_.math);
+  launch_column_sums<1>(
+      rows, cols, stream(), column_partials_,
+      [=] __device__(int r, int c, float* v) {
+        const size_t i = size_t(r) * cols + c;
+        const float g = kern::gelu_grad(dact[i], pre[i]);
+        dpre[i] = g;
+        h[i] = kern::float_to_half(g, format);
+        v[0] = g;
+      },
+      dbias, nullptr);
+}
+
 }  // namespace lansbert::cuda

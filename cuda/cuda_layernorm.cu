@@ -2,6 +2,7 @@
 // variance, as the CPU twin), then the shared element pieces of lansbert/kernels/layernorm.h.
 // dgamma/dbeta are fixed-order column sums over rows (launch.cuh).
 #include "cuda_ops.cuh"
+#include "lansbert/kernels/half.h"
 #include "lansbert/kernels/layernorm.h"
 #include "launch.cuh"
 
@@ -11,9 +12,11 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 
+// y16, when set: y's kept 16-bit copy, written in the same pass (layernorm_forward_kept).
 __global__ void layernorm_forward_kernel(const float* x, const float* gamma, const float* beta,
                                          float* y, float* mean, float* rstd, int rows, int cols,
-                                         float eps) {
+                                         float eps, uint16_t* y16 = nullptr,
+                                         kern::HalfFormat format = kern::HalfFormat::kBf16) {
   const int row = blockIdx.x * kWarpsPerBlock + threadIdx.y;
   if (row >= rows) return;
   const int lane = threadIdx.x;
@@ -25,8 +28,16 @@ __global__ void layernorm_forward_kernel(const float* x, const float* gamma, con
   for (int c = lane; c < cols; c += 32) v += (xr[c] - m) * (xr[c] - m);
   const float rs = kern::layernorm_rstd(warp_sum(v) / float(cols), eps);
   float* yr = y + size_t(row) * cols;
-  for (int c = lane; c < cols; c += 32)
-    yr[c] = kern::layernorm_out(xr[c], m, rs, gamma[c], beta[c]);
+  if (y16) {
+    uint16_t* hr = y16 + size_t(row) * cols;
+    for (int c = lane; c < cols; c += 32) {
+      const float v = kern::layernorm_out(xr[c], m, rs, gamma[c], beta[c]);
+      yr[c] = v;
+      hr[c] = kern::float_to_half(v, format);
+    }
+  } else {
+    for (int c = lane; c < cols; c += 32) yr[c] = kern::layernorm_out(xr[c], m, rs, gamma[c], beta[c]);
+  }
   if (lane == 0) {
     mean[row] = m;
     rstd[row] = rs;
@@ -62,6 +73,16 @@ void CudaOps::layernorm_forward(const float* x, const float* gamma, const float*
   const dim3 block(32, kWarpsPerBlock);
   layernorm_forward_kernel<<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, block, 0, stream()>>>(
       x, gamma, beta, y, mean, rstd, rows, cols, eps);
+  LB_LAUNCH_CHECK();
+}
+
+void CudaOps::layernorm_forward_kept(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+                                     float* rstd, int rows, int cols, float eps) {
+  uint16_t* y16 = kept_output(y, size_t(rows) * cols);
+  if (!y16 || rows <= 0) return Ops<float>::layernorm_forward_kept(x, gamma, beta, y, mean, rstd, rows, cols, eps);
+  const dim3 block(32, kWarpsPerBlock);
+  layernorm_forward_kernel<<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, block, 0, stream()>>>(
+      x, gamma, beta, y, mean, rstd, rows, cols, eps, y16, gemm_half_format(options_.math));
   LB_LAUNCH_CHECK();
 }
 

@@ -64,6 +64,13 @@ class CudaOps final : public Ops<float> {
   void bias_gelu_forward(float* pre, const float* bias, float* act, int rows, int cols) override;
   void bias_gelu_forward_kept(float* pre, const float* bias, float* act, int rows, int cols) override;
   bool kept_outputs_unwritten() const override { return converts_operands() && options_.reuse_casts; }
+  void layernorm_forward_kept(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+                              float* rstd, int rows, int cols, float eps) override;
+  void dropout_bias_backward_kept(const float* dy, float* dx, float* dbias, int rows, int cols, float p,
+                                  RngKey key) override;
+  void bias_gelu_backward_kept(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
+                               int cols) override;
+  size_t gemm_operand_copy_writes() const override { return copy_writes_; }
   void bias_gelu_backward(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
                           int cols) override;
   void bias_dropout_residual_forward(float* y, const float* bias, const float* residual, int rows, int cols,
@@ -139,6 +146,7 @@ class CudaOps final : public Ops<float> {
   DeviceBytes half_a_, half_b_;                      // 16-bit GEMM operands
   KeptOperands<float, KeptCopy> kept_;               // keep_gemm_operand's 16-bit copies
   size_t conversions_ = 0;                           // elements cast for GEMMs
+  size_t copy_writes_ = 0;                           // kept copies' elements written by producing ops
   DeviceBytes batch_ptrs_;                           // pointer arrays of gemm_batched
   std::unique_ptr<FusedAttention> fused_;            // only with attention cudnn/auto
 };

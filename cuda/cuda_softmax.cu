@@ -160,6 +160,7 @@ uint16_t* CudaOps::kept_output(const float* x, size_t n) {
   KeptCopy& copy = kept_.keep(x, n);
   copy.external = nullptr;
   copy.owned.reserve(n * sizeof(uint16_t));
+  copy_writes_ += n;
   return static_cast<uint16_t*>(copy.owned.get());
 }
 

@@ -268,7 +268,7 @@ int run_bench(const BenchOptions& o) {
 
   std::vector<double> fwd, bwd, upd;
   double loss = 0;
-  size_t casts_before = 0;  // GEMM operand conversions before the timed steps
+  size_t casts_before = 0, writes_before = 0;  // GEMM operand conversions, copy writes before the timed steps
   for (int i = 0; i < o.warmup + o.steps; ++i) {
     be.wait();
     const auto t0 = std::chrono::steady_clock::now();
@@ -295,6 +295,7 @@ int run_bench(const BenchOptions& o) {
     if (i + 1 == o.warmup) {
       profiler.reset();
       casts_before = ops.gemm_operand_conversions();
+      writes_before = ops.gemm_operand_copy_writes();
     }
     if (i >= o.warmup) {
       fwd.push_back(tf);
@@ -316,6 +317,8 @@ int run_bench(const BenchOptions& o) {
   // 16-bit GEMMs' cast passes: elements per step; each reads 4 bytes and writes 2, and the GEMM
   // reads the 2 back (6 bytes more than reading the fp32 operand directly).
   const double casts = double(ops.gemm_operand_conversions() - casts_before) / o.steps;
+  // The 16-bit copies the producing ops wrote in the same pass instead: 2 bytes each.
+  const double copy_writes = double(ops.gemm_operand_copy_writes() - writes_before) / o.steps;
   if (o.json) {
     std::printf(
         "{\"model\":\"%s\",\"backend\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"batch\":%d,\"seq_len\":%d,\"max_pred\":%d,"
@@ -325,7 +328,8 @@ int run_bench(const BenchOptions& o) {
         tb * 1e3, step * 1e3, tokens / step, B / step, gflops, mfu, loss);
     if (opt) std::printf(",\"optimizer\":\"%s\",\"optimizer_ms\":%.3f", opt_name.c_str(), tu * 1e3);
     if (casts > 0)
-      std::printf(",\"gemm_cast_elements_per_step\":%.0f,\"cast_reuse\":\"%s\"", casts, o.cast_reuse.c_str());
+      std::printf(",\"gemm_cast_elements_per_step\":%.0f,\"gemm_copy_writes_per_step\":%.0f,\"cast_reuse\":\"%s\"",
+                  casts, copy_writes, o.cast_reuse.c_str());
     if (o.backend == "cuda") {
       std::printf(",\"device\":\"%s\",\"attention\":\"%s\",\"gemm_cast\":\"%s\",\"peak_gflops\":%.0f,"
                   "\"mfu_vs_half_peak\":%.4f",

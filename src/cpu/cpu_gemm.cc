@@ -52,7 +52,35 @@ std::vector<T>* CpuOps<T>::kept_output(const T* x, size_t n) {
   if (!kept_outputs_unwritten() || n == 0) return nullptr;
   std::vector<T>& copy = kept_.keep(x, n);
   if (copy.size() < n) copy.resize(n);
+  copy_writes_ += n;
   return &copy;
+}
+
+template <typename T>
+void CpuOps<T>::keep_as_written(const T* y, size_t n) {
+  if (std::vector<T>* copy = kept_output(y, n))
+    round_values(y, n, copy->data());
+  else
+    keep_gemm_operand(y, n);
+}
+
+template <typename T>
+void CpuOps<T>::layernorm_forward_kept(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd, int rows,
+                                       int cols, T eps) {
+  layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps);
+  keep_as_written(y, size_t(rows) * cols);
+}
+
+template <typename T>
+void CpuOps<T>::dropout_bias_backward_kept(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) {
+  dropout_bias_backward(dy, dx, dbias, rows, cols, p, key);
+  keep_as_written(dx, size_t(rows) * cols);
+}
+
+template <typename T>
+void CpuOps<T>::bias_gelu_backward_kept(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) {
+  bias_gelu_backward(dact, pre, dpre, dbias, rows, cols);
+  keep_as_written(dpre, size_t(rows) * cols);
 }
 
 template <typename T>

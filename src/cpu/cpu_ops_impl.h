@@ -39,6 +39,11 @@ class CpuOps final : public Ops<T> {
   void bias_gelu_forward(T* pre, const T* bias, T* act, int rows, int cols) override;
   void bias_gelu_forward_kept(T* pre, const T* bias, T* act, int rows, int cols) override;
   bool kept_outputs_unwritten() const override { return math_ != GemmMath::kFp32 && reuse_casts_; }
+  void layernorm_forward_kept(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd, int rows, int cols,
+                              T eps) override;
+  void dropout_bias_backward_kept(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) override;
+  void bias_gelu_backward_kept(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) override;
+  size_t gemm_operand_copy_writes() const override { return copy_writes_; }
   void bias_gelu_backward(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) override;
   void bias_dropout_residual_forward(T* y, const T* bias, const T* residual, int rows, int cols, float p,
                                      RngKey key) override;
@@ -87,12 +92,16 @@ class CpuOps final : public Ops<T> {
   // The copy an op writes a kept operand into (the *_kept ops): x[0, n) kept, its store
   // sized; null where GEMMs do not convert (or reuse is off), and the op writes x itself.
   std::vector<T>* kept_output(const T* x, size_t n);
+  // After an op wrote y[0, n) in fp32: keeps it with the copy a *_kept kernel writes in the
+  // same pass (rounded from y, counted as copy writes), or keep_gemm_operand(y, n).
+  void keep_as_written(const T* y, size_t n);
 
   GemmMath math_;
   std::vector<T> operand_a_, operand_b_;
   bool reuse_casts_;
   KeptOperands<T, std::vector<T>> kept_;  // kept spans, rounded (16-bit modes only)
   size_t conversions_ = 0;
+  size_t copy_writes_ = 0;
 };
 
 // Loops with less work than this run on one thread: a parallel region costs a few

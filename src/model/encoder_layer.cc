@@ -82,9 +82,9 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
   ops.keep_gemm_operand(a.ctx, NH);
   linear_gemm(ops, a.ctx, m.p(p.attn_out.w), a.res1, N, H, H);
   ops.bias_dropout_residual_forward(a.res1, m.p(p.attn_out.b), x, N, H, p_hidden, key(m, dropout_site(l, 1)));
-  ops.layernorm_forward(a.res1, m.p(p.ln1.w), m.p(p.ln1.b), a.h1, a.mean1, a.rstd1, N, H, T(c.layernorm_eps));
-
-  ops.keep_gemm_operand(a.h1, NH);
+  // h1 feeds the FFN's GEMM (and its dW) and, in fp32, the second residual: kept as written.
+  ops.layernorm_forward_kept(a.res1, m.p(p.ln1.w), m.p(p.ln1.b), a.h1, a.mean1, a.rstd1, N, H,
+                             T(c.layernorm_eps));
   linear_gemm(ops, a.h1, m.p(p.inter.w), a.ffn_pre, N, H, I);
   ops.bias_gelu_forward_kept(a.ffn_pre, m.p(p.inter.b), a.ffn_act, N, I);  // read only by GEMMs: kept
   linear_gemm(ops, a.ffn_act, m.p(p.out.w), a.res2, N, I, H);
@@ -104,18 +104,19 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
 
   // FFN block: dh = d(h2).
   ops.layernorm_backward(m.dh, a.res2, m.p(p.ln2.w), a.mean2, a.rstd2, m.d_a, m.g(p.ln2.w), m.g(p.ln2.b), N, H);
-  ops.dropout_bias_backward(m.d_a, m.d_b, m.g(p.out.b), N, H, p_hidden, key(m, dropout_site(l, 2)));
-  linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), m.d_ffn, m.g(p.out.w), nullptr, N, I, H);
+  // The output gradients of the dense layers come with their 16-bit copies (the *_kept ops).
+  ops.dropout_bias_backward_kept(m.d_a, m.d_b, m.g(p.out.b), N, H, p_hidden, key(m, dropout_site(l, 2)));
+  linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), m.d_ffn, m.g(p.out.w), nullptr, N, I, H, false, true);
   ops.drop_gemm_operand(a.ffn_act);
-  ops.bias_gelu_backward(m.d_ffn, a.ffn_pre, m.d_ffn, m.g(p.inter.b), N, I);
+  ops.bias_gelu_backward_kept(m.d_ffn, a.ffn_pre, m.d_ffn, m.g(p.inter.b), N, I);
   // d_a holds the residual part of d(h1); the FFN input gradient is added to it.
-  linear_backward(ops, m.d_ffn, a.h1, m.p(p.inter.w), m.d_a, m.g(p.inter.w), nullptr, N, H, I, true);
+  linear_backward(ops, m.d_ffn, a.h1, m.p(p.inter.w), m.d_a, m.g(p.inter.w), nullptr, N, H, I, true, true);
   ops.drop_gemm_operand(a.h1);
 
   // Attention block: d_a = d(h1).
   ops.layernorm_backward(m.d_a, a.res1, m.p(p.ln1.w), a.mean1, a.rstd1, m.d_b, m.g(p.ln1.w), m.g(p.ln1.b), N, H);
-  ops.dropout_bias_backward(m.d_b, m.d_c, m.g(p.attn_out.b), N, H, p_hidden, key(m, dropout_site(l, 1)));
-  linear_backward(ops, m.d_c, a.ctx, m.p(p.attn_out.w), m.d_ctx, m.g(p.attn_out.w), nullptr, N, H, H);
+  ops.dropout_bias_backward_kept(m.d_b, m.d_c, m.g(p.attn_out.b), N, H, p_hidden, key(m, dropout_site(l, 1)));
+  linear_backward(ops, m.d_c, a.ctx, m.p(p.attn_out.w), m.d_ctx, m.g(p.attn_out.w), nullptr, N, H, H, false, true);
   ops.drop_gemm_operand(a.ctx);
 
   AttentionBackward<T> b;

@@ -16,10 +16,13 @@ out=$("$bin" "${tiny[@]}" --json)
 out2=$("$bin" "${tiny[@]}" --json --precision bf16)
 [[ $out2 == *'"precision":"bf16"'* ]] || fail "bf16 emulation: $out2"
 # bf16 counts its GEMM operand casts; without cast reuse there are more of them.
-[[ $out2 =~ \"gemm_cast_elements_per_step\":([0-9]+),\"cast_reuse\":\"on\" ]] || fail "no cast count: $out2"
+[[ $out2 =~ \"gemm_cast_elements_per_step\":([0-9]+),\"gemm_copy_writes_per_step\":([0-9]+),\"cast_reuse\":\"on\" ]] ||
+  fail "no cast count: $out2"
 casts_on=${BASH_REMATCH[1]}
+(( BASH_REMATCH[2] > 0 )) || fail "no 16-bit copies written by their producing ops: $out2"
 out3=$("$bin" "${tiny[@]}" --json --precision bf16 --cast-reuse off)
-[[ $out3 =~ \"gemm_cast_elements_per_step\":([0-9]+),\"cast_reuse\":\"off\" ]] || fail "no cast count: $out3"
+[[ $out3 =~ \"gemm_cast_elements_per_step\":([0-9]+),\"gemm_copy_writes_per_step\":0,\"cast_reuse\":\"off\" ]] ||
+  fail "no cast count, or copies written without reuse: $out3"
 (( BASH_REMATCH[1] > casts_on )) || fail "cast reuse saved nothing: ${BASH_REMATCH[1]} vs $casts_on"
 # With an optimizer (and a warm-up update) the weights come from the copy the update writes:
 # one parameter buffer (the parameters plus the table's alignment gaps) fewer casts a step.

@@ -133,5 +133,59 @@ TEST(GpuKeptOutput, BiasGeluKernelWritesTheBitsOfTheCast) {
   }
 }
 
+// LayerNorm forward, the dropout + bias-gradient backward (with and without dropout) and the
+// GELU backward writing their output's 16-bit copy in the same pass: fp32 outputs and bias
+// gradients as the plain op's, the GEMM over the copy bit for bit that over the cast.
+TEST(GpuKeptOutput, WrittenOutputsComeWithTheBitsOfTheCast) {
+  LB_REQUIRE_GPU();
+  const int rows = 130, cols = 96;
+  const size_t n = size_t(rows) * cols;
+  const auto x = random_vector(n, 81), g = random_vector(cols, 82), b = random_vector(cols, 83),
+             pre = random_vector(n, 84), w = random_vector(size_t(cols) * kD, 85);
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
+    for (int op = 0; op < 4; ++op) {
+      const std::string what = std::string(gemm_math_name(math)) + " op " + std::to_string(op);
+      cuda::OpsOptions oo;
+      oo.math = math;
+      auto plain = cuda::make_ops(oo), kept = cuda::make_ops(oo);
+      auto xd = to_device(x), gd = to_device(g), bd = to_device(b), pd = to_device(pre), wd = to_device(w);
+      auto y1 = to_device(std::vector<float>(n, 0.f)), y2 = to_device(std::vector<float>(n, 0.f));
+      auto s1 = to_device(std::vector<float>(rows, 0.f)), s2 = to_device(std::vector<float>(rows, 0.f));
+      auto t1 = to_device(std::vector<float>(rows, 0.f)), t2 = to_device(std::vector<float>(rows, 0.f));
+      auto db1 = to_device(std::vector<float>(cols, 0.5f)), db2 = to_device(std::vector<float>(cols, 0.5f));
+      switch (op) {
+        case 0:
+          plain->layernorm_forward(xd.data(), gd.data(), bd.data(), y1.data(), s1.data(), t1.data(), rows, cols, 1e-5f);
+          kept->layernorm_forward_kept(xd.data(), gd.data(), bd.data(), y2.data(), s2.data(), t2.data(), rows, cols,
+                                       1e-5f);
+          break;
+        case 1:
+        case 2: {
+          const float p = op == 1 ? 0.1f : 0.f;
+          plain->dropout_bias_backward(xd.data(), y1.data(), db1.data(), rows, cols, p, kKey);
+          kept->dropout_bias_backward_kept(xd.data(), y2.data(), db2.data(), rows, cols, p, kKey);
+          break;
+        }
+        default:
+          plain->bias_gelu_backward(xd.data(), pd.data(), y1.data(), db1.data(), rows, cols);
+          kept->bias_gelu_backward_kept(xd.data(), pd.data(), y2.data(), db2.data(), rows, cols);
+      }
+      plain->keep_gemm_operand(y1.data(), n);
+      auto z1 = to_device(std::vector<float>(size_t(rows) * kD, 0.f)), z2 = to_device(std::vector<float>(size_t(rows) * kD, 0.f));
+      plain->gemm(Trans::kNo, Trans::kNo, rows, kD, cols, 1.f, y1.data(), cols, wd.data(), kD, 0.f, z1.data(), kD);
+      kept->gemm(Trans::kNo, Trans::kNo, rows, kD, cols, 1.f, y2.data(), cols, wd.data(), kD, 0.f, z2.data(), kD);
+      EXPECT_EQ(to_host(y1), to_host(y2)) << what;
+      EXPECT_EQ(to_host(s1), to_host(s2)) << what;
+      EXPECT_EQ(to_host(t1), to_host(t2)) << what;
+      EXPECT_EQ(to_host(db1), to_host(db2)) << what;
+      EXPECT_EQ(to_host(z1), to_host(z2)) << what;
+      EXPECT_EQ(plain->gemm_operand_conversions() - kept->gemm_operand_conversions(), n) << what;
+      EXPECT_EQ(kept->gemm_operand_copy_writes(), n) << what;
+      plain->drop_gemm_operand(y1.data());
+      kept->drop_gemm_operand(y2.data());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lansbert

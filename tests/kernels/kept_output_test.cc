@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "fd.h"
 #include "lansbert/backend/cpu_ops.h"
@@ -107,6 +108,49 @@ TEST(KeptOutput, BiasGeluForwardWritesTheCopyOnly) {
     EXPECT_TRUE(same_bits(y1, y2)) << gemm_math_name(math);
     EXPECT_TRUE(untouched(act2)) << gemm_math_name(math);
     EXPECT_EQ(plain->gemm_operand_conversions() - kept->gemm_operand_conversions(), n);
+  }
+}
+
+// The ops whose output is also read in fp32 write it as before and keep it with a copy
+// written in the same pass: the fp32 output and the bias gradients equal the plain op's, a
+// GEMM over the output sees the bits of casting it, and nothing is cast for it.
+TEST(KeptOutput, WrittenOutputsComeWithTheirCopies) {
+  const int rows = 10, cols = 12;
+  const size_t n = size_t(rows) * cols;
+  const auto x = floats(n, 31), g = floats(cols, 32), b = floats(cols, 33), w = floats(size_t(cols) * kD, 34);
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
+    for (int op = 0; op < 4; ++op) {
+      auto plain = cpu::make_ops<float>(math), kept = cpu::make_ops<float>(math);
+      std::vector<float> y1(n), y2(n), s1(rows), s2(rows), t1(rows), t2(rows), db1(cols, 0.5f), db2(cols, 0.5f);
+      std::vector<float> pre = floats(n, 35);
+      switch (op) {
+        case 0:
+          plain->layernorm_forward(x.data(), g.data(), b.data(), y1.data(), s1.data(), t1.data(), rows, cols, 1e-5f);
+          kept->layernorm_forward_kept(x.data(), g.data(), b.data(), y2.data(), s2.data(), t2.data(), rows, cols,
+                                       1e-5f);
+          break;
+        case 1:
+        case 2: {
+          const float p = op == 1 ? kDrop : 0.f;
+          plain->dropout_bias_backward(x.data(), y1.data(), db1.data(), rows, cols, p, kKey);
+          kept->dropout_bias_backward_kept(x.data(), y2.data(), db2.data(), rows, cols, p, kKey);
+          break;
+        }
+        default:
+          plain->bias_gelu_backward(x.data(), pre.data(), y1.data(), db1.data(), rows, cols);
+          kept->bias_gelu_backward_kept(x.data(), pre.data(), y2.data(), db2.data(), rows, cols);
+      }
+      plain->keep_gemm_operand(y1.data(), n);
+      const std::string what = std::string(gemm_math_name(math)) + " op " + std::to_string(op);
+      EXPECT_TRUE(same_bits(y1, y2)) << what;
+      EXPECT_TRUE(same_bits(s1, s2) && same_bits(t1, t2) && same_bits(db1, db2)) << what;
+      std::vector<float> z1(size_t(rows) * kD), z2(z1.size());
+      plain->gemm(Trans::kNo, Trans::kNo, rows, kD, cols, 1.f, y1.data(), cols, w.data(), kD, 0.f, z1.data(), kD);
+      kept->gemm(Trans::kNo, Trans::kNo, rows, kD, cols, 1.f, y2.data(), cols, w.data(), kD, 0.f, z2.data(), kD);
+      EXPECT_TRUE(same_bits(z1, z2)) << what;
+      EXPECT_EQ(plain->gemm_operand_conversions() - kept->gemm_operand_conversions(), n) << what;
+      EXPECT_EQ(kept->gemm_operand_copy_writes(), n) << what;
+    }
   }
 }
 

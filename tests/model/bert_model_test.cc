@@ -128,15 +128,15 @@ TEST(BertModel, Bf16CastReuseSavesExactlyTheRepeatedCasts) {
   struct Run {
     double loss;
     std::vector<float> grads;
-    size_t casts;
+    size_t casts, copy_writes;
   };
   auto step = [&](BertModel<float>& m) {
-    const size_t before = m.ops().gemm_operand_conversions();
+    const size_t before = m.ops().gemm_operand_conversions(), writes = m.ops().gemm_operand_copy_writes();
     const double loss = m.forward(b, ctx).total_loss;
     m.zero_grads();
     m.backward(1.0f);
     return Run{loss, std::vector<float>(m.grads(), m.grads() + m.table().total_elements()),
-               m.ops().gemm_operand_conversions() - before};
+               m.ops().gemm_operand_conversions() - before, m.ops().gemm_operand_copy_writes() - writes};
   };
   auto ops_reuse = cpu::make_ops<float>(GemmMath::kBf16), ops_plain = cpu::make_ops<float>(GemmMath::kBf16, false);
   BertModel<float> reuse(cfg, *ops_reuse, {B, S, P}), plain(cfg, *ops_plain, {B, S, P});
@@ -155,22 +155,27 @@ TEST(BertModel, Bf16CastReuseSavesExactlyTheRepeatedCasts) {
         e.name.find("token_type_embeddings") == std::string::npos)
       matrices += e.numel;
   const size_t N = size_t(B) * S, H = cfg.hidden, I = cfg.intermediate, L = cfg.layers, Pt = size_t(B) * P;
-  // Per layer, cast again by the dW GEMMs without reuse: the kept inputs x, ctx, h1 (N x H);
-  // the GELU output (N x I), read by two GEMMs, is written straight into its kept copy (never
-  // cast); cast twice without reuse: the held output gradients of the
-  // four dense layers (3NH for q/k/v, NH, NI, NH) and d(ctx) (NH). Attention: q, k, v are
-  // head slices of the packed [N, 3H] tensor, so each GEMM that reads one casts its whole
-  // extent, 3NH - 2H (three times in the forward, three in the backward), against one cast of
-  // 3NH kept. d(scores) and the dropped-out probabilities (B A S^2 each, each read by two
-  // GEMMs) are written straight into their kept copies (the *_kept ops): never cast.
+  // Per layer, what reuse saves. Inputs read by a forward GEMM and its dW GEMM: x and ctx
+  // (N x H) are cast once instead of twice; h1 (N x H) and the GELU output (N x I) come from
+  // their producing ops with their 16-bit copies (the *_kept ops): never cast. Output
+  // gradients read by a dX and a dW GEMM: q/k/v's (3NH) and d(ctx) (NH) cast once instead of
+  // twice; those of the attention output, FFN input and FFN output (NH, NI, NH) come with
+  // their copies: never cast. Attention: q, k, v are head slices of the packed [N, 3H]
+  // tensor, so each GEMM that reads one casts its whole extent, 3NH - 2H (three times in the
+  // forward, three in the backward), against one cast of 3NH kept. d(scores) and the
+  // dropped-out probabilities (B A S^2 each, each read by two GEMMs) are never cast either.
   const size_t BASS = size_t(B) * cfg.heads * S * S;
   ASSERT_GT(cfg.attention_dropout, 0.f) << "the count assumes the dropped-out probabilities";
-  const size_t per_layer = N * (3 * H + 2 * I) + (3 * N * H + N * H + N * I + N * H) + N * H + 2 * BASS +
-                           (6 * (3 * N * H - 2 * H) - 3 * N * H) + 2 * BASS;
+  const size_t per_layer = N * (2 * H + 2 * H + 2 * I) + (3 * N * H + 2 * N * H + 2 * N * I + 2 * N * H) + N * H +
+                           2 * BASS + (6 * (3 * N * H - 2 * H) - 3 * N * H) + 2 * BASS;
   // Heads: the output gradients of the decoder (Pt x V), the MLM transform (Pt x H), the NSP
   // classifier (B x 2) and the pooler (B x H).
   const size_t heads = Pt * cfg.vocab_size + Pt * H + size_t(B) * 2 + size_t(B) * H;
   EXPECT_EQ(p.casts - r.casts, 2 * matrices - t.total_elements() + L * per_layer + heads);
+  // The copies the producing ops wrote instead, per layer: P, d(scores), the GELU output, h1
+  // and the three output gradients.
+  EXPECT_EQ(r.copy_writes, L * (2 * BASS + 2 * N * I + 3 * N * H));
+  EXPECT_EQ(p.copy_writes, 0u);
   // With reuse the dropped-out probabilities and the GELU output have no fp32 memory of their
   // own (their addresses key the kept copies), and the estimate for plans says so too.
   EXPECT_TRUE(ops_reuse->kept_outputs_unwritten());

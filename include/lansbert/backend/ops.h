@@ -105,6 +105,9 @@ class Ops {
   // Elements converted for GEMM operands since construction (0 where nothing is converted):
   // the cast traffic that 16-bit GEMMs add, for tests and profiles.
   virtual size_t gemm_operand_conversions() const { return 0; }
+  // Elements of kept 16-bit copies written by the ops that produce them (the *_kept ops), 2
+  // bytes each with no cast pass; counted apart from the conversions above.
+  virtual size_t gemm_operand_copy_writes() const { return 0; }
 
   // C[m,n] = op(A)[m,k] * op(B)[k,n] + bias[n] (broadcast over the rows): a linear layer's
   // forward in one call, so a backend can fuse the bias into the GEMM's epilogue (CUDA:
@@ -146,6 +149,26 @@ class Ops {
   virtual void bias_dropout_residual_forward(T* y, const T* bias, const T* residual, int rows, int cols,
                                              float p, RngKey key) = 0;
   virtual void dropout_bias_backward(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) = 0;
+  // Ops whose output the caller keeps as a GEMM operand but also reads in fp32 (a LayerNorm
+  // output, the dense layers' output gradients, whose bias gradients are column sums of the
+  // fp32 values): exactly the op followed by keep_gemm_operand(output), except that a backend
+  // that converts kept operands writes the 16-bit copy in the same pass as the fp32 output,
+  // instead of a cast pass reading the output back (2 bytes written per element instead of
+  // 4 read and 2 written). dx may alias dy, dpre may alias dact, as in the plain ops.
+  virtual void layernorm_forward_kept(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd, int rows,
+                                      int cols, T eps) {
+    layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps);
+    keep_gemm_operand(y, size_t(rows) * cols);
+  }
+  virtual void dropout_bias_backward_kept(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) {
+    dropout_bias_backward(dy, dx, dbias, rows, cols, p, key);
+    keep_gemm_operand(dx, size_t(rows) * cols);
+  }
+  virtual void bias_gelu_backward_kept(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) {
+    bias_gelu_backward(dact, pre, dpre, dbias, rows, cols);
+    keep_gemm_operand(dpre, size_t(rows) * cols);
+  }
+
   // Whether the *_kept ops leave their fp32 outputs unwritten (16-bit GEMMs with cast reuse).
   // Then the output pointer is only the kept span's key, and it may even be the address of
   // the op's other output (probs_drop = probs, act = pre): the op still writes that tensor in
@@ -236,11 +259,14 @@ class Ops {
   virtual void attention_backward(const AttentionBackward<T>& args);
 };
 
-// Keeps x[0, n) as a GEMM operand (Ops::keep_gemm_operand) for the lifetime of the guard.
+// Keeps x[0, n) as a GEMM operand (Ops::keep_gemm_operand) for the lifetime of the guard; with
+// already_kept (x came from a *_kept op) it only drops it at the end.
 template <typename T>
 class HeldGemmOperand {
  public:
-  HeldGemmOperand(Ops<T>& ops, const T* x, size_t n) : ops_(ops), x_(x) { ops_.keep_gemm_operand(x, n); }
+  HeldGemmOperand(Ops<T>& ops, const T* x, size_t n, bool already_kept = false) : ops_(ops), x_(x) {
+    if (!already_kept) ops_.keep_gemm_operand(x, n);
+  }
   ~HeldGemmOperand() { ops_.drop_gemm_operand(x_); }
   HeldGemmOperand(const HeldGemmOperand&) = delete;
   HeldGemmOperand& operator=(const HeldGemmOperand&) = delete;

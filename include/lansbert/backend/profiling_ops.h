@@ -49,6 +49,17 @@ class ProfilingOps final : public Ops<T> {
   }
   void drop_gemm_operand(const T* x) override { inner_.drop_gemm_operand(x); }
   size_t gemm_operand_conversions() const override { return inner_.gemm_operand_conversions(); }
+  size_t gemm_operand_copy_writes() const override { return inner_.gemm_operand_copy_writes(); }
+  void layernorm_forward_kept(const T* x, const T* g, const T* b, T* y, T* mean, T* rstd, int r, int c,
+                              T eps) override {
+    time("layernorm_forward", [&] { inner_.layernorm_forward_kept(x, g, b, y, mean, rstd, r, c, eps); });
+  }
+  void dropout_bias_backward_kept(const T* dy, T* dx, T* db, int r, int c, float p, RngKey k) override {
+    time("dropout_bias_backward", [&] { inner_.dropout_bias_backward_kept(dy, dx, db, r, c, p, k); });
+  }
+  void bias_gelu_backward_kept(const T* dact, const T* pre, T* dpre, T* db, int r, int c) override {
+    time("bias_gelu_backward", [&] { inner_.bias_gelu_backward_kept(dact, pre, dpre, db, r, c); });
+  }
   void bias_add_forward(T* y, const T* b, int r, int c) override {
     time("bias_add_forward", [&] { inner_.bias_add_forward(y, b, r, c); });
   }
