@@ -71,7 +71,10 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
   const float p_hidden = drop_p(m, c.hidden_dropout);
 
   const size_t NH = size_t(N) * H;
-  ops.keep_gemm_operand(x, NH);
+  // x is the q/k/v projection's GEMM input, here and in its dW: kept until the backward. The
+  // previous layer's second LayerNorm wrote it with its 16-bit copy; the embeddings' output
+  // (dropout comes after their LayerNorm) is kept here.
+  if (l == 0) ops.keep_gemm_operand(x, NH);
   linear_forward(ops, x, m.p(p.qkv.w), m.p(p.qkv.b), a.qkv, N, H, 3 * H);
   AttentionForward<T> f;
   attention_common(m, l, &f);
@@ -89,7 +92,11 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
   ops.bias_gelu_forward_kept(a.ffn_pre, m.p(p.inter.b), a.ffn_act, N, I);  // read only by GEMMs: kept
   linear_gemm(ops, a.ffn_act, m.p(p.out.w), a.res2, N, I, H);
   ops.bias_dropout_residual_forward(a.res2, m.p(p.out.b), a.h1, N, H, p_hidden, key(m, dropout_site(l, 2)));
-  ops.layernorm_forward(a.res2, m.p(p.ln2.w), m.p(p.ln2.b), a.h2, a.mean2, a.rstd2, N, H, T(c.layernorm_eps));
+  if (l + 1 < c.layers)  // the next layer's x
+    ops.layernorm_forward_kept(a.res2, m.p(p.ln2.w), m.p(p.ln2.b), a.h2, a.mean2, a.rstd2, N, H,
+                               T(c.layernorm_eps));
+  else
+    ops.layernorm_forward(a.res2, m.p(p.ln2.w), m.p(p.ln2.b), a.h2, a.mean2, a.rstd2, N, H, T(c.layernorm_eps));
 }
 
 template <typename T>

@@ -156,8 +156,9 @@ TEST(BertModel, Bf16CastReuseSavesExactlyTheRepeatedCasts) {
       matrices += e.numel;
   const size_t N = size_t(B) * S, H = cfg.hidden, I = cfg.intermediate, L = cfg.layers, Pt = size_t(B) * P;
   // Per layer, what reuse saves. Inputs read by a forward GEMM and its dW GEMM: x and ctx
-  // (N x H) are cast once instead of twice; h1 (N x H) and the GELU output (N x I) come from
-  // their producing ops with their 16-bit copies (the *_kept ops): never cast. Output
+  // (N x H) are cast once instead of twice; h1 (N x H), the GELU output (N x I) and, from the
+  // second layer on, x (the previous layer's output) come from their producing ops with their
+  // 16-bit copies (the *_kept ops): never cast. Output
   // gradients read by a dX and a dW GEMM: q/k/v's (3NH) and d(ctx) (NH) cast once instead of
   // twice; those of the attention output, FFN input and FFN output (NH, NI, NH) come with
   // their copies: never cast. Attention: q, k, v are head slices of the packed [N, 3H]
@@ -171,10 +172,10 @@ TEST(BertModel, Bf16CastReuseSavesExactlyTheRepeatedCasts) {
   // Heads: the output gradients of the decoder (Pt x V), the MLM transform (Pt x H), the NSP
   // classifier (B x 2) and the pooler (B x H).
   const size_t heads = Pt * cfg.vocab_size + Pt * H + size_t(B) * 2 + size_t(B) * H;
-  EXPECT_EQ(p.casts - r.casts, 2 * matrices - t.total_elements() + L * per_layer + heads);
+  EXPECT_EQ(p.casts - r.casts, 2 * matrices - t.total_elements() + L * per_layer + (L - 1) * N * H + heads);
   // The copies the producing ops wrote instead, per layer: P, d(scores), the GELU output, h1
-  // and the three output gradients.
-  EXPECT_EQ(r.copy_writes, L * (2 * BASS + 2 * N * I + 3 * N * H));
+  // and the three output gradients; and the outputs of all layers but the last.
+  EXPECT_EQ(r.copy_writes, L * (2 * BASS + 2 * N * I + 3 * N * H) + (L - 1) * N * H);
   EXPECT_EQ(p.copy_writes, 0u);
   // With reuse the dropped-out probabilities and the GELU output have no fp32 memory of their
   // own (their addresses key the kept copies), and the estimate for plans says so too.
