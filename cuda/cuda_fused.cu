@@ -15,39 +15,92 @@
 
 namespace lansbert::cuda {
 
-void CudaOps::bias_gelu_forward(float* pre, const float* bias, float* act, int rows, int cols) {
-  const size_t n = size_t(rows) * cols;
-  launch_map(n, stream(), [=] __device__(size_t i) {
+namespace {
+
+// pre += bias, then the GELU into act (fp32) or, for bias_gelu_forward_kept, only into its kept
+// 16-bit copy h (the other pointer null).
+void bias_gelu_pass(float* pre, const float* bias, float* act, uint16_t* h, kern::HalfFormat format, int rows,
+                    int cols, cudaStream_t s) {
+  launch_map(size_t(rows) * cols, s, [=] __device__(size_t i) {
     const float x = pre[i] + bias[i % size_t(cols)];
     pre[i] = x;
-    act[i] = kern::gelu(x);
+    if (h)
+      h[i] = kern::float_to_half(kern::gelu(x), format);
+    else
+      act[i] = kern::gelu(x);
   });
+}
+
+}  // namespace
+
+void CudaOps::bias_gelu_forward(float* pre, const float* bias, float* act, int rows, int cols) {
+  bias_gelu_pass(pre, bias, act, nullptr, kern::HalfFormat::kBf16, rows, cols, stream());
 }
 
 // act written only as its kept 16-bit copy where operands are converted (ops.h).
 void CudaOps::bias_gelu_forward_kept(float* pre, const float* bias, float* act, int rows, int cols) {
-  const size_t n = size_t(rows) * cols;
-  uint16_t* out = kept_output(act, n);
-  if (!out) return Ops<float>::bias_gelu_forward_kept(pre, bias, act, rows, cols);
-  const kern::HalfFormat format = gemm_half_format(options_.math);
-  launch_map(n, stream(), [=] __device__(size_t i) {
-    const float x = pre[i] + bias[i % size_t(cols)];
-    pre[i] = x;
-    out[i] = kern::float_to_half(kern::gelu(x), format);
-  });
+  uint16_t* h = kept_output(act, size_t(rows) * cols);
+  if (!h) return Ops<float>::bias_gelu_forward_kept(pre, bias, act, rows, cols);
+  bias_gelu_pass(pre, bias, nullptr, h, gemm_half_format(options_.math), rows, cols, stream());
 }
 
-void CudaOps::bias_gelu_backward(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
-                                 int cols) {
+namespace {
+
+// The backward epilogues, plain (h null) or with the output's kept 16-bit copy written in
+// the same pass (the *_kept ops). Free functions: an extended __device__ lambda may not live
+// in a private member. The uniform `if (h)` costs nothing next to the memory traffic.
+void gelu_bias_backward_pass(const float* dact, const float* pre, float* dpre, float* dbias, int rows, int cols,
+                             cudaStream_t s, DeviceBytes& partials, uint16_t* h, kern::HalfFormat format) {
   launch_column_sums<1>(
-      rows, cols, stream(), column_partials_,
+      rows, cols, s, partials,
       [=] __device__(int r, int c, float* v) {
         const size_t i = size_t(r) * cols + c;
         const float g = kern::gelu_grad(dact[i], pre[i]);
         dpre[i] = g;
+        if (h) h[i] = kern::float_to_half(g, format);
         v[0] = g;
       },
       dbias, nullptr);
+}
+
+// Without dropout: dx = dy and its column sums in one pass. With dropout, the dropout pass
+// (one Philox call per four elements) here, the column sums after it by the caller.
+void dropout_pass(const float* dy, float* dx, int rows, int cols, float p, RngKey key, cudaStream_t s,
+                  DeviceBytes& partials, float* dbias, uint16_t* h, kern::HalfFormat format) {
+  if (p > 0.0f) {
+    launch_dropout_map(size_t(rows) * cols, key, s, [=] __device__(size_t i, uint32_t bits) {
+      const float g = kern::dropout_scale(dy[i], bits, p);
+      dx[i] = g;
+      if (h) h[i] = kern::float_to_half(g, format);
+    });
+    return;
+  }
+  launch_column_sums<1>(
+      rows, cols, s, partials,
+      [=] __device__(int r, int c, float* v) {
+        const size_t i = size_t(r) * cols + c;
+        const float g = dy[i];
+        dx[i] = g;
+        if (h) h[i] = kern::float_to_half(g, format);
+        v[0] = g;
+      },
+      dbias, nullptr);
+}
+
+}  // namespace
+
+void CudaOps::bias_gelu_backward(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
+                                 int cols) {
+  gelu_bias_backward_pass(dact, pre, dpre, dbias, rows, cols, stream(), column_partials_, nullptr,
+                          kern::HalfFormat::kBf16);
+}
+
+void CudaOps::bias_gelu_backward_kept(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
+                                      int cols) {
+  uint16_t* h = kept_output(dpre, size_t(rows) * cols);
+  if (!h) return Ops<float>::bias_gelu_backward_kept(dact, pre, dpre, dbias, rows, cols);
+  gelu_bias_backward_pass(dact, pre, dpre, dbias, rows, cols, stream(), column_partials_, h,
+                          gemm_half_format(options_.math));
 }
 
 void CudaOps::bias_dropout_residual_forward(float* y, const float* bias, const float* residual, int rows,
@@ -69,64 +122,16 @@ void CudaOps::bias_dropout_residual_forward(float* y, const float* bias, const f
 // and their summation order are the same either way.
 void CudaOps::dropout_bias_backward(const float* dy, float* dx, float* dbias, int rows, int cols, float p,
                                     RngKey key) {
-  if (p > 0.0f) {
-    dropout_forward(dy, dx, size_t(rows) * cols, p, key);  // dropout's backward is its forward
-    bias_add_backward(dx, dbias, rows, cols);
-    return;
-  }
-  launch_column_sums<1>(
-      rows, cols, stream(), column_partials_,
-      [=] __device__(int r, int c, float* v) {
-        const size_t i = size_t(r) * cols + c;
-        dx[i] = dy[i];
-        v[0] = dy[i];
-      },
-      dbias, nullptr);
+  dropout_pass(dy, dx, rows, cols, p, key, stream(), column_partials_, dbias, nullptr, kern::HalfFormat::kBf16);
+  if (p > 0.0f) bias_add_backward(dx, dbias, rows, cols);
 }
 
-// The kept variants (ops.h): dx (dpre) and its 16-bit copy written in the same pass.
 void CudaOps::dropout_bias_backward_kept(const float* dy, float* dx, float* dbias, int rows, int cols, float p,
                                          RngKey key) {
-  const size_t n = size_t(rows) * cols;
-  uint16_t* h = kept_output(dx, n);
+  uint16_t* h = kept_output(dx, size_t(rows) * cols);
   if (!h) return Ops<float>::dropout_bias_backward_kept(dy, dx, dbias, rows, cols, p, key);
-  const kern::HalfFormat format = gemm_half_format(options_.math);
-  if (p > 0.0f) {
-    launch_dropout_map(n, key, stream(), [=] __device__(size_t i, uint32_t bits) {
-      const float g = kern::dropout_scale(dy[i], bits, p);
-      dx[i] = g;
-      h[i] = kern::float_to_half(g, format);
-    });
-    bias_add_backward(dx, dbias, rows, cols);
-    return;
-  }
-  launch_column_sums<1>(
-      rows, cols, stream(), column_partials_,
-      [=] __device__(int r, int c, float* v) {
-        const size_t i = size_t(r) * cols + c;
-        const float g = dy[i];
-        dx[i] = g;
-        h[i] = kern::float_to_half(g, format);
-        v[0] = g;
-      },
-      dbias, nullptr);
-}
-
-void CudaOps::bias_gelu_backward_kept(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
-                                      int cols) {
-  uint16_t* h = kept_output(dpre, size_t(rows) * cols);
-  if (!h) return Ops<float>::bias_gelu_backward_kept(dact, pre, dpre, dbias, rows, cols);
-  const kern::HalfFormat format = gemm_half_format(options_.math);
-  launch_column_sums<1>(
-      rows, cols, stream(), column_partials_,
-      [=] __device__(int r, int c, float* v) {
-        const size_t i = size_t(r) * cols + c;
-        const float g = kern::gelu_grad(dact[i], pre[i]);
-        dpre[i] = g;
-        h[i] = kern::float_to_half(g, format);
-        v[0] = g;
-      },
-      dbias, nullptr);
+  dropout_pass(dy, dx, rows, cols, p, key, stream(), column_partials_, dbias, h, gemm_half_format(options_.math));
+  if (p > 0.0f) bias_add_backward(dx, dbias, rows, cols);
 }
 
 }  // namespace lansbert::cuda
