@@ -25,6 +25,10 @@ COLUMNS = [
     ("TFLOP/s", lambda r: f"{r['gflops'] / 1e3:.1f}"),
     ("MFU", lambda r: f"{100 * r['mfu']:.1f}%" if r.get("mfu") else "-"),
     ("MFU vs 16-bit peak", lambda r: f"{100 * r['mfu_vs_half_peak']:.1f}%" if r.get("mfu_vs_half_peak") else "-"),
+    # The traffic 16-bit GEMM operands add: 6 bytes per element of a cast pass, 2 per element
+    # of a 16-bit copy written by the op that produced the tensor (docs/performance.md).
+    ("operand GB/step", lambda r: f"{(6 * r['gemm_cast_elements_per_step'] + 2 * r.get('gemm_copy_writes_per_step', 0)) / 1e9:.2f}"
+     if "gemm_cast_elements_per_step" in r else "-"),
 ]
 REQUIRED = ("model", "seq_len", "batch", "precision", "forward_ms", "backward_ms", "tokens_per_s",
             "sequences_per_s", "gflops")
