@@ -179,7 +179,7 @@ Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
   // activations as 16-bit copies only.
   p.activation_bytes = BertModel<float>::activation_bytes_for(
       mc, ModelLimits{config.batch.micro_batch, config.data.seq_len, config.data.max_pred},
-      is_half_gemm(config.gemm_math()) && !config.cast_in_gemm());
+      config.converts_gemm_operands());
   p.flops_per_sequence = training_flops_per_sequence(mc, config.data.seq_len, config.data.max_pred);
   *plan = p;
   return Status::ok();

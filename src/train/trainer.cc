@@ -390,7 +390,7 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   // 16-bit GEMMs read the weights from the copy the optimizer writes in its update pass rather
   // than casting them every micro-step. Not when the update is sharded (it writes its slice
   // only), nor where cuBLAS converts the operands inside the GEMM.
-  if (is_half_gemm(cfg.gemm_math()) && !cfg.cast_in_gemm() && !run.dp->sharded())
+  if (cfg.converts_gemm_operands() && !run.dp->sharded())
     run.model->enable_weight_copy(gemm_half_format(cfg.gemm_math()));
   run.m = Buffer<float>(run.dp->state_elements(), alloc);
   run.v = Buffer<float>(run.dp->state_elements(), alloc);

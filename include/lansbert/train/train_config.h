@@ -118,6 +118,9 @@ struct TrainConfig {
   AttentionMode attention_mode() const;
   // precision.gemm_cast == "cublas". REQUIRES: validate() ok.
   bool cast_in_gemm() const { return precision.gemm_cast == "cublas"; }
+  // 16-bit GEMMs whose operands lansbert's kernels convert (not cuBLAS): the kept 16-bit
+  // copies, the optimizer's weight copy and the smaller arena apply. REQUIRES: validate() ok.
+  bool converts_gemm_operands() const { return is_half_gemm(gemm_math()) && !cast_in_gemm(); }
 };
 
 // What a validated config implies for a run on `world` ranks.
