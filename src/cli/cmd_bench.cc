@@ -92,7 +92,7 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
   oo.math = o.math;
   oo.cast_in_gemm = o.gemm_cast == "cublas";
   oo.reuse_casts = o.cast_reuse == "on";
-  if (oo.cast_in_gemm && o.math != GemmMath::kBf16 && o.math != GemmMath::kFp16)
+  if (oo.cast_in_gemm && !is_half_gemm(o.math))
     return Status::invalid_argument("bench: --gemm-cast cublas needs --precision bf16 or fp16");
   if (!parse_attention_mode(o.attention, &oo.attention))
     return Status::invalid_argument("bench: --attention: expected native, cudnn or auto, got '" + o.attention + "'");
@@ -226,7 +226,8 @@ int run_bench(const BenchOptions& o) {
   // The fused attention has no dropout that matches ours: benchmark it without attention dropout.
   const bool fused_attention = o.attention != "native";
   if (fused_attention) cfg.attention_dropout = 0.0f;
-  const bool half = o.math == GemmMath::kBf16 || o.math == GemmMath::kFp16;  // 16-bit GEMM operands
+  const bool half = is_half_gemm(o.math);                      // 16-bit GEMM operands
+  const bool cast_operands = half && o.gemm_cast != "cublas";  // converted by our kernels (not cuBLAS)
   const std::string opt_name = !o.optimizer.empty() ? o.optimizer : o.backend == "cuda" ? "lans" : "";
   const bool time_opt = !opt_name.empty() && opt_name != "none";
   int B = o.batch;
@@ -234,7 +235,6 @@ int run_bench(const BenchOptions& o) {
   if (B == 0) {
     // Our cast pass: with cast reuse its kept copies, and the arena without fp32 memory for
     // the kept outputs (Ops::kept_outputs_unwritten); without reuse neither.
-    const bool cast_operands = half && o.gemm_cast != "cublas";
     B = probe_batch(cfg, o.seq_len, P, time_opt, fused_attention, cast_operands, o.cast_reuse == "on", &probe_free,
                     &probe_need);
     if (B == 0) {
@@ -263,7 +263,7 @@ int run_bench(const BenchOptions& o) {
     v.zero();
     // As in training: after the first update, 16-bit GEMMs read the weights from the copy the
     // update writes instead of casting them each step (part of cast reuse; off for the baseline).
-    if (half && o.gemm_cast != "cublas" && o.cast_reuse == "on") model.enable_weight_copy(gemm_half_format(o.math));
+    if (cast_operands && o.cast_reuse == "on") model.enable_weight_copy(gemm_half_format(o.math));
   }
 
   std::vector<double> fwd, bwd, upd;
@@ -364,8 +364,9 @@ int run_bench(const BenchOptions& o) {
       std::printf("  (device not in the peak table: give --peak-gflops for MFU)");
     std::printf("\n  activations %.1f MiB, loss %.4f\n", model.activation_bytes() / 1048576.0, loss);
     if (casts > 0)
-      std::printf("  GEMM operand casts %.1fM elements/step (%.2f GB of extra traffic at 6 bytes each), reuse %s\n",
-                  casts / 1e6, casts * 6 / 1e9, o.cast_reuse.c_str());
+      std::printf("  GEMM operand casts %.1fM elements/step and 16-bit copies written %.1fM (%.2f GB of extra "
+                  "traffic at 6 and 2 bytes each), reuse %s\n",
+                  casts / 1e6, copy_writes / 1e6, (6 * casts + 2 * copy_writes) / 1e9, o.cast_reuse.c_str());
   }
   if (o.profile) print_profile(profiler, o.steps, step);
   return 0;
