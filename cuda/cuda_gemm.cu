@@ -35,11 +35,8 @@ CudaOps::CudaOps(const OpsOptions& options) : options_(options), stream_(), blas
 }
 
 // (Not a CudaOps member: an extended __device__ lambda may not live in a private method.)
-void cast_gemm_operand(const float* x, uint16_t* out, size_t n, bool bf16, cudaStream_t s) {
-  if (bf16)
-    launch_map(n, s, [=] __device__(size_t i) { out[i] = kern::float_to_bf16(x[i]); });
-  else
-    launch_map(n, s, [=] __device__(size_t i) { out[i] = kern::float_to_fp16(x[i]); });
+void cast_gemm_operand(const float* x, uint16_t* out, size_t n, kern::HalfFormat format, cudaStream_t s) {
+  launch_map(n, s, [=] __device__(size_t i) { out[i] = kern::float_to_half(x[i], format); });
 }
 
 // arrays[0, count): A of batch entry j = o * inner + i; [count, 2 count): B; then C.
@@ -72,7 +69,7 @@ cublasComputeType_t CudaOps::compute_type() const {
 }
 
 bool CudaOps::converts_operands() const {
-  return (options_.math == GemmMath::kBf16 || options_.math == GemmMath::kFp16) && !options_.cast_in_gemm;
+  return is_half_gemm(options_.math) && !options_.cast_in_gemm;
 }
 
 const void* CudaOps::half_operand(const float* x, size_t n, DeviceBytes& ws, cudaDataType_t* type) {
@@ -80,26 +77,37 @@ const void* CudaOps::half_operand(const float* x, size_t n, DeviceBytes& ws, cud
     *type = CUDA_R_32F;
     return x;
   }
-  const bool bf16 = options_.math == GemmMath::kBf16;
-  *type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  *type = options_.math == GemmMath::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
   size_t offset = 0;
   if (const KeptCopy* kept = kept_.find(x, n, &offset)) return kept->data() + offset;
   ws.reserve(n * sizeof(uint16_t));
   uint16_t* out = static_cast<uint16_t*>(ws.get());
-  cast_gemm_operand(x, out, n, bf16, stream());
+  cast_gemm_operand(x, out, n, gemm_half_format(options_.math), stream());
   conversions_ += n;
   return out;
+}
+
+// x[0, n) kept with a copy of its own (not the caller's), sized for n elements.
+uint16_t* CudaOps::owned_copy(const float* x, size_t n) {
+  KeptCopy& copy = kept_.keep(x, n);
+  copy.external = nullptr;
+  copy.owned.reserve(n * sizeof(uint16_t));
+  return static_cast<uint16_t*>(copy.owned.get());
+}
+
+// The *_kept ops: the kernel writes the copy itself (counted as copy writes, not casts).
+uint16_t* CudaOps::kept_output(const float* x, size_t n) {
+  if (!keeps_copies() || n == 0) return nullptr;
+  copy_writes_ += n;
+  return owned_copy(x, n);
 }
 
 // Cast now, on the ops stream: every GEMM that reads the copy comes later on the same stream,
 // and the next keep's cast of the same span after them, so a copy is never overwritten while
 // in use.
 void CudaOps::keep_gemm_operand(const float* x, size_t n) {
-  if (!converts_operands() || !options_.reuse_casts || n == 0) return;
-  KeptCopy& copy = kept_.keep(x, n);
-  copy.external = nullptr;
-  copy.owned.reserve(n * sizeof(uint16_t));
-  cast_gemm_operand(x, static_cast<uint16_t*>(copy.owned.get()), n, options_.math == GemmMath::kBf16, stream());
+  if (!keeps_copies() || n == 0) return;
+  cast_gemm_operand(x, owned_copy(x, n), n, gemm_half_format(options_.math), stream());
   conversions_ += n;
 }
 
@@ -109,7 +117,7 @@ void CudaOps::keep_gemm_operand(const float* x, size_t n) {
 void CudaOps::keep_converted_gemm_operand(const float* x, size_t n, const uint16_t* converted,
                                           kern::HalfFormat format) {
   if (!converts_operands() || gemm_half_format(options_.math) != format) return keep_gemm_operand(x, n);
-  if (!options_.reuse_casts || n == 0) return;
+  if (!keeps_copies() || n == 0) return;
   KeptCopy& copy = kept_.keep(x, n);
   copy.external = converted;
   copy.owned.release();

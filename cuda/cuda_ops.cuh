@@ -63,7 +63,7 @@ class CudaOps final : public Ops<float> {
 
   void bias_gelu_forward(float* pre, const float* bias, float* act, int rows, int cols) override;
   void bias_gelu_forward_kept(float* pre, const float* bias, float* act, int rows, int cols) override;
-  bool kept_outputs_unwritten() const override { return converts_operands() && options_.reuse_casts; }
+  bool kept_outputs_unwritten() const override { return keeps_copies(); }
   void layernorm_forward_kept(const float* x, const float* gamma, const float* beta, float* y, float* mean,
                               float* rstd, int rows, int cols, float eps) override;
   void dropout_bias_backward_kept(const float* dy, float* dx, float* dbias, int rows, int cols, float p,
@@ -125,6 +125,10 @@ class CudaOps final : public Ops<float> {
   // data type is returned in *type.
   const void* half_operand(const float* x, size_t n, DeviceBytes& ws, cudaDataType_t* type);
   bool converts_operands() const;  // 16-bit GemmMath with our cast pass (not cast_in_gemm)
+  // ... and kept spans get 16-bit copies (OpsOptions::reuse_casts).
+  bool keeps_copies() const { return converts_operands() && options_.reuse_casts; }
+  // x[0, n) kept with a copy of its own, sized; its first element.
+  uint16_t* owned_copy(const float* x, size_t n);
   // x[0, n) kept, with its 16-bit copy sized, for a kernel to write the copy directly (the
   // *_kept ops); null where operands are not converted or reuse is off.
   uint16_t* kept_output(const float* x, size_t n);

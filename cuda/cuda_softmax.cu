@@ -155,15 +155,6 @@ void CudaOps::dropout_softmax_backward(float* dprobs_drop, const float* probs, f
 
 // The kept variants: the result goes into the span's 16-bit copy (kept_output), not the fp32
 // tensor, where GEMM operands are converted and kept; otherwise the plain op and a keep.
-uint16_t* CudaOps::kept_output(const float* x, size_t n) {
-  if (!kept_outputs_unwritten() || n == 0) return nullptr;
-  KeptCopy& copy = kept_.keep(x, n);
-  copy.external = nullptr;
-  copy.owned.reserve(n * sizeof(uint16_t));
-  copy_writes_ += n;
-  return static_cast<uint16_t*>(copy.owned.get());
-}
-
 void CudaOps::softmax_dropout_forward_kept(const float* scores, const int32_t* key_mask, float* probs,
                                            float* probs_drop, int batch, int heads, int seq, float scale, float p,
                                            RngKey key) {

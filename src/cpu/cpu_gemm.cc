@@ -48,12 +48,17 @@ void CpuOps<T>::round_into(const T* x, size_t n, T* out) {
 }
 
 template <typename T>
-std::vector<T>* CpuOps<T>::kept_output(const T* x, size_t n) {
-  if (!kept_outputs_unwritten() || n == 0) return nullptr;
+std::vector<T>& CpuOps<T>::sized_copy(const T* x, size_t n) {
   std::vector<T>& copy = kept_.keep(x, n);
   if (copy.size() < n) copy.resize(n);
+  return copy;
+}
+
+template <typename T>
+std::vector<T>* CpuOps<T>::kept_output(const T* x, size_t n) {
+  if (!kept_outputs_unwritten() || n == 0) return nullptr;
   copy_writes_ += n;
-  return &copy;
+  return &sized_copy(x, n);
 }
 
 template <typename T>
@@ -97,10 +102,11 @@ const T* CpuOps<T>::operand(const T* x, size_t n, std::vector<T>& scratch) {
 template <typename T>
 void CpuOps<T>::keep_gemm_operand(const T* x, size_t n) {
   if (!reuse_casts_ || n == 0) return;
-  std::vector<T>& copy = kept_.keep(x, n);
-  if (math_ == GemmMath::kFp32) return;
-  if (copy.size() < n) copy.resize(n);
-  round_into(x, n, copy.data());
+  if (math_ == GemmMath::kFp32) {
+    kept_.keep(x, n);
+    return;
+  }
+  round_into(x, n, sized_copy(x, n).data());
 }
 
 // The twin of CudaOps reading the copy in place: the emulation's store holds the operand
@@ -110,8 +116,7 @@ void CpuOps<T>::keep_converted_gemm_operand(const T* x, size_t n, const uint16_t
                                             kern::HalfFormat format) {
   if (!is_half_gemm(math_) || gemm_half_format(math_) != format) return keep_gemm_operand(x, n);
   if (!reuse_casts_ || n == 0) return;
-  std::vector<T>& copy = kept_.keep(x, n);
-  if (copy.size() < n) copy.resize(n);
+  std::vector<T>& copy = sized_copy(x, n);
 #pragma omp parallel for schedule(static) if (worth_threads(n))
   for (size_t i = 0; i < n; ++i) copy[i] = static_cast<T>(kern::half_to_float(converted[i], format));
 }

@@ -92,6 +92,8 @@ class CpuOps final : public Ops<T> {
   // The copy an op writes a kept operand into (the *_kept ops): x[0, n) kept, its store
   // sized; null where GEMMs do not convert (or reuse is off), and the op writes x itself.
   std::vector<T>* kept_output(const T* x, size_t n);
+  // x[0, n) kept, its store sized for n elements.
+  std::vector<T>& sized_copy(const T* x, size_t n);
   // After an op wrote y[0, n) in fp32: keeps it with the copy a *_kept kernel writes in the
   // same pass (rounded from y, counted as copy writes), or keep_gemm_operand(y, n).
   void keep_as_written(const T* y, size_t n);
