@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cuda_check.cuh"
+#include "grad_wire.h"
 
 #define NCCL_CHECK(stmt)                                                                 \
   do {                                                                                   \
@@ -118,6 +119,30 @@ class NcclCommunicator final : public Communicator {
     NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat, nccl_op(op), comm_, stream_));
     pending_ = true;
   }
+  // The 16-bit wire: rounding, the NCCL sum in bf16/fp16 and the widening all run on the
+  // communication stream, in order after the compute stream.
+  void all_reduce_half_async(float* data, uint16_t* wire, size_t count, ReduceOp op,
+                             kern::HalfFormat f) override {
+    if (world_ == 1) return;  // nothing travels, nothing is rounded (as on MPI)
+    after_compute();
+    grads_to_wire(data, wire, count, grad_wire_scale(op, world_), f, stream_);
+    NCCL_CHECK(ncclAllReduce(wire, wire, count, nccl_half(f), ncclSum, comm_, stream_));
+    grads_from_wire(wire, data, count, f, stream_);
+    pending_ = true;
+  }
+  void reduce_scatter_half(const float* send, uint16_t* wire, float* recv, size_t count,
+                           ReduceOp op, kern::HalfFormat f) override {
+    if (world_ == 1) {
+      reduce_scatter(send, recv, count, op);
+      return;
+    }
+    after_compute();
+    grads_to_wire(send, wire, count * world_, grad_wire_scale(op, world_), f, stream_);
+    uint16_t* mine = wire + size_t(rank_) * count;  // in place, which NCCL supports
+    NCCL_CHECK(ncclReduceScatter(wire, mine, count, nccl_half(f), ncclSum, comm_, stream_));
+    grads_from_wire(mine, recv, count, f, stream_);
+    wait_stream("ncclReduceScatter (16-bit)");
+  }
   void progress() override { check_async_error("(progress)"); }
   void wait_all() override {
     if (!pending_) return;
@@ -134,6 +159,10 @@ class NcclCommunicator final : public Communicator {
   void set_compute_stream(cudaStream_t s) { compute_ = s; }
 
  private:
+  static ncclDataType_t nccl_half(kern::HalfFormat f) {
+    return f == kern::HalfFormat::kBf16 ? ncclBfloat16 : ncclFloat16;
+  }
+
   // The communication stream starts after what the compute stream has queued so far, and
   // after the legacy default stream, where the device optimizer runs (the sharded step's
   // all-gather reads the parameters it has just written). The NCCL stream is non-blocking,

@@ -40,8 +40,12 @@ void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
   std::printf("  training FLOPs      : %.3g per sequence, %.3g total\n", p.flops_per_sequence,
               p.flops_per_sequence * double(p.sequences));
   std::printf("  memory per rank     : %.3f GiB flat buffers (params, grads, m, v%s; fp32) + %.3f GiB "
-              "activations = %.3f GiB\n",
-              gib(p.flat_bytes), cfg.distributed.shard_optimizer ? " sharded" : "", gib(p.activation_bytes), gib(p.flat_bytes + p.activation_bytes));
+              "16-bit copies + %.3f GiB activations = %.3f GiB\n",
+              gib(p.flat_bytes), cfg.distributed.shard_optimizer ? " sharded" : "", gib(p.half_bytes),
+              gib(p.activation_bytes), gib(p.flat_bytes + p.half_bytes + p.activation_bytes));
+  if (p.world > 1)
+    std::printf("  gradient reduction  : %s, %.3f GiB per update\n", cfg.distributed.grad_reduce_dtype.c_str(),
+                gib(p.reduce_bytes));
 }
 
 Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {

@@ -8,9 +8,10 @@
 namespace lansbert {
 
 GradSync::GradSync(const ParamTable& table, float* grads, Communicator& comm,
-                   GradSyncOptions options)
+                   GradSyncOptions options, Allocator& memory)
     : grads_(grads), comm_(comm), options_(options) {
   LB_CHECK(table.size() > 0);
+  if (options_.wire && comm.world() > 1) wire_ = Buffer<uint16_t>(table.total_elements(), memory);
   const size_t n = table.size();
   const size_t limit = std::max<size_t>(options.bucket_bytes / sizeof(float), 1);
   bucket_of_entry_.assign(n, 0);
@@ -56,7 +57,11 @@ void GradSync::on_ready(size_t first_entry, size_t end_entry) {
 void GradSync::start(size_t b) {
   started_[b] = true;
   const GradBucket& k = buckets_[b];
-  comm_.all_reduce_async(grads_ + k.begin, k.end - k.begin, options_.op);
+  if (wire_.size() > 0)  // a 16-bit wire with more than one rank
+    comm_.all_reduce_half_async(grads_ + k.begin, wire_.data() + k.begin, k.end - k.begin,
+                                options_.op, *options_.wire);
+  else
+    comm_.all_reduce_async(grads_ + k.begin, k.end - k.begin, options_.op);
 }
 
 void GradSync::finish() {

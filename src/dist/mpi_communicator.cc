@@ -1,7 +1,9 @@
 // The MPI communicator over host buffers (CPU backend), on a duplicate of MPI_COMM_WORLD with
 // MPI_ERRORS_RETURN so that every failure reaches MPI_CHECK. Two reduction orders (see
 // CommOptions): the library's own, and a fixed rank order built from all-to-all, an ordered
-// local sum and all-gather. Counts above INT_MAX are split into pieces.
+// local sum and all-gather. Counts above INT_MAX are split into pieces. Gradients can also
+// travel in 16 bits (kernels/grad_wire.h): MPI has no bf16 or fp16 type, so the wire is
+// MPI_UINT16_T with a user-defined sum per format.
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "lansbert/dist/mpi_session.h"
+#include "lansbert/kernels/grad_wire.h"
 #include "mpi_check.h"
 
 namespace lansbert {
@@ -26,6 +29,21 @@ template <>
 MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
 
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::kMax ? MPI_MAX : MPI_SUM; }
+
+// The user reductions of the 16-bit wire: inout[i] = in[i] + inout[i], rounded.
+template <kern::HalfFormat F>
+void wire_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const uint16_t* a = static_cast<const uint16_t*>(in);
+  uint16_t* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = kern::wire_add(a[i], b[i], F);
+}
+
+void to_wire(const float* x, uint16_t* w, size_t n, float scale, kern::HalfFormat f) {
+  for (size_t i = 0; i < n; ++i) w[i] = kern::grad_to_wire(x[i], scale, f);
+}
+void from_wire(const uint16_t* w, float* x, size_t n, kern::HalfFormat f) {
+  for (size_t i = 0; i < n; ++i) x[i] = kern::half_to_float(w[i], f);
+}
 
 template <typename T>
 void scale_avg(T* data, size_t count, int world, ReduceOp op) {
@@ -49,12 +67,16 @@ class MpiCommunicator final : public Communicator {
     int len = 0;
     MPI_CHECK(MPI_Get_processor_name(name, &len));
     host_.assign(name, len);
+    MPI_CHECK(MPI_Op_create(&wire_sum<kern::HalfFormat::kBf16>, 1, &sum_bf16_));
+    MPI_CHECK(MPI_Op_create(&wire_sum<kern::HalfFormat::kFp16>, 1, &sum_fp16_));
   }
   ~MpiCommunicator() override {
     int fin = 0;
     MPI_Finalized(&fin);
     if (fin) return;
     wait_all();
+    MPI_Op_free(&sum_bf16_);
+    MPI_Op_free(&sum_fp16_);
     MPI_Comm_free(&local_);
     MPI_Comm_free(&comm_);
   }
@@ -134,9 +156,50 @@ class MpiCommunicator final : public Communicator {
     if (requests_.empty()) return;
     MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(),
                           MPI_STATUSES_IGNORE));
-    for (const Pending& p : pending_) scale_avg(p.data, p.count, world_, p.op);
+    for (const Pending& p : pending_) {
+      if (p.wire)
+        from_wire(p.wire, p.data, p.count, p.format);  // an average was scaled before the sum
+      else
+        scale_avg(p.data, p.count, world_, p.op);
+    }
     pending_.clear();
     requests_.clear();
+  }
+
+  void all_reduce_half_async(float* data, uint16_t* wire, size_t count, ReduceOp op,
+                             kern::HalfFormat f) override {
+    if (world_ == 1) return;  // nothing travels; and the buffers may be a device's
+    to_wire(data, wire, count, grad_wire_scale(op, world_), f);
+    if (options_.order == ReductionOrder::kFixedOrder) {
+      ordered_wire_all_reduce(wire, count, f);
+      from_wire(wire, data, count, f);
+      return;
+    }
+    for (size_t off = 0; off < count; off += kMaxPiece) {
+      const size_t n = std::min(kMaxPiece, count - off);
+      MPI_Request req;
+      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, wire + off, static_cast<int>(n), MPI_UINT16_T,
+                               wire_op(f), comm_, &req));
+      pending_.push_back({req, data + off, n, op, wire + off, f});
+      requests_.push_back(req);
+    }
+  }
+
+  void reduce_scatter_half(const float* send, uint16_t* wire, float* recv, size_t count,
+                           ReduceOp op, kern::HalfFormat f) override {
+    if (world_ == 1) {
+      if (send != recv) std::memmove(recv, send, count * sizeof(float));
+      return;
+    }
+    LB_CHECK_MSG(count <= kMaxPiece, "16-bit reduce_scatter of more than 2^30 elements per rank");
+    to_wire(send, wire, count * world_, grad_wire_scale(op, world_), f);
+    if (options_.order == ReductionOrder::kFixedOrder) {
+      ordered_wire_sum_of_blocks(wire, wire, count, f);
+    } else {  // in place: the input is all of `wire`, block r's sum lands at its start
+      MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, wire, static_cast<int>(count),
+                                         MPI_UINT16_T, wire_op(f), comm_));
+    }
+    from_wire(wire, recv, count, f);
   }
 
  private:
@@ -145,7 +208,44 @@ class MpiCommunicator final : public Communicator {
     float* data;
     size_t count;
     ReduceOp op;
+    uint16_t* wire = nullptr;  // a 16-bit reduction: widened into data when complete
+    kern::HalfFormat format = kern::HalfFormat::kBf16;
   };
+
+  MPI_Op wire_op(kern::HalfFormat f) const {
+    return f == kern::HalfFormat::kBf16 ? sum_bf16_ : sum_fp16_;
+  }
+
+  // Fixed order on the wire: rank r receives block r of every rank, widens and sums them in
+  // rank order in fp32 and rounds once into out[0, block). `send` may alias `out`.
+  void ordered_wire_sum_of_blocks(const uint16_t* send, uint16_t* out, size_t block,
+                                  kern::HalfFormat f) {
+    stage_w_.resize(block * world_);
+    MPI_CHECK(MPI_Alltoall(send, static_cast<int>(block), MPI_UINT16_T, stage_w_.data(),
+                           static_cast<int>(block), MPI_UINT16_T, comm_));
+    for (size_t i = 0; i < block; ++i) {
+      float acc = kern::half_to_float(stage_w_[i], f);
+      for (int r = 1; r < world_; ++r) acc += kern::half_to_float(stage_w_[size_t(r) * block + i], f);
+      out[i] = kern::float_to_half(acc, f);
+    }
+  }
+
+  // Pads each piece to world * block, sums block r on rank r (above), all-gathers.
+  void ordered_wire_all_reduce(uint16_t* wire, size_t count, kern::HalfFormat f) {
+    std::vector<uint16_t> send, mine;
+    const size_t piece_max = kMaxPiece / 4;
+    for (size_t off = 0; off < count; off += piece_max) {
+      const size_t n = std::min(piece_max, count - off);
+      const size_t block = (n + world_ - 1) / world_;
+      send.assign(block * world_, 0);
+      std::memcpy(send.data(), wire + off, n * sizeof(uint16_t));
+      mine.resize(block);
+      ordered_wire_sum_of_blocks(send.data(), mine.data(), block, f);
+      MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(block), MPI_UINT16_T, send.data(),
+                              static_cast<int>(block), MPI_UINT16_T, comm_));
+      std::memcpy(wire + off, send.data(), n * sizeof(uint16_t));
+    }
+  }
 
   bool fixed_order(ReduceOp op) const {
     return options_.order == ReductionOrder::kFixedOrder && op != ReduceOp::kMax && world_ > 1;
@@ -207,7 +307,9 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_ = MPI_COMM_NULL, local_ = MPI_COMM_NULL;
   int rank_ = 0, world_ = 1, local_rank_ = 0, local_world_ = 1;
   std::string host_;
+  MPI_Op sum_bf16_ = MPI_OP_NULL, sum_fp16_ = MPI_OP_NULL;
   std::vector<float> piece_, stage_f_;
+  std::vector<uint16_t> stage_w_;
   std::vector<Pending> pending_;
   std::vector<MPI_Request> requests_;
 };

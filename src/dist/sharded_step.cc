@@ -25,8 +25,8 @@ void ShardedStep::shard_range(size_t total, int world, int rank, size_t* begin, 
 }
 
 ShardedStep::ShardedStep(const ParamTable& table, Communicator& data, Communicator& scalars,
-                         Updater& updater, Allocator& memory)
-    : table_(table), data_(data), scalars_(scalars), updater_(updater), memory_(memory) {
+                         Updater& updater, Allocator& memory, GradWire wire)
+    : table_(table), data_(data), scalars_(scalars), updater_(updater), memory_(memory), wire_(wire) {
   LB_CHECK_MSG(data.world() == scalars.world() && data.rank() == scalars.rank(),
                "ShardedStep: the data and scalar communicators disagree on rank or world");
   world_ = data.world();
@@ -35,6 +35,7 @@ ShardedStep::ShardedStep(const ParamTable& table, Communicator& data, Communicat
   block_ = block_size(total_, world_);
   shard_range(total_, world_, rank_, &begin_, &end_);
   if (world_ > 1 && block_ > 0) slice_ = Buffer<float>(block_, memory_);
+  if (world_ > 1 && wire_) wire_buf_ = Buffer<uint16_t>(total_, memory_);
   ShardSpec spec;
   spec.begin = begin_;
   spec.end = end_;
@@ -54,7 +55,12 @@ Status ShardedStep::step(float* params, float* grads, float* m, float* v, StepRe
   // 1. Reduce-scatter from the gradient buffer itself; the tail (owned by the last rank) is
   // all-reduced in place, so it already sits behind the last block.
   auto t = Clock::now();
-  if (world_ > 1) {
+  if (world_ > 1 && wire_) {
+    uint16_t* w = wire_buf_.data();
+    if (block_ > 0) data_.reduce_scatter_half(grads, w, slice_.data(), block_, ReduceOp::kAvg, *wire_);
+    const size_t tail_at = block_ * world_;
+    if (tail > 0) data_.all_reduce_half(grads + tail_at, w + tail_at, tail, ReduceOp::kAvg, *wire_);
+  } else if (world_ > 1) {
     if (block_ > 0) data_.reduce_scatter(grads, slice_.data(), block_, ReduceOp::kAvg);
     if (tail > 0) data_.all_reduce(grads + block_ * world_, tail, ReduceOp::kAvg);
   }

@@ -1,4 +1,4 @@
-// The single-process communicator: what a run without mpirun uses.
+// The single-process communicator: what a run without mpirun uses; the wire-format names.
 #include <unistd.h>
 
 #include <cstring>
@@ -35,6 +35,24 @@ class SingleProcess final : public Communicator {
 
 std::unique_ptr<Communicator> make_single_process_communicator() {
   return std::make_unique<SingleProcess>();
+}
+
+bool parse_grad_wire(const std::string& s, GradWire* out) {
+  if (s == "fp32") {
+    *out = std::nullopt;
+  } else if (s == "bf16") {
+    *out = kern::HalfFormat::kBf16;
+  } else if (s == "fp16") {
+    *out = kern::HalfFormat::kFp16;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+const char* grad_wire_name(const GradWire& w) {
+  if (!w) return "fp32";
+  return *w == kern::HalfFormat::kBf16 ? "bf16" : "fp16";
 }
 
 }  // namespace lansbert

@@ -24,13 +24,17 @@ DataParallel::DataParallel(const DistributedSection& cfg, const ParamTable& tabl
                            Communicator& comm, Communicator& buffers, Updater& updater,
                            Allocator& memory)
     : table_(table), comm_(comm), updater_(updater), grads_(grads) {
+  GradWire wire;
+  LB_CHECK_MSG(parse_grad_wire(cfg.grad_reduce_dtype, &wire),
+               "distributed.grad_reduce_dtype not validated: " + cfg.grad_reduce_dtype);
   if (cfg.shard_optimizer) {
-    sharded_ = std::make_unique<ShardedStep>(table, buffers, comm, updater, memory);
+    sharded_ = std::make_unique<ShardedStep>(table, buffers, comm, updater, memory, wire);
   } else {
     GradSyncOptions o;
     o.bucket_bytes = std::max<size_t>(size_t(cfg.bucket_mb * double(1 << 20)), sizeof(float));
     o.op = ReduceOp::kAvg;
-    sync_ = std::make_unique<GradSync>(table, grads, buffers, o);
+    o.wire = wire;
+    sync_ = std::make_unique<GradSync>(table, grads, buffers, o, memory);
   }
 }
 

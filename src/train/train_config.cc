@@ -123,6 +123,15 @@ Status TrainConfig::validate(int world, std::string* key) const {
   if (distributed.reduction_order != "fast" && distributed.reduction_order != "fixed")
     return bad(key, "distributed.reduction_order",
                "expected fast or fixed, got '" + distributed.reduction_order + "'");
+  const std::string& wire = distributed.grad_reduce_dtype;
+  if (wire != "fp32" && wire != "bf16" && wire != "fp16")
+    return bad(key, "distributed.grad_reduce_dtype", "expected fp32, bf16 or fp16, got '" + wire + "'");
+  // Unscaled gradients below 2^-24 vanish in fp16 and those below 2^-14 lose bits; a loss
+  // scale lifts them into range (bf16 has fp32's range and needs none).
+  if (wire == "fp16" && updater_config().loss_scale.mode == LossScaleMode::kNone)
+    return bad(key, "distributed.grad_reduce_dtype",
+               "fp16 needs a loss scale (precision.dtype: fp16, or precision.loss_scale: static or "
+               "dynamic): unscaled gradients underflow fp16; bf16 needs none");
   return Status::ok();
 }
 
@@ -175,6 +184,12 @@ Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
   const size_t n = table.total_elements();
   const size_t state = config.distributed.shard_optimizer ? (n + world - 1) / world : n;
   p.flat_bytes = (2 * n + 2 * state) * sizeof(float);
+  // The optimizer's 16-bit weight copy (trainer.cc: unsharded runs whose kernels convert the
+  // GEMM operands) and the wire buffer of a 16-bit gradient reduction on more than one rank.
+  const bool half_wire = config.distributed.grad_reduce_dtype != "fp32";
+  if (config.converts_gemm_operands() && !config.distributed.shard_optimizer) p.half_bytes += n * 2;
+  if (world > 1 && half_wire) p.half_bytes += n * 2;
+  if (world > 1) p.reduce_bytes = n * (half_wire ? 2 : sizeof(float));
   // 16-bit GEMMs with our cast pass (cast reuse is always on in training) keep the GEMM-only
   // activations as 16-bit copies only.
   p.activation_bytes = BertModel<float>::activation_bytes_for(
@@ -233,7 +248,8 @@ std::string config_to_json(const TrainConfig& c, int indent) {
   j["evaluation"] = {{"every_steps", c.evaluation.every_steps}, {"max_sequences", c.evaluation.max_sequences}};
   j["distributed"] = {{"bucket_mb", c.distributed.bucket_mb},
                       {"reduction_order", c.distributed.reduction_order},
-                      {"shard_optimizer", c.distributed.shard_optimizer}};
+                      {"shard_optimizer", c.distributed.shard_optimizer},
+                      {"grad_reduce_dtype", c.distributed.grad_reduce_dtype}};
   j["phase"] = {{"phase_start", phase_start_name(c.phase_start)}};
   j["seed"] = c.seed;
   j["backend"] = c.backend;

@@ -387,6 +387,11 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   Allocator& alloc = run.ops->allocator();
   run.dp = std::make_unique<DataParallel>(cfg.distributed, run.model->table(), run.model->grads(), comm,
                                           run.device_comm ? *run.device_comm : comm, *run.updater, alloc);
+  if (comm.world() > 1 && opts.log && comm.rank() == 0)
+    std::fprintf(opts.log, "data parallel: %d ranks (%s), %s, gradients reduced in %s\n", comm.world(),
+                 (run.device_comm ? *run.device_comm : comm).kind(),
+                 run.dp->sharded() ? "sharded optimizer state" : "replicated optimizer state",
+                 cfg.distributed.grad_reduce_dtype.c_str());
   // 16-bit GEMMs read the weights from the copy the optimizer writes in its update pass rather
   // than casting them every micro-step. Not when the update is sharded (it writes its slice
   // only), nor where cuBLAS converts the operands inside the GEMM.

@@ -38,14 +38,20 @@ TEST(ConfigLoader, GoodFileAndOverrides) {
   EXPECT_EQ(c.seed, 7u);
   EXPECT_FALSE(c.distributed.shard_optimizer);
   EXPECT_EQ(c.distributed.reduction_order, "fast");
+  EXPECT_EQ(c.distributed.grad_reduce_dtype, "fp32");
   TrainConfig d;
   st = parse_train_config(kGood, "good.yaml",
                           {"distributed.shard_optimizer=true", "distributed.reduction_order=fixed",
-                           "distributed.bucket_mb=4.5"}, 2, &d);
+                           "distributed.bucket_mb=4.5", "distributed.grad_reduce_dtype=bf16"}, 2, &d);
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   EXPECT_TRUE(d.distributed.shard_optimizer);
   EXPECT_EQ(d.distributed.reduction_order, "fixed");
   EXPECT_EQ(d.distributed.bucket_mb, 4.5);
+  EXPECT_EQ(d.distributed.grad_reduce_dtype, "bf16");
+  TrainConfig e;  // fp16 on the wire behind fp16's dynamic loss scale
+  st = parse_train_config(kGood, "good.yaml", {"precision.dtype=fp16", "distributed.grad_reduce_dtype=fp16"}, 2, &e);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(e.distributed.grad_reduce_dtype, "fp16");
   BertConfig mc;
   ASSERT_TRUE(c.resolve_model(&mc).is_ok());
   EXPECT_EQ(mc.hidden, 128);
@@ -104,6 +110,8 @@ TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
       {"", "", {"seed=-3"}, {"--set seed=-3", "seed", "out of range"}},
       {"", "", {"distributed.reduction_order=ring"}, {"--set distributed.reduction_order", "fast or fixed", "ring"}},
       {"", "", {"distributed.bucket_mb=0"}, {"--set distributed.bucket_mb", "(0, 4096]"}},
+      {"", "", {"distributed.grad_reduce_dtype=int8"}, {"distributed.grad_reduce_dtype", "fp32, bf16 or fp16", "int8"}},
+      {"", "", {"distributed.grad_reduce_dtype=fp16"}, {"distributed.grad_reduce_dtype", "needs a loss scale"}},
       {"", "", {"distributed.shard_optimizer=maybe"}, {"distributed.shard_optimizer: expected true or false"}},
       {"checkpoint:\n  dir: ckpt\ndistributed:\n  bucket_mb: -1\n", "checkpoint:\n  dir: ckpt\n", {},
        {"bad.yaml:19:", "distributed.bucket_mb"}},

@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
 
   std::vector<float> p_rep = p0, g(N), m_rep(N, 0.f), v_rep(N, 0.f);
   std::unique_ptr<Updater> rep_upd = make_lans();
-  GradSync sync(table, g.data(), *c, {size_t(bucket_mb * (1 << 20)), ReduceOp::kAvg});
+  GradSync sync(table, g.data(), *c, {size_t(bucket_mb * (1 << 20)), ReduceOp::kAvg, std::nullopt});
 
   std::vector<float> p_sh = p0;
   std::unique_ptr<Updater> sh_upd = make_lans();

@@ -21,7 +21,7 @@ int main() {
   for (ReduceOp op : {ReduceOp::kAvg, ReduceOp::kSum}) {
     for (size_t bucket_bytes : {size_t(1), size_t(64) << 10, size_t(1) << 30}) {
       std::vector<float> grads(N, 0.f), want(N, 0.f);
-      GradSync sync(table, grads.data(), *c, {bucket_bytes, op});
+      GradSync sync(table, grads.data(), *c, {bucket_bytes, op, std::nullopt});
       // Two micro-steps; the hook only reduces on the second.
       for (int micro = 0; micro < 2; ++micro) {
         sync.begin(micro == 1);

@@ -40,6 +40,7 @@ struct FakeLog {
   int communicators = 0;   // make_communicator calls
   bool foreign_ops = false;  // synchronize_compute/make_communicator got ops the fake did not make
   size_t async_elements = 0, async_calls = 0, blocking_float_calls = 0;
+  size_t half_calls = 0;  // collectives on the 16-bit wire (also counted above)
 } g_log;
 
 // Stands in for NCCL: forwards to MPI, counts, and refuses host scalars.
@@ -73,6 +74,18 @@ class RecordingCommunicator final : public Communicator {
     ++g_log.async_calls;
     g_log.async_elements += n;
     inner_->all_reduce_async(d, n, op);
+  }
+  void all_reduce_half_async(float* d, uint16_t* w, size_t n, ReduceOp op, kern::HalfFormat f) override {
+    ++g_log.async_calls;
+    ++g_log.half_calls;
+    g_log.async_elements += n;
+    inner_->all_reduce_half_async(d, w, n, op, f);
+  }
+  void reduce_scatter_half(const float* s, uint16_t* w, float* r, size_t n, ReduceOp op,
+                           kern::HalfFormat f) override {
+    ++g_log.blocking_float_calls;
+    ++g_log.half_calls;
+    inner_->reduce_scatter_half(s, w, r, n, op, f);
   }
   void progress() override { inner_->progress(); }
   void wait_all() override { inner_->wait_all(); }
@@ -126,7 +139,7 @@ Status train(Communicator& comm, const TrainConfig& c, TrainResult* r, int64_t s
   g_log.bound = -1;
   g_log.communicators = 0;
   g_log.foreign_ops = false;
-  g_log.async_elements = g_log.async_calls = g_log.blocking_float_calls = 0;
+  g_log.async_elements = g_log.async_calls = g_log.blocking_float_calls = g_log.half_calls = 0;
   std::string key;
   Status st = c.validate(comm.world(), &key);
   LB_CHECK_MSG(st.is_ok(), key + ": " + st.to_string());
@@ -178,11 +191,17 @@ int main(int argc, char** argv) {
   const size_t n = make_bert_param_table(mc).total_elements();
   TrainResult r_dev;
   // fp16: dynamic loss scaling over ranks (the scaled gradients are averaged; every rank
-  // unscales and takes the same skip verdict).
-  for (auto [sharded, dtype] : {std::pair{false, "fp32"}, std::pair{true, "fp32"}, std::pair{true, "fp16"}}) {
-    const std::string mode = std::string(sharded ? "sharded" : "replicated") + "-" + dtype;
+  // unscales and takes the same skip verdict). wire: distributed.grad_reduce_dtype.
+  struct Mode {
+    bool sharded;
+    const char *dtype, *wire;
+  };
+  for (auto [sharded, dtype, wire] : {Mode{false, "fp32", "fp32"}, Mode{true, "fp32", "fp32"}, Mode{true, "fp16", "fp32"},
+                                      Mode{false, "bf16", "bf16"}, Mode{true, "fp16", "fp16"}}) {
+    const std::string mode = std::string(sharded ? "sharded" : "replicated") + "-" + dtype + "-wire-" + wire;
     TrainConfig host = cfg;
     host.distributed.shard_optimizer = sharded;
+    host.distributed.grad_reduce_dtype = wire;
     host.precision.dtype = dtype;
     host.checkpoint.dir = dir + "/cpu-" + mode;
     TrainResult r_cpu;
@@ -207,8 +226,14 @@ int main(int argc, char** argv) {
                                           " reductions in 4 steps");
       v.expect(g_log.blocking_float_calls == 0, "blocking float collectives on the device communicator");
     }
-    if (W > 1 && sharded)  // a reduce-scatter and an all-gather per step at least
-      v.expect(g_log.async_calls == 0 && g_log.blocking_float_calls >= 8,
+    const bool half_wire = std::string(wire) != "fp32";
+    v.expect((g_log.half_calls > 0) == (W > 1 && half_wire),
+             mode + ": " + std::to_string(g_log.half_calls) + " collectives on the 16-bit wire");
+    // Sharded: a reduce-scatter per step and an all-gather per applied step, no buckets; the
+    // tail's 16-bit all-reduce is issued asynchronously and waited for at once (one per step).
+    // An fp16 wire may skip a step (the first loss scale overflows the fp16 sum).
+    if (W > 1 && sharded)
+      v.expect(g_log.async_calls <= (half_wire ? 4u : 0u) && g_log.blocking_float_calls >= (half_wire ? 5u : 8u),
                "sharded: " + std::to_string(g_log.blocking_float_calls) + " blocking collectives on the device "
                "communicator in 4 steps, " + std::to_string(g_log.async_calls) + " asynchronous");
     if (st.is_ok() && r_cpu.step == 4) {

@@ -59,7 +59,7 @@ TEST(GpuNccl, GradSyncAndShardedStepOnDeviceBuffers) {
   const ParamTable table = make_bert_param_table(cfg);
   const std::vector<float> g = testing::random_vector(table.total_elements(), 6, 0.01f);
   auto gd = testing::to_device(g);
-  GradSync sync(table, gd.data(), *nccl, {size_t(64) << 10, ReduceOp::kAvg});
+  GradSync sync(table, gd.data(), *nccl, {size_t(64) << 10, ReduceOp::kAvg, std::nullopt});
   sync.begin(true);
   for (size_t e = table.size(); e-- > 0;) sync.on_ready(e, e + 1);  // backward's order
   sync.finish();

@@ -6,10 +6,15 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "lansbert/core/check.h"
 #include "lansbert/core/status.h"
+#include "lansbert/kernels/half.h"
 
 namespace lansbert {
 
@@ -50,7 +55,47 @@ class Communicator {
   }
   virtual void progress() {}
   virtual void wait_all() {}
+
+  // Gradient reductions on a 16-bit wire (kernels/grad_wire.h has the math): half the bytes
+  // of the fp32 collectives. `wire` is scratch of the same memory as `data` (host or device)
+  // and must not be touched until the reduction is complete. kSum or kAvg; an average is
+  // scaled by 1/world before the rounding, not after the sum. With one rank nothing
+  // travels, so nothing is rounded: the buffers are left as they are (or copied).
+  // all_reduce_half_async: count floats of `data` rounded into count 16-bit values of
+  // `wire`, summed over ranks, widened back into `data` by the time wait_all() returns.
+  virtual void all_reduce_half_async(float* data, uint16_t* wire, size_t count, ReduceOp op,
+                                     kern::HalfFormat format) {
+    (void)data, (void)wire, (void)count, (void)op, (void)format;
+    LB_CHECK_MSG(world() == 1, std::string(kind()) + " communicator has no 16-bit all-reduce");
+  }
+  // Blocking reduce-scatter on the wire: `send` and `wire` hold world()*count elements,
+  // rank r's `recv` gets the widened reduction of block r (count floats).
+  virtual void reduce_scatter_half(const float* send, uint16_t* wire, float* recv, size_t count,
+                                   ReduceOp op, kern::HalfFormat format) {
+    (void)wire, (void)op, (void)format;
+    LB_CHECK_MSG(world() == 1, std::string(kind()) + " communicator has no 16-bit reduce-scatter");
+    if (send != recv) std::memmove(recv, send, count * sizeof(float));
+  }
+  // The blocking all-reduce on the wire. REQUIRES: no other reduction in flight.
+  void all_reduce_half(float* data, uint16_t* wire, size_t count, ReduceOp op,
+                       kern::HalfFormat format) {
+    all_reduce_half_async(data, wire, count, op, format);
+    wait_all();
+  }
 };
+
+// What a rank scales its gradients by before rounding them onto the 16-bit wire.
+inline float grad_wire_scale(ReduceOp op, int world) {
+  LB_CHECK_MSG(op != ReduceOp::kMax, "a 16-bit reduction sums or averages; kMax stays fp32");
+  return op == ReduceOp::kAvg ? 1.f / float(world) : 1.f;
+}
+
+// The format gradients travel in (distributed.grad_reduce_dtype): nullopt for fp32.
+using GradWire = std::optional<kern::HalfFormat>;
+
+// Parses "fp32" | "bf16" | "fp16"; false for anything else.
+bool parse_grad_wire(const std::string& s, GradWire* out);
+const char* grad_wire_name(const GradWire& w);
 
 // How collectives reduce. kNative: the library's own algorithm (MPI_Allreduce, NCCL ring):
 // fastest; bit-identical on every rank, but the order of the sum depends on the algorithm the

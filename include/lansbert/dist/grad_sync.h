@@ -11,13 +11,15 @@
 // The same object drives every backend: over MPI the reductions are MPI_Iallreduce,
 // progressed from the hook; over NCCL the communicator enqueues them on its stream after an
 // event of the compute stream. With ReductionOrder::kFixedOrder each bucket is reduced at
-// once in rank order (reproducible, no overlap).
+// once in rank order (reproducible, no overlap). With a 16-bit wire (GradSyncOptions::wire)
+// each bucket travels through its range of a 16-bit buffer of the gradients' memory.
 #pragma once
 
 #include <cstddef>
 #include <functional>
 #include <vector>
 
+#include "lansbert/core/buffer.h"
 #include "lansbert/dist/communicator.h"
 #include "lansbert/model/param_table.h"
 
@@ -28,6 +30,8 @@ struct GradSyncOptions {
   // kAvg for gradients of per-rank mean losses; kSum when each rank already weighted its loss
   // by its share of the global batch.
   ReduceOp op = ReduceOp::kAvg;
+  // fp32 (nullopt) or a 16-bit wire: half the bytes, the gradients rounded (grad_wire.h).
+  GradWire wire;
 };
 
 struct GradBucket {
@@ -37,8 +41,10 @@ struct GradBucket {
 
 class GradSync {
  public:
-  // REQUIRES: grads has table.total_elements() floats and outlives this object.
-  GradSync(const ParamTable& table, float* grads, Communicator& comm, GradSyncOptions options);
+  // REQUIRES: grads has table.total_elements() floats of `memory` (which holds the 16-bit
+  // wire buffer, if any) and outlives this object.
+  GradSync(const ParamTable& table, float* grads, Communicator& comm, GradSyncOptions options,
+           Allocator& memory = host_allocator());
 
   const std::vector<GradBucket>& buckets() const { return buckets_; }
 
@@ -64,6 +70,7 @@ class GradSync {
   float* grads_;
   Communicator& comm_;
   GradSyncOptions options_;
+  Buffer<uint16_t> wire_;  // total_elements() 16-bit values with a 16-bit wire, else empty
   std::vector<GradBucket> buckets_;
   std::vector<size_t> bucket_of_entry_;
   std::vector<size_t> pending_entries_;  // per bucket, entries not yet final

@@ -18,6 +18,8 @@
 // world*q' and copied the gradients and the parameters through a staging buffer: four
 // full-buffer copies per step). On one rank the collectives are identities and are skipped.
 // Traffic per rank equals one all-reduce; optimizer memory per rank falls from 2N to ~2N/world.
+// With a 16-bit wire (grad_wire.h) step 1 sends the gradients in 16 bits through a wire
+// buffer of N 16-bit values; the parameters' all-gather stays fp32 (they are the master copy).
 //
 // Two communicators: `data` carries the collectives over the flat buffers (MPI for host
 // buffers, NCCL for device buffers), `scalars` the per-block norm sums, which are host
@@ -50,7 +52,7 @@ class ShardedStep {
   // Installs the shard on the updater. REQUIRES: table, both communicators, updater and
   // memory outlive this; data and scalars have the same ranks.
   ShardedStep(const ParamTable& table, Communicator& data, Communicator& scalars, Updater& updater,
-              Allocator& memory = host_allocator());
+              Allocator& memory = host_allocator(), GradWire wire = std::nullopt);
   // Host buffers: one communicator for both.
   ShardedStep(const ParamTable& table, Communicator& comm, Updater& updater)
       : ShardedStep(table, comm, comm, updater) {}
@@ -77,7 +79,9 @@ class ShardedStep {
   Allocator& memory_;
   int world_, rank_;
   size_t total_, block_, begin_, end_;
+  GradWire wire_;
   Buffer<float> slice_;  // block_ floats: the reduce-scatter's output
+  Buffer<uint16_t> wire_buf_;  // total_ 16-bit values with a 16-bit wire and world > 1
   ShardedStepTimes times_;
 };
 

@@ -85,6 +85,8 @@ struct DistributedSection {
   double bucket_mb = 25;                // gradient all-reduce bucket size (MiB), started from backward
   std::string reduction_order = "fast"; // fast: the library's algorithm | fixed: rank order (reproducible)
   bool shard_optimizer = false;         // ZeRO-1: each rank holds and updates 1/world of m and v
+  // The dtype gradients are reduced in: fp32 | bf16 | fp16 (half the bytes; kernels/grad_wire.h)
+  std::string grad_reduce_dtype = "fp32";
 };
 
 struct TrainConfig {
@@ -132,6 +134,8 @@ struct TrainPlan {
   int64_t tokens = 0;          // sequences * seq_len (padding included)
   size_t parameters = 0;       // parameter count
   size_t flat_bytes = 0;       // params, grads, m, v (fp32; m, v per rank when sharded)
+  size_t half_bytes = 0;       // 16-bit buffers: the weight copy, the gradient wire
+  size_t reduce_bytes = 0;     // gradient bytes each update reduces (0 on one rank)
   size_t activation_bytes = 0; // the model's arena for one micro-batch
   double flops_per_sequence = 0;
 };
