@@ -3,6 +3,7 @@
 // device buffers, one GPU per local rank as in training), and a plain MPI_Allreduce loop on
 // host buffers as the baseline. Run it under the same mpirun line as training:
 //   mpirun -np 16 --hostfile hosts lansbert bench-comm --backend cuda --max-bytes 256M
+// --dtype bf16|fp16 times the 16-bit gradient all-reduce (distributed.grad_reduce_dtype).
 // Columns as nccl-tests: size, time, algbw = bytes/time, busbw = algbw * 2(n-1)/n.
 #include <cstdio>
 #include <string>
@@ -18,7 +19,7 @@ namespace lansbert::cli {
 
 namespace {
 struct BenchCommOptions {
-  std::string min_bytes = "8", max_bytes = "64M", order = "native", backend = "cpu";
+  std::string min_bytes = "8", max_bytes = "64M", order = "native", backend = "cpu", dtype = "fp32";
   int iters = 20, warmup = 5;
   bool baseline = true;
 };
@@ -59,6 +60,11 @@ int run_bench_comm(const BenchCommOptions& o) {
     report(s);
     return 2;
   }
+  GradWire wire;
+  if (!parse_grad_wire(o.dtype, &wire)) {
+    report(Status::invalid_argument("--dtype: expected fp32, bf16 or fp16, got '" + o.dtype + "'"));
+    return 2;
+  }
   std::unique_ptr<Communicator> comm = make_communicator(copt);
   // --backend cuda: this rank's GPU and the device communicator over it (NCCL), opened as
   // the trainer opens them (collectively: one rank's failure fails all).
@@ -81,7 +87,8 @@ int run_bench_comm(const BenchCommOptions& o) {
   std::vector<size_t> sizes;
   for (size_t b = lo; b <= hi; b *= 4) sizes.push_back(b);
   const std::vector<CommBenchRow> rows =
-      bench_all_reduce(bench_comm, sizes, o.iters, o.warmup, false, device ? &device->allocator() : nullptr, comm.get());
+      bench_all_reduce(bench_comm, sizes, o.iters, o.warmup, false, device ? &device->allocator() : nullptr, comm.get(),
+                       wire);
   bool ok = true;
   for (const CommBenchRow& r : rows) ok = ok && r.correct;
   if (is_writer(*comm)) {
@@ -89,7 +96,10 @@ int run_bench_comm(const BenchCommOptions& o) {
                 bench_comm.kind(), device ? "its own" : o.order.c_str(), comm->hostname().c_str(),
                 comm->local_world(), device ? ", device buffers on " : "",
                 device ? device->description().c_str() : "");
-    print_rows("Communicator::all_reduce (float sum, in place)", comm->world(), rows);
+    print_rows(wire ? (std::string("Communicator::all_reduce_half (") + o.dtype +
+                       " wire: sizes in 16-bit values, fp32 in and out, conversions timed)").c_str()
+                    : "Communicator::all_reduce (float sum, in place)",
+               comm->world(), rows);
   }
   if (o.baseline && std::string(comm->kind()) == "mpi") {
     const std::vector<CommBenchRow> base = bench_all_reduce(*comm, sizes, o.iters, o.warmup, true);
@@ -113,6 +123,9 @@ void add_bench_comm_command(CLI::App& app) {
   sub->add_option("--backend", o->backend,
                   "cpu: host buffers (MPI); cuda: device buffers and the device communicator (NCCL), one GPU per local rank")
       ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  sub->add_option("--dtype", o->dtype,
+                  "What the gradients travel in (distributed.grad_reduce_dtype): fp32 | bf16 | fp16")
       ->capture_default_str();
   sub->add_flag("!--no-baseline", o->baseline, "Skip the plain MPI_Allreduce baseline");
   sub->callback([o] { set_exit_code(run_bench_comm(*o)); });

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "lansbert/core/buffer.h"
 #include "mpi_check.h"
 
 namespace lansbert {
@@ -43,18 +44,24 @@ class BenchBuffer {
 
 std::vector<CommBenchRow> bench_all_reduce(Communicator& comm, const std::vector<size_t>& sizes,
                                            int iters, int warmup, bool plain_mpi, Allocator* memory,
-                                           Communicator* host) {
+                                           Communicator* host, GradWire wire) {
   Communicator& scalars = host ? *host : comm;
   LB_CHECK_MSG(!plain_mpi || std::strcmp(comm.kind(), "mpi") == 0 || comm.world() == 1,
                "the plain MPI baseline needs an MPI communicator");
   LB_CHECK_MSG(!plain_mpi || memory == nullptr, "the plain MPI baseline runs on host buffers");
+  LB_CHECK_MSG(!plain_mpi || !wire, "the plain MPI baseline reduces floats");
+  const size_t elem_bytes = wire ? sizeof(uint16_t) : sizeof(float);
   const int W = comm.world();
   std::vector<CommBenchRow> rows;
   for (size_t bytes : sizes) {
-    const size_t n = std::max<size_t>(bytes / sizeof(float), 1);
+    const size_t n = std::max<size_t>(bytes / elem_bytes, 1);
     BenchBuffer buf(memory, n);
+    Buffer<uint16_t> wire_buf(wire ? n : 0, memory ? *memory : host_allocator());
     auto run = [&] {
-      if (plain_mpi && W > 1) {
+      if (wire) {
+        comm.all_reduce_half_async(buf.data(), wire_buf.data(), n, ReduceOp::kSum, *wire);
+        comm.wait_all();
+      } else if (plain_mpi && W > 1) {
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
                                 MPI_COMM_WORLD));
       } else {
@@ -62,9 +69,9 @@ std::vector<CommBenchRow> bench_all_reduce(Communicator& comm, const std::vector
       }
     };
     CommBenchRow row;
-    row.bytes = n * sizeof(float);
+    row.bytes = n * elem_bytes;
     std::vector<float>& h = buf.host();
-    for (size_t i = 0; i < n; ++i) h[i] = float((comm.rank() + 1) * int(i % 3));
+    for (size_t i = 0; i < n; ++i) h[i] = float((comm.rank() + 1) * int(i % 3));  // exact in 16 bits too
     buf.push();
     run();
     buf.pull();

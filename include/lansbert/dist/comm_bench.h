@@ -19,6 +19,8 @@ struct CommBenchRow {
 };
 
 // Times `iters` in-place float sum all-reduces of each size (after `warmup` untimed ones).
+// wire: bf16/fp16 times the 16-bit gradient all-reduce instead (all_reduce_half_async and
+// wait_all: the conversions included); a size is then bytes on the wire, bytes/2 floats.
 // plain_mpi: MPI_Allreduce on MPI_COMM_WORLD directly (REQUIRES an MPI communicator).
 // memory: where the buffer lives (device memory for a device communicator such as NCCL;
 // the check values are copied in and out through it); host memory when null. host: the
@@ -26,6 +28,6 @@ struct CommBenchRow {
 // host double); `comm` itself when null.
 std::vector<CommBenchRow> bench_all_reduce(Communicator& comm, const std::vector<size_t>& bytes,
                                            int iters, int warmup, bool plain_mpi, Allocator* memory = nullptr,
-                                           Communicator* host = nullptr);
+                                           Communicator* host = nullptr, GradWire wire = std::nullopt);
 
 }  // namespace lansbert
