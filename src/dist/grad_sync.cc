@@ -34,6 +34,10 @@ GradSync::GradSync(const ParamTable& table, float* grads, Communicator& comm,
   started_.assign(buckets_.size(), false);
 }
 
+GradSync::~GradSync() {
+  if (in_flight_) comm_.wait_all();
+}
+
 void GradSync::begin(bool last_micro_step) {
   armed_ = last_micro_step;
   if (!armed_) return;
@@ -56,6 +60,7 @@ void GradSync::on_ready(size_t first_entry, size_t end_entry) {
 
 void GradSync::start(size_t b) {
   started_[b] = true;
+  in_flight_ = true;
   const GradBucket& k = buckets_[b];
   if (wire_.size() > 0)  // a 16-bit wire with more than one rank
     comm_.all_reduce_half_async(grads_ + k.begin, wire_.data() + k.begin, k.end - k.begin,
@@ -71,6 +76,7 @@ void GradSync::finish() {
     if (!started_[b]) start(b);
   }
   comm_.wait_all();
+  in_flight_ = false;
   armed_ = false;
   last_wait_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -8,11 +8,13 @@
 //    rank nothing travels and the value is untouched.
 //  - GradSync and ShardedStep with the wire give, on small-integer gradients, exactly what
 //    their fp32 reductions give.
+//  - An fp16 sum beyond fp16's range is infinity, an average within it is not.
 //  - With one rank nothing touches the buffers (a one-rank device run passes device
 //    pointers): a page this process cannot read stands in for them.
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <vector>
 
 #include "dist_test_util.h"
@@ -74,6 +76,20 @@ void check_rounds(Communicator& c, testing::Verdict& v, HalfFormat f) {
   c.all_reduce_half(a.data(), w.data(), a.size(), ReduceOp::kSum, f);
   const float want = c.world() == 1 ? x : float(c.world());
   for (float y : a) v.expect(y == want, name("the wire rounds", f, a.size()) + ": got " + std::to_string(y));
+}
+
+// Every rank sends 4e4, which fits fp16. Their sum (beyond 65504) comes back as infinity,
+// never a clamped finite value, so the loss scaler skips the step and backs off; their
+// average does not overflow, because each rank scales by 1/world before the rounding.
+void check_fp16_overflow(Communicator& c, testing::Verdict& v) {
+  if (c.world() == 1) return;
+  std::vector<uint16_t> w(3);
+  std::vector<float> sum(3, 4e4f), avg(3, 4e4f);
+  c.all_reduce_half(sum.data(), w.data(), sum.size(), ReduceOp::kSum, HalfFormat::kFp16);
+  for (float y : sum) v.expect(std::isinf(y) && y > 0, "fp16 sum beyond 65504: got " + std::to_string(y));
+  c.all_reduce_half(avg.data(), w.data(), avg.size(), ReduceOp::kAvg, HalfFormat::kFp16);
+  for (float y : avg)  // fp16's spacing is 32 at 4e4; the 1/world roundings add a little
+    v.expect(std::fabs(y - 4e4f) <= 64.f, "fp16 average of 4e4: got " + std::to_string(y));
 }
 
 // GradSync on bert-tiny's table with buckets of a few entries; ShardedStep's gradient slice.
@@ -153,6 +169,7 @@ int main() {
       check_rounds(*c, v, f);
       check_grad_sync_and_sharded(*c, v, f);
     }
+    check_fp16_overflow(*c, v);
     check_untouched_on_one_rank(*c, v);
     rc |= v.finish(order == ReductionOrder::kNative ? "16-bit wire (native)" : "16-bit wire (fixed order)");
   }

@@ -1,7 +1,9 @@
 // The 16-bit gradient wire on the device: the conversion kernels against their host twins
 // (the same grad_wire.h bodies, so bit for bit, NaN and infinity included), and the NCCL
-// communicator's 16-bit collectives as a one-rank job, where nothing travels and the buffers
-// are left as they are (two GPUs are needed to check the 16-bit sums; docs/cluster.md).
+// communicator's 16-bit collectives as a one-rank job: the conversion kernels, the
+// ncclBfloat16/ncclFloat16 collectives (in-place reduce-scatter included) and their stream
+// order run; with one rank the result is each value rounded to 16 bits and back. Two GPUs
+// are needed to check the 16-bit sums themselves.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -47,19 +49,24 @@ TEST(GpuGradWire, ConversionsMatchTheHostBodies) {
 }
 
 #if defined(LANSBERT_HAVE_NCCL)
-TEST(GpuGradWire, OneRankNcclLeavesBuffers) {
+TEST(GpuGradWire, OneRankNcclRoundsThroughTheWire) {
   LB_REQUIRE_GPU();
   std::unique_ptr<Communicator> boot = make_single_process_communicator();
   std::unique_ptr<Communicator> nccl = cuda::make_nccl_communicator(*boot);
   const std::vector<float> x = testing::random_vector(4099, 5);
-  auto d = testing::to_device(x);
-  Buffer<uint16_t> w(x.size(), cuda::device_allocator());
-  nccl->all_reduce_half_async(d.data(), w.data(), x.size(), ReduceOp::kAvg, kern::HalfFormat::kBf16);
-  nccl->wait_all();
-  EXPECT_EQ(testing::to_host(d), x);
-  Buffer<float> out(x.size(), cuda::device_allocator());
-  nccl->reduce_scatter_half(d.data(), w.data(), out.data(), x.size(), ReduceOp::kAvg, kern::HalfFormat::kFp16);
-  EXPECT_EQ(testing::to_host(out), x);
+  for (kern::HalfFormat f : {kern::HalfFormat::kBf16, kern::HalfFormat::kFp16}) {
+    std::vector<float> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) want[i] = kern::half_to_float(kern::float_to_half(x[i], f), f);
+    auto d = testing::to_device(x);
+    Buffer<uint16_t> w(x.size(), cuda::device_allocator());
+    nccl->all_reduce_half_async(d.data(), w.data(), x.size(), ReduceOp::kAvg, f);
+    nccl->wait_all();
+    EXPECT_EQ(testing::to_host(d), want);
+    auto s = testing::to_device(x);
+    Buffer<float> out(x.size(), cuda::device_allocator());
+    nccl->reduce_scatter_half(s.data(), w.data(), out.data(), x.size(), ReduceOp::kSum, f);
+    EXPECT_EQ(testing::to_host(out), want);
+  }
 }
 #endif
 

@@ -59,8 +59,11 @@ class Communicator {
   // Gradient reductions on a 16-bit wire (kernels/grad_wire.h has the math): half the bytes
   // of the fp32 collectives. `wire` is scratch of the same memory as `data` (host or device)
   // and must not be touched until the reduction is complete. kSum or kAvg; an average is
-  // scaled by 1/world before the rounding, not after the sum. With one rank nothing
-  // travels, so nothing is rounded: the buffers are left as they are (or copied).
+  // scaled by 1/world before the rounding, not after the sum. With one rank the host
+  // communicators (single process, MPI) leave the buffers as they are (or copy them): nothing
+  // travels, and a one-rank device run hands MPI device pointers. NCCL runs the collective
+  // even then (it rounds), so one GPU can test it. GradSync and ShardedStep do not use the
+  // wire on one rank.
   // all_reduce_half_async: count floats of `data` rounded into count 16-bit values of
   // `wire`, summed over ranks, widened back into `data` by the time wait_all() returns.
   virtual void all_reduce_half_async(float* data, uint16_t* wire, size_t count, ReduceOp op,

@@ -45,6 +45,11 @@ class GradSync {
   // wire buffer, if any) and outlives this object.
   GradSync(const ParamTable& table, float* grads, Communicator& comm, GradSyncOptions options,
            Allocator& memory = host_allocator());
+  // Waits for reductions still in flight (an error path left finish() uncalled): they write
+  // the gradients and read the wire buffer, which goes with this object.
+  ~GradSync();
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
 
   const std::vector<GradBucket>& buckets() const { return buckets_; }
 
@@ -76,6 +81,7 @@ class GradSync {
   std::vector<size_t> pending_entries_;  // per bucket, entries not yet final
   std::vector<bool> started_;
   bool armed_ = false;
+  bool in_flight_ = false;  // a bucket was started and finish() has not waited for it
   double last_wait_s_ = 0;
 };
 
