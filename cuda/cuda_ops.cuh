@@ -145,7 +145,8 @@ class CudaOps final : public Ops<float> {
   CublasHandle blas_;
   LtBiasMatmul lt_;                                  // gemm_bias's plans and cuBLASLt handle
   size_t fused_bias_gemms_ = 0, unfused_bias_gemms_ = 0;
-  DeviceBytes sort_keys_, sort_values_, sort_temp_;  // scatter workspaces, grown on first use
+  // scatter workspaces, grown on first use: the sort, and the pieces of rows that cross chunks
+  DeviceBytes sort_keys_, sort_values_, sort_temp_, scatter_pieces_;
   DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums
   DeviceBytes half_a_, half_b_;                      // 16-bit GEMM operands
   KeptOperands<float, KeptCopy> kept_;               // keep_gemm_operand's 16-bit copies

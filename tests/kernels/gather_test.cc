@@ -3,8 +3,13 @@
 // indices (the case where a racy scatter would go wrong).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <random>
+
 #include "fd.h"
 #include "lansbert/backend/cpu_ops.h"
+#include "lansbert/kernels/scatter_order.h"
 
 namespace lansbert {
 namespace {
@@ -57,6 +62,49 @@ TEST(GatherRows, ForwardAndBackward) {
     return s;
   };
   EXPECT_LT(check_gradient(src, dsrc, loss), 1e-8);
+}
+
+// The scatter's summation order is the contract the CUDA twin shares (scatter_order.h): rows
+// in sorted order, each run cut into pieces at multiples of kScatterPiece of the sorted
+// index, each piece summed from zero, the row plus the pieces in order. Spelled out here
+// from that description, in float, and compared bit for bit; the data (values of mixed
+// magnitude, runs shorter than a piece, a run across one boundary, one across several)
+// make the plain in-order sum differ, so another order would fail.
+TEST(Embedding, ScatterSumsInTheSharedPieceOrder) {
+  constexpr int P = kern::kScatterPiece, rows = 5, dim = 3, n = 4 * P + 23;
+  std::vector<int32_t> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = i % 7 == 0 ? 1 : (i % 7 == 1 ? 3 : (i % 11 == 2 ? 4 : 0));
+  std::mt19937 g(9);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> src(size_t(n) * dim), base(size_t(rows) * dim);
+  for (float& x : src) x = u(g) * std::pow(10.f, float(int(u(g) * 4)));
+  for (float& x : base) x = u(g) * 1e3f;
+
+  std::vector<float> want = base, in_order = base;
+  int first = 0;  // absolute sorted index of the current row's first entry
+  for (int r = 0; r < rows; ++r) {
+    std::vector<int> mine;
+    for (int i = 0; i < n; ++i)
+      if (ids[i] == r) mine.push_back(i);
+    const int s = first, e = first + int(mine.size());
+    for (int c = 0; c < dim; ++c) {
+      float row = want[r * dim + c];
+      for (int a = s; a < e;) {
+        const int b = std::min(e, (a / P + 1) * P);
+        float piece = 0.f;
+        for (int j = a; j < b; ++j) piece += src[size_t(mine[j - s]) * dim + c];
+        row += piece;
+        a = b;
+      }
+      want[r * dim + c] = row;
+      for (int i : mine) in_order[r * dim + c] += src[size_t(i) * dim + c];
+    }
+    first = e;
+  }
+  std::vector<float> got = base;
+  cpu::make_ops<float>()->embedding_backward(ids.data(), src.data(), got.data(), n, dim);
+  EXPECT_EQ(got, want);
+  EXPECT_NE(got, in_order) << "the data do not tell the piece order from the plain order";
 }
 
 }  // namespace
