@@ -22,6 +22,7 @@ namespace lansbert::cuda {
 namespace {
 
 constexpr int kPiece = kern::kScatterPiece;
+constexpr int kScatterThreads = 256;  // columns of a row per block (bert-large: 4 per thread)
 
 __global__ void iota_kernel(int32_t* v, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -31,7 +32,7 @@ __global__ void iota_kernel(int32_t* v, int n) {
 // Block c: the pieces of chunk [c*kPiece, min(n, (c+1)*kPiece)) of the sorted entries.
 __global__ void scatter_pieces_kernel(const int32_t* keys, const int32_t* pos, const float* src,
                                       float* dst, float* head, float* tail, int n, int dim) {
-  const int c = blockIdx.x, b0 = c * kPiece, b1 = min(n, b0 + kPiece);
+  const int c = blockIdx.x, b0 = c * kPiece, b1 = kern::scatter_piece_end(b0, n);
   for (int s = b0; s < b1;) {
     const int32_t key = keys[s];
     int e = s + 1;
@@ -56,7 +57,7 @@ __global__ void scatter_pieces_kernel(const int32_t* keys, const int32_t* pos, c
 // order: `tail` of the chunk it began in, then `head` of each later chunk up to c.
 __global__ void scatter_combine_kernel(const int32_t* keys, float* dst, const float* head,
                                        const float* tail, int n, int dim) {
-  const int c = blockIdx.x, b0 = c * kPiece, b1 = min(n, b0 + kPiece);
+  const int c = blockIdx.x, b0 = c * kPiece, b1 = kern::scatter_piece_end(b0, n);
   if (b0 == 0) return;
   const int32_t key = keys[b0];
   if (keys[b0 - 1] != key) return;                          // no run crosses into chunk c
@@ -99,9 +100,9 @@ void CudaOps::scatter_add_rows(const int32_t* index, const float* src, float* ds
   // positions of equal indices ascending.
   CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_temp_.get(), temp, index, keys, pos_in, pos_out,
                                              n, 0, 31, stream()));
-  scatter_pieces_kernel<<<chunks, 128, 0, stream()>>>(keys, pos_out, src, dst, head, tail, n, dim);
+  scatter_pieces_kernel<<<chunks, kScatterThreads, 0, stream()>>>(keys, pos_out, src, dst, head, tail, n, dim);
   LB_LAUNCH_CHECK();
-  scatter_combine_kernel<<<chunks, 128, 0, stream()>>>(keys, dst, head, tail, n, dim);
+  scatter_combine_kernel<<<chunks, kScatterThreads, 0, stream()>>>(keys, dst, head, tail, n, dim);
   LB_LAUNCH_CHECK();
 }
 

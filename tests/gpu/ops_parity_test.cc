@@ -11,6 +11,7 @@
 
 #include "gpu_test_util.h"
 #include "lansbert/backend/cpu_ops.h"
+#include "lansbert/kernels/scatter_order.h"
 
 namespace lansbert {
 namespace {
@@ -344,11 +345,11 @@ TEST(GpuOps, EmbeddingAndGatherScattersAreExact) {
 
 // The scatter at BERT's scale: n = B*S tokens (CUB's multi-tile sort, not its single-tile
 // path), ids past 2^16 (nonzero in the third radix digit), long runs of one id (as token
-// types are) next to unique ones, and rows wider than the scatter's 128 threads.
+// types are) next to unique ones, and rows wider than the scatter's 256 threads.
 TEST(GpuOps, ScatterAtBertScaleIsExact) {
   LB_REQUIRE_GPU();
   Twins t;
-  const int rows = 70000, dim = 130, n = 32768;
+  const int rows = 70000, dim = 260, n = 32768;
   std::mt19937 g(28);
   std::uniform_int_distribution<int32_t> any_row(0, rows - 1);
   std::vector<int32_t> ids(n);
@@ -359,6 +360,29 @@ TEST(GpuOps, ScatterAtBertScaleIsExact) {
   t.cpu->embedding_backward(ids.data(), dout.data(), dtable.data(), n, dim);
   t.gpu->embedding_backward(idd.data(), dod.data(), dtd.data(), n, dim);
   expect_close("embedding_backward at scale (exact)", to_host(dtd), dtable, 0.0);
+}
+
+// The scatter's chunks (kernels/scatter_order.h) at their edges: fewer entries than a chunk,
+// exactly one, one more; runs that end on a chunk boundary, start on one, fill whole chunks,
+// cross one or several, and a single run over everything.
+TEST(GpuOps, ScatterRunsAtChunkEdgesAreExact) {
+  LB_REQUIRE_GPU();
+  Twins t;
+  constexpr int P = kern::kScatterPiece, rows = 6, dim = 37;
+  for (int n : {1, P - 1, P, P + 1, 2 * P, 5 * P + 3}) {
+    for (int pattern = 0; pattern < 3; ++pattern) {
+      std::vector<int32_t> ids(n);
+      for (int i = 0; i < n; ++i)
+        ids[i] = pattern == 0 ? 2 : (pattern == 1 ? (i / P) % rows : (i < P / 2 ? 5 : (i < 3 * P ? 1 : i % 3)));
+      auto dout = random_vector(size_t(n) * dim, 40 + n), dtable = random_vector(size_t(rows) * dim, 41);
+      auto idd = to_device(ids);
+      auto dod = to_device(dout), dtd = to_device(dtable);
+      t.cpu->embedding_backward(ids.data(), dout.data(), dtable.data(), n, dim);
+      t.gpu->embedding_backward(idd.data(), dod.data(), dtd.data(), n, dim);
+      expect_close("scatter n=" + std::to_string(n) + " pattern " + std::to_string(pattern),
+                   to_host(dtd), dtable, 0.0);
+    }
+  }
 }
 
 TEST(GpuOps, CrossEntropyMlmAndNsp) {

@@ -18,7 +18,10 @@
 
 namespace lansbert::kern {
 
-constexpr int kScatterPiece = 64;
+// 32: at B*S = 32K tokens pass 1 of the CUDA twin runs 1,024 blocks (enough to keep a large
+// GPU's memory busy when most rows are hit once, as the word embedding's are), and a token
+// type's run (16K entries) leaves 512 piece sums to add serially.
+constexpr int kScatterPiece = 32;
 
 // The end of the piece that starts at absolute index `start` of a run ending at `run_end`.
 LB_HOST_DEVICE int scatter_piece_end(int start, int run_end) {
