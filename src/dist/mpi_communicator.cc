@@ -137,14 +137,7 @@ class MpiCommunicator final : public Communicator {
       all_reduce(data, count, op);
       return;
     }
-    for (size_t off = 0; off < count; off += kMaxPiece) {
-      const size_t n = std::min(kMaxPiece, count - off);
-      MPI_Request req;
-      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + off, static_cast<int>(n), MPI_FLOAT,
-                               mpi_op(op), comm_, &req));
-      pending_.push_back({req, data + off, n, op});
-      requests_.push_back(req);
-    }
+    start_in_pieces(data, MPI_FLOAT, mpi_op(op), {MPI_REQUEST_NULL, data, count, op});
   }
   void progress() override {
     if (requests_.empty()) return;
@@ -175,14 +168,7 @@ class MpiCommunicator final : public Communicator {
       from_wire(wire, data, count, f);
       return;
     }
-    for (size_t off = 0; off < count; off += kMaxPiece) {
-      const size_t n = std::min(kMaxPiece, count - off);
-      MPI_Request req;
-      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, wire + off, static_cast<int>(n), MPI_UINT16_T,
-                               wire_op(f), comm_, &req));
-      pending_.push_back({req, data + off, n, op, wire + off, f});
-      requests_.push_back(req);
-    }
+    start_in_pieces(wire, MPI_UINT16_T, wire_op(f), {MPI_REQUEST_NULL, data, count, op, wire, f});
   }
 
   void reduce_scatter_half(const float* send, uint16_t* wire, float* recv, size_t count,
@@ -211,6 +197,22 @@ class MpiCommunicator final : public Communicator {
     uint16_t* wire = nullptr;  // a 16-bit reduction: widened into data when complete
     kern::HalfFormat format = kern::HalfFormat::kBf16;
   };
+
+  // Starts in-place MPI_Iallreduces over `buf` (what travels: p.wire or p.data) in pieces
+  // that fit an int; each piece is pending with its part of p.
+  template <typename E>
+  void start_in_pieces(E* buf, MPI_Datatype type, MPI_Op op, const Pending& p) {
+    for (size_t off = 0; off < p.count; off += kMaxPiece) {
+      Pending piece = p;
+      piece.count = std::min(kMaxPiece, p.count - off);
+      piece.data = p.data + off;
+      if (p.wire) piece.wire = p.wire + off;
+      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + off, static_cast<int>(piece.count), type, op,
+                               comm_, &piece.req));
+      pending_.push_back(piece);
+      requests_.push_back(piece.req);
+    }
+  }
 
   MPI_Op wire_op(kern::HalfFormat f) const {
     return f == kern::HalfFormat::kBf16 ? sum_bf16_ : sum_fp16_;

@@ -66,17 +66,9 @@ void check_scatter_gather(Communicator& c, testing::Verdict& v, size_t n, const 
 }  // namespace
 
 int main() {
-  std::shared_ptr<MpiSession> session = MpiSession::acquire();  // one MPI for both communicators
-  int rc = 0;
-  for (ReductionOrder order : {ReductionOrder::kNative, ReductionOrder::kFixedOrder}) {
-    CommOptions opt;
-    opt.order = order;
-    std::unique_ptr<Communicator> c = make_mpi_communicator(opt);
-    testing::Verdict v(*c);
-    const char* tag = order == ReductionOrder::kNative ? "native" : "fixed";
-    std::vector<size_t> sizes;
-    for (size_t n = 0; n < 68; ++n) sizes.push_back(n);
-    for (size_t n : {1000, 4099, 65537}) sizes.push_back(n);
+  return testing::for_each_reduction_order("collectives", [](Communicator& comm, testing::Verdict& v, const char* tag) {
+    Communicator* c = &comm;
+    const std::vector<size_t> sizes = testing::collective_test_sizes();
     for (size_t n : sizes) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
         check_all_reduce<float>(*c, v, n, op, tag);
@@ -118,7 +110,5 @@ int main() {
     c->barrier();
     v.expect(c->local_rank() >= 0 && c->local_rank() < c->local_world(), "local rank");
     v.expect(!c->hostname().empty() && std::string(c->kind()) == "mpi", "identity");
-    rc |= v.finish(order == ReductionOrder::kNative ? "collectives (native)" : "collectives (fixed order)");
-  }
-  return rc;
+  });
 }

@@ -151,27 +151,17 @@ void check_untouched_on_one_rank(Communicator& c, testing::Verdict& v) {
 }  // namespace
 
 int main() {
-  std::shared_ptr<MpiSession> session = MpiSession::acquire();
-  int rc = 0;
-  for (ReductionOrder order : {ReductionOrder::kNative, ReductionOrder::kFixedOrder}) {
-    CommOptions opt;
-    opt.order = order;
-    std::unique_ptr<Communicator> c = make_mpi_communicator(opt);
-    testing::Verdict v(*c);
-    std::vector<size_t> sizes;
-    for (size_t n = 0; n < 68; ++n) sizes.push_back(n);
-    for (size_t n : {1000, 4099, 65537}) sizes.push_back(n);
+  return testing::for_each_reduction_order("16-bit wire", [](Communicator& c, testing::Verdict& v, const char*) {
+    const std::vector<size_t> sizes = testing::collective_test_sizes();
     for (HalfFormat f : {HalfFormat::kBf16, HalfFormat::kFp16}) {
       for (size_t n : sizes) {
-        check_all_reduce(*c, v, n, f);
-        check_reduce_scatter(*c, v, n, f);
+        check_all_reduce(c, v, n, f);
+        check_reduce_scatter(c, v, n, f);
       }
-      check_rounds(*c, v, f);
-      check_grad_sync_and_sharded(*c, v, f);
+      check_rounds(c, v, f);
+      check_grad_sync_and_sharded(c, v, f);
     }
-    check_fp16_overflow(*c, v);
-    check_untouched_on_one_rank(*c, v);
-    rc |= v.finish(order == ReductionOrder::kNative ? "16-bit wire (native)" : "16-bit wire (fixed order)");
-  }
-  return rc;
+    check_fp16_overflow(c, v);
+    check_untouched_on_one_rank(c, v);
+  });
 }

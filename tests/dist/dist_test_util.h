@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "lansbert/dist/communicator.h"
+#include "lansbert/dist/mpi_session.h"
 
 namespace lansbert::testing {
 
@@ -36,6 +38,34 @@ class Verdict {
   Communicator& comm_;
   long failures_ = 0;
 };
+
+// Runs body(comm, verdict, tag) on an MPI communicator of each reduction order (tag "native"
+// or "fixed"), each with its own Verdict, finished as "NAME (native)" / "NAME (fixed order)".
+// Returns 0 iff every run passed on every rank.
+template <typename F>
+int for_each_reduction_order(const std::string& name, F&& body) {
+  std::shared_ptr<MpiSession> session = MpiSession::acquire();  // one MPI for both communicators
+  int rc = 0;
+  for (ReductionOrder order : {ReductionOrder::kNative, ReductionOrder::kFixedOrder}) {
+    CommOptions opt;
+    opt.order = order;
+    std::unique_ptr<Communicator> c = make_mpi_communicator(opt);
+    Verdict v(*c);
+    const bool native = order == ReductionOrder::kNative;
+    body(*c, v, native ? "native" : "fixed");
+    rc |= v.finish((name + (native ? " (native)" : " (fixed order)")).c_str());
+  }
+  return rc;
+}
+
+// Element counts the collective tests try: 0..67 (around small rank multiples) and a few
+// larger ones not divisible by 2, 3 or 4.
+inline std::vector<size_t> collective_test_sizes() {
+  std::vector<size_t> sizes;
+  for (size_t n = 0; n < 68; ++n) sizes.push_back(n);
+  for (size_t n : {1000, 4099, 65537}) sizes.push_back(n);
+  return sizes;
+}
 
 inline double rel_diff(double a, double b) {
   const double d = std::fabs(a - b), s = std::max(std::fabs(a), std::fabs(b));

@@ -9,19 +9,13 @@
 #include <cstring>
 #include <limits>
 
+#include "f16_bits.h"
+
 namespace lansbert::kern {
 namespace {
 
-uint16_t f16_bits(_Float16 h) {
-  uint16_t u;
-  std::memcpy(&u, &h, sizeof u);
-  return u;
-}
-_Float16 bits_to_f16(uint16_t u) {
-  _Float16 h;
-  std::memcpy(&h, &u, sizeof h);
-  return h;
-}
+using testing::bits_to_f16;
+using testing::f16_bits;
 
 TEST(Bf16, ExactValuesRoundTrip) {
   for (float x : {0.0f, -0.0f, 1.0f, -2.5f, 0.15625f, 65536.0f}) {
