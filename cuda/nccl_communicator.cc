@@ -130,6 +130,20 @@ class NcclCommunicator final : public Communicator {
     grads_from_wire(wire, data, count, f, stream_);
     pending_ = true;
   }
+  // Reductions to one rank (the sharded optimizer's buckets), in place at the root.
+  void reduce_async(float* data, size_t count, ReduceOp op, int root) override {
+    after_compute();
+    NCCL_CHECK(ncclReduce(data, data, count, ncclFloat, nccl_op(op), root, comm_, stream_));
+    pending_ = true;
+  }
+  void reduce_half_async(float* data, uint16_t* wire, size_t count, ReduceOp op, int root,
+                         kern::HalfFormat f) override {
+    after_compute();
+    grads_to_wire(data, wire, count, grad_wire_scale(op, world_), f, stream_);
+    NCCL_CHECK(ncclReduce(wire, wire, count, nccl_half(f), ncclSum, root, comm_, stream_));
+    if (rank_ == root) grads_from_wire(wire, data, count, f, stream_);
+    pending_ = true;
+  }
   void reduce_scatter_half(const float* send, uint16_t* wire, float* recv, size_t count,
                            ReduceOp op, kern::HalfFormat f) override {
     after_compute();

@@ -189,6 +189,7 @@ const std::vector<Field>& schema() {
       LB_F("distributed.bucket_mb", get_num(n, &c.distributed.bucket_mb)),
       LB_F("distributed.reduction_order", get_str(n, &c.distributed.reduction_order)),
       LB_F("distributed.shard_optimizer", get_bool(n, &c.distributed.shard_optimizer)),
+      LB_F("distributed.overlap_reduction", get_bool(n, &c.distributed.overlap_reduction)),
       LB_F("distributed.grad_reduce_dtype", get_str(n, &c.distributed.grad_reduce_dtype)),
       LB_F("phase.phase_start", get_enum(n, &c.phase_start, parse_phase_start)),
       LB_F("seed", get_int(n, &c.seed)),

@@ -1,15 +1,17 @@
 // GradSync: bucket plan and the start-when-final bookkeeping.
 #include "lansbert/dist/grad_sync.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "lansbert/core/check.h"
+#include "lansbert/dist/sharded_step.h"
 
 namespace lansbert {
 
 GradSync::GradSync(const ParamTable& table, float* grads, Communicator& comm,
                    GradSyncOptions options, Allocator& memory)
-    : grads_(grads), comm_(comm), options_(options) {
+    : grads_(grads), total_(table.total_elements()), comm_(comm), options_(options) {
   LB_CHECK(table.size() > 0);
   if (options_.wire && comm.world() > 1) wire_ = Buffer<uint16_t>(table.total_elements(), memory);
   const size_t n = table.size();
@@ -62,11 +64,33 @@ void GradSync::start(size_t b) {
   started_[b] = true;
   in_flight_ = true;
   const GradBucket& k = buckets_[b];
-  if (wire_.size() > 0)  // a 16-bit wire with more than one rank
-    comm_.all_reduce_half_async(grads_ + k.begin, wire_.data() + k.begin, k.end - k.begin,
-                                options_.op, *options_.wire);
-  else
-    comm_.all_reduce_async(grads_ + k.begin, k.end - k.begin, options_.op);
+  if (!options_.to_owners) {
+    reduce(k.begin, k.end, -1);
+    return;
+  }
+  const int world = comm_.world();
+  for (int r = 0; r < world; ++r) {  // the part of the bucket in each rank's shard
+    size_t rb, re;
+    ShardedStep::shard_range(total_, world, r, &rb, &re);
+    const size_t s0 = std::max(k.begin, rb), s1 = std::min(k.end, re);
+    if (s0 < s1) reduce(s0, s1, r);
+  }
+}
+
+void GradSync::reduce(size_t begin, size_t end, int root) {
+  float* g = grads_ + begin;
+  const size_t n = end - begin;
+  if (wire_.size() > 0) {  // a 16-bit wire with more than one rank
+    uint16_t* w = wire_.data() + begin;
+    if (root < 0)
+      comm_.all_reduce_half_async(g, w, n, options_.op, *options_.wire);
+    else
+      comm_.reduce_half_async(g, w, n, options_.op, root, *options_.wire);
+  } else if (root < 0) {
+    comm_.all_reduce_async(g, n, options_.op);
+  } else {
+    comm_.reduce_async(g, n, options_.op, root);
+  }
 }
 
 void GradSync::finish() {

@@ -150,6 +150,7 @@ class MpiCommunicator final : public Communicator {
     MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(),
                           MPI_STATUSES_IGNORE));
     for (const Pending& p : pending_) {
+      if (!p.result_here) continue;  // a reduction to another rank
       if (p.wire)
         from_wire(p.wire, p.data, p.count, p.format);  // an average was scaled before the sum
       else
@@ -169,6 +170,17 @@ class MpiCommunicator final : public Communicator {
       return;
     }
     start_in_pieces(wire, MPI_UINT16_T, wire_op(f), {MPI_REQUEST_NULL, data, count, op, wire, f});
+  }
+
+  void reduce_async(float* data, size_t count, ReduceOp op, int root) override {
+    if (world_ == 1) return;
+    start_in_pieces(data, MPI_FLOAT, mpi_op(op), {MPI_REQUEST_NULL, data, count, op}, root);
+  }
+  void reduce_half_async(float* data, uint16_t* wire, size_t count, ReduceOp op, int root,
+                         kern::HalfFormat f) override {
+    if (world_ == 1) return;
+    to_wire(data, wire, count, grad_wire_scale(op, world_), f);
+    start_in_pieces(wire, MPI_UINT16_T, wire_op(f), {MPI_REQUEST_NULL, data, count, op, wire, f}, root);
   }
 
   void reduce_scatter_half(const float* send, uint16_t* wire, float* recv, size_t count,
@@ -196,19 +208,26 @@ class MpiCommunicator final : public Communicator {
     ReduceOp op;
     uint16_t* wire = nullptr;  // a 16-bit reduction: widened into data when complete
     kern::HalfFormat format = kern::HalfFormat::kBf16;
+    bool result_here = true;   // false: a reduction whose result lands on another rank
   };
 
-  // Starts in-place MPI_Iallreduces over `buf` (what travels: p.wire or p.data) in pieces
-  // that fit an int; each piece is pending with its part of p.
+  // Starts in-place reductions of `buf` (what travels: p.wire or p.data) in pieces that fit
+  // an int, each pending with its part of p: MPI_Iallreduce, or with root >= 0 MPI_Ireduce to
+  // that rank (in place there; the others only send).
   template <typename E>
-  void start_in_pieces(E* buf, MPI_Datatype type, MPI_Op op, const Pending& p) {
+  void start_in_pieces(E* buf, MPI_Datatype type, MPI_Op op, Pending p, int root = -1) {
+    p.result_here = root < 0 || rank_ == root;
     for (size_t off = 0; off < p.count; off += kMaxPiece) {
       Pending piece = p;
       piece.count = std::min(kMaxPiece, p.count - off);
       piece.data = p.data + off;
       if (p.wire) piece.wire = p.wire + off;
-      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + off, static_cast<int>(piece.count), type, op,
-                               comm_, &piece.req));
+      E* b = buf + off;
+      const int n = static_cast<int>(piece.count);
+      if (root < 0)
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, b, n, type, op, comm_, &piece.req));
+      else
+        MPI_CHECK(MPI_Ireduce(p.result_here ? MPI_IN_PLACE : b, b, n, type, op, root, comm_, &piece.req));
       pending_.push_back(piece);
       requests_.push_back(piece.req);
     }

@@ -25,8 +25,14 @@ void ShardedStep::shard_range(size_t total, int world, int rank, size_t* begin, 
 }
 
 ShardedStep::ShardedStep(const ParamTable& table, Communicator& data, Communicator& scalars,
-                         Updater& updater, Allocator& memory, GradWire wire)
-    : table_(table), data_(data), scalars_(scalars), updater_(updater), memory_(memory), wire_(wire) {
+                         Updater& updater, Allocator& memory, GradWire wire, bool caller_reduces)
+    : table_(table),
+      data_(data),
+      scalars_(scalars),
+      updater_(updater),
+      memory_(memory),
+      wire_(wire),
+      caller_reduces_(caller_reduces) {
   LB_CHECK_MSG(data.world() == scalars.world() && data.rank() == scalars.rank(),
                "ShardedStep: the data and scalar communicators disagree on rank or world");
   world_ = data.world();
@@ -34,8 +40,8 @@ ShardedStep::ShardedStep(const ParamTable& table, Communicator& data, Communicat
   total_ = table.total_elements();
   block_ = block_size(total_, world_);
   shard_range(total_, world_, rank_, &begin_, &end_);
-  if (world_ > 1 && block_ > 0) slice_ = Buffer<float>(block_, memory_);
-  if (world_ > 1 && wire_) wire_buf_ = Buffer<uint16_t>(total_, memory_);
+  if (world_ > 1 && block_ > 0 && !caller_reduces_) slice_ = Buffer<float>(block_, memory_);
+  if (world_ > 1 && wire_ && !caller_reduces_) wire_buf_ = Buffer<uint16_t>(total_, memory_);
   ShardSpec spec;
   spec.begin = begin_;
   spec.end = end_;
@@ -55,7 +61,9 @@ Status ShardedStep::step(float* params, float* grads, float* m, float* v, StepRe
   // 1. Reduce-scatter from the gradient buffer itself; the tail (owned by the last rank) is
   // all-reduced in place, so it already sits behind the last block.
   auto t = Clock::now();
-  if (world_ > 1 && wire_) {
+  if (world_ > 1 && caller_reduces_) {
+    // Reduced already: this rank's slice in place.
+  } else if (world_ > 1 && wire_) {
     uint16_t* w = wire_buf_.data();
     if (block_ > 0) data_.reduce_scatter_half(grads, w, slice_.data(), block_, ReduceOp::kAvg, *wire_);
     const size_t tail_at = block_ * world_;
@@ -67,7 +75,7 @@ Status ShardedStep::step(float* params, float* grads, float* m, float* v, StepRe
   times_.reduce_scatter = since(t);
   t = Clock::now();
   if (world_ > 1) {
-    if (block_ > 0) memory_.copy_device(grads + begin_, slice_.data(), block_ * sizeof(float));
+    if (block_ > 0 && !caller_reduces_) memory_.copy_device(grads + begin_, slice_.data(), block_ * sizeof(float));
     if (begin_ > 0) memory_.set_zero(grads, begin_ * sizeof(float));
     if (end_ < total_) memory_.set_zero(grads + end_, (total_ - end_) * sizeof(float));
   }

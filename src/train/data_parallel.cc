@@ -27,13 +27,19 @@ DataParallel::DataParallel(const DistributedSection& cfg, const ParamTable& tabl
   GradWire wire;
   LB_CHECK_MSG(parse_grad_wire(cfg.grad_reduce_dtype, &wire),
                "distributed.grad_reduce_dtype not validated: " + cfg.grad_reduce_dtype);
-  if (cfg.shard_optimizer) {
-    sharded_ = std::make_unique<ShardedStep>(table, buffers, comm, updater, memory, wire);
-  } else {
+  // Sharded on several ranks (library order): the buckets are reduced to their owners while
+  // backward runs, and ShardedStep only updates and gathers.
+  const bool overlapped_shards = cfg.shard_optimizer && cfg.overlap_reduction && buffers.world() > 1 &&
+                                 reduction_order(cfg) == ReductionOrder::kNative;
+  overlap_ = cfg.overlap_reduction;
+  if (cfg.shard_optimizer)
+    sharded_ = std::make_unique<ShardedStep>(table, buffers, comm, updater, memory, wire, overlapped_shards);
+  if (!cfg.shard_optimizer || overlapped_shards) {
     GradSyncOptions o;
     o.bucket_bytes = std::max<size_t>(size_t(cfg.bucket_mb * double(1 << 20)), sizeof(float));
     o.op = ReduceOp::kAvg;
     o.wire = wire;
+    o.to_owners = overlapped_shards;
     sync_ = std::make_unique<GradSync>(table, grads, buffers, o, memory);
   }
 }
@@ -43,16 +49,18 @@ void DataParallel::begin_micro_step(bool last) {
 }
 
 std::function<void(size_t, size_t)> DataParallel::backward_hook() {
-  if (!sync_) return {};
+  if (!sync_ || !overlap_) return {};  // finish() then reduces every bucket
   return sync_->hook();
 }
 
 Status DataParallel::step(const FlatBuffers& buf, StepReport* report, double* reduce_s) {
   *reduce_s = 0;
+  if (sync_) {
+    const double t0 = now_s();
+    sync_->finish();
+    *reduce_s = now_s() - t0;
+  }
   if (sharded_) return sharded_->step(buf.params, buf.grads, buf.m, buf.v, report);
-  const double t0 = now_s();
-  sync_->finish();
-  *reduce_s = now_s() - t0;
   return updater_.step(table_, buf, report);
 }
 

@@ -249,6 +249,7 @@ std::string config_to_json(const TrainConfig& c, int indent) {
   j["distributed"] = {{"bucket_mb", c.distributed.bucket_mb},
                       {"reduction_order", c.distributed.reduction_order},
                       {"shard_optimizer", c.distributed.shard_optimizer},
+                      {"overlap_reduction", c.distributed.overlap_reduction},
                       {"grad_reduce_dtype", c.distributed.grad_reduce_dtype}};
   j["phase"] = {{"phase_start", phase_start_name(c.phase_start)}};
   j["seed"] = c.seed;

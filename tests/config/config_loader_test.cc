@@ -39,15 +39,18 @@ TEST(ConfigLoader, GoodFileAndOverrides) {
   EXPECT_FALSE(c.distributed.shard_optimizer);
   EXPECT_EQ(c.distributed.reduction_order, "fast");
   EXPECT_EQ(c.distributed.grad_reduce_dtype, "fp32");
+  EXPECT_TRUE(c.distributed.overlap_reduction);
   TrainConfig d;
   st = parse_train_config(kGood, "good.yaml",
                           {"distributed.shard_optimizer=true", "distributed.reduction_order=fixed",
-                           "distributed.bucket_mb=4.5", "distributed.grad_reduce_dtype=bf16"}, 2, &d);
+                           "distributed.bucket_mb=4.5", "distributed.grad_reduce_dtype=bf16",
+                           "distributed.overlap_reduction=false"}, 2, &d);
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   EXPECT_TRUE(d.distributed.shard_optimizer);
   EXPECT_EQ(d.distributed.reduction_order, "fixed");
   EXPECT_EQ(d.distributed.bucket_mb, 4.5);
   EXPECT_EQ(d.distributed.grad_reduce_dtype, "bf16");
+  EXPECT_FALSE(d.distributed.overlap_reduction);
   TrainConfig e;  // fp16 on the wire behind fp16's dynamic loss scale
   st = parse_train_config(kGood, "good.yaml", {"precision.dtype=fp16", "distributed.grad_reduce_dtype=fp16"}, 2, &e);
   ASSERT_TRUE(st.is_ok()) << st.to_string();

@@ -63,6 +63,28 @@ void check_scatter_gather(Communicator& c, testing::Verdict& v, size_t n, const 
   }
 }
 
+// Reductions to each root in turn, several in flight (sum and average): the root holds the
+// exact result; the other ranks' buffers are not looked at.
+void check_reduce(Communicator& c, testing::Verdict& v, size_t n, const char* tag) {
+  const int W = c.world();
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    const double k = op == ReduceOp::kAvg ? W : 1;
+    std::vector<std::vector<float>> bufs(static_cast<size_t>(W), std::vector<float>(n));
+    for (int root = 0; root < W; ++root) {
+      for (size_t i = 0; i < n; ++i) bufs[root][i] = float(val(c.rank(), i + root) * k);
+      c.reduce_async(bufs[root].data(), n, op, root);
+    }
+    c.progress();
+    c.wait_all();
+    const std::vector<float>& mine = bufs[c.rank()];
+    for (size_t i = 0; i < n; ++i) {
+      double want = 0;
+      for (int r = 0; r < W; ++r) want += val(r, i + c.rank());
+      if (!v.expect(mine[i] == want, std::string(tag) + " reduce to root n=" + std::to_string(n))) return;
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -75,6 +97,7 @@ int main() {
         check_all_reduce<double>(*c, v, n, op, tag);
       }
       check_scatter_gather(*c, v, n, tag);
+      check_reduce(*c, v, n, tag);
       // Async all-reduce: two buffers in flight, then wait.
       std::vector<float> a(n), b(n);
       for (size_t i = 0; i < n; ++i) a[i] = b[i] = float(val(c->rank(), i));
@@ -98,6 +121,7 @@ int main() {
         float* f = static_cast<float*>(p);
         c->all_reduce(f, page / sizeof(float), ReduceOp::kAvg);
         c->all_reduce_async(f, page / sizeof(float), ReduceOp::kAvg);
+        c->reduce_async(f, page / sizeof(float), ReduceOp::kAvg, 0);
         c->progress();
         c->wait_all();
         munmap(p, page);

@@ -102,19 +102,26 @@ void check_grad_sync_and_sharded(Communicator& c, testing::Verdict& v, HalfForma
   std::vector<float> g(N, 0.f);
   for (const ParamEntry& e : table.entries())
     for (size_t i = 0; i < e.numel; ++i) g[e.offset + i] = float((c.rank() + 1) * int((e.offset + i) % 5) * W);
-  std::vector<float> want = g, got = g;
+  std::vector<float> want = g;
   c.all_reduce(want.data(), N, ReduceOp::kAvg);
-  GradSync sync(table, got.data(), c, {size_t(64) << 10, ReduceOp::kAvg, f});
-  sync.begin(true);
-  for (size_t end = table.size(); end > 0;) {  // backward's order, in groups of three
-    const size_t first = end >= 3 ? end - 3 : 0;
-    sync.on_ready(first, end);
-    end = first;
-  }
-  sync.finish();
   size_t bad = 0;
-  for (size_t i = 0; i < N; ++i) bad += got[i] != want[i];
-  v.expect(bad == 0, name("GradSync", f, N) + ": " + std::to_string(bad) + " elements differ");
+  for (bool owners : {false, true}) {  // to every rank; to the owner of each shard only
+    std::vector<float> got = g;
+    GradSync sync(table, got.data(), c, {size_t(64) << 10, ReduceOp::kAvg, f, owners});
+    sync.begin(true);
+    for (size_t end = table.size(); end > 0;) {  // backward's order, in groups of three
+      const size_t first = end >= 3 ? end - 3 : 0;
+      sync.on_ready(first, end);
+      end = first;
+    }
+    sync.finish();
+    size_t lo = 0, hi = N;
+    if (owners) ShardedStep::shard_range(N, W, c.rank(), &lo, &hi);
+    bad = 0;
+    for (size_t i = lo; i < hi; ++i) bad += got[i] != want[i];
+    v.expect(bad == 0, name(owners ? "GradSync to owners" : "GradSync", f, N) + ": " + std::to_string(bad) +
+                           " elements differ");
+  }
 
   // ShardedStep: the gradients it leaves on this rank's slice are the averaged ones (the
   // update itself is checked against fp32 in dist_model_test).

@@ -4,8 +4,9 @@
 // micro-step), then a LANS update, for 3 steps. Rank 0 also runs the same 3 steps alone
 // (every micro-batch, one process). The first step's averaged gradients and the parameters
 // after 3 steps must agree with it up to summation-order rounding (tolerances and why: see
-// kGradBlockTol). Then the same with the ZeRO-1 ShardedStep instead of a replicated Updater,
-// and both with the gradients reduced on a 16-bit wire (bounds: kWireParamGlobalTol).
+// kGradBlockTol). Then the same with the ZeRO-1 ShardedStep instead of a replicated Updater
+// (its reduce-scatter after backward, and GradSync's buckets reduced to their owners during
+// backward), and all three with the gradients on a 16-bit wire (bounds: kWireParamGlobalTol).
 //
 // Bench mode (not a test): --bench PRESET MICRO_BATCH SEQ STEPS measures the step time per
 // rank (weak scaling: every rank runs its own micro-batch), the time of the gradient
@@ -67,12 +68,18 @@ Batch micro_batch(int step, int j, int vocab) {
   return testing::random_batch(kB, kS, kP, vocab, uint32_t(100 + step * kMicro + j));
 }
 
+// How the ranks combine their gradients: replicated (GradSync to every rank), sharded with
+// ShardedStep's reduce-scatter after backward, or sharded with GradSync's buckets reduced to
+// their owners during backward (what the trainer does in the library's order).
+enum class Mode { kReplicated, kSharded, kShardedOverlapped };
+
 // Runs micro-batches [first, first+count) of each step; returns the parameters. With
 // first_grads, also the first step's gradients after the all-reduce (replicated only: the
-// sharded step reduces into shards inside ShardedStep::step).
-std::vector<float> train(Communicator& comm, int first, int count, bool sharded,
+// sharded modes hold only this rank's slice).
+std::vector<float> train(Communicator& comm, int first, int count, Mode mode,
                          std::vector<float>* first_grads = nullptr, GradWire wire = std::nullopt,
                          double loss_scale = 1) {
+  const bool sharded = mode != Mode::kReplicated, hooked = mode != Mode::kSharded;
   BertConfig cfg;
   LB_CHECK(bert_preset("bert-tiny", &cfg).is_ok());
   auto ops = cpu::make_ops<float>();
@@ -82,21 +89,23 @@ std::vector<float> train(Communicator& comm, int first, int count, bool sharded,
   const size_t N = t.total_elements();
   std::unique_ptr<Updater> upd = make_lans(loss_scale);
   std::unique_ptr<ShardedStep> zero;
-  if (sharded) zero = std::make_unique<ShardedStep>(t, comm, comm, *upd, host_allocator(), wire);
+  if (sharded)
+    zero = std::make_unique<ShardedStep>(t, comm, comm, *upd, host_allocator(), wire, mode == Mode::kShardedOverlapped);
   const size_t state = sharded ? zero->shard_elements() : N;
   std::vector<float> m(state, 0.f), v(state, 0.f);
-  GradSync sync(t, model.grads(), comm, {size_t(256) << 10, ReduceOp::kAvg, wire});
+  GradSync sync(t, model.grads(), comm, {size_t(256) << 10, ReduceOp::kAvg, wire, mode == Mode::kShardedOverlapped});
   for (int step = 0; step < kSteps; ++step) {
     model.zero_grads();
     for (int j = first; j < first + count; ++j) {
       model.forward(micro_batch(step, j, cfg.vocab_size), {true, 1, uint32_t(step * kMicro + j)});
       const bool last = j == first + count - 1;
-      if (!sharded) sync.begin(last);
-      model.backward(float(loss_scale) / count, sharded ? nullptr : sync.hook());
+      if (hooked) sync.begin(last);
+      model.backward(float(loss_scale) / count, hooked ? sync.hook() : nullptr);
     }
     StepReport rep;
     Status s;
     if (sharded) {
+      if (hooked) sync.finish();
       s = zero->step(model.params(), model.grads(), m.data(), v.data(), &rep);
     } else {
       sync.finish();
@@ -139,22 +148,25 @@ double compare_tensors(testing::Verdict& v, const ParamTable& table, const std::
   return maxr > 0 ? maxd / maxr : maxd;
 }
 
-int run_test(Communicator& c, bool sharded) {
+const char* mode_name(Mode mode) {
+  return mode == Mode::kReplicated ? "replicated" : (mode == Mode::kSharded ? "sharded" : "sharded, overlapped");
+}
+
+// ref, g_ref: the one-process fp32 run's parameters and step-0 gradients (rank 0 only).
+int run_test(Communicator& c, Mode mode, const std::vector<float>& ref, const std::vector<float>& g_ref) {
   testing::Verdict v(c);
   const int W = c.world();
   LB_CHECK_MSG(kMicro % W == 0, "rank count must divide 4");
   const int k = kMicro / W;
+  const bool sharded = mode != Mode::kReplicated;
   std::vector<float> g;
-  std::vector<float> p = train(c, c.rank() * k, k, sharded, sharded ? nullptr : &g);
+  std::vector<float> p = train(c, c.rank() * k, k, mode, sharded ? nullptr : &g);
   std::vector<float> p0 = p;
   c.broadcast(p0.data(), p0.size() * sizeof(float), 0);
   size_t differ = 0;
   for (size_t i = 0; i < p.size(); ++i) differ += p0[i] != p[i];
   v.expect(differ == 0, "ranks hold different parameters");
   if (c.rank() == 0) {
-    std::unique_ptr<Communicator> single = make_single_process_communicator();
-    std::vector<float> g_ref;
-    std::vector<float> ref = train(*single, 0, kMicro, false, &g_ref);
     BertConfig cfg;
     LB_CHECK(bert_preset("bert-tiny", &cfg).is_ok());
     const ParamTable table = make_bert_param_table(cfg);
@@ -163,10 +175,10 @@ int run_test(Communicator& c, bool sharded) {
     size_t exact = 0;
     for (size_t i = 0; i < p.size(); ++i) exact += p[i] == ref[i];
     std::printf("%s, %d rank(s) vs 1 process: max |dp| / max |p| %.3g, %zu of %zu identical\n",
-                sharded ? "sharded" : "replicated", W, glob, exact, p.size());
+                mode_name(mode), W, glob, exact, p.size());
     v.expect(glob < kParamGlobalTol, "parameters differ from the single-process run beyond 1e-6");
   }
-  return v.finish(sharded ? "model data-parallel (sharded)" : "model data-parallel");
+  return v.finish((std::string("model data-parallel (") + mode_name(mode) + ")").c_str());
 }
 
 // The same split with the gradients on a 16-bit wire (fp16 behind a static loss scale of
@@ -183,13 +195,14 @@ int run_test(Communicator& c, bool sharded) {
 // With one rank nothing travels: bit-identical to the reference.
 constexpr double kWireParamGlobalTol = 0.03, kWireParamBlockTol = 0.5;
 // ref, g_ref: the one-process fp32 run's parameters and step-0 gradients (rank 0 only).
-int run_wire_test(Communicator& c, kern::HalfFormat f, bool sharded, const std::vector<float>& ref,
+int run_wire_test(Communicator& c, kern::HalfFormat f, Mode mode, const std::vector<float>& ref,
                   const std::vector<float>& g_ref) {
   testing::Verdict v(c);
+  const bool sharded = mode != Mode::kReplicated;
   const int k = kMicro / c.world();
   std::vector<float> g;
   const double scale = f == kern::HalfFormat::kFp16 ? 1024 : 1;
-  std::vector<float> p = train(c, c.rank() * k, k, sharded, sharded ? nullptr : &g, f, scale);
+  std::vector<float> p = train(c, c.rank() * k, k, mode, sharded ? nullptr : &g, f, scale);
   if (c.rank() == 0) {
     BertConfig cfg;
     LB_CHECK(bert_preset("bert-tiny", &cfg).is_ok());
@@ -207,13 +220,13 @@ int run_wire_test(Communicator& c, kern::HalfFormat f, bool sharded, const std::
     }
     const double glob = compare_tensors(v, table, p, ref, kWireParamBlockTol, "wire parameter");
     std::printf("%s, %s wire, %d rank(s) vs 1 process fp32: max |dp| / max |p| %.3g\n",
-                sharded ? "sharded" : "replicated", f == kern::HalfFormat::kBf16 ? "bf16" : "fp16",
+                mode_name(mode), f == kern::HalfFormat::kBf16 ? "bf16" : "fp16",
                 c.world(), glob);
     v.expect(c.world() == 1 ? p == ref : glob < kWireParamGlobalTol,
              "16-bit wire parameters beyond the bound");
   }
-  const std::string what = std::string("model data-parallel") + (sharded ? " (sharded)" : "") +
-                           (f == kern::HalfFormat::kBf16 ? ", bf16 wire" : ", fp16 wire");
+  const std::string what = std::string("model data-parallel (") + mode_name(mode) +
+                           (f == kern::HalfFormat::kBf16 ? "), bf16 wire" : "), fp16 wire");
   return v.finish(what.c_str());
 }
 
@@ -273,13 +286,15 @@ int main(int argc, char** argv) {
     LB_CHECK_MSG(argc == 6, "--bench PRESET MICRO_BATCH SEQ STEPS");
     return run_bench(*c, argv[2], std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]));
   }
-  int rc = run_test(*c, /*sharded=*/false) | run_test(*c, /*sharded=*/true);
   std::vector<float> ref, g_ref;
   if (c->rank() == 0) {
     std::unique_ptr<Communicator> single = make_single_process_communicator();
-    ref = train(*single, 0, kMicro, false, &g_ref);
+    ref = train(*single, 0, kMicro, Mode::kReplicated, &g_ref);
   }
+  int rc = 0;
+  const Mode modes[] = {Mode::kReplicated, Mode::kSharded, Mode::kShardedOverlapped};
+  for (Mode mode : modes) rc |= run_test(*c, mode, ref, g_ref);
   for (kern::HalfFormat f : {kern::HalfFormat::kBf16, kern::HalfFormat::kFp16})
-    for (bool sharded : {false, true}) rc |= run_wire_test(*c, f, sharded, ref, g_ref);
+    for (Mode mode : modes) rc |= run_wire_test(*c, f, mode, ref, g_ref);
   return rc;
 }

@@ -1,9 +1,9 @@
 // The 16-bit gradient wire on the device: the conversion kernels against their host twins
 // (the same grad_wire.h bodies, so bit for bit, NaN and infinity included), and the NCCL
 // communicator's 16-bit collectives as a one-rank job: the conversion kernels, the
-// ncclBfloat16/ncclFloat16 collectives (in-place reduce-scatter included) and their stream
-// order run; with one rank the result is each value rounded to 16 bits and back. Two GPUs
-// are needed to check the 16-bit sums themselves.
+// ncclBfloat16/ncclFloat16 collectives (in-place reduce-scatter and reduce included) and
+// their stream order run; with one rank the result is each value rounded to 16 bits and
+// back (and the fp32 reduce is the identity). Two GPUs are needed to check the sums.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -66,7 +66,15 @@ TEST(GpuGradWire, OneRankNcclRoundsThroughTheWire) {
     Buffer<float> out(x.size(), cuda::device_allocator());
     nccl->reduce_scatter_half(s.data(), w.data(), out.data(), x.size(), ReduceOp::kSum, f);
     EXPECT_EQ(testing::to_host(out), want);
+    auto r = testing::to_device(x);  // to the owner (the sharded optimizer's buckets)
+    nccl->reduce_half_async(r.data(), w.data(), x.size(), ReduceOp::kAvg, 0, f);
+    nccl->wait_all();
+    EXPECT_EQ(testing::to_host(r), want);
   }
+  auto r = testing::to_device(x);
+  nccl->reduce_async(r.data(), x.size(), ReduceOp::kAvg, 0);
+  nccl->wait_all();
+  EXPECT_EQ(testing::to_host(r), x);
 }
 #endif
 

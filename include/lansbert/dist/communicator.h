@@ -79,6 +79,20 @@ class Communicator {
     LB_CHECK_MSG(world() == 1, std::string(kind()) + " communicator has no 16-bit reduce-scatter");
     if (send != recv) std::memmove(recv, send, count * sizeof(float));
   }
+  // Reductions to one rank, for the sharded optimizer's gradient buckets (each bucket goes to
+  // the ranks that own its parts): start an in-place sum or average of data[0, count) on
+  // every rank into rank `root`'s data, complete at wait_all(); other ranks' data is left
+  // unspecified. Always the library's own algorithm (no fixed-order variant). The _half form
+  // travels as all_reduce_half_async does (the root widens the result).
+  virtual void reduce_async(float* data, size_t count, ReduceOp op, int root) {
+    (void)data, (void)count, (void)op, (void)root;
+    LB_CHECK_MSG(world() == 1, std::string(kind()) + " communicator has no reduce");
+  }
+  virtual void reduce_half_async(float* data, uint16_t* wire, size_t count, ReduceOp op, int root,
+                                 kern::HalfFormat format) {
+    (void)data, (void)wire, (void)count, (void)op, (void)root, (void)format;
+    LB_CHECK_MSG(world() == 1, std::string(kind()) + " communicator has no 16-bit reduce");
+  }
   // The blocking all-reduce on the wire. REQUIRES: no other reduction in flight.
   void all_reduce_half(float* data, uint16_t* wire, size_t count, ReduceOp op,
                        kern::HalfFormat format) {

@@ -12,7 +12,9 @@
 // progressed from the hook; over NCCL the communicator enqueues them on its stream after an
 // event of the compute stream. With ReductionOrder::kFixedOrder each bucket is reduced at
 // once in rank order (reproducible, no overlap). With a 16-bit wire (GradSyncOptions::wire)
-// each bucket travels through its range of a 16-bit buffer of the gradients' memory.
+// each bucket travels through its range of a 16-bit buffer of the gradients' memory. With
+// to_owners (the sharded optimizer) a bucket is reduced to the ranks owning its parts instead
+// of to every rank.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +34,11 @@ struct GradSyncOptions {
   ReduceOp op = ReduceOp::kAvg;
   // fp32 (nullopt) or a 16-bit wire: half the bytes, the gradients rounded (grad_wire.h).
   GradWire wire;
+  // ZeRO-1 (ShardedStep): each part of a bucket is reduced only to the rank whose shard
+  // (ShardedStep::shard_range) holds it, so after finish() this rank's slice holds the reduced
+  // gradients and the rest of the buffer is unspecified. The same bytes per rank as the
+  // reduce-scatter after backward, but overlapped with it.
+  bool to_owners = false;
 };
 
 struct GradBucket {
@@ -71,8 +78,11 @@ class GradSync {
 
  private:
   void start(size_t bucket);
+  // Starts the reduction of elements [begin, end): to every rank (root < 0) or to `root`.
+  void reduce(size_t begin, size_t end, int root);
 
   float* grads_;
+  size_t total_;
   Communicator& comm_;
   GradSyncOptions options_;
   Buffer<uint16_t> wire_;  // total_elements() 16-bit values with a 16-bit wire, else empty

@@ -50,9 +50,12 @@ struct ShardedStepTimes {
 class ShardedStep {
  public:
   // Installs the shard on the updater. REQUIRES: table, both communicators, updater and
-  // memory outlive this; data and scalars have the same ranks.
+  // memory outlive this; data and scalars have the same ranks. caller_reduces: the gradients
+  // come to step() already reduced on this rank's slice (GradSync with to_owners, overlapped
+  // with backward), so step 1 below only zeroes the rest.
   ShardedStep(const ParamTable& table, Communicator& data, Communicator& scalars, Updater& updater,
-              Allocator& memory = host_allocator(), GradWire wire = std::nullopt);
+              Allocator& memory = host_allocator(), GradWire wire = std::nullopt,
+              bool caller_reduces = false);
   // Host buffers: one communicator for both.
   ShardedStep(const ParamTable& table, Communicator& comm, Updater& updater)
       : ShardedStep(table, comm, comm, updater) {}
@@ -64,7 +67,8 @@ class ShardedStep {
   // The slice [begin, end) rank `rank` of `world` owns for `total` elements (the layout above).
   static void shard_range(size_t total, int world, int rank, size_t* begin, size_t* end);
 
-  // One global batch: `grads` holds this rank's local (unreduced) gradients, full length;
+  // One global batch: `grads` holds this rank's local (unreduced) gradients, full length (with
+  // caller_reduces: the averaged ones on this rank's slice, anything elsewhere);
   // m and v hold shard_elements() floats each. On return params are updated on every rank,
   // grads hold the averaged gradients on this rank's slice and 0 elsewhere.
   Status step(float* params, float* grads, float* m, float* v, StepReport* report);
@@ -80,6 +84,7 @@ class ShardedStep {
   int world_, rank_;
   size_t total_, block_, begin_, end_;
   GradWire wire_;
+  bool caller_reduces_;
   Buffer<float> slice_;  // block_ floats: the reduce-scatter's output
   Buffer<uint16_t> wire_buf_;  // total_ 16-bit values with a 16-bit wire and world > 1
   ShardedStepTimes times_;

@@ -4,10 +4,13 @@
 //     all-reduces (average) start from the model's backward hook on the last micro-step of
 //     each global batch and overlap the rest of backward; every rank then runs the same
 //     Updater step over the whole buffer with full-size m and v.
-//   sharded (shard_optimizer: true): ZeRO-1 via ShardedStep: reduce-scatter of the local
-//     gradients, the update of this rank's slice with slice-sized m and v (cross-rank block
-//     norms), all-gather of the parameters. No hook: the reduce-scatter needs the whole
-//     gradient, so it runs after backward.
+//   sharded (shard_optimizer: true): ZeRO-1 via ShardedStep: the gradients reduced to the
+//     ranks that own them, the update of this rank's slice with slice-sized m and v
+//     (cross-rank block norms), all-gather of the parameters. On several ranks in the
+//     library's order the reduction is GradSync with to_owners: each bucket's parts are
+//     reduced to their owners (MPI_Ireduce / ncclReduce) from the backward hook, overlapping
+//     backward as the replicated buckets do; with reduction_order: fixed it is ShardedStep's
+//     reduce-scatter after backward (rank-ordered sums, no overlap).
 // On one rank both reduce to the single-process update (the reductions are identities).
 // It also writes checkpoints collectively (the sharded layout of checkpoint.h when sharded,
 // rank 0 alone otherwise) and loads this rank's part of the moments from either layout.
@@ -52,12 +55,14 @@ class DataParallel {
 
   // Call before each micro-step's backward; `last` on the global batch's last micro-step.
   void begin_micro_step(bool last);
-  // Pass to BertModel::backward (empty when sharded).
+  // Pass to BertModel::backward (empty when nothing overlaps: overlap_reduction false, or
+  // sharded in fixed order).
   std::function<void(size_t, size_t)> backward_hook();
   // After the last micro-step's backward: reduces the gradients and applies the update
   // (buf.m/v hold state_elements() floats). *reduce_s receives the seconds spent waiting on
-  // gradient reduction that backward did not hide (sharded: the reduce-scatter and
-  // all-gather are inside the step and are counted as optimizer time, *reduce_s = 0).
+  // gradient reduction that backward did not hide (sharded with fixed order: the
+  // reduce-scatter and all-gather are inside the step and are counted as optimizer time,
+  // *reduce_s = 0; the all-gather is always optimizer time).
   // With device buffers the reduction is waited for here, so it is in *reduce_s too.
   Status step(const FlatBuffers& buf, StepReport* report, double* reduce_s);
 
@@ -79,6 +84,7 @@ class DataParallel {
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<ShardedStep> sharded_;
   float* grads_;
+  bool overlap_ = true;  // distributed.overlap_reduction
 };
 
 // distributed.reduction_order as the dist layer's ReductionOrder (fast: kNative, fixed:
