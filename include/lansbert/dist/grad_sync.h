@@ -69,7 +69,8 @@ class GradSync {
     return [this](size_t a, size_t b) { on_ready(a, b); };
   }
   // Starts any bucket not yet started (entries the hook never reported) and waits for all.
-  // After it returns the buffer holds the reduced gradients on every rank.
+  // After it returns the buffer holds the reduced gradients on every rank (to_owners: on
+  // this rank's shard only).
   void finish();
 
   // Seconds spent in finish() waiting on the network at the last call: the communication

@@ -86,7 +86,8 @@ struct DistributedSection {
   std::string reduction_order = "fast"; // fast: the library's algorithm | fixed: rank order (reproducible)
   bool shard_optimizer = false;         // ZeRO-1: each rank holds and updates 1/world of m and v
   // Start each bucket's reduction from the backward pass (true) or reduce after it (false:
-  // the same sums and bytes with nothing hidden; for measuring the overlap, and for debugging)
+  // the same bytes with nothing hidden, and when sharded the reduce-scatter instead of the
+  // reductions to owners; for measuring the overlap, and for debugging)
   bool overlap_reduction = true;
   // The dtype gradients are reduced in: fp32 | bf16 | fp16 (half the bytes; kernels/grad_wire.h)
   std::string grad_reduce_dtype = "fp32";
