@@ -50,9 +50,4 @@ bool parse_grad_wire(const std::string& s, GradWire* out) {
   return true;
 }
 
-const char* grad_wire_name(const GradWire& w) {
-  if (!w) return "fp32";
-  return *w == kern::HalfFormat::kBf16 ? "bf16" : "fp16";
-}
-
 }  // namespace lansbert

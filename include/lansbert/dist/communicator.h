@@ -112,7 +112,6 @@ using GradWire = std::optional<kern::HalfFormat>;
 
 // Parses "fp32" | "bf16" | "fp16"; false for anything else.
 bool parse_grad_wire(const std::string& s, GradWire* out);
-const char* grad_wire_name(const GradWire& w);
 
 // How collectives reduce. kNative: the library's own algorithm (MPI_Allreduce, NCCL ring):
 // fastest; bit-identical on every rank, but the order of the sum depends on the algorithm the
