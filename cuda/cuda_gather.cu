@@ -43,6 +43,7 @@ __global__ void scatter_pieces_kernel(const int32_t* keys, const int32_t* pos, c
     float* d = dst + size_t(key) * dim;
     for (int col = threadIdx.x; col < dim; col += blockDim.x) {
       float piece = 0.f;
+#pragma unroll 8  // several loads in flight; the additions stay in order
       for (int j = s; j < e; ++j) piece += src[size_t(pos[j]) * dim + col];
       if (out)
         out[col] = piece;
@@ -67,6 +68,7 @@ __global__ void scatter_combine_kernel(const int32_t* keys, float* dst, const fl
   float* d = dst + size_t(key) * dim;
   for (int col = threadIdx.x; col < dim; col += blockDim.x) {
     float acc = d[col] + tail[size_t(first) * dim + col];
+#pragma unroll 8  // a token type's run has ~500 pieces: keep loads in flight, adds in order
     for (int k = first + 1; k <= c; ++k) acc += head[size_t(k) * dim + col];
     d[col] = acc;
   }
