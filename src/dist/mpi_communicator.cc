@@ -27,6 +27,8 @@ template <>
 MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
 template <>
 MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+template <>
+MPI_Datatype mpi_type<uint16_t>() { return MPI_UINT16_T; }  // the 16-bit wire
 
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::kMax ? MPI_MAX : MPI_SUM; }
 
@@ -37,6 +39,21 @@ void wire_sum(void* in, void* inout, int* len, MPI_Datatype*) {
   uint16_t* b = static_cast<uint16_t*>(inout);
   for (int i = 0; i < *len; ++i) b[i] = kern::wire_add(a[i], b[i], F);
 }
+
+// How the fixed-order sums accumulate: values as they are (float, double), or 16-bit wire
+// values widened to fp32 and the sum rounded back once.
+struct AsIs {
+  template <typename X>
+  X operator()(X x) const { return x; }
+};
+struct Widen16 {
+  kern::HalfFormat f;
+  float operator()(uint16_t h) const { return kern::half_to_float(h, f); }
+};
+struct Narrow16 {
+  kern::HalfFormat f;
+  uint16_t operator()(float x) const { return kern::float_to_half(x, f); }
+};
 
 void to_wire(const float* x, uint16_t* w, size_t n, float scale, kern::HalfFormat f) {
   for (size_t i = 0; i < n; ++i) w[i] = kern::grad_to_wire(x[i], scale, f);
@@ -165,7 +182,7 @@ class MpiCommunicator final : public Communicator {
     if (world_ == 1) return;  // nothing travels; and the buffers may be a device's
     to_wire(data, wire, count, grad_wire_scale(op, world_), f);
     if (options_.order == ReductionOrder::kFixedOrder) {
-      ordered_wire_all_reduce(wire, count, f);
+      ordered_all_reduce(wire, count, Widen16{f}, Narrow16{f});
       from_wire(wire, data, count, f);
       return;
     }
@@ -192,7 +209,7 @@ class MpiCommunicator final : public Communicator {
     LB_CHECK_MSG(count <= kMaxPiece, "16-bit reduce_scatter of more than 2^30 elements per rank");
     to_wire(send, wire, count * world_, grad_wire_scale(op, world_), f);
     if (options_.order == ReductionOrder::kFixedOrder) {
-      ordered_wire_sum_of_blocks(wire, wire, count, f);
+      ordered_sum_of_blocks(wire, wire, count, &stage_w_, Widen16{f}, Narrow16{f});
     } else {  // in place: the input is all of `wire`, block r's sum lands at its start
       MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, wire, static_cast<int>(count),
                                          MPI_UINT16_T, wire_op(f), comm_));
@@ -237,37 +254,6 @@ class MpiCommunicator final : public Communicator {
     return f == kern::HalfFormat::kBf16 ? sum_bf16_ : sum_fp16_;
   }
 
-  // Fixed order on the wire: rank r receives block r of every rank, widens and sums them in
-  // rank order in fp32 and rounds once into out[0, block). `send` may alias `out`.
-  void ordered_wire_sum_of_blocks(const uint16_t* send, uint16_t* out, size_t block,
-                                  kern::HalfFormat f) {
-    stage_w_.resize(block * world_);
-    MPI_CHECK(MPI_Alltoall(send, static_cast<int>(block), MPI_UINT16_T, stage_w_.data(),
-                           static_cast<int>(block), MPI_UINT16_T, comm_));
-    for (size_t i = 0; i < block; ++i) {
-      float acc = kern::half_to_float(stage_w_[i], f);
-      for (int r = 1; r < world_; ++r) acc += kern::half_to_float(stage_w_[size_t(r) * block + i], f);
-      out[i] = kern::float_to_half(acc, f);
-    }
-  }
-
-  // Pads each piece to world * block, sums block r on rank r (above), all-gathers.
-  void ordered_wire_all_reduce(uint16_t* wire, size_t count, kern::HalfFormat f) {
-    std::vector<uint16_t> send, mine;
-    const size_t piece_max = kMaxPiece / 4;
-    for (size_t off = 0; off < count; off += piece_max) {
-      const size_t n = std::min(piece_max, count - off);
-      const size_t block = (n + world_ - 1) / world_;
-      send.assign(block * world_, 0);
-      std::memcpy(send.data(), wire + off, n * sizeof(uint16_t));
-      mine.resize(block);
-      ordered_wire_sum_of_blocks(send.data(), mine.data(), block, f);
-      MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(block), MPI_UINT16_T, send.data(),
-                              static_cast<int>(block), MPI_UINT16_T, comm_));
-      std::memcpy(wire + off, send.data(), n * sizeof(uint16_t));
-    }
-  }
-
   bool fixed_order(ReduceOp op) const {
     return options_.order == ReductionOrder::kFixedOrder && op != ReduceOp::kMax && world_ > 1;
   }
@@ -287,16 +273,19 @@ class MpiCommunicator final : public Communicator {
     scale_avg(data, count, world_, op);
   }
 
-  // Rank r receives block r of every rank (all-to-all) and sums them in rank order.
-  template <typename T>
-  void ordered_sum_of_blocks(const T* send, T* out, size_t block, std::vector<T>* stage) {
+  // Rank r receives block r of every rank (all-to-all) and sums them in rank order:
+  // out[i] = narrow(widen(block_0[i]) + widen(block_1[i]) + ...). `send` may alias `out`.
+  template <typename T, typename Widen = AsIs, typename Narrow = AsIs>
+  void ordered_sum_of_blocks(const T* send, T* out, size_t block, std::vector<T>* stage,
+                             Widen widen = {}, Narrow narrow = {}) {
     stage->resize(block * world_);
     MPI_CHECK(MPI_Alltoall(send, static_cast<int>(block), mpi_type<T>(), stage->data(),
                            static_cast<int>(block), mpi_type<T>(), comm_));
-    std::memcpy(out, stage->data(), block * sizeof(T));
-    for (int r = 1; r < world_; ++r) {
-      const T* src = stage->data() + size_t(r) * block;
-      for (size_t i = 0; i < block; ++i) out[i] += src[i];
+    const T* s = stage->data();
+    for (size_t i = 0; i < block; ++i) {
+      auto acc = widen(s[i]);
+      for (int r = 1; r < world_; ++r) acc += widen(s[size_t(r) * block + i]);
+      out[i] = narrow(acc);
     }
   }
 
@@ -305,9 +294,10 @@ class MpiCommunicator final : public Communicator {
     ordered_sum_of_blocks(send, recv, count, &stage_f_);
   }
 
-  // Pads each piece to world * block, sums block r on rank r in rank order, all-gathers.
-  template <typename T>
-  void ordered_all_reduce(T* data, size_t count) {
+  // Pads each piece to world * block, sums block r on rank r in rank order (above, with the
+  // same widen/narrow), all-gathers.
+  template <typename T, typename Widen = AsIs, typename Narrow = AsIs>
+  void ordered_all_reduce(T* data, size_t count, Widen widen = {}, Narrow narrow = {}) {
     std::vector<T> send, stage, mine;
     const size_t piece_max = kMaxPiece / 4;
     for (size_t off = 0; off < count; off += piece_max) {
@@ -316,7 +306,7 @@ class MpiCommunicator final : public Communicator {
       send.assign(block * world_, T(0));
       std::memcpy(send.data(), data + off, n * sizeof(T));
       mine.resize(block);
-      ordered_sum_of_blocks(send.data(), mine.data(), block, &stage);
+      ordered_sum_of_blocks(send.data(), mine.data(), block, &stage, widen, narrow);
       MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(block), mpi_type<T>(), send.data(),
                               static_cast<int>(block), mpi_type<T>(), comm_));
       std::memcpy(data + off, send.data(), n * sizeof(T));
