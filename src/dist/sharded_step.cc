@@ -55,27 +55,29 @@ ShardedStep::ShardedStep(const ParamTable& table, Communicator& data, Communicat
   updater_.set_shard(spec);
 }
 
+void ShardedStep::reduce_scatter(float* grads) {
+  const size_t tail_at = block_ * size_t(world_), tail = total_ - tail_at;
+  if (wire_) {
+    uint16_t* w = wire_buf_.data();
+    if (block_ > 0) data_.reduce_scatter_half(grads, w, slice_.data(), block_, ReduceOp::kAvg, *wire_);
+    if (tail > 0) data_.all_reduce_half(grads + tail_at, w + tail_at, tail, ReduceOp::kAvg, *wire_);
+  } else {
+    if (block_ > 0) data_.reduce_scatter(grads, slice_.data(), block_, ReduceOp::kAvg);
+    if (tail > 0) data_.all_reduce(grads + tail_at, tail, ReduceOp::kAvg);
+  }
+}
+
 Status ShardedStep::step(float* params, float* grads, float* m, float* v, StepReport* report) {
   times_ = ShardedStepTimes{};
-  const size_t tail = total_ - block_ * size_t(world_);
+  const bool scatter = world_ > 1 && !caller_reduces_;  // else reduced already (or one rank)
   // 1. Reduce-scatter from the gradient buffer itself; the tail (owned by the last rank) is
   // all-reduced in place, so it already sits behind the last block.
   auto t = Clock::now();
-  if (world_ > 1 && caller_reduces_) {
-    // Reduced already: this rank's slice in place.
-  } else if (world_ > 1 && wire_) {
-    uint16_t* w = wire_buf_.data();
-    if (block_ > 0) data_.reduce_scatter_half(grads, w, slice_.data(), block_, ReduceOp::kAvg, *wire_);
-    const size_t tail_at = block_ * world_;
-    if (tail > 0) data_.all_reduce_half(grads + tail_at, w + tail_at, tail, ReduceOp::kAvg, *wire_);
-  } else if (world_ > 1) {
-    if (block_ > 0) data_.reduce_scatter(grads, slice_.data(), block_, ReduceOp::kAvg);
-    if (tail > 0) data_.all_reduce(grads + block_ * world_, tail, ReduceOp::kAvg);
-  }
+  if (scatter) reduce_scatter(grads);
   times_.reduce_scatter = since(t);
   t = Clock::now();
   if (world_ > 1) {
-    if (block_ > 0 && !caller_reduces_) memory_.copy_device(grads + begin_, slice_.data(), block_ * sizeof(float));
+    if (scatter && block_ > 0) memory_.copy_device(grads + begin_, slice_.data(), block_ * sizeof(float));
     if (begin_ > 0) memory_.set_zero(grads, begin_ * sizeof(float));
     if (end_ < total_) memory_.set_zero(grads + end_, (total_ - end_) * sizeof(float));
   }
@@ -93,6 +95,7 @@ Status ShardedStep::step(float* params, float* grads, float* m, float* v, StepRe
   t = Clock::now();
   if (world_ > 1) {
     if (block_ > 0) data_.all_gather(params + begin_, params, block_);
+    const size_t tail = total_ - block_ * size_t(world_);
     if (tail > 0) data_.broadcast(params + block_ * world_, tail * sizeof(float), world_ - 1);
   }
   times_.all_gather = since(t);

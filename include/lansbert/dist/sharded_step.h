@@ -76,6 +76,9 @@ class ShardedStep {
   const ShardedStepTimes& last_times() const { return times_; }
 
  private:
+  // Step 1 (unless caller_reduces): the averaged slice into slice_, the tail in place.
+  void reduce_scatter(float* grads);
+
   const ParamTable& table_;
   Communicator& data_;
   Communicator& scalars_;
