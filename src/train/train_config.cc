@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "lansbert/dist/communicator.h"
 #include "lansbert/model/bert_model.h"
 
 namespace lansbert {
@@ -123,12 +124,13 @@ Status TrainConfig::validate(int world, std::string* key) const {
   if (distributed.reduction_order != "fast" && distributed.reduction_order != "fixed")
     return bad(key, "distributed.reduction_order",
                "expected fast or fixed, got '" + distributed.reduction_order + "'");
-  const std::string& wire = distributed.grad_reduce_dtype;
-  if (wire != "fp32" && wire != "bf16" && wire != "fp16")
-    return bad(key, "distributed.grad_reduce_dtype", "expected fp32, bf16 or fp16, got '" + wire + "'");
+  GradWire wire;
+  if (!parse_grad_wire(distributed.grad_reduce_dtype, &wire))
+    return bad(key, "distributed.grad_reduce_dtype",
+               "expected fp32, bf16 or fp16, got '" + distributed.grad_reduce_dtype + "'");
   // Unscaled gradients below 2^-24 vanish in fp16 and those below 2^-14 lose bits; a loss
   // scale lifts them into range (bf16 has fp32's range and needs none).
-  if (wire == "fp16" && updater_config().loss_scale.mode == LossScaleMode::kNone)
+  if (wire == kern::HalfFormat::kFp16 && updater_config().loss_scale.mode == LossScaleMode::kNone)
     return bad(key, "distributed.grad_reduce_dtype",
                "fp16 needs a loss scale (precision.dtype: fp16, or precision.loss_scale: static or "
                "dynamic): unscaled gradients underflow fp16; bf16 needs none");
