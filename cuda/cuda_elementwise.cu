@@ -20,6 +20,21 @@ void CudaOps::bias_add_backward(const float* dy, float* dbias, int rows, int col
       [=] __device__(int r, int c, float* v) { v[0] = dy[size_t(r) * cols + c]; }, dbias, nullptr);
 }
 
+// The column sums of bias_add_backward, writing dy's kept copy as they read it.
+void CudaOps::bias_add_backward_kept(const float* dy, float* dbias, int rows, int cols) {
+  uint16_t* h = kept_output(dy, size_t(rows) * cols);
+  if (!h) return Ops<float>::bias_add_backward_kept(dy, dbias, rows, cols);
+  const kern::HalfFormat format = gemm_half_format(options_.math);
+  launch_column_sums<1>(
+      rows, cols, stream(), column_partials_,
+      [=] __device__(int r, int c, float* v) {
+        const size_t i = size_t(r) * cols + c;
+        h[i] = kern::float_to_half(dy[i], format);
+        v[0] = dy[i];
+      },
+      dbias, nullptr);
+}
+
 void CudaOps::add_forward(const float* a, const float* b, float* y, size_t n) {
   launch_map(n, stream(), [=] __device__(size_t i) { y[i] = a[i] + b[i]; });
 }

@@ -39,16 +39,25 @@ void cast_gemm_operand(const float* x, uint16_t* out, size_t n, kern::HalfFormat
   launch_map(n, s, [=] __device__(size_t i) { out[i] = kern::float_to_half(x[i], format); });
 }
 
+// copy[i] = c[i] + bias[column], rounded once: gemm_bias_kept's fallback (the CPU twin adds the
+// bias to the fp32 GEMM result, then rounds).
+void bias_add_into_copy(const float* c, const float* bias, uint16_t* copy, int rows, int cols,
+                        kern::HalfFormat format, cudaStream_t s) {
+  launch_map(size_t(rows) * cols, s, [=] __device__(size_t i) {
+    copy[i] = kern::float_to_half(c[i] + bias[i % size_t(cols)], format);
+  });
+}
+
 // arrays[0, count): A of batch entry j = o * inner + i; [count, 2 count): B; then C.
 // (cuBLAS takes one void* type for all three arrays; A and B are only read.)
-void fill_batch_pointers(void** arrays, const char* a, size_t a_size, const char* b, size_t b_size, float* c,
-                         const GemmBatch& g, cudaStream_t s) {
+void fill_batch_pointers(void** arrays, const char* a, size_t a_size, const char* b, size_t b_size, char* c,
+                         size_t c_size, const GemmBatch& g, cudaStream_t s) {
   const int inner = g.inner, count = g.outer * g.inner;
   launch_map(size_t(count), s, [=] __device__(size_t j) {
     const int64_t o = int64_t(j) / inner, i = int64_t(j) % inner;
     arrays[j] = const_cast<char*>(a + size_t(o * g.a_outer + i * g.a_inner) * a_size);
     arrays[count + j] = const_cast<char*>(b + size_t(o * g.b_outer + i * g.b_inner) * b_size);
-    arrays[2 * size_t(count) + j] = c + (o * g.c_outer + i * g.c_inner);
+    arrays[2 * size_t(count) + j] = c + size_t(o * g.c_outer + i * g.c_inner) * c_size;
   });
 }
 
@@ -72,12 +81,16 @@ bool CudaOps::converts_operands() const {
   return is_half_gemm(options_.math) && !options_.cast_in_gemm;
 }
 
+cudaDataType_t CudaOps::half_type() const {
+  return options_.math == GemmMath::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
 const void* CudaOps::half_operand(const float* x, size_t n, DeviceBytes& ws, cudaDataType_t* type) {
   if (!converts_operands()) {
     *type = CUDA_R_32F;
     return x;
   }
-  *type = options_.math == GemmMath::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
+  *type = half_type();
   size_t offset = 0;
   if (const KeptCopy* kept = kept_.find(x, n, &offset)) return kept->data() + offset;
   ws.reserve(n * sizeof(uint16_t));
@@ -134,9 +147,10 @@ void CudaOps::zero(float* p, size_t n) {
 }
 
 void CudaOps::gemm_ex(Trans ta, Trans tb, int m, int n, int k, float alpha, const void* a, cudaDataType_t a_type,
-                      int lda, const void* b, cudaDataType_t b_type, int ldb, float beta, float* c, int ldc) {
+                      int lda, const void* b, cudaDataType_t b_type, int ldb, float beta, void* c,
+                      cudaDataType_t c_type, int ldc) {
   CUBLAS_CHECK(cublasGemmEx(blas_.get(), to_cublas(tb), to_cublas(ta), n, m, k, &alpha, b, b_type, ldb, a, a_type,
-                            lda, &beta, c, CUDA_R_32F, ldc, compute_type(), CUBLAS_GEMM_DEFAULT));
+                            lda, &beta, c, c_type, ldc, compute_type(), CUBLAS_GEMM_DEFAULT));
 }
 
 void CudaOps::gemm(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda,
@@ -145,13 +159,15 @@ void CudaOps::gemm(Trans ta, Trans tb, int m, int n, int k, float alpha, const f
   cudaDataType_t ta_type, tb_type;
   const void* ha = half_operand(a, gemm_operand_extent(ta, m, k, lda), half_a_, &ta_type);
   const void* hb = half_operand(b, gemm_operand_extent(tb, k, n, ldb), half_b_, &tb_type);
-  gemm_ex(ta, tb, m, n, k, alpha, ha, ta_type, lda, hb, tb_type, ldb, beta, c, ldc);
+  gemm_ex(ta, tb, m, n, k, alpha, ha, ta_type, lda, hb, tb_type, ldb, beta, c, CUDA_R_32F, ldc);
 }
 
 // The operands are converted (or found kept) once, then go to whichever path runs, so the
-// fallback does not convert them again.
-void CudaOps::gemm_bias(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
-                        const float* bias, float* c, int ldc) {
+// fallback does not convert them again. With `copy` (gemm_bias_kept) the epilogue writes the
+// 16-bit copy; the fallback then uses c as its fp32 scratch and rounds c + bias into the copy
+// in one pass, the order the CPU twin computes in.
+void CudaOps::gemm_bias_into(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b,
+                             int ldb, const float* bias, float* c, int ldc, uint16_t* copy) {
   LB_CHECK_MSG(ldc == n, "gemm_bias: C must be contiguous rows (ldc == n)");
   if (m <= 0 || n <= 0) return;
   cudaDataType_t ta_type, tb_type;
@@ -170,7 +186,8 @@ void CudaOps::gemm_bias(Trans ta, Trans tb, int m, int n, int k, const float* a,
   call.b_type = tb_type;
   call.ldb = ldb;
   call.bias = bias;
-  call.c = c;
+  call.c = copy ? static_cast<void*>(copy) : c;
+  call.c_type = copy ? half_type() : CUDA_R_32F;
   call.ldc = ldc;
   call.compute = compute_type();
   if (lt_.run(call, stream())) {
@@ -178,13 +195,56 @@ void CudaOps::gemm_bias(Trans ta, Trans tb, int m, int n, int k, const float* a,
     return;
   }
   ++unfused_bias_gemms_;
-  gemm_ex(ta, tb, m, n, k, 1.0f, ha, ta_type, lda, hb, tb_type, ldb, 0.0f, c, ldc);
-  bias_add_forward(c, bias, m, n);
+  gemm_ex(ta, tb, m, n, k, 1.0f, ha, ta_type, lda, hb, tb_type, ldb, 0.0f, c, CUDA_R_32F, ldc);
+  if (copy)
+    bias_add_into_copy(c, bias, copy, m, n, gemm_half_format(options_.math), stream());
+  else
+    bias_add_forward(c, bias, m, n);
+}
+
+void CudaOps::gemm_bias(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                        const float* bias, float* c, int ldc) {
+  gemm_bias_into(ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc, nullptr);
+}
+
+// The *_kept GEMMs write c's kept copy in the operands' 16-bit type: cuBLAS rounds its fp32
+// accumulator (plus the fp32 bias) once, as casting the fp32 result would. c is not written,
+// except as the bias fallback's scratch.
+void CudaOps::gemm_kept(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                        float* c, int ldc) {
+  if (!keeps_copies() || m <= 0 || n <= 0) return Ops<float>::gemm_kept(ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+  cudaDataType_t ta_type, tb_type;
+  const void* ha = half_operand(a, gemm_operand_extent(ta, m, k, lda), half_a_, &ta_type);
+  const void* hb = half_operand(b, gemm_operand_extent(tb, k, n, ldb), half_b_, &tb_type);
+  uint16_t* copy = kept_output(c, gemm_operand_extent(Trans::kNo, m, n, ldc));
+  gemm_ex(ta, tb, m, n, k, 1.0f, ha, ta_type, lda, hb, tb_type, ldb, 0.0f, copy, half_type(), ldc);
+}
+
+void CudaOps::gemm_bias_kept(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b,
+                             int ldb, const float* bias, float* c, int ldc) {
+  if (!keeps_copies() || m <= 0 || n <= 0)
+    return Ops<float>::gemm_bias_kept(ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc);
+  gemm_bias_into(ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc,
+                 kept_output(c, gemm_operand_extent(Trans::kNo, m, n, ldc)));
+}
+
+void CudaOps::gemm_batched_kept(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b,
+                                int ldb, float* c, int ldc, const GemmBatch& g) {
+  if (!keeps_copies() || m <= 0 || n <= 0 || g.outer <= 0 || g.inner <= 0)
+    return Ops<float>::gemm_batched_kept(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, g);
+  uint16_t* copy = kept_output(c, gemm_operand_extent(Trans::kNo, m, n, ldc, g.outer, g.c_outer, g.inner, g.c_inner));
+  batched_ex(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, copy, half_type(), ldc, g);
 }
 
 void CudaOps::gemm_batched(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a,
                            int lda, const float* b, int ldb, float beta, float* c, int ldc,
                            const GemmBatch& g) {
+  batched_ex(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, CUDA_R_32F, ldc, g);
+}
+
+void CudaOps::batched_ex(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda,
+                         const float* b, int ldb, float beta, void* c, cudaDataType_t c_type, int ldc,
+                         const GemmBatch& g) {
   if (m <= 0 || n <= 0 || g.outer <= 0 || g.inner <= 0) return;
   cudaDataType_t ta_type, tb_type;
   const void* ha = half_operand(a, gemm_operand_extent(ta, m, k, lda, g.outer, g.a_outer, g.inner, g.a_inner),
@@ -193,13 +253,14 @@ void CudaOps::gemm_batched(Trans ta, Trans tb, int m, int n, int k, float alpha,
                                 half_b_, &tb_type);
   // Offsets in elements of the operand's own type (4 or 2 bytes).
   const size_t a_size = ta_type == CUDA_R_32F ? 4 : 2, b_size = tb_type == CUDA_R_32F ? 4 : 2;
+  const size_t c_size = c_type == CUDA_R_32F ? 4 : 2;
   const char* pa = static_cast<const char*>(ha);
   const char* pb = static_cast<const char*>(hb);
   if (g.outer == 1 || g.inner == 1) {  // one stride covers the batch: one strided call
     const bool in = g.outer == 1;
     CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         blas_.get(), to_cublas(tb), to_cublas(ta), n, m, k, &alpha, pb, tb_type, ldb, in ? g.b_inner : g.b_outer,
-        pa, ta_type, lda, in ? g.a_inner : g.a_outer, &beta, c, CUDA_R_32F, ldc, in ? g.c_inner : g.c_outer,
+        pa, ta_type, lda, in ? g.a_inner : g.a_outer, &beta, c, c_type, ldc, in ? g.c_inner : g.c_outer,
         in ? g.inner : g.outer, compute_type(), CUBLAS_GEMM_DEFAULT));
     return;
   }
@@ -209,10 +270,10 @@ void CudaOps::gemm_batched(Trans ta, Trans tb, int m, int n, int k, float alpha,
   const int count = g.outer * g.inner;
   batch_ptrs_.reserve(3 * size_t(count) * sizeof(void*));
   void** arrays = static_cast<void**>(batch_ptrs_.get());
-  fill_batch_pointers(arrays, pa, a_size, pb, b_size, c, g, stream());
+  fill_batch_pointers(arrays, pa, a_size, pb, b_size, static_cast<char*>(c), c_size, g, stream());
   CUBLAS_CHECK(cublasGemmBatchedEx(blas_.get(), to_cublas(tb), to_cublas(ta), n, m, k, &alpha, arrays + count,
                                    tb_type, ldb, arrays, ta_type, lda, &beta,
-                                   arrays + 2 * size_t(count), CUDA_R_32F, ldc,
+                                   arrays + 2 * size_t(count), c_type, ldc,
                                    count, compute_type(), CUBLAS_GEMM_DEFAULT));
 }
 

@@ -44,6 +44,16 @@ class CudaOps final : public Ops<float> {
   // gemm_bias calls served by the epilogue and by the fallback (tests, profiles).
   size_t fused_bias_gemms() const { return fused_bias_gemms_; }
   size_t unfused_bias_gemms() const { return unfused_bias_gemms_; }
+  // With 16-bit GEMMs and cast reuse: the GEMM's output type is the operands' 16-bit type and
+  // it writes the kept copy of c directly (cuda_gemm.cu); c is left unwritten.
+  void gemm_kept(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                 float* c, int ldc) override;
+  void gemm_bias_kept(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                      const float* bias, float* c, int ldc) override;
+  void gemm_batched_kept(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                         float* c, int ldc, const GemmBatch& batch) override;
+  // cuDNN's attention reads q, k, v, ctx and d(ctx) in fp32: only the hand-written one does not.
+  bool attention_reads_only_gemm_operands() const override { return options_.attention == AttentionMode::kNative; }
   void keep_gemm_operand(const float* x, size_t n) override;
   void keep_converted_gemm_operand(const float* x, size_t n, const uint16_t* converted,
                                    kern::HalfFormat format) override;
@@ -70,6 +80,7 @@ class CudaOps final : public Ops<float> {
                                   RngKey key) override;
   void bias_gelu_backward_kept(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
                                int cols) override;
+  void bias_add_backward_kept(const float* dy, float* dbias, int rows, int cols) override;
   size_t gemm_operand_copy_writes() const override { return copy_writes_; }
   void bias_gelu_backward(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
                           int cols) override;
@@ -132,9 +143,18 @@ class CudaOps final : public Ops<float> {
   // x[0, n) kept, with its 16-bit copy sized, for a kernel to write the copy directly (the
   // *_kept ops); null where operands are not converted or reuse is off.
   uint16_t* kept_output(const float* x, size_t n);
-  // cublasGemmEx on operands half_operand returned (row-major, swapped for column-major).
+  // cublasGemmEx on operands half_operand returned (row-major, swapped for column-major), into
+  // c of type c_type (fp32, or the operands' 16-bit type for the *_kept GEMMs).
   void gemm_ex(Trans ta, Trans tb, int m, int n, int k, float alpha, const void* a, cudaDataType_t a_type, int lda,
-               const void* b, cudaDataType_t b_type, int ldb, float beta, float* c, int ldc);
+               const void* b, cudaDataType_t b_type, int ldb, float beta, void* c, cudaDataType_t c_type, int ldc);
+  // gemm_batched's body, into c of type c_type.
+  void batched_ex(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+                  int ldb, float beta, void* c, cudaDataType_t c_type, int ldc, const GemmBatch& g);
+  // The operands' 16-bit cuBLAS type. REQUIRES: converts_operands().
+  cudaDataType_t half_type() const;
+  // gemm_bias, with its output written as `copy` (16-bit) when given (gemm_bias_kept).
+  void gemm_bias_into(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                      const float* bias, float* c, int ldc, uint16_t* copy);
   cublasComputeType_t compute_type() const;
 
   // dst[index[i], :] += src[i, :], rows of one index summed in ascending i (cuda_gather.cu).

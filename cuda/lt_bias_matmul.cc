@@ -57,8 +57,8 @@ bool LtBiasMatmul::run(const Call& c, cudaStream_t stream) {
   const int align_bias = alignment(c.bias);
   if (align_bias < kBiasAlignment) return false;
   const int align_a = alignment(c.a), align_b = alignment(c.b), align_c = alignment(c.c);
-  const Key key{int(c.ta), int(c.tb), c.m, c.n, c.k, c.lda, c.ldb, c.ldc, int(c.a_type), int(c.b_type),
-                int(c.compute), align_a, align_b, align_c, align_bias};
+  const Key key{int(c.ta),     int(c.tb),     c.m,       c.n,     c.k,     c.lda,   c.ldb,   c.ldc,
+                int(c.a_type), int(c.b_type), int(c.c_type), int(c.compute), align_a, align_b, align_c, align_bias};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     auto plan = std::make_unique<Plan>();
@@ -74,7 +74,20 @@ bool LtBiasMatmul::run(const Call& c, cudaStream_t stream) {
                                             c.tb == Trans::kNo ? c.k : c.n, c.ldb));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->lb, c.a_type, c.ta == Trans::kNo ? c.k : c.m,
                                             c.ta == Trans::kNo ? c.m : c.k, c.lda));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->lc, CUDA_R_32F, c.n, c.m, c.ldc));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->lc, c.c_type, c.n, c.m, c.ldc));
+    // A 16-bit output would take a 16-bit bias by default (cublasLt.h, BIAS_DATA_TYPE): the fp32
+    // bias is asked for, so the sum is rounded once, as the CPU twin rounds it. Where this
+    // cuBLASLt refuses that, the call falls back (a plan without an algorithm).
+    bool supported = true;
+    if (c.c_type != CUDA_R_32F) {
+      const int32_t bias_type = CUDA_R_32F;
+      supported = cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                 sizeof bias_type) == CUBLAS_STATUS_SUCCESS;
+    }
+    if (!supported) {
+      plans_.emplace(key, nullptr);
+      return false;
+    }
     // The heuristic takes the bias pointer's alignment from the pointer itself (cublasLt.h,
     // BIAS_POINTER; there is no preference for it), so it is set before the query too.
     CUBLAS_CHECK(
@@ -90,10 +103,12 @@ bool LtBiasMatmul::run(const Call& c, cudaStream_t stream) {
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     // "Not supported" (e.g. fp32 operands with a 16-bit fast compute type in some cuBLASLt
-    // version) is an answer: the caller falls back. Any other failure is a bug here: fatal.
+    // version) is an answer: the caller falls back. Any other failure is a bug here: fatal,
+    // except with a 16-bit output, where an fp32 bias is outside what cublasLt.h promises and
+    // a refusal of any kind means the fallback.
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_.get(), plan->desc, plan->la, plan->lb, plan->lc,
                                                              plan->lc, pref.p, 1, &result, &found);
-    if (st != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(st);
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED && c.c_type == CUDA_R_32F) CUBLAS_CHECK(st);
     if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
       plan->algo = result.algo;
     } else {

@@ -32,8 +32,9 @@ class LtBiasMatmul {
     const void* b = nullptr;
     cudaDataType_t b_type = CUDA_R_32F;
     int ldb = 0;
-    const float* bias = nullptr;
-    float* c = nullptr;
+    const float* bias = nullptr;  // fp32 whatever c's type
+    void* c = nullptr;
+    cudaDataType_t c_type = CUDA_R_32F;  // or a 16-bit type: the sum rounded once (CudaOps::gemm_bias_kept)
     int ldc = 0;
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   };
@@ -48,8 +49,8 @@ class LtBiasMatmul {
 
  private:
   struct Plan;
-  // (ta, tb, m, n, k, lda, ldb, ldc, a_type, b_type, compute, alignments of a, b, c, bias)
-  using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, int, int, int>;
+  // (ta, tb, m, n, k, lda, ldb, ldc, a_type, b_type, c_type, compute, alignments of a, b, c, bias)
+  using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int>;
 
   CublasLtHandle handle_;
   std::map<Key, std::unique_ptr<Plan>> plans_;  // a null plan: no algorithm for that key

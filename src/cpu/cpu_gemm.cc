@@ -89,6 +89,12 @@ void CpuOps<T>::bias_gelu_backward_kept(const T* dact, const T* pre, T* dpre, T*
 }
 
 template <typename T>
+void CpuOps<T>::bias_add_backward_kept(const T* dy, T* dbias, int rows, int cols) {
+  bias_add_backward(dy, dbias, rows, cols);
+  keep_as_written(dy, size_t(rows) * cols);
+}
+
+template <typename T>
 const T* CpuOps<T>::operand(const T* x, size_t n, std::vector<T>& scratch) {
   if (math_ == GemmMath::kFp32 || n == 0) return x;
   size_t offset = 0;
@@ -152,6 +158,42 @@ void CpuOps<T>::gemm_batched(Trans ta, Trans tb, int m, int n, int k, T alpha, c
     blas_gemm(ta, tb, m, n, k, alpha, a + o * g.a_outer + i * g.a_inner, lda,
               b + o * g.b_outer + i * g.b_inner, ldb, beta, c + o * g.c_outer + i * g.c_inner, ldc);
   }
+}
+
+template <typename T>
+template <typename Gemm>
+bool CpuOps<T>::gemm_into_kept_copy(const T* c, size_t span, Gemm&& run) {
+  std::vector<T>* copy = kept_output(c, span);
+  if (!copy) return false;
+  if (kept_result_.size() < span) kept_result_.resize(span);
+  run(kept_result_.data());
+  round_values(kept_result_.data(), span, copy->data());
+  return true;
+}
+
+template <typename T>
+void CpuOps<T>::gemm_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb, T* c,
+                          int ldc) {
+  const size_t span = gemm_operand_extent(Trans::kNo, m, n, ldc);
+  if (!gemm_into_kept_copy(c, span, [&](T* out) { gemm(ta, tb, m, n, k, T(1), a, lda, b, ldb, T(0), out, ldc); }))
+    Ops<T>::gemm_kept(ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+template <typename T>
+void CpuOps<T>::gemm_bias_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
+                               const T* bias, T* c, int ldc) {
+  const size_t span = gemm_operand_extent(Trans::kNo, m, n, ldc);
+  if (!gemm_into_kept_copy(c, span, [&](T* out) { this->gemm_bias(ta, tb, m, n, k, a, lda, b, ldb, bias, out, ldc); }))
+    Ops<T>::gemm_bias_kept(ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc);
+}
+
+template <typename T>
+void CpuOps<T>::gemm_batched_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
+                                  T* c, int ldc, const GemmBatch& g) {
+  const size_t span = gemm_operand_extent(Trans::kNo, m, n, ldc, g.outer, g.c_outer, g.inner, g.c_inner);
+  if (!gemm_into_kept_copy(
+          c, span, [&](T* out) { gemm_batched(ta, tb, m, n, k, T(1), a, lda, b, ldb, T(0), out, ldc, g); }))
+    Ops<T>::gemm_batched_kept(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, g);
 }
 
 template class CpuOps<float>;

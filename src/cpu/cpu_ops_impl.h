@@ -20,6 +20,14 @@ class CpuOps final : public Ops<T> {
             int ldb, T beta, T* c, int ldc) override;
   void gemm_batched(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a, int lda,
                     const T* b, int ldb, T beta, T* c, int ldc, const GemmBatch& batch) override;
+  // The twins of CudaOps' GEMMs with a 16-bit output: computed into a scratch, not into c,
+  // so that anything reading c's fp32 values fails here as it would on the GPU.
+  void gemm_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb, T* c,
+                 int ldc) override;
+  void gemm_bias_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
+                      const T* bias, T* c, int ldc) override;
+  void gemm_batched_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb, T* c,
+                         int ldc, const GemmBatch& batch) override;
   void keep_gemm_operand(const T* x, size_t n) override;
   void keep_converted_gemm_operand(const T* x, size_t n, const uint16_t* converted,
                                    kern::HalfFormat format) override;
@@ -43,6 +51,7 @@ class CpuOps final : public Ops<T> {
                               T eps) override;
   void dropout_bias_backward_kept(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) override;
   void bias_gelu_backward_kept(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) override;
+  void bias_add_backward_kept(const T* dy, T* dbias, int rows, int cols) override;
   size_t gemm_operand_copy_writes() const override { return copy_writes_; }
   void bias_gelu_backward(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) override;
   void bias_dropout_residual_forward(T* y, const T* bias, const T* residual, int rows, int cols, float p,
@@ -97,9 +106,14 @@ class CpuOps final : public Ops<T> {
   // After an op wrote y[0, n) in fp32: keeps it with the copy a *_kept kernel writes in the
   // same pass (rounded from y, counted as copy writes), or keep_gemm_operand(y, n).
   void keep_as_written(const T* y, size_t n);
+  // The *_kept GEMMs: run(out) computes the GEMM with out in place of c (same offsets), and
+  // c[0, span) is kept with its rounding; false (nothing done) where kept_output gives no copy.
+  template <typename Gemm>
+  bool gemm_into_kept_copy(const T* c, size_t span, Gemm&& run);
 
   GemmMath math_;
   std::vector<T> operand_a_, operand_b_;
+  std::vector<T> kept_result_;  // gemm_into_kept_copy's fp32 result
   bool reuse_casts_;
   KeptOperands<T, std::vector<T>> kept_;  // kept spans, rounded (16-bit modes only)
   size_t conversions_ = 0;

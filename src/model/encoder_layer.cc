@@ -14,7 +14,9 @@
 // The four GEMM inputs (x, ctx, h1, gelu output) are read again by the backward's dW GEMMs:
 // they are kept (Ops::keep_gemm_operand) from the forward to their backward, so 16-bit GEMMs
 // cast each once per micro-step; an eval forward's are kept until the next forward keeps
-// them again or the model ends (BertModel::~BertModel).
+// them again or the model ends (BertModel::~BertModel). q/k/v, ctx and d(ctx) are read only
+// by GEMMs (with the hand-written attention): their GEMMs produce them kept (Ops::*_kept GEMMs),
+// as 16-bit copies only where the backend converts operands.
 #include <cmath>
 
 #include "bert_model_impl.h"
@@ -75,14 +77,22 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
   // previous layer's second LayerNorm wrote it with its 16-bit copy; the embeddings' output
   // (dropout comes after their LayerNorm) is kept here.
   if (l == 0) ops.keep_gemm_operand(x, NH);
-  linear_forward(ops, x, m.p(p.qkv.w), m.p(p.qkv.b), a.qkv, N, H, 3 * H);
+  // q/k/v and ctx are read only by GEMMs when the attention is the hand-written one: they are
+  // produced as their kept 16-bit copies where the backend converts operands (no fp32 write, no
+  // cast pass), and kept as written otherwise.
+  const bool kept = ops.attention_reads_only_gemm_operands();
+  if (kept)
+    linear_forward_kept(ops, x, m.p(p.qkv.w), m.p(p.qkv.b), a.qkv, N, H, 3 * H);
+  else
+    linear_forward(ops, x, m.p(p.qkv.w), m.p(p.qkv.b), a.qkv, N, H, 3 * H);
   AttentionForward<T> f;
   attention_common(m, l, &f);
   f.ctx = a.ctx;
   f.scores = m.d_scores;  // backward scratch, free during the forward
+  f.qkv_kept = f.ctx_kept = kept;
   a.attn_impl = ops.attention_forward(f);
 
-  ops.keep_gemm_operand(a.ctx, NH);
+  if (!kept) ops.keep_gemm_operand(a.ctx, NH);
   linear_gemm(ops, a.ctx, m.p(p.attn_out.w), a.res1, N, H, H);
   ops.bias_dropout_residual_forward(a.res1, m.p(p.attn_out.b), x, N, H, p_hidden, key(m, dropout_site(l, 1)));
   // h1 feeds the FFN's GEMM (and its dW) and, in fp32, the second residual: kept as written.
@@ -113,17 +123,20 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   ops.layernorm_backward(m.dh, a.res2, m.p(p.ln2.w), a.mean2, a.rstd2, m.d_a, m.g(p.ln2.w), m.g(p.ln2.b), N, H);
   // The output gradients of the dense layers come with their 16-bit copies (the *_kept ops).
   ops.dropout_bias_backward_kept(m.d_a, m.d_b, m.g(p.out.b), N, H, p_hidden, key(m, dropout_site(l, 2)));
-  linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), m.d_ffn, m.g(p.out.w), nullptr, N, I, H, false, true);
+  linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), m.d_ffn, m.g(p.out.w), nullptr, N, I, H, {.dy_kept = true});
   ops.drop_gemm_operand(a.ffn_act);
   ops.bias_gelu_backward_kept(m.d_ffn, a.ffn_pre, m.d_ffn, m.g(p.inter.b), N, I);
   // d_a holds the residual part of d(h1); the FFN input gradient is added to it.
-  linear_backward(ops, m.d_ffn, a.h1, m.p(p.inter.w), m.d_a, m.g(p.inter.w), nullptr, N, H, I, true, true);
+  linear_backward(ops, m.d_ffn, a.h1, m.p(p.inter.w), m.d_a, m.g(p.inter.w), nullptr, N, H, I, {.accumulate_dx = true, .dy_kept = true});
   ops.drop_gemm_operand(a.h1);
 
   // Attention block: d_a = d(h1).
   ops.layernorm_backward(m.d_a, a.res1, m.p(p.ln1.w), a.mean1, a.rstd1, m.d_b, m.g(p.ln1.w), m.g(p.ln1.b), N, H);
   ops.dropout_bias_backward_kept(m.d_b, m.d_c, m.g(p.attn_out.b), N, H, p_hidden, key(m, dropout_site(l, 1)));
-  linear_backward(ops, m.d_c, a.ctx, m.p(p.attn_out.w), m.d_ctx, m.g(p.attn_out.w), nullptr, N, H, H, false, true);
+  // d(ctx) is read only by the attention backward's GEMMs (when they are the hand-written ones).
+  const bool kept = ops.attention_reads_only_gemm_operands();
+  linear_backward(ops, m.d_c, a.ctx, m.p(p.attn_out.w), m.d_ctx, m.g(p.attn_out.w), nullptr, N, H, H,
+                  {.dy_kept = true, .dx_kept = kept});
   ops.drop_gemm_operand(a.ctx);
 
   AttentionBackward<T> b;
@@ -131,6 +144,7 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   b.impl = a.attn_impl;
   b.ctx = a.ctx;
   b.d_ctx = m.d_ctx;
+  b.d_ctx_kept = kept;
   b.d_q = m.d_q;
   b.d_k = m.d_k;
   b.d_v = m.d_v;

@@ -134,8 +134,9 @@ TEST(GpuKeptOutput, BiasGeluKernelWritesTheBitsOfTheCast) {
 }
 
 // LayerNorm forward, the dropout + bias-gradient backward (with and without dropout) and the
-// GELU backward writing their output's 16-bit copy in the same pass: fp32 outputs and bias
-// gradients as the plain op's, the GEMM over the copy bit for bit that over the cast.
+// GELU backward writing their output's 16-bit copy in the same pass, and the bias-gradient
+// sums writing their input's: fp32 outputs and bias gradients as the plain op's, the GEMM
+// over the copy bit for bit that over the cast.
 TEST(GpuKeptOutput, WrittenOutputsComeWithTheBitsOfTheCast) {
   LB_REQUIRE_GPU();
   const int rows = 130, cols = 96;
@@ -143,7 +144,7 @@ TEST(GpuKeptOutput, WrittenOutputsComeWithTheBitsOfTheCast) {
   const auto x = random_vector(n, 81), g = random_vector(cols, 82), b = random_vector(cols, 83),
              pre = random_vector(n, 84), w = random_vector(size_t(cols) * kD, 85);
   for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
-    for (int op = 0; op < 4; ++op) {
+    for (int op = 0; op < 5; ++op) {
       const std::string what = std::string(gemm_math_name(math)) + " op " + std::to_string(op);
       cuda::OpsOptions oo;
       oo.math = math;
@@ -166,9 +167,15 @@ TEST(GpuKeptOutput, WrittenOutputsComeWithTheBitsOfTheCast) {
           kept->dropout_bias_backward_kept(xd.data(), y2.data(), db2.data(), rows, cols, p, kKey);
           break;
         }
-        default:
+        case 3:
           plain->bias_gelu_backward(xd.data(), pd.data(), y1.data(), db1.data(), rows, cols);
           kept->bias_gelu_backward_kept(xd.data(), pd.data(), y2.data(), db2.data(), rows, cols);
+          break;
+        default:  // y = x, kept by the sums that read it
+          cuda::device_allocator().copy_from_host(y1.data(), x.data(), n * sizeof(float));
+          cuda::device_allocator().copy_from_host(y2.data(), x.data(), n * sizeof(float));
+          plain->bias_add_backward(y1.data(), db1.data(), rows, cols);
+          kept->bias_add_backward_kept(y2.data(), db2.data(), rows, cols);
       }
       plain->keep_gemm_operand(y1.data(), n);
       auto z1 = to_device(std::vector<float>(size_t(rows) * kD, 0.f)), z2 = to_device(std::vector<float>(size_t(rows) * kD, 0.f));

@@ -165,17 +165,24 @@ TEST(BertModel, Bf16CastReuseSavesExactlyTheRepeatedCasts) {
   // tensor, so each GEMM that reads one casts its whole extent, 3NH - 2H (three times in the
   // forward, three in the backward), against one cast of 3NH kept. d(scores) and the
   // dropped-out probabilities (B A S^2 each, each read by two GEMMs) are never cast either.
+  // And the GEMM outputs only GEMMs read (the *_kept GEMMs: q/k/v, ctx and d(ctx), 5NH) and
+  // the q/k/v gradient (3NH, its copy written by the bias-gradient sums), which the terms
+  // above count as cast once, are never cast.
   const size_t BASS = size_t(B) * cfg.heads * S * S;
   ASSERT_GT(cfg.attention_dropout, 0.f) << "the count assumes the dropped-out probabilities";
   const size_t per_layer = N * (2 * H + 2 * H + 2 * I) + (3 * N * H + 2 * N * H + 2 * N * I + 2 * N * H) + N * H +
-                           2 * BASS + (6 * (3 * N * H - 2 * H) - 3 * N * H) + 2 * BASS;
+                           2 * BASS + (6 * (3 * N * H - 2 * H) - 3 * N * H) + 2 * BASS + 5 * N * H + 3 * N * H;
   // Heads: the output gradients of the decoder (Pt x V), the MLM transform (Pt x H), the NSP
-  // classifier (B x 2) and the pooler (B x H).
-  const size_t heads = Pt * cfg.vocab_size + Pt * H + size_t(B) * 2 + size_t(B) * H;
+  // classifier (B x 2) and the pooler (B x H); those of the three with a bias in the GEMM's
+  // place (not the transform's, whose bias is fused into its GELU) are not cast at all: their
+  // bias-gradient sums write their copies.
+  const size_t with_bias = Pt * cfg.vocab_size + size_t(B) * 2 + size_t(B) * H;
+  const size_t heads = with_bias + Pt * H + with_bias;
   EXPECT_EQ(p.casts - r.casts, 2 * matrices - t.total_elements() + L * per_layer + (L - 1) * N * H + heads);
-  // The copies the producing ops wrote instead, per layer: P, d(scores), the GELU output, h1
-  // and the three output gradients; and the outputs of all layers but the last.
-  EXPECT_EQ(r.copy_writes, L * (2 * BASS + 2 * N * I + 3 * N * H) + (L - 1) * N * H);
+  // The copies the producing ops wrote instead, per layer: P, d(scores), the GELU output, h1,
+  // the three output gradients, q/k/v, ctx, d(ctx) and d(q/k/v); the outputs of all layers but
+  // the last; the heads' output gradients with a bias.
+  EXPECT_EQ(r.copy_writes, L * (2 * BASS + 2 * N * I + 3 * N * H + 5 * N * H + 3 * N * H) + (L - 1) * N * H + with_bias);
   EXPECT_EQ(p.copy_writes, 0u);
   // With reuse the dropped-out probabilities and the GELU output have no fp32 memory of their
   // own (their addresses key the kept copies), and the estimate for plans says so too.

@@ -40,20 +40,33 @@ TEST(Linear, ForwardAndBackward) {
   // Accumulate mode adds to what dx held.
   std::vector<double> dx2 = dx;
   std::vector<double> dw2(out * in, 0.0), db2(out, 0.0);
-  linear_backward(*ops, dyw.data(), x.data(), w.data(), dx2.data(), dw2.data(), db2.data(), n, in, out, true);
+  linear_backward(*ops, dyw.data(), x.data(), w.data(), dx2.data(), dw2.data(), db2.data(), n, in, out, {.accumulate_dx = true});
   for (size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx2[i], 2 * dx[i], 1e-12);
 }
 
-// In bf16 the backward rounds dy once for both of its GEMMs (Ops::keep_gemm_operand): dy,
-// then w for dx and x for dW, and nothing else.
+// In bf16 the backward rounds dy once for both of its GEMMs: without a bias by a cast
+// (Ops::keep_gemm_operand), with one in the bias-gradient sums, which write dy's copy as they
+// read it (Ops::bias_add_backward_kept). Then w for dx and x for dW are cast, and nothing else;
+// the results are the same either way.
 TEST(Linear, Bf16BackwardRoundsDyOnce) {
-  auto ops = cpu::make_ops<float>(GemmMath::kBf16);
   const int n = 6, in = 5, out = 4;
   const auto x = testing::cast<float>(random_vec(n * in, 1)), w = testing::cast<float>(random_vec(out * in, 2)),
              dy = testing::cast<float>(random_vec(n * out, 3));
   std::vector<float> dx(n * in), dw(out * in, 0.f), db(out, 0.f);
-  linear_backward(*ops, dy.data(), x.data(), w.data(), dx.data(), dw.data(), db.data(), n, in, out);
-  EXPECT_EQ(ops->gemm_operand_conversions(), size_t(n * out + out * in + n * in));
+  auto cast = cpu::make_ops<float>(GemmMath::kBf16);
+  linear_backward(*cast, dy.data(), x.data(), w.data(), dx.data(), dw.data(), nullptr, n, in, out);
+  EXPECT_EQ(cast->gemm_operand_conversions(), size_t(n * out + out * in + n * in));
+  EXPECT_EQ(cast->gemm_operand_copy_writes(), 0u);
+  cast->bias_add_backward(dy.data(), db.data(), n, out);
+
+  auto sums = cpu::make_ops<float>(GemmMath::kBf16);
+  std::vector<float> dx2(n * in), dw2(out * in, 0.f), db2(out, 0.f);
+  linear_backward(*sums, dy.data(), x.data(), w.data(), dx2.data(), dw2.data(), db2.data(), n, in, out);
+  EXPECT_EQ(sums->gemm_operand_conversions(), size_t(out * in + n * in));
+  EXPECT_EQ(sums->gemm_operand_copy_writes(), size_t(n * out));
+  EXPECT_EQ(dx, dx2);
+  EXPECT_EQ(dw, dw2);
+  EXPECT_EQ(db, db2);
 }
 
 }  // namespace

@@ -70,6 +70,13 @@ struct AttentionForward {
   T* probs = nullptr;
   T* probs_drop = nullptr;
   T* scores = nullptr;     // scratch [B, A, S, S]
+  // Set only where Ops::attention_reads_only_gemm_operands(). qkv_kept: the caller produced
+  // q, k, v kept as GEMM operands (Ops::gemm_bias_kept over the spans for_each_qkv_span
+  // names), so their fp32 values may be unwritten; they are not kept again here, and the
+  // backward drops them as it drops its own keeps. ctx_kept: ctx is produced the same way
+  // (Ops::gemm_batched_kept) and stays kept until the caller drops it.
+  bool qkv_kept = false;
+  bool ctx_kept = false;
 };
 
 template <typename T>
@@ -88,6 +95,9 @@ struct AttentionBackward {
   const T* probs = nullptr;       // what the forward saved
   const T* probs_drop = nullptr;
   const T* d_ctx = nullptr;       // [B*S, ld]
+  // d_ctx was produced kept (Ops::gemm_kept; its fp32 values may be unwritten): read through
+  // GEMMs and dropped here instead of kept. Only where Ops::attention_reads_only_gemm_operands().
+  bool d_ctx_kept = false;
   T* d_q = nullptr;               // [B*S, qkv_stride()] each, written (=)
   T* d_k = nullptr;
   T* d_v = nullptr;

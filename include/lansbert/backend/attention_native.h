@@ -75,7 +75,8 @@ AttentionImpl native_attention_forward(Ops<T>& ops, const AttentionForward<T>& a
   const int S = s.seq, D = s.head_dim, H = s.ld, Q = s.qkv_stride();
   // q, k, v and the (dropped-out) probabilities are GEMM operands again in the backward: kept
   // until native_attention_backward drops them (16-bit GEMMs cast each once).
-  for_each_qkv_span(s, a.q, a.k, a.v, [&](const T* x, size_t n) { ops.keep_gemm_operand(x, n); });
+  if (!a.qkv_kept)
+    for_each_qkv_span(s, a.q, a.k, a.v, [&](const T* x, size_t n) { ops.keep_gemm_operand(x, n); });
   ops.gemm_batched(Trans::kNo, Trans::kYes, S, S, D, T(1), a.q, Q, a.k, Q, T(0), a.scores, S, qk_batch(s, Q, Q));
   const T* pd = a.probs;
   if (a.dropout > 0) {
@@ -88,7 +89,10 @@ AttentionImpl native_attention_forward(Ops<T>& ops, const AttentionForward<T>& a
     ops.softmax_forward(a.scores, a.key_mask, a.probs, s.batch, s.heads, S, a.scale);  // the backward reads them too
     ops.keep_gemm_operand(pd, probs_size(s));
   }
-  ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), pd, S, a.v, Q, T(0), a.ctx, H, pv_batch(s, Q, H));
+  if (a.ctx_kept)  // read only by the output projection's GEMMs: written as its kept copy
+    ops.gemm_batched_kept(Trans::kNo, Trans::kNo, S, D, S, pd, S, a.v, Q, a.ctx, H, pv_batch(s, Q, H));
+  else
+    ops.gemm_batched(Trans::kNo, Trans::kNo, S, D, S, T(1), pd, S, a.v, Q, T(0), a.ctx, H, pv_batch(s, Q, H));
   return AttentionImpl::kNative;
 }
 
@@ -101,7 +105,7 @@ void native_attention_backward(Ops<T>& ops, const AttentionBackward<T>& a) {
   // d(pd) = d(ctx) v^T ;  d(v) = pd^T d(ctx)   (d(ctx), then d(scores), is held across its
   // two GEMMs: 16-bit GEMMs convert it once)
   {
-    HeldGemmOperand<T> held(ops, a.d_ctx, size_t(s.batch) * S * H);
+    HeldGemmOperand<T> held(ops, a.d_ctx, size_t(s.batch) * S * H, a.d_ctx_kept);
     ops.gemm_batched(Trans::kNo, Trans::kYes, S, S, D, T(1), a.d_ctx, H, a.v, Q, T(0), a.d_probs, S,
                      qk_batch(s, H, Q));
     ops.gemm_batched(Trans::kYes, Trans::kNo, S, D, S, T(1), pd, S, a.d_ctx, H, T(0), a.d_v, Q, pv_batch(s, H, Q));

@@ -120,6 +120,36 @@ class Ops {
     bias_add_forward(c, bias, m, n);
   }
 
+  // GEMMs whose output is read only by GEMMs until it is dropped (the attention's q/k/v, ctx
+  // and d(ctx) where the attention is the hand-written one): exactly gemm (alpha 1, beta 0),
+  // gemm_bias or gemm_batched followed by keep_gemm_operand of C's span (its first element to
+  // one past its last, gemm_operand_extent), except that where kept_outputs_unwritten() the
+  // GEMM writes only that 16-bit copy (the fp32 accumulator, plus the bias in fp32, rounded
+  // once: the bits of casting the fp32 result) and C is left unwritten: C's address then only
+  // keys the copy. Per element that saves the 4-byte fp32 write and the cast pass's 4-byte
+  // read (bert-large: 4 x N x H elements a layer forward, N x H backward).
+  virtual void gemm_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb, T* c,
+                         int ldc) {
+    gemm(ta, tb, m, n, k, T(1), a, lda, b, ldb, T(0), c, ldc);
+    keep_gemm_operand(c, gemm_operand_extent(Trans::kNo, m, n, ldc));
+  }
+  virtual void gemm_bias_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
+                              const T* bias, T* c, int ldc) {
+    gemm_bias(ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc);
+    keep_gemm_operand(c, gemm_operand_extent(Trans::kNo, m, n, ldc));
+  }
+  virtual void gemm_batched_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
+                                 T* c, int ldc, const GemmBatch& batch) {
+    gemm_batched(ta, tb, m, n, k, T(1), a, lda, b, ldb, T(0), c, ldc, batch);
+    keep_gemm_operand(c, gemm_operand_extent(Trans::kNo, m, n, ldc, batch.outer, batch.c_outer, batch.inner,
+                                             batch.c_inner));
+  }
+  // Whether attention_forward/backward read q, k, v, ctx and d(ctx) only through GEMMs (the
+  // hand-written attention does), so that the model may produce them with the *_kept GEMMs
+  // above and say so (AttentionForward::qkv_kept, ctx_kept; AttentionBackward::d_ctx_kept).
+  // A fused attention reads them in fp32: CudaOps says false when it may run one.
+  virtual bool attention_reads_only_gemm_operands() const { return true; }
+
   // y[r, c] += bias[c]                      | dbias[c] += sum_r dy[r, c]
   virtual void bias_add_forward(T* y, const T* bias, int rows, int cols) = 0;
   virtual void bias_add_backward(const T* dy, T* dbias, int rows, int cols) = 0;
@@ -167,6 +197,13 @@ class Ops {
   virtual void bias_gelu_backward_kept(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) {
     bias_gelu_backward(dact, pre, dpre, dbias, rows, cols);
     keep_gemm_operand(dpre, size_t(rows) * cols);
+  }
+  // bias_add_backward, then keep_gemm_operand(dy): the column sums read every element of dy
+  // anyway, so they write its 16-bit copy in the same pass (a linear layer's output gradient,
+  // read next by its dX and dW GEMMs: linear_backward).
+  virtual void bias_add_backward_kept(const T* dy, T* dbias, int rows, int cols) {
+    bias_add_backward(dy, dbias, rows, cols);
+    keep_gemm_operand(dy, size_t(rows) * cols);
   }
 
   // Whether the *_kept ops leave their fp32 outputs unwritten (16-bit GEMMs with cast reuse).

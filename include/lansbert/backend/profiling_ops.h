@@ -40,6 +40,20 @@ class ProfilingOps final : public Ops<T> {
                  T* c, int ldc) override {
     time("gemm_bias", [&] { inner_.gemm_bias(ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc); });
   }
+  // Charged to the plain GEMMs' rows: the same GEMMs, with only the output's format changed.
+  void gemm_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb, T* c,
+                 int ldc) override {
+    time("gemm", [&] { inner_.gemm_kept(ta, tb, m, n, k, a, lda, b, ldb, c, ldc); });
+  }
+  void gemm_bias_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
+                      const T* bias, T* c, int ldc) override {
+    time("gemm_bias", [&] { inner_.gemm_bias_kept(ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc); });
+  }
+  void gemm_batched_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb, T* c,
+                         int ldc, const GemmBatch& g) override {
+    time("gemm_batched", [&] { inner_.gemm_batched_kept(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, g); });
+  }
+  bool attention_reads_only_gemm_operands() const override { return inner_.attention_reads_only_gemm_operands(); }
   void keep_gemm_operand(const T* x, size_t n) override {
     time("keep_gemm_operand", [&] { inner_.keep_gemm_operand(x, n); });
   }
@@ -65,6 +79,9 @@ class ProfilingOps final : public Ops<T> {
   }
   void bias_add_backward(const T* dy, T* db, int r, int c) override {
     time("bias_add_backward", [&] { inner_.bias_add_backward(dy, db, r, c); });
+  }
+  void bias_add_backward_kept(const T* dy, T* db, int r, int c) override {
+    time("bias_add_backward", [&] { inner_.bias_add_backward_kept(dy, db, r, c); });
   }
   void add_forward(const T* a, const T* b, T* y, size_t n) override {
     time("add_forward", [&] { inner_.add_forward(a, b, y, n); });
