@@ -30,8 +30,10 @@ cublasOperation_t to_cublas(Trans t) {
 CudaOps::CudaOps(const OpsOptions& options) : options_(options), stream_(), blas_(stream_.get()) {
   // Default math: plain fp32 unless TF32 is asked for (CUBLAS_COMPUTE_32F never uses TF32
   // by itself; the compute type below selects it). 16-bit inputs use tensor cores anyway.
-  CUBLAS_CHECK(cublasSetMathMode(blas_.get(), options_.math == GemmMath::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                                               : CUBLAS_DEFAULT_MATH));
+  // Reductions (split-K) in the fp32 accumulator, never in a 16-bit output's type: the *_kept
+  // GEMMs write 16-bit outputs that must be the fp32 result rounded once.
+  const int math = options_.math == GemmMath::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+  CUBLAS_CHECK(cublasSetMathMode(blas_.get(), cublasMath_t(math | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
 }
 
 // (Not a CudaOps member: an extended __device__ lambda may not live in a private method.)
@@ -190,9 +192,17 @@ void CudaOps::gemm_bias_into(Trans ta, Trans tb, int m, int n, int k, const floa
   call.c_type = copy ? half_type() : CUDA_R_32F;
   call.ldc = ldc;
   call.compute = compute_type();
-  if (lt_.run(call, stream())) {
-    ++fused_bias_gemms_;
-    return;
+  const bool epilogue = !copy || half_bias_epilogue_ != Checked::kDisagrees;
+  if (epilogue && lt_.run(call, stream())) {
+    if (copy && half_bias_epilogue_ == Checked::kNotYet)
+      half_bias_epilogue_ = half_bias_epilogue_agrees(ta, tb, m, n, k, ha, ta_type, lda, hb, tb_type, ldb, bias, c,
+                                                      ldc, copy)
+                                ? Checked::kAgrees
+                                : Checked::kDisagrees;
+    if (half_bias_epilogue_ != Checked::kDisagrees || !copy) {
+      ++fused_bias_gemms_;
+      return;
+    }
   }
   ++unfused_bias_gemms_;
   gemm_ex(ta, tb, m, n, k, 1.0f, ha, ta_type, lda, hb, tb_type, ldb, 0.0f, c, CUDA_R_32F, ldc);

@@ -24,6 +24,11 @@ struct KeptCopy {
   const uint16_t* data() const { return external ? external : static_cast<const uint16_t*>(owned.get()); }
 };
 
+// copy[i] = c[i] + bias[i % cols] rounded to `format` (cuda_gemm.cu): gemm_bias_kept's fallback
+// and its check (half_bias_check.cu).
+void bias_add_into_copy(const float* c, const float* bias, uint16_t* copy, int rows, int cols,
+                        kern::HalfFormat format, cudaStream_t s);
+
 class CudaOps final : public Ops<float> {
  public:
   explicit CudaOps(const OpsOptions& options);
@@ -155,6 +160,11 @@ class CudaOps final : public Ops<float> {
   // gemm_bias, with its output written as `copy` (16-bit) when given (gemm_bias_kept).
   void gemm_bias_into(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
                       const float* bias, float* c, int ldc, uint16_t* copy);
+  // half_bias_check.cu: after cuBLASLt's epilogue wrote `copy` (16-bit D, fp32 bias), whether
+  // the fallback's computation (using c as fp32 scratch) agrees within one 16-bit ulp.
+  bool half_bias_epilogue_agrees(Trans ta, Trans tb, int m, int n, int k, const void* ha, cudaDataType_t ta_type,
+                                 int lda, const void* hb, cudaDataType_t tb_type, int ldb, const float* bias, float* c,
+                                 int ldc, const uint16_t* copy);
   cublasComputeType_t compute_type() const;
 
   // dst[index[i], :] += src[i, :], rows of one index summed in ascending i (cuda_gather.cu).
@@ -165,6 +175,8 @@ class CudaOps final : public Ops<float> {
   CublasHandle blas_;
   LtBiasMatmul lt_;                                  // gemm_bias's plans and cuBLASLt handle
   size_t fused_bias_gemms_ = 0, unfused_bias_gemms_ = 0;
+  enum class Checked { kNotYet, kAgrees, kDisagrees };
+  Checked half_bias_epilogue_ = Checked::kNotYet;  // the fp32-bias epilogue with a 16-bit D
   // scatter workspaces, grown on first use: the sort, and the pieces of rows that cross chunks
   DeviceBytes sort_keys_, sort_values_, sort_temp_, scatter_pieces_;
   DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums

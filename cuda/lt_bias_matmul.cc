@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 
 namespace lansbert::cuda {
 
@@ -100,6 +101,10 @@ bool LtBiasMatmul::run(const Call& c, cudaStream_t stream) {
     pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, ab);
     pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, ac);
     pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, ac);
+    if (c.c_type != CUDA_R_32F) {  // split-K partial sums in fp32, never in D's 16-bit type
+      const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      pref.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, schemes);
+    }
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     // "Not supported" (e.g. fp32 operands with a 16-bit fast compute type in some cuBLASLt
@@ -109,6 +114,13 @@ bool LtBiasMatmul::run(const Call& c, cudaStream_t stream) {
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_.get(), plan->desc, plan->la, plan->lb, plan->lc,
                                                              plan->lc, pref.p, 1, &result, &found);
     if (st != CUBLAS_STATUS_NOT_SUPPORTED && c.c_type == CUDA_R_32F) CUBLAS_CHECK(st);
+    if ((st != CUBLAS_STATUS_SUCCESS || found == 0) && c.c_type != CUDA_R_32F) {
+      static bool said = false;  // once per process: every such shape takes the same fallback
+      if (!said)
+        std::fprintf(stderr, "lansbert: cuBLASLt: no 16-bit-output algorithm with an fp32 bias (%s): fallback\n",
+                     st == CUBLAS_STATUS_SUCCESS ? "none found" : cublasGetStatusName(st));
+      said = true;
+    }
     if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
       plan->algo = result.algo;
     } else {
@@ -124,7 +136,9 @@ bool LtBiasMatmul::run(const Call& c, cudaStream_t stream) {
   const cublasStatus_t st = cublasLtMatmul(handle_.get(), plan->desc, &alpha, c.b, plan->la, c.a, plan->lb, &beta,
                                            c.c, plan->lc, c.c, plan->lc, &plan->algo, handle_.workspace(),
                                            handle_.workspace_bytes(), stream);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {  // nothing queued: this key falls back from now on
+  // Nothing queued: this key falls back from now on. With a 16-bit D (an fp32 bias outside
+  // what cublasLt.h documents) an invalid-value answer is a refusal too.
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_INVALID_VALUE && c.c_type != CUDA_R_32F)) {
     it->second.reset();
     return false;
   }
