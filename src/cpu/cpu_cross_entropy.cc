@@ -1,6 +1,8 @@
-// Softmax cross-entropy on the CPU: one task per row of logits.
+// Softmax cross-entropy on the CPU: one task per row of logits, its max and sum of exps in
+// vectorisable lanes (row_reduce.h).
 #include "cpu_ops_impl.h"
 #include "lansbert/kernels/cross_entropy.h"
+#include "row_reduce.h"
 
 namespace lansbert::cpu {
 
@@ -9,9 +11,13 @@ void CpuOps<T>::cross_entropy_forward(const T* logits, const int32_t* labels, T*
                                       int32_t* correct, int rows, int classes) {
 #pragma omp parallel for schedule(static) if (worth_threads(size_t(rows) * classes))
   for (int r = 0; r < rows; ++r) {
-    auto row = kern::cross_entropy_row(logits + size_t(r) * classes, classes, labels[r]);
-    losses[r] = row.loss;
-    correct[r] = labels[r] >= 0 && row.argmax == labels[r];
+    const T* x = logits + size_t(r) * classes;
+    const T mx = row_max(x, classes);
+    int argmax = 0;  // the first index of the maximum
+    while (x[argmax] != mx) ++argmax;
+    const T sum = row_sum<T>(classes, [&](int j) { return kern::lb_exp(x[j] - mx); });
+    losses[r] = kern::cross_entropy_loss(x, labels[r], mx, sum);
+    correct[r] = labels[r] >= 0 && argmax == labels[r];
   }
 }
 
@@ -22,19 +28,16 @@ void CpuOps<T>::cross_entropy_backward(const T* logits, const int32_t* labels, T
   for (int r = 0; r < rows; ++r) {
     const T* x = logits + size_t(r) * classes;
     T* dx = dlogits + size_t(r) * classes;
-    if (labels[r] < 0) {
+    const int32_t label = labels[r];
+    if (label < 0) {
       for (int j = 0; j < classes; ++j) dx[j] = T(0);
       continue;
     }
     // One exp per element: keep exp(x - max) in dx, then scale it in place.
-    T mx = x[0];
-    for (int j = 1; j < classes; ++j) mx = x[j] > mx ? x[j] : mx;
-    T sum = 0;
-    for (int j = 0; j < classes; ++j) {
-      dx[j] = kern::lb_exp(x[j] - mx);
-      sum += dx[j];
-    }
-    for (int j = 0; j < classes; ++j) dx[j] = kern::cross_entropy_dx_from_exp(dx[j], j, labels[r], sum, weight);
+    const T mx = row_max(x, classes);
+    for (int j = 0; j < classes; ++j) dx[j] = kern::lb_exp(x[j] - mx);
+    const T sum = row_sum<T>(classes, [&](int j) { return dx[j]; });
+    for (int j = 0; j < classes; ++j) dx[j] = kern::cross_entropy_dx_from_exp(dx[j], j, label, sum, weight);
   }
 }
 

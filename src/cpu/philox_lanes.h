@@ -60,11 +60,12 @@ void for_each_dropout_bits(size_t n, RngKey key, bool parallel, F f) {
   for (size_t g = 0; g < groups; ++g) {
     uint32_t bits[4][kLanes];
     philox_lanes(key, g * kLanes, bits);
-    const size_t begin = g * kGroup, end = std::min(n, begin + kGroup);
-    for (size_t i = begin; i < end; ++i) {
-      const size_t j = i - begin;
-      f(i, bits[j & 3][j >> 2]);
-    }
+    // In element order first: the loop over elements then reads its bits contiguously, so the
+    // compiler vectorises it with the caller's f (a transposed read per element would not).
+    uint32_t flat[kGroup];
+    for (size_t j = 0; j < kGroup; ++j) flat[j] = bits[j & 3][j >> 2];
+    const size_t begin = g * kGroup, count = std::min(n, begin + kGroup) - begin;
+    for (size_t j = 0; j < count; ++j) f(begin + j, flat[j]);
   }
 }
 
