@@ -1,8 +1,35 @@
-// Attention softmax on the CPU: one task per (batch, head, query) row.
+// Attention softmax on the CPU: one task per (batch, head, query) row; each row's max, sum
+// and dot product in vectorisable lanes (row_reduce.h), the elements by the shared bodies.
+#include <limits>
+
 #include "cpu_ops_impl.h"
 #include "lansbert/kernels/softmax.h"
+#include "row_reduce.h"
 
 namespace lansbert::cpu {
+
+namespace {
+
+template <typename T>
+void softmax_row(const T* x, const int32_t* key_mask, int n, T scale, T* p) {
+  // Masked keys take -inf in the max; a row without unmasked keys gives zeros (inv_sum 0).
+  // x is read until the exps are written: p may be x.
+  const T ninf = -std::numeric_limits<T>::infinity();
+  bool any = false;
+  for (int j = 0; j < n && !any; ++j) any = key_mask[j] != 0;
+  const T mx = any ? row_max_of<T>(n, [&](int j) { return key_mask[j] ? scale * x[j] : ninf; }) : T(0);
+  for (int j = 0; j < n; ++j) p[j] = kern::masked_softmax_exp(x[j], key_mask[j], scale, mx);
+  const T inv = kern::masked_softmax_inv_sum(row_sum<T>(n, [&](int j) { return p[j]; }), any);
+  for (int j = 0; j < n; ++j) p[j] *= inv;
+}
+
+template <typename T>
+void softmax_row_backward(const T* dp, const T* p, int n, T scale, T* dx) {
+  const T dot = row_sum<T>(n, [&](int j) { return dp[j] * p[j]; });
+  for (int j = 0; j < n; ++j) dx[j] = kern::masked_softmax_dx(dp[j], p[j], dot, scale);
+}
+
+}  // namespace
 
 template <typename T>
 void CpuOps<T>::softmax_forward(const T* scores, const int32_t* key_mask, T* probs, int batch,
@@ -11,7 +38,7 @@ void CpuOps<T>::softmax_forward(const T* scores, const int32_t* key_mask, T* pro
 #pragma omp parallel for schedule(static) if (worth_threads(size_t(rows) * seq))
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t b = r / (int64_t(heads) * seq);
-    kern::masked_softmax_row(scores + r * seq, key_mask + b * seq, seq, scale, probs + r * seq);
+    softmax_row(scores + r * seq, key_mask + b * seq, seq, scale, probs + r * seq);
   }
 }
 
@@ -21,7 +48,7 @@ void CpuOps<T>::softmax_backward(const T* dprobs, const T* probs, T* dscores, in
   const int64_t rows = int64_t(batch) * heads * seq;
 #pragma omp parallel for schedule(static) if (worth_threads(size_t(rows) * seq))
   for (int64_t r = 0; r < rows; ++r)
-    kern::masked_softmax_row_backward(dprobs + r * seq, probs + r * seq, seq, scale, dscores + r * seq);
+    softmax_row_backward(dprobs + r * seq, probs + r * seq, seq, scale, dscores + r * seq);
 }
 
 // The CPU runs the composition (the mask generator wants long runs); the CUDA twin fuses.

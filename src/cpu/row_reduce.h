@@ -11,18 +11,30 @@ namespace lansbert::cpu {
 
 constexpr int kReduceLanes = 16;
 
-// max over j < n of x[j]. REQUIRES: n >= 1.
-template <typename T>
-T row_max(const T* x, int n) {
+// max over j < n of f(j). REQUIRES: n >= 1.
+template <typename T, typename F>
+T row_max_of(int n, F&& f) {
   T lane[kReduceLanes];
-  for (int l = 0; l < kReduceLanes; ++l) lane[l] = x[0];
+  for (int l = 0; l < kReduceLanes; ++l) lane[l] = f(0);
   int j = 0;
   for (; j + kReduceLanes <= n; j += kReduceLanes)
-    for (int l = 0; l < kReduceLanes; ++l) lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
-  for (; j < n; ++j) lane[0] = x[j] > lane[0] ? x[j] : lane[0];
+    for (int l = 0; l < kReduceLanes; ++l) {
+      const T v = f(j + l);
+      lane[l] = v > lane[l] ? v : lane[l];
+    }
+  for (; j < n; ++j) {
+    const T v = f(j);
+    lane[0] = v > lane[0] ? v : lane[0];
+  }
   T m = lane[0];
   for (int l = 1; l < kReduceLanes; ++l) m = lane[l] > m ? lane[l] : m;
   return m;
+}
+
+// max over j < n of x[j]. REQUIRES: n >= 1.
+template <typename T>
+T row_max(const T* x, int n) {
+  return row_max_of<T>(n, [x](int j) { return x[j]; });
 }
 
 // sum over j < n of f(j).

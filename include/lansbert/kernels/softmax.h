@@ -13,8 +13,9 @@
 
 namespace lansbert::kern {
 
-// Element pieces, shared by the row functions below (CPU) and the CUDA kernels, which reduce
-// a row's max, sum and dot product across a warp and then call these per element.
+// Element pieces, shared by the CPU's row loops (src/cpu/cpu_softmax.cc) and the CUDA kernels:
+// each reduces a row's max, sum and dot product in its own fixed order (CPU: lanes, CUDA: a
+// warp) and then calls these per element.
 // Unnormalised probability of key j once the row's max over unmasked keys is known.
 template <typename T>
 LB_HOST_DEVICE T masked_softmax_exp(T x, int32_t keep, T scale, T mx) {
@@ -29,32 +30,6 @@ LB_HOST_DEVICE T masked_softmax_inv_sum(T sum, bool any) {
 template <typename T>
 LB_HOST_DEVICE T masked_softmax_dx(T dp, T p, T dot, T scale) {
   return scale * p * (dp - dot);
-}
-
-template <typename T>
-LB_HOST_DEVICE void masked_softmax_row(const T* x, const int32_t* key_mask, int n, T scale, T* p) {
-  T mx = T(0);
-  bool any = false;
-  for (int j = 0; j < n; ++j)
-    if (key_mask[j] && (!any || scale * x[j] > mx)) {
-      mx = scale * x[j];
-      any = true;
-    }
-  T sum = 0;
-  for (int j = 0; j < n; ++j) {
-    const T e = masked_softmax_exp(x[j], key_mask[j], scale, mx);
-    p[j] = e;
-    sum += e;
-  }
-  const T inv = masked_softmax_inv_sum(sum, any);
-  for (int j = 0; j < n; ++j) p[j] *= inv;
-}
-
-template <typename T>
-LB_HOST_DEVICE void masked_softmax_row_backward(const T* dp, const T* p, int n, T scale, T* dx) {
-  T dot = 0;
-  for (int j = 0; j < n; ++j) dot += dp[j] * p[j];
-  for (int j = 0; j < n; ++j) dx[j] = masked_softmax_dx(dp[j], p[j], dot, scale);
 }
 
 }  // namespace lansbert::kern
