@@ -16,11 +16,6 @@
 namespace lansbert {
 namespace {
 
-using testing::expect_close;
-using testing::random_vector;
-using testing::to_device;
-using testing::to_host;
-
 // One attention call's device buffers (inputs drawn from a seed) and its arguments.
 struct Attn {
   AttentionShape s;

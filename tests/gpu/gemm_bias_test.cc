@@ -13,11 +13,6 @@
 namespace lansbert {
 namespace {
 
-using testing::expect_close;
-using testing::random_vector;
-using testing::to_device;
-using testing::to_host;
-
 struct Mode {
   const char* name;
   GemmMath math;

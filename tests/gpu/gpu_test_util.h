@@ -94,3 +94,11 @@ void expect_close(const std::string& what, const std::vector<T>& got, const std:
 }
 
 }  // namespace lansbert::testing
+
+namespace lansbert {
+// The four helpers nearly every parity test calls, by their short names.
+using testing::expect_close;
+using testing::random_vector;
+using testing::to_device;
+using testing::to_host;
+}  // namespace lansbert

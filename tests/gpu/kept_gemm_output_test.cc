@@ -21,11 +21,6 @@
 namespace lansbert {
 namespace {
 
-using testing::expect_close;
-using testing::random_vector;
-using testing::to_device;
-using testing::to_host;
-
 constexpr int kB = 2, kA = 4, kS = 40, kD = 16, kH = kA * kD;
 constexpr int kM = 96, kN = 3 * kH, kK = kH;  // a q/k/v projection: [B*S, H] x [3H, H]^T
 

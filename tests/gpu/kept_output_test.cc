@@ -14,11 +14,6 @@
 namespace lansbert {
 namespace {
 
-using testing::expect_close;
-using testing::random_vector;
-using testing::to_device;
-using testing::to_host;
-
 constexpr int kB = 2, kA = 4, kS = 77, kD = 16;
 constexpr size_t kN = size_t(kB) * kA * kS * kS;
 constexpr float kScale = 0.125f;

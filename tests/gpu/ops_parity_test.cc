@@ -16,11 +16,6 @@
 namespace lansbert {
 namespace {
 
-using testing::expect_close;
-using testing::random_vector;
-using testing::to_device;
-using testing::to_host;
-
 constexpr double kTol = 1e-5;
 
 struct Twins {
