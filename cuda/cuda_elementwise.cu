@@ -69,6 +69,27 @@ void CudaOps::dropout_forward(const float* x, float* y, size_t n, float p, RngKe
                      [=] __device__(size_t i, uint32_t bits) { y[i] = kern::dropout_scale(x[i], bits, p); });
 }
 
+// dropout_forward writing y's kept copy in the same pass (without dropout: a copy pass that
+// also writes the 16-bit values).
+void CudaOps::dropout_forward_kept(const float* x, float* y, size_t n, float p, RngKey key) {
+  uint16_t* h = kept_output(y, n);
+  if (!h) return Ops<float>::dropout_forward_kept(x, y, n, p, key);
+  const kern::HalfFormat format = gemm_half_format(options_.math);
+  if (p <= 0.0f) {
+    launch_map(n, stream(), [=] __device__(size_t i) {
+      const float v = x[i];
+      y[i] = v;
+      h[i] = kern::float_to_half(v, format);
+    });
+    return;
+  }
+  launch_dropout_map(n, key, stream(), [=] __device__(size_t i, uint32_t bits) {
+    const float v = kern::dropout_scale(x[i], bits, p);
+    y[i] = v;
+    h[i] = kern::float_to_half(v, format);
+  });
+}
+
 void CudaOps::dropout_backward(const float* dy, float* dx, size_t n, float p, RngKey key) {
   dropout_forward(dy, dx, n, p, key);  // the same mask and scale
 }

@@ -86,6 +86,7 @@ class CudaOps final : public Ops<float> {
   void bias_gelu_backward_kept(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
                                int cols) override;
   void bias_add_backward_kept(const float* dy, float* dbias, int rows, int cols) override;
+  void dropout_forward_kept(const float* x, float* y, size_t n, float p, RngKey key) override;
   size_t gemm_operand_copy_writes() const override { return copy_writes_; }
   void bias_gelu_backward(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
                           int cols) override;

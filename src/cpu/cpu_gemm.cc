@@ -95,6 +95,12 @@ void CpuOps<T>::bias_add_backward_kept(const T* dy, T* dbias, int rows, int cols
 }
 
 template <typename T>
+void CpuOps<T>::dropout_forward_kept(const T* x, T* y, size_t n, float p, RngKey key) {
+  dropout_forward(x, y, n, p, key);
+  keep_as_written(y, n);
+}
+
+template <typename T>
 const T* CpuOps<T>::operand(const T* x, size_t n, std::vector<T>& scratch) {
   if (math_ == GemmMath::kFp32 || n == 0) return x;
   size_t offset = 0;

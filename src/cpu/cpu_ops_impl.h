@@ -52,6 +52,7 @@ class CpuOps final : public Ops<T> {
   void dropout_bias_backward_kept(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) override;
   void bias_gelu_backward_kept(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) override;
   void bias_add_backward_kept(const T* dy, T* dbias, int rows, int cols) override;
+  void dropout_forward_kept(const T* x, T* y, size_t n, float p, RngKey key) override;
   size_t gemm_operand_copy_writes() const override { return copy_writes_; }
   void bias_gelu_backward(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) override;
   void bias_dropout_residual_forward(T* y, const T* bias, const T* residual, int rows, int cols, float p,

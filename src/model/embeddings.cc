@@ -16,8 +16,9 @@ void embeddings_forward(BertState<T>& m) {
   ops.layernorm_forward(m.emb_sum, m.p(m.emb_ln.w), m.p(m.emb_ln.b), m.emb_out, m.emb_mean,
                         m.emb_rstd, N, H, T(c.layernorm_eps));
   const float p = m.ctx.train ? c.hidden_dropout : 0.0f;
-  ops.dropout_forward(m.emb_out, m.emb_out, size_t(N) * H, p,
-                      RngKey{m.ctx.seed, m.ctx.step, dropout_site_embeddings()});
+  // The first layer's input: its GEMMs read the 16-bit copy, written in the same pass.
+  ops.dropout_forward_kept(m.emb_out, m.emb_out, size_t(N) * H, p,
+                           RngKey{m.ctx.seed, m.ctx.step, dropout_site_embeddings()});
 }
 
 template <typename T>

@@ -73,10 +73,9 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
   const float p_hidden = drop_p(m, c.hidden_dropout);
 
   const size_t NH = size_t(N) * H;
-  // x is the q/k/v projection's GEMM input, here and in its dW: kept until the backward. The
-  // previous layer's second LayerNorm wrote it with its 16-bit copy; the embeddings' output
-  // (dropout comes after their LayerNorm) is kept here.
-  if (l == 0) ops.keep_gemm_operand(x, NH);
+  // x is the q/k/v projection's GEMM input, here and in its dW: kept until the backward, and
+  // written with its 16-bit copy by its producer (the previous layer's second LayerNorm, or
+  // the embeddings' dropout).
   // q/k/v and ctx are read only by GEMMs when the attention is the hand-written one: they are
   // produced as their kept 16-bit copies where the backend converts operands (no fp32 write, no
   // cast pass), and kept as written otherwise.

@@ -129,8 +129,8 @@ TEST(GpuKeptOutput, BiasGeluKernelWritesTheBitsOfTheCast) {
 }
 
 // LayerNorm forward, the dropout + bias-gradient backward (with and without dropout) and the
-// GELU backward writing their output's 16-bit copy in the same pass, and the bias-gradient
-// sums writing their input's: fp32 outputs and bias gradients as the plain op's, the GEMM
+// GELU backward and the embeddings' dropout (with and without dropout) writing their output's
+// 16-bit copy in the same pass, and the bias-gradient sums writing their input's: fp32 outputs and bias gradients as the plain op's, the GEMM
 // over the copy bit for bit that over the cast.
 TEST(GpuKeptOutput, WrittenOutputsComeWithTheBitsOfTheCast) {
   LB_REQUIRE_GPU();
@@ -139,7 +139,7 @@ TEST(GpuKeptOutput, WrittenOutputsComeWithTheBitsOfTheCast) {
   const auto x = random_vector(n, 81), g = random_vector(cols, 82), b = random_vector(cols, 83),
              pre = random_vector(n, 84), w = random_vector(size_t(cols) * kD, 85);
   for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
-    for (int op = 0; op < 5; ++op) {
+    for (int op = 0; op < 7; ++op) {
       const std::string what = std::string(gemm_math_name(math)) + " op " + std::to_string(op);
       cuda::OpsOptions oo;
       oo.math = math;
@@ -166,6 +166,13 @@ TEST(GpuKeptOutput, WrittenOutputsComeWithTheBitsOfTheCast) {
           plain->bias_gelu_backward(xd.data(), pd.data(), y1.data(), db1.data(), rows, cols);
           kept->bias_gelu_backward_kept(xd.data(), pd.data(), y2.data(), db2.data(), rows, cols);
           break;
+        case 5:
+        case 6: {
+          const float p = op == 5 ? 0.1f : 0.f;
+          plain->dropout_forward(xd.data(), y1.data(), n, p, kKey);
+          kept->dropout_forward_kept(xd.data(), y2.data(), n, p, kKey);
+          break;
+        }
         default:  // y = x, kept by the sums that read it
           cuda::device_allocator().copy_from_host(y1.data(), x.data(), n * sizeof(float));
           cuda::device_allocator().copy_from_host(y2.data(), x.data(), n * sizeof(float));

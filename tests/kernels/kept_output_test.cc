@@ -112,14 +112,14 @@ TEST(KeptOutput, BiasGeluForwardWritesTheCopyOnly) {
 }
 
 // The ops whose output is also read in fp32 write it as before and keep it with a copy
-// written in the same pass: the fp32 output and the bias gradients equal the plain op's, a
+// written in the same pass (the bias sums: their input): the fp32 output and the bias gradients equal the plain op's, a
 // GEMM over the output sees the bits of casting it, and nothing is cast for it.
 TEST(KeptOutput, WrittenOutputsComeWithTheirCopies) {
   const int rows = 10, cols = 12;
   const size_t n = size_t(rows) * cols;
   const auto x = floats(n, 31), g = floats(cols, 32), b = floats(cols, 33), w = floats(size_t(cols) * kD, 34);
   for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
-    for (int op = 0; op < 4; ++op) {
+    for (int op = 0; op < 7; ++op) {
       auto plain = cpu::make_ops<float>(math), kept = cpu::make_ops<float>(math);
       std::vector<float> y1(n), y2(n), s1(rows), s2(rows), t1(rows), t2(rows), db1(cols, 0.5f), db2(cols, 0.5f);
       std::vector<float> pre = floats(n, 35);
@@ -136,9 +136,24 @@ TEST(KeptOutput, WrittenOutputsComeWithTheirCopies) {
           kept->dropout_bias_backward_kept(x.data(), y2.data(), db2.data(), rows, cols, p, kKey);
           break;
         }
-        default:
+        case 3:
           plain->bias_gelu_backward(x.data(), pre.data(), y1.data(), db1.data(), rows, cols);
           kept->bias_gelu_backward_kept(x.data(), pre.data(), y2.data(), db2.data(), rows, cols);
+          break;
+        case 4:
+        case 5: {  // the embeddings' dropout, in place as the model runs it
+          const float p = op == 4 ? kDrop : 0.f;
+          y1 = x;
+          y2 = x;
+          plain->dropout_forward(y1.data(), y1.data(), n, p, kKey);
+          kept->dropout_forward_kept(y2.data(), y2.data(), n, p, kKey);
+          break;
+        }
+        default:  // y = x, its copy written by the bias sums that read it
+          y1 = x;
+          y2 = x;
+          plain->bias_add_backward(y1.data(), db1.data(), rows, cols);
+          kept->bias_add_backward_kept(y2.data(), db2.data(), rows, cols);
       }
       plain->keep_gemm_operand(y1.data(), n);
       const std::string what = std::string(gemm_math_name(math)) + " op " + std::to_string(op);

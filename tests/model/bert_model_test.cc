@@ -156,9 +156,10 @@ TEST(BertModel, Bf16CastReuseSavesExactlyTheRepeatedCasts) {
       matrices += e.numel;
   const size_t N = size_t(B) * S, H = cfg.hidden, I = cfg.intermediate, L = cfg.layers, Pt = size_t(B) * P;
   // Per layer, what reuse saves. Inputs read by a forward GEMM and its dW GEMM: x and ctx
-  // (N x H) are cast once instead of twice; h1 (N x H), the GELU output (N x I) and, from the
-  // second layer on, x (the previous layer's output) come from their producing ops with their
-  // 16-bit copies (the *_kept ops): never cast. Output
+  // (N x H) are cast once instead of twice; h1 (N x H), the GELU output (N x I) and x (the
+  // previous layer's output, or the embeddings' dropout output for the first layer: the L N H
+  // term below) come from their producing ops with their 16-bit copies (the *_kept ops): never
+  // cast. Output
   // gradients read by a dX and a dW GEMM: q/k/v's (3NH) and d(ctx) (NH) cast once instead of
   // twice; those of the attention output, FFN input and FFN output (NH, NI, NH) come with
   // their copies: never cast. Attention: q, k, v are head slices of the packed [N, 3H]
@@ -178,11 +179,12 @@ TEST(BertModel, Bf16CastReuseSavesExactlyTheRepeatedCasts) {
   // bias-gradient sums write their copies.
   const size_t with_bias = Pt * cfg.vocab_size + size_t(B) * 2 + size_t(B) * H;
   const size_t heads = with_bias + Pt * H + with_bias;
-  EXPECT_EQ(p.casts - r.casts, 2 * matrices - t.total_elements() + L * per_layer + (L - 1) * N * H + heads);
+  EXPECT_EQ(p.casts - r.casts, 2 * matrices - t.total_elements() + L * per_layer + L * N * H + heads);
   // The copies the producing ops wrote instead, per layer: P, d(scores), the GELU output, h1,
-  // the three output gradients, q/k/v, ctx, d(ctx) and d(q/k/v); the outputs of all layers but
-  // the last; the heads' output gradients with a bias.
-  EXPECT_EQ(r.copy_writes, L * (2 * BASS + 2 * N * I + 3 * N * H + 5 * N * H + 3 * N * H) + (L - 1) * N * H + with_bias);
+  // the three output gradients, q/k/v, ctx, d(ctx) and d(q/k/v); each layer's input (the
+  // embeddings' output and the outputs of all layers but the last); the heads' output
+  // gradients with a bias.
+  EXPECT_EQ(r.copy_writes, L * (2 * BASS + 2 * N * I + 3 * N * H + 5 * N * H + 3 * N * H) + L * N * H + with_bias);
   EXPECT_EQ(p.copy_writes, 0u);
   // With reuse the dropped-out probabilities and the GELU output have no fp32 memory of their
   // own (their addresses key the kept copies), and the estimate for plans says so too.

@@ -199,6 +199,12 @@ class Ops {
     bias_gelu_backward(dact, pre, dpre, dbias, rows, cols);
     keep_gemm_operand(dpre, size_t(rows) * cols);
   }
+  // dropout_forward, then keep_gemm_operand(y): the embeddings' output, the first layer's
+  // input, is read by its GEMMs and, in fp32, by the first residual. y may be x.
+  virtual void dropout_forward_kept(const T* x, T* y, size_t n, float p, RngKey key) {
+    dropout_forward(x, y, n, p, key);
+    keep_gemm_operand(y, n);
+  }
   // bias_add_backward, then keep_gemm_operand(dy): the column sums read every element of dy
   // anyway, so they write its 16-bit copy in the same pass (a linear layer's output gradient,
   // read next by its dX and dW GEMMs: linear_backward).

@@ -80,6 +80,9 @@ class ProfilingOps final : public Ops<T> {
   void bias_add_backward(const T* dy, T* db, int r, int c) override {
     time("bias_add_backward", [&] { inner_.bias_add_backward(dy, db, r, c); });
   }
+  void dropout_forward_kept(const T* x, T* y, size_t n, float p, RngKey k) override {
+    time("dropout_forward", [&] { inner_.dropout_forward_kept(x, y, n, p, k); });
+  }
   void bias_add_backward_kept(const T* dy, T* db, int r, int c) override {
     time("bias_add_backward", [&] { inner_.bias_add_backward_kept(dy, db, r, c); });
   }
