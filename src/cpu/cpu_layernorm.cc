@@ -1,7 +1,9 @@
-// LayerNorm on the CPU: rows in parallel for x and dx; dgamma/dbeta reduced over rows in
-// column blocks so their sums have a fixed order.
+// LayerNorm on the CPU: rows in parallel for x and dx, each row's sums in vectorisable lanes
+// (row_reduce.h); dgamma/dbeta reduced over rows in column blocks so their sums have a fixed
+// order.
 #include "cpu_ops_impl.h"
 #include "lansbert/kernels/layernorm.h"
+#include "row_reduce.h"
 
 namespace lansbert::cpu {
 
@@ -12,8 +14,10 @@ void CpuOps<T>::layernorm_forward(const T* x, const T* gamma, const T* beta, T* 
   for (int r = 0; r < rows; ++r) {
     const T* xr = x + size_t(r) * cols;
     T* yr = y + size_t(r) * cols;
-    T m, rs;
-    kern::layernorm_row_stats(xr, cols, eps, &m, &rs);
+    // Two passes: the mean, then the variance around it.
+    const T m = row_sum<T>(cols, [&](int c) { return xr[c]; }) / T(cols);
+    const T var = row_sum<T>(cols, [&](int c) { return (xr[c] - m) * (xr[c] - m); }) / T(cols);
+    const T rs = kern::layernorm_rstd(var, eps);
     for (int c = 0; c < cols; ++c) yr[c] = kern::layernorm_out(xr[c], m, rs, gamma[c], beta[c]);
     mean[r] = m;
     rstd[r] = rs;
@@ -28,16 +32,13 @@ void CpuOps<T>::layernorm_backward(const T* dy, const T* x, const T* gamma, cons
     const T* dyr = dy + size_t(r) * cols;
     const T* xr = x + size_t(r) * cols;
     T* dxr = dx + size_t(r) * cols;
-    T sum_g = 0, sum_gx = 0;
-    for (int c = 0; c < cols; ++c) {
-      const T g = dyr[c] * gamma[c];
-      sum_g += g;
-      sum_gx += g * (xr[c] - mean[r]) * rstd[r];
-    }
+    const T mr = mean[r], rr = rstd[r];
+    const T sum_g = row_sum<T>(cols, [&](int c) { return dyr[c] * gamma[c]; });
+    const T sum_gx = row_sum<T>(cols, [&](int c) { return dyr[c] * gamma[c] * (xr[c] - mr) * rr; });
     const T mean_g = sum_g / T(cols), mean_gx = sum_gx / T(cols);
     for (int c = 0; c < cols; ++c) {
-      const T xhat = (xr[c] - mean[r]) * rstd[r];
-      dxr[c] = kern::layernorm_dx(dyr[c], gamma[c], xhat, rstd[r], mean_g, mean_gx);
+      const T xhat = (xr[c] - mr) * rr;
+      dxr[c] = kern::layernorm_dx(dyr[c], gamma[c], xhat, rr, mean_g, mean_gx);
     }
   }
 #pragma omp parallel for schedule(static) if (worth_threads(size_t(rows) * cols))

@@ -24,16 +24,4 @@ LB_HOST_DEVICE T layernorm_dx(T dy, T gamma, T xhat, T rstd, T mean_g, T mean_gx
   return rstd * (dy * gamma - mean_g - xhat * mean_gx);
 }
 
-// Two-pass statistics of one contiguous row (host launcher and tests).
-template <typename T>
-LB_HOST_DEVICE void layernorm_row_stats(const T* x, int n, T eps, T* mean, T* rstd) {
-  T s = 0;
-  for (int i = 0; i < n; ++i) s += x[i];
-  const T m = s / T(n);
-  T v = 0;
-  for (int i = 0; i < n; ++i) v += (x[i] - m) * (x[i] - m);
-  *mean = m;
-  *rstd = layernorm_rstd(v / T(n), eps);
-}
-
 }  // namespace lansbert::kern
