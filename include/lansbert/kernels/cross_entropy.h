@@ -10,36 +10,12 @@
 
 namespace lansbert::kern {
 
-template <typename T>
-struct CrossEntropyRow {
-  T loss;       // 0 when ignored
-  int32_t argmax;
-  T max;        // for the backward pass
-  T sum_exp;    // sum exp(x - max)
-};
-
 // Loss of a row whose max and sum_exp = sum exp(x - max) are known; reads x[label] only
-// when the label is not ignored. The CUDA kernel reduces max and sum_exp over a block.
+// when the label is not ignored. The CUDA kernel reduces max and sum_exp over a block, the CPU
+// in lanes (src/cpu/cpu_cross_entropy.cc).
 template <typename T>
 LB_HOST_DEVICE T cross_entropy_loss(const T* x, int32_t label, T max, T sum_exp) {
   return label >= 0 ? (lb_log(sum_exp) + max - x[label]) : T(0);
-}
-
-template <typename T>
-LB_HOST_DEVICE CrossEntropyRow<T> cross_entropy_row(const T* x, int n, int32_t label) {
-  CrossEntropyRow<T> r{};
-  r.max = x[0];
-  r.argmax = 0;
-  for (int j = 1; j < n; ++j)
-    if (x[j] > r.max) {
-      r.max = x[j];
-      r.argmax = j;
-    }
-  T s = 0;
-  for (int j = 0; j < n; ++j) s += lb_exp(x[j] - r.max);
-  r.sum_exp = s;
-  r.loss = cross_entropy_loss(x, label, r.max, s);
-  return r;
 }
 
 // Gradient of w * loss for element j given e = exp(x_j - max) and the row's sum of them:
