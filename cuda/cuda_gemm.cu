@@ -192,17 +192,12 @@ void CudaOps::gemm_bias_into(Trans ta, Trans tb, int m, int n, int k, const floa
   call.c_type = copy ? half_type() : CUDA_R_32F;
   call.ldc = ldc;
   call.compute = compute_type();
-  const bool epilogue = !copy || half_bias_epilogue_ != Checked::kDisagrees;
-  if (epilogue && lt_.run(call, stream())) {
-    if (copy && half_bias_epilogue_ == Checked::kNotYet)
-      half_bias_epilogue_ = half_bias_epilogue_agrees(ta, tb, m, n, k, ha, ta_type, lda, hb, tb_type, ldb, bias, c,
-                                                      ldc, copy)
-                                ? Checked::kAgrees
-                                : Checked::kDisagrees;
-    if (half_bias_epilogue_ != Checked::kDisagrees || !copy) {
-      ++fused_bias_gemms_;
-      return;
-    }
+  // A 16-bit copy takes the epilogue only while its one-time check has not disagreed.
+  const bool may_fuse = !copy || half_bias_epilogue_ != Checked::kDisagrees;
+  if (may_fuse && lt_.run(call, stream()) &&
+      (!copy || half_bias_epilogue_agrees(ta, tb, m, n, k, ha, ta_type, lda, hb, tb_type, ldb, bias, c, ldc, copy))) {
+    ++fused_bias_gemms_;
+    return;
   }
   ++unfused_bias_gemms_;
   gemm_ex(ta, tb, m, n, k, 1.0f, ha, ta_type, lda, hb, tb_type, ldb, 0.0f, c, CUDA_R_32F, ldc);

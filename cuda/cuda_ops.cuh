@@ -162,7 +162,8 @@ class CudaOps final : public Ops<float> {
   void gemm_bias_into(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
                       const float* bias, float* c, int ldc, uint16_t* copy);
   // half_bias_check.cu: after cuBLASLt's epilogue wrote `copy` (16-bit D, fp32 bias), whether
-  // the fallback's computation (using c as fp32 scratch) agrees within one 16-bit ulp.
+  // the fallback's computation (using c as fp32 scratch) agrees within one 16-bit ulp; checked
+  // on the first call, the answer kept in half_bias_epilogue_ for the later ones.
   bool half_bias_epilogue_agrees(Trans ta, Trans tb, int m, int n, int k, const void* ha, cudaDataType_t ta_type,
                                  int lda, const void* hb, cudaDataType_t tb_type, int ldb, const float* bias, float* c,
                                  int ldc, const uint16_t* copy);

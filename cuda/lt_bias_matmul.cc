@@ -79,13 +79,10 @@ bool LtBiasMatmul::run(const Call& c, cudaStream_t stream) {
     // A 16-bit output would take a 16-bit bias by default (cublasLt.h, BIAS_DATA_TYPE): the fp32
     // bias is asked for, so the sum is rounded once, as the CPU twin rounds it. Where this
     // cuBLASLt refuses that, the call falls back (a plan without an algorithm).
-    bool supported = true;
-    if (c.c_type != CUDA_R_32F) {
-      const int32_t bias_type = CUDA_R_32F;
-      supported = cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
-                                                 sizeof bias_type) == CUBLAS_STATUS_SUCCESS;
-    }
-    if (!supported) {
+    const int32_t bias_type = CUDA_R_32F;
+    if (c.c_type != CUDA_R_32F &&
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                       sizeof bias_type) != CUBLAS_STATUS_SUCCESS) {
       plans_.emplace(key, nullptr);
       return false;
     }
