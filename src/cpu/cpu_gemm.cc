@@ -33,12 +33,11 @@ CpuOps<T>::CpuOps(GemmMath math, bool reuse_casts) : math_(math), reuse_casts_(r
 
 template <typename T>
 void CpuOps<T>::round_values(const T* x, size_t n, T* out) const {
-  const bool bf16 = math_ == GemmMath::kBf16;
+  kern::with_half_format(gemm_half_format(math_), [&](auto F) {
 #pragma omp parallel for schedule(static) if (worth_threads(n))
-  for (size_t i = 0; i < n; ++i) {
-    const float v = static_cast<float>(x[i]);
-    out[i] = static_cast<T>(bf16 ? kern::round_to_bf16(v) : kern::round_to_fp16(v));
-  }
+    for (size_t i = 0; i < n; ++i)
+      out[i] = static_cast<T>(kern::half_to_float(kern::float_to_half(static_cast<float>(x[i]), F), F));
+  });
 }
 
 template <typename T>
@@ -129,8 +128,10 @@ void CpuOps<T>::keep_converted_gemm_operand(const T* x, size_t n, const uint16_t
   if (!is_half_gemm(math_) || gemm_half_format(math_) != format) return keep_gemm_operand(x, n);
   if (!reuse_casts_ || n == 0) return;
   std::vector<T>& copy = sized_copy(x, n);
+  kern::with_half_format(format, [&](auto F) {
 #pragma omp parallel for schedule(static) if (worth_threads(n))
-  for (size_t i = 0; i < n; ++i) copy[i] = static_cast<T>(kern::half_to_float(converted[i], format));
+    for (size_t i = 0; i < n; ++i) copy[i] = static_cast<T>(kern::half_to_float(converted[i], F));
+  });
 }
 
 template <typename T>

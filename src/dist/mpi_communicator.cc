@@ -56,10 +56,14 @@ struct Narrow16 {
 };
 
 void to_wire(const float* x, uint16_t* w, size_t n, float scale, kern::HalfFormat f) {
-  for (size_t i = 0; i < n; ++i) w[i] = kern::grad_to_wire(x[i], scale, f);
+  kern::with_half_format(f, [&](auto F) {
+    for (size_t i = 0; i < n; ++i) w[i] = kern::grad_to_wire(x[i], scale, F);
+  });
 }
 void from_wire(const uint16_t* w, float* x, size_t n, kern::HalfFormat f) {
-  for (size_t i = 0; i < n; ++i) x[i] = kern::half_to_float(w[i], f);
+  kern::with_half_format(f, [&](auto F) {
+    for (size_t i = 0; i < n; ++i) x[i] = kern::half_to_float(w[i], F);
+  });
 }
 
 template <typename T>

@@ -40,7 +40,9 @@ inline void write_half_copy(const FlatBuffers& buf, const Chunk& ch) {
   const kern::HalfFormat f = buf.half_format;
   const float* __restrict p = buf.params;
   uint16_t* __restrict h = buf.half_params;
-  for (size_t i = ch.begin; i < ch.end; ++i) h[i] = kern::float_to_half(p[i], f);
+  kern::with_half_format(f, [&](auto F) {
+    for (size_t i = ch.begin; i < ch.end; ++i) h[i] = kern::float_to_half(p[i], F);
+  });
 }
 
 // *sa += sum of a[0..n)^2, *sb += sum of b[0..n)^2, in the fixed order of sum_squares2.

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "lansbert/core/host_device.h"
 
@@ -27,12 +28,13 @@ LB_HOST_DEVICE float bits_float(uint32_t u) {
   return x;
 }
 
-// Returns the bf16 bit pattern nearest to x (ties to even).
+// Returns the bf16 bit pattern nearest to x (ties to even). Both candidates are computed and
+// one selected, so that host loops over these bodies vectorise (a branch stops GCC).
 LB_HOST_DEVICE uint16_t float_to_bf16(float x) {
   const uint32_t u = float_bits(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);  // NaN
-  const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>((u + rounding) >> 16);
+  const uint16_t nan = static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet, sign and payload kept
+  const uint16_t rounded = static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  return (u & 0x7fffffffu) > 0x7f800000u ? nan : rounded;
 }
 
 LB_HOST_DEVICE float bf16_to_float(uint16_t h) {
@@ -42,39 +44,39 @@ LB_HOST_DEVICE float bf16_to_float(uint16_t h) {
 // The value x takes as a bf16 operand.
 LB_HOST_DEVICE float round_to_bf16(float x) { return bf16_to_float(float_to_bf16(x)); }
 
-// Returns the binary16 bit pattern nearest to x (ties to even).
+// Returns the binary16 bit pattern nearest to x (ties to even). Branch-free like
+// float_to_bf16: the four candidates (NaN, infinity, normal, subnormal) are all computed and
+// one selected.
 LB_HOST_DEVICE uint16_t float_to_fp16(float x) {
   const uint32_t u = float_bits(x);
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // NaN
+  const uint32_t nan = sign | 0x7e00u | ((a >> 13) & 0x3ffu);
+  const uint32_t inf = sign | 0x7c00u;
+  // Normal in fp16 (|x| >= 2^-14): rebias the exponent, round 13 mantissa bits away (a carry
+  // into the exponent is the correct next binade).
+  const uint32_t r = a + 0x0fffu + ((a >> 13) & 1u);
+  const uint32_t normal = sign | ((r - (112u << 23)) >> 13);
+  // Subnormal in fp16 (|x| < 2^-14): the result is |x| / 2^-24 rounded to an integer in
+  // [0, 1024] (1024 is the smallest normal's pattern, so a carry lands there correctly).
+  // |x| * 2^24 is exact and below 2^10; adding 1.5 * 2^23 leaves float no fraction bits, so
+  // the addition itself rounds to the nearest integer, ties to even, and the integer is the
+  // low bits of the sum. Float subnormals become 0 the same way.
+  const uint32_t sub = sign | (float_bits(bits_float(a) * 16777216.0f + 12582912.0f) - 0x4b400000u);
   // 65520 = 0x477ff000 is halfway between 65504 (odd mantissa) and 2^16: it and all above
   // round to infinity.
-  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (a >= 0x38800000u) {  // normal in fp16 (>= 2^-14): rebias the exponent, round 13 bits away
-    const uint32_t r = a + 0x0fffu + ((a >> 13) & 1u);
-    return static_cast<uint16_t>(sign | ((r - (112u << 23)) >> 13));
-  }
-  // Subnormal in fp16: the result is x / 2^-24 rounded to an integer in [0, 1024] (1024 is
-  // the smallest normal's bit pattern, so a carry lands there correctly).
-  const uint32_t e = a >> 23;
-  if (e < 102) return sign;  // below 2^-25: rounds to (signed) zero; float subnormals too
-  const uint32_t m = (a & 0x7fffffu) | 0x800000u, shift = 126u - e;  // shift in [14, 24]
-  uint32_t q = m >> shift;
-  const uint32_t rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-  if (rem > half || (rem == half && (q & 1u))) ++q;
-  return static_cast<uint16_t>(sign | q);
+  const uint32_t finite = a >= 0x38800000u ? normal : sub;
+  const uint32_t out = a > 0x7f800000u ? nan : a >= 0x477ff000u ? inf : finite;
+  return static_cast<uint16_t>(out);
 }
 
 LB_HOST_DEVICE float fp16_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0x1fu) return bits_float(sign | 0x7f800000u | (m << 13));  // inf, NaN
-  if (e == 0) {  // zero or subnormal: m * 2^-24, exact in float
-    const float v = static_cast<float>(m) * 5.9604644775390625e-08f;
-    return sign ? -v : v;
-  }
-  return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+  const uint32_t special = sign | 0x7f800000u | (m << 13);  // inf, NaN
+  const uint32_t sub = sign | float_bits(static_cast<float>(m) * 5.9604644775390625e-08f);  // m * 2^-24, exact
+  const uint32_t normal = sign | ((e + 112u) << 23) | (m << 13);
+  return bits_float(e == 0x1fu ? special : e == 0 ? sub : normal);
 }
 
 // The value x takes as an fp16 operand.
@@ -88,6 +90,15 @@ LB_HOST_DEVICE uint16_t float_to_half(float x, HalfFormat f) {
 }
 LB_HOST_DEVICE float half_to_float(uint16_t h, HalfFormat f) {
   return f == HalfFormat::kBf16 ? bf16_to_float(h) : fp16_to_float(h);
+}
+
+// Calls fn(std::integral_constant<HalfFormat, f>{}): the format becomes a constant inside fn,
+// so a host loop there converts without a per-element format test and vectorises.
+template <typename Fn>
+decltype(auto) with_half_format(HalfFormat f, Fn&& fn) {
+  using Bf16 = std::integral_constant<HalfFormat, HalfFormat::kBf16>;
+  using Fp16 = std::integral_constant<HalfFormat, HalfFormat::kFp16>;
+  return f == HalfFormat::kBf16 ? fn(Bf16{}) : fn(Fp16{});
 }
 
 }  // namespace lansbert::kern
