@@ -86,4 +86,40 @@ Status write_file_atomic(const std::string& path, const std::vector<std::string_
   return fsync_directory(dir);
 }
 
+Status check_can_create(const std::string& path, PathKind kind, const std::string& field) {
+  namespace fs = std::filesystem;
+  const std::string what = field + ": " + path;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::exists(st)) {
+    if (kind == PathKind::kDirectory && !fs::is_directory(st)) return Status::invalid_argument(what + " exists and is not a directory");
+    if (kind == PathKind::kFile && !fs::is_regular_file(st)) return Status::invalid_argument(what + " exists and is not a regular file");
+    if (::access(path.c_str(), kind == PathKind::kDirectory ? W_OK | X_OK : W_OK) != 0)
+      return Status::io_error(what + " is not writable: " + errno_text());
+    return Status::ok();
+  }
+  // Not there yet: it will be created (with its missing parents) under the nearest existing
+  // ancestor. Creating and removing the first missing component there is the one test that
+  // also holds for root and for special file systems (access() says yes to root, even in /proc).
+  fs::path first = fs::absolute(path, ec);
+  fs::path up = first.parent_path();
+  while (!up.empty() && up != up.root_path() && !fs::exists(up, ec)) {
+    first = up;
+    up = up.parent_path();
+  }
+  if (!fs::is_directory(up, ec))
+    return Status::invalid_argument(what + ": cannot be created, " + up.string() + " is not a directory");
+  const bool file = kind == PathKind::kFile && first == fs::absolute(path, ec);
+  const int fd = file ? ::open(first.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644) : -1;
+  if (file ? fd < 0 : ::mkdir(first.c_str(), 0755) != 0)
+    return Status::io_error(what + ": cannot be created in " + up.string() + ": " + errno_text());
+  if (file) {
+    ::close(fd);
+    ::unlink(first.c_str());
+  } else {
+    ::rmdir(first.c_str());
+  }
+  return Status::ok();
+}
+
 }  // namespace lansbert

@@ -14,7 +14,8 @@ void CpuOps<T>::cross_entropy_forward(const T* logits, const int32_t* labels, T*
     const T* x = logits + size_t(r) * classes;
     const T mx = row_max(x, classes);
     int argmax = 0;  // the first index of the maximum
-    while (x[argmax] != mx) ++argmax;
+    while (argmax < classes && !(x[argmax] == mx)) ++argmax;
+    if (argmax == classes) argmax = 0;  // a NaN max equals nothing (and the loss is NaN)
     const T sum = row_sum<T>(classes, [&](int j) { return kern::lb_exp(x[j] - mx); });
     losses[r] = kern::cross_entropy_loss(x, labels[r], mx, sum);
     correct[r] = labels[r] >= 0 && argmax == labels[r];

@@ -104,10 +104,12 @@ Status LossScaler::on_overflow(const ParamTable& table, const GradCheck& check,
                                int64_t consecutive_skips) {
   if (config_.mode != LossScaleMode::kDynamic) {
     if (consecutive_skips >= config_.max_consecutive_skips) {
+      const std::string scaling = config_.mode == LossScaleMode::kNone
+                                      ? "without loss scaling"
+                                      : "with the static loss scale " + std::to_string(state_.scale);
       return floor_error(table, check, consecutive_skips,
-                         std::string(loss_scale_mode_name(config_.mode)) + " loss scale " +
-                             std::to_string(state_.scale) + " gave " +
-                             std::to_string(consecutive_skips) + " consecutive skipped steps");
+                         "gradients were not finite " + scaling + " for " +
+                             std::to_string(consecutive_skips) + " steps in a row");
     }
     return Status::ok();
   }

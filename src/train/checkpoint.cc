@@ -228,6 +228,29 @@ Status commit_sharded_checkpoint(const std::string& root, const std::string& tmp
   return commit(root, tmp, meta, table, params, files, keep_last, final, written);
 }
 
+Status check_checkpoint_root(const std::string& root, int64_t resumed_step) {
+  LB_RETURN_IF_ERROR(check_can_create(root, PathKind::kDirectory, "checkpoint.dir"));
+  std::error_code ec;
+  int64_t newest = -1;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string n = e.path().filename().string();
+    long long step = -1;
+    char tail = 0;
+    if (std::sscanf(n.c_str(), "step-%lld%c", &step, &tail) == 1 && n == step_name(step))
+      newest = std::max<int64_t>(newest, step);
+  }
+  if (newest < 0) return Status::ok();
+  const std::string found = root + " (checkpoint.dir) holds " + step_name(newest);
+  if (resumed_step < 0)
+    return Status::invalid_argument(found + " of an earlier run; continue it with --resume latest, or give "
+                                    "this run another checkpoint.dir (checkpoints are never overwritten)");
+  if (newest > resumed_step)
+    return Status::invalid_argument(found + ", later than the resumed " + step_name(resumed_step) +
+                                    ", which this run would replace; move the later checkpoints "
+                                    "elsewhere or set another checkpoint.dir");
+  return Status::ok();
+}
+
 Status resolve_checkpoint(const std::string& spec, std::string* dir) {
   std::error_code ec;
   if (fs::exists(fs::path(spec) / kMetaFile, ec)) {

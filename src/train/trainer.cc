@@ -10,6 +10,7 @@
 
 #include "lansbert/backend/cpu_ops.h"
 #include "lansbert/core/buffer.h"
+#include "lansbert/core/file_io.h"
 #include "lansbert/data/loader.h"
 #include "lansbert/data/vocab.h"
 #include "lansbert/model/bert_model.h"
@@ -90,6 +91,9 @@ struct Run {
   Status load_params(const std::string& dir);
   Status load_optimizer(const std::string& dir, OptimizerState* state);
   Status restore();
+  // After restore(): the output paths can be written and no checkpoint would be overwritten
+  // (check_checkpoint_root). Collective: every rank learns of rank 0's refusal.
+  Status check_outputs();
   Status init_from(const std::string& spec);
   Status save(bool final);
   // One pass over data.eval (the first evaluation.max_sequences samples), split over the
@@ -182,6 +186,15 @@ Status Run::restore() {
   if (opts.log && rank0())
     std::fprintf(opts.log, "resuming from %s at step %lld\n", dir.c_str(), (long long)step);
   return Status::ok();
+}
+
+Status Run::check_outputs() {
+  // Rank 0 writes both (and its creation probes must not race another rank's).
+  Status st;
+  if (rank0()) st = check_checkpoint_root(cfg.checkpoint.dir, opts.resume.empty() ? -1 : step);
+  if (st.is_ok() && rank0() && !cfg.metrics_path().empty())
+    st = check_can_create(cfg.metrics_path(), PathKind::kFile, "logging.metrics_file");
+  return agree_across_ranks(comm, st, "checking checkpoint.dir and logging.metrics_file", &Status::invalid_argument);
 }
 
 Status Run::init_from(const std::string& spec) {
@@ -402,6 +415,7 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   run.m.zero();
   run.v.zero();
   LB_RETURN_IF_ERROR(run.restore());
+  LB_RETURN_IF_ERROR(run.check_outputs());
   LoaderOptions lo;
   lo.world = comm.world();
   lo.rank = comm.rank();

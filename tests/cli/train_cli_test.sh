@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `lansbert train/eval/export` from the command line: bad configs exit 2 with a message
-# naming the key and leave an existing checkpoint directory byte-for-byte untouched; a real
+# naming the key and leave an existing checkpoint directory byte-for-byte untouched; a new
+# run into a used checkpoint.dir, a resume behind later checkpoints and unwritable output
+# paths are refused before the first step; a real
 # SIGTERM mid-run ends with exit 0 and a loadable checkpoint; SIGKILL during a checkpoint
 # write leaves the previous one loadable and resumable; eval and export work.
 # Usage: train_cli_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH
@@ -43,6 +45,18 @@ expect_error 3 "no checkpoint" train --config "$tmp/good.yaml" --resume "$tmp/da
 expect_error 3 "config" train --config "$tmp/missing.yaml"
 printf 'model:\n  preset: bert-tiny\nbatch:\n  micro_batch: many\n' > "$tmp/bad.yaml"
 expect_error 2 "bad.yaml:4:16: batch.micro_batch: expected an integer" train --config "$tmp/bad.yaml"
+# Output paths are checked before the first step: a new run never lands in a used
+# checkpoint.dir (it would have replaced or skipped checkpoints and moved `latest`), and a
+# checkpoint.dir or metrics file that cannot be written fails at once, creating nothing.
+expect_error 2 "holds step-000000002 of an earlier run; continue it with --resume latest" \
+  train --config "$tmp/good.yaml" --stop-at-step 1
+expect_error 2 "checkpoint.dir: $tmp/good.yaml exists and is not a directory" \
+  train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/good.yaml"
+expect_error 2 "logging.metrics_file: $tmp/data exists and is not a regular file" \
+  train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/fresh/ck" --set "logging.metrics_file=$tmp/data"
+expect_error 5 "checkpoint.dir: /proc/lansbert-test/ck: cannot be created in /proc" \
+  train --config "$tmp/good.yaml" --set "checkpoint.dir=/proc/lansbert-test/ck"
+[[ -e $tmp/fresh ]] && { echo "FAIL: a refused run created $tmp/fresh"; fail=1; }
 [[ $(snapshot) == "$before" ]] || { echo "FAIL: a failed run changed the checkpoint directory"; fail=1; }
 
 # A real SIGTERM: the run finishes its step, checkpoints and exits 0.
@@ -74,6 +88,14 @@ kill -KILL $pid; wait $pid 2>/dev/null
   || { echo "FAIL: previous checkpoint not loadable after SIGKILL"; fail=1; }
 "$lb" train --config "$tmp/good.yaml" --resume latest --stop-at-step $((step_now + 1)) > "$tmp/resume.log" 2>&1 \
   || { echo "FAIL: resume after SIGKILL"; cat "$tmp/resume.log"; fail=1; }
+
+# Resuming an older checkpoint while later ones exist would replace them: refused.
+oldest=$(cd "$tmp/ckpt" && ls -d step-* | head -1)
+if [[ $oldest != "$(readlink "$tmp/ckpt/latest")" ]]; then
+  expect_error 2 "later than the resumed $oldest" train --config "$tmp/good.yaml" --resume "$tmp/ckpt/$oldest"
+else
+  echo "FAIL: expected more than one checkpoint in $tmp/ckpt"; fail=1
+fi
 
 # Corrupt checkpoint: a flipped byte is a clear error (exit 4).
 latest=$(readlink -f "$tmp/ckpt/latest")

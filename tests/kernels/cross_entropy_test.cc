@@ -49,6 +49,29 @@ TEST(CrossEntropy, LargeLogitsStayFinite) {
   for (float v : dx) EXPECT_TRUE(std::isfinite(v));
 }
 
+// A diverged model's logits: rows holding NaN give a NaN loss (the trainer's divergence check
+// stops the run) and no prediction, without reading past the row (the argmax search once
+// looked for an element equal to a NaN maximum). Such a row predicts class 0, as the CUDA
+// kernel's search from x[0] does.
+TEST(CrossEntropy, NonFiniteLogitsGiveNaNLossNotACrash) {
+  auto ops = cpu::make_ops<float>();
+  const float nan = std::nanf(""), inf = INFINITY;
+  // Row 0 all NaN, row 1 one NaN, row 2 an infinity, row 3 finite: the last row of a large
+  // buffer, so a search past a row's end would leave the allocation.
+  const int rows = 4, classes = 3;
+  std::vector<float> x = {nan, nan, nan, 1, nan, 2, 0, inf, 1, 0, 3, 1};
+  std::vector<int32_t> labels = {2, 1, 1, 1};
+  std::vector<float> loss(rows);
+  std::vector<int32_t> correct(rows, 7);
+  ops->cross_entropy_forward(x.data(), labels.data(), loss.data(), correct.data(), rows, classes);
+  EXPECT_TRUE(std::isnan(loss[0]));
+  EXPECT_EQ(correct[0], 0);
+  EXPECT_TRUE(std::isnan(loss[1]) || std::isfinite(loss[1]));  // defined, whatever max sees
+  EXPECT_EQ(correct[2], 1);  // the infinite logit is the prediction
+  EXPECT_FLOAT_EQ(loss[3], std::log(1 + std::exp(3.0f) + std::exp(1.0f)) - 3.0f);
+  EXPECT_EQ(correct[3], 1);
+}
+
 TEST(CrossEntropy, BackwardMatchesFiniteDifferences) {
   auto ops = cpu::make_ops<double>();
   auto x = random_vec(kRows * kClasses, 2, -3, 3);

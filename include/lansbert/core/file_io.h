@@ -17,6 +17,14 @@ Status read_file(const std::string& path, std::string* out);
 // Atomically replaces `path` with the concatenation of `parts`.
 Status write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts);
 
+// Whether a run could later write `path` as a directory (kind kDirectory) or a file it
+// appends to (kFile), checked without creating anything: an existing path must be of that kind
+// and writable; otherwise its nearest existing ancestor must be a writable directory. Errors
+// name `field` (the config key) and the path. For checks at start-up, so that a bad output
+// path fails before hours of work rather than at the first checkpoint.
+enum class PathKind { kDirectory, kFile };
+Status check_can_create(const std::string& path, PathKind kind, const std::string& field);
+
 // fsyncs a directory so that a rename inside it is durable.
 Status fsync_directory(const std::string& dir);
 

@@ -89,6 +89,13 @@ Status write_checkpoint(const std::string& root, const CheckpointMeta& meta,
                         const ParamTable& table, const float* params, const float* m,
                         const float* v, int keep_last, bool final, std::string* written);
 
+// Before a run starts: `root` (checkpoint.dir) must be, or be creatable as, a writable
+// directory, and must hold no checkpoint the run would overwrite or move `latest` back from:
+// none at all for a new run (resumed_step < 0), none later than resumed_step for a resumed one.
+// Checkpoints are never replaced, so a new run in a used directory is refused (naming the
+// newest step and what to do) rather than discarding its own checkpoints or the old ones.
+Status check_checkpoint_root(const std::string& root, int64_t resumed_step);
+
 // `spec` is a checkpoint directory (holding trainer.json), or a root / pointer whose
 // `latest` leads to one. Fails (not found) when there is none.
 Status resolve_checkpoint(const std::string& spec, std::string* dir);
