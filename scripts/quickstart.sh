@@ -12,6 +12,12 @@ SUDO=; [[ $(id -u) -ne 0 ]] && SUDO=sudo
 cmake -S . -B build -G Ninja -DLANSBERT_CUDA=OFF
 cmake --build build -j"$(nproc)"
 scripts/get-sample-corpus.sh build/lansbert
+# lansbert never trains into a used checkpoint directory: an earlier demo run is kept, renamed.
+if [[ -e runs/tiny-demo ]]; then
+  old="runs/tiny-demo.$(date +%Y%m%d-%H%M%S)"
+  mv runs/tiny-demo "$old"
+  echo "quickstart: the previous run is now in $old"
+fi
 # Small matrices: one OpenMP thread avoids oversubscription on shared or small machines.
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} build/lansbert train --config configs/tiny-demo.yaml
 /usr/bin/python3 scripts/plot-metrics.py runs/tiny-demo/metrics.jsonl runs/tiny-demo/plots
