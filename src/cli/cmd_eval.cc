@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "lansbert/config/config_loader.h"
+#include "lansbert/data/vocab.h"
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/evaluate.h"
 
@@ -35,8 +36,15 @@ Status run_eval_cmd(const EvalArgs& a) {
   o.data = a.data.empty() ? cfg.data.eval : a.data;
   if (o.data.empty()) return Status::invalid_argument("eval: no --data given and the config has no data.eval");
   if (a.micro_batch <= 0) return Status::invalid_argument("--micro-batch must be positive");
+  if (a.max_sequences == 0 || a.max_sequences < -1)
+    return Status::invalid_argument("--max-sequences must be positive (default: every sequence)");
   o.micro_batch = a.micro_batch;
   o.max_sequences = a.max_sequences;
+  // The vocab the model was trained with, if its file is still where the config said.
+  if (!cfg.data.vocab.empty()) {
+    Vocab vocab;
+    if (Vocab::load(cfg.data.vocab, &vocab).is_ok()) o.vocab_hash = vocab.hash();
+  }
   o.dump_batch = a.dump_batch;
   // The backend asked for; the GEMM precision the checkpoint was trained with (on the CPU,
   // bf16/fp16 are emulated; TF32 becomes fp32 there).

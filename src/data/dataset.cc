@@ -62,6 +62,7 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
                                          opts.training_only ? " (with 'training' in the name)" : ""));
   }
   auto set = std::make_unique<ShardSet>();
+  if (opts.token_limit > 0) set->token_limit_ = opts.token_limit;
   for (const auto& p : paths) {
     std::unique_ptr<ShardReader> r;
     LB_RETURN_IF_ERROR(open_shard(p, opts.vocab_hash, &r));
@@ -75,7 +76,10 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
             first.max_pred(), first.dynamic_masking()));
       }
     }
-    if (auto* lb = dynamic_cast<LbShardReader*>(r.get()); lb != nullptr && !set->info_) set->info_ = lb->info();
+    if (auto* lb = dynamic_cast<LbShardReader*>(r.get()); lb != nullptr) {
+      if (!set->info_) set->info_ = lb->info();
+      set->token_limit_ = std::min(set->token_limit_, lb->info().vocab_size);
+    }
     set->offsets_.push_back(set->offsets_.back() + r->count());
     set->shards_.push_back(std::move(r));
   }
@@ -87,7 +91,30 @@ Status ShardSet::read(int64_t index, Batch* batch, int row) {
   LB_CHECK(index >= 0 && index < count());
   const size_t s = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), index) -
                                        offsets_.begin()) - 1;
-  return shards_[s]->read(index - offsets_[s], batch, row);
+  LB_RETURN_IF_ERROR(shards_[s]->read(index - offsets_[s], batch, row));
+  return check_row(*shards_[s], index - offsets_[s], *batch, row);
+}
+
+Status ShardSet::check_row(const ShardReader& shard, int64_t local, const Batch& b, int row) const {
+  const int S = b.seq_len, P = b.max_pred;
+  auto bad = [&](const char* field, int i, int64_t v, int64_t limit) {
+    return Status::corrupt(fmt::format("{}: sample {}: {}[{}] = {} is outside [0, {}){}", shard.path(), local,
+                                       field, i, v, limit,
+                                       limit == token_limit_ ? " (the vocabulary)" : ""));
+  };
+  const int32_t* ids = b.input_ids.data() + size_t(row) * S;
+  for (int i = 0; i < S; ++i)
+    if (ids[i] < 0 || ids[i] >= token_limit_) return bad("input_ids", i, ids[i], token_limit_);
+  const int32_t* pos = b.masked_positions.data() + size_t(row) * P;
+  const int32_t* orig = b.masked_ids.data() + size_t(row) * P;
+  for (int k = 0; k < P; ++k) {
+    if (orig[k] == Batch::kIgnore) continue;
+    if (orig[k] < 0 || orig[k] >= token_limit_) return bad("masked_lm_ids", k, orig[k], token_limit_);
+    if (pos[k] < 0 || pos[k] >= S) return bad("masked_lm_positions", k, pos[k], S);
+  }
+  const int32_t nsp = b.nsp_labels[row];
+  if (nsp != 0 && nsp != 1) return bad("next_sentence_labels", 0, nsp, 2);
+  return Status::ok();
 }
 
 }  // namespace lansbert

@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <tuple>
 #include <filesystem>
 
 #include "lansbert/core/check.h"
@@ -232,6 +233,19 @@ Status LbShardReader::open(const std::string& path, std::optional<uint64_t> expe
                                        "match seq_len {} / max_pred {}", path, get<uint64_t>(h, 32),
                                        r->info_.seq_len, r->info_.max_pred));
   }
+  // Fields the loader uses as ids or as a probability: a valid checksum over bad values is a
+  // writer's bug, and found here rather than as an out-of-range token in the model.
+  const ShardInfo& in = r->info_;
+  if (in.vocab_size <= 0)
+    return Status::corrupt(fmt::format("{}: header vocab size {} at byte offset 40 is not positive", path, in.vocab_size));
+  for (auto [name, id, at] : {std::tuple{"[CLS]", in.cls_id, 76}, {"[SEP]", in.sep_id, 80}, {"[MASK]", in.mask_id, 84}}) {
+    if (id < 0 || id >= in.vocab_size)
+      return Status::corrupt(fmt::format("{}: header {} id {} at byte offset {} is outside the vocab [0, {})",
+                                         path, name, id, at, in.vocab_size));
+  }
+  if (in.dynamic_masking && !(in.masked_lm_prob > 0.0f && in.masked_lm_prob <= 1.0f))
+    return Status::corrupt(fmt::format("{}: header masked_lm_prob {} at byte offset 68 is outside (0, 1]", path,
+                                       in.masked_lm_prob));
   const uint64_t expected = kHeaderSize + uint64_t(r->info_.record_count) * r->record_size_;
   if (size != expected) {
     const int64_t first_bad = (int64_t(size) - int64_t(kHeaderSize)) / r->record_size_;

@@ -67,9 +67,24 @@ Status evaluate_samples(BertModel<float>& model, ShardSet& set, int64_t n, int m
 Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions& opts,
                 EvalResult* result) {
   std::unique_ptr<ShardSet> set;
-  LB_RETURN_IF_ERROR(ShardSet::open(opts.data, ShardSetOptions{}, &set));
+  ShardSetOptions so;
+  so.vocab_hash = opts.vocab_hash;
+  so.token_limit = mc.vocab_size;
+  LB_RETURN_IF_ERROR(ShardSet::open(opts.data, so, &set).with_prefix("eval: "));
   if (set->dynamic_masking())
     return Status::unsupported("eval: the shards are stored unmasked; evaluate on statically masked shards");
+  // What `lansbert train` checks of its data, against the checkpoint's model.
+  if (set->seq_len() > mc.max_positions)
+    return Status::invalid_argument("eval: the shards hold sequences of " + std::to_string(set->seq_len()) +
+                                    " tokens, more than the model's max_positions " + std::to_string(mc.max_positions));
+  if (set->info() && set->info()->vocab_size > mc.vocab_size)
+    return Status::invalid_argument("eval: the shards were made with a vocab of " +
+                                    std::to_string(set->info()->vocab_size) + " tokens, the model has " +
+                                    std::to_string(mc.vocab_size));
+  int64_t n = set->count();
+  if (opts.max_sequences >= 0) n = std::min(n, opts.max_sequences);
+  // No larger than the data: the model's buffers are sized for a micro-batch.
+  const int micro_batch = int(std::clamp<int64_t>(n, 1, opts.micro_batch));
   // The CPU, or device 0 of a registered backend with the weights staged through the host.
   std::unique_ptr<DeviceBackend> device;
   std::unique_ptr<Ops<float>> ops;
@@ -84,12 +99,10 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
     dopts.cast_in_gemm = opts.cast_in_gemm;
     ops = device->make_ops(dopts);
   }
-  BertModel<float> model(mc, *ops, ModelLimits{opts.micro_batch, set->seq_len(), set->max_pred()});
+  BertModel<float> model(mc, *ops, ModelLimits{micro_batch, set->seq_len(), set->max_pred()});
   LB_RETURN_IF_ERROR(load_params_to(device.get(), dir, model.table(), model.params()));
-  int64_t n = set->count();
-  if (opts.max_sequences >= 0) n = std::min(n, opts.max_sequences);
   EvalSums sums;
-  LB_RETURN_IF_ERROR(evaluate_samples(model, *set, n, opts.micro_batch, 0, 1, &sums, opts.dump_batch));
+  LB_RETURN_IF_ERROR(evaluate_samples(model, *set, n, micro_batch, 0, 1, &sums, opts.dump_batch));
   *result = sums.result();
   return Status::ok();
 }

@@ -114,8 +114,9 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
     is_continuation->resize(vocab.size());
     for (int i = 0; i < vocab.size(); ++i) (*is_continuation)[i] = vocab.token(i).rfind("##", 0) == 0;
   }
+  so.token_limit = mc.vocab_size;
   Status st = ShardSet::open(cfg.data.train, so, &shards);
-  if (!st.is_ok()) return Status::not_found("data.train: " + st.message());
+  if (!st.is_ok()) return st.with_prefix("data.train: ");
   auto mismatch = [&](const char* key, long long want, long long got) {
     return Status::invalid_argument(std::string(key) + ": config says " + std::to_string(want) +
                                     ", the shards hold " + std::to_string(got));
@@ -132,7 +133,7 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
                                     " exceeds the " + std::to_string(shards->count()) + " samples of data.train");
   if (cfg.data.eval.empty()) return Status::ok();
   st = ShardSet::open(cfg.data.eval, so, &eval_shards);
-  if (!st.is_ok()) return Status::not_found("data.eval: " + st.message());
+  if (!st.is_ok()) return st.with_prefix("data.eval: ");
   if (eval_shards->seq_len() != cfg.data.seq_len)
     return mismatch("data.eval: data.seq_len", cfg.data.seq_len, eval_shards->seq_len());
   if (eval_shards->max_pred() != cfg.data.max_pred)

@@ -70,6 +70,13 @@ fi
 "$lb" eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs" --max-sequences 64 \
   --dump-batch "$tmp/batch.json" > "$tmp/eval.log" || { echo "FAIL: eval"; fail=1; }
 grep -q "mlm_loss" "$tmp/eval.log" || { echo "FAIL: eval output"; fail=1; }
+# eval checks its data against the checkpoint's model as train does (here: sequences longer
+# than max_positions 64) instead of tripping an internal check.
+"$mk" "$tmp/data128" 128 20 >/dev/null || { echo "FAIL: make data128"; fail=1; }
+expect_error 2 "eval: the shards hold sequences of 128 tokens, more than the model's max_positions 64" \
+  eval --checkpoint "$tmp/ckpt" --data "$tmp/data128/shards/*.lbs"
+expect_error 2 "--max-sequences must be positive" eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs" \
+  --max-sequences 0
 "$lb" export --checkpoint "$tmp/ckpt" --out "$tmp/hf" >/dev/null || { echo "FAIL: export"; fail=1; }
 expect_error 2 "not empty" export --checkpoint "$tmp/ckpt" --out "$tmp/hf"
 # SIGKILL while a checkpoint is being written (the test hook holds the run after the new

@@ -1,5 +1,6 @@
 // Our shard format: round trip, and a clear error naming the file and the offset for each
-// kind of damage (flipped byte, truncation, wrong magic, wrong version, other vocab).
+// kind of damage (flipped byte, truncation, wrong magic, wrong version, other vocab, values
+// out of range under a valid checksum).
 #include "lansbert/data/shard.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "lansbert/data/dataset.h"
 #include "test_util.h"
 
 namespace lansbert {
@@ -163,6 +165,68 @@ TEST(Shard, MissingFile) {
   const Status s = LbShardReader::open("/nonexistent/x.lbs", std::nullopt, &r);
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_NE(s.message().find("/nonexistent/x.lbs"), std::string::npos);
+}
+
+// Fields whose checksum is valid but whose values are not (a writer's bug, or a crafted
+// file): ShardSet::read reports each as corrupt, naming the file, the sample and the field,
+// instead of handing the model an id outside its embedding table.
+TEST(ShardFields, OutOfRangeValuesAreCorruptNamingTheField) {
+  std::vector<Instance> insts = sample_instances();
+  ASSERT_GE(insts.size(), 5u);
+  ASSERT_FALSE(insts[2].masked_ids.empty());
+  insts[1].tokens[3] = 30522;         // the header's vocab size: one past the last id
+  insts[2].masked_ids[0] = -7;
+  insts[3].masked_positions[0] = 300;  // seq_len is 128
+  const std::string path = write_shard(testing::scratch_dir("shard_fields") + "/f.lbs", insts);
+  std::unique_ptr<ShardSet> set;
+  ASSERT_TRUE(ShardSet::open({path}, ShardSetOptions{}, &set).is_ok());
+  Batch b;
+  b.resize(1, 128, 20);
+  EXPECT_TRUE(set->read(0, &b, 0).is_ok());
+  EXPECT_TRUE(set->read(4, &b, 0).is_ok());
+  const std::vector<std::pair<int, std::string>> want = {
+      {1, "sample 1: input_ids[3] = 30522 is outside [0, 30522) (the vocabulary)"},
+      {2, "sample 2: masked_lm_ids[0] = -7 is outside [0, 30522)"},
+      {3, "sample 3: masked_lm_positions[0] = 300 is outside [0, 128)"}};
+  for (const auto& [index, text] : want) {
+    const Status s = set->read(index, &b, 0);
+    ASSERT_EQ(s.code(), StatusCode::kCorrupt) << index;
+    EXPECT_NE(s.message().find(path + ": " + text), std::string::npos) << s.message();
+  }
+}
+
+// The model's vocab_size bounds ids too (HDF5 files record no vocab size of their own).
+TEST(ShardFields, TokenLimitIsTheModelsVocab) {
+  const std::vector<Instance> insts = sample_instances();
+  const std::string path = write_shard(testing::scratch_dir("shard_limit") + "/l.lbs", insts);
+  int32_t top = 0;
+  for (int32_t t : insts[0].tokens) top = std::max(top, t);
+  for (int32_t t : insts[0].masked_ids) top = std::max(top, t);
+  Batch b;
+  b.resize(1, 128, 20);
+  for (int32_t limit : {top, top + 1}) {
+    ShardSetOptions o;
+    o.token_limit = limit;
+    std::unique_ptr<ShardSet> set;
+    ASSERT_TRUE(ShardSet::open({path}, o, &set).is_ok());
+    EXPECT_EQ(set->read(0, &b, 0).is_ok(), limit > top) << limit;
+  }
+}
+
+// Header ids the loader uses (dynamic masking writes [MASK]) must lie in the vocab.
+TEST(ShardFields, SpecialIdsOutsideTheVocabAreCorrupt) {
+  ShardInfo info;
+  info.vocab_size = 103;
+  info.mask_id = 103;  // BERT's [MASK] id, one past this vocab's last
+  const std::string path = testing::scratch_dir("shard_special") + "/s.lbs";
+  std::unique_ptr<ShardWriter> w;
+  ASSERT_TRUE(ShardWriter::create(path, info, &w).is_ok());
+  ASSERT_TRUE(w->finish().is_ok());
+  std::unique_ptr<LbShardReader> r;
+  const Status s = LbShardReader::open(path, std::nullopt, &r);
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(path + ": header [MASK] id 103 at byte offset 84 is outside the vocab [0, 103)"),
+            std::string::npos) << s.message();
 }
 
 }  // namespace

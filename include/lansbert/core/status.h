@@ -33,6 +33,8 @@ class [[nodiscard]] Status {
   bool is_ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
+  // The same code, the message after `prefix` (the config key or command that led here).
+  Status with_prefix(const std::string& prefix) const { return is_ok() ? *this : Status(code_, prefix + message_); }
   // "corrupt: ckpt/model.safetensors: header length 9e18 exceeds file size 1024"
   std::string to_string() const;
   // Exit code the CLI uses for this status: 0 ok, 2 invalid input, 3 missing, 4 corrupt, 5 I/O.

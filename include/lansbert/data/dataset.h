@@ -3,6 +3,7 @@
 // The sampler permutes this index; the loader reads through it.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,10 @@ struct ShardSetOptions {
   std::optional<uint64_t> vocab_hash;
   // NVIDIA's rule: keep only files whose name contains "training".
   bool training_only = false;
+  // > 0: every token id read (inputs and masked originals) must be below it: the model's
+  // vocab_size. Our shards' ids must also be below their header's vocab size; HDF5 files
+  // record none, so only this bound checks theirs.
+  int32_t token_limit = 0;
 };
 
 class ShardSet {
@@ -38,13 +43,19 @@ class ShardSet {
   // takes its probability, special ids and vocab size from here.
   const std::optional<ShardInfo>& info() const { return info_; }
 
-  // Fills row `row` of `batch` with global sample `index`.
+  // Fills row `row` of `batch` with global sample `index`, and checks its fields: token ids
+  // within the vocabulary, masked positions within the sequence, NSP label 0 or 1. Out of
+  // range is a corrupt Status naming the file, the sample and the field (a checksum only
+  // proves a record is as written, not that its writer was right).
   Status read(int64_t index, Batch* batch, int row);
 
  private:
+  Status check_row(const ShardReader& shard, int64_t local, const Batch& batch, int row) const;
+
   std::vector<std::unique_ptr<ShardReader>> shards_;
   std::vector<int64_t> offsets_{0};  // offsets_[i] = first global index of shard i
   std::optional<ShardInfo> info_;
+  int32_t token_limit_ = INT32_MAX;  // ids must be below this (ShardSetOptions::token_limit, our headers)
 };
 
 // Opens one file by its magic: ours ("LBSHARD") or HDF5.

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct EvalOptions {
   std::vector<std::string> data;  // shard globs
   int micro_batch = 32;
   int64_t max_sequences = -1;     // -1: all
+  // The hash of the vocab the checkpoint was trained with (its data.vocab, when that file is
+  // still there): our shards must have been made with it.
+  std::optional<uint64_t> vocab_hash;
   std::string dump_batch;         // write the first micro-batch and its losses here (JSON)
   // "cpu", or a registered device backend ("cuda": device 0, the checkpoint's weights copied
   // there; GEMMs in `math`, the precision the model was trained with or fp32; kTf32 only on
