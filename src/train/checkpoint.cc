@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/file_io.h"
@@ -282,12 +283,21 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
     CheckpointMeta m;
     m.format_version = version;
     if (version >= 2) m.param_layout = j.at("param_layout").get<std::string>();
-    m.step = j.at("step").get<int64_t>();
-    m.micro_step = j.at("micro_step").get<uint64_t>();
-    m.data.epoch = j.at("data").at("epoch").get<uint64_t>();
-    m.data.consumed = j.at("data").at("consumed").get<uint64_t>();
+    // Counts are read signed and checked, so that a hand edit or a flipped sign bit is an
+    // error naming the field (an unsigned read would wrap -1 to 2^64 - 1).
+    auto count = [&](const nlohmann::json& v, const char* field, int64_t least) -> int64_t {
+      const int64_t x = v.get<int64_t>();
+      if (x < least)
+        throw std::out_of_range(std::string(field) + " = " + std::to_string(x) + ", expected at least " +
+                                std::to_string(least));
+      return x;
+    };
+    m.step = count(j.at("step"), "step", 0);
+    m.micro_step = uint64_t(count(j.at("micro_step"), "micro_step", 0));
+    m.data.epoch = uint64_t(count(j.at("data").at("epoch"), "data.epoch", 0));
+    m.data.consumed = uint64_t(count(j.at("data").at("consumed"), "data.consumed", 0));
     m.seed = j.at("seed").get<uint64_t>();
-    m.world = j.at("world").get<int>();
+    m.world = int(count(j.at("world"), "world", 1));
     m.config_json = j.at("config").dump();
     LB_RETURN_IF_ERROR(state_from_json(j.at("optimizer").dump(), &m.optimizer));
     for (const auto& [f, want] : j.at("files").items()) {
@@ -301,6 +311,8 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
     return Status::ok();
   } catch (const nlohmann::json::exception& e) {
     return Status::corrupt(path + ": malformed: " + e.what());
+  } catch (const std::out_of_range& e) {
+    return Status::corrupt(path + ": " + e.what());
   }
 }
 

@@ -176,6 +176,10 @@ Status Run::restore() {
     if (saved[key] != mine[key])
       return Status::invalid_argument(dir + ": incompatible checkpoint: its " + key + " section " +
                                       saved[key].dump() + " differs from the config's " + mine[key].dump());
+  if (meta.step > cfg.schedule.total_steps)
+    return Status::invalid_argument(dir + ": the checkpoint is at step " + std::to_string(meta.step) +
+                                    ", beyond schedule.total_steps " + std::to_string(cfg.schedule.total_steps) +
+                                    " (raise schedule.total_steps to train on)");
   LB_RETURN_IF_ERROR(check_param_layout(dir, meta, model->table()));
   LB_RETURN_IF_ERROR(load_params(dir));
   OptimizerState state;
