@@ -31,7 +31,7 @@ const ParamEntry& ParamTable::add_packed(std::string name, std::vector<int64_t> 
 
 const ParamEntry& ParamTable::append(std::string name, std::vector<int64_t> shape, ParamRole role,
                                      size_t offset) {
-  LB_CHECK_MSG(find(name) == nullptr, "duplicate parameter " + name);
+  LB_CHECK_MSG(by_name_.emplace(name, entries_.size()).second, "duplicate parameter " + name);
   ParamEntry e;
   e.name = std::move(name);
   e.numel = 1;
@@ -54,9 +54,8 @@ size_t ParamTable::parameter_count() const {
 }
 
 const ParamEntry* ParamTable::find(const std::string& name) const {
-  for (const auto& e : entries_)
-    if (e.name == name) return &e;
-  return nullptr;
+  const auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &entries_[it->second];
 }
 
 }  // namespace lansbert

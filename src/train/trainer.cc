@@ -3,6 +3,9 @@
 // hooked into backward, or the sharded (ZeRO-1) update, and collective checkpoints.
 #include "lansbert/train/trainer.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -378,6 +381,26 @@ Status Run::loop() {
   return Status::ok();
 }
 
+// The CPU backend allocates everything up front: a model or micro-batch that cannot fit in
+// this host's memory (with the ranks sharing it) is a config error named here, not a failed
+// allocation deep inside the model.
+Status check_host_memory(const TrainConfig& cfg, Communicator& comm) {
+  TrainPlan plan;
+  LB_RETURN_IF_ERROR(make_plan(cfg, comm.world(), &plan));
+  const double need = double(plan.flat_bytes + plan.half_bytes + plan.activation_bytes);
+  const double have = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
+  const int ranks = std::max(comm.local_world(), 1);
+  if (have <= 0 || need * ranks <= have) return Status::ok();
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "the run needs %.1f GiB per rank (flat buffers %.1f, 16-bit copies %.1f, activations %.1f: "
+                "see --dry-run) x %d rank(s) on this host, more than its %.1f GiB of memory; reduce "
+                "batch.micro_batch, data.seq_len or the model",
+                need / 1073741824.0, double(plan.flat_bytes) / 1073741824.0, double(plan.half_bytes) / 1073741824.0,
+                double(plan.activation_bytes) / 1073741824.0, ranks, have / 1073741824.0);
+  return Status::invalid_argument(buf);
+}
+
 }  // namespace
 
 Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptions& opts,
@@ -389,6 +412,7 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   run.accum = int(cfg.batch.global_batch / (int64_t(cfg.batch.micro_batch) * comm.world()));
   std::vector<bool> is_continuation;
   LB_RETURN_IF_ERROR(run.open_data(&is_continuation));
+  if (cfg.backend == "cpu") LB_RETURN_IF_ERROR(check_host_memory(cfg, comm));
   if (cfg.backend != "cpu") LB_RETURN_IF_ERROR(open_device(cfg, comm, opts, &run.device));
   run.ops = run.device ? run.device->make_ops(DeviceOptions{cfg.gemm_math(), cfg.attention_mode(), cfg.cast_in_gemm()})
                        : cpu::make_ops<float>(cfg.gemm_math());

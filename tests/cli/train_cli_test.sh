@@ -57,6 +57,9 @@ expect_error 2 "logging.metrics_file: $tmp/data exists and is not a regular file
 expect_error 5 "checkpoint.dir: /proc/lansbert-test/ck: cannot be created in /proc" \
   train --config "$tmp/good.yaml" --set "checkpoint.dir=/proc/lansbert-test/ck"
 [[ -e $tmp/fresh ]] && { echo "FAIL: a refused run created $tmp/fresh"; fail=1; }
+# A model that cannot fit in this host's memory is a config error, not a failed allocation.
+expect_error 2 "more than its" train --config "$tmp/good.yaml" --set model.vocab_size=2000000000 \
+  --set "checkpoint.dir=$tmp/fresh/ck"
 [[ $(snapshot) == "$before" ]] || { echo "FAIL: a failed run changed the checkpoint directory"; fail=1; }
 
 # A real SIGTERM: the run finishes its step, checkpoints and exits 0.

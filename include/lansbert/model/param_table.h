@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace lansbert {
@@ -60,6 +61,7 @@ class ParamTable {
   const ParamEntry& append(std::string name, std::vector<int64_t> shape, ParamRole role, size_t offset);
 
   std::vector<ParamEntry> entries_;
+  std::unordered_map<std::string, size_t> by_name_;  // entries_ index: find() and the duplicate check in O(1)
   size_t total_ = 0;
 };
 
