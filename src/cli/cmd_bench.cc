@@ -405,10 +405,12 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--optimizer", o->optimizer,
                   "Also time this rule's update (lans, lamb, adamw; none to skip). Default: lans on cuda, none on cpu");
-  sub->add_option("--max-pred", o->max_pred, "Masked-LM slots per sequence (default 20 per 128 tokens)");
+  sub->add_option("--max-pred", o->max_pred, "Masked-LM slots per sequence (default 20 per 128 tokens)")
+      ->check(CLI::Range(1, 1 << 15));
   sub->add_option("--steps", o->steps, "Timed steps")->capture_default_str();
-  sub->add_option("--warmup", o->warmup, "Untimed steps first")->capture_default_str();
-  sub->add_option("--threads", o->threads, "CPU threads (default: OMP_NUM_THREADS or all cores)");
+  sub->add_option("--warmup", o->warmup, "Untimed steps first")->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--threads", o->threads, "CPU threads (default: OMP_NUM_THREADS or all cores)")
+      ->check(CLI::Range(1, 4096));
   sub->add_option("--peak-gflops", o->peak_gflops, "Peak GFLOP/s of this device, to report MFU");
   sub->add_option("--seed", o->seed, "Seed for weights, data and dropout")->capture_default_str();
   sub->add_flag("--json", o->json, "Print one JSON line");

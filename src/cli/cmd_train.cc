@@ -101,10 +101,17 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--config", a->config, "YAML config of the phase")->required();
   sub->add_option("--set", a->sets, "Override a config key: key.path=value (repeatable)");
   sub->add_flag("--dry-run", a->dry_run, "Print the resolved config and plan, then exit");
-  sub->add_option("--resume", a->resume, "Continue exactly: 'latest' (in checkpoint.dir) or a checkpoint directory");
-  sub->add_option("--init-from", a->init_from,
-                  "Start from the weights of a lansbert checkpoint or a Hugging Face directory (phase 2)");
-  sub->add_option("--stop-at-step", a->stop_at_step, "Stop (with a checkpoint) after this step");
+  CLI::Option* resume =
+      sub->add_option("--resume", a->resume, "Continue exactly: 'latest' (in checkpoint.dir) or a checkpoint directory");
+  CLI::Option* init = sub->add_option("--init-from", a->init_from,
+                                      "Start from the weights of a lansbert checkpoint or a Hugging Face directory (phase 2)")
+                          ->excludes(resume);
+  sub->add_option("--stop-at-step", a->stop_at_step, "Stop (with a checkpoint) after this step")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+  // An empty path (an unset shell variable, say) would otherwise mean "start from scratch".
+  for (CLI::Option* o : {resume, init})
+    o->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("an empty path") : std::string(); },
+                            "PATH"));
   sub->callback([a] { report(run_train(*a)); });
 }
 

@@ -91,7 +91,7 @@ void add_vocab_command(CLI::App& app) {
   sub->add_option("--size", args->size, "Vocabulary size, specials included")
       ->check(CLI::Range(5, 1 << 24));
   sub->add_option("--min-frequency", args->min_frequency, "Least count of a merged pair")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t(0), int64_t(1000000000)));
   sub->add_option("--unused", args->unused, "Number of [unusedN] tokens (99 gives BERT's ids)")
       ->check(CLI::Range(0, 1 << 20));
   sub->add_flag("--cased", args->cased, "Keep case and accents");

@@ -2,6 +2,7 @@
 // Parsing errors exit 2 with CLI11's message naming the flag; command failures exit with
 // the code their Status maps to.
 #include <cstdio>
+#include <string>
 
 #include "commands.h"
 #ifdef LANSBERT_HAVE_CUDA
@@ -38,6 +39,20 @@ int main(int argc, char** argv) {
   lansbert::cli::add_export_command(app);
   lansbert::cli::add_bench_comm_command(app);
 
+  // CLI11 reports a misspelt command as a missing one: name it, and the commands there are.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      known = known || sub->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::fprintf(stderr, "lansbert: error: unknown command '%s' (commands: %s; see lansbert --help)\n", argv[1],
+                   names.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

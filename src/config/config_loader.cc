@@ -234,6 +234,7 @@ struct Walker {
         if (!st.is_ok())
           return Status::invalid_argument(where(name, it->second.Mark()) + ": " + path + ": " + st.message());
       } else if (prefix.empty() && is_section(path)) {
+        if (it->second.IsNull()) continue;  // `model:` with nothing under it: an empty section
         if (!it->second.IsMap())
           return Status::invalid_argument(where(name, it->second.Mark()) + ": " + path +
                                           ": expected a mapping (a section of keys), got " +

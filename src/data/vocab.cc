@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "lansbert/core/file_io.h"
+
 namespace lansbert {
 
 namespace {
@@ -56,12 +58,9 @@ Status Vocab::init(std::vector<std::string> tokens, const std::string& where) {
 }
 
 Status Vocab::load(const std::string& path, Vocab* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::not_found(path + ": cannot open vocabulary file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::io_error(path + ": read failed");
-  const std::string data = ss.str();
+  std::string data;
+  Status st = read_file(path, &data);  // names a missing path, a directory, a read error
+  if (!st.is_ok()) return st.with_prefix("vocabulary file ");
   std::vector<std::string> tokens;
   tokens.reserve(data.size() / 6);
   size_t pos = 0;

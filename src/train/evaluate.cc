@@ -133,6 +133,8 @@ std::string hf_config_json(const BertConfig& c) {
 
 Status export_hf(const TrainConfig& cfg, const std::string& dir, const ExportOptions& opts) {
   std::error_code ec;
+  if (fs::exists(opts.out, ec) && !fs::is_directory(opts.out, ec))
+    return Status::invalid_argument("--out " + opts.out + ": exists and is not a directory");
   if (fs::exists(opts.out, ec) && !fs::is_empty(opts.out, ec) && !opts.force)
     return Status::invalid_argument("--out " + opts.out + ": directory exists and is not empty (use --force to overwrite)");
   BertConfig mc;

@@ -46,8 +46,13 @@ Status prefixed(std::string* key, const std::string& section, Status st) {
   // The optim layer names its own structs' fields; map them to this schema's keys.
   if (k.rfind("loss_scale.", 0) == 0) k = "precision." + k.substr(11);
   if (k == "schedule.peak_lr") k = "optimizer.lr";
+  if (k == "schedule.decay_power") k = "schedule.power";
   if (k.rfind("schedule.warmup_steps", 0) == 0) k = "schedule.warmup_steps";
   *key = k;
+  // ... and the message says the key the user wrote.
+  const std::string said = leading_key(st.message());
+  if (said != k && (said.find('.') != std::string::npos || section + "." + said != k))
+    return Status::invalid_argument(k + st.message().substr(said.size()));
   return st;
 }
 }  // namespace

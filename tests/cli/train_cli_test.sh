@@ -43,6 +43,11 @@ expect_error 2 "evaluation.every_steps" train --config "$tmp/good.yaml" --set ev
 expect_error 2 "incompatible checkpoint" train --config "$tmp/good.yaml" --set model.hidden=32 --resume latest
 expect_error 3 "no checkpoint" train --config "$tmp/good.yaml" --resume "$tmp/data"
 expect_error 3 "config" train --config "$tmp/missing.yaml"
+expect_error 2 "--set optimizer.lr: optimizer.lr must be finite" train --config "$tmp/good.yaml" --set optimizer.lr=-1
+expect_error 2 "--set schedule.power: schedule.power must be > 0" train --config "$tmp/good.yaml" --set schedule.power=-1
+expect_error 2 "--resume: an empty path" train --config "$tmp/good.yaml" --resume ''
+expect_error 2 "--resume excludes --init-from" train --config "$tmp/good.yaml" --resume latest --init-from "$tmp/ckpt"
+expect_error 2 "unknown command 'trian'" trian --config "$tmp/good.yaml"
 printf 'model:\n  preset: bert-tiny\nbatch:\n  micro_batch: many\n' > "$tmp/bad.yaml"
 expect_error 2 "bad.yaml:4:16: batch.micro_batch: expected an integer" train --config "$tmp/bad.yaml"
 # Output paths are checked before the first step: a new run never lands in a used
