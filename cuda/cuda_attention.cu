@@ -57,6 +57,10 @@ AttentionImpl CudaOps::attention_forward(const AttentionForward<float>& a) {
   copy_async(a.ctx, ctx, n, stream());
   copy_async(a.probs, stats, ns, stream());
   drop_gemm_operand(a.probs);  // the native forward kept the probabilities, now overwritten
+  // ... and q, k, v: a fused backward never drops them, and a later fallback's recomputed
+  // scores would read this step's copies in a later step.
+  if (!a.qkv_kept)
+    attention_detail::for_each_qkv_span(a.shape, a.q, a.k, a.v, [&](const float* x, size_t) { drop_gemm_operand(x); });
   CUDA_CHECK(cudaStreamSynchronize(stream()));  // `keep` is freed on return
   return AttentionImpl::kFused;
 }

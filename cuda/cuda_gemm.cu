@@ -195,7 +195,7 @@ void CudaOps::gemm_bias_into(Trans ta, Trans tb, int m, int n, int k, const floa
   // A 16-bit copy takes the epilogue only while its one-time check has not disagreed.
   const bool may_fuse = !copy || half_bias_epilogue_ != Checked::kDisagrees;
   if (may_fuse && lt_.run(call, stream()) &&
-      (!copy || half_bias_epilogue_agrees(ta, tb, m, n, k, ha, ta_type, lda, hb, tb_type, ldb, bias, c, ldc, copy))) {
+      (!copy || half_bias_epilogue_agrees(call, c))) {
     ++fused_bias_gemms_;
     return;
   }

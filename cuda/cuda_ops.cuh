@@ -161,12 +161,11 @@ class CudaOps final : public Ops<float> {
   // gemm_bias, with its output written as `copy` (16-bit) when given (gemm_bias_kept).
   void gemm_bias_into(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
                       const float* bias, float* c, int ldc, uint16_t* copy);
-  // half_bias_check.cu: after cuBLASLt's epilogue wrote `copy` (16-bit D, fp32 bias), whether
-  // the fallback's computation (using c as fp32 scratch) agrees within one 16-bit ulp; checked
-  // on the first call, the answer kept in half_bias_epilogue_ for the later ones.
-  bool half_bias_epilogue_agrees(Trans ta, Trans tb, int m, int n, int k, const void* ha, cudaDataType_t ta_type,
-                                 int lda, const void* hb, cudaDataType_t tb_type, int ldb, const float* bias, float* c,
-                                 int ldc, const uint16_t* copy);
+  // half_bias_check.cu: after cuBLASLt's epilogue ran `call` (16-bit D, fp32 bias), whether
+  // the fallback's computation (using c as fp32 scratch) agrees, with the call's bias and with
+  // a non-zero probe bias; checked on the first call, the answer kept in half_bias_epilogue_
+  // for the later ones. When it disagrees c holds the fp32 GEMM result without the bias.
+  bool half_bias_epilogue_agrees(const LtBiasMatmul::Call& call, float* c);
   cublasComputeType_t compute_type() const;
 
   // dst[index[i], :] += src[i, :], rows of one index summed in ascending i (cuda_gather.cu).
