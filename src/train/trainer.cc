@@ -145,6 +145,13 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
     return Status::invalid_argument("data.eval: the shards are stored unmasked; evaluation needs statically masked "
                                     "shards (lansbert prep without dynamic masking), so every run scores the same "
                                     "positions");
+  // Every sample the evaluations will read, checked now (checksum and field ranges: a few
+  // milliseconds) rather than found damaged after hours of training.
+  int64_t n = eval_shards->count();
+  if (cfg.evaluation.max_sequences > 0) n = std::min(n, cfg.evaluation.max_sequences);
+  Batch one;
+  one.resize(1, eval_shards->seq_len(), eval_shards->max_pred());
+  for (int64_t i = 0; i < n; ++i) LB_RETURN_IF_ERROR(eval_shards->read(i, &one, 0).with_prefix("data.eval: "));
   return Status::ok();
 }
 
@@ -352,6 +359,13 @@ Status Run::loop() {
       result->t_logging += now_s() - tl;
       t_window = now_s();
     }
+    // The checkpoint first, so that an evaluation that fails (a corrupt data.eval record)
+    // loses no training.
+    const bool periodic = cfg.checkpoint.every_steps > 0 && step % cfg.checkpoint.every_steps == 0;
+    if (periodic || flags[1] != 0 || flags[0] != 0 || step == stop_at) {
+      LB_RETURN_IF_ERROR(save(step == total));
+      t_last_ckpt = now_s();
+    }
     // Held-out evaluation: every evaluation.every_steps and when the run reaches its last
     // step (not when a signal stops it: shutting down comes first). Its time is kept out
     // of the next window's throughput.
@@ -360,11 +374,6 @@ Status Run::loop() {
       double seconds = 0;
       LB_RETURN_IF_ERROR(evaluate(log, total, &seconds));
       t_window += seconds;
-    }
-    const bool periodic = cfg.checkpoint.every_steps > 0 && step % cfg.checkpoint.every_steps == 0;
-    if (periodic || flags[1] != 0 || flags[0] != 0 || step == stop_at) {
-      LB_RETURN_IF_ERROR(save(step == total));
-      t_last_ckpt = now_s();
     }
     if (flags[0] != 0) {
       result->stopped_by_signal = true;

@@ -61,6 +61,12 @@ expect_error 2 "logging.metrics_file: $tmp/data exists and is not a regular file
   train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/fresh/ck" --set "logging.metrics_file=$tmp/data"
 expect_error 5 "checkpoint.dir: /proc/lansbert-test/ck: cannot be created in /proc" \
   train --config "$tmp/good.yaml" --set "checkpoint.dir=/proc/lansbert-test/ck"
+# A damaged data.eval record is found before training, not after the last step.
+mkdir -p "$tmp/badeval"
+cp "$(ls "$tmp/data/shards/"*.lbs | head -1)" "$tmp/badeval/e.lbs"
+printf '\x01' | dd of="$tmp/badeval/e.lbs" bs=1 seek=300 conv=notrunc 2>/dev/null
+expect_error 4 "data.eval: $tmp/badeval/e.lbs: record 0" train --config "$tmp/good.yaml" \
+  --set "data.eval=$tmp/badeval/*.lbs" --set "checkpoint.dir=$tmp/fresh/ck"
 [[ -e $tmp/fresh ]] && { echo "FAIL: a refused run created $tmp/fresh"; fail=1; }
 # A model that cannot fit in this host's memory is a config error, not a failed allocation.
 expect_error 2 "more than its" train --config "$tmp/good.yaml" --set model.vocab_size=2000000000 \
