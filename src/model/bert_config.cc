@@ -25,6 +25,7 @@ Status BertConfig::validate() const {
   if (!(attention_dropout >= 0 && attention_dropout < 1))
     return Status::invalid_argument("model.attention_dropout must be in [0, 1)");
   if (!(layernorm_eps > 0)) return Status::invalid_argument("model.layernorm_eps must be positive");
+  if (!(init_std > 0 && init_std < 1e3f)) return Status::invalid_argument("model.init_std must be positive (BERT: 0.02)");
   return Status::ok();
 }
 
