@@ -49,10 +49,9 @@ class NcclCommunicator final : public Communicator {
     int devices = 0;
     CUDA_CHECK(cudaGetDeviceCount(&devices));
     LB_CHECK_MSG(devices > 0, "no CUDA device for the NCCL communicator");
-    LB_CHECK_MSG(local_world_ <= devices, std::to_string(local_world_) + " ranks on " + host_ +
-                                              " but only " + std::to_string(devices) + " GPUs");
-    device_ = local_rank_;
-    CUDA_CHECK(cudaSetDevice(device_));
+    // The device the backend bound for this rank (device_for_rank: the local rank, or device
+    // 0 when the scheduler shows each rank only its own GPU).
+    CUDA_CHECK(cudaGetDevice(&device_));
     ncclUniqueId id;
     if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
     bootstrap.broadcast(&id, sizeof(id), 0);

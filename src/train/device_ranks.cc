@@ -25,10 +25,18 @@ Status bind_device(DeviceBackend& device, const Communicator& comm) {
 
 Status device_for_rank(int local_rank, int local_world, int visible, int* index) {
   if (visible <= 0) return Status::unsupported("backend: cuda: no device visible to this rank");
+  // One visible device among several ranks of a host: the scheduler gave each rank its own
+  // GPU (srun --gpus-per-task=1, or CUDA_VISIBLE_DEVICES set per rank). If it did not, the
+  // ranks share device 0 and NCCL refuses that by name at its initialisation.
+  if (visible == 1) {
+    *index = 0;
+    return Status::ok();
+  }
   if (local_world > visible)
     return Status::invalid_argument("backend: cuda: " + std::to_string(local_world) + " ranks on this host but only " +
                                     std::to_string(visible) + " visible devices; start one rank per GPU "
-                                    "(mpirun -npernode <GPUs per node>) and leave every GPU visible to every rank");
+                                    "(mpirun -npernode <GPUs per node>) and leave every GPU visible to every rank, or give each "
+                                    "rank exactly one (srun --gpus-per-task=1)");
   *index = local_rank;
   return Status::ok();
 }

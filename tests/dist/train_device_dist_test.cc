@@ -11,9 +11,10 @@
 //     scalar (double) travels on it either way, as NCCL could not take host pointers;
 //   - the parameters equal those of the CPU backend's run, replicated and sharded, fp32 and
 //     fp16 with loss scaling (same ops, same reductions: exact);
-//   - refusals are clear and collective: fixed reduction order on more than one rank, more
-//     ranks than visible devices, and a device failing on one rank only (the other rank
-//     fails too, saying so, instead of waiting in a collective).
+//   - one visible device per rank is bound as device 0 (a scheduler's per-rank GPU);
+//   - refusals are clear and collective: fixed reduction order on more than one rank, and a
+//     device failing on one rank only (the other rank fails too, saying so, instead of
+//     waiting in a collective). More ranks than visible devices: device_ranks_test.cc.
 // Usage: mpirun -np N train_device_dist_test SCRATCH_DIR
 #include <filesystem>
 #include <vector>
@@ -291,11 +292,17 @@ int main(int argc, char** argv) {
   else
     v.expect(st.is_ok(), "fixed-order device run on one rank: " + st.to_string());
   bad.distributed.reduction_order = "fast";
-  // More ranks on this host than devices.
+  // No device; or, on several ranks, one visible device each: a scheduler's per-rank GPU
+  // (srun --gpus-per-task=1), bound as device 0.
   g_log.visible = W - 1;
+  bad.checkpoint.dir = dir + (W > 1 ? "/one-visible" : "/refused");
   st = train(c, bad, &r_dev);
-  v.expect(!st.is_ok() && (W == 1 ? contains(st, "no device") : contains(st, "visible devices")),
-           "too few devices: " + st.to_string());
+  bad.checkpoint.dir = dir + "/refused";
+  if (W == 1)
+    v.expect(!st.is_ok() && contains(st, "no device"), "no device: " + st.to_string());
+  else
+    v.expect(st.is_ok() && g_log.bound == 0, "one visible device per rank: " + st.to_string() + ", bound " +
+                                                 std::to_string(g_log.bound));
   g_log.visible = 8;
   // One rank's device fails: every rank fails, the others saying another rank failed.
   if (W > 1) {

@@ -19,8 +19,9 @@ Status agree_across_ranks(Communicator& comm, const Status& st, const std::strin
                           Status (*other_rank)(std::string) = &Status::unsupported);
 
 // The device a rank uses: its local rank, one rank per GPU, every GPU of a host visible to
-// every rank (mpirun's default). Fails, naming the counts, when a host runs more ranks than
-// it has visible devices.
+// every rank (mpirun's default); or device 0 when a rank sees exactly one (a scheduler's
+// per-rank binding). Fails, naming the counts, when a host runs more ranks than the (several)
+// devices each rank sees.
 Status device_for_rank(int local_rank, int local_world, int visible, int* index);
 
 // Makes the registered backend `name` and binds this rank's device. Collective over `comm`.
