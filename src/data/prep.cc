@@ -107,14 +107,8 @@ void print_progress(const TextDocumentReader& reader, const PrepStats& st, Clock
 
 Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVocab& vocab,
                 const TokenizeFn& tokenize, PrepStats* stats) {
+  LB_RETURN_IF_ERROR(check_prep_options(opts));
   const InstanceOptions& io = opts.instances;
-  if (io.max_seq_len < 8 || io.max_pred < 1 || io.dupe_factor < 1 || io.masked_lm_prob <= 0 ||
-      io.masked_lm_prob >= 1 || io.short_seq_prob < 0 || io.short_seq_prob > 1 || opts.shard_size < 1) {
-    return Status::invalid_argument(fmt::format(
-        "prep: bad parameters: seq-len {} (>= 8), max-pred {} (>= 1), dupe-factor {} (>= 1), "
-        "masked-lm-prob {} (0..1), short-seq-prob {} (0..1), shard-size {} (>= 1)", io.max_seq_len,
-        io.max_pred, io.dupe_factor, io.masked_lm_prob, io.short_seq_prob, opts.shard_size));
-  }
   std::error_code ec;
   fs::create_directories(opts.out_dir, ec);
   if (ec) return Status::io_error(fmt::format("{}: cannot create output directory: {}", opts.out_dir, ec.message()));

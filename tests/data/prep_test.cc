@@ -7,7 +7,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <limits>
 
 #include "lansbert/data/dataset.h"
 #include "lansbert/data/text_reader.h"
@@ -117,6 +119,82 @@ TEST(Prep, EmptyInputIsAnError) {
   const Status s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_NE(s.message().find("missing.txt"), std::string::npos);
+}
+
+// Each bad option is refused before anything is written, with the option named; an
+// existing output directory keeps its shards.
+TEST(Prep, BadOptionsAreRefusedUpFrontNamingTheOption) {
+  const std::string dir = testing::scratch_dir("prep_bad_options");
+  const std::string corpus = make_corpus(dir);
+  PrepStats st;
+  prep(corpus, dir + "/out", 1, 1 << 20, &st);
+  const std::string shard = dir + "/out/shard-00000.lbs";
+  const std::string before = slurp(shard);
+  ASSERT_FALSE(before.empty());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    const char* option;
+    std::function<void(PrepOptions*)> set;
+  };
+  const std::vector<Case> cases = {
+      {"--seq-len", [](PrepOptions* o) { o->instances.max_seq_len = 7; }},
+      {"--seq-len", [](PrepOptions* o) { o->instances.max_seq_len = 65536; }},
+      {"--max-pred", [](PrepOptions* o) { o->instances.max_pred = 0; }},
+      {"--max-pred", [](PrepOptions* o) { o->instances.max_pred = 129; }},
+      {"--dupe-factor", [](PrepOptions* o) { o->instances.dupe_factor = 0; }},
+      {"--dupe-factor", [](PrepOptions* o) { o->instances.dupe_factor = kMaxDupeFactor + 1; }},
+      {"--masked-lm-prob", [&](PrepOptions* o) { o->instances.masked_lm_prob = nan; }},
+      {"--masked-lm-prob", [](PrepOptions* o) { o->instances.masked_lm_prob = 0; }},
+      {"--masked-lm-prob", [](PrepOptions* o) { o->instances.masked_lm_prob = 1; }},
+      {"--short-seq-prob", [&](PrepOptions* o) { o->instances.short_seq_prob = nan; }},
+      {"--short-seq-prob", [](PrepOptions* o) { o->instances.short_seq_prob = -0.5f; }},
+      {"--shard-size", [](PrepOptions* o) { o->shard_size = 0; }},
+      {"--block-mb", [](PrepOptions* o) { o->block_bytes = 0; }},
+      {"--block-mb", [](PrepOptions* o) { o->block_bytes = kMaxPrepBlockBytes + 1; }},
+      {"--threads", [](PrepOptions* o) { o->threads = -1; }},
+      {"--threads", [](PrepOptions* o) { o->threads = 100000; }},  // crashed libgomp
+      {"--input", [](PrepOptions* o) { o->inputs.clear(); }},
+      {"--out", [&](PrepOptions* o) { o->out_dir = corpus; }},  // a file
+  };
+  for (const Case& c : cases) {
+    PrepOptions opts;
+    opts.inputs = {corpus};
+    opts.out_dir = dir + "/out";
+    c.set(&opts);
+    const Status s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.option << ": " << s.to_string();
+    EXPECT_NE(s.message().find(c.option), std::string::npos) << c.option << ": " << s.to_string();
+    EXPECT_EQ(slurp(shard), before) << c.option;
+  }
+  // The defaults pass.
+  PrepOptions ok;
+  ok.inputs = {corpus};
+  ok.out_dir = dir + "/out";
+  EXPECT_TRUE(check_prep_options(ok).is_ok());
+}
+
+// Inputs are checked before the output is touched: missing, a directory, or all empty.
+TEST(Prep, BadInputsAreRefusedUpFront) {
+  const std::string dir = testing::scratch_dir("prep_bad_inputs");
+  const std::string corpus = make_corpus(dir);
+  std::ofstream(dir + "/empty.txt").close();
+  fs::create_directories(dir + "/adir");
+  PrepOptions opts;
+  opts.out_dir = dir + "/never";
+  PrepStats st;
+  opts.inputs = {corpus, dir + "/missing.txt"};
+  Status s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("missing.txt"), std::string::npos) << s.to_string();
+  opts.inputs = {corpus, dir + "/adir"};
+  s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("adir: is a directory"), std::string::npos) << s.to_string();
+  opts.inputs = {dir + "/empty.txt"};
+  s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("empty.txt"), std::string::npos) << s.to_string();
+  EXPECT_FALSE(fs::exists(dir + "/never"));
 }
 
 TEST(Text, SplitSentences) {
