@@ -46,4 +46,21 @@ mkdir adir
 expect_refused 2 "--input adir: is a directory" --input corpus.txt adir
 : > empty.txt
 expect_refused 2 "the input files are empty (empty.txt)" --input empty.txt
+# Failures found while the run is under way: the earlier shards must survive them too.
+printf 'Good text.\n\nab\xC3(\n' > bad.txt
+expect_refused 4 "bad.txt:3: invalid UTF-8 at byte offset 2" --input corpus.txt bad.txt
+printf '\n \n\t\n' > blank.txt
+expect_refused 2 "no instances" --input blank.txt
+if (( $(id -u) != 0 )); then  # root reads anything
+  cp corpus.txt locked.txt && chmod 000 locked.txt
+  expect_refused 5 "locked.txt: cannot open input" --input locked.txt
+fi
+[[ -z $(ls -A shards | grep -v '^shard-') ]] || fail "left behind in shards/: $(ls -A shards)"
+
+# A good run with other parameters replaces the shards; other files in the directory stay.
+echo keep > shards/notes.txt
+"$bin" prep --vocab "$vocab" --input corpus.txt --out shards --no-progress --dupe-factor 1 --shard-size 50 > /dev/null
+[[ $(sha) != "$good" ]] || fail "the second good run did not replace the shards"
+[[ $(cat shards/notes.txt) == keep ]] || fail "prep removed a file that is not a shard"
+[[ -z $(ls -A shards | grep -v -e '^shard-[0-9]*\.lbs$' -e '^notes.txt$') ]] || fail "left behind: $(ls -A shards)"
 echo "prep_cli_test: ok"

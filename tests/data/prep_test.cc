@@ -3,8 +3,12 @@
 // with the recorded parameters; sentence splitting follows the documented rule.
 #include "lansbert/data/prep.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -195,6 +199,83 @@ TEST(Prep, BadInputsAreRefusedUpFront) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("empty.txt"), std::string::npos) << s.to_string();
   EXPECT_FALSE(fs::exists(dir + "/never"));
+}
+
+// Names in `dir`, hidden ones included, sorted.
+std::vector<std::string> listing(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A run that fails after it has written shards (a tokenizer error in a late block, or no
+// instances) leaves the earlier run's shards as they were and no staging behind.
+TEST(Prep, FailedRunLeavesEarlierShards) {
+  const std::string dir = testing::scratch_dir("prep_failed_run");
+  const std::string corpus = make_corpus(dir);
+  PrepStats st;
+  const auto files = prep(corpus, dir + "/out", 1, 500, &st);
+  ASSERT_GT(files.size(), 2u);
+  std::vector<std::string> before;
+  for (const auto& f : files) before.push_back(slurp(f));
+  const auto names = listing(dir + "/out");
+
+  std::ofstream(dir + "/poison.txt") << "Fine text here.\n\nThis line has POISON in it.\n";
+  const TokenizeFn poisoned = [](std::string_view text, std::vector<int32_t>* ids) {
+    if (text.find("POISON") != std::string_view::npos) return Status::corrupt("poisoned sentence");
+    return fake_tokenize(text, ids);
+  };
+  PrepOptions opts;
+  opts.inputs = {corpus, dir + "/poison.txt"};  // the error comes after many shards
+  opts.out_dir = dir + "/out";
+  opts.shard_size = 100;
+  opts.block_bytes = 20000;
+  Status s = run_prep(opts, {}, testing::test_vocab(), poisoned, &st);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt) << s.to_string();
+  EXPECT_NE(s.message().find("poison.txt:3"), std::string::npos) << s.to_string();
+  EXPECT_GT(st.shards, int64_t(files.size()));  // it had written more shards than there were
+  EXPECT_EQ(listing(dir + "/out"), names);
+  for (size_t i = 0; i < files.size(); ++i) EXPECT_TRUE(slurp(files[i]) == before[i]) << files[i];
+
+  std::ofstream(dir + "/blank.txt") << "\n\n  \n";  // not empty, but no sentence
+  opts.inputs = {dir + "/blank.txt"};
+  s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_EQ(listing(dir + "/out"), names);
+  for (size_t i = 0; i < files.size(); ++i) EXPECT_TRUE(slurp(files[i]) == before[i]) << files[i];
+
+  // A failed run into a new directory does not leave it behind.
+  opts.out_dir = dir + "/new";
+  EXPECT_FALSE(run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st).is_ok());
+  EXPECT_FALSE(fs::exists(dir + "/new"));
+}
+
+// An interrupted run's staging directory is removed by the next run; a run refuses a
+// directory another run is writing to (holds the lock), without touching it.
+TEST(Prep, StaleStagingIsRemovedAndLiveRunsExclude) {
+  const std::string dir = testing::scratch_dir("prep_staging");
+  const std::string corpus = make_corpus(dir);
+  PrepStats st;
+  const auto files = prep(corpus, dir + "/out", 1, 1 << 20, &st);
+  fs::create_directories(dir + "/out/.prep-staging-crashed");
+  std::ofstream(dir + "/out/.prep-staging-crashed/shard-00000.lbs.tmp") << "partial";
+  prep(corpus, dir + "/out", 1, 1 << 20, &st);
+  EXPECT_EQ(listing(dir + "/out"), std::vector<std::string>{"shard-00000.lbs"});
+
+  const int fd = ::open((dir + "/out").c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  const std::string before = slurp(files[0]);
+  PrepOptions opts;
+  opts.inputs = {corpus};
+  opts.out_dir = dir + "/out";
+  const Status s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
+  ::close(fd);
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_NE(s.message().find("another lansbert prep is writing"), std::string::npos) << s.to_string();
+  EXPECT_EQ(listing(dir + "/out"), std::vector<std::string>{"shard-00000.lbs"});
+  EXPECT_TRUE(slurp(files[0]) == before);
 }
 
 TEST(Text, SplitSentences) {

@@ -52,8 +52,10 @@ struct PrepStats {
 // not all of them empty, and out_dir a directory if it exists. run_prep calls it first.
 Status check_prep_options(const PrepOptions& opts);
 
-// Writes out_dir/shard-NNNNN.lbs (removing shard files of an earlier run there first).
-// `base` gives the vocab identity and special ids recorded in each header.
+// Writes out_dir/shard-NNNNN.lbs. They are written to a staging directory inside out_dir
+// and replace the shard files of an earlier run there only when the whole run succeeded:
+// on any error out_dir keeps what it had. `base` gives the vocab identity and special ids
+// recorded in each header.
 Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVocab& vocab,
                 const TokenizeFn& tokenize, PrepStats* stats);
 
