@@ -60,11 +60,21 @@ void create_instances(std::span<const Document> block, uint64_t first_doc_index,
                       const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
                       std::vector<Instance>* out);
 
+// truncate_seq_pair on lengths: how many tokens to drop from the front and the back of A
+// and of B so that a_len + b_len <= max_tokens. As the reference, one token at a time from
+// the longer side (B on a tie), from the front when a uniform draw is < 0.5; so the cut is
+// the reference's for the same stream, but costs O(1) per dropped token, whereas erasing
+// from the front of a vector cost O(length) each (quadratic on a long line).
+struct PairCut {
+  int64_t a_front = 0, a_back = 0, b_front = 0, b_back = 0;
+};
+class PhiloxStream;
+PairCut truncate_pair(int64_t a_len, int64_t b_len, int64_t max_tokens, PhiloxStream* rng);
+
 // BERT's masking of tokens[0, n): candidates are the positions that are not [CLS]/[SEP]
 // (grouped into whole words when `whole_word`), shuffled; round(prob * candidates) of them,
 // at least 1 and at most max_pred, are masked: 80% [MASK], 10% a random id, 10% unchanged.
 // Writes ascending positions and original ids.
-class PhiloxStream;
 void mask_tokens(int32_t* tokens, int n, int max_pred, float prob, bool whole_word,
                  const MaskingVocab& vocab, PhiloxStream* rng, std::vector<int32_t>* positions,
                  std::vector<int32_t>* ids);
