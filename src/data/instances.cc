@@ -156,11 +156,14 @@ void create_instances_from_document(std::span<const Document> block, uint64_t fi
         if (r != d) break;
       }
       const Document& other = block[r];
+      // A sentence read here costs its length in truncation draws, and one long line can
+      // be drawn by every instance of its block (quadratic time): read at most its start.
+      const size_t cap = static_cast<size_t>(kRandomNextReadFactor) * static_cast<size_t>(opts.max_seq_len);
       if (!other.empty()) {
         const int start = rng.randint(0, static_cast<int>(other.size()) - 1);
         for (size_t j = start; j < other.size(); ++j) {
-          b.emplace_back(other[j]);
-          b_len += static_cast<int64_t>(other[j].size());
+          b.emplace_back(other[j].data(), std::min(other[j].size(), cap));
+          b_len += static_cast<int64_t>(b.back().size());
           if (b_len >= target_b) break;
         }
       }

@@ -55,5 +55,33 @@ TEST(InstanceCost, LongSentenceCopiesOnlyWhatItKeeps) {
   }
 }
 
+// A random next sentence that lands on the long line reads only its first
+// kRandomNextReadFactor x seq_len tokens, so its truncation costs that many draws, not the
+// line's length, however many instances of the block draw it.
+TEST(InstanceCost, RandomNextReadsABoundedPartOfALongSentence) {
+  constexpr int64_t kLong = 200000;
+  std::vector<Document> block(2);
+  block[0].emplace_back(kLong);
+  for (int64_t i = 0; i < kLong; ++i) block[0][0][i] = 1000 + static_cast<int32_t>(i);  // id = 1000 + position
+  for (int s = 0; s < 400; ++s) block[1].push_back({500 + s % 300, 501, 502, 503});
+  InstanceOptions opts;
+  opts.dynamic_masking = true;  // ids stay as written
+  const int64_t cap = int64_t(kRandomNextReadFactor) * opts.max_seq_len;
+  int random_next = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    std::vector<Instance> out;
+    create_instances_from_document(block, 0, 1, pass, opts, testing::test_vocab(), &out);
+    for (const Instance& inst : out) {
+      if (!inst.is_random_next) continue;
+      ++random_next;
+      for (size_t p = inst.a_end + 1; p + 1 < inst.tokens.size(); ++p) {
+        ASSERT_GE(inst.tokens[p], 1000);
+        ASSERT_LT(inst.tokens[p] - 1000, cap) << "B read position " << inst.tokens[p] - 1000;
+      }
+    }
+  }
+  EXPECT_GT(random_next, 10);
+}
+
 }  // namespace
 }  // namespace lansbert

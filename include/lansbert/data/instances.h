@@ -47,6 +47,14 @@ struct Instance {
   std::vector<int32_t> masked_ids;        // original token at each masked position
 };
 
+// A random next sentence B is read from another document up to the target length, as the
+// reference does, except that a sentence longer than this many times max_seq_len is read
+// only up to that length. Truncation draws once per dropped token, so reading a whole
+// long line for every instance whose B lands on it made prep quadratic; sentences this
+// long (1024 tokens at seq len 128) only come from lines the sentence splitter could not
+// cut, and B is truncated to less than max_seq_len anyway.
+inline constexpr int kRandomNextReadFactor = 8;
+
 // Appends the instances of document `d` of `block` for dupe pass `pass`. Random sentence B
 // is drawn from another document of the same block. `first_doc_index` is the global index
 // of block[0]; it keys the random streams.
