@@ -1,6 +1,9 @@
 // `lansbert prep`: plain text to pretraining shards (docs/data-format.md). Loads the vocab,
 // tokenizes with BertTokenizer and hands the rest to run_prep, which streams in bounded
 // memory and gives the same bytes for a seed whatever the thread count.
+#include <fmt/format.h>
+
+#include <charconv>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -21,7 +24,35 @@ struct PrepArgs {
   bool cased = false;
 };
 
+// --block-mb is a double (fractions help tests); it is checked before the conversion to
+// bytes, which is undefined for NaN and for values past size_t (1e99 became 0 bytes, and
+// prep then reported an empty input).
+Status block_bytes(double mb, size_t* bytes) {
+  constexpr double kMaxMb = double(kMaxPrepBlockBytes >> 20);
+  if (!(mb * 1048576.0 >= 1.0 && mb <= kMaxMb)) {
+    return Status::invalid_argument(
+        fmt::format("prep: --block-mb {}: must be at least 1 byte (about 1e-6) and at most {}", mb, kMaxMb));
+  }
+  *bytes = static_cast<size_t>(mb * 1048576.0);
+  return Status::ok();
+}
+
+// CLI11 reads "-1" into the unsigned seed as 2^64 - 1 and an overflowing number as the
+// largest value (strtoull's rules): accept only a decimal that fits, so that a negative or
+// too large seed is an error instead of a surprise.
+std::string unsigned_seed(std::string& text) {
+  uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || ptr != end) {
+    return "'" + text + "': the seed is unsigned 64-bit, a decimal integer in [0, 18446744073709551615]";
+  }
+  return "";
+}
+
 Status run_prep_command(PrepArgs& a) {
+  LB_RETURN_IF_ERROR(block_bytes(a.block_mb, &a.opts.block_bytes));
+  LB_RETURN_IF_ERROR(check_prep_options(a.opts));  // before the vocab load: fail fast
   Vocab vocab;
   LB_RETURN_IF_ERROR(Vocab::load(a.vocab, &vocab));
   TokenizerOptions topts;
@@ -40,7 +71,6 @@ Status run_prep_command(PrepArgs& a) {
   base.cls_id = mv.cls_id;
   base.sep_id = mv.sep_id;
   base.mask_id = mv.mask_id;
-  a.opts.block_bytes = static_cast<size_t>(a.block_mb * 1024 * 1024);
   PrepStats st;
   LB_RETURN_IF_ERROR(run_prep(
       a.opts, base, mv,
@@ -73,13 +103,15 @@ void add_prep_command(CLI::App& app) {
   sub->add_option("--masked-lm-prob", io.masked_lm_prob, "Share of tokens masked")->capture_default_str();
   sub->add_option("--short-seq-prob", io.short_seq_prob, "Probability of a shorter target length")
       ->capture_default_str();
-  sub->add_option("--seed", io.seed, "Seed of every random choice")->capture_default_str();
+  sub->add_option("--seed", io.seed, "Seed of every random choice (unsigned 64-bit)")
+      ->check(CLI::Validator(unsigned_seed, "UINT64"))
+      ->capture_default_str();
   sub->add_flag("--whole-word", io.whole_word, "Whole-word masking");
   sub->add_flag("--dynamic-masking", io.dynamic_masking, "Store unmasked; mask at load time per epoch");
   sub->add_option("--shard-size", o.shard_size, "Records per shard file")->capture_default_str();
   sub->add_option("--block-mb", args->block_mb, "Text per block (memory bound; random B comes from the same block)")
       ->capture_default_str();
-  sub->add_option("--threads", o.threads, "Threads (0 = all); the output does not depend on it")
+  sub->add_option("--threads", o.threads, "Threads (0 = all, at most 1024); the output does not depend on it")
       ->capture_default_str();
   sub->add_flag("--cased", args->cased, "Keep case and accents (default: uncased, as bert-base-uncased)");
   sub->add_flag("!--no-progress", o.progress, "No progress line on stderr");

@@ -25,20 +25,40 @@ RngKey document_key(uint64_t seed, uint64_t doc, int pass, Purpose purpose) {
   return RngKey{seed, static_cast<uint32_t>(doc), site};
 }
 
-// truncate_seq_pair: drop from the longer side, front or back at random.
-void truncate_pair(std::vector<int32_t>* a, std::vector<int32_t>* b, int max_tokens,
-                   PhiloxStream* rng) {
-  while (static_cast<int>(a->size() + b->size()) > max_tokens) {
-    std::vector<int32_t>* t = a->size() > b->size() ? a : b;
-    if (rng->uniform() < 0.5) {
-      t->erase(t->begin());
-    } else {
-      t->pop_back();
+// Appends tokens [skip, skip + count) of the concatenation of `parts`.
+void append_window(std::span<const std::span<const int32_t>> parts, int64_t skip, int64_t count,
+                   std::vector<int32_t>* out) {
+  for (const auto& part : parts) {
+    if (count == 0) break;
+    const int64_t size = static_cast<int64_t>(part.size());
+    if (skip >= size) {
+      skip -= size;
+      continue;
     }
+    const int64_t take = std::min(size - skip, count);
+    out->insert(out->end(), part.begin() + skip, part.begin() + skip + take);
+    skip = 0;
+    count -= take;
   }
 }
 
 }  // namespace
+
+PairCut truncate_pair(int64_t a_len, int64_t b_len, int64_t max_tokens, PhiloxStream* rng) {
+  PairCut cut;
+  while (a_len + b_len > max_tokens) {
+    const bool from_a = a_len > b_len;  // the longer side; B on a tie, as the reference
+    const bool front = rng->uniform() < 0.5;
+    if (from_a) {
+      --a_len;
+      ++(front ? cut.a_front : cut.a_back);
+    } else {
+      --b_len;
+      ++(front ? cut.b_front : cut.b_back);
+    }
+  }
+  return cut;
+}
 
 void mask_tokens(int32_t* tokens, int n, int max_pred, float prob, bool whole_word,
                  const MaskingVocab& vocab, PhiloxStream* rng, std::vector<int32_t>* positions,
@@ -108,7 +128,10 @@ void create_instances_from_document(std::span<const Document> block, uint64_t fi
 
   std::vector<const std::vector<int32_t>*> chunk;
   int chunk_len = 0;
-  std::vector<int32_t> a, b;
+  // A and B are lists of sentences, not copies: a sentence can be far longer than the
+  // sequence (a whole book on one line), and only the window that survives truncation is
+  // ever copied.
+  std::vector<std::span<const int32_t>> a, b;
   const int num_sentences = static_cast<int>(document.size());
   for (int i = 0; i < num_sentences; ++i) {
     chunk.push_back(&document[i]);
@@ -118,40 +141,52 @@ void create_instances_from_document(std::span<const Document> block, uint64_t fi
     const int a_end = chunk_size >= 2 ? rng.randint(1, chunk_size - 1) : 1;
     a.clear();
     b.clear();
-    for (int j = 0; j < a_end; ++j) a.insert(a.end(), chunk[j]->begin(), chunk[j]->end());
+    int64_t a_len = 0, b_len = 0;
+    for (int j = 0; j < a_end; ++j) {
+      a.emplace_back(*chunk[j]);
+      a_len += static_cast<int64_t>(chunk[j]->size());
+    }
     bool random_next = false;
     if (chunk_size == 1 || rng.uniform() < 0.5) {
       random_next = true;
-      const int target_b = target - static_cast<int>(a.size());
+      const int64_t target_b = target - a_len;
       size_t r = d;
       for (int tries = 0; tries < 10 && block.size() > 1; ++tries) {
         r = rng.below(static_cast<uint32_t>(block.size()));
         if (r != d) break;
       }
       const Document& other = block[r];
+      // A sentence read here costs its length in truncation draws, and one long line can
+      // be drawn by every instance of its block (quadratic time): read at most its start.
+      const size_t cap = static_cast<size_t>(kRandomNextReadFactor) * static_cast<size_t>(opts.max_seq_len);
       if (!other.empty()) {
         const int start = rng.randint(0, static_cast<int>(other.size()) - 1);
         for (size_t j = start; j < other.size(); ++j) {
-          b.insert(b.end(), other[j].begin(), other[j].end());
-          if (static_cast<int>(b.size()) >= target_b) break;
+          b.emplace_back(other[j].data(), std::min(other[j].size(), cap));
+          b_len += static_cast<int64_t>(b.back().size());
+          if (b_len >= target_b) break;
         }
       }
       i -= chunk_size - a_end;  // put the unused sentences back
     } else {
-      for (int j = a_end; j < chunk_size; ++j) b.insert(b.end(), chunk[j]->begin(), chunk[j]->end());
+      for (int j = a_end; j < chunk_size; ++j) {
+        b.emplace_back(*chunk[j]);
+        b_len += static_cast<int64_t>(chunk[j]->size());
+      }
     }
     chunk.clear();
     chunk_len = 0;
-    truncate_pair(&a, &b, max_num_tokens, &rng);
-    if (a.empty() || b.empty()) continue;  // only from empty sentences; BERT asserts here
+    const PairCut cut = truncate_pair(a_len, b_len, max_num_tokens, &rng);
+    const int64_t a_keep = a_len - cut.a_front - cut.a_back, b_keep = b_len - cut.b_front - cut.b_back;
+    if (a_keep == 0 || b_keep == 0) continue;  // only from empty sentences; BERT asserts here
 
     Instance inst;
-    inst.tokens.reserve(a.size() + b.size() + 3);
+    inst.tokens.reserve(static_cast<size_t>(a_keep + b_keep + 3));
     inst.tokens.push_back(vocab.cls_id);
-    inst.tokens.insert(inst.tokens.end(), a.begin(), a.end());
+    append_window(a, cut.a_front, a_keep, &inst.tokens);
     inst.a_end = static_cast<int32_t>(inst.tokens.size());
     inst.tokens.push_back(vocab.sep_id);
-    inst.tokens.insert(inst.tokens.end(), b.begin(), b.end());
+    append_window(b, cut.b_front, b_keep, &inst.tokens);
     inst.tokens.push_back(vocab.sep_id);
     inst.is_random_next = random_next;
     if (!opts.dynamic_masking) {

@@ -6,25 +6,25 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 
 #include "lansbert/data/text_reader.h"
+#include "shard_staging.h"
 
 namespace lansbert {
 namespace {
 
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 // Shard files numbered in creation order; a new one is opened when the current is full.
 class ShardSink {
  public:
-  ShardSink(const PrepOptions& opts, const ShardInfo& info) : opts_(opts), info_(info) {}
+  ShardSink(const PrepOptions& opts, std::string dir, const ShardInfo& info)
+      : opts_(opts), dir_(std::move(dir)), info_(info) {}
   Status add(const Instance& inst) {
     if (writer_ && writer_->count() >= opts_.shard_size) LB_RETURN_IF_ERROR(close());
     if (!writer_) {
-      const std::string path = fmt::format("{}/shard-{:05d}.lbs", opts_.out_dir, shards_);
+      const std::string path = fmt::format("{}/shard-{:05d}.lbs", dir_, shards_);
       LB_RETURN_IF_ERROR(ShardWriter::create(path, info_, &writer_));
     }
     return writer_->add(inst);
@@ -40,6 +40,7 @@ class ShardSink {
 
  private:
   const PrepOptions& opts_;
+  std::string dir_;
   ShardInfo info_;
   std::unique_ptr<ShardWriter> writer_;
   int64_t shards_ = 0;
@@ -107,21 +108,8 @@ void print_progress(const TextDocumentReader& reader, const PrepStats& st, Clock
 
 Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVocab& vocab,
                 const TokenizeFn& tokenize, PrepStats* stats) {
+  LB_RETURN_IF_ERROR(check_prep_options(opts));
   const InstanceOptions& io = opts.instances;
-  if (io.max_seq_len < 8 || io.max_pred < 1 || io.dupe_factor < 1 || io.masked_lm_prob <= 0 ||
-      io.masked_lm_prob >= 1 || io.short_seq_prob < 0 || io.short_seq_prob > 1 || opts.shard_size < 1) {
-    return Status::invalid_argument(fmt::format(
-        "prep: bad parameters: seq-len {} (>= 8), max-pred {} (>= 1), dupe-factor {} (>= 1), "
-        "masked-lm-prob {} (0..1), short-seq-prob {} (0..1), shard-size {} (>= 1)", io.max_seq_len,
-        io.max_pred, io.dupe_factor, io.masked_lm_prob, io.short_seq_prob, opts.shard_size));
-  }
-  std::error_code ec;
-  fs::create_directories(opts.out_dir, ec);
-  if (ec) return Status::io_error(fmt::format("{}: cannot create output directory: {}", opts.out_dir, ec.message()));
-  for (const auto& e : fs::directory_iterator(opts.out_dir)) {  // shards of an earlier run
-    const std::string name = e.path().filename().string();
-    if (name.starts_with("shard-") && (name.ends_with(".lbs") || name.ends_with(".lbs.tmp"))) fs::remove(e.path());
-  }
   TextDocumentReader reader;
   LB_RETURN_IF_ERROR(reader.open(opts.inputs));
   ShardInfo info = base;
@@ -133,7 +121,10 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   info.short_seq_prob = io.short_seq_prob;
   info.whole_word = io.whole_word;
   info.dynamic_masking = io.dynamic_masking;
-  ShardSink sink(opts, info);
+  // The new shards replace the old ones only once the whole run has succeeded.
+  ShardStaging staging;
+  LB_RETURN_IF_ERROR(staging.open(opts.out_dir));
+  ShardSink sink(opts, staging.dir(), info);
   const int threads = opts.threads > 0 ? opts.threads : omp_get_max_threads();
   const auto t0 = Clock::now();
   auto last_print = t0;
@@ -180,7 +171,7 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   if (stats->instances == 0) {
     return Status::invalid_argument("prep: the input produced no instances (empty input?)");
   }
-  return Status::ok();
+  return staging.commit(stats->shards);
 }
 
 }  // namespace lansbert

@@ -16,6 +16,7 @@
 
 #include <string>
 
+#include "canonical_order.h"
 #include "unicode_compat.h"
 
 namespace lansbert {
@@ -132,8 +133,7 @@ Status WordScanner::normalize_run(const unsigned char* s, size_t n, size_t* pos,
   *pos = i;
   if (!lower_case_) return Status::ok();
 
-  // NFD: decompose each code point, then put each run of non-starters in canonical order
-  // (a stable insertion sort by combining class, as the Unicode algorithm requires).
+  // NFD: decompose each code point, then put each run of non-starters in canonical order.
   out->clear();
   for (int32_t cp : *clean) {
     if (cp < 0xC0) {  // nothing below U+00C0 decomposes canonically
@@ -143,16 +143,10 @@ Status WordScanner::normalize_run(const unsigned char* s, size_t n, size_t* pos,
     utf8proc_int32_t buf[8];
     int last_boundclass = 0;
     const auto k = utf8proc_decompose_char(cp, buf, 8, UTF8PROC_DECOMPOSE, &last_boundclass);
-    for (utf8proc_ssize_t j = 0; j < k && j < 8; ++j) {
-      const int32_t d = buf[j];
-      const int c = ccc(d);
-      size_t at = out->size();
-      if (c != 0) {
-        while (at > 0 && ccc((*out)[at - 1]) > c) --at;
-      }
-      out->insert(out->begin() + static_cast<std::ptrdiff_t>(at), d);
-    }
+    for (utf8proc_ssize_t j = 0; j < k && j < 8; ++j) out->push_back(buf[j]);
   }
+  // Combining classes start at U+0300: below it, no lookup.
+  canonical_order(out->data(), out->size(), [](int32_t cp) { return cp < 0x300 ? 0 : ccc(cp); });
   // Strip non-spacing marks and lowercase, in place.
   size_t w = 0;
   for (int32_t cp : *out) {

@@ -135,6 +135,50 @@ TEST(Instances, ShortSequencesAndTruncation) {
   }
 }
 
+// truncate_pair gives the window that BERT's truncate_seq_pair leaves (pop one token at a
+// time from the longer side, front or back by a draw) and uses the stream as it does, so
+// the shards are unchanged by computing the cut on lengths.
+TEST(Instances, TruncatePairCutsAsPoppingOneByOne) {
+  const auto reference = [](std::vector<int32_t>* a, std::vector<int32_t>* b, int64_t max_tokens,
+                            PhiloxStream* rng) {
+    while (static_cast<int64_t>(a->size() + b->size()) > max_tokens) {
+      std::vector<int32_t>* t = a->size() > b->size() ? a : b;
+      if (rng->uniform() < 0.5) {
+        t->erase(t->begin());
+      } else {
+        t->pop_back();
+      }
+    }
+  };
+  int cases = 0;
+  for (int64_t a_len : {0, 1, 2, 7, 60, 61, 62, 300, 2000}) {
+    for (int64_t b_len : {0, 1, 3, 60, 61, 500}) {
+      for (int64_t max_tokens : {1, 5, 61, 125}) {
+        for (uint64_t seed : {1u, 2u, 3u}) {
+          std::vector<int32_t> a(a_len), b(b_len);
+          for (int64_t i = 0; i < a_len; ++i) a[i] = static_cast<int32_t>(i);
+          for (int64_t i = 0; i < b_len; ++i) b[i] = static_cast<int32_t>(100000 + i);
+          PhiloxStream ref_rng(RngKey{seed, 5, 9}), rng(RngKey{seed, 5, 9});
+          reference(&a, &b, max_tokens, &ref_rng);
+          const PairCut cut = truncate_pair(a_len, b_len, max_tokens, &rng);
+          const int64_t a_keep = a_len - cut.a_front - cut.a_back, b_keep = b_len - cut.b_front - cut.b_back;
+          ASSERT_EQ(a_keep, static_cast<int64_t>(a.size())) << a_len << " " << b_len << " " << max_tokens;
+          ASSERT_EQ(b_keep, static_cast<int64_t>(b.size())) << a_len << " " << b_len << " " << max_tokens;
+          if (a_keep > 0) {
+            ASSERT_EQ(a.front(), cut.a_front);
+          }
+          if (b_keep > 0) {
+            ASSERT_EQ(b.front(), 100000 + cut.b_front);
+          }
+          ASSERT_EQ(ref_rng.next_u32(), rng.next_u32()) << "the streams drifted apart";
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 9 * 6 * 4 * 3);
+}
+
 TEST(Instances, DynamicMaskingIsKeyedBySample) {
   Batch b;
   b.resize(2, 16, 4);

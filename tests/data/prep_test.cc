@@ -3,11 +3,17 @@
 // with the recorded parameters; sentence splitting follows the documented rule.
 #include "lansbert/data/prep.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <limits>
 
 #include "lansbert/data/dataset.h"
 #include "lansbert/data/text_reader.h"
@@ -117,6 +123,159 @@ TEST(Prep, EmptyInputIsAnError) {
   const Status s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_NE(s.message().find("missing.txt"), std::string::npos);
+}
+
+// Each bad option is refused before anything is written, with the option named; an
+// existing output directory keeps its shards.
+TEST(Prep, BadOptionsAreRefusedUpFrontNamingTheOption) {
+  const std::string dir = testing::scratch_dir("prep_bad_options");
+  const std::string corpus = make_corpus(dir);
+  PrepStats st;
+  prep(corpus, dir + "/out", 1, 1 << 20, &st);
+  const std::string shard = dir + "/out/shard-00000.lbs";
+  const std::string before = slurp(shard);
+  ASSERT_FALSE(before.empty());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    const char* option;
+    std::function<void(PrepOptions*)> set;
+  };
+  const std::vector<Case> cases = {
+      {"--seq-len", [](PrepOptions* o) { o->instances.max_seq_len = 7; }},
+      {"--seq-len", [](PrepOptions* o) { o->instances.max_seq_len = 65536; }},
+      {"--max-pred", [](PrepOptions* o) { o->instances.max_pred = 0; }},
+      {"--max-pred", [](PrepOptions* o) { o->instances.max_pred = 129; }},
+      {"--dupe-factor", [](PrepOptions* o) { o->instances.dupe_factor = 0; }},
+      {"--dupe-factor", [](PrepOptions* o) { o->instances.dupe_factor = kMaxDupeFactor + 1; }},
+      {"--masked-lm-prob", [&](PrepOptions* o) { o->instances.masked_lm_prob = nan; }},
+      {"--masked-lm-prob", [](PrepOptions* o) { o->instances.masked_lm_prob = 0; }},
+      {"--masked-lm-prob", [](PrepOptions* o) { o->instances.masked_lm_prob = 1; }},
+      {"--short-seq-prob", [&](PrepOptions* o) { o->instances.short_seq_prob = nan; }},
+      {"--short-seq-prob", [](PrepOptions* o) { o->instances.short_seq_prob = -0.5f; }},
+      {"--shard-size", [](PrepOptions* o) { o->shard_size = 0; }},
+      {"--block-mb", [](PrepOptions* o) { o->block_bytes = 0; }},
+      {"--block-mb", [](PrepOptions* o) { o->block_bytes = kMaxPrepBlockBytes + 1; }},
+      {"--threads", [](PrepOptions* o) { o->threads = -1; }},
+      {"--threads", [](PrepOptions* o) { o->threads = 100000; }},  // crashed libgomp
+      {"--input", [](PrepOptions* o) { o->inputs.clear(); }},
+      {"--out", [&](PrepOptions* o) { o->out_dir = corpus; }},  // a file
+  };
+  for (const Case& c : cases) {
+    PrepOptions opts;
+    opts.inputs = {corpus};
+    opts.out_dir = dir + "/out";
+    c.set(&opts);
+    const Status s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.option << ": " << s.to_string();
+    EXPECT_NE(s.message().find(c.option), std::string::npos) << c.option << ": " << s.to_string();
+    EXPECT_EQ(slurp(shard), before) << c.option;
+  }
+  // The defaults pass.
+  PrepOptions ok;
+  ok.inputs = {corpus};
+  ok.out_dir = dir + "/out";
+  EXPECT_TRUE(check_prep_options(ok).is_ok());
+}
+
+// Inputs are checked before the output is touched: missing, a directory, or all empty.
+TEST(Prep, BadInputsAreRefusedUpFront) {
+  const std::string dir = testing::scratch_dir("prep_bad_inputs");
+  const std::string corpus = make_corpus(dir);
+  std::ofstream(dir + "/empty.txt").close();
+  fs::create_directories(dir + "/adir");
+  PrepOptions opts;
+  opts.out_dir = dir + "/never";
+  PrepStats st;
+  opts.inputs = {corpus, dir + "/missing.txt"};
+  Status s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("missing.txt"), std::string::npos) << s.to_string();
+  opts.inputs = {corpus, dir + "/adir"};
+  s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("adir: is a directory"), std::string::npos) << s.to_string();
+  opts.inputs = {dir + "/empty.txt"};
+  s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("empty.txt"), std::string::npos) << s.to_string();
+  EXPECT_FALSE(fs::exists(dir + "/never"));
+}
+
+// Names in `dir`, hidden ones included, sorted.
+std::vector<std::string> listing(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A run that fails after it has written shards (a tokenizer error in a late block, or no
+// instances) leaves the earlier run's shards as they were and no staging behind.
+TEST(Prep, FailedRunLeavesEarlierShards) {
+  const std::string dir = testing::scratch_dir("prep_failed_run");
+  const std::string corpus = make_corpus(dir);
+  PrepStats st;
+  const auto files = prep(corpus, dir + "/out", 1, 500, &st);
+  ASSERT_GT(files.size(), 2u);
+  std::vector<std::string> before;
+  for (const auto& f : files) before.push_back(slurp(f));
+  const auto names = listing(dir + "/out");
+
+  std::ofstream(dir + "/poison.txt") << "Fine text here.\n\nThis line has POISON in it.\n";
+  const TokenizeFn poisoned = [](std::string_view text, std::vector<int32_t>* ids) {
+    if (text.find("POISON") != std::string_view::npos) return Status::corrupt("poisoned sentence");
+    return fake_tokenize(text, ids);
+  };
+  PrepOptions opts;
+  opts.inputs = {corpus, dir + "/poison.txt"};  // the error comes after many shards
+  opts.out_dir = dir + "/out";
+  opts.shard_size = 100;
+  opts.block_bytes = 20000;
+  Status s = run_prep(opts, {}, testing::test_vocab(), poisoned, &st);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt) << s.to_string();
+  EXPECT_NE(s.message().find("poison.txt:3"), std::string::npos) << s.to_string();
+  EXPECT_GT(st.shards, int64_t(files.size()));  // it had written more shards than there were
+  EXPECT_EQ(listing(dir + "/out"), names);
+  for (size_t i = 0; i < files.size(); ++i) EXPECT_TRUE(slurp(files[i]) == before[i]) << files[i];
+
+  std::ofstream(dir + "/blank.txt") << "\n\n  \n";  // not empty, but no sentence
+  opts.inputs = {dir + "/blank.txt"};
+  s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_EQ(listing(dir + "/out"), names);
+  for (size_t i = 0; i < files.size(); ++i) EXPECT_TRUE(slurp(files[i]) == before[i]) << files[i];
+
+  // A failed run into a new directory does not leave it behind.
+  opts.out_dir = dir + "/new";
+  EXPECT_FALSE(run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st).is_ok());
+  EXPECT_FALSE(fs::exists(dir + "/new"));
+}
+
+// An interrupted run's staging directory is removed by the next run; a run refuses a
+// directory another run is writing to (holds the lock), without touching it.
+TEST(Prep, StaleStagingIsRemovedAndLiveRunsExclude) {
+  const std::string dir = testing::scratch_dir("prep_staging");
+  const std::string corpus = make_corpus(dir);
+  PrepStats st;
+  const auto files = prep(corpus, dir + "/out", 1, 1 << 20, &st);
+  fs::create_directories(dir + "/out/.prep-staging-crashed");
+  std::ofstream(dir + "/out/.prep-staging-crashed/shard-00000.lbs.tmp") << "partial";
+  prep(corpus, dir + "/out", 1, 1 << 20, &st);
+  EXPECT_EQ(listing(dir + "/out"), std::vector<std::string>{"shard-00000.lbs"});
+
+  const int fd = ::open((dir + "/out").c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  const std::string before = slurp(files[0]);
+  PrepOptions opts;
+  opts.inputs = {corpus};
+  opts.out_dir = dir + "/out";
+  const Status s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
+  ::close(fd);
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_NE(s.message().find("another lansbert prep is writing"), std::string::npos) << s.to_string();
+  EXPECT_EQ(listing(dir + "/out"), std::vector<std::string>{"shard-00000.lbs"});
+  EXPECT_TRUE(slurp(files[0]) == before);
 }
 
 TEST(Text, SplitSentences) {

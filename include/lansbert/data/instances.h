@@ -47,6 +47,14 @@ struct Instance {
   std::vector<int32_t> masked_ids;        // original token at each masked position
 };
 
+// A random next sentence B is read from another document up to the target length, as the
+// reference does, except that a sentence longer than this many times max_seq_len is read
+// only up to that length. Truncation draws once per dropped token, so reading a whole
+// long line for every instance whose B lands on it made prep quadratic; sentences this
+// long (1024 tokens at seq len 128) only come from lines the sentence splitter could not
+// cut, and B is truncated to less than max_seq_len anyway.
+inline constexpr int kRandomNextReadFactor = 8;
+
 // Appends the instances of document `d` of `block` for dupe pass `pass`. Random sentence B
 // is drawn from another document of the same block. `first_doc_index` is the global index
 // of block[0]; it keys the random streams.
@@ -60,11 +68,21 @@ void create_instances(std::span<const Document> block, uint64_t first_doc_index,
                       const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
                       std::vector<Instance>* out);
 
+// truncate_seq_pair on lengths: how many tokens to drop from the front and the back of A
+// and of B so that a_len + b_len <= max_tokens. As the reference, one token at a time from
+// the longer side (B on a tie), from the front when a uniform draw is < 0.5; so the cut is
+// the reference's for the same stream, but costs O(1) per dropped token, whereas erasing
+// from the front of a vector cost O(length) each (quadratic on a long line).
+struct PairCut {
+  int64_t a_front = 0, a_back = 0, b_front = 0, b_back = 0;
+};
+class PhiloxStream;
+PairCut truncate_pair(int64_t a_len, int64_t b_len, int64_t max_tokens, PhiloxStream* rng);
+
 // BERT's masking of tokens[0, n): candidates are the positions that are not [CLS]/[SEP]
 // (grouped into whole words when `whole_word`), shuffled; round(prob * candidates) of them,
 // at least 1 and at most max_pred, are masked: 80% [MASK], 10% a random id, 10% unchanged.
 // Writes ascending positions and original ids.
-class PhiloxStream;
 void mask_tokens(int32_t* tokens, int n, int max_pred, float prob, bool whole_word,
                  const MaskingVocab& vocab, PhiloxStream* rng, std::vector<int32_t>* positions,
                  std::vector<int32_t>* ids);

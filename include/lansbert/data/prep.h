@@ -19,6 +19,15 @@
 
 namespace lansbert {
 
+// Upper bounds of prep's options. Threads: more than this gains nothing (the output does
+// not depend on the count) and libgomp puts per-thread start data on the caller's stack, so
+// a huge team overflows it (100000 threads crashed with SIGSEGV). Block: text per block;
+// memory is about 5 to 10 times this. Dupe passes: the pass gets 18 bits of the random
+// streams' key (instances.cc document_key).
+inline constexpr int kMaxPrepThreads = 1024;
+inline constexpr size_t kMaxPrepBlockBytes = size_t(64) << 30;
+inline constexpr int kMaxDupeFactor = 1 << 18;
+
 struct PrepOptions {
   std::vector<std::string> inputs;
   std::string out_dir;
@@ -38,8 +47,15 @@ struct PrepStats {
   double seconds = 0;
 };
 
-// Writes out_dir/shard-NNNNN.lbs (removing shard files of an earlier run there first).
-// `base` gives the vocab identity and special ids recorded in each header.
+// Checks every option and input of a run without touching the file system: numeric ranges
+// (the error names the command-line option), each input an existing, readable regular file,
+// not all of them empty, and out_dir a directory if it exists. run_prep calls it first.
+Status check_prep_options(const PrepOptions& opts);
+
+// Writes out_dir/shard-NNNNN.lbs. They are written to a staging directory inside out_dir
+// and replace the shard files of an earlier run there only when the whole run succeeded:
+// on any error out_dir keeps what it had. `base` gives the vocab identity and special ids
+// recorded in each header.
 Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVocab& vocab,
                 const TokenizeFn& tokenize, PrepStats* stats);
 

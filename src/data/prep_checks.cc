@@ -1,0 +1,90 @@
+// check_prep_options: everything about a prep run that can be wrong before any work starts.
+// It runs before the output directory is touched, so a typo in a flag or a missing input
+// fails in milliseconds with the option or file named, instead of after (or in the middle
+// of) the run. NaN fails every range test: each test is written as "!(in range)".
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <omp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "lansbert/data/prep.h"
+
+namespace lansbert {
+namespace {
+
+Status bad(const std::string& m) { return Status::invalid_argument("prep: " + m); }
+
+// An input must be a regular file (a directory or a device is a mistake, not a corpus) that
+// this process can open for reading. Adds its size to *total.
+Status check_input(const std::string& path, uint64_t* total) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const std::string why = std::strerror(errno);
+    if (errno == ENOENT || errno == ENOTDIR) return Status::not_found(fmt::format("{}: cannot read input: {}", path, why));
+    return Status::io_error(fmt::format("{}: cannot read input: {}", path, why));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    return bad(fmt::format("--input {}: is a directory; give the text files (e.g. {}/*.txt)", path, path));
+  }
+  if (!S_ISREG(st.st_mode)) return bad(fmt::format("--input {}: not a regular file", path));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::io_error(fmt::format("{}: cannot open input: {}", path, std::strerror(errno)));
+  ::close(fd);
+  *total += static_cast<uint64_t>(st.st_size);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status check_prep_options(const PrepOptions& opts) {
+  const InstanceOptions& io = opts.instances;
+  // Shards store lengths and positions as u16 (docs/data-format.md); BERT needs room for
+  // [CLS] A [SEP] B [SEP] with A and B non-empty and a target length of at least 2.
+  if (!(io.max_seq_len >= 8 && io.max_seq_len <= 65535)) {
+    return bad(fmt::format("--seq-len {}: must be in [8, 65535]", io.max_seq_len));
+  }
+  if (!(io.max_pred >= 1 && io.max_pred <= io.max_seq_len)) {
+    return bad(fmt::format("--max-pred {}: must be in [1, --seq-len = {}]", io.max_pred, io.max_seq_len));
+  }
+  if (!(io.dupe_factor >= 1 && io.dupe_factor <= kMaxDupeFactor)) {
+    return bad(fmt::format("--dupe-factor {}: must be in [1, {}]", io.dupe_factor, kMaxDupeFactor));
+  }
+  if (!(io.masked_lm_prob > 0 && io.masked_lm_prob < 1)) {
+    return bad(fmt::format("--masked-lm-prob {}: must be more than 0 and less than 1", io.masked_lm_prob));
+  }
+  if (!(io.short_seq_prob >= 0 && io.short_seq_prob <= 1)) {
+    return bad(fmt::format("--short-seq-prob {}: must be in [0, 1]", io.short_seq_prob));
+  }
+  if (!(opts.shard_size >= 1)) return bad(fmt::format("--shard-size {}: must be at least 1", opts.shard_size));
+  if (!(opts.block_bytes >= 1 && opts.block_bytes <= kMaxPrepBlockBytes)) {
+    return bad(fmt::format("--block-mb: a block of {} bytes is out of range: it must hold 1 byte to {} MB",
+                           opts.block_bytes, kMaxPrepBlockBytes >> 20));
+  }
+  if (!(opts.threads >= 0 && opts.threads <= kMaxPrepThreads)) {
+    return bad(fmt::format("--threads {}: must be in [0, {}] (0 = OpenMP's default, one per core)",
+                           opts.threads, kMaxPrepThreads));
+  }
+  if (opts.threads == 0 && omp_get_max_threads() > kMaxPrepThreads) {
+    return bad(fmt::format("--threads 0 means OpenMP's default, {} here (OMP_NUM_THREADS?), more than "
+                           "the {} prep allows: give --threads", omp_get_max_threads(), kMaxPrepThreads));
+  }
+  if (opts.out_dir.empty()) return bad("--out: empty path");
+  struct stat st {};
+  if (::stat(opts.out_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    return bad(fmt::format("--out {}: exists and is not a directory", opts.out_dir));
+  }
+  if (opts.inputs.empty()) return bad("--input: no input files");
+  uint64_t total = 0;
+  for (const auto& p : opts.inputs) LB_RETURN_IF_ERROR(check_input(p, &total));
+  if (total == 0) {
+    return bad(fmt::format("--input: the input files are empty ({}{})", opts.inputs.front(),
+                           opts.inputs.size() > 1 ? ", ..." : ""));
+  }
+  return Status::ok();
+}
+
+}  // namespace lansbert

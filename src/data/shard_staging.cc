@@ -1,0 +1,113 @@
+// ShardStaging: a failed prep run must not cost the shards of the last good one.
+#include "shard_staging.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "lansbert/core/file_io.h"
+
+namespace lansbert {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kStagingPrefix = ".prep-staging-";
+
+bool is_shard_name(const std::string& name) { return name.starts_with("shard-") && name.ends_with(".lbs"); }
+
+// Appends the paths in `dir` whose names satisfy `keep` to *out. The whole listing comes
+// before any removal: removing entries while reading a directory leaves it unspecified
+// which of them are returned.
+template <class Keep>
+Status list(const std::string& dir, Keep&& keep, std::vector<std::string>* out) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (keep(it->path().filename().string())) out->push_back(it->path().string());
+  }
+  if (ec) return Status::io_error(fmt::format("{}: cannot list: {}", dir, ec.message()));
+  return Status::ok();
+}
+
+}  // namespace
+
+ShardStaging::~ShardStaging() {
+  std::error_code ec;
+  if (!staging_.empty()) fs::remove_all(staging_, ec);  // empty after a commit
+  if (!committed_ && created_out_) fs::remove(out_dir_, ec);  // only if empty: never someone else's files
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
+}
+
+Status ShardStaging::open(const std::string& out_dir) {
+  out_dir_ = out_dir;
+  std::error_code ec;
+  created_out_ = !fs::exists(out_dir, ec);
+  fs::create_directories(out_dir, ec);
+  if (ec) return Status::io_error(fmt::format("{}: cannot create output directory: {}", out_dir, ec.message()));
+  // The lock is on the directory itself, so it leaves no file behind.
+  lock_fd_ = ::open(out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (lock_fd_ < 0) return Status::io_error(fmt::format("{}: cannot open: {}", out_dir, std::strerror(errno)));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return Status::io_error(fmt::format("{}: another lansbert prep is writing to this directory", out_dir));
+    }
+    ::close(lock_fd_);  // no locks here (NFS makes flock a POSIX lock, refused on a read-only fd)
+    lock_fd_ = -1;
+  }
+  std::vector<std::string> stale_dirs;
+  LB_RETURN_IF_ERROR(list(out_dir, [](const std::string& name) { return name.starts_with(kStagingPrefix); }, &stale_dirs));
+  for (const auto& stale : stale_dirs) {
+    if (lock_fd_ >= 0) {
+      fs::remove_all(stale, ec);  // a crashed run's: a live one would hold the lock
+    } else {
+      std::fprintf(stderr, "prep: note: %s is probably left by an interrupted run; delete it when no prep "
+                   "writes to %s\n", stale.c_str(), out_dir.c_str());
+    }
+  }
+  std::string templ = (fs::path(out_dir) / (std::string(kStagingPrefix) + "XXXXXX")).string();
+  if (::mkdtemp(templ.data()) == nullptr) {
+    return Status::io_error(fmt::format("{}: cannot create a staging directory: {}", out_dir, std::strerror(errno)));
+  }
+  staging_ = templ;
+  return Status::ok();
+}
+
+Status ShardStaging::commit(int64_t shards) {
+  std::vector<std::string> fresh;
+  LB_RETURN_IF_ERROR(list(staging_, is_shard_name, &fresh));
+  if (static_cast<int64_t>(fresh.size()) != shards) {  // check before the old shards go
+    return Status::internal(fmt::format("{}: holds {} shards, the run wrote {}", staging_, fresh.size(), shards));
+  }
+  for (auto& path : fresh) path = fs::path(path).filename().string();
+  std::sort(fresh.begin(), fresh.end());
+  for (const auto& name : fresh) {
+    const std::string from = (fs::path(staging_) / name).string(), to = (fs::path(out_dir_) / name).string();
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      return Status::io_error(fmt::format("cannot move {} to {}: {}", from, to, std::strerror(errno)));
+    }
+  }
+  committed_ = true;  // from here on out_dir holds the new run
+  const auto stale = [&](const std::string& name) {
+    return (is_shard_name(name) && !std::binary_search(fresh.begin(), fresh.end(), name)) ||
+           (name.starts_with("shard-") && name.ends_with(".lbs.tmp"));
+  };
+  std::vector<std::string> old;
+  LB_RETURN_IF_ERROR(list(out_dir_, stale, &old));
+  std::error_code ec;
+  for (const auto& path : old) {
+    fs::remove(path, ec);
+    if (ec) return Status::io_error(fmt::format("{}: cannot remove an earlier run's shard: {}", path, ec.message()));
+  }
+  return fsync_directory(out_dir_);
+}
+
+}  // namespace lansbert

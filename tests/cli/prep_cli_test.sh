@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# End-to-end checks of `lansbert prep` on bad input: every failure exits non-zero with an
+# error naming the option or file, and leaves the shards of an earlier run byte-identical.
+# Usage: prep_cli_test.sh LANSBERT SOURCE_DIR
+set -euo pipefail
+bin=$1
+vocab=$2/tests/data/bert-base-uncased-vocab.txt
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cd "$tmp"
+
+for d in $(seq 40); do
+  for s in 1 2 3 4 5 6; do printf 'Document %d sentence %d says something about topic %d. ' $d $s $((d * s % 17)); done
+  printf '\n\n'
+done > corpus.txt
+"$bin" prep --vocab "$vocab" --input corpus.txt --out shards --no-progress --dupe-factor 2 > /dev/null
+ls shards/shard-*.lbs > /dev/null || fail "the good run wrote no shards"
+sha() { (cd shards && sha256sum shard-*.lbs); }
+good=$(sha)
+
+# expect_refused RC MESSAGE ARGS...: prep with ARGS into shards/ must exit RC, print MESSAGE,
+# and leave shards/ as the good run wrote it.
+expect_refused() {
+  local want_rc=$1 want_msg=$2 rc=0
+  shift 2
+  "$bin" prep --vocab "$vocab" --out shards --no-progress "$@" > /dev/null 2> err.txt || rc=$?
+  (( rc == want_rc )) || fail "prep $*: exit $rc, expected $want_rc: $(cat err.txt)"
+  grep -qF -- "$want_msg" err.txt || fail "prep $*: message lacks '$want_msg': $(cat err.txt)"
+  [[ $(sha) == "$good" ]] || fail "prep $*: the existing shards changed"
+}
+
+expect_refused 2 "--block-mb 0: must be" --input corpus.txt --block-mb 0
+expect_refused 2 "--block-mb 1e+99: must be" --input corpus.txt --block-mb 1e99
+expect_refused 2 "--block-mb -1: must be" --input corpus.txt --block-mb -1
+expect_refused 2 "--block-mb nan: must be" --input corpus.txt --block-mb nan
+expect_refused 2 "--threads 100000: must be in [0, 1024]" --input corpus.txt --threads 100000
+expect_refused 2 "--threads -1: must be" --input corpus.txt --threads -1
+expect_refused 2 "--masked-lm-prob nan: must be" --input corpus.txt --masked-lm-prob nan
+expect_refused 2 "--short-seq-prob nan: must be" --input corpus.txt --short-seq-prob nan
+expect_refused 2 "--seed: '-1': the seed is unsigned" --input corpus.txt --seed -1
+expect_refused 2 "--seed: '18446744073709551616': the seed is unsigned" --input corpus.txt --seed 18446744073709551616
+expect_refused 2 "--seq-len 70000: must be" --input corpus.txt --seq-len 70000
+expect_refused 3 "missing.txt: cannot read input" --input corpus.txt missing.txt
+mkdir adir
+expect_refused 2 "--input adir: is a directory" --input corpus.txt adir
+: > empty.txt
+expect_refused 2 "the input files are empty (empty.txt)" --input empty.txt
+# Failures found while the run is under way: the earlier shards must survive them too.
+printf 'Good text.\n\nab\xC3(\n' > bad.txt
+expect_refused 4 "bad.txt:3: invalid UTF-8 at byte offset 2" --input corpus.txt bad.txt
+printf '\n \n\t\n' > blank.txt
+expect_refused 2 "no instances" --input blank.txt
+if (( $(id -u) != 0 )); then  # root reads anything
+  cp corpus.txt locked.txt && chmod 000 locked.txt
+  expect_refused 5 "locked.txt: cannot open input" --input locked.txt
+fi
+[[ -z $(ls -A shards | grep -v '^shard-') ]] || fail "left behind in shards/: $(ls -A shards)"
+
+# A good run with other parameters replaces the shards; other files in the directory stay.
+echo keep > shards/notes.txt
+"$bin" prep --vocab "$vocab" --input corpus.txt --out shards --no-progress --dupe-factor 1 --shard-size 50 > /dev/null
+[[ $(sha) != "$good" ]] || fail "the second good run did not replace the shards"
+[[ $(cat shards/notes.txt) == keep ]] || fail "prep removed a file that is not a shard"
+[[ -z $(ls -A shards | grep -v -e '^shard-[0-9]*\.lbs$' -e '^notes.txt$') ]] || fail "left behind: $(ls -A shards)"
+echo "prep_cli_test: ok"
