@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/file_io.h"
@@ -69,6 +71,39 @@ void prune(const std::string& root, int keep_last, const std::string& keep) {
     if (steps[i] != keep) fs::remove_all(fs::path(root) / steps[i], ec);
 }
 
+// trainer.json holds the size and CRC32C of every other file, and its own CRC32C as its last
+// field: over the text it has without that field (the JSON up to its last value, then
+// "\n}\n"), so the check works on the bytes and needs no re-serialisation. A hand edit or a
+// flipped bit is then a clear error instead of a resume from a wrong step or data position.
+constexpr std::string_view kChecksumField = ",\n  \"checksum\": \"crc32c:";
+
+std::string with_own_checksum(const std::string& json) {  // json ends with "\n}\n"
+  const std::string body = json.substr(0, json.size() - 3);
+  char crc[16];
+  std::snprintf(crc, sizeof crc, "%08x", crc32c(json.data(), json.size()));
+  return body + std::string(kChecksumField) + crc + "\"\n}\n";
+}
+
+// Verifies the checksum written by with_own_checksum; a file without one (written before it
+// existed) passes.
+Status check_own_checksum(const std::string& path, const std::string& text) {
+  const size_t at = text.rfind(kChecksumField);
+  if (at == std::string::npos) return Status::ok();
+  const std::string_view tail = std::string_view(text).substr(at + kChecksumField.size());
+  uint32_t stored = 0;
+  const auto [ptr, ec] = std::from_chars(tail.data(), tail.data() + std::min<size_t>(tail.size(), 8), stored, 16);
+  if (tail.size() != 12 || ec != std::errc() || ptr != tail.data() + 8 || tail.substr(8) != "\"\n}\n")
+    return Status::corrupt(path + ": malformed checksum field at byte offset " + std::to_string(at + 2));
+  const std::string original = text.substr(0, at) + "\n}\n";
+  const uint32_t computed = crc32c(original.data(), original.size());
+  if (computed != stored) {
+    char msg[96];
+    std::snprintf(msg, sizeof msg, ": checksum mismatch (stored crc32c:%08x, computed %08x)", stored, computed);
+    return Status::corrupt(path + msg + ": the file was edited or damaged");
+  }
+  return Status::ok();
+}
+
 std::string meta_to_json(const CheckpointMeta& m, const ParamTable& table, const nlohmann::json& files) {
   nlohmann::ordered_json j;
   j["format"] = "lansbert-checkpoint";
@@ -82,7 +117,7 @@ std::string meta_to_json(const CheckpointMeta& m, const ParamTable& table, const
   j["optimizer"] = nlohmann::ordered_json::parse(state_to_json(m.optimizer));
   j["config"] = nlohmann::ordered_json::parse(m.config_json);
   j["files"] = files;
-  return j.dump(2) + "\n";
+  return with_own_checksum(j.dump(2) + "\n");
 }
 
 }  // namespace
@@ -271,6 +306,7 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
   const std::string path = (fs::path(dir) / kMetaFile).string();
   std::string text;
   LB_RETURN_IF_ERROR(read_file(path, &text));
+  LB_RETURN_IF_ERROR(check_own_checksum(path, text));
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
     if (j.value("format", "") != "lansbert-checkpoint")

@@ -118,13 +118,15 @@ else
   echo "FAIL: expected more than one checkpoint in $tmp/ckpt"; fail=1
 fi
 
-# A resume past the end of the schedule, and trainer.json counts out of range (a hand edit or
-# a flipped sign bit: trainer.json holds the other files' checksums, not its own).
+# A resume past the end of the schedule; an edited trainer.json (its own checksum, last
+# field); and, in a file without that field (older builds), counts out of range.
 expect_error 2 "beyond schedule.total_steps 1 (raise schedule.total_steps" \
   train --config "$tmp/good.yaml" --resume latest --set schedule.total_steps=1
 meta="$(readlink -f "$tmp/ckpt/latest")/trainer.json"
 cp "$meta" "$tmp/trainer.json.orig"
 sed -i 's/"step": [0-9]*/"step": -5/' "$meta"
+expect_error 4 "trainer.json: checksum mismatch" train --config "$tmp/good.yaml" --resume latest
+sed -z -i 's/,\n  "checksum": "crc32c:[0-9a-f]*"\n}/\n}/' "$meta"
 expect_error 4 "trainer.json: step = -5, expected at least 0" train --config "$tmp/good.yaml" --resume latest
 cp "$tmp/trainer.json.orig" "$meta"
 
