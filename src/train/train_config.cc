@@ -41,18 +41,19 @@ std::string leading_key(const std::string& msg) {
 }
 Status prefixed(std::string* key, const std::string& section, Status st) {
   if (st.is_ok()) return st;
-  std::string k = leading_key(st.message());
-  if (k.find('.') == std::string::npos) k = section + "." + k;
-  // The optim layer names its own structs' fields; map them to this schema's keys.
+  const std::string said = leading_key(st.message());
+  std::string k = said.find('.') == std::string::npos ? section + "." + said : said;
+  // The optim layer names its own structs' fields; map them to this schema's keys, and say
+  // the key the user wrote in the message too.
+  const std::string own = k;
   if (k.rfind("loss_scale.", 0) == 0) k = "precision." + k.substr(11);
   if (k == "schedule.peak_lr") k = "optimizer.lr";
   if (k == "schedule.decay_power") k = "schedule.power";
+  const bool renamed = k != own;
+  // "schedule.warmup_steps/constant_steps ...": located at warmup_steps, the message kept.
   if (k.rfind("schedule.warmup_steps", 0) == 0) k = "schedule.warmup_steps";
   *key = k;
-  // ... and the message says the key the user wrote.
-  const std::string said = leading_key(st.message());
-  if (said != k && (said.find('.') != std::string::npos || section + "." + said != k))
-    return Status::invalid_argument(k + st.message().substr(said.size()));
+  if (renamed) return Status::invalid_argument(k + st.message().substr(said.size()));
   return st;
 }
 }  // namespace

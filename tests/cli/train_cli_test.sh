@@ -45,6 +45,8 @@ expect_error 3 "no checkpoint" train --config "$tmp/good.yaml" --resume "$tmp/da
 expect_error 3 "config" train --config "$tmp/missing.yaml"
 expect_error 2 "--set optimizer.lr: optimizer.lr must be finite" train --config "$tmp/good.yaml" --set optimizer.lr=-1
 expect_error 2 "--set schedule.power: schedule.power must be > 0" train --config "$tmp/good.yaml" --set schedule.power=-1
+expect_error 2 "--set schedule.warmup_steps: schedule.warmup_steps/constant_steps exceed total_steps" \
+  train --config "$tmp/good.yaml" --set schedule.warmup_steps=1000
 expect_error 2 "--resume: an empty path" train --config "$tmp/good.yaml" --resume ''
 expect_error 2 "--resume excludes --init-from" train --config "$tmp/good.yaml" --resume latest --init-from "$tmp/ckpt"
 expect_error 2 "unknown command 'trian'" trian --config "$tmp/good.yaml"
