@@ -101,15 +101,15 @@ Status check_can_create(const std::string& path, PathKind kind, const std::strin
   // Not there yet: it will be created (with its missing parents) under the nearest existing
   // ancestor. Creating and removing the first missing component there is the one test that
   // also holds for root and for special file systems (access() says yes to root, even in /proc).
-  fs::path first = fs::absolute(path, ec);
-  fs::path up = first.parent_path();
+  const fs::path target = fs::absolute(path, ec);
+  fs::path first = target, up = target.parent_path();
   while (!up.empty() && up != up.root_path() && !fs::exists(up, ec)) {
     first = up;
     up = up.parent_path();
   }
   if (!fs::is_directory(up, ec))
     return Status::invalid_argument(what + ": cannot be created, " + up.string() + " is not a directory");
-  const bool file = kind == PathKind::kFile && first == fs::absolute(path, ec);
+  const bool file = kind == PathKind::kFile && first == target;
   const int fd = file ? ::open(first.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644) : -1;
   if (file ? fd < 0 : ::mkdir(first.c_str(), 0755) != 0)
     return Status::io_error(what + ": cannot be created in " + up.string() + ": " + errno_text());

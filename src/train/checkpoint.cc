@@ -59,7 +59,9 @@ Status point(const std::string& root, const std::string& name, const std::string
   return fsync_directory(root);
 }
 
-void prune(const std::string& root, int keep_last, const std::string& keep) {
+// The names of root's step-* checkpoint directories (not the latest/final links), oldest
+// first (step_name pads the number, so names sort as steps do).
+std::vector<std::string> step_dirs(const std::string& root) {
   std::vector<std::string> steps;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec)) {
@@ -67,6 +69,12 @@ void prune(const std::string& root, int keep_last, const std::string& keep) {
     if (n.rfind("step-", 0) == 0 && e.is_directory() && !e.is_symlink()) steps.push_back(n);
   }
   std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+void prune(const std::string& root, int keep_last, const std::string& keep) {
+  const std::vector<std::string> steps = step_dirs(root);
+  std::error_code ec;
   for (size_t i = 0; i + keep_last < steps.size(); ++i)
     if (steps[i] != keep) fs::remove_all(fs::path(root) / steps[i], ec);
 }
@@ -266,10 +274,8 @@ Status commit_sharded_checkpoint(const std::string& root, const std::string& tmp
 
 Status check_checkpoint_root(const std::string& root, int64_t resumed_step) {
   LB_RETURN_IF_ERROR(check_can_create(root, PathKind::kDirectory, "checkpoint.dir"));
-  std::error_code ec;
   int64_t newest = -1;
-  for (const auto& e : fs::directory_iterator(root, ec)) {
-    const std::string n = e.path().filename().string();
+  for (const std::string& n : step_dirs(root)) {
     long long step = -1;
     char tail = 0;
     if (std::sscanf(n.c_str(), "step-%lld%c", &step, &tail) == 1 && n == step_name(step))
