@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "lansbert/core/stop_signals.h"
 #include "lansbert/data/prep.h"
 #include "lansbert/data/tokenizer.h"
 #include "lansbert/data/vocab.h"
@@ -72,6 +73,10 @@ Status run_prep_command(PrepArgs& a) {
   base.sep_id = mv.sep_id;
   base.mask_id = mv.mask_id;
   PrepStats st;
+  // Ctrl-C or a scheduler's SIGTERM ends the run between documents with the staging
+  // directory removed, instead of killing it mid-file with gigabytes left behind.
+  const StopSignals stop_guard;
+  a.opts.stop = stop_signal;
   LB_RETURN_IF_ERROR(run_prep(
       a.opts, base, mv,
       [&tokenizer](std::string_view text, std::vector<int32_t>* ids) { return tokenizer.encode(text, ids); },
@@ -119,6 +124,7 @@ void add_prep_command(CLI::App& app) {
   sub->callback([args] {
     const Status s = run_prep_command(*args);
     if (!s.is_ok()) report(s);
+    if (s.code() == StatusCode::kInterrupted) set_exit_code(128 + stop_signal());  // as the shell would
   });
 }
 

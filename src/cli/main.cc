@@ -5,6 +5,7 @@
 #include <string>
 
 #include "commands.h"
+#include "lansbert/core/stop_signals.h"
 #ifdef LANSBERT_HAVE_CUDA
 #include "cuda_device_backend.h"  // the train layer's DeviceBackend, filled in with CUDA
 #endif
@@ -23,6 +24,7 @@ void report(const Status& s) {
 }  // namespace lansbert::cli
 
 int main(int argc, char** argv) {
+  lansbert::restore_default_signal_actions();  // before any thread exists (stop_signals.h)
 #ifdef LANSBERT_HAVE_CUDA
   lansbert::register_device_backend("cuda", lansbert::cuda::make_device_backend);
 #endif

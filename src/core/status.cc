@@ -13,6 +13,7 @@ const char* code_name(StatusCode c) {
     case StatusCode::kIoError: return "I/O error";
     case StatusCode::kUnsupported: return "unsupported";
     case StatusCode::kInternal: return "internal error";
+    case StatusCode::kInterrupted: return "interrupted";
   }
   return "unknown";
 }
@@ -32,6 +33,7 @@ int Status::exit_code() const {
     case StatusCode::kIoError: return 5;
     case StatusCode::kUnsupported: return 6;
     case StatusCode::kInternal: return 70;
+    case StatusCode::kInterrupted: return 130;
   }
   return 1;
 }

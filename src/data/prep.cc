@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "lansbert/core/stop_signals.h"
 #include "lansbert/data/text_reader.h"
 #include "shard_staging.h"
 
@@ -46,19 +47,6 @@ class ShardSink {
   int64_t shards_ = 0;
 };
 
-// The same status with "file:line: " in front of its message.
-Status with_origin(const Status& s, const std::string& origin) {
-  const std::string m = fmt::format("{}: {}", origin, s.message());
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument: return Status::invalid_argument(m);
-    case StatusCode::kNotFound: return Status::not_found(m);
-    case StatusCode::kIoError: return Status::io_error(m);
-    case StatusCode::kUnsupported: return Status::unsupported(m);
-    case StatusCode::kInternal: return Status::internal(m);
-    default: return Status::corrupt(m);
-  }
-}
-
 struct RawBlock {
   std::vector<std::string> sentences, origins;
   std::vector<size_t> doc_begin{0};  // document d has sentences [doc_begin[d], doc_begin[d+1])
@@ -76,7 +64,7 @@ Status tokenize_block(const RawBlock& raw, const TokenizeFn& tokenize, int threa
   for (int64_t i = 0; i < n; ++i) errors[i] = tokenize(raw.sentences[i], &ids[i]);
   for (int64_t i = 0; i < n; ++i) {
     if (!errors[i].is_ok()) {
-      return with_origin(errors[i], raw.origins[i]);
+      return errors[i].with_prefix(raw.origins[i] + ": ");
     }
   }
   docs->clear();
@@ -102,6 +90,14 @@ void print_progress(const TextDocumentReader& reader, const PrepStats& st, Clock
                mb, total, total > 0 ? 100 * mb / total : 100.0, rate, int(eta) / 60, int(eta) % 60,
                static_cast<long long>(st.documents), static_cast<long long>(st.instances),
                static_cast<long long>(st.shards), final ? "\n" : "");
+}
+
+// Non-ok once opts.stop reports a signal; the caller's return drops the staging directory.
+Status check_stop(const PrepOptions& opts) {
+  const int sig = opts.stop ? opts.stop() : 0;
+  if (sig == 0) return Status::ok();
+  return Status::interrupted(fmt::format("prep: stopped by {}; {} is as it was before the run",
+                                         signal_name(sig), opts.out_dir));
 }
 
 }  // namespace
@@ -137,6 +133,7 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   while (!done) {
     RawBlock raw;
     while (raw.bytes < opts.block_bytes) {
+      LB_RETURN_IF_ERROR(check_stop(opts));
       LB_RETURN_IF_ERROR(reader.next(&sentences, &origins, &done));
       if (done) break;
       for (size_t i = 0; i < sentences.size(); ++i) {
@@ -148,10 +145,12 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
     }
     if (raw.sentences.empty()) break;
     LB_RETURN_IF_ERROR(tokenize_block(raw, tokenize, threads, &docs, stats));
+    LB_RETURN_IF_ERROR(check_stop(opts));
     raw = RawBlock{};  // free the text before the instances grow
     for (int pass = 0; pass < io.dupe_factor; ++pass) {
       instances.clear();
       create_instances(docs, first_doc, pass, io, vocab, threads, &instances);
+      LB_RETURN_IF_ERROR(check_stop(opts));
       for (const auto& inst : instances) LB_RETURN_IF_ERROR(sink.add(inst));
       stats->instances += static_cast<int64_t>(instances.size());
     }
@@ -163,6 +162,7 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
       last_print = Clock::now();
     }
   }
+  LB_RETURN_IF_ERROR(check_stop(opts));
   LB_RETURN_IF_ERROR(sink.close());
   stats->shards = sink.shards();
   stats->bytes = reader.bytes_read();

@@ -6,14 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <nlohmann/json.hpp>
 
 #include "lansbert/backend/cpu_ops.h"
 #include "lansbert/core/buffer.h"
 #include "lansbert/core/file_io.h"
+#include "lansbert/core/stop_signals.h"
 #include "lansbert/data/loader.h"
 #include "lansbert/data/vocab.h"
 #include "lansbert/model/bert_model.h"
@@ -25,32 +24,6 @@
 
 namespace lansbert {
 namespace {
-
-std::atomic<int> g_signal{0};
-extern "C" void on_stop_signal(int sig) { g_signal.store(sig); }
-
-// Installs the stop handlers for the run's lifetime and restores the previous ones.
-class SignalGuard {
- public:
-  explicit SignalGuard(bool on) : on_(on) {
-    g_signal.store(0);
-    if (!on_) return;
-    struct sigaction sa = {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, &old_term_);
-    sigaction(SIGINT, &sa, &old_int_);
-  }
-  ~SignalGuard() {
-    if (!on_) return;
-    sigaction(SIGTERM, &old_term_, nullptr);
-    sigaction(SIGINT, &old_int_, nullptr);
-  }
-
- private:
-  bool on_;
-  struct sigaction old_term_ = {}, old_int_ = {};
-};
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -313,7 +286,7 @@ Status Run::loop() {
     if (opts.after_step) opts.after_step(step);
 
     // Decisions every rank must agree on: stop (a signal) and a timed checkpoint.
-    double flags[2] = {double(g_signal.load() != 0),
+    double flags[2] = {double(stop_signal() != 0),
                        double(cfg.checkpoint.every_minutes > 0 &&
                               now_s() - t_last_ckpt >= 60 * cfg.checkpoint.every_minutes)};
     comm.all_reduce(flags, 2, ReduceOp::kMax);
@@ -379,7 +352,7 @@ Status Run::loop() {
       result->stopped_by_signal = true;
       if (opts.log && rank0())
         std::fprintf(opts.log, "lansbert: stopped by %s after step %lld; checkpoint %s; resume with --resume latest\n",
-                     g_signal.load() == SIGINT ? "SIGINT" : "SIGTERM", (long long)step, result->checkpoint.c_str());
+                     signal_name(stop_signal()), (long long)step, result->checkpoint.c_str());
       break;
     }
   }
@@ -464,7 +437,7 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   lo.is_continuation = std::move(is_continuation);
   LB_RETURN_IF_ERROR(Loader::create(run.shards.get(), lo, &run.loader));
   LB_RETURN_IF_ERROR(run.loader->sampler().check(run.pos));
-  SignalGuard guard(opts.handle_signals);
+  StopSignals guard(opts.handle_signals);
   Status st = run.loop();
   run.loader->stop();
   return st;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -249,6 +250,40 @@ TEST(Prep, FailedRunLeavesEarlierShards) {
   opts.out_dir = dir + "/new";
   EXPECT_FALSE(run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st).is_ok());
   EXPECT_FALSE(fs::exists(dir + "/new"));
+}
+
+// A stop request (lansbert prep: SIGINT/SIGTERM) ends the run at the next check, whatever
+// stage it is in: the status names the signal, and the directory keeps the earlier shards.
+TEST(Prep, StopRequestEndsTheRunAndKeepsEarlierShards) {
+  const std::string dir = testing::scratch_dir("prep_stop");
+  const std::string corpus = make_corpus(dir);
+  PrepStats st;
+  // A whole run counts its polls; then runs that stop at the first, a middle and the last
+  // poll must each leave its shards as they are.
+  PrepOptions opts;
+  opts.inputs = {corpus};
+  opts.out_dir = dir + "/out";
+  opts.shard_size = 100;
+  opts.block_bytes = 20000;
+  int polls = 0;
+  opts.stop = [&polls] { return ++polls, 0; };
+  ASSERT_TRUE(run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st).is_ok());
+  ASSERT_GT(polls, 10);
+  const int total = polls;
+  const auto names = listing(dir + "/out");
+  ASSERT_GT(names.size(), 2u);
+  std::vector<std::string> before;
+  for (const auto& f : names) before.push_back(slurp(dir + "/out/" + f));
+  for (const int at : {1, total / 2, total}) {
+    int n = 0;
+    opts.stop = [&n, at] { return ++n >= at ? SIGTERM : 0; };
+    const Status s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
+    EXPECT_EQ(s.code(), StatusCode::kInterrupted) << "poll " << at << ": " << s.to_string();
+    EXPECT_NE(s.message().find("stopped by SIGTERM"), std::string::npos) << s.to_string();
+    EXPECT_EQ(s.exit_code(), 130);
+    EXPECT_EQ(listing(dir + "/out"), names) << "poll " << at;  // no staging directory left
+    for (size_t i = 0; i < names.size(); ++i) EXPECT_TRUE(slurp(dir + "/out/" + names[i]) == before[i]) << names[i];
+  }
 }
 
 // An interrupted run's staging directory is removed by the next run; a run refuses a

@@ -16,6 +16,7 @@ enum class StatusCode {
   kCorrupt,          // file content fails validation (checksum, header, bounds)
   kIoError,          // read/write/rename failed
   kUnsupported,      // valid request this build cannot serve
+  kInterrupted,      // stopped by SIGINT/SIGTERM before it finished (nothing half-written kept)
   kInternal,
 };
 
@@ -29,6 +30,7 @@ class [[nodiscard]] Status {
   static Status io_error(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
   static Status unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
   static Status internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status interrupted(std::string m) { return {StatusCode::kInterrupted, std::move(m)}; }
 
   bool is_ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
@@ -37,7 +39,8 @@ class [[nodiscard]] Status {
   Status with_prefix(const std::string& prefix) const { return is_ok() ? *this : Status(code_, prefix + message_); }
   // "corrupt: ckpt/model.safetensors: header length 9e18 exceeds file size 1024"
   std::string to_string() const;
-  // Exit code the CLI uses for this status: 0 ok, 2 invalid input, 3 missing, 4 corrupt, 5 I/O.
+  // Exit code the CLI uses for this status: 0 ok, 2 invalid input, 3 missing, 4 corrupt, 5 I/O,
+  // 6 unsupported, 70 internal, 130 interrupted (128 + SIGINT, what a shell reports for Ctrl-C).
   int exit_code() const;
 
  private:

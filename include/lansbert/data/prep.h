@@ -36,6 +36,9 @@ struct PrepOptions {
   size_t block_bytes = 16u << 20;   // text per block
   int threads = 0;                  // 0 = OpenMP's default
   bool progress = false;            // a progress line on stderr
+  // Polled between documents and between steps of a block; a non-zero signal number ends
+  // the run with Status::interrupted and out_dir as it was (`lansbert prep`: stop_signal()).
+  std::function<int()> stop;
 };
 
 // Appends the WordPiece ids of one sentence. Must be safe to call from several threads.

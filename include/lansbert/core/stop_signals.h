@@ -1,0 +1,42 @@
+// SIGINT and SIGTERM: how lansbert stops when asked to.
+//
+// restore_default_signal_actions(), first thing in main: libinfinipath (loaded with the
+// PSM providers that libfabric and Open MPI link) installs, from a load-time constructor,
+// handlers for SIGINT, SIGTERM, SIGSEGV, SIGBUS, SIGILL and SIGABRT that print a backtrace
+// and call exit(1). exit() inside a signal handler runs static destructors while worker
+// threads still run, which can hang the process; it also turns Ctrl-C into a silent exit
+// status 1 and a crash into no core dump. Whatever is installed before main came from such
+// a library, so those six go back to the default action (an inherited SIG_IGN stays, as
+// nohup and background jobs expect). MPI_Init, later, installs what Open MPI wants.
+//
+// StopSignals: while one is alive, SIGINT and SIGTERM only record themselves; long jobs
+// poll stop_signal() at safe points (the trainer after a step, with a checkpoint; prep
+// between documents, leaving its output directory as it was) and return.
+#pragma once
+
+#include <csignal>
+
+namespace lansbert {
+
+void restore_default_signal_actions();
+
+class StopSignals {
+ public:
+  // on = false: a no-op guard (library callers that leave signals to the program).
+  explicit StopSignals(bool on = true);
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  bool on_;
+  struct sigaction old_int_ = {}, old_term_ = {};
+};
+
+// The signal (SIGINT or SIGTERM) received while a StopSignals guard was alive, 0 if none.
+// Cleared when a guard is created.
+int stop_signal();
+// "SIGINT", "SIGTERM" or "a signal".
+const char* signal_name(int sig);
+
+}  // namespace lansbert

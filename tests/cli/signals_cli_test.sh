@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# SIGINT and SIGTERM from the command line (core/stop_signals.h):
+# - a command without its own handling dies of the signal, as any Unix tool does (exit 130
+#   from the shell), not through the backtrace-and-exit(1) handler libinfinipath installs
+#   at load time;
+# - prep stops between documents, says so, exits 128 + the signal, and leaves the output
+#   directory as it was (no staging directory, earlier files untouched).
+# Usage: signals_cli_test.sh LANSBERT SOURCE_DIR
+set -euo pipefail
+bin=$1
+vocab=$2/tests/data/bert-base-uncased-vocab.txt
+tmp=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cd "$tmp"
+
+# wait_for COND: polls COND for up to 60 s.
+wait_for() {
+  for _ in $(seq 1200); do eval "$1" && return 0; sleep 0.05; done
+  fail "timed out waiting for: $1"
+}
+
+# tokenize blocks reading a pipe that stays open: a signal is the only way it ends.
+mkfifo in.fifo
+"$bin" tokenize --vocab "$vocab" < in.fifo > /dev/null 2> tok.err &
+pid=$!
+exec 3> in.fifo
+echo "hello world" >&3
+# Ready once blocked in read(0, ...): main has run (the vocab is loaded) and waits for text.
+# (The dynamic loader's reads use other descriptors.)
+reading_stdin() { local nr fd rest; read -r nr fd rest < /proc/$pid/syscall && [[ $nr == 0 && $fd == 0x0 ]]; }
+wait_for reading_stdin
+kill -INT $pid
+rc=0; wait $pid || rc=$?
+exec 3>&-
+(( rc == 130 )) || fail "tokenize on SIGINT: exit $rc, expected 130 (death by SIGINT): $(cat tok.err)"
+
+# prep: a corpus that takes one thread many seconds (20 passes), stopped once its staging
+# directory exists, i.e. mid-run.
+for d in $(seq 3000); do
+  printf 'Document %d talks about topic %d and then about topic %d at some length.\n' $d $((d % 17)) $((d % 23))
+  printf 'A second sentence of document %d adds detail %d.\n\n' $d $((d * 7 % 101))
+done > corpus.txt
+mkdir shards
+echo "an earlier run's file" > shards/shard-00000.lbs
+for sig in INT TERM; do
+  "$bin" prep --vocab "$vocab" --input corpus.txt --out shards --threads 1 --dupe-factor 200 \
+    --no-progress > /dev/null 2> prep.err &
+  pid=$!
+  wait_for "compgen -G 'shards/.prep-staging-*' > /dev/null"
+  kill -$sig $pid
+  rc=0; wait $pid || rc=$?
+  want=$((128 + $(kill -l $sig)))
+  (( rc == want )) || fail "prep on SIG$sig: exit $rc, expected $want: $(cat prep.err)"
+  grep -qF "stopped by SIG$sig; shards is as it was before the run" prep.err || fail "prep on SIG$sig: $(cat prep.err)"
+  [[ $(ls -A shards) == "shard-00000.lbs" ]] || fail "prep on SIG$sig left: $(ls -A shards)"
+  [[ $(cat shards/shard-00000.lbs) == "an earlier run's file" ]] || fail "prep on SIG$sig changed the earlier file"
+done
+echo "signals_cli: ok"
