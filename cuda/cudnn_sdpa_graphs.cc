@@ -158,7 +158,9 @@ void composite_backward(dnn::GraphBuilder& g, const Layout& l) {
   g.matmul(ds_t, c.q, dk, c.len_kv, nullptr, c.len_q);
 
   // dQ = dS K, accumulated in fp32 and converted to the I/O type (K: K^T seen back as K).
-  Tensor k_view = v.make(CUDNN_DATA_BFLOAT16, l.bhsd(), l.bshd_strides());
+  // The view is typed FLOAT, as cudnn_frontend leaves it (unset virtual tensors take the
+  // graph's fp32 intermediate type); the engine reads K from memory in bf16 either way.
+  Tensor k_view = v.make(CUDNN_DATA_FLOAT, l.bhsd(), l.bshd_strides());
   g.reshape(kt, k_view);
   g.matmul(ds, k_view, dq_accum, c.len_q, nullptr, c.len_kv);
   g.pointwise(CUDNN_POINTWISE_IDENTITY, dq_accum, nullptr, nullptr, dq);

@@ -265,7 +265,10 @@ bool FusedAttention::forward(const AttentionForward<float>& a) {
   rows_to_bf16(a.q, s.qkv_stride(), q, rows, s.ld, stream_);
   rows_to_bf16(a.k, s.qkv_stride(), k, rows, s.ld, stream_);
   rows_to_bf16(a.v, s.qkv_stride(), v, rows, s.ld, stream_);
-  float scale = a.scale, fill = std::numeric_limits<float>::lowest();
+  // Masked scores become -inf, the fill cudnn_frontend uses from cuDNN 9.10 (our floor; it
+  // used lowest() before). No row is wholly masked, so Stats stays finite: every query row
+  // is valid, and key lengths come only when each is at least 1 (bert_model.cc).
+  float scale = a.scale, fill = -std::numeric_limits<float>::infinity();
   std::vector<int64_t> uids = {sdpa::kQ, sdpa::kK, sdpa::kV, sdpa::kO, sdpa::kStats, sdpa::kScale,
                                sdpa::kSeqLenQ, sdpa::kSeqLenKV};
   std::vector<void*> ptrs = {q, k, v, o, a.probs, &scale, const_cast<int32_t*>(m.lengths_q(s.batch, s.seq, stream_)),
@@ -309,7 +312,7 @@ bool FusedAttention::backward(const AttentionBackward<float>& a) {
   to_bf16(a.d_ctx, d_o, n, stream_);
   // Rows of padded keys get no gradient; the kernels may leave them unwritten.
   CUDA_CHECK(cudaMemsetAsync(dq, 0, 3 * n * sizeof(uint16_t), stream_));
-  float scale = a.scale, one = 1.0f, fill = std::numeric_limits<float>::lowest();
+  float scale = a.scale, one = 1.0f, fill = -std::numeric_limits<float>::infinity();  // as the forward
   std::vector<int64_t> uids = {sdpa::kQ,     sdpa::kK,       sdpa::kV,        sdpa::kO,  sdpa::kDO,
                                sdpa::kStats, sdpa::kScale,   sdpa::kSeqLenQ,  sdpa::kSeqLenKV,
                                sdpa::kDQ,    sdpa::kDK,      sdpa::kDV};
