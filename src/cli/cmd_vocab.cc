@@ -2,14 +2,13 @@
 // text) and writes vocab.txt. The file is written to a temporary name, flushed and renamed,
 // so an interrupted run never leaves a truncated vocabulary; an existing file is kept
 // unless --force.
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "lansbert/core/file_io.h"
 #include "lansbert/data/wordpiece_trainer.h"
 #include "line_reader.h"
 
@@ -26,23 +25,6 @@ struct VocabArgs {
   bool cased = false;
   bool force = false;
 };
-
-Status write_atomically(const std::string& path, const std::vector<std::string>& tokens) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) return Status::io_error(tmp + ": cannot create");
-  bool ok = true;
-  for (const std::string& t : tokens) {
-    ok = ok && std::fwrite(t.data(), 1, t.size(), f) == t.size() && std::fputc('\n', f) != EOF;
-  }
-  ok = ok && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status::io_error(path + ": write failed");
-  }
-  return Status::ok();
-}
 
 Status run_vocab(const VocabArgs& a) {
   if (!a.force && std::filesystem::exists(a.out)) {
@@ -69,7 +51,10 @@ Status run_vocab(const VocabArgs& a) {
   }
   std::vector<std::string> tokens;
   LB_RETURN_IF_ERROR(trainer.train(&tokens));
-  LB_RETURN_IF_ERROR(write_atomically(a.out, tokens));
+  std::vector<std::string_view> lines;  // token, newline, token, ...
+  lines.reserve(2 * tokens.size());
+  for (const std::string& t : tokens) lines.insert(lines.end(), {t, "\n"});
+  LB_RETURN_IF_ERROR(write_file_atomic(a.out, lines));
   std::fprintf(stderr, "lansbert vocab: %zu distinct words, wrote %zu tokens to %s\n",
                trainer.distinct_words(), tokens.size(), a.out.c_str());
   if (tokens.size() != static_cast<size_t>(a.size)) {
