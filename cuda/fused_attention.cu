@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <set>
@@ -164,43 +165,38 @@ struct FusedAttention::Impl {
     return &it->second;
   }
 
+  // The first of `kinds` this cuDNN has and finds an engine for: true with *plan and *kind
+  // set, else false with each kind's reason appended to *notes.
+  bool first_plan(std::initializer_list<sdpa::GraphKind> kinds, bool backward, const sdpa::Dims& d, dnn::Plan* plan,
+                  sdpa::GraphKind* kind, std::string* notes) {
+    const size_t version = cudnn_api().version;
+    for (sdpa::GraphKind k : kinds) {
+      const size_t need = sdpa::min_version(k, backward);
+      if (need == 0 || version < need) continue;
+      dnn::GraphBuilder g;
+      if (backward)
+        sdpa::add_backward(g, k, d);
+      else
+        sdpa::add_forward(g, k, d);
+      if (g.build_plan(handle, plan)) {
+        *kind = k;
+        return true;
+      }
+      *notes += std::string(notes->empty() ? "" : "; ") + sdpa::name(k) + ": " + g.error();
+    }
+    return false;
+  }
+
   Entry build(const AttentionShape& s) {
     Entry e;
     const sdpa::Dims d{s.batch, s.heads, s.seq, s.head_dim, s.ld};
-    const size_t version = cudnn_api().version;
+    using sdpa::GraphKind;
     std::string fwd_notes, bwd_notes;
-    bool have_fwd = false, have_bwd = false;
     // The forward node first (what cudnn_frontend prefers where it exists); the backward
     // composite first (the backward node had no engines on Hopper when this was written).
-    for (sdpa::GraphKind k : {sdpa::GraphKind::kUnified, sdpa::GraphKind::kComposite}) {
-      if (have_fwd) break;
-      const size_t need = sdpa::min_version(k, false);
-      if (need == 0 || version < need) continue;
-      dnn::GraphBuilder g;
-      sdpa::add_forward(g, k, d);
-      if (g.build_plan(handle, &e.fwd)) {
-        e.fwd_kind = k;
-        have_fwd = true;
-      } else {
-        fwd_notes += std::string(fwd_notes.empty() ? "" : "; ") + sdpa::name(k) + ": " + g.error();
-      }
-    }
-    for (sdpa::GraphKind k : {sdpa::GraphKind::kComposite, sdpa::GraphKind::kUnified}) {
-      if (have_bwd || !have_fwd) break;
-      const size_t need = sdpa::min_version(k, true);
-      if (need == 0 || version < need) continue;
-      dnn::GraphBuilder g;
-      sdpa::add_backward(g, k, d);
-      if (g.build_plan(handle, &e.bwd)) {
-        e.bwd_kind = k;
-        have_bwd = true;
-      } else {
-        bwd_notes += std::string(bwd_notes.empty() ? "" : "; ") + sdpa::name(k) + ": " + g.error();
-      }
-    }
-    if (!have_fwd)
+    if (!first_plan({GraphKind::kUnified, GraphKind::kComposite}, false, d, &e.fwd, &e.fwd_kind, &fwd_notes))
       e.why = "no cuDNN forward plan for " + shape_text(s) + " (" + fwd_notes + ")";
-    else if (!have_bwd)
+    else if (!first_plan({GraphKind::kComposite, GraphKind::kUnified}, true, d, &e.bwd, &e.bwd_kind, &bwd_notes))
       e.why = "no cuDNN backward plan for " + shape_text(s) + " (" + bwd_notes + ")";
     else
       log_once("cuDNN fused attention for " + shape_text(s) + " with " + description + ": forward " +
