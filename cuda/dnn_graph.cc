@@ -71,7 +71,29 @@ cudnnBackendDescriptor_t GraphBuilder::tensor(int64_t uid, cudnnDataType_t type,
   }
   const std::string what = "tensor " + std::to_string(uid);
   finalize(t, what.c_str());
+  if (ok()) {
+    tensor_records_.push_back({uid, type, dims, strides, is_virtual, by_value});
+    tensor_descs_.push_back(t);
+  }
   return t;
+}
+
+int64_t GraphBuilder::uid_of(cudnnBackendDescriptor_t t) const {
+  for (size_t i = 0; t && i < tensor_descs_.size(); ++i)
+    if (tensor_descs_[i] == t) return tensor_records_[i].uid;
+  return -1;
+}
+
+void GraphBuilder::record(OpRecord::Kind kind, int mode, int64_t axis,
+                          std::initializer_list<cudnnBackendDescriptor_t> in, cudnnBackendDescriptor_t out) {
+  if (!ok()) return;
+  OpRecord r;
+  r.kind = kind;
+  r.mode = mode;
+  r.axis = axis;
+  for (cudnnBackendDescriptor_t t : in) r.in.push_back(uid_of(t));
+  r.out = uid_of(out);
+  op_records_.push_back(std::move(r));
 }
 
 void GraphBuilder::pointwise(cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
@@ -91,6 +113,7 @@ void GraphBuilder::pointwise(cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t
   set(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, what.c_str());
   finalize(op, what.c_str());
   if (ok()) ops_.push_back(op);
+  record(OpRecord::Kind::kPointwise, int(mode), axis, {x, b, t}, y);
 }
 
 void GraphBuilder::reduction(cudnnReduceTensorOp_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
@@ -106,6 +129,7 @@ void GraphBuilder::reduction(cudnnReduceTensorOp_t mode, cudnnBackendDescriptor_
   set(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, what);
   finalize(op, what);
   if (ok()) ops_.push_back(op);
+  record(OpRecord::Kind::kReduction, int(mode), -1, {x}, y);
 }
 
 void GraphBuilder::matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c,
@@ -129,14 +153,22 @@ void GraphBuilder::matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b
     set(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k_override, what);
   finalize(op, what);
   if (ok()) ops_.push_back(op);
+  record(OpRecord::Kind::kMatmul, -1, -1, {a, b, m_override, n_override, k_override}, c);
 }
 
 void GraphBuilder::reshape(cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
-  operation(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR,
-            {{CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x}, {CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y}}, "reshape");
+  add_operation(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR,
+                {{CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x}, {CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y}}, "reshape");
+  record(OpRecord::Kind::kReshape, -1, -1, {x}, y);
 }
 
 void GraphBuilder::operation(cudnnBackendDescriptorType_t type, const std::vector<Attr>& attrs, const char* what) {
+  add_operation(type, attrs, what);
+  record(OpRecord::Kind::kOther, int(type), -1, {}, nullptr);
+}
+
+void GraphBuilder::add_operation(cudnnBackendDescriptorType_t type, const std::vector<Attr>& attrs,
+                                 const char* what) {
   cudnnBackendDescriptor_t op = make(type, what);
   for (const Attr& a : attrs)
     if (a.value) set(op, a.name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a.value, what);

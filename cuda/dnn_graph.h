@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,25 @@ struct Plan {
   Desc plan;
   int64_t workspace = 0;    // bytes the plan needs at execute time
   std::string engine;       // "engine 3 of 7 (heuristics A)", for logs
+};
+
+// A plain record of what a builder made: tensors, and operations in the order added, by
+// uid. cuDNN only says whether a graph is well formed; tests run its arithmetic on the CPU
+// from these records (tests/gpu/graph_interpreter.h).
+struct TensorRecord {
+  int64_t uid = -1;
+  cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  Dims dims{}, strides{};
+  bool is_virtual = false, by_value = false;
+};
+struct OpRecord {
+  enum class Kind { kPointwise, kReduction, kMatmul, kReshape, kOther };
+  Kind kind = Kind::kOther;
+  int mode = -1;            // cudnnPointwiseMode_t or cudnnReduceTensorOp_t
+  int64_t axis = -1;        // GEN_INDEX's axis
+  std::vector<int64_t> in;  // pointwise x, b, t; reduction and reshape x; matmul a, b and
+                            // the m, n, k overrides; -1 where absent
+  int64_t out = -1;
 };
 
 class GraphBuilder {
@@ -82,6 +102,8 @@ class GraphBuilder {
   // builder is spent afterwards (its descriptors move into the plan).
   bool build_plan(cudnnHandle_t handle, Plan* out);
   size_t operation_count() const { return ops_.size(); }
+  const std::vector<TensorRecord>& tensor_records() const { return tensor_records_; }
+  const std::vector<OpRecord>& op_records() const { return op_records_; }
 
  private:
   cudnnBackendDescriptor_t make(cudnnBackendDescriptorType_t type, const char* what);
@@ -91,7 +113,15 @@ class GraphBuilder {
   bool try_heuristics(cudnnHandle_t handle, cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode,
                       const char* mode_name, Plan* out, std::string* tried);
 
+  void add_operation(cudnnBackendDescriptorType_t type, const std::vector<Attr>& attrs, const char* what);
+  int64_t uid_of(cudnnBackendDescriptor_t t) const;
+  void record(OpRecord::Kind kind, int mode, int64_t axis, std::initializer_list<cudnnBackendDescriptor_t> in,
+              cudnnBackendDescriptor_t out);
+
   const CudnnApi& api_;
+  std::vector<TensorRecord> tensor_records_;
+  std::vector<cudnnBackendDescriptor_t> tensor_descs_;  // tensor_records_[i]'s descriptor
+  std::vector<OpRecord> op_records_;
   std::vector<Desc> keep_;
   std::vector<cudnnBackendDescriptor_t> ops_;
   cudnnBackendDescriptor_t graph_ = nullptr;  // once finalized (owned through keep_)

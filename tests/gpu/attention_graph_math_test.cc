@@ -1,0 +1,184 @@
+// What the composite cuDNN attention graphs compute, checked without a GPU: the graphs of
+// cudnn_sdpa_graphs.cc are run by the CPU interpreter of graph_interpreter.h on a small
+// BERT-like case (two sequences, one padded; heads interleaved in rows as the runtime's
+// staging copies lay them out) and compared with fp64 attention written out directly.
+// This catches wrong views (a K^T or P^T stride), a mask on the wrong side, or a wrong
+// sign or factor in the backward formula, which finalizing the graph cannot (each was
+// tried). In the backward the GEMMs' sequence-length overrides alone already keep padded
+// keys out, so there the graph's mask is not what this test checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <vector>
+
+#if LANSBERT_HAVE_CUDNN
+#include "cudnn_sdpa_graphs.h"
+#include "graph_interpreter.h"
+#include "lansbert/kernels/half.h"
+#endif
+
+namespace lansbert {
+namespace {
+
+#if LANSBERT_HAVE_CUDNN
+
+namespace sdpa = cuda::sdpa;
+
+constexpr int B = 2, H = 2, S = 8, D = 4, LD = H * D;
+const std::vector<int> kKeyLengths = {8, 5};
+
+// [B*S, LD] rows, head h of token t at t*LD + h*D: what the runtime hands cuDNN.
+struct Rows {
+  std::vector<double> v = std::vector<double>(size_t(B) * S * LD);
+  double& operator()(int b, int h, int t, int d) { return v[(size_t(b) * S + t) * LD + h * D + d]; }
+};
+
+Rows random_rows(std::mt19937& rng) {
+  std::normal_distribution<double> n(0.0, 1.0);
+  Rows r;
+  for (double& x : r.v) x = kern::round_to_bf16(float(n(rng)));  // what the staging copy holds
+  return r;
+}
+
+// fp64 attention with keys >= the sequence's length masked out; all query rows kept.
+struct Reference {
+  Rows o, dq, dk, dv;
+  std::vector<double> stats = std::vector<double>(size_t(B) * H * S);  // [B, H, S, 1]
+};
+
+Reference attention(Rows& q, Rows& k, Rows& v, Rows& d_o, double scale) {
+  Reference r;
+  for (int b = 0; b < B; ++b) {
+    const int len = kKeyLengths[size_t(b)];
+    for (int h = 0; h < H; ++h) {
+      std::vector<double> p(size_t(S) * S, 0.0), dp(size_t(S) * S, 0.0);
+      for (int i = 0; i < S; ++i) {
+        double mx = -std::numeric_limits<double>::infinity();
+        std::vector<double> s(static_cast<size_t>(len));
+        for (int j = 0; j < len; ++j) {
+          double dot = 0;
+          for (int d = 0; d < D; ++d) dot += q(b, h, i, d) * k(b, h, j, d);
+          s[size_t(j)] = dot * scale;
+          mx = std::max(mx, s[size_t(j)]);
+        }
+        double sum = 0;
+        for (int j = 0; j < len; ++j) sum += std::exp(s[size_t(j)] - mx);
+        r.stats[(size_t(b) * H + h) * S + i] = mx + std::log(sum);
+        for (int j = 0; j < len; ++j) p[size_t(i) * S + j] = std::exp(s[size_t(j)] - mx) / sum;
+        for (int d = 0; d < D; ++d) {
+          double acc = 0;
+          for (int j = 0; j < len; ++j) acc += p[size_t(i) * S + j] * v(b, h, j, d);
+          r.o(b, h, i, d) = acc;
+        }
+      }
+      // Backward: dP = dO V^T, dS = P (dP - rowsum(P dP)) scale.
+      for (int i = 0; i < S; ++i) {
+        double row = 0;
+        for (int j = 0; j < len; ++j) {
+          double dot = 0;
+          for (int d = 0; d < D; ++d) dot += d_o(b, h, i, d) * v(b, h, j, d);
+          dp[size_t(i) * S + j] = dot;
+          row += p[size_t(i) * S + j] * dot;
+        }
+        for (int j = 0; j < len; ++j) {
+          const double ds = p[size_t(i) * S + j] * (dp[size_t(i) * S + j] - row) * scale;
+          for (int d = 0; d < D; ++d) {
+            r.dq(b, h, i, d) += ds * k(b, h, j, d);
+            r.dk(b, h, j, d) += ds * q(b, h, i, d);
+            r.dv(b, h, j, d) += p[size_t(i) * S + j] * d_o(b, h, i, d);
+          }
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// Largest |got - want| over the largest |want|.
+double rel_error(const std::vector<double>& got, const std::vector<double>& want) {
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::isnan(got[i]) ? INFINITY : std::abs(got[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return err / scale;
+}
+
+// bf16 operands and a bf16 P: about 2^-8 relative per rounding, a few of them in a row.
+constexpr double kTolerance = 2e-2;
+
+void set_common(testing::GraphInterpreter& run, Rows& q, Rows& k, Rows& v, double* scale) {
+  *scale = 1.0 / std::sqrt(double(D));
+  run.set(sdpa::kQ, q.v);
+  run.set(sdpa::kK, k.v);
+  run.set(sdpa::kV, v.v);
+  run.set(sdpa::kScale, {*scale});
+  run.set(sdpa::kSeqLenQ, {double(S), double(S)});
+  run.set(sdpa::kSeqLenKV, {double(kKeyLengths[0]), double(kKeyLengths[1])});
+  run.set(sdpa::kNegInf, {-std::numeric_limits<double>::infinity()});  // fused_attention.cu's fill
+}
+
+TEST(FusedAttentionGraphMath, CompositeForwardComputesMaskedAttentionAndStats) {
+  const cuda::CudnnApi& api = cuda::cudnn_api();
+  if (!api.ok()) GTEST_SKIP() << "cuDNN not loadable here: " << api.error;
+  cuda::dnn::GraphBuilder g;
+  sdpa::add_forward(g, sdpa::GraphKind::kComposite, {B, H, S, D, LD});
+  ASSERT_TRUE(g.ok()) << g.error();
+  std::mt19937 rng(7);
+  Rows q = random_rows(rng), k = random_rows(rng), v = random_rows(rng), d_o = random_rows(rng);
+  testing::GraphInterpreter run(g);
+  double scale = 0;
+  set_common(run, q, k, v, &scale);
+  run.run();
+  const Reference ref = attention(q, k, v, d_o, scale);
+  const double o_err = rel_error(run.get(sdpa::kO), ref.o.v);
+  const double stats_err = rel_error(run.get(sdpa::kStats), ref.stats);
+  std::printf("  forward: O rel error %.2e, Stats rel error %.2e\n", o_err, stats_err);
+  EXPECT_LT(o_err, kTolerance);
+  EXPECT_LT(stats_err, 1e-5);  // fp32 all the way
+}
+
+TEST(FusedAttentionGraphMath, CompositeBackwardGivesTheGradients) {
+  const cuda::CudnnApi& api = cuda::cudnn_api();
+  if (!api.ok()) GTEST_SKIP() << "cuDNN not loadable here: " << api.error;
+  cuda::dnn::GraphBuilder g;
+  sdpa::add_backward(g, sdpa::GraphKind::kComposite, {B, H, S, D, LD});
+  ASSERT_TRUE(g.ok()) << g.error();
+  std::mt19937 rng(11);
+  Rows q = random_rows(rng), k = random_rows(rng), v = random_rows(rng), d_o = random_rows(rng);
+  testing::GraphInterpreter run(g);
+  double scale = 0;
+  set_common(run, q, k, v, &scale);
+  const Reference ref = attention(q, k, v, d_o, scale);
+  // As FusedAttention::backward hands them over: O in bf16, the forward's Stats, dQ/dK/dV
+  // and the dQ accumulator zeroed first.
+  run.set(sdpa::kO, ref.o.v);
+  run.set(sdpa::kDO, d_o.v);
+  run.set(sdpa::kStats, ref.stats);
+  run.set(sdpa::kOne, {1.0});
+  const std::vector<double> zeros(q.v.size(), 0.0);
+  for (int64_t uid : {sdpa::kDQ, sdpa::kDK, sdpa::kDV}) run.set(uid, zeros);
+  run.set(sdpa::kDQAccum, std::vector<double>(size_t(B) * H * S * D, 0.0));
+  run.run();
+  const double dq = rel_error(run.get(sdpa::kDQ), ref.dq.v), dk = rel_error(run.get(sdpa::kDK), ref.dk.v),
+               dv = rel_error(run.get(sdpa::kDV), ref.dv.v);
+  std::printf("  backward: dQ %.2e, dK %.2e, dV %.2e rel error\n", dq, dk, dv);
+  EXPECT_LT(dq, kTolerance);
+  EXPECT_LT(dk, kTolerance);
+  EXPECT_LT(dv, kTolerance);
+  // Padded keys get no gradient (the reference's rows there are exactly zero).
+  for (int t = kKeyLengths[1]; t < S; ++t)
+    for (int j = 0; j < LD; ++j) {
+      const size_t at = (size_t(1) * S + t) * LD + j;
+      EXPECT_EQ(run.get(sdpa::kDK)[at], 0.0) << "token " << t;
+      EXPECT_EQ(run.get(sdpa::kDV)[at], 0.0) << "token " << t;
+    }
+}
+
+#endif  // LANSBERT_HAVE_CUDNN
+
+}  // namespace
+}  // namespace lansbert
