@@ -19,7 +19,7 @@ for np in "${ranks[@]}"; do
   for overlap in true false; do
     (( np == 1 )) && [[ $overlap == false ]] && continue  # one rank reduces nothing
     cat > "$tmp/c.yaml" <<YAML
-model: {preset: bert-mini}
+model: {preset: bert-mini, vocab_size: 30522}  # the full-size embedding over the tiny test vocab
 data: {train: ["$tmp/data/shards/*.lbs"], vocab: $tmp/data/vocab.txt, seq_len: 128, max_pred: 20}
 batch: {global_batch: $(( micro * np )), micro_batch: $micro}
 schedule: {total_steps: $steps}

@@ -24,11 +24,16 @@ Status Loader::create(ShardSet* set, const LoaderOptions& opts, std::unique_ptr<
     l->mask_vocab_.mask_id = info.mask_id;
     l->mask_vocab_.vocab_size = info.vocab_size;
     l->mask_prob_ = info.masked_lm_prob;
-    l->whole_word_ = info.whole_word;
-    if (info.whole_word && opts.is_continuation.size() != size_t(info.vocab_size)) {
+    l->whole_word_ = info.whole_word || opts.whole_word;
+    if (l->whole_word_ && opts.is_continuation.empty()) {
+      return Status::invalid_argument(
+          "data.vocab: whole-word dynamic masking (asked for by the shards or data.whole_word) needs the vocab, "
+          "to know which pieces continue a word; set data.vocab to the vocab the shards were made with");
+    }
+    if (l->whole_word_ && opts.is_continuation.size() != size_t(info.vocab_size)) {
       return Status::invalid_argument(fmt::format(
-          "loader: shards ask for whole-word dynamic masking but the loader was given {} "
-          "continuation flags for a vocab of {}", opts.is_continuation.size(), info.vocab_size));
+          "data.vocab: has {} tokens, the shards were made with a vocab of {}", opts.is_continuation.size(),
+          info.vocab_size));
     }
     l->mask_vocab_.is_continuation = opts.is_continuation;
   }

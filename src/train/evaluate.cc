@@ -144,9 +144,11 @@ Status export_hf(const TrainConfig& cfg, const std::string& dir, const ExportOpt
     return Status::invalid_argument("export: no vocab.txt (the checkpoint's data.vocab is empty; pass --vocab)");
   Vocab vocab;
   LB_RETURN_IF_ERROR(Vocab::load(vocab_path, &vocab));
-  if (vocab.size() != mc.vocab_size)
+  // A vocab_size above the vocab's token count is padding (training allows it only when
+  // model.vocab_size says so); Hugging Face loads such a model with the shorter vocab.txt.
+  if (vocab.size() > mc.vocab_size)
     return Status::invalid_argument("export: " + vocab_path + " has " + std::to_string(vocab.size()) +
-                                    " tokens, the model's vocab_size is " + std::to_string(mc.vocab_size));
+                                    " tokens, more than the model's vocab_size " + std::to_string(mc.vocab_size));
   const ParamTable table = make_bert_param_table(mc);
   std::vector<float> params(table.total_elements(), 0.0f);
   LB_RETURN_IF_ERROR(load_checkpoint_params(dir, table, params.data()));

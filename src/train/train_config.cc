@@ -88,8 +88,10 @@ Status TrainConfig::validate(int world, std::string* key) const {
   if (std::find(names.begin(), names.end(), optimizer.name) == names.end())
     return bad(key, "optimizer.name", "unknown optimizer '" + optimizer.name + "' (expected lans, lamb or adamw)");
   LB_RETURN_IF_ERROR(prefixed(key, "optimizer", optimizer.validate()));
-  if (schedule.kind != ScheduleKind::kConstant && schedule.total_steps <= 0)
-    return bad(key, "schedule.total_steps", "must be positive");
+  // The run's length, whatever the schedule's shape (a constant schedule ignores it; the
+  // trainer does not: without it a run would end at step 0 and call that final).
+  if (schedule.total_steps <= 0)
+    return bad(key, "schedule.total_steps", "must be positive: it is the number of steps to train, for every kind");
   LB_RETURN_IF_ERROR(prefixed(key, "schedule", schedule.validate()));
   if (precision.dtype != "fp32" && precision.dtype != "bf16" && precision.dtype != "fp16")
     return bad(key, "precision.dtype", "expected fp32, bf16 or fp16, got '" + precision.dtype + "'");

@@ -70,6 +70,7 @@ struct Run {
   // After restore(): the output paths can be written and no checkpoint would be overwritten
   // (check_checkpoint_root). Collective: every rank learns of rank 0's refusal.
   Status check_outputs();
+  Status check_vocab_size(int64_t tokens, const std::string& source) const;
   Status init_from(const std::string& spec);
   Status save(bool final);
   // One pass over data.eval (the first evaluation.max_sequences samples), split over the
@@ -77,6 +78,22 @@ struct Run {
   Status evaluate(MetricsLog& log, int64_t total, double* seconds);
   Status loop();
 };
+
+// The model's vocab_size against the number of tokens of the data's vocabulary: fewer rows
+// than tokens cannot hold the ids; more rows only when model.vocab_size asks for them
+// (padding, as NVIDIA's 30528 for tensor-core multiples). A preset's 30522 with a vocab of
+// your own would train thousands of rows no id reaches and fail at export.
+Status Run::check_vocab_size(int64_t tokens, const std::string& source) const {
+  const std::string fix = "set model.vocab_size: " + std::to_string(tokens);
+  if (tokens > mc.vocab_size)
+    return Status::invalid_argument("model.vocab_size: " + std::to_string(mc.vocab_size) + " rows cannot hold the " +
+                                    std::to_string(tokens) + " tokens of " + source + "; " + fix);
+  if (tokens < mc.vocab_size && !cfg.model.vocab_size)
+    return Status::invalid_argument("model.vocab_size: preset " + cfg.model.preset + " has " +
+                                    std::to_string(mc.vocab_size) + ", " + source + " has " + std::to_string(tokens) +
+                                    " tokens; " + fix + " (or larger, to pad the embedding)");
+  return Status::ok();
+}
 
 Status Run::open_data(std::vector<bool>* is_continuation) {
   ShardSetOptions so;
@@ -93,6 +110,10 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
   so.token_limit = mc.vocab_size;
   Status st = ShardSet::open(cfg.data.train, so, &shards);
   if (!st.is_ok()) return st.with_prefix("data.train: ");
+  if (!is_continuation->empty())
+    LB_RETURN_IF_ERROR(check_vocab_size(int64_t(is_continuation->size()), "data.vocab " + cfg.data.vocab));
+  else if (shards->info())
+    LB_RETURN_IF_ERROR(check_vocab_size(shards->info()->vocab_size, "the vocab the data.train shards were made with"));
   auto mismatch = [&](const char* key, long long want, long long got) {
     return Status::invalid_argument(std::string(key) + ": config says " + std::to_string(want) +
                                     ", the shards hold " + std::to_string(got));
@@ -102,6 +123,12 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
   if (cfg.data.masking != "auto" && (cfg.data.masking == "dynamic") != shards->dynamic_masking())
     return Status::invalid_argument("data.masking: config says " + cfg.data.masking + ", the shards are " +
                                     (shards->dynamic_masking() ? "unmasked (dynamic)" : "masked (static)"));
+  // data.whole_word forces whole-word masking where masks are drawn at load time; shards
+  // masked at prep time must have been masked that way already.
+  if (cfg.data.whole_word && !shards->dynamic_masking() && !(shards->info() && shards->info()->whole_word))
+    return Status::invalid_argument(
+        "data.whole_word: the data.train shards were masked by prep without --whole-word; prep them with "
+        "--whole-word (or --dynamic-masking, to mask at load time), or drop data.whole_word");
   if (shards->info() && shards->info()->vocab_size > mc.vocab_size)
     return mismatch("model.vocab_size", mc.vocab_size, shards->info()->vocab_size);
   if (shards->count() < cfg.batch.global_batch)
@@ -434,6 +461,7 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   lo.global_batch = cfg.batch.global_batch;
   lo.seed = cfg.seed;
   lo.start = run.pos;
+  lo.whole_word = cfg.data.whole_word;
   lo.is_continuation = std::move(is_continuation);
   LB_RETURN_IF_ERROR(Loader::create(run.shards.get(), lo, &run.loader));
   LB_RETURN_IF_ERROR(run.loader->sampler().check(run.pos));

@@ -74,6 +74,25 @@ expect_error 4 "data.eval: $tmp/badeval/e.lbs: record 0" train --config "$tmp/go
 expect_error 2 "more than its" train --config "$tmp/good.yaml" --set model.vocab_size=2000000000 \
   --set "checkpoint.dir=$tmp/fresh/ck"
 [[ $(snapshot) == "$before" ]] || { echo "FAIL: a failed run changed the checkpoint directory"; fail=1; }
+# The model's vocab_size must hold the data's vocab, and a preset's size is not silently
+# kept for a vocab of another size; a larger model.vocab_size, set explicitly, pads.
+sed 's/vocab_size: 64, //' "$tmp/good.yaml" > "$tmp/preset-vocab.yaml"
+expect_error 2 "model.vocab_size: preset bert-tiny has 30522, data.vocab $tmp/data/vocab.txt has 64 tokens; set model.vocab_size: 64" \
+  train --config "$tmp/preset-vocab.yaml" --set "checkpoint.dir=$tmp/fresh/ck"
+expect_error 2 "model.vocab_size: 32 rows cannot hold the 64 tokens of data.vocab" \
+  train --config "$tmp/good.yaml" --set model.vocab_size=32 --set "checkpoint.dir=$tmp/fresh/ck"
+# schedule.total_steps is the run length for every schedule kind (constant ran 0 steps).
+expect_error 2 "schedule.total_steps: must be positive" \
+  train --config "$tmp/good.yaml" --set schedule.kind=constant --set schedule.total_steps=0 --set "checkpoint.dir=$tmp/fresh/ck"
+# data.whole_word on shards prep masked token by token is refused, not ignored.
+expect_error 2 "data.whole_word: the data.train shards were masked by prep without --whole-word" \
+  train --config "$tmp/good.yaml" --set data.whole_word=true --set "checkpoint.dir=$tmp/fresh/ck"
+[[ -e $tmp/fresh ]] && { echo "FAIL: a refused run created $tmp/fresh"; fail=1; }
+"$lb" train --config "$tmp/good.yaml" --set model.vocab_size=72 --set "checkpoint.dir=$tmp/padded" \
+  --stop-at-step 1 >/dev/null 2>&1 || { echo "FAIL: a padded vocab_size (72 for 64 tokens) did not train"; fail=1; }
+"$lb" export --checkpoint "$tmp/padded" --out "$tmp/padded-hf" >/dev/null ||
+  { echo "FAIL: export of a padded vocab_size"; fail=1; }
+grep -q '"vocab_size": 72' "$tmp/padded-hf/config.json" || { echo "FAIL: padded export config.json"; fail=1; }
 
 # A real SIGTERM: the run finishes its step, checkpoints and exits 0.
 "$lb" train --config "$tmp/good.yaml" --resume latest > "$tmp/sigterm.log" 2>&1 &

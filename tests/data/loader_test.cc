@@ -102,6 +102,60 @@ TEST(Loader, DynamicMaskingIsAppliedAndRepeatable) {
   }
 }
 
+// LoaderOptions::whole_word (the trainer's data.whole_word) masks whole words in shards
+// whose header does not ask for it: every word is masked in all its pieces or in none.
+TEST(Loader, ForcedWholeWordMaskingMasksWholeWords) {
+  const std::string dir = make_shards("loader_ww", 1, true);
+  std::unique_ptr<ShardSet> set, direct;
+  ASSERT_TRUE(ShardSet::open({dir}, {}, &set).is_ok());
+  ASSERT_TRUE(ShardSet::open({dir}, {}, &direct).is_ok());
+  ASSERT_FALSE(set->info()->whole_word);
+  LoaderOptions opts;
+  opts.micro_batch = 8;
+  opts.global_batch = 8;
+  opts.is_continuation = testing::test_vocab().is_continuation;
+  // Counts the words masked in some pieces but not all, over `batches` batches.
+  auto split_words = [&](bool whole_word, int batches) {
+    opts.whole_word = whole_word;
+    std::unique_ptr<Loader> loader;
+    EXPECT_TRUE(Loader::create(set.get(), opts, &loader).is_ok());
+    int split = 0;
+    Batch b, raw;
+    raw.resize(8, set->seq_len(), set->max_pred());
+    std::vector<uint64_t> idx;
+    for (int i = 0; i < batches; ++i) {
+      MicroBatchInfo info;
+      EXPECT_TRUE(loader->next(&b, &info).is_ok());
+      loader->sampler().micro_batch_indices(info.pos, info.micro, &idx);
+      for (int r = 0; r < 8; ++r) {
+        EXPECT_TRUE(direct->read(int64_t(idx[r]), &raw, r).is_ok());
+        const int S = b.seq_len;
+        std::vector<bool> masked(size_t(S), false);
+        for (int k = 0; k < b.max_pred; ++k) {
+          const int p = b.masked_positions[size_t(r) * b.max_pred + k];
+          if (p > 0) masked[size_t(p)] = true;
+        }
+        // A word: a piece that is not a continuation (or follows [CLS]/[SEP], which are never
+        // masked), then the continuations after it.
+        const ShardInfo& h = *set->info();
+        auto id = [&](int q) { return raw.input_ids[size_t(r) * S + q]; };
+        for (int p = 0; p < S;) {
+          int end = p + 1;
+          if (id(p) != h.cls_id && id(p) != h.sep_id)
+            while (end < S && opts.is_continuation[size_t(id(end))]) ++end;
+          bool any = false, all = true;
+          for (int q = p; q < end; ++q) any = any || masked[size_t(q)], all = all && masked[size_t(q)];
+          split += any && !all;
+          p = end;
+        }
+      }
+    }
+    return split;
+  };
+  EXPECT_GT(split_words(false, 5), 0);  // token-level masking splits words: the check can fail
+  EXPECT_EQ(split_words(true, 5), 0);
+}
+
 TEST(Loader, CorruptRecordIsReturnedByNext) {
   const std::string dir = make_shards("loader_bad", 1, false);
   const std::string path = dir + "/shard-0.lbs";

@@ -25,7 +25,9 @@ struct LoaderOptions {
   uint64_t seed = 12345;       // data order and dynamic masking
   DataPosition start;          // where a resumed run continues
   int prefetch = 4;            // ready micro-batches kept ahead
-  // Dynamic masking with whole words needs to know continuation pieces ("##"), by id.
+  // Dynamic masking by whole words: what the shards' header asks for, or forced here (the
+  // trainer's data.whole_word). It needs the continuation pieces ("##"), by id.
+  bool whole_word = false;
   std::vector<bool> is_continuation;
 };
 

@@ -33,7 +33,8 @@ struct DataSection {
   int seq_len = 128;                  // must match the shards
   int max_pred = 20;                  // must match the shards
   std::string masking = "auto";       // auto | static | dynamic: what the shards must hold
-  bool whole_word = false;            // dynamic masking by whole words (needs vocab)
+  bool whole_word = false;            // true: mask whole words (dynamic shards; static ones must
+                                      // be prepped so); false: as the shards say. Needs vocab.
   std::string vocab;                  // vocab.txt: whole-word masking and export
 };
 
