@@ -73,6 +73,9 @@ Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
   LB_RETURN_IF_ERROR(run_training(cfg, *comm, opts, &result));
   if (comm->rank() == 0) {
     std::printf("done: step %lld, checkpoint %s\n", (long long)result.step, result.checkpoint.c_str());
+    if (!result.stopped_by_signal && result.step < result.total_steps)
+      std::printf("stopped by --stop-at-step at step %lld of %lld; resume with --resume latest\n",
+                  (long long)result.step, (long long)result.total_steps);
     const double t = result.t_total;
     if (t > 0)
       std::printf("time: %.1fs total; shares: compute %.1f%%, optimizer %.1f%%, all-reduce %.1f%%, "

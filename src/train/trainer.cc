@@ -367,10 +367,11 @@ Status Run::loop() {
       t_last_ckpt = now_s();
     }
     // Held-out evaluation: every evaluation.every_steps and when the run reaches its last
-    // step (not when a signal stops it: shutting down comes first). Its time is kept out
-    // of the next window's throughput.
+    // step (not when a signal or --stop-at-step ends it early: a resumed run then evaluates
+    // where an uninterrupted one would have). Its time is kept out of the next window's
+    // throughput.
     const bool eval_due = cfg.evaluation.every_steps > 0 && step % cfg.evaluation.every_steps == 0;
-    if (eval_shards && (eval_due || step == stop_at) && flags[0] == 0) {
+    if (eval_shards && (eval_due || step == total) && flags[0] == 0) {
       double seconds = 0;
       LB_RETURN_IF_ERROR(evaluate(log, total, &seconds));
       t_window += seconds;
@@ -385,6 +386,7 @@ Status Run::loop() {
   }
   if (step >= stop_at && result->checkpoint.empty()) LB_RETURN_IF_ERROR(save(step == total));
   result->step = step;
+  result->total_steps = total;
   result->micro_step = micro;
   result->t_total = now_s() - t_start;
   return Status::ok();

@@ -318,6 +318,23 @@ TEST_F(TrainerTest, MixedPrecisionTracksFp32) {
   }
 }
 
+// A run ended early by --stop-at-step evaluates only at evaluation.every_steps, as a signal
+// does; resumed, it evaluates where the uninterrupted run would have (10 and the last, 12).
+TEST_F(TrainerTest, StopAtStepDoesNotEvaluateWhereItStops) {
+  TrainConfig c = testing::tiny_config(*data_, scratch("eval_stop"), 12);
+  c.data.eval = {*data_ + "/shards/*.lbs"};
+  c.evaluation.every_steps = 5;
+  c.evaluation.max_sequences = 32;
+  TrainResult r;
+  ASSERT_TRUE(train(c, &r, "", 7).is_ok());
+  EXPECT_EQ(r.step, 7);
+  EXPECT_EQ(r.total_steps, 12);
+  EXPECT_EQ(r.evaluations, 1);  // step 5 only
+  TrainResult rest;
+  ASSERT_TRUE(train(c, &rest, "latest").is_ok());
+  EXPECT_EQ(rest.evaluations, 2);  // steps 10 and 12
+}
+
 // Held-out evaluation during training: after steps 5, 10 and the last (12), one
 // {"type": "eval"} line each in the metrics file; the last equals `lansbert eval`'s
 // run_eval on the final checkpoint (same samples, micro-batches and forward: bit-identical).

@@ -31,6 +31,7 @@ struct TrainOptions {
 
 struct TrainResult {
   int64_t step = 0;              // steps done in this phase
+  int64_t total_steps = 0;       // the phase's schedule.total_steps
   uint64_t micro_step = 0;
   bool stopped_by_signal = false;
   std::string checkpoint;        // the last checkpoint written ("" if none)
