@@ -2,6 +2,8 @@
 // read back the config it was trained with, and either evaluate it on held-out shards or
 // write a Hugging Face BertForPreTraining directory.
 #include <cstdio>
+#include <optional>
+#include <string>
 
 #include "commands.h"
 #include "lansbert/config/config_loader.h"
@@ -22,8 +24,8 @@ Status open_checkpoint(const std::string& spec, std::string* dir, TrainConfig* c
 struct EvalArgs {
   std::string checkpoint;
   std::vector<std::string> data;
-  int micro_batch = 32;
-  int64_t max_sequences = -1;
+  std::optional<int> micro_batch;         // default: the run's batch.micro_batch
+  std::optional<int64_t> max_sequences;   // default: evaluation.max_sequences on data.eval, else all
   std::string dump_batch;
   std::string backend;  // default: cpu
 };
@@ -33,13 +35,16 @@ Status run_eval_cmd(const EvalArgs& a) {
   TrainConfig cfg;
   LB_RETURN_IF_ERROR(open_checkpoint(a.checkpoint, &dir, &cfg));
   EvalOptions o;
-  o.data = a.data.empty() ? cfg.data.eval : a.data;
+  // Without --data, the run's own held-out set, as many sequences and in the same
+  // micro-batches as its evaluations during training: the same numbers.
+  const bool own_eval = a.data.empty();
+  o.data = own_eval ? cfg.data.eval : a.data;
   if (o.data.empty()) return Status::invalid_argument("eval: no --data given and the config has no data.eval");
-  if (a.micro_batch <= 0) return Status::invalid_argument("--micro-batch must be positive");
-  if (a.max_sequences == 0 || a.max_sequences < -1)
-    return Status::invalid_argument("--max-sequences must be positive (default: every sequence)");
-  o.micro_batch = a.micro_batch;
-  o.max_sequences = a.max_sequences;
+  o.micro_batch = a.micro_batch.value_or(cfg.batch.micro_batch);
+  if (o.micro_batch <= 0) return Status::invalid_argument("--micro-batch must be positive");
+  o.max_sequences = a.max_sequences.value_or(own_eval ? cfg.evaluation.max_sequences : -1);
+  if (o.max_sequences == 0 || o.max_sequences < -1)
+    return Status::invalid_argument("--max-sequences must be positive, or -1 for every sequence");
   // The vocab the model was trained with, if its file is still where the config said.
   if (!cfg.data.vocab.empty()) {
     Vocab vocab;
@@ -55,7 +60,16 @@ Status run_eval_cmd(const EvalArgs& a) {
   BertConfig mc;
   LB_RETURN_IF_ERROR(cfg.resolve_model(&mc));
   EvalResult r;
-  LB_RETURN_IF_ERROR(run_eval(mc, dir, o, &r));
+  Status st = run_eval(mc, dir, o, &r);
+  auto names_eval_data = [&](const std::string& m) {
+    for (const std::string& g : o.data)
+      if (m.find(g) != std::string::npos) return true;
+    return false;
+  };
+  if (!st.is_ok() && own_eval && st.code() == StatusCode::kNotFound && names_eval_data(st.message()))
+    st = st.with_prefix("data.eval of the checkpoint's config (paths are as training saw them, relative to its "
+                        "working directory; pass --data): ");
+  LB_RETURN_IF_ERROR(st);
   std::printf("checkpoint %s (%s backend, %s GEMMs%s)\n", dir.c_str(), o.backend.c_str(), gemm_math_name(o.math),
               o.cast_in_gemm ? ", operands converted inside cuBLAS" : "");
   std::printf("sequences %lld, masked tokens %lld\n", (long long)r.sequences, (long long)r.masked);
@@ -74,7 +88,12 @@ Status run_export_cmd(const ExportArgs& a) {
   TrainConfig cfg;
   LB_RETURN_IF_ERROR(open_checkpoint(a.checkpoint, &dir, &cfg));
   ExportOptions o{a.out, a.force, a.vocab};
-  LB_RETURN_IF_ERROR(export_hf(cfg, dir, o));
+  Status st = export_hf(cfg, dir, o);
+  if (!st.is_ok() && a.vocab.empty() && st.code() == StatusCode::kNotFound &&
+      st.message().find(cfg.data.vocab) != std::string::npos)
+    st = st.with_prefix("data.vocab of the checkpoint's config (a path as training saw it, relative to its working "
+                        "directory; pass --vocab): ");
+  LB_RETURN_IF_ERROR(st);
   std::printf("exported %s to %s (BertForPreTraining)\n", dir.c_str(), a.out.c_str());
   return Status::ok();
 }
@@ -86,8 +105,10 @@ void add_eval_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("eval", "MLM and NSP loss and accuracy of a checkpoint on held-out shards");
   sub->add_option("--checkpoint", a->checkpoint, "Checkpoint directory (or a root with 'latest')")->required();
   sub->add_option("--data", a->data, "Shard globs (default: the config's data.eval)");
-  sub->add_option("--micro-batch", a->micro_batch, "Sequences per forward pass");
-  sub->add_option("--max-sequences", a->max_sequences, "Evaluate at most this many sequences");
+  sub->add_option("--micro-batch", a->micro_batch, "Sequences per forward pass (default: the run's batch.micro_batch)");
+  sub->add_option("--max-sequences", a->max_sequences,
+                  "Evaluate at most this many sequences; -1: all (default: the run's evaluation.max_sequences "
+                  "without --data, all with it)");
   sub->add_option("--backend", a->backend, "cpu (default) or cuda (device 0)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--dump-batch", a->dump_batch, "Write the first micro-batch and its losses as JSON")

@@ -112,6 +112,22 @@ expect_error 2 "eval: the shards hold sequences of 128 tokens, more than the mod
   eval --checkpoint "$tmp/ckpt" --data "$tmp/data128/shards/*.lbs"
 expect_error 2 "--max-sequences must be positive" eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs" \
   --max-sequences 0
+# Paths in a run's config are as training saw them. Plain `eval` uses the run's data.eval,
+# evaluation.max_sequences and micro-batch (the numbers training logged); from elsewhere a
+# relative path is not found, and the message says which flag to pass.
+cat > "$tmp/rel.yaml" <<YAML
+model: {preset: bert-tiny, vocab_size: 64, hidden: 64, heads: 2, intermediate: 128, max_positions: 64}
+data: {train: ["data/shards/*.lbs"], eval: ["data/shards/*.lbs"], vocab: data/vocab.txt, seq_len: 32, max_pred: 5}
+batch: {global_batch: 32, micro_batch: 16}
+schedule: {total_steps: 2}
+checkpoint: {dir: relck, every_steps: 0}
+evaluation: {max_sequences: 48}
+YAML
+(cd "$tmp" && "$lb" train --config rel.yaml > rel-train.log 2>&1) || { echo "FAIL: relative-path run"; fail=1; }
+(cd "$tmp" && "$lb" eval --checkpoint relck > rel-eval.log 2>&1) || { echo "FAIL: plain eval"; fail=1; }
+grep -q "^sequences 48," "$tmp/rel-eval.log" || { echo "FAIL: plain eval: $(cat "$tmp/rel-eval.log")"; fail=1; }
+(cd / && fail=0 && expect_error 3 "pass --data" eval --checkpoint "$tmp/relck" &&
+  expect_error 3 "pass --vocab" export --checkpoint "$tmp/relck" --out "$tmp/rel-hf" && exit $fail) || fail=1
 "$lb" export --checkpoint "$tmp/ckpt" --out "$tmp/hf" >/dev/null || { echo "FAIL: export"; fail=1; }
 expect_error 2 "not empty" export --checkpoint "$tmp/ckpt" --out "$tmp/hf"
 # SIGKILL while a checkpoint is being written (the test hook holds the run after the new
