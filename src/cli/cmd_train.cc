@@ -92,7 +92,8 @@ Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
 Status run_train(const TrainArgs& a) {
   std::unique_ptr<Communicator> comm = make_communicator();
   Status st = run_train_on(a, comm);
-  if (!st.is_ok() && comm->world() > 1) fatal_error(__FILE__, __LINE__, "lansbert train", st.to_string());
+  if (!st.is_ok() && comm->world() > 1)
+    fatal_error(__FILE__, __LINE__, "lansbert train", st.to_string(), st.exit_code());
   return st;
 }
 

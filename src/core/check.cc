@@ -17,14 +17,14 @@ std::atomic<int> g_rank{-1};
 void set_abort_hook(AbortHook hook) { g_abort_hook.store(hook); }
 void set_fatal_rank(int rank) { g_rank.store(rank); }
 
-void fatal_error(const char* file, int line, const char* statement, const std::string& detail) {
+void fatal_error(const char* file, int line, const char* statement, const std::string& detail, int exit_code) {
   char host[256] = "?";
   gethostname(host, sizeof(host) - 1);
   int rank = g_rank.load();
   std::fprintf(stderr, "lansbert fatal [rank %d on %s] %s:%d: %s%s%s\n", rank, host, file, line,
                statement, detail.empty() ? "" : ": ", detail.c_str());
   std::fflush(stderr);
-  if (AbortHook hook = g_abort_hook.load()) hook(1);
+  if (AbortHook hook = g_abort_hook.load()) hook(exit_code);
   std::abort();
 }
 

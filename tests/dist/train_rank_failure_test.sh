@@ -2,7 +2,7 @@
 # One rank of a `lansbert train` job fails on its own (here: rank 1 is given a config file
 # that does not exist, through mpirun's MPMD syntax) while rank 0 goes on into the
 # collectives. The job must end, non-zero, within 60 s, with a message naming the rank and
-# the cause, instead of rank 0 waiting forever.
+# the cause and exit status 3 (the missing file's), instead of rank 0 waiting forever.
 # Usage: train_rank_failure_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH MPIEXEC FLAGS...
 set -uo pipefail
 lb=$1; mk=$2; tmp=$3; mpiexec=$4; shift 4; flags=("$@")
@@ -24,6 +24,8 @@ rc=$?
 elapsed=$(( $(date +%s) - start ))
 fail=0
 if (( rc == 0 || rc == 124 )); then echo "FAIL: job exit $rc (0 = not aborted, 124 = hung)"; fail=1; fi
+# The job's status is the failing rank's own exit code (3: a missing file), as one process would give.
+if (( rc != 3 )); then echo "FAIL: job exit $rc, expected 3 (rank 1's missing config)"; fail=1; fi
 if (( elapsed > 60 )); then echo "FAIL: the job took ${elapsed}s to end"; fail=1; fi
 grep -q "rank 1 on" "$tmp/log" && grep -q "missing.yaml" "$tmp/log" \
   || { echo "FAIL: no message naming rank 1 and the missing config"; fail=1; }

@@ -9,9 +9,10 @@
 
 namespace lansbert {
 
-// Prints "lansbert fatal [rank R on HOST] FILE:LINE: STATEMENT: DETAIL" and aborts.
+// Prints "lansbert fatal [rank R on HOST] FILE:LINE: STATEMENT: DETAIL" and aborts; under
+// MPI the job's exit status is `exit_code` (a Status's, when bad input ends a multi-rank run).
 [[noreturn]] void fatal_error(const char* file, int line, const char* statement,
-                              const std::string& detail);
+                              const std::string& detail, int exit_code = 1);
 
 // The dist layer installs a hook (MPI_Abort) and the rank shown in messages.
 using AbortHook = void (*)(int exit_code);
