@@ -232,6 +232,9 @@ Status Run::init_from(const std::string& spec) {
     if (!st.is_ok()) return Status(st.code() == StatusCode::kNotFound
                                        ? Status::not_found("--init-from " + spec + ": neither a lansbert checkpoint nor a directory with model.safetensors")
                                        : st);
+    if (opts.log && rank0() && cfg.phase_start == PhaseStart::kKeepMoments)
+      std::fprintf(opts.log, "note: %s holds weights only: the optimizer starts fresh (phase.phase_start "
+                             "keep_moments needs a lansbert checkpoint)\n", spec.c_str());
   }
   if (opts.log && rank0()) std::fprintf(opts.log, "initialised from %s\n", spec.c_str());
   return Status::ok();

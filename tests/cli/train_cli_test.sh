@@ -130,6 +130,12 @@ grep -q "^sequences 48," "$tmp/rel-eval.log" || { echo "FAIL: plain eval: $(cat 
   expect_error 3 "pass --vocab" export --checkpoint "$tmp/relck" --out "$tmp/rel-hf" && exit $fail) || fail=1
 "$lb" export --checkpoint "$tmp/ckpt" --out "$tmp/hf" >/dev/null || { echo "FAIL: export"; fail=1; }
 expect_error 2 "not empty" export --checkpoint "$tmp/ckpt" --out "$tmp/hf"
+# A Hugging Face directory starts a phase with weights only; keep_moments cannot apply, and
+# the run says so.
+"$lb" train --config "$tmp/good.yaml" --init-from "$tmp/hf" --set "checkpoint.dir=$tmp/from-hf" --stop-at-step 1 \
+  > "$tmp/from-hf.log" 2>&1 || { echo "FAIL: --init-from a Hugging Face directory"; fail=1; }
+grep -q "holds weights only: the optimizer starts fresh" "$tmp/from-hf.log" ||
+  { echo "FAIL: no note on keep_moments with a Hugging Face directory: $(cat "$tmp/from-hf.log")"; fail=1; }
 # SIGKILL while a checkpoint is being written (the test hook holds the run after the new
 # checkpoint's files are complete but before its rename): `latest` still names the previous
 # checkpoint, which loads and resumes.
