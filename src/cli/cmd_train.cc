@@ -2,11 +2,14 @@
 // the resolved config and plan (--dry-run) or runs the trainer. Under mpirun/srun every rank
 // runs this; make_communicator() picks MPI then, the single-process communicator otherwise.
 // Only rank 0 prints. Bad input exits non-zero before anything is written.
+#include <fmt/format.h>
+
 #include <cstdio>
 
 #include "commands.h"
 #include "lansbert/core/check.h"
 #include "lansbert/config/config_loader.h"
+#include "lansbert/data/dataset.h"
 #include "lansbert/dist/communicator.h"
 #include "lansbert/dist/mpi_session.h"
 #include "lansbert/train/data_parallel.h"
@@ -48,13 +51,33 @@ void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
                 gib(p.reduce_bytes));
 }
 
+// --dry-run opens the shards too (headers and index, no records), so that a glob matching
+// nothing shows up before the job waits in a queue. A plan made before the data exists is
+// still a plan: what is missing is reported on the line, not as a failure.
+std::string describe_shards(const char* key, const std::vector<std::string>& globs, bool training_only) {
+  ShardSetOptions so;
+  so.training_only = training_only;
+  std::unique_ptr<ShardSet> set;
+  const Status st = ShardSet::open(globs, so, &set);
+  if (!st.is_ok()) return fmt::format("  {:<20}: NOT READABLE here, a run would stop: {}\n", key, st.message());
+  return fmt::format("  {:<20}: {} files, {} samples of {} tokens, {} masked slots\n", key, set->num_shards(),
+                     set->count(), set->seq_len(), set->max_pred());
+}
+
 Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
   TrainConfig cfg;
   LB_RETURN_IF_ERROR(load_train_config(a.config, a.sets, comm->world(), &cfg));
   if (a.dry_run) {
     TrainPlan plan;
     LB_RETURN_IF_ERROR(make_plan(cfg, comm->world(), &plan));
-    if (comm->rank() == 0) print_plan(cfg, plan);
+    const std::string train_line = describe_shards("data.train", cfg.data.train, cfg.data.format == "hdf5");
+    const std::string eval_line = cfg.data.eval.empty() ? "" : describe_shards("data.eval", cfg.data.eval, false);
+    if (comm->rank() == 0) {
+      print_plan(cfg, plan);
+      std::printf("%s%s", train_line.c_str(), eval_line.c_str());
+      std::printf("  checkpoints         : %s (metrics: %s)\n", cfg.checkpoint.dir.c_str(),
+                  cfg.metrics_path().empty() ? "none" : cfg.metrics_path().c_str());
+    }
     return Status::ok();
   }
   // The config names the reduction order; the world size was needed to validate it. The new
