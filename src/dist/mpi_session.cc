@@ -85,15 +85,18 @@ std::unique_ptr<Communicator> make_communicator(const CommOptions& options) {
 }
 
 Status parse_reduction_order(const std::string& s, ReductionOrder* out) {
-  if (s == "native") {
+  if (s == "fast" || s == "native") {
     *out = ReductionOrder::kNative;
-  } else if (s == "fixed_order") {
+  } else if (s == "fixed" || s == "fixed_order") {
     *out = ReductionOrder::kFixedOrder;
   } else {
-    return Status::invalid_argument("dist.reduction_order: expected native or fixed_order, got '" +
-                                    s + "'");
+    return Status::invalid_argument("expected fast or fixed (aliases: native, fixed_order), got '" + s + "'");
   }
   return Status::ok();
+}
+
+const char* reduction_order_name(ReductionOrder order) {
+  return order == ReductionOrder::kFixedOrder ? "fixed" : "fast";
 }
 
 }  // namespace lansbert
