@@ -3,7 +3,7 @@
 # that does not apply (a CUDA-only choice on the CPU, contradictory precisions, unknown
 # values) exits non-zero with a message that names the option; scripts/bench-table.py turns
 # the JSON lines into a markdown table. `lansbert bench-comm` on one process: --order takes
-# the config's names and the old ones, and a bad --order is refused by name.
+# the config's names and the old ones, and a bad --order or LANSBERT_COMM is refused by name.
 # Usage: bench_cli_test.sh LANSBERT SOURCE_DIR
 set -euo pipefail
 bin=$1
@@ -84,6 +84,15 @@ done
 expect_fail "--order: expected fast or fixed (aliases: native, fixed_order), got 'ring'" 2 \
   env LANSBERT_COMM=single "$bin" "${comm[@]}" --order ring
 [[ $("$bin" bench-comm --help) == *"fast (the library's algorithm) | fixed"* ]] || fail "bench-comm --help: --order"
+
+# LANSBERT_COMM: single or mpi override the launcher's guess, unset or empty leave it; any
+# other value is refused (exit 2) before a command runs, here before train reads its config.
+out=$(LANSBERT_COMM= "$bin" "${comm[@]}") || fail "LANSBERT_COMM empty: bench-comm failed"
+[[ $out == *"communicator single"* ]] || fail "LANSBERT_COMM empty: $out"
+bad_comm="LANSBERT_COMM: expected single or mpi (or unset: MPI under a launcher, one process otherwise), got 'bogus'"
+expect_fail "$bad_comm" 2 env LANSBERT_COMM=bogus "$bin" "${comm[@]}"
+expect_fail "$bad_comm" 2 env LANSBERT_COMM=bogus "$bin" train --config /nonexistent/lansbert.yaml
+LANSBERT_COMM=bogus "$bin" bench-comm --help > /dev/null || fail "LANSBERT_COMM=bogus broke --help"
 
 # --backend cuda: without a device (or without CUDA in the build) a clear refusal; with one,
 # a run on it.
