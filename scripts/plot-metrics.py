@@ -8,16 +8,30 @@ import json
 import os
 import sys
 
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+def import_pyplot():
+    """matplotlib.pyplot on the Agg backend (files, no display), or None after one line on
+    stderr saying what to install: a bare ImportError traceback does not say it is a Debian
+    package. Imported here, not at the top, so that the usage text needs no matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        print(f"plot-metrics.py: cannot import matplotlib ({e}); install it with: "
+              "apt-get install python3-matplotlib", file=sys.stderr)
+        return None
+    return plt
 
 
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
+    plt = import_pyplot()
+    if plt is None:
+        return 1
     path = sys.argv[1]
     out = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(os.path.abspath(path))
     records = [json.loads(l) for l in open(path) if l.strip()]

@@ -19,7 +19,7 @@ namespace lansbert::cli {
 
 namespace {
 struct BenchCommOptions {
-  std::string min_bytes = "8", max_bytes = "64M", order = "native", backend = "cpu", dtype = "fp32";
+  std::string min_bytes = "8", max_bytes = "64M", order = "fast", backend = "cpu", dtype = "fp32";
   int iters = 20, warmup = 5;
   bool baseline = true;
 };
@@ -57,7 +57,7 @@ int run_bench_comm(const BenchCommOptions& o) {
   }
   CommOptions copt;
   if (Status s = parse_reduction_order(o.order, &copt.order); !s.is_ok()) {
-    report(s);
+    report(Status::invalid_argument("--order: " + s.message()));
     return 2;
   }
   GradWire wire;
@@ -93,7 +93,7 @@ int run_bench_comm(const BenchCommOptions& o) {
   for (const CommBenchRow& r : rows) ok = ok && r.correct;
   if (is_writer(*comm)) {
     std::printf("# lansbert bench-comm: communicator %s (%s order), host %s, local ranks %d%s%s\n",
-                bench_comm.kind(), device ? "its own" : o.order.c_str(), comm->hostname().c_str(),
+                bench_comm.kind(), device ? "its own" : reduction_order_name(copt.order), comm->hostname().c_str(),
                 comm->local_world(), device ? ", device buffers on " : "",
                 device ? device->description().c_str() : "");
     print_rows(wire ? (std::string("Communicator::all_reduce_half (") + o.dtype +
@@ -119,7 +119,11 @@ void add_bench_comm_command(CLI::App& app) {
   sub->add_option("--max-bytes", o->max_bytes, "Largest message (e.g. 64M); sizes step by 4x");
   sub->add_option("--iters", o->iters, "Timed iterations per size")->check(CLI::PositiveNumber);
   sub->add_option("--warmup", o->warmup, "Untimed iterations per size")->check(CLI::NonNegativeNumber);
-  sub->add_option("--order", o->order, "Reduction order of the host communicator: native | fixed_order");
+  sub->add_option("--order", o->order,
+                  "Reduction order of the host communicator, as distributed.reduction_order: fast (the "
+                  "library's algorithm) | fixed (rank order, reproducible); native and fixed_order are "
+                  "accepted aliases")
+      ->capture_default_str();
   sub->add_option("--backend", o->backend,
                   "cpu: host buffers (MPI); cuda: device buffers and the device communicator (NCCL), one GPU per local rank")
       ->check(CLI::IsMember({"cpu", "cuda"}))

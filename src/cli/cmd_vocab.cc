@@ -74,11 +74,14 @@ void add_vocab_command(CLI::App& app) {
   sub->add_option("--input", args->inputs, "Text files, one line per unit of text")->required();
   sub->add_option("--out", args->out, "Output vocab.txt")->required();
   sub->add_option("--size", args->size, "Vocabulary size, specials included")
-      ->check(CLI::Range(5, 1 << 24));
+      ->check(CLI::Range(5, 1 << 24))
+      ->capture_default_str();
   sub->add_option("--min-frequency", args->min_frequency, "Least count of a merged pair")
-      ->check(CLI::Range(int64_t(0), int64_t(1000000000)));
+      ->check(CLI::Range(int64_t(0), int64_t(1000000000)))
+      ->capture_default_str();
   sub->add_option("--unused", args->unused, "Number of [unusedN] tokens (99 gives BERT's ids)")
-      ->check(CLI::Range(0, 1 << 20));
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   sub->add_flag("--cased", args->cased, "Keep case and accents");
   sub->add_flag("--force", args->force, "Overwrite --out if it exists");
   sub->callback([args] { report(run_vocab(*args)); });

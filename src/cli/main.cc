@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "lansbert/core/stop_signals.h"
+#include "lansbert/dist/mpi_session.h"
 #ifdef LANSBERT_HAVE_CUDA
 #include "cuda_device_backend.h"  // the train layer's DeviceBackend, filled in with CUDA
 #endif
@@ -40,6 +41,17 @@ int main(int argc, char** argv) {
   lansbert::cli::add_eval_command(app);
   lansbert::cli::add_export_command(app);
   lansbert::cli::add_bench_comm_command(app);
+  // LANSBERT_COMM picks the communicator of train, bench-comm and bench --comm. A misspelt
+  // value is refused once the command line is parsed (so --help still works) and before any
+  // command runs: a job then fails before it loads its config or waits for other ranks. Every
+  // command refuses it, as the environment is wrong whichever command meets it first.
+  app.parse_complete_callback([] {
+    lansbert::CommChoice choice;
+    if (lansbert::Status st = lansbert::comm_choice_from_env(&choice); !st.is_ok()) {
+      lansbert::cli::report(st);
+      throw CLI::RuntimeError(lansbert::cli::exit_code());  // exits quietly with that code
+    }
+  });
 
   // CLI11 reports a misspelt command as a missing one: name it, and the commands there are.
   if (argc > 1 && argv[1][0] != '-') {

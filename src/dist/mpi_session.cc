@@ -74,10 +74,27 @@ bool launched_by_mpi_launcher() {
   return env_set("SLURM_STEP_ID") && env_set("SLURM_NTASKS");
 }
 
+Status comm_choice_from_env(CommChoice* out) {
+  const char* v = std::getenv("LANSBERT_COMM");
+  if (v == nullptr || v[0] == '\0') {
+    *out = CommChoice::kAuto;
+  } else if (std::strcmp(v, "single") == 0) {
+    *out = CommChoice::kSingle;
+  } else if (std::strcmp(v, "mpi") == 0) {
+    *out = CommChoice::kMpi;
+  } else {
+    return Status::invalid_argument(std::string("LANSBERT_COMM: expected single or mpi (or unset: MPI under a "
+                                                "launcher, one process otherwise), got '") + v + "'");
+  }
+  return Status::ok();
+}
+
 std::unique_ptr<Communicator> make_communicator(const CommOptions& options) {
-  const char* forced = std::getenv("LANSBERT_COMM");
-  if (forced && std::strcmp(forced, "single") == 0) return make_single_process_communicator();
-  if (forced && std::strcmp(forced, "mpi") == 0) return make_mpi_communicator(options);
+  CommChoice choice = CommChoice::kAuto;
+  const Status st = comm_choice_from_env(&choice);
+  LB_CHECK_MSG(st.is_ok(), st.to_string());
+  if (choice == CommChoice::kSingle) return make_single_process_communicator();
+  if (choice == CommChoice::kMpi) return make_mpi_communicator(options);
   int init = 0;
   MPI_Initialized(&init);
   if (init || launched_by_mpi_launcher()) return make_mpi_communicator(options);
@@ -85,15 +102,18 @@ std::unique_ptr<Communicator> make_communicator(const CommOptions& options) {
 }
 
 Status parse_reduction_order(const std::string& s, ReductionOrder* out) {
-  if (s == "native") {
+  if (s == "fast" || s == "native") {
     *out = ReductionOrder::kNative;
-  } else if (s == "fixed_order") {
+  } else if (s == "fixed" || s == "fixed_order") {
     *out = ReductionOrder::kFixedOrder;
   } else {
-    return Status::invalid_argument("dist.reduction_order: expected native or fixed_order, got '" +
-                                    s + "'");
+    return Status::invalid_argument("expected fast or fixed (aliases: native, fixed_order), got '" + s + "'");
   }
   return Status::ok();
+}
+
+const char* reduction_order_name(ReductionOrder order) {
+  return order == ReductionOrder::kFixedOrder ? "fixed" : "fast";
 }
 
 }  // namespace lansbert

@@ -2,7 +2,9 @@
 # `lansbert bench` from the command line: a CPU run prints its JSON line, and each option
 # that does not apply (a CUDA-only choice on the CPU, contradictory precisions, unknown
 # values) exits non-zero with a message that names the option; scripts/bench-table.py turns
-# the JSON lines into a markdown table. Usage: bench_cli_test.sh LANSBERT SOURCE_DIR
+# the JSON lines into a markdown table. `lansbert bench-comm` on one process: --order takes
+# the config's names and the old ones, and a bad --order or LANSBERT_COMM is refused by name.
+# Usage: bench_cli_test.sh LANSBERT SOURCE_DIR
 set -euo pipefail
 bin=$1
 src=$2
@@ -60,6 +62,37 @@ expect_error "--attention cudnn needs --backend cuda" --attention cudnn
 expect_error "--tf32 contradicts --precision bf16" --tf32 --precision bf16
 expect_error "--precision" --precision int8
 expect_error "--backend: expected cpu or cuda" --backend tpu
+
+# expect_fail WANT RC CMD...: CMD exits with RC, WANT in stderr+stdout.
+expect_fail() {
+  local want=$1 want_rc=$2; shift 2
+  local err rc
+  set +e
+  err=$("$@" 2>&1); rc=$?
+  set -e
+  (( rc == want_rc )) || fail "exit $rc (want $want_rc) for: $*: $err"
+  [[ $err == *"$want"* ]] || fail "for '$*' expected '$want' in: $err"
+}
+
+# bench-comm --order: the config's names (distributed.reduction_order: fast | fixed), and
+# native | fixed_order as aliases; the header names the order in the config's words.
+comm=(bench-comm --max-bytes 1K --iters 1 --warmup 0)
+for spelling in fast:fast fixed:fixed native:fast fixed_order:fixed; do
+  out=$(LANSBERT_COMM=single "$bin" "${comm[@]}" --order "${spelling%%:*}") || fail "--order ${spelling%%:*} failed"
+  [[ $out == *"communicator single (${spelling#*:} order)"* ]] || fail "--order ${spelling%%:*}: $out"
+done
+expect_fail "--order: expected fast or fixed (aliases: native, fixed_order), got 'ring'" 2 \
+  env LANSBERT_COMM=single "$bin" "${comm[@]}" --order ring
+[[ $("$bin" bench-comm --help) == *"fast (the library's algorithm) | fixed"* ]] || fail "bench-comm --help: --order"
+
+# LANSBERT_COMM: single or mpi override the launcher's guess, unset or empty leave it; any
+# other value is refused (exit 2) before a command runs, here before train reads its config.
+out=$(LANSBERT_COMM= "$bin" "${comm[@]}") || fail "LANSBERT_COMM empty: bench-comm failed"
+[[ $out == *"communicator single"* ]] || fail "LANSBERT_COMM empty: $out"
+bad_comm="LANSBERT_COMM: expected single or mpi (or unset: MPI under a launcher, one process otherwise), got 'bogus'"
+expect_fail "$bad_comm" 2 env LANSBERT_COMM=bogus "$bin" "${comm[@]}"
+expect_fail "$bad_comm" 2 env LANSBERT_COMM=bogus "$bin" train --config /nonexistent/lansbert.yaml
+LANSBERT_COMM=bogus "$bin" bench-comm --help > /dev/null || fail "LANSBERT_COMM=bogus broke --help"
 
 # --backend cuda: without a device (or without CUDA in the build) a clear refusal; with one,
 # a run on it.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checks of `lansbert tokenize` and `lansbert vocab`: output format, stdin,
-# invalid UTF-8 errors naming file/line/offset, --skip-invalid, and vocab's refusal to
-# overwrite and its atomic write. Usage: tokenize_cli_test.sh LANSBERT SOURCE_DIR
+# invalid UTF-8 errors naming file/line/offset, --skip-invalid, vocab's refusal to
+# overwrite, its atomic write and the defaults its --help shows.
+# Usage: tokenize_cli_test.sh LANSBERT SOURCE_DIR
 set -euo pipefail
 bin=$1
 vocab=$2/tests/data/bert-base-uncased-vocab.txt
@@ -49,4 +50,10 @@ set -e
 [[ -z $(ls "$tmp" | grep '\.tmp\.') ]] || fail "temporary file left behind"
 out=$("$bin" tokenize --vocab "$tmp/v.txt" --tokens --no-special "$tmp/corpus.txt" | grep -c UNK || true)
 [[ $out == 0 ]] || fail "trained vocab gives [UNK] on its own text"
+# vocab --help shows each default (BERT's: 30522 tokens, 99 [unusedN]) beside its option.
+help=$("$bin" vocab --help | tr -s ' \n' ' ')
+for want in '--size INT:INT in [5 - 16777216]=30522 ' '--min-frequency INT:INT in [0 - 1000000000]=2 ' \
+            '--unused INT:INT in [0 - 1048576]=99 '; do
+  [[ $help == *"$want"* ]] || fail "vocab --help lacks '$want': $help"
+done
 echo "tokenize_cli_test: ok"

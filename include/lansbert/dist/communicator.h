@@ -125,8 +125,13 @@ struct CommOptions {
   ReductionOrder order = ReductionOrder::kNative;
 };
 
-// Parses "native" | "fixed_order"; names the field on error.
+// Parses the config's names (distributed.reduction_order), "fast" (kNative) | "fixed"
+// (kFixedOrder), and the older "native" | "fixed_order" as aliases, so one spelling works for
+// both the config and `bench-comm --order`. The message lists the accepted values; the
+// caller prefixes the flag or key it came from.
 Status parse_reduction_order(const std::string& s, ReductionOrder* out);
+// The config's name of an order: "fast" | "fixed".
+const char* reduction_order_name(ReductionOrder order);
 
 // The one-process communicator: world 1, collectives copy or do nothing.
 std::unique_ptr<Communicator> make_single_process_communicator();

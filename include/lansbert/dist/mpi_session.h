@@ -44,9 +44,17 @@ bool launched_by_mpi_launcher();
 // The MPI communicator over MPI_COMM_WORLD (a duplicate). Holds the session.
 std::unique_ptr<Communicator> make_mpi_communicator(const CommOptions& options = {});
 
+// What LANSBERT_COMM asks make_communicator for: kAuto when it is unset or empty (the
+// launcher decides), kSingle for "single", kMpi for "mpi".
+enum class CommChoice { kAuto, kSingle, kMpi };
+// Reads LANSBERT_COMM. Any other value is an error naming the variable and the accepted
+// values: a misspelt override must not fall back to the guess it was meant to override.
+Status comm_choice_from_env(CommChoice* out);
+
 // MPI when launched_by_mpi_launcher() or MPI is already initialised; otherwise the
 // single-process communicator (no MPI_Init, no launcher needed). LANSBERT_COMM=single|mpi
-// overrides the guess.
+// overrides the guess. REQUIRES: comm_choice_from_env() ok (the lansbert program checks it
+// before any command runs); a bad value here is a fatal error.
 std::unique_ptr<Communicator> make_communicator(const CommOptions& options = {});
 
 }  // namespace lansbert

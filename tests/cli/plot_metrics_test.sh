@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# scripts/plot-metrics.py with Debian's python3: without matplotlib it exits non-zero with one
+# line naming the package to install (not a traceback); with it, it draws the three PNGs from
+# a metrics file holding training and held-out lines.
+# Usage: plot_metrics_test.sh SOURCE_DIR
+set -euo pipefail
+src=$1
+py=/usr/bin/python3; [[ -x $py ]] || py=python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cat > "$tmp/metrics.jsonl" <<'JSON'
+{"step": 10, "loss": 10.9, "mlm_loss": 10.2, "nsp_loss": 0.7, "mlm_accuracy": 0.01, "nsp_accuracy": 0.5, "lr": 0.001}
+{"step": 20, "loss": 9.8, "mlm_loss": 9.1, "nsp_loss": 0.69, "mlm_accuracy": 0.03, "nsp_accuracy": 0.55, "lr": 0.002}
+{"type": "eval", "step": 20, "loss": 9.9, "mlm_loss": 9.2, "nsp_loss": 0.7, "mlm_accuracy": 0.02, "nsp_accuracy": 0.5, "sequences": 8, "seconds": 0.1}
+JSON
+
+# matplotlib missing: a package of that name earlier on the path fails to import, as the
+# real one does when python3-matplotlib is not installed.
+mkdir -p "$tmp/shim/matplotlib"
+echo 'raise ModuleNotFoundError("No module named '"'matplotlib'"'", name="matplotlib")' \
+  > "$tmp/shim/matplotlib/__init__.py"
+set +e
+err=$(PYTHONPATH="$tmp/shim" "$py" "$src/scripts/plot-metrics.py" "$tmp/metrics.jsonl" "$tmp/none" 2>&1 >/dev/null)
+rc=$?
+set -e
+(( rc != 0 )) || fail "exit 0 without matplotlib"
+[[ $err == *"apt-get install python3-matplotlib"* ]] || fail "no install hint: $err"
+[[ $err != *Traceback* ]] || fail "a traceback instead of one line: $err"
+(( $(wc -l <<< "$err") == 1 )) || fail "more than one line: $err"
+[[ ! -e $tmp/none ]] || fail "created the output directory without matplotlib"
+
+if "$py" -c 'import matplotlib' 2>/dev/null; then
+  "$py" "$src/scripts/plot-metrics.py" "$tmp/metrics.jsonl" "$tmp/plots" > /dev/null
+  for f in loss accuracy lr; do [[ -s $tmp/plots/$f.png ]] || fail "no $f.png"; done
+else
+  echo "note: matplotlib not installed; the drawing half was skipped"
+fi
+echo "plot_metrics: ok"
