@@ -27,7 +27,7 @@ enum class FirstUpdate {
 struct ScheduleConfig {
   ScheduleKind kind = ScheduleKind::kLans;
   double peak_lr = 0.007;   // LANS paper, phase 1
-  int64_t total_steps = 0;  // T: updates in this phase (> 0 unless kind is constant)
+  int64_t total_steps = 0;  // T: updates in this phase (> 0; a constant schedule ignores it, train does not)
   // Fractions of T; a step count >= 0 overrides its ratio.
   double warmup_ratio = 0.05;    // the LANS authors' later script: 5% warmup
   double constant_ratio = 0.25;  //   ... and a 25% constant phase (lans only)
