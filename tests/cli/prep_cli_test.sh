@@ -2,12 +2,7 @@
 # End-to-end checks of `lansbert prep` on bad input: every failure exits non-zero with an
 # error naming the option or file, and leaves the shards of an earlier run byte-identical.
 # Usage: prep_cli_test.sh LANSBERT SOURCE_DIR
-set -euo pipefail
-bin=$1
-vocab=$2/tests/data/bert-base-uncased-vocab.txt
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/cli_test_setup.sh" "$@"
 cd "$tmp"
 
 for d in $(seq 40); do

@@ -6,12 +6,7 @@
 # - prep stops between documents, says so, exits 128 + the signal, and leaves the output
 #   directory as it was (no staging directory, earlier files untouched).
 # Usage: signals_cli_test.sh LANSBERT SOURCE_DIR
-set -euo pipefail
-bin=$1
-vocab=$2/tests/data/bert-base-uncased-vocab.txt
-tmp=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/cli_test_setup.sh" "$@"
 cd "$tmp"
 
 # wait_for COND: polls COND for up to 60 s.

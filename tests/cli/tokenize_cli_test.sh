@@ -3,12 +3,7 @@
 # invalid UTF-8 errors naming file/line/offset, --skip-invalid, vocab's refusal to
 # overwrite, its atomic write and the defaults its --help shows.
 # Usage: tokenize_cli_test.sh LANSBERT SOURCE_DIR
-set -euo pipefail
-bin=$1
-vocab=$2/tests/data/bert-base-uncased-vocab.txt
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/cli_test_setup.sh" "$@"
 
 printf 'Hello, world!\nunaffable\n' > "$tmp/in.txt"
 out=$("$bin" tokenize --vocab "$vocab" "$tmp/in.txt")

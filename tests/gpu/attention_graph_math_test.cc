@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -110,32 +111,43 @@ double rel_error(const std::vector<double>& got, const std::vector<double>& want
 // bf16 operands and a bf16 P: about 2^-8 relative per rounding, a few of them in a row.
 constexpr double kTolerance = 2e-2;
 
-void set_common(testing::GraphInterpreter& run, Rows& q, Rows& k, Rows& v, double* scale) {
-  *scale = 1.0 / std::sqrt(double(D));
-  run.set(sdpa::kQ, q.v);
-  run.set(sdpa::kK, k.v);
-  run.set(sdpa::kV, v.v);
-  run.set(sdpa::kScale, {*scale});
-  run.set(sdpa::kSeqLenQ, {double(S), double(S)});
-  run.set(sdpa::kSeqLenKV, {double(kKeyLengths[0]), double(kKeyLengths[1])});
-  run.set(sdpa::kNegInf, {-std::numeric_limits<double>::infinity()});  // fused_attention.cu's fill
-}
+// One direction's composite graph with random bf16 Q, K, V, dO, the inputs both directions
+// take already set, and the fp64 reference on the same values.
+struct Case {
+  cuda::dnn::GraphBuilder g;
+  Rows q, k, v, d_o;
+  double scale = 1.0 / std::sqrt(double(D));
+  std::unique_ptr<testing::GraphInterpreter> run;
+  Reference ref;
+
+  Case(bool backward, uint32_t seed) {
+    if (backward)
+      sdpa::add_backward(g, sdpa::GraphKind::kComposite, {B, H, S, D, LD});
+    else
+      sdpa::add_forward(g, sdpa::GraphKind::kComposite, {B, H, S, D, LD});
+    std::mt19937 rng(seed);
+    q = random_rows(rng), k = random_rows(rng), v = random_rows(rng), d_o = random_rows(rng);
+    ref = attention(q, k, v, d_o, scale);
+    if (!g.ok()) return;
+    run = std::make_unique<testing::GraphInterpreter>(g);
+    run->set(sdpa::kQ, q.v);
+    run->set(sdpa::kK, k.v);
+    run->set(sdpa::kV, v.v);
+    run->set(sdpa::kScale, {scale});
+    run->set(sdpa::kSeqLenQ, {double(S), double(S)});
+    run->set(sdpa::kSeqLenKV, {double(kKeyLengths[0]), double(kKeyLengths[1])});
+    run->set(sdpa::kNegInf, {-std::numeric_limits<double>::infinity()});  // fused_attention.cu's fill
+  }
+};
 
 TEST(FusedAttentionGraphMath, CompositeForwardComputesMaskedAttentionAndStats) {
   const cuda::CudnnApi& api = cuda::cudnn_api();
   if (!api.ok()) GTEST_SKIP() << "cuDNN not loadable here: " << api.error;
-  cuda::dnn::GraphBuilder g;
-  sdpa::add_forward(g, sdpa::GraphKind::kComposite, {B, H, S, D, LD});
-  ASSERT_TRUE(g.ok()) << g.error();
-  std::mt19937 rng(7);
-  Rows q = random_rows(rng), k = random_rows(rng), v = random_rows(rng), d_o = random_rows(rng);
-  testing::GraphInterpreter run(g);
-  double scale = 0;
-  set_common(run, q, k, v, &scale);
-  run.run();
-  const Reference ref = attention(q, k, v, d_o, scale);
-  const double o_err = rel_error(run.get(sdpa::kO), ref.o.v);
-  const double stats_err = rel_error(run.get(sdpa::kStats), ref.stats);
+  Case c(false, 7);
+  ASSERT_TRUE(c.g.ok()) << c.g.error();
+  c.run->run();
+  const double o_err = rel_error(c.run->get(sdpa::kO), c.ref.o.v);
+  const double stats_err = rel_error(c.run->get(sdpa::kStats), c.ref.stats);
   std::printf("  forward: O rel error %.2e, Stats rel error %.2e\n", o_err, stats_err);
   EXPECT_LT(o_err, kTolerance);
   EXPECT_LT(stats_err, 1e-5);  // fp32 all the way
@@ -144,19 +156,15 @@ TEST(FusedAttentionGraphMath, CompositeForwardComputesMaskedAttentionAndStats) {
 TEST(FusedAttentionGraphMath, CompositeBackwardGivesTheGradients) {
   const cuda::CudnnApi& api = cuda::cudnn_api();
   if (!api.ok()) GTEST_SKIP() << "cuDNN not loadable here: " << api.error;
-  cuda::dnn::GraphBuilder g;
-  sdpa::add_backward(g, sdpa::GraphKind::kComposite, {B, H, S, D, LD});
-  ASSERT_TRUE(g.ok()) << g.error();
-  std::mt19937 rng(11);
-  Rows q = random_rows(rng), k = random_rows(rng), v = random_rows(rng), d_o = random_rows(rng);
-  testing::GraphInterpreter run(g);
-  double scale = 0;
-  set_common(run, q, k, v, &scale);
-  const Reference ref = attention(q, k, v, d_o, scale);
+  Case c(true, 11);
+  ASSERT_TRUE(c.g.ok()) << c.g.error();
+  testing::GraphInterpreter& run = *c.run;
+  const Reference& ref = c.ref;
+  Rows& q = c.q;
   // As FusedAttention::backward hands them over: O in bf16, the forward's Stats, dQ/dK/dV
   // and the dQ accumulator zeroed first.
   run.set(sdpa::kO, ref.o.v);
-  run.set(sdpa::kDO, d_o.v);
+  run.set(sdpa::kDO, c.d_o.v);
   run.set(sdpa::kStats, ref.stats);
   run.set(sdpa::kOne, {1.0});
   const std::vector<double> zeros(q.v.size(), 0.0);
