@@ -19,7 +19,7 @@ macro(lansbert_sources var dir)
 endmacro()
 
 lansbert_sources(CORE_SRC src/core)
-lansbert_layer(lansbert_core SOURCES ${CORE_SRC} DEPS spdlog::spdlog fmt::fmt)
+lansbert_layer(lansbert_core SOURCES ${CORE_SRC} DEPS spdlog::spdlog fmt::fmt ${CMAKE_DL_LIBS})
 
 lansbert_layer(lansbert_kernels DEPS lansbert_core)
 

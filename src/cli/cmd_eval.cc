@@ -61,9 +61,9 @@ Status run_eval_cmd(const EvalArgs& a) {
   LB_RETURN_IF_ERROR(cfg.resolve_model(&mc));
   EvalResult r;
   Status st = run_eval(mc, dir, o, &r);
-  auto names_eval_data = [&](const std::string& m) {
+  auto names_eval_data = [&](const std::string& m) {  // a relative glob of the config's, not found
     for (const std::string& g : o.data)
-      if (m.find(g) != std::string::npos) return true;
+      if (!g.empty() && g[0] != '/' && m.find(g) != std::string::npos) return true;
     return false;
   };
   if (!st.is_ok() && own_eval && st.code() == StatusCode::kNotFound && names_eval_data(st.message()))
@@ -90,7 +90,7 @@ Status run_export_cmd(const ExportArgs& a) {
   ExportOptions o{a.out, a.force, a.vocab};
   Status st = export_hf(cfg, dir, o);
   if (!st.is_ok() && a.vocab.empty() && st.code() == StatusCode::kNotFound &&
-      st.message().find(cfg.data.vocab) != std::string::npos)
+      !cfg.data.vocab.empty() && cfg.data.vocab[0] != '/' && st.message().find(cfg.data.vocab) != std::string::npos)
     st = st.with_prefix("data.vocab of the checkpoint's config (a path as training saw it, relative to its working "
                         "directory; pass --vocab): ");
   LB_RETURN_IF_ERROR(st);

@@ -70,9 +70,12 @@ Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
   if (a.dry_run) {
     TrainPlan plan;
     LB_RETURN_IF_ERROR(make_plan(cfg, comm->world(), &plan));
-    const std::string train_line = describe_shards("data.train", cfg.data.train, cfg.data.format == "hdf5");
-    const std::string eval_line = cfg.data.eval.empty() ? "" : describe_shards("data.eval", cfg.data.eval, false);
     if (comm->rank() == 0) {
+      // As the trainer opens them (its options for both sets); on rank 0 only: the others
+      // print nothing, and thousands of HDF5 files times the ranks is real file-system load.
+      const bool hdf5 = cfg.data.format == "hdf5";
+      const std::string train_line = describe_shards("data.train", cfg.data.train, hdf5);
+      const std::string eval_line = cfg.data.eval.empty() ? "" : describe_shards("data.eval", cfg.data.eval, hdf5);
       print_plan(cfg, plan);
       std::printf("%s%s", train_line.c_str(), eval_line.c_str());
       std::printf("  checkpoints         : %s (metrics: %s)\n", cfg.checkpoint.dir.c_str(),

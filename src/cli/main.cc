@@ -42,10 +42,11 @@ int main(int argc, char** argv) {
   lansbert::cli::add_export_command(app);
   lansbert::cli::add_bench_comm_command(app);
   // LANSBERT_COMM picks the communicator of train, bench-comm and bench --comm. A misspelt
-  // value is refused once the command line is parsed (so --help still works) and before any
-  // command runs: a job then fails before it loads its config or waits for other ranks. Every
-  // command refuses it, as the environment is wrong whichever command meets it first.
-  app.parse_complete_callback([] {
+  // value is refused once the command line is parsed (so --help still works) and before the
+  // command runs: a job then fails before it loads its config or waits for other ranks. The
+  // commands that never make a communicator (prep, vocab, eval, ...) do not look at it.
+  app.parse_complete_callback([&app] {
+    if (!app.got_subcommand("train") && !app.got_subcommand("bench-comm") && !app.got_subcommand("bench")) return;
     lansbert::CommChoice choice;
     if (lansbert::Status st = lansbert::comm_choice_from_env(&choice); !st.is_ok()) {
       lansbert::cli::report(st);

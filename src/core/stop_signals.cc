@@ -1,7 +1,10 @@
 // StopSignals and the reset of library-installed handlers (stop_signals.h).
 #include "lansbert/core/stop_signals.h"
 
+#include <dlfcn.h>
+
 #include <atomic>
+#include <cstring>
 
 namespace lansbert {
 namespace {
@@ -11,14 +14,23 @@ static_assert(std::atomic<int>::is_always_lock_free, "read from a signal handler
 
 extern "C" void record_stop_signal(int sig) { g_stop_signal.store(sig); }
 
+// Whether `handler` lives in libinfinipath (the library whose load-time handlers we undo);
+// a sanitizer's or crash reporter's handlers stay.
+bool from_infinipath(const void* handler) {
+  Dl_info info = {};
+  return dladdr(handler, &info) != 0 && info.dli_fname != nullptr &&
+         std::strstr(info.dli_fname, "libinfinipath") != nullptr;
+}
+
 }  // namespace
 
 void restore_default_signal_actions() {
   for (int sig : {SIGINT, SIGTERM, SIGSEGV, SIGBUS, SIGILL, SIGABRT}) {
     struct sigaction now = {};
     if (sigaction(sig, nullptr, &now) != 0) continue;
-    const bool ignored = !(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_IGN;
-    if (ignored) continue;
+    const void* handler = (now.sa_flags & SA_SIGINFO) ? reinterpret_cast<const void*>(now.sa_sigaction)
+                                                      : reinterpret_cast<const void*>(now.sa_handler);
+    if (now.sa_handler == SIG_IGN || now.sa_handler == SIG_DFL || !from_infinipath(handler)) continue;
     struct sigaction dfl = {};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);

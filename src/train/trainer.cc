@@ -88,7 +88,10 @@ Status Run::check_vocab_size(int64_t tokens, const std::string& source) const {
   if (tokens > mc.vocab_size)
     return Status::invalid_argument("model.vocab_size: " + std::to_string(mc.vocab_size) + " rows cannot hold the " +
                                     std::to_string(tokens) + " tokens of " + source + "; " + fix);
-  if (tokens < mc.vocab_size && !cfg.model.vocab_size)
+  // Only for a new run: a run started (before this check) with a preset's size and a
+  // smaller vocab resumes with the layout it has.
+  const bool fresh = opts.resume.empty() && opts.init_from.empty();
+  if (tokens < mc.vocab_size && !cfg.model.vocab_size && fresh)
     return Status::invalid_argument("model.vocab_size: preset " + cfg.model.preset + " has " +
                                     std::to_string(mc.vocab_size) + ", " + source + " has " + std::to_string(tokens) +
                                     " tokens; " + fix + " (or larger, to pad the embedding)");
@@ -125,7 +128,10 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
                                     (shards->dynamic_masking() ? "unmasked (dynamic)" : "masked (static)"));
   // data.whole_word forces whole-word masking where masks are drawn at load time; shards
   // masked at prep time must have been masked that way already.
-  if (cfg.data.whole_word && !shards->dynamic_masking() && !(shards->info() && shards->info()->whole_word))
+  if (cfg.data.whole_word && !shards->info())
+    return Status::invalid_argument("data.whole_word: HDF5 shards are masked already and record no masking mode; "
+                                    "drop data.whole_word");
+  if (cfg.data.whole_word && !shards->dynamic_masking() && !shards->info()->whole_word)
     return Status::invalid_argument(
         "data.whole_word: the data.train shards were masked by prep without --whole-word; prep them with "
         "--whole-word (or --dynamic-masking, to mask at load time), or drop data.whole_word");

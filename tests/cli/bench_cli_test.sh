@@ -93,6 +93,9 @@ bad_comm="LANSBERT_COMM: expected single or mpi (or unset: MPI under a launcher,
 expect_fail "$bad_comm" 2 env LANSBERT_COMM=bogus "$bin" "${comm[@]}"
 expect_fail "$bad_comm" 2 env LANSBERT_COMM=bogus "$bin" train --config /nonexistent/lansbert.yaml
 LANSBERT_COMM=bogus "$bin" bench-comm --help > /dev/null || fail "LANSBERT_COMM=bogus broke --help"
+# Commands that make no communicator do not look at it (a stray value must not stop data prep).
+LANSBERT_COMM=bogus "$bin" tokenize --vocab "$src/tests/data/bert-base-uncased-vocab.txt" <<< "hello" > /dev/null ||
+  fail "LANSBERT_COMM=bogus refused tokenize"
 
 # --backend cuda: without a device (or without CUDA in the build) a clear refusal; with one,
 # a run on it.

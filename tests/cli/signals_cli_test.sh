@@ -15,7 +15,11 @@ wait_for() {
   fail "timed out waiting for: $1"
 }
 
-# tokenize blocks reading a pipe that stays open: a signal is the only way it ends.
+# tokenize blocks reading a pipe that stays open: a signal is the only way it ends. Its
+# readiness is read from /proc/PID/syscall, which some containers do not allow.
+if ! cat /proc/$$/syscall > /dev/null 2>&1; then
+  echo "signals_cli: /proc/PID/syscall not readable here; skipping the tokenize part"
+else
 mkfifo in.fifo
 "$bin" tokenize --vocab "$vocab" < in.fifo > /dev/null 2> tok.err &
 pid=$!
@@ -29,6 +33,7 @@ kill -INT $pid
 rc=0; wait $pid || rc=$?
 exec 3>&-
 (( rc == 130 )) || fail "tokenize on SIGINT: exit $rc, expected 130 (death by SIGINT): $(cat tok.err)"
+fi
 
 # prep: a corpus that takes one thread many seconds (20 passes), stopped once its staging
 # directory exists, i.e. mid-run.

@@ -81,6 +81,13 @@ expect_error 2 "model.vocab_size: preset bert-tiny has 30522, data.vocab $tmp/da
   train --config "$tmp/preset-vocab.yaml" --set "checkpoint.dir=$tmp/fresh/ck"
 expect_error 2 "model.vocab_size: 32 rows cannot hold the 64 tokens of data.vocab" \
   train --config "$tmp/good.yaml" --set model.vocab_size=32 --set "checkpoint.dir=$tmp/fresh/ck"
+# A run that (as before that check) trained with the preset's size over a smaller vocab
+# resumes without model.vocab_size: the rule is for new runs.
+"$lb" train --config "$tmp/preset-vocab.yaml" --set model.vocab_size=30522 --set "checkpoint.dir=$tmp/preset-ck" \
+  --stop-at-step 1 >/dev/null 2>&1 || { echo "FAIL: preset-size run"; fail=1; }
+"$lb" train --config "$tmp/preset-vocab.yaml" --set "checkpoint.dir=$tmp/preset-ck" --resume latest \
+  --stop-at-step 2 >/dev/null 2>"$tmp/preset-resume.err" ||
+  { echo "FAIL: resuming a preset-size run: $(cat "$tmp/preset-resume.err")"; fail=1; }
 # schedule.total_steps is the run length for every schedule kind (constant ran 0 steps).
 expect_error 2 "schedule.total_steps: must be positive" \
   train --config "$tmp/good.yaml" --set schedule.kind=constant --set schedule.total_steps=0 --set "checkpoint.dir=$tmp/fresh/ck"

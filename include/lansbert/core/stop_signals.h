@@ -5,9 +5,9 @@
 // handlers for SIGINT, SIGTERM, SIGSEGV, SIGBUS, SIGILL and SIGABRT that print a backtrace
 // and call exit(1). exit() inside a signal handler runs static destructors while worker
 // threads still run, which can hang the process; it also turns Ctrl-C into a silent exit
-// status 1 and a crash into no core dump. Whatever is installed before main came from such
-// a library, so those six go back to the default action (an inherited SIG_IGN stays, as
-// nohup and background jobs expect). MPI_Init, later, installs what Open MPI wants.
+// status 1 and a crash into no core dump. Those handlers (found by address with dladdr) go
+// back to the default action; any other (a sanitizer's, an inherited SIG_IGN as nohup and
+// background jobs expect) stays. MPI_Init, later, installs what Open MPI wants.
 //
 // StopSignals: while one is alive, SIGINT and SIGTERM only record themselves; long jobs
 // poll stop_signal() at safe points (the trainer after a step, with a checkpoint; prep
