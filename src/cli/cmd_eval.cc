@@ -21,6 +21,18 @@ Status open_checkpoint(const std::string& spec, std::string* dir, TrainConfig* c
   return parse_train_config(meta.config_json, *dir + "/trainer.json", {}, 1, cfg);
 }
 
+// A checkpoint's config keeps paths as training saw them. When `st` is "not found" for one of
+// `paths` that is relative, the message says where it came from and which flag to pass.
+Status hint_relative_path(const Status& st, const std::vector<std::string>& paths, const char* key,
+                          const char* flag) {
+  if (st.code() != StatusCode::kNotFound) return st;
+  for (const std::string& p : paths)
+    if (!p.empty() && p[0] != '/' && st.message().find(p) != std::string::npos)
+      return st.with_prefix(std::string(key) + " of the checkpoint's config (paths are as training saw them, "
+                            "relative to its working directory; pass " + flag + "): ");
+  return st;
+}
+
 struct EvalArgs {
   std::string checkpoint;
   std::vector<std::string> data;
@@ -61,14 +73,7 @@ Status run_eval_cmd(const EvalArgs& a) {
   LB_RETURN_IF_ERROR(cfg.resolve_model(&mc));
   EvalResult r;
   Status st = run_eval(mc, dir, o, &r);
-  auto names_eval_data = [&](const std::string& m) {  // a relative glob of the config's, not found
-    for (const std::string& g : o.data)
-      if (!g.empty() && g[0] != '/' && m.find(g) != std::string::npos) return true;
-    return false;
-  };
-  if (!st.is_ok() && own_eval && st.code() == StatusCode::kNotFound && names_eval_data(st.message()))
-    st = st.with_prefix("data.eval of the checkpoint's config (paths are as training saw them, relative to its "
-                        "working directory; pass --data): ");
+  if (own_eval) st = hint_relative_path(st, o.data, "data.eval", "--data");
   LB_RETURN_IF_ERROR(st);
   std::printf("checkpoint %s (%s backend, %s GEMMs%s)\n", dir.c_str(), o.backend.c_str(), gemm_math_name(o.math),
               o.cast_in_gemm ? ", operands converted inside cuBLAS" : "");
@@ -89,10 +94,7 @@ Status run_export_cmd(const ExportArgs& a) {
   LB_RETURN_IF_ERROR(open_checkpoint(a.checkpoint, &dir, &cfg));
   ExportOptions o{a.out, a.force, a.vocab};
   Status st = export_hf(cfg, dir, o);
-  if (!st.is_ok() && a.vocab.empty() && st.code() == StatusCode::kNotFound &&
-      !cfg.data.vocab.empty() && cfg.data.vocab[0] != '/' && st.message().find(cfg.data.vocab) != std::string::npos)
-    st = st.with_prefix("data.vocab of the checkpoint's config (a path as training saw it, relative to its working "
-                        "directory; pass --vocab): ");
+  if (a.vocab.empty()) st = hint_relative_path(st, {cfg.data.vocab}, "data.vocab", "--vocab");
   LB_RETURN_IF_ERROR(st);
   std::printf("exported %s to %s (BertForPreTraining)\n", dir.c_str(), a.out.c_str());
   return Status::ok();

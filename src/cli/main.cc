@@ -43,8 +43,8 @@ int main(int argc, char** argv) {
   lansbert::cli::add_bench_comm_command(app);
   // LANSBERT_COMM picks the communicator of train, bench-comm and bench --comm. A misspelt
   // value is refused once the command line is parsed (so --help still works) and before the
-  // command runs: a job then fails before it loads its config or waits for other ranks. The
-  // commands that never make a communicator (prep, vocab, eval, ...) do not look at it.
+  // command runs: a job then fails before it loads its config or waits for other ranks. Only
+  // the commands that may make a communicator look at it (bench: with or without --comm).
   app.parse_complete_callback([&app] {
     if (!app.got_subcommand("train") && !app.got_subcommand("bench-comm") && !app.got_subcommand("bench")) return;
     lansbert::CommChoice choice;

@@ -113,6 +113,8 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
   so.token_limit = mc.vocab_size;
   Status st = ShardSet::open(cfg.data.train, so, &shards);
   if (!st.is_ok()) return st.with_prefix("data.train: ");
+  // With data.vocab the shards were made with it (ShardSet::open compared the hashes), so
+  // its size is theirs; the one check covers both.
   if (!is_continuation->empty())
     LB_RETURN_IF_ERROR(check_vocab_size(int64_t(is_continuation->size()), "data.vocab " + cfg.data.vocab));
   else if (shards->info())
@@ -135,8 +137,6 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
     return Status::invalid_argument(
         "data.whole_word: the data.train shards were masked by prep without --whole-word; prep them with "
         "--whole-word (or --dynamic-masking, to mask at load time), or drop data.whole_word");
-  if (shards->info() && shards->info()->vocab_size > mc.vocab_size)
-    return mismatch("model.vocab_size", mc.vocab_size, shards->info()->vocab_size);
   if (shards->count() < cfg.batch.global_batch)
     return Status::invalid_argument("batch.global_batch: " + std::to_string(cfg.batch.global_batch) +
                                     " exceeds the " + std::to_string(shards->count()) + " samples of data.train");
