@@ -31,6 +31,9 @@ class CudaDeviceBackend final : public DeviceBackend {
     return Status::ok();
   }
   Allocator& allocator() override { return device_allocator(); }
+  bool memory_info(size_t* free_bytes, size_t* total_bytes) override {
+    return cuda::memory_info(free_bytes, total_bytes);
+  }
   std::unique_ptr<Ops<float>> make_ops(const DeviceOptions& options) override {
     OpsOptions o;
     o.math = options.math;

@@ -52,6 +52,7 @@ struct BenchOptions {
   bool json = false;
   bool comm = false;
   bool profile = false;
+  bool recompute = false;  // ModelLimits::recompute (batch.recompute)
   uint64_t seed = 1;
   std::string backend = "cpu";  // cpu | cuda
   bool tf32 = false;            // cuda: TF32 GEMMs (the same as --precision tf32)
@@ -108,33 +109,38 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
 #endif
 }
 
+// What a micro-batch's device footprint depends on besides its size.
+struct FootprintOptions {
+  bool with_moments = false;    // an optimizer's m and v
+  bool fused_attention = false; // cuDNN's staging
+  bool cast_operands = false;   // 16-bit GEMMs whose operands our kernels convert
+  bool reuse = false;           // ... kept and reused (Ops::keep_gemm_operand)
+  bool recompute = false;       // ModelLimits::recompute
+};
+
 // Bytes a micro-batch of B needs on the device: params, grads, m, v (fp32), the activation
 // arena, and a margin for cuBLAS workspaces, the embedding sort's scratch and fragmentation;
 // the fused attention adds its bf16 staging (8 tensors of B*S*H) and fp32 dQ accumulator.
-[[maybe_unused]] size_t device_bytes_for(const BertConfig& cfg, int B, int S, int P, bool with_moments,
-                                         bool fused_attention, bool cast_operands, bool reuse) {
+[[maybe_unused]] size_t device_bytes_for(const BertConfig& cfg, int B, int S, int P, const FootprintOptions& f) {
   const size_t params = make_bert_param_table(cfg).total_elements();
-  const size_t flat = params * sizeof(float) * (with_moments ? 4 : 2);
-  const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P}, cast_operands && reuse);
-  const size_t fused = fused_attention ? size_t(B) * S * cfg.hidden * (8 * 2 + 4) : 0;
-  // 16-bit GEMMs with our cast pass: the kept weights' copy, the layers' kept GEMM inputs
-  // (x, ctx, h1: hidden wide; q/k/v: 3 x hidden; the GELU output: intermediate wide; the
-  // attention probabilities), and three operand workspaces (A, B, the held dY) sized for the
-  // largest operand: FFN activations, attention probabilities or the MLM logits.
+  const size_t flat = params * sizeof(float) * (f.with_moments ? 4 : 2);
+  const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P, f.recompute}, f.cast_operands && f.reuse);
+  const size_t fused = f.fused_attention ? size_t(B) * S * cfg.hidden * (8 * 2 + 4) : 0;
+  // 16-bit GEMMs with our cast pass: the kept weights' copy, the layers' kept activations
+  // (BertModel::kept_copy_bytes_for), and three operand workspaces (A, B, the held dY) sized
+  // for the largest operand: FFN activations, attention probabilities or the MLM logits.
   const size_t N = size_t(B) * S;
   const size_t largest = std::max({N * cfg.intermediate, size_t(B) * cfg.heads * S * S,
                                    size_t(B) * P * cfg.vocab_size});
-  const size_t kept_acts =
-      size_t(cfg.layers) * (N * (6 * size_t(cfg.hidden) + cfg.intermediate) + size_t(B) * cfg.heads * S * S);
-  const size_t casts = cast_operands ? (reuse ? 2 * (params + kept_acts) : 0) + 3 * 2 * largest : 0;
+  const size_t kept = f.reuse ? 2 * params + BertModel<float>::kept_copy_bytes_for(cfg, {B, S, P, f.recompute}) : 0;
+  const size_t casts = f.cast_operands ? kept + 3 * 2 * largest : 0;
   return flat + act + act / 20 + fused + casts + (size_t(512) << 20);
 }
 
 // --batch 0: the largest micro-batch (from 4096 down, powers of two and 1.5x between) whose
 // estimate is below the free device memory and can actually be allocated in one piece. Never
 // fatal: allocation failures are caught (cuda::try_allocate). 0 when none fits.
-int probe_batch(const BertConfig& cfg, int S, int P, bool with_moments, bool fused_attention, bool cast_operands, bool reuse,
-                double* free_gib, double* need_gib) {
+int probe_batch(const BertConfig& cfg, int S, int P, const FootprintOptions& f, double* free_gib, double* need_gib) {
 #ifdef LANSBERT_HAVE_CUDA
   size_t free_b = 0, total_b = 0;
   if (!cuda::memory_info(&free_b, &total_b)) return 0;
@@ -146,15 +152,14 @@ int probe_batch(const BertConfig& cfg, int S, int P, bool with_moments, bool fus
   }
   candidates.push_back(1);
   for (int b : candidates) {
-    const size_t need = device_bytes_for(cfg, b, S, P, with_moments, fused_attention, cast_operands, reuse);
+    const size_t need = device_bytes_for(cfg, b, S, P, f);
     if (need > free_b) continue;
     if (!cuda::try_allocate(need)) continue;
     *need_gib = need / 1073741824.0;
     return b;
   }
 #else
-  (void)cfg, (void)S, (void)P, (void)with_moments, (void)fused_attention, (void)cast_operands, (void)reuse, (void)free_gib,
-      (void)need_gib;
+  (void)cfg, (void)S, (void)P, (void)f, (void)free_gib, (void)need_gib;
 #endif
   return 0;
 }
@@ -235,8 +240,8 @@ int run_bench(const BenchOptions& o) {
   if (B == 0) {
     // Our cast pass: with cast reuse its kept copies, and the arena without fp32 memory for
     // the kept outputs (Ops::kept_outputs_unwritten); without reuse neither.
-    B = probe_batch(cfg, o.seq_len, P, time_opt, fused_attention, cast_operands, o.cast_reuse == "on", &probe_free,
-                    &probe_need);
+    B = probe_batch(cfg, o.seq_len, P, {time_opt, fused_attention, cast_operands, o.cast_reuse == "on", o.recompute},
+                    &probe_free, &probe_need);
     if (B == 0) {
       report(Status::unsupported("bench: --batch 0: not even a micro-batch of 1 fits in the " +
                                  std::to_string(probe_free) + " GiB free on " + be.device));
@@ -245,7 +250,7 @@ int run_bench(const BenchOptions& o) {
   }
   ProfilingOps<float> profiler(*be.ops, be.sync);
   Ops<float>& ops = o.profile ? static_cast<Ops<float>&>(profiler) : *be.ops;
-  BertModel<float> model(cfg, ops, {B, o.seq_len, P});
+  BertModel<float> model(cfg, ops, {B, o.seq_len, P, o.recompute});
   model.init_params(o.seed);
   const Batch batch = random_full_batch(B, o.seq_len, P, cfg.vocab_size, o.seed);
   // The optimizer's moments live where the parameters do.
@@ -323,9 +328,11 @@ int run_bench(const BenchOptions& o) {
     std::printf(
         "{\"model\":\"%s\",\"backend\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"batch\":%d,\"seq_len\":%d,\"max_pred\":%d,"
         "\"params\":%zu,\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"step_ms\":%.3f,\"tokens_per_s\":%.1f,"
-        "\"sequences_per_s\":%.2f,\"gflops\":%.2f,\"mfu\":%.4f,\"loss\":%.5f",
+        "\"sequences_per_s\":%.2f,\"gflops\":%.2f,\"mfu\":%.4f,\"loss\":%.5f,\"recompute\":%s,"
+        "\"activation_bytes\":%zu",
         o.model.c_str(), o.backend.c_str(), gemm_math_name(o.math), threads, B, o.seq_len, P, model.table().parameter_count(), tf * 1e3,
-        tb * 1e3, step * 1e3, tokens / step, B / step, gflops, mfu, loss);
+        tb * 1e3, step * 1e3, tokens / step, B / step, gflops, mfu, loss, o.recompute ? "true" : "false",
+        model.activation_bytes());
     if (opt) std::printf(",\"optimizer\":\"%s\",\"optimizer_ms\":%.3f", opt_name.c_str(), tu * 1e3);
     if (casts > 0)
       std::printf(",\"gemm_cast_elements_per_step\":%.0f,\"gemm_copy_writes_per_step\":%.0f,\"cast_reuse\":\"%s\"",
@@ -362,7 +369,8 @@ int run_bench(const BenchOptions& o) {
                   gemm_math_name(o.math), peak->name, 100 * mfu_half, peak->half_tflops);
     else if (o.backend == "cuda" && o.peak_gflops <= 0)
       std::printf("  (device not in the peak table: give --peak-gflops for MFU)");
-    std::printf("\n  activations %.1f MiB, loss %.4f\n", model.activation_bytes() / 1048576.0, loss);
+    std::printf("\n  activations %.1f MiB%s, loss %.4f\n", model.activation_bytes() / 1048576.0,
+                o.recompute ? " (layers recomputed in the backward, not counted in FLOP/s)" : "", loss);
     if (casts > 0)
       std::printf("  GEMM operand casts %.1fM elements/step and 16-bit copies written %.1fM (%.2f GB of extra "
                   "traffic at 6 and 2 bytes each), reuse %s\n",
@@ -415,6 +423,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--seed", o->seed, "Seed for weights, data and dropout")->capture_default_str();
   sub->add_flag("--json", o->json, "Print one JSON line");
   sub->add_flag("--profile", o->profile, "Also print time per op (adds a little overhead)");
+  sub->add_flag("--recompute", o->recompute,
+                "Recompute each encoder layer's activations in the backward (batch.recompute): a smaller arena "
+                "for one more forward of the layers; FLOP/s and MFU count the model's FLOPs only");
   sub->add_flag("--comm", o->comm,
                  "Measure the communicator instead: all-reduce algbw/busbw over message sizes "
                  "(the defaults of `lansbert bench-comm`, which takes more options)");

@@ -32,7 +32,8 @@ void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
   std::printf("%s\n", config_to_json(cfg, 2).c_str());
   std::printf("plan:\n");
   std::printf("  world size          : %d\n", p.world);
-  std::printf("  micro-batch per rank: %d\n", cfg.batch.micro_batch);
+  std::printf("  micro-batch per rank: %d%s\n", cfg.batch.micro_batch,
+              cfg.batch.recompute ? " (encoder layers recomputed in the backward)" : "");
   std::printf("  accumulation        : %d micro-batches per update\n", p.accumulation);
   std::printf("  global batch        : %lld sequences of %d tokens\n", (long long)cfg.batch.global_batch,
               cfg.data.seq_len);

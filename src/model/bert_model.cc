@@ -4,6 +4,7 @@
 #include "lansbert/model/bert_model.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <string>
 
 #include "bert_model_impl.h"
@@ -53,7 +54,8 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, bool kept_outputs_un
   emb_out = a.take<T>(N * H);
   layers.resize(c.layers);
   const bool attn_dropout = c.attention_dropout > 0;
-  for (LayerActs<T>& l : layers) {
+  // Everything of a layer but its output h2, which the next layer reads as its input.
+  auto take_scratch = [&](LayerActs<T>& l) {
     l.qkv = a.take<T>(3 * N * H);
     l.q = l.qkv;
     l.k = l.qkv + H;
@@ -70,6 +72,15 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, bool kept_outputs_un
     l.res2 = a.take<T>(N * H);
     l.mean2 = a.take<T>(N);
     l.rstd2 = a.take<T>(N);
+  };
+  // With recomputation every layer's scratch is the same memory (ModelLimits::recompute).
+  LayerActs<T> shared;
+  if (lim.recompute) take_scratch(shared);
+  for (LayerActs<T>& l : layers) {
+    if (lim.recompute)
+      l = shared;
+    else
+      take_scratch(l);
     l.h2 = a.take<T>(N * H);
   }
   mlm_x = a.take<T>(Pt * H);
@@ -160,12 +171,26 @@ BertModel<T>::~BertModel() {
 }
 
 template <typename T>
+void BertModel<T>::release_layer(int l, const T* x) {
+  const LayerActs<T>& a = state_->layers[l];
+  for (const T* p : std::initializer_list<const T*>{x, a.qkv, a.probs, a.probs_drop, a.ctx, a.h1, a.ffn_act})
+    ops_.drop_gemm_operand(p);
+}
+
+template <typename T>
 size_t BertModel<T>::activation_bytes_for(const BertConfig& config, ModelLimits limits, bool kept_outputs_unwritten) {
   BertState<T> s;
   s.config = &config;
   Arena counting;
   s.layout(counting, limits, kept_outputs_unwritten);
   return counting.required();
+}
+
+template <typename T>
+size_t BertModel<T>::kept_copy_bytes_for(const BertConfig& c, ModelLimits lim) {
+  const size_t B = lim.max_batch, S = lim.max_seq, N = B * S, H = c.hidden;
+  const size_t layer = N * (6 * H + c.intermediate) + B * c.heads * S * S;
+  return 2 * (lim.recompute ? layer + N * H : size_t(c.layers) * layer);
 }
 
 template <typename T>
@@ -283,6 +308,10 @@ ForwardResult BertModel<T>::forward(const Batch& batch, const StepContext& ctx) 
   const T* x = s.emb_out;
   for (int l = 0; l < config_.layers; ++l) {
     encoder_layer_forward(s, l, x);
+    // Recomputation: the next layer overwrites this one's activations (all but its output),
+    // so nothing of them is kept for 16-bit GEMMs either; its input is kept again when the
+    // backward recomputes them. The last layer's stay as they are for its backward.
+    if (limits_.recompute && l + 1 < config_.layers) release_layer(l, x);
     x = s.layers[l].h2;
   }
   heads_forward(s, x);
@@ -321,6 +350,14 @@ void BertModel<T>::backward(T loss_weight, const GradReadyFn& on_ready) {
   if (on_ready) on_ready(index(s.pooler.w), table_.size());
   for (int l = config_.layers - 1; l >= 0; --l) {
     const T* x = l == 0 ? s.emb_out : s.layers[l - 1].h2;
+    if (limits_.recompute && l + 1 < config_.layers) {
+      // The forward again, from the layer's input, with the same dropout masks (keyed by the
+      // step and the layer): the activations it wrote before, bit for bit. Its output is
+      // rewritten with the same values; nothing reads it any more, so its copy is not kept.
+      ops_.keep_gemm_operand(x, size_t(s.N) * config_.hidden);
+      encoder_layer_forward(s, l, x);
+      ops_.drop_gemm_operand(s.layers[l].h2);
+    }
     encoder_layer_backward(s, l, x);
     const LayerParams& p = s.layer_params[l];
     if (on_ready) on_ready(index(p.qkv.w), index(p.ln2.b) + 1);

@@ -99,7 +99,9 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
     dopts.cast_in_gemm = opts.cast_in_gemm;
     ops = device->make_ops(dopts);
   }
-  BertModel<float> model(mc, *ops, ModelLimits{micro_batch, set->seq_len(), set->max_pred()});
+  // Forward passes only: the layers may share their activation memory (the recomputing
+  // layout; nothing is recomputed without a backward).
+  BertModel<float> model(mc, *ops, ModelLimits{micro_batch, set->seq_len(), set->max_pred(), /*recompute=*/true});
   LB_RETURN_IF_ERROR(load_params_to(device.get(), dir, model.table(), model.params()));
   EvalSums sums;
   LB_RETURN_IF_ERROR(evaluate_samples(model, *set, n, micro_batch, 0, 1, &sums, opts.dump_batch));

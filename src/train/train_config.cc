@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "lansbert/dist/communicator.h"
@@ -201,13 +202,27 @@ Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
   if (world > 1 && half_wire) p.half_bytes += n * 2;
   if (world > 1) p.reduce_bytes = n * (half_wire ? 2 : sizeof(float));
   // 16-bit GEMMs with our cast pass (cast reuse is always on in training) keep the GEMM-only
-  // activations as 16-bit copies only.
-  p.activation_bytes = BertModel<float>::activation_bytes_for(
-      mc, ModelLimits{config.batch.micro_batch, config.data.seq_len, config.data.max_pred},
-      config.converts_gemm_operands());
+  // activations as 16-bit copies only, and the GEMM inputs as copies too.
+  p.activation_bytes = BertModel<float>::activation_bytes_for(mc, config.model_limits(), config.converts_gemm_operands());
+  if (config.converts_gemm_operands()) p.half_bytes += BertModel<float>::kept_copy_bytes_for(mc, config.model_limits());
   p.flops_per_sequence = training_flops_per_sequence(mc, config.data.seq_len, config.data.max_pred);
   *plan = p;
   return Status::ok();
+}
+
+Status check_plan_fits(const TrainConfig& config, const TrainPlan& p, double have, int ranks,
+                       const std::string& where) {
+  const double gib = 1073741824.0;
+  const double need = double(p.flat_bytes + p.half_bytes + p.activation_bytes);
+  if (have <= 0 || need * ranks <= have) return Status::ok();
+  char buf[600];
+  std::snprintf(buf, sizeof buf,
+                "the run needs %.1f GiB per rank (flat buffers %.1f, 16-bit copies %.1f, activations %.1f: see "
+                "--dry-run) x %d rank(s), more than the %.1f GiB of %s; reduce batch.micro_batch or data.seq_len%s%s",
+                need / gib, double(p.flat_bytes) / gib, double(p.half_bytes) / gib, double(p.activation_bytes) / gib,
+                ranks, have / gib, where.c_str(), config.batch.recompute ? "" : ", set batch.recompute: true",
+                p.world > 1 && !config.distributed.shard_optimizer ? ", or set distributed.shard_optimizer: true" : "");
+  return Status::invalid_argument(buf);
 }
 
 AttentionMode TrainConfig::attention_mode() const {
@@ -230,7 +245,9 @@ std::string config_to_json(const TrainConfig& c, int indent) {
                {"format", c.data.format},     {"seq_len", c.data.seq_len},
                {"max_pred", c.data.max_pred}, {"masking", c.data.masking},
                {"whole_word", c.data.whole_word}, {"vocab", c.data.vocab}};
-  j["batch"] = {{"global_batch", c.batch.global_batch}, {"micro_batch", c.batch.micro_batch}};
+  j["batch"] = {{"global_batch", c.batch.global_batch},
+                {"micro_batch", c.batch.micro_batch},
+                {"recompute", c.batch.recompute}};
   const OptimizerConfig& o = c.optimizer;
   std::vector<std::string> roles;
   for (ParamRole r : o.no_decay_roles) roles.push_back(param_role_name(r));

@@ -186,8 +186,10 @@ Status Run::restore() {
   }
   CheckpointMeta meta;
   LB_RETURN_IF_ERROR(read_checkpoint_meta(dir, &meta));
-  const auto saved = nlohmann::json::parse(meta.config_json);
-  const auto mine = nlohmann::json::parse(config_to_json(cfg));
+  auto saved = nlohmann::json::parse(meta.config_json);
+  auto mine = nlohmann::json::parse(config_to_json(cfg));
+  // batch.recompute changes memory and time, not results (and older checkpoints lack it).
+  for (auto* j : {&saved, &mine}) (*j)["batch"].erase("recompute");
   for (const char* key : {"model", "batch"})
     if (saved[key] != mine[key])
       return Status::invalid_argument(dir + ": incompatible checkpoint: its " + key + " section " +
@@ -407,18 +409,8 @@ Status Run::loop() {
 Status check_host_memory(const TrainConfig& cfg, Communicator& comm) {
   TrainPlan plan;
   LB_RETURN_IF_ERROR(make_plan(cfg, comm.world(), &plan));
-  const double need = double(plan.flat_bytes + plan.half_bytes + plan.activation_bytes);
   const double have = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
-  const int ranks = std::max(comm.local_world(), 1);
-  if (have <= 0 || need * ranks <= have) return Status::ok();
-  char buf[400];
-  std::snprintf(buf, sizeof buf,
-                "the run needs %.1f GiB per rank (flat buffers %.1f, 16-bit copies %.1f, activations %.1f: "
-                "see --dry-run) x %d rank(s) on this host, more than its %.1f GiB of memory; reduce "
-                "batch.micro_batch, data.seq_len or the model",
-                need / 1073741824.0, double(plan.flat_bytes) / 1073741824.0, double(plan.half_bytes) / 1073741824.0,
-                double(plan.activation_bytes) / 1073741824.0, ranks, have / 1073741824.0);
-  return Status::invalid_argument(buf);
+  return check_plan_fits(cfg, plan, have, std::max(comm.local_world(), 1), "this host's memory");
 }
 
 }  // namespace
@@ -439,8 +431,7 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   if (!run.device && cfg.gemm_math() != GemmMath::kFp32 && opts.log && comm.rank() == 0)
     std::fprintf(opts.log, "backend cpu: %s GEMM operands emulated (rounded, fp32 products): for checking numerics, "
                  "not speed\n", gemm_math_name(cfg.gemm_math()));
-  run.model = std::make_unique<BertModel<float>>(
-      run.mc, *run.ops, ModelLimits{cfg.batch.micro_batch, cfg.data.seq_len, cfg.data.max_pred});
+  run.model = std::make_unique<BertModel<float>>(run.mc, *run.ops, cfg.model_limits());
   LB_RETURN_IF_ERROR(open_device_communicator(run.device.get(), comm, *run.ops, &run.device_comm));
   if (run.device)
     LB_RETURN_IF_ERROR(make_device_updater(*run.device, cfg.updater_config(), &run.updater));

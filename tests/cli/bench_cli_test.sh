@@ -2,7 +2,8 @@
 # `lansbert bench` from the command line: a CPU run prints its JSON line, and each option
 # that does not apply (a CUDA-only choice on the CPU, contradictory precisions, unknown
 # values) exits non-zero with a message that names the option; scripts/bench-table.py turns
-# the JSON lines into a markdown table. `lansbert bench-comm` on one process: --order takes
+# the JSON lines into a markdown table; --recompute keeps the loss and shrinks the arena.
+# `lansbert bench-comm` on one process: --order takes
 # the config's names and the old ones, and a bad --order or LANSBERT_COMM is refused by name.
 # Usage: bench_cli_test.sh LANSBERT SOURCE_DIR
 set -euo pipefail
@@ -35,6 +36,16 @@ params=${BASH_REMATCH[1]}
 [[ $out4 =~ \"gemm_cast_elements_per_step\":([0-9]+) ]] || fail "no cast count: $out4"
 saved=$(( casts_on - BASH_REMATCH[1] ))
 (( saved >= params && saved < params + 4096 )) || fail "weight copy saved $saved casts, want the $params parameters"
+
+# --recompute: the same loss from a smaller arena, and bench-table marks the row.
+out5=$("$bin" "${tiny[@]}" --json --recompute)
+[[ $out =~ \"loss\":([0-9.]+),\"recompute\":false,\"activation_bytes\":([0-9]+) ]] || fail "no recompute fields: $out"
+loss=${BASH_REMATCH[1]} arena=${BASH_REMATCH[2]}
+[[ $out5 =~ \"loss\":([0-9.]+),\"recompute\":true,\"activation_bytes\":([0-9]+) ]] || fail "no recompute fields: $out5"
+[[ ${BASH_REMATCH[1]} == "$loss" ]] || fail "recompute changed the loss: ${BASH_REMATCH[1]} vs $loss"
+(( BASH_REMATCH[2] < arena )) || fail "recompute did not shrink the arena: ${BASH_REMATCH[2]} vs $arena"
+[[ $(python3 "$src/scripts/bench-table.py" <<< "$out5" | sed -n 3p) == '| bert-tiny | 32 | 2 (recomputed) |'* ]] ||
+  fail "bench-table recompute row"
 
 # bench-table.py: a header, a separator and one row per result; other lines are skipped.
 table=$(printf '%s\nlansbert: error: something\n%s\n' "$out" "$out2" | python3 "$src/scripts/bench-table.py" 2>/dev/null)

@@ -71,7 +71,7 @@ expect_error 4 "data.eval: $tmp/badeval/e.lbs: record 0" train --config "$tmp/go
   --set "data.eval=$tmp/badeval/*.lbs" --set "checkpoint.dir=$tmp/fresh/ck"
 [[ -e $tmp/fresh ]] && { echo "FAIL: a refused run created $tmp/fresh"; fail=1; }
 # A model that cannot fit in this host's memory is a config error, not a failed allocation.
-expect_error 2 "more than its" train --config "$tmp/good.yaml" --set model.vocab_size=2000000000 \
+expect_error 2 "GiB of this host's memory; reduce batch.micro_batch" train --config "$tmp/good.yaml" --set model.vocab_size=2000000000 \
   --set "checkpoint.dir=$tmp/fresh/ck"
 [[ $(snapshot) == "$before" ]] || { echo "FAIL: a failed run changed the checkpoint directory"; fail=1; }
 # The model's vocab_size must hold the data's vocab, and a preset's size is not silently

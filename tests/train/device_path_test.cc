@@ -35,6 +35,7 @@ class DevicePath : public ::testing::Test {
     register_device_backend("cuda", [this](std::unique_ptr<DeviceBackend>* out) {
       auto b = std::make_unique<testing::HostDeviceBackend>();
       b->options_seen = &options_seen_;
+      b->free_bytes = free_bytes_;
       last_ = b.get();
       *out = std::move(b);
       return Status::ok();
@@ -46,6 +47,7 @@ class DevicePath : public ::testing::Test {
   std::string data_;
   testing::HostDeviceBackend* last_ = nullptr;  // valid while its run lasts
   DeviceOptions options_seen_;                   // the last make_ops call's, kept after it
+  size_t free_bytes_ = 0;                        // the device's free memory (0: unknown)
 };
 
 // Straight runs: the device path equals the CPU path, checkpoint files byte for byte, and
@@ -71,6 +73,38 @@ TEST_F(DevicePath, EqualsTheCpuTrainerBitForBit) {
   EXPECT_EQ(rc.loss, rd.loss);
   for (const char* f : {"model.safetensors", "optimizer.state"})
     EXPECT_TRUE(same_file(c.checkpoint.dir + "/final/" + f, d.checkpoint.dir + "/final/" + f)) << f;
+}
+
+// A run whose plan does not fit the device's free memory stops before it allocates or
+// writes anything, naming the parts and the keys that shrink them; one that fits runs and
+// logs what it needs of what is free.
+TEST_F(DevicePath, RunThatCannotFitTheDeviceIsRefusedBeforeItStarts) {
+  TrainConfig c = testing::tiny_config(data_, scratch("too-big"), 2);
+  c.backend = "cuda";
+  TrainPlan plan;
+  ASSERT_TRUE(make_plan(c, 1, &plan).is_ok());
+  const size_t need = plan.flat_bytes + plan.half_bytes + plan.activation_bytes;
+  free_bytes_ = need - 1;
+  TrainResult r;
+  Status st = train(c, &r);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  for (const char* part : {"free memory on host stand-in", "flat buffers", "activations", "--dry-run",
+                           "batch.micro_batch", "batch.recompute: true"})
+    EXPECT_NE(st.message().find(part), std::string::npos) << part << " in: " << st.message();
+  EXPECT_TRUE(fs::is_empty(c.checkpoint.dir)) << "the refused run wrote into " << c.checkpoint.dir;
+  // With recomputation already on, it is not suggested again.
+  c.batch.recompute = true;
+  ASSERT_TRUE(make_plan(c, 1, &plan).is_ok());
+  free_bytes_ = plan.flat_bytes + plan.half_bytes + plan.activation_bytes - 1;
+  st = train(c, &r);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message().find("batch.recompute"), std::string::npos) << st.message();
+  // Enough memory: it runs.
+  free_bytes_ = need;
+  c.batch.recompute = false;
+  st = train(c, &r);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(r.step, 2);
 }
 
 // Stop after step 3 and resume on the device: the restored params and moments are uploaded

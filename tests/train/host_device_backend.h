@@ -43,6 +43,12 @@ class HostDeviceBackend final : public DeviceBackend {
     return Status::ok();
   }
   Allocator& allocator() override { return allocator_; }
+  // Unknown (the trainer skips its check) unless a test sets free_bytes.
+  bool memory_info(size_t* free_b, size_t* total_b) override {
+    *free_b = free_bytes;
+    *total_b = 2 * free_bytes;
+    return free_bytes > 0;
+  }
   std::unique_ptr<Ops<float>> make_ops(const DeviceOptions& options) override {
     last_math = options.math;
     if (options_seen) *options_seen = options;  // cast_in_gemm: the CPU has one rounding
@@ -77,6 +83,7 @@ class HostDeviceBackend final : public DeviceBackend {
   DeviceOptions* options_seen = nullptr;
   size_t syncs = 0, optimizers_made = 0, unscale_calls = 0;
   int bound = -1;  // use_device's index
+  size_t free_bytes = 0;  // what memory_info reports; 0: unknown
 };
 
 }  // namespace lansbert::testing

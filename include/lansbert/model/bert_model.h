@@ -37,10 +37,17 @@ struct ForwardResult {
   double nsp_accuracy() const { return nsp_count ? double(nsp_correct) / nsp_count : 0.0; }
 };
 
+// The largest micro-batch the activation arena is laid out for, and how it is laid out.
 struct ModelLimits {
   int max_batch = 8;   // B
   int max_seq = 128;   // S
   int max_pred = 20;   // P
+  // Activation recomputation (batch.recompute): the encoder layers share one set of
+  // activation buffers and each keeps only its output; a layer's activations are recomputed
+  // from its input just before its backward (the last layer's are still there). The same
+  // loss and gradient bits for one more forward of all but the last layer, and per layer
+  // N x H floats instead of about N x (8H + 2I) + 2 B A S^2.
+  bool recompute = false;
 };
 
 template <typename T>
@@ -68,6 +75,13 @@ class BertModel {
   // the ops' Ops::kept_outputs_unwritten() (16-bit GEMMs with cast reuse need less).
   static size_t activation_bytes_for(const BertConfig& config, ModelLimits limits,
                                      bool kept_outputs_unwritten = false);
+  // The 16-bit copies of kept activations (Ops::keep_gemm_operand) at their peak, in bytes,
+  // where the backend converts GEMM operands and reuses them: per layer its input, ctx and h1
+  // (N x H each), q/k/v (N x 3H), the GELU output (N x I) and the attention probabilities
+  // (B x A x S^2), for every layer at the end of a forward, or with recomputation for one
+  // layer and its output. An estimate for plans (the weights' copy and the GEMMs' operand
+  // workspaces are counted apart).
+  static size_t kept_copy_bytes_for(const BertConfig& config, ModelLimits limits);
 
   // BERT's initialisation: normal(0, init_std) weights and embeddings (the [PAD] row of the
   // word embeddings zero, as Hugging Face does), zero biases, LayerNorm gamma 1 and beta 0.
@@ -111,6 +125,10 @@ class BertModel {
   Buffer<char> arena_buffer_;
   size_t arena_bytes_ = 0;
   std::unique_ptr<BertState<T>> state_;
+
+  // Drops the kept GEMM-operand copies of layer l's activations and of its input x (after its
+  // forward, with recomputation).
+  void release_layer(int l, const T* x);
 };
 
 }  // namespace lansbert

@@ -39,6 +39,12 @@ class DeviceBackend {
   virtual Status use_device(int index) = 0;
   // Device memory; copies to and from the host are synchronous.
   virtual Allocator& allocator() = 0;
+  // Free and total bytes of the bound device's memory, for the trainer's check that a run
+  // fits before it allocates; false where the backend cannot tell (the check is skipped).
+  virtual bool memory_info(size_t* free_bytes, size_t* total_bytes) {
+    *free_bytes = *total_bytes = 0;
+    return false;
+  }
   // Ops on this device (the model's forward/backward): fp32 tensors, GEMMs per options.math.
   virtual std::unique_ptr<Ops<float>> make_ops(const DeviceOptions& options) = 0;
   // Waits for all queued device work.

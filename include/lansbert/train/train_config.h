@@ -15,6 +15,7 @@
 #include "lansbert/backend/ops.h"
 #include "lansbert/core/status.h"
 #include "lansbert/model/bert_config.h"
+#include "lansbert/model/bert_model.h"
 #include "lansbert/optim/updater.h"
 
 namespace lansbert {
@@ -41,6 +42,10 @@ struct DataSection {
 struct BatchSection {
   int64_t global_batch = 256;  // sequences per update over all ranks
   int micro_batch = 32;        // sequences per forward/backward on one rank
+  // Recompute each encoder layer's activations in the backward instead of keeping them
+  // (ModelLimits::recompute): about 1/3 more encoder compute for a much smaller arena, so a
+  // larger micro_batch fits. Changes no result: a run may resume with it switched.
+  bool recompute = false;
 };
 
 struct PrecisionSection {
@@ -119,6 +124,9 @@ struct TrainConfig {
   UpdaterConfig updater_config() const;
   // The backend's GEMM mode from precision.dtype and precision.tf32.
   GemmMath gemm_math() const;
+  // What the model's activation arena is laid out for: batch.micro_batch sequences of
+  // data.seq_len with data.max_pred masked slots, recomputed or not (batch.recompute).
+  ModelLimits model_limits() const { return {batch.micro_batch, data.seq_len, data.max_pred, batch.recompute}; }
   // The metrics file this run appends to ("" for none).
   std::string metrics_path() const;
   // precision.attention parsed. REQUIRES: validate() ok.
@@ -139,7 +147,7 @@ struct TrainPlan {
   int64_t tokens = 0;          // sequences * seq_len (padding included)
   size_t parameters = 0;       // parameter count
   size_t flat_bytes = 0;       // params, grads, m, v (fp32; m, v per rank when sharded)
-  size_t half_bytes = 0;       // 16-bit buffers: the weight copy, the gradient wire
+  size_t half_bytes = 0;       // 16-bit buffers: the weight copy, the gradient wire, kept activations
   size_t reduce_bytes = 0;     // gradient bytes each update reduces (0 on one rank)
   size_t activation_bytes = 0; // the model's arena for one micro-batch
   double flops_per_sequence = 0;
@@ -147,6 +155,12 @@ struct TrainPlan {
 // REQUIRES: config.validate(world) ok. Builds the model's table (no allocation of buffers)
 // and asks the activation size of a micro-batch from the model's own sizing.
 Status make_plan(const TrainConfig& config, int world, TrainPlan* plan);
+// Refuses a run whose plan (flat buffers, 16-bit copies, activations: what --dry-run prints,
+// a lower bound of what it allocates) times `ranks` sharing the memory exceeds `have` bytes
+// of `where` ("this host's memory", "device 0"), naming the parts and the keys that shrink
+// them. invalid_argument: a config that cannot run here.
+Status check_plan_fits(const TrainConfig& config, const TrainPlan& plan, double have, int ranks,
+                       const std::string& where);
 
 // Training FLOPs of one sequence (forward + backward = 3x forward); docs/training.md:
 //   6 * S * L * (4H^2 + 2HI)      encoder matmuls (QKV, output, FFN), 2 FLOPs per MAC

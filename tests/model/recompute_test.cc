@@ -1,0 +1,105 @@
+// Activation recomputation (ModelLimits::recompute): the layers share one set of activation
+// buffers and the backward recomputes each layer's forward from its input. It must change
+// nothing but memory and time: the same loss, the same gradient bits over two accumulated
+// micro-steps, the same gradient-ready calls, for fp32, fp64 and the emulated 16-bit GEMMs
+// (whose kept operand copies are keyed by the now shared addresses).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "lansbert/backend/cpu_ops.h"
+#include "lansbert/model/bert_model.h"
+#include "model_test_util.h"
+
+namespace lansbert {
+namespace {
+
+// Three layers, so that one is recomputed between two others; dropout on everywhere.
+BertConfig three_layers() {
+  BertConfig cfg;
+  EXPECT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  cfg.layers = 3;
+  return cfg;
+}
+
+struct Trace {
+  std::vector<double> losses;
+  std::vector<std::pair<size_t, size_t>> ready;
+};
+
+// Two micro-steps accumulated into the gradients (different dropout masks), then an eval
+// forward.
+template <typename T>
+Trace run(BertModel<T>& m, const Batch& b1, const Batch& b2) {
+  Trace t;
+  m.zero_grads();
+  t.losses.push_back(m.forward(b1, StepContext{true, 11, 1}).total_loss);
+  m.backward(T(0.5), [&](size_t first, size_t end) { t.ready.emplace_back(first, end); });
+  t.losses.push_back(m.forward(b2, StepContext{true, 11, 2}).total_loss);
+  m.backward(T(0.5), [&](size_t first, size_t end) { t.ready.emplace_back(first, end); });
+  t.losses.push_back(m.forward(b1, StepContext{false, 11, 3}).total_loss);
+  return t;
+}
+
+template <typename T>
+void expect_same_bits(GemmMath math, bool reuse_casts) {
+  SCOPED_TRACE(std::string(gemm_math_name(math)) + (reuse_casts ? " with cast reuse" : ""));
+  const BertConfig cfg = three_layers();
+  ASSERT_GT(cfg.hidden_dropout, 0.f);
+  ASSERT_GT(cfg.attention_dropout, 0.f);
+  const int B = 3, S = 16, P = 3;
+  const Batch b1 = testing::random_batch(B, S, P, cfg.vocab_size, 21);
+  const Batch b2 = testing::random_batch(2, S, P, cfg.vocab_size, 22);  // smaller than the limits
+  auto ops_plain = cpu::make_ops<T>(math, reuse_casts), ops_re = cpu::make_ops<T>(math, reuse_casts);
+  BertModel<T> plain(cfg, *ops_plain, {B, S, P}), re(cfg, *ops_re, {B, S, P, /*recompute=*/true});
+  plain.init_params(5);
+  re.init_params(5);
+  const Trace tp = run(plain, b1, b2), tr = run(re, b1, b2);
+  EXPECT_EQ(tp.losses, tr.losses);
+  EXPECT_EQ(tp.ready, tr.ready);
+  const size_t n = plain.table().total_elements();
+  EXPECT_EQ(0, std::memcmp(plain.grads(), re.grads(), n * sizeof(T)));
+  // The 16-bit copies: the recomputed layers' producers write theirs again and their inputs
+  // are converted again; nothing else.
+  if (is_half_gemm(math) && reuse_casts) {
+    EXPECT_GT(ops_re->gemm_operand_copy_writes(), ops_plain->gemm_operand_copy_writes());
+    EXPECT_GT(ops_re->gemm_operand_conversions(), ops_plain->gemm_operand_conversions());
+  }
+}
+
+TEST(Recompute, SameLossesAndGradientBits) {
+  expect_same_bits<float>(GemmMath::kFp32, true);
+  expect_same_bits<double>(GemmMath::kFp32, true);
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
+    expect_same_bits<float>(math, true);
+    expect_same_bits<float>(math, false);
+  }
+}
+
+// Layer by layer the arena keeps one output of N x H; the rest is one layer's worth, shared.
+TEST(Recompute, ArenaHoldsOneLayerAndTheLayerOutputs) {
+  BertConfig cfg = three_layers();
+  const int B = 2, S = 32, P = 4;
+  for (bool unwritten : {false, true}) {
+    const size_t plain = BertModel<float>::activation_bytes_for(cfg, {B, S, P}, unwritten);
+    const size_t re = BertModel<float>::activation_bytes_for(cfg, {B, S, P, true}, unwritten);
+    cfg.layers = 1;  // one layer: recomputation shares nothing
+    const size_t one_plain = BertModel<float>::activation_bytes_for(cfg, {B, S, P}, unwritten);
+    const size_t one_re = BertModel<float>::activation_bytes_for(cfg, {B, S, P, true}, unwritten);
+    cfg.layers = 3;
+    EXPECT_EQ(one_plain, one_re);
+    // Each layer beyond the first adds its scratch without recomputation, its output with it.
+    const size_t NH = size_t(B) * S * cfg.hidden * sizeof(float);
+    const size_t layer = (plain - one_plain) / 2;
+    EXPECT_EQ(re, one_re + 2 * NH);
+    EXPECT_GT(layer, 10 * NH);
+  }
+  auto ops = cpu::make_ops<float>();
+  BertModel<float> m(cfg, *ops, {B, S, P, true});
+  EXPECT_EQ(m.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P, true}));
+}
+
+}  // namespace
+}  // namespace lansbert
