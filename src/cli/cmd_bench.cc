@@ -6,7 +6,7 @@
 // --backend cuda (builds with CUDA): every timed phase ends with cuda::synchronize() so the
 // numbers are device time, not launch time; the device optimizer's update (LANS by default)
 // is timed as a third phase; MFU is taken against the peak of the device model found in
-// device_description (bench_peaks.h) for the GEMM precision in use (fp32 or --tf32);
+// device_description (train/device_peaks.h) for the GEMM precision in use (fp32 or --tf32);
 // --batch 0 probes the largest micro-batch whose estimated footprint fits the free memory;
 // --attention cudnn|auto runs cuDNN's fused attention (docs/cuda.md), with attention dropout
 // 0 because the fused path has none that matches lansbert's masks; --gemm-cast cublas lets
@@ -28,11 +28,11 @@
 #include "lansbert/model/bert_model.h"
 #include "lansbert/model/flops.h"
 #include "lansbert/optim/optimizer.h"
+#include "lansbert/train/device_peaks.h"
 #ifdef LANSBERT_HAVE_CUDA
 #include "cuda_api.h"
 #include "cuda_device_backend.h"
 #endif
-#include "bench_peaks.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -314,8 +314,7 @@ int run_bench(const BenchOptions& o) {
   const int threads = omp_get_max_threads();
   // MFU: against --peak-gflops, else (cuda) the table's peak for the GEMM precision in use.
   const DevicePeak* peak = o.backend == "cuda" ? find_device_peak(be.device) : nullptr;
-  const double table_peak =
-      !peak ? 0 : 1e3 * (half ? peak->half_tflops : o.math == GemmMath::kTf32 ? peak->tf32_tflops : peak->fp32_tflops);
+  const double table_peak = !peak ? 0 : 1e3 * peak_tflops_for(*peak, o.math);
   const double peak_gflops = o.peak_gflops > 0 ? o.peak_gflops : table_peak;
   const double mfu = peak_gflops > 0 ? gflops / peak_gflops : 0;
   const double mfu_half = peak ? gflops / (1e3 * peak->half_tflops) : 0;  // vs dense fp16/bf16

@@ -2,6 +2,8 @@
 #include "lansbert/train/metrics.h"
 
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -29,6 +31,17 @@ std::string format_duration(double s) {
   return buf;
 }
 
+namespace {
+// " | MFU 43.1%", or nothing where the peak is unknown; tiny values (a stand-in device) keep
+// two significant digits rather than printing 0.0%.
+std::string mfu_text(double mfu) {
+  if (mfu <= 0) return "";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, mfu >= 1e-3 ? " | MFU %.1f%%" : " | MFU %.2g%%", 100 * mfu);
+  return buf;
+}
+}  // namespace
+
 MetricsLog::~MetricsLog() {
   if (file_) std::fclose(file_);
 }
@@ -37,9 +50,9 @@ Status MetricsLog::write(const MetricsRecord& r) {
   if (console_) {
     std::fprintf(console_,
                  "step %lld/%lld | loss %.4f | mlm_acc %.4f | nsp_acc %.4f | lr %.3e | gnorm %.3f | "
-                 "%.1f seq/s | %.0f tok/s | %.4f TFLOP/s | ETA %s\n",
+                 "%.1f seq/s | %.0f tok/s | %.4f TFLOP/s%s | ETA %s\n",
                  (long long)r.step, (long long)r.total_steps, r.loss, r.mlm_accuracy, r.nsp_accuracy,
-                 r.lr, r.grad_norm, r.seq_per_s, r.tokens_per_s, r.tflops,
+                 r.lr, r.grad_norm, r.seq_per_s, r.tokens_per_s, r.tflops, mfu_text(r.mfu).c_str(),
                  format_duration(r.eta_s).c_str());
     std::fflush(console_);
   }
@@ -52,6 +65,7 @@ Status MetricsLog::write(const MetricsRecord& r) {
       {"eta_s", r.eta_s},
       {"share", {{"data", r.t_data}, {"compute", r.t_compute}, {"allreduce", r.t_allreduce},
                  {"optimizer", r.t_optimizer}, {"other", r.t_other}}}};
+  if (r.mfu > 0) j["mfu"] = r.mfu;
   return append(j.dump() + "\n");
 }
 

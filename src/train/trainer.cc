@@ -18,6 +18,7 @@
 #include "lansbert/model/bert_model.h"
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/data_parallel.h"
+#include "lansbert/train/device_peaks.h"
 #include "lansbert/train/device_ranks.h"
 #include "lansbert/train/metrics.h"
 #include "device_run.h"
@@ -283,6 +284,10 @@ Status Run::loop() {
   const int64_t total = cfg.schedule.total_steps;
   const int64_t stop_at = opts.stop_at_step >= 0 ? std::min(opts.stop_at_step, total) : total;
   const double flops_seq = training_flops_per_sequence(mc, cfg.data.seq_len, cfg.data.max_pred);
+  // MFU against the devices' dense peak for this run's GEMMs, where the device is in the table
+  // (every rank is taken to hold the same model as rank 0).
+  const DevicePeak* peak = device ? find_device_peak(device->description()) : nullptr;
+  const double peak_tflops = peak ? peak_tflops_for(*peak, cfg.gemm_math()) * comm.world() : 0;
   MetricsLog log(rank0() ? opts.log : nullptr, rank0() ? cfg.metrics_path() : "");
   MetricsWindow win;
   Batch batch;
@@ -348,6 +353,7 @@ Status Run::loop() {
       rec.seq_per_s = seqs / dt;
       rec.tokens_per_s = seqs * cfg.data.seq_len / dt;
       rec.tflops = seqs * flops_seq / dt / 1e12;
+      rec.mfu = peak_tflops > 0 ? rec.tflops / peak_tflops : 0;
       rec.elapsed_s = tl - t_start;
       rec.eta_s = double(stop_at - step) * cfg.batch.global_batch / std::max(rec.seq_per_s, 1e-9);
       rec.t_data = w_data / dt;

@@ -36,7 +36,7 @@ class CountingHostAllocator final : public Allocator {
 
 class HostDeviceBackend final : public DeviceBackend {
  public:
-  std::string description() const override { return "host stand-in for a device"; }
+  std::string description() const override { return name; }
   int visible_devices() const override { return 1; }
   Status use_device(int index) override {
     bound = index;
@@ -84,6 +84,7 @@ class HostDeviceBackend final : public DeviceBackend {
   size_t syncs = 0, optimizers_made = 0, unscale_calls = 0;
   int bound = -1;  // use_device's index
   size_t free_bytes = 0;  // what memory_info reports; 0: unknown
+  std::string name = "host stand-in for a device";  // description(): a GPU's name looks up its peak
 };
 
 }  // namespace lansbert::testing

@@ -33,6 +33,9 @@ struct MetricsRecord {
   double lr = 0, grad_norm = 0, loss_scale = 1;
   int64_t skipped = 0;
   double seq_per_s = 0, tokens_per_s = 0, tflops = 0, eta_s = 0, elapsed_s = 0;
+  // tflops over all ranks' dense peak for the GEMM precision (train/device_peaks.h); 0 where
+  // the peak is unknown (the CPU, a device not in the table): then neither printed nor written.
+  double mfu = 0;
   // Shares of the window's wall time.
   double t_data = 0, t_compute = 0, t_allreduce = 0, t_optimizer = 0, t_other = 0;
 };

@@ -1,13 +1,16 @@
-// Peak dense throughput per GPU model for `lansbert bench`'s MFU, in TFLOP/s (vendor data
-// sheets, dense, no sparsity): fp16/bf16 tensor cores, plain fp32 (CUDA cores) and TF32
-// tensor cores. Looked up by substring of cuda::device_description ("NVIDIA H200 (sm_90,
-// 139 GiB)"); the first match wins, so more specific names come first.
+// Peak dense throughput per GPU model, in TFLOP/s (vendor data sheets, dense, no sparsity):
+// fp16/bf16 tensor cores, plain fp32 (CUDA cores) and TF32 tensor cores; the MFU of
+// `lansbert bench` and of the trainer's log lines. Looked up by substring of the device's
+// description ("NVIDIA H200 (sm_90, 139 GiB)"); the first match wins, so more specific names
+// come first.
 #pragma once
 
 #include <cstring>
 #include <string>
 
-namespace lansbert::cli {
+#include "lansbert/backend/ops.h"
+
+namespace lansbert {
 
 struct DevicePeak {
   const char* match;     // substring of the device name
@@ -31,4 +34,10 @@ inline const DevicePeak* find_device_peak(const std::string& description) {
   return nullptr;
 }
 
-}  // namespace lansbert::cli
+// The peak that GEMMs of `math` can reach on `p`: the 16-bit tensor cores' for bf16/fp16,
+// TF32's for tf32, plain fp32's otherwise.
+inline double peak_tflops_for(const DevicePeak& p, GemmMath math) {
+  return is_half_gemm(math) ? p.half_tflops : math == GemmMath::kTf32 ? p.tf32_tflops : p.fp32_tflops;
+}
+
+}  // namespace lansbert
