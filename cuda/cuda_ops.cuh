@@ -64,6 +64,10 @@ class CudaOps final : public Ops<float> {
                                    kern::HalfFormat format) override;
   void drop_gemm_operand(const float* x) override;
   size_t gemm_operand_conversions() const override { return conversions_; }
+  // Device memory of the kept copies (an external copy, the optimizer's weight copy, owns none).
+  size_t kept_copy_bytes() const override {
+    return kept_.held([](const KeptCopy& c) { return c.external ? size_t(0) : c.owned.bytes(); });
+  }
 
   void bias_add_forward(float* y, const float* bias, int rows, int cols) override;
   void bias_add_backward(const float* dy, float* dbias, int rows, int cols) override;

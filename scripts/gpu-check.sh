@@ -166,7 +166,7 @@ YAML
     local extra=()
     [[ $prec == *-recompute ]] && extra=(--set batch.recompute=true)
     timeout "${E2E_TIMEOUT:-120}" "$lb" train --config "$d/tiny.yaml" --set "checkpoint.dir=$d/ckpt-$prec" \
-      --set "precision.dtype=${prec%-*}" "${extra[@]}" > "$out/e2e-train-$prec.txt" 2>&1 || rc=1
+      --set "precision.dtype=${prec%-*}" ${extra[@]+"${extra[@]}"} > "$out/e2e-train-$prec.txt" 2>&1 || rc=1
     echo "e2e train $prec: $(grep -c '^step' "$out/e2e-train-$prec.txt") log lines; $(grep 'eval after' "$out/e2e-train-$prec.txt")" \
       | tee -a "$out/summary.txt"
   done

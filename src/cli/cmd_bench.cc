@@ -132,7 +132,8 @@ struct FootprintOptions {
   const size_t N = size_t(B) * S;
   const size_t largest = std::max({N * cfg.intermediate, size_t(B) * cfg.heads * S * S,
                                    size_t(B) * P * cfg.vocab_size});
-  const size_t kept = f.reuse ? 2 * params + BertModel<float>::kept_copy_bytes_for(cfg, {B, S, P, f.recompute}) : 0;
+  const size_t kept =
+      f.reuse ? 2 * params + BertModel<float>::kept_copy_bytes_for(cfg, {B, S, P, f.recompute}, !f.fused_attention) : 0;
   const size_t casts = f.cast_operands ? kept + 3 * 2 * largest : 0;
   return flat + act + act / 20 + fused + casts + (size_t(512) << 20);
 }
@@ -334,8 +335,9 @@ int run_bench(const BenchOptions& o) {
         model.activation_bytes());
     if (opt) std::printf(",\"optimizer\":\"%s\",\"optimizer_ms\":%.3f", opt_name.c_str(), tu * 1e3);
     if (casts > 0)
-      std::printf(",\"gemm_cast_elements_per_step\":%.0f,\"gemm_copy_writes_per_step\":%.0f,\"cast_reuse\":\"%s\"",
-                  casts, copy_writes, o.cast_reuse.c_str());
+      std::printf(",\"gemm_cast_elements_per_step\":%.0f,\"gemm_copy_writes_per_step\":%.0f,\"cast_reuse\":\"%s\","
+                  "\"kept_copy_bytes\":%zu",
+                  casts, copy_writes, o.cast_reuse.c_str(), ops.kept_copy_bytes());
     if (o.backend == "cuda") {
       std::printf(",\"device\":\"%s\",\"attention\":\"%s\",\"gemm_cast\":\"%s\",\"peak_gflops\":%.0f,"
                   "\"mfu_vs_half_peak\":%.4f",
@@ -372,8 +374,9 @@ int run_bench(const BenchOptions& o) {
                 o.recompute ? " (layers recomputed in the backward, not counted in FLOP/s)" : "", loss);
     if (casts > 0)
       std::printf("  GEMM operand casts %.1fM elements/step and 16-bit copies written %.1fM (%.2f GB of extra "
-                  "traffic at 6 and 2 bytes each), reuse %s\n",
-                  casts / 1e6, copy_writes / 1e6, (6 * casts + 2 * copy_writes) / 1e9, o.cast_reuse.c_str());
+                  "traffic at 6 and 2 bytes each), reuse %s; kept copies hold %.1f MiB\n",
+                  casts / 1e6, copy_writes / 1e6, (6 * casts + 2 * copy_writes) / 1e9, o.cast_reuse.c_str(),
+                  ops.kept_copy_bytes() / 1048576.0);
   }
   if (o.profile) print_profile(profiler, o.steps, step);
   return 0;

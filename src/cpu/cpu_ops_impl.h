@@ -33,6 +33,10 @@ class CpuOps final : public Ops<T> {
                                    kern::HalfFormat format) override;
   void drop_gemm_operand(const T* x) override;
   size_t gemm_operand_conversions() const override { return conversions_; }
+  // 2 bytes per element, as on a device (the emulation stores them as T).
+  size_t kept_copy_bytes() const override {
+    return 2 * kept_.held([](const std::vector<T>& v) { return v.size(); });
+  }
 
   void bias_add_forward(T* y, const T* bias, int rows, int cols) override;
   void bias_add_backward(const T* dy, T* dbias, int rows, int cols) override;

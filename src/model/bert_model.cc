@@ -187,10 +187,20 @@ size_t BertModel<T>::activation_bytes_for(const BertConfig& config, ModelLimits 
 }
 
 template <typename T>
-size_t BertModel<T>::kept_copy_bytes_for(const BertConfig& c, ModelLimits lim) {
-  const size_t B = lim.max_batch, S = lim.max_seq, N = B * S, H = c.hidden;
-  const size_t layer = N * (6 * H + c.intermediate) + B * c.heads * S * S;
-  return 2 * (lim.recompute ? layer + N * H : size_t(c.layers) * layer);
+size_t BertModel<T>::kept_copy_bytes_for(const BertConfig& c, ModelLimits lim, bool attention_keeps_operands) {
+  const size_t B = lim.max_batch, S = lim.max_seq, N = B * S, H = c.hidden, I = c.intermediate, L = c.layers;
+  const size_t Pt = B * lim.max_pred, BASS = B * c.heads * S * S;
+  const size_t attention = attention_keeps_operands ? 3 * N * H + BASS : 0;  // q/k/v, P (or d(scores))
+  // Forward: x, ctx, h1 and the GELU output per layer; recomputing, one layer's set (x aside)
+  // and the L layer inputs (the embeddings' output, h2 of all but the last layer).
+  const size_t layer = N * (3 * H + I) + attention;
+  const size_t forward = lim.recompute ? layer - N * H + L * N * H : L * layer;
+  // Backward, one set reused by every layer: the dropout/bias gradients of both blocks, d(ctx)
+  // and d(q/k/v) (N x 6H), the FFN's (N x I), d(scores); the heads' output gradients (the
+  // MLM decoder's and transform's, the NSP classifier's and the pooler's).
+  const size_t heads = Pt * (c.vocab_size + H) + B * (H + 2);
+  const size_t backward = N * (6 * H + I) + (attention_keeps_operands ? BASS : 0) + heads;
+  return 2 * (forward + backward);
 }
 
 template <typename T>

@@ -26,18 +26,18 @@ Status open_device(const TrainConfig& cfg, Communicator& comm, const TrainOption
                  comm.world() > 1 ? (", one device per rank, " + std::to_string(comm.world()) + " ranks").c_str() : "");
   // A run that cannot fit stops here with the plan's numbers and what to change, rather than
   // at an allocation deep in the model (a fatal CUDA error) after the data is open.
+  // Every rank takes part in the agreement, also one that cannot tell its free memory.
   size_t free_b = 0, total_b = 0;
-  if ((*out)->memory_info(&free_b, &total_b)) {
-    TrainPlan plan;
-    Status st = make_plan(cfg, comm.world(), &plan);
-    if (st.is_ok())
-      st = check_plan_fits(cfg, plan, double(free_b), 1, "free memory on " + (*out)->description());
-    LB_RETURN_IF_ERROR(agree_across_ranks(comm, st, "backend " + cfg.backend + ": checking device memory"));
-    if (opts.log && comm.rank() == 0)
-      std::fprintf(opts.log, "device memory: the plan needs %.2f GiB of the %.2f GiB free (%.2f GiB total)\n",
-                   double(plan.flat_bytes + plan.half_bytes + plan.activation_bytes) / 1073741824.0,
-                   double(free_b) / 1073741824.0, double(total_b) / 1073741824.0);
-  }
+  const bool known = (*out)->memory_info(&free_b, &total_b);
+  TrainPlan plan;
+  Status st = make_plan(cfg, comm.world(), &plan);
+  if (st.is_ok() && known)
+    st = check_plan_fits(cfg, plan, double(free_b), 1, "free memory on " + (*out)->description());
+  LB_RETURN_IF_ERROR(agree_across_ranks(comm, st, "backend " + cfg.backend + ": checking device memory"));
+  if (known && opts.log && comm.rank() == 0)
+    std::fprintf(opts.log, "device memory: the plan needs %.2f GiB of the %.2f GiB free (%.2f GiB total)\n",
+                 double(plan.flat_bytes + plan.half_bytes + plan.activation_bytes) / 1073741824.0,
+                 double(free_b) / 1073741824.0, double(total_b) / 1073741824.0);
   return Status::ok();
 }
 

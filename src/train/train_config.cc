@@ -204,7 +204,11 @@ Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
   // 16-bit GEMMs with our cast pass (cast reuse is always on in training) keep the GEMM-only
   // activations as 16-bit copies only, and the GEMM inputs as copies too.
   p.activation_bytes = BertModel<float>::activation_bytes_for(mc, config.model_limits(), config.converts_gemm_operands());
-  if (config.converts_gemm_operands()) p.half_bytes += BertModel<float>::kept_copy_bytes_for(mc, config.model_limits());
+  // The fused attention keeps neither q/k/v nor probabilities, except where it falls back to
+  // the hand-written one (attention dropout): not counted then, so the plan stays a lower bound.
+  if (config.converts_gemm_operands())
+    p.half_bytes += BertModel<float>::kept_copy_bytes_for(mc, config.model_limits(),
+                                                          config.attention_mode() == AttentionMode::kNative);
   p.flops_per_sequence = training_flops_per_sequence(mc, config.data.seq_len, config.data.max_pred);
   *plan = p;
   return Status::ok();

@@ -101,5 +101,26 @@ TEST(Recompute, ArenaHoldsOneLayerAndTheLayerOutputs) {
   EXPECT_EQ(m.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P, true}));
 }
 
+// The plan's count of the kept 16-bit copies against what the (emulated) backend holds after
+// a step, with and without recomputation: exactly the weights' copy (the parameter buffer)
+// plus the count.
+TEST(Recompute, KeptCopyEstimateMatchesWhatTheBackendHolds) {
+  const BertConfig cfg = three_layers();
+  const int B = 3, S = 16, P = 3;
+  const Batch b = testing::random_batch(B, S, P, cfg.vocab_size, 23);
+  for (bool recompute : {false, true}) {
+    auto ops = cpu::make_ops<float>(GemmMath::kBf16);
+    BertModel<float> m(cfg, *ops, {B, S, P, recompute});
+    m.init_params(5);
+    m.forward(b, StepContext{true, 11, 1});
+    m.backward(1.0f);
+    const size_t held = ops->kept_copy_bytes();
+    const size_t estimate = BertModel<float>::kept_copy_bytes_for(cfg, {B, S, P, recompute}) +
+                            2 * m.table().total_elements();
+    SCOPED_TRACE(recompute ? "recomputed" : "kept");
+    EXPECT_EQ(held, estimate);
+  }
+}
+
 }  // namespace
 }  // namespace lansbert

@@ -67,6 +67,15 @@ class KeptOperands {
 
   size_t kept() const { return active_.size(); }
 
+  // The sum of size_of(store) over every store held, kept now or not (a dropped span's store
+  // stays with its address).
+  template <typename SizeOf>
+  size_t held(SizeOf size_of) const {
+    size_t n = 0;
+    for (const auto& [a, s] : stores_) n += size_of(*s);
+    return n;
+  }
+
   // Stores of addresses not kept now, when there are more than kSpare stores beyond the most
   // spans kept at once; the caller frees them (after the device is done with them).
   std::vector<std::unique_ptr<Store>> take_unused() {

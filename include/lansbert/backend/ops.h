@@ -108,6 +108,11 @@ class Ops {
   // Elements of kept 16-bit copies written by the ops that produce them (the *_kept ops), 2
   // bytes each with no cast pass; counted apart from the conversions above.
   virtual size_t gemm_operand_copy_writes() const { return 0; }
+  // Bytes of memory the backend holds for kept 16-bit copies now, a dropped span's included
+  // (a copy stays with its address for the next micro-step), as 2-byte elements; the weights'
+  // copy counts where the backend converted it itself. What BertModel::kept_copy_bytes_for
+  // estimates. 0 where nothing is kept.
+  virtual size_t kept_copy_bytes() const { return 0; }
 
   // C[m,n] = op(A)[m,k] * op(B)[k,n] + bias[n] (broadcast over the rows): a linear layer's
   // forward in one call, so a backend can fuse the bias into the GEMM's epilogue (CUDA:

@@ -64,6 +64,7 @@ class ProfilingOps final : public Ops<T> {
   void drop_gemm_operand(const T* x) override { inner_.drop_gemm_operand(x); }
   size_t gemm_operand_conversions() const override { return inner_.gemm_operand_conversions(); }
   size_t gemm_operand_copy_writes() const override { return inner_.gemm_operand_copy_writes(); }
+  size_t kept_copy_bytes() const override { return inner_.kept_copy_bytes(); }
   void layernorm_forward_kept(const T* x, const T* g, const T* b, T* y, T* mean, T* rstd, int r, int c,
                               T eps) override {
     time("layernorm_forward", [&] { inner_.layernorm_forward_kept(x, g, b, y, mean, rstd, r, c, eps); });

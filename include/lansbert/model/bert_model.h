@@ -75,13 +75,17 @@ class BertModel {
   // the ops' Ops::kept_outputs_unwritten() (16-bit GEMMs with cast reuse need less).
   static size_t activation_bytes_for(const BertConfig& config, ModelLimits limits,
                                      bool kept_outputs_unwritten = false);
-  // The 16-bit copies of kept activations (Ops::keep_gemm_operand) at their peak, in bytes,
-  // where the backend converts GEMM operands and reuses them: per layer its input, ctx and h1
-  // (N x H each), q/k/v (N x 3H), the GELU output (N x I) and the attention probabilities
-  // (B x A x S^2), for every layer at the end of a forward, or with recomputation for one
-  // layer and its output. An estimate for plans (the weights' copy and the GEMMs' operand
-  // workspaces are counted apart).
-  static size_t kept_copy_bytes_for(const BertConfig& config, ModelLimits limits);
+  // The 16-bit copies of kept activations and gradients (Ops::keep_gemm_operand, the *_kept
+  // ops) where the backend converts GEMM operands and reuses them, in bytes. A backend keeps
+  // a copy's memory with its address after the span is dropped (KeptOperands), so this is
+  // the sum over every address ever kept in a step: per layer its input, ctx and h1 (N x H
+  // each), the GELU output (N x I) and, where the hand-written attention keeps its operands
+  // (attention_keeps_operands), q/k/v (N x 3H) and the probabilities (B x A x S^2); with
+  // recomputation one layer's set and each layer's input; the backward's output gradients
+  // (N x (6H + I), d(scores), the heads'). For plans: the weights' copy and the GEMMs'
+  // operand workspaces are counted apart.
+  static size_t kept_copy_bytes_for(const BertConfig& config, ModelLimits limits,
+                                    bool attention_keeps_operands = true);
 
   // BERT's initialisation: normal(0, init_std) weights and embeddings (the [PAD] row of the
   // word embeddings zero, as Hugging Face does), zero biases, LayerNorm gamma 1 and beta 0.
