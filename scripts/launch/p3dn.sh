@@ -22,7 +22,12 @@ while (( $# )); do
 done
 [[ -n $hostfile && -f $hostfile ]] || { echo "p3dn.sh: --hostfile FILE is required" >&2; exit 2; }
 (( $# )) || { echo "p3dn.sh: give the lansbert subcommand after --" >&2; exit 2; }
-[[ -n $hosts ]] || hosts=$(grep -cv '^\s*\(#\|$\)' "$hostfile")
+listed=$(grep -cv '^\s*\(#\|$\)' "$hostfile" || true)
+[[ -n $hosts ]] || hosts=$listed
+[[ $hosts =~ ^[1-9][0-9]*$ ]] || { echo "p3dn.sh: --hosts must be a positive number, got '$hosts'" >&2; exit 2; }
+# More hosts than the file lists would only fail later inside mpirun ("not enough slots").
+(( hosts <= listed )) ||
+  { echo "p3dn.sh: --hosts $hosts but $hostfile lists $listed host(s)" >&2; exit 2; }
 ranks_per_host=8                       # p3dn.24xlarge: 8 x V100 SXM2 32 GB
 np=$(( hosts * ranks_per_host ))
 
