@@ -4,6 +4,7 @@
 // Only rank 0 prints. Bad input exits non-zero before anything is written.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "commands.h"
@@ -22,11 +23,14 @@ struct TrainArgs {
   std::string config;
   std::vector<std::string> sets;
   bool dry_run = false;
+  int world = 0;               // --world: plan for this many ranks (--dry-run; 0: this job's)
+  double device_memory = 0;    // --device-memory GiB: the largest micro-batch that fits (--dry-run)
   std::string resume, init_from;
   int64_t stop_at_step = -1;
 };
 
 double gib(double bytes) { return bytes / (1024.0 * 1024 * 1024); }
+double gib_of(const TrainPlan& p) { return gib(double(p.flat_bytes + p.half_bytes + p.activation_bytes)); }
 
 void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
   std::printf("%s\n", config_to_json(cfg, 2).c_str());
@@ -52,6 +56,34 @@ void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
                 gib(p.reduce_bytes));
 }
 
+// --device-memory: the largest micro_batch whose plan fits `gib` on one device, without and
+// with recomputation. A micro_batch must divide each rank's share of the global batch (the
+// accumulation is whole), so only those divisors are tried. Plans are lower bounds: the
+// GEMMs' and cast workspaces come on top.
+void print_fitting_micro_batch(const TrainConfig& cfg, int world, double gib) {
+  const double have = gib * 1073741824.0;
+  const int64_t share = cfg.batch.global_batch % world == 0 ? cfg.batch.global_batch / world : 0;
+  std::printf("  on a device of %.1f GiB (plans are lower bounds: cuBLAS and cast workspaces come on top)\n", gib);
+  for (bool recompute : {false, true}) {
+    TrainConfig c = cfg;
+    c.batch.recompute = recompute;
+    int64_t found = 0;
+    TrainPlan plan;
+    for (int64_t m = std::min<int64_t>(share, 1 << 16); m >= 1 && !found; --m) {
+      if (share % m) continue;
+      c.batch.micro_batch = int(m);
+      if (make_plan(c, world, &plan).is_ok() && double(plan.flat_bytes + plan.half_bytes + plan.activation_bytes) <= have)
+        found = m;
+    }
+    const char* how = recompute ? "with batch.recompute: true" : "without recomputation";
+    if (found)
+      std::printf("    %-26s: micro_batch %lld fits (plan %.2f GiB; accumulation %d)\n", how, (long long)found,
+                  gib_of(plan), plan.accumulation);
+    else
+      std::printf("    %-26s: no micro_batch dividing the %lld sequences per rank fits\n", how, (long long)share);
+  }
+}
+
 // --dry-run opens the shards too (headers and index, no records), so that a glob matching
 // nothing shows up before the job waits in a queue. A plan made before the data exists is
 // still a plan: what is missing is reported on the line, not as a failure.
@@ -67,10 +99,15 @@ std::string describe_shards(const char* key, const std::vector<std::string>& glo
 
 Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
   TrainConfig cfg;
-  LB_RETURN_IF_ERROR(load_train_config(a.config, a.sets, comm->world(), &cfg));
+  // --world plans for a job of that size from one process (a cluster's config checked here).
+  if (a.world > 0 && comm->world() > 1 && a.world != comm->world())
+    return Status::invalid_argument("--world " + std::to_string(a.world) + " differs from this job's " +
+                                    std::to_string(comm->world()) + " ranks");
+  const int world = a.world > 0 ? a.world : comm->world();
+  LB_RETURN_IF_ERROR(load_train_config(a.config, a.sets, world, &cfg));
   if (a.dry_run) {
     TrainPlan plan;
-    LB_RETURN_IF_ERROR(make_plan(cfg, comm->world(), &plan));
+    LB_RETURN_IF_ERROR(make_plan(cfg, world, &plan));
     if (comm->rank() == 0) {
       // As the trainer opens them (its options for both sets); on rank 0 only: the others
       // print nothing, and thousands of HDF5 files times the ranks is real file-system load.
@@ -81,6 +118,7 @@ Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
       std::printf("%s%s", train_line.c_str(), eval_line.c_str());
       std::printf("  checkpoints         : %s (metrics: %s)\n", cfg.checkpoint.dir.c_str(),
                   cfg.metrics_path().empty() ? "none" : cfg.metrics_path().c_str());
+      if (a.device_memory > 0) print_fitting_micro_batch(cfg, world, a.device_memory);
     }
     return Status::ok();
   }
@@ -131,7 +169,16 @@ void add_train_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("train", "Pretrain BERT for one phase described by a YAML config");
   sub->add_option("--config", a->config, "YAML config of the phase")->required();
   sub->add_option("--set", a->sets, "Override a config key: key.path=value (repeatable)");
-  sub->add_flag("--dry-run", a->dry_run, "Print the resolved config and plan, then exit");
+  CLI::Option* dry = sub->add_flag("--dry-run", a->dry_run, "Print the resolved config and plan, then exit");
+  sub->add_option("--world", a->world,
+                  "With --dry-run: validate and plan for this many ranks (e.g. 1536 for 192 nodes of 8 GPUs)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->needs(dry);
+  sub->add_option("--device-memory", a->device_memory,
+                  "With --dry-run: GiB of one device; print the largest batch.micro_batch whose plan fits, "
+                  "with and without batch.recompute")
+      ->check(CLI::Range(0.01, 1e6))
+      ->needs(dry);
   CLI::Option* resume =
       sub->add_option("--resume", a->resume, "Continue exactly: 'latest' (in checkpoint.dir) or a checkpoint directory");
   CLI::Option* init = sub->add_option("--init-from", a->init_from,

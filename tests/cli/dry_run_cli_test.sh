@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `lansbert train --dry-run` from the command line, on the shipped bert-large phase-2 config:
+# the plan, --world planning a cluster's job from one process (the shipped config fits the
+# paper's 1,536 ranks; micro_batch 8 is refused there by name), --device-memory's largest
+# micro_batch with and without recomputation, the flags refused without --dry-run, and
+# nothing written.
+# Usage: dry_run_cli_test.sh LANSBERT SOURCE_DIR
+set -uo pipefail
+lb=$(realpath "$1"); src=$(realpath "$2")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"  # the config's relative checkpoint.dir and data globs resolve here: nothing may appear
+cfg=$src/configs/bert-large-phase2-33k.yaml
+fail=0
+has() {  # OUTPUT WANT: WANT is a substring of OUTPUT
+  [[ $1 == *"$2"* ]] || { echo "FAIL: no '$2' in:"; echo "$1" | tail -12; fail=1; }
+}
+expect_error() {  # rc substring args...
+  local rc=$1 sub=$2; shift 2
+  local err; err=$("$lb" "$@" 2>&1 >/dev/null); local got=$?
+  if [[ $got != "$rc" || $err != *"$sub"* ]]; then
+    echo "FAIL: $* -> rc $got (want $rc), message: $err (want '$sub')"; fail=1
+  fi
+}
+
+out=$("$lb" train --config "$cfg" --dry-run) || { echo "FAIL: dry run exited $?"; fail=1; }
+has "$out" "world size          : 1"
+has "$out" "micro-batch per rank: 11"
+has "$out" "data.train          : NOT READABLE here"
+out=$("$lb" train --config "$cfg" --dry-run --world 1536 --device-memory 32) || { echo "FAIL: --world 1536 exited $?"; fail=1; }
+has "$out" "world size          : 1536"
+has "$out" "accumulation        : 2 micro-batches per update"
+has "$out" "gradient reduction  : fp16"
+# 22 sequences per rank: micro_batch 11 (two per update) or, recomputing, all 22 at once.
+has "$out" "without recomputation     : micro_batch 11 fits"
+has "$out" "with batch.recompute: true: micro_batch 22 fits"
+out=$("$lb" train --config "$cfg" --dry-run --device-memory 1)
+has "$out" "no micro_batch dividing the 33792 sequences per rank fits"
+expect_error 2 "is not a multiple of batch.micro_batch * world = 8 * 1536" \
+  train --config "$cfg" --dry-run --world 1536 --set batch.micro_batch=8
+expect_error 2 "--world requires --dry-run" train --config "$cfg" --world 8
+expect_error 2 "--device-memory requires --dry-run" train --config "$cfg" --device-memory 32
+[[ -z $(ls -A "$tmp") ]] || { echo "FAIL: a dry run wrote: $(ls -A "$tmp")"; fail=1; }
+(( fail )) && exit 1
+echo "dry_run_cli: ok"
