@@ -21,7 +21,12 @@ namespace lansbert::cli {
 namespace {
 int run_info() {
   std::printf("lansbert %s (%s build)\n", LANSBERT_VERSION, LANSBERT_BUILD_TYPE);
+  // __VERSION__ is GCC's bare "12.2.0" but Clang's "Debian Clang 14.0.6": name GCC's.
+#if defined(__clang__)
   std::printf("  compiler      : %s\n", __VERSION__);
+#else
+  std::printf("  compiler      : GCC %s\n", __VERSION__);
+#endif
   std::printf("  BLAS          : %s (%d threads)\n", openblas_get_config(),
               openblas_get_num_threads());
   std::printf("  OpenMP threads: %d (hardware threads %u)\n", omp_get_max_threads(),
