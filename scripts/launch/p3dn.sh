@@ -23,6 +23,7 @@ done
 [[ -n $hostfile && -f $hostfile ]] || { echo "p3dn.sh: --hostfile FILE is required" >&2; exit 2; }
 (( $# )) || { echo "p3dn.sh: give the lansbert subcommand after --" >&2; exit 2; }
 listed=$(grep -cv '^\s*\(#\|$\)' "$hostfile" || true)
+(( listed > 0 )) || { echo "p3dn.sh: $hostfile lists no hosts" >&2; exit 2; }
 [[ -n $hosts ]] || hosts=$listed
 [[ $hosts =~ ^[1-9][0-9]*$ ]] || { echo "p3dn.sh: --hosts must be a positive number, got '$hosts'" >&2; exit 2; }
 # More hosts than the file lists would only fail later inside mpirun ("not enough slots").

@@ -33,7 +33,10 @@ Status open_device(const TrainConfig& cfg, Communicator& comm, const TrainOption
   Status st = make_plan(cfg, comm.world(), &plan);
   if (st.is_ok() && known)
     st = check_plan_fits(cfg, plan, double(free_b), 1, "free memory on " + (*out)->description());
-  LB_RETURN_IF_ERROR(agree_across_ranks(comm, st, "backend " + cfg.backend + ": checking device memory"));
+  // Every rank's share is the same plan: another rank's refusal is this rank's config error too
+  // (exit 2 whichever rank aborts the job first).
+  LB_RETURN_IF_ERROR(agree_across_ranks(comm, st, "backend " + cfg.backend + ": checking device memory",
+                                        &Status::invalid_argument));
   if (known && opts.log && comm.rank() == 0)
     std::fprintf(opts.log, "device memory: the plan needs %.2f GiB of the %.2f GiB free (%.2f GiB total)\n",
                  double(plan.flat_bytes + plan.half_bytes + plan.activation_bytes) / 1073741824.0,

@@ -40,6 +40,8 @@ expect_error() {  # WANT ARGS...: exit 2 and WANT on stderr
 expect_error "--hosts 4 but $tmp/hosts lists 3 host(s)" --hostfile "$tmp/hosts" --hosts 4 -- train
 expect_error "--hosts must be a positive number, got '0'" --hostfile "$tmp/hosts" --hosts 0 -- train
 expect_error "--hostfile FILE is required" --hostfile "$tmp/missing" -- train
+printf '# nothing yet\n\n' > "$tmp/empty"
+expect_error "$tmp/empty lists no hosts" --hostfile "$tmp/empty" -- train
 expect_error "give the lansbert subcommand after --" --hostfile "$tmp/hosts"
 expect_error "unknown option --np" --np 8
 echo "launch_p3dn: ok"
