@@ -6,6 +6,7 @@
 
 #include "lansbert/backend/cpu_ops.h"
 #include "lansbert/core/file_io.h"
+#include "lansbert/core/float_text.h"
 #include "lansbert/data/dataset.h"
 #include "lansbert/data/vocab.h"
 #include "lansbert/model/bert_model.h"
@@ -114,13 +115,13 @@ std::string hf_config_json(const BertConfig& c) {
   nlohmann::ordered_json j = {
       {"architectures", {"BertForPreTraining"}},
       {"model_type", "bert"},
-      {"attention_probs_dropout_prob", c.attention_dropout},
+      {"attention_probs_dropout_prob", decimal_of(c.attention_dropout)},
       {"hidden_act", "gelu"},
-      {"hidden_dropout_prob", c.hidden_dropout},
+      {"hidden_dropout_prob", decimal_of(c.hidden_dropout)},
       {"hidden_size", c.hidden},
-      {"initializer_range", c.init_std},
+      {"initializer_range", decimal_of(c.init_std)},
       {"intermediate_size", c.intermediate},
-      {"layer_norm_eps", c.layernorm_eps},
+      {"layer_norm_eps", decimal_of(c.layernorm_eps)},
       {"max_position_embeddings", c.max_positions},
       {"num_attention_heads", c.heads},
       {"num_hidden_layers", c.layers},

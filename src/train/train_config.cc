@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "lansbert/core/float_text.h"
 #include "lansbert/dist/communicator.h"
 #include "lansbert/model/bert_model.h"
 
@@ -243,8 +244,8 @@ std::string config_to_json(const TrainConfig& c, int indent) {
   j["model"] = {{"preset", c.model.preset},          {"vocab_size", mc.vocab_size},
                 {"hidden", mc.hidden},               {"layers", mc.layers},
                 {"heads", mc.heads},                 {"intermediate", mc.intermediate},
-                {"max_positions", mc.max_positions}, {"hidden_dropout", mc.hidden_dropout},
-                {"attention_dropout", mc.attention_dropout}, {"init_std", mc.init_std}};
+                {"max_positions", mc.max_positions}, {"hidden_dropout", decimal_of(mc.hidden_dropout)},
+                {"attention_dropout", decimal_of(mc.attention_dropout)}, {"init_std", decimal_of(mc.init_std)}};
   j["data"] = {{"train", c.data.train},       {"eval", c.data.eval},
                {"format", c.data.format},     {"seq_len", c.data.seq_len},
                {"max_pred", c.data.max_pred}, {"masking", c.data.masking},

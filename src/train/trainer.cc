@@ -175,6 +175,29 @@ Status Run::load_optimizer(const std::string& dir, OptimizerState* state) {
   return Status::ok();
 }
 
+namespace {
+// JSON equality where fractional numbers are compared as the floats they configure: older
+// checkpoints wrote a float's binary expansion (0.10000000149011612), newer ones its decimal
+// form (0.1), and the two are one model.
+bool same_values(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.is_number_float() || b.is_number_float())
+    return a.is_number() && b.is_number() && float(a.get<double>()) == float(b.get<double>());
+  if (a.is_object() && b.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto it = a.begin(); it != a.end(); ++it)
+      if (!b.contains(it.key()) || !same_values(it.value(), b.at(it.key()))) return false;
+    return true;
+  }
+  if (a.is_array() && b.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!same_values(a[i], b[i])) return false;
+    return true;
+  }
+  return a == b;
+}
+}  // namespace
+
 Status Run::restore() {
   std::string dir;
   if (!opts.resume.empty()) {
@@ -192,7 +215,7 @@ Status Run::restore() {
   // batch.recompute changes memory and time, not results (and older checkpoints lack it).
   for (auto* j : {&saved, &mine}) (*j)["batch"].erase("recompute");
   for (const char* key : {"model", "batch"})
-    if (saved[key] != mine[key])
+    if (!same_values(saved[key], mine[key]))
       return Status::invalid_argument(dir + ": incompatible checkpoint: its " + key + " section " +
                                       saved[key].dump() + " differs from the config's " + mine[key].dump());
   if (meta.step > cfg.schedule.total_steps)

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "lansbert/core/file_io.h"
 #include "lansbert/train/checkpoint.h"
@@ -125,6 +126,37 @@ TEST_F(TrainerTest, RecomputeChangesNoResultAndMaySwitchOnResume) {
     EXPECT_TRUE(slurp(a + "/step-000000009/model.safetensors") == slurp(b + "/step-000000009/model.safetensors"))
         << dtype << ": the recomputing run's weights differ";
   }
+}
+
+// The model section's fractions are written as their decimal form (0.1); checkpoints from
+// before wrote a float's binary expansion (0.10000000149011612). Resume compares them as the
+// floats they configure: the old spelling resumes, another value is refused by section.
+TEST_F(TrainerTest, ResumeComparesModelFractionsAsFloats) {
+  const std::string dir = scratch("fractions");
+  TrainConfig c = testing::tiny_config(*data_, dir, 4);
+  TrainResult r;
+  ASSERT_TRUE(train(c, &r, "", 2).is_ok());
+  const std::string meta_path = dir + "/step-000000002/trainer.json";
+  const std::string written = slurp(meta_path);
+  EXPECT_NE(written.find("\"hidden_dropout\": 0.1,"), std::string::npos) << "not the decimal form";
+  auto rewrite = [&](double dropout) {
+    auto j = nlohmann::ordered_json::parse(written);
+    j.erase("checksum");  // as a file from before checksums; the reader accepts those
+    j["config"]["model"]["hidden_dropout"] = dropout;
+    std::ofstream(meta_path, std::ios::trunc) << j.dump(2) << "\n";
+  };
+  rewrite(double(0.1f));  // 0.10000000149011612
+  TrainResult r2;
+  Status st = train(c, &r2, "latest", 3);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(r2.step, 3);
+  fs::remove_all(dir + "/step-000000003");  // back to step 2 as the latest
+  fs::remove(dir + "/latest");
+  fs::create_directory_symlink("step-000000002", dir + "/latest");
+  rewrite(0.2);
+  st = train(c, &r2, "latest", 3);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("incompatible checkpoint: its model section"), std::string::npos) << st.to_string();
 }
 
 TEST_F(TrainerTest, SigtermFinishesTheStepAndCheckpoints) {
