@@ -2,6 +2,7 @@
 // count), initialisation statistics, run-to-run determinism, the initial loss near ln(V),
 // and that an eval forward ignores dropout.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -88,6 +89,22 @@ TEST(BertModel, InitialisationStatistics) {
   EXPECT_EQ(m.param(*m.table().find("bert.encoder.layer.0.output.LayerNorm.weight"))[5], 1.0f);
   EXPECT_EQ(m.param(*m.table().find("bert.pooler.dense.bias"))[5], 0.0f);
   EXPECT_EQ(m.param(*m.table().find("bert.embeddings.word_embeddings.weight"))[3], 0.0f);  // [PAD] row
+}
+
+// init_params draws each element from its own Philox counter, so the threads that share the
+// work change nothing: the same bits on one thread and on four.
+TEST(BertModel, InitialisationIsTheSameOnAnyThreadCount) {
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  auto ops = cpu::make_ops<float>();
+  BertModel<float> one(cfg, *ops, {1, 8, 1}), four(cfg, *ops, {1, 8, 1});
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  one.init_params(17);
+  omp_set_num_threads(4);
+  four.init_params(17);
+  omp_set_num_threads(threads);
+  EXPECT_EQ(0, std::memcmp(one.params(), four.params(), one.table().total_elements() * sizeof(float)));
 }
 
 TEST(BertModel, ForwardIsDeterministicAndStartsNearLnVocab) {
