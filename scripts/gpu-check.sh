@@ -164,7 +164,7 @@ YAML
   # bf16-recompute: batch.recompute; its eval line should equal bf16's (the same bits on the CPU).
   for prec in fp32 bf16 bf16-recompute; do
     local extra=()
-    [[ $prec == *-recompute ]] && extra=(--set batch.recompute=true)
+    [[ $prec == *-recompute ]] && extra=(--set batch.recompute=layers)
     timeout "${E2E_TIMEOUT:-120}" "$lb" train --config "$d/tiny.yaml" --set "checkpoint.dir=$d/ckpt-$prec" \
       --set "precision.dtype=${prec%-*}" ${extra[@]+"${extra[@]}"} > "$out/e2e-train-$prec.txt" 2>&1 || rc=1
     echo "e2e train $prec: $(grep -c '^step' "$out/e2e-train-$prec.txt") log lines; $(grep 'eval after' "$out/e2e-train-$prec.txt")" \
@@ -216,8 +216,10 @@ bench_step() {
   timeout "$t" "$lb" bench --backend cuda --precision bf16 --model bert-large --seq-len 512 --max-pred 80 --batch 0 \
     --steps 2 --warmup 1 2>&1 | tee "$out/bench-bert-large-512-probe.txt" || true
   # The same probe with activation recomputation: how much larger a micro-batch fits, at what MFU.
-  timeout "$t" "$lb" bench --backend cuda --precision bf16 --model bert-large --seq-len 512 --max-pred 80 --batch 0 \
-    --recompute --steps 2 --warmup 1 2>&1 | tee "$out/bench-bert-large-512-probe-recompute.txt" || true
+  for mode in attention layers; do
+    timeout "$t" "$lb" bench --backend cuda --precision bf16 --model bert-large --seq-len 512 --max-pred 80 --batch 0 \
+      --recompute $mode --steps 2 --warmup 1 2>&1 | tee "$out/bench-bert-large-512-probe-recompute-$mode.txt" || true
+  done
   timeout "$t" "$lb" bench --backend cuda --precision bf16 --model bert-base --seq-len 128 --max-pred 20 --batch 64 \
     --steps 3 --profile 2>&1 | tee "$out/bench-bert-base-128-profile.txt" || true
   # The table for docs/performance.md (its note on skipped lines goes to the summary).

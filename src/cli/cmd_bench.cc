@@ -52,7 +52,8 @@ struct BenchOptions {
   bool json = false;
   bool comm = false;
   bool profile = false;
-  bool recompute = false;  // ModelLimits::recompute (batch.recompute)
+  std::string recompute = "none";  // none | attention | layers (batch.recompute)
+  Recompute recompute_mode = Recompute::kNone;  // parsed
   uint64_t seed = 1;
   std::string backend = "cpu";  // cpu | cuda
   bool tf32 = false;            // cuda: TF32 GEMMs (the same as --precision tf32)
@@ -115,7 +116,7 @@ struct FootprintOptions {
   bool fused_attention = false; // cuDNN's staging
   bool cast_operands = false;   // 16-bit GEMMs whose operands our kernels convert
   bool reuse = false;           // ... kept and reused (Ops::keep_gemm_operand)
-  bool recompute = false;       // ModelLimits::recompute
+  Recompute recompute = Recompute::kNone;  // ModelLimits::recompute
 };
 
 // Bytes a micro-batch of B needs on the device: params, grads, m, v (fp32), the activation
@@ -241,7 +242,7 @@ int run_bench(const BenchOptions& o) {
   if (B == 0) {
     // Our cast pass: with cast reuse its kept copies, and the arena without fp32 memory for
     // the kept outputs (Ops::kept_outputs_unwritten); without reuse neither.
-    B = probe_batch(cfg, o.seq_len, P, {time_opt, fused_attention, cast_operands, o.cast_reuse == "on", o.recompute},
+    B = probe_batch(cfg, o.seq_len, P, {time_opt, fused_attention, cast_operands, o.cast_reuse == "on", o.recompute_mode},
                     &probe_free, &probe_need);
     if (B == 0) {
       report(Status::unsupported("bench: --batch 0: not even a micro-batch of 1 fits in the " +
@@ -251,7 +252,7 @@ int run_bench(const BenchOptions& o) {
   }
   ProfilingOps<float> profiler(*be.ops, be.sync);
   Ops<float>& ops = o.profile ? static_cast<Ops<float>&>(profiler) : *be.ops;
-  BertModel<float> model(cfg, ops, {B, o.seq_len, P, o.recompute});
+  BertModel<float> model(cfg, ops, {B, o.seq_len, P, o.recompute_mode});
   model.init_params(o.seed);
   const Batch batch = random_full_batch(B, o.seq_len, P, cfg.vocab_size, o.seed);
   // The optimizer's moments live where the parameters do.
@@ -328,10 +329,10 @@ int run_bench(const BenchOptions& o) {
     std::printf(
         "{\"model\":\"%s\",\"backend\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"batch\":%d,\"seq_len\":%d,\"max_pred\":%d,"
         "\"params\":%zu,\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"step_ms\":%.3f,\"tokens_per_s\":%.1f,"
-        "\"sequences_per_s\":%.2f,\"gflops\":%.2f,\"mfu\":%.4f,\"loss\":%.5f,\"recompute\":%s,"
+        "\"sequences_per_s\":%.2f,\"gflops\":%.2f,\"mfu\":%.4f,\"loss\":%.5f,\"recompute\":\"%s\","
         "\"activation_bytes\":%zu",
         o.model.c_str(), o.backend.c_str(), gemm_math_name(o.math), threads, B, o.seq_len, P, model.table().parameter_count(), tf * 1e3,
-        tb * 1e3, step * 1e3, tokens / step, B / step, gflops, mfu, loss, o.recompute ? "true" : "false",
+        tb * 1e3, step * 1e3, tokens / step, B / step, gflops, mfu, loss, recompute_name(o.recompute_mode),
         model.activation_bytes());
     if (opt) std::printf(",\"optimizer\":\"%s\",\"optimizer_ms\":%.3f", opt_name.c_str(), tu * 1e3);
     if (casts > 0)
@@ -371,7 +372,10 @@ int run_bench(const BenchOptions& o) {
     else if (o.backend == "cuda" && o.peak_gflops <= 0)
       std::printf("  (device not in the peak table: give --peak-gflops for MFU)");
     std::printf("\n  activations %.1f MiB%s, loss %.4f\n", model.activation_bytes() / 1048576.0,
-                o.recompute ? " (layers recomputed in the backward, not counted in FLOP/s)" : "", loss);
+                o.recompute_mode == Recompute::kLayers      ? " (layers recomputed in the backward, not counted in FLOP/s)"
+                : o.recompute_mode == Recompute::kAttention ? " (attention recomputed in the backward, not counted in FLOP/s)"
+                                                            : "",
+                loss);
     if (casts > 0)
       std::printf("  GEMM operand casts %.1fM elements/step and 16-bit copies written %.1fM (%.2f GB of extra "
                   "traffic at 6 and 2 bytes each), reuse %s; kept copies hold %.1f MiB\n",
@@ -425,9 +429,11 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--seed", o->seed, "Seed for weights, data and dropout")->capture_default_str();
   sub->add_flag("--json", o->json, "Print one JSON line");
   sub->add_flag("--profile", o->profile, "Also print time per op (adds a little overhead)");
-  sub->add_flag("--recompute", o->recompute,
-                "Recompute each encoder layer's activations in the backward (batch.recompute): a smaller arena "
-                "for one more forward of the layers; FLOP/s and MFU count the model's FLOPs only");
+  sub->add_option("--recompute", o->recompute,
+                  "What the backward recomputes (batch.recompute): none, attention (the probabilities) or layers "
+                  "(all but the layers' outputs); FLOP/s and MFU count the model's FLOPs only")
+      ->check(CLI::IsMember({"none", "attention", "layers"}))
+      ->capture_default_str();
   sub->add_flag("--comm", o->comm,
                  "Measure the communicator instead: all-reduce algbw/busbw over message sizes "
                  "(the defaults of `lansbert bench-comm`, which takes more options)");
@@ -437,6 +443,7 @@ void add_bench_command(CLI::App& app) {
       set_exit_code(exit_code());
       return;
     }
+    (void)parse_recompute(o->recompute, &o->recompute_mode);  // checked by IsMember
     o->math = o->tf32 || o->precision == "tf32" ? GemmMath::kTf32
               : o->precision == "bf16"          ? GemmMath::kBf16
               : o->precision == "fp16"          ? GemmMath::kFp16

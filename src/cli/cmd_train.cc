@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "commands.h"
 #include "lansbert/core/check.h"
@@ -37,7 +38,9 @@ void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
   std::printf("plan:\n");
   std::printf("  world size          : %d\n", p.world);
   std::printf("  micro-batch per rank: %d%s\n", cfg.batch.micro_batch,
-              cfg.batch.recompute ? " (encoder layers recomputed in the backward)" : "");
+              cfg.batch.recompute == Recompute::kLayers      ? " (encoder layers recomputed in the backward)"
+              : cfg.batch.recompute == Recompute::kAttention ? " (attention probabilities recomputed in the backward)"
+                                                             : "");
   std::printf("  accumulation        : %d micro-batches per update\n", p.accumulation);
   std::printf("  global batch        : %lld sequences of %d tokens\n", (long long)cfg.batch.global_batch,
               cfg.data.seq_len);
@@ -56,15 +59,15 @@ void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
                 gib(p.reduce_bytes));
 }
 
-// --device-memory: the largest micro_batch whose plan fits `gib` on one device, without and
-// with recomputation. A micro_batch must divide each rank's share of the global batch (the
+// --device-memory: the largest micro_batch whose plan fits `gib` on one device, for each
+// recomputation setting. A micro_batch must divide each rank's share of the global batch (the
 // accumulation is whole), so only those divisors are tried. Plans are lower bounds: the
 // GEMMs' and cast workspaces come on top.
 void print_fitting_micro_batch(const TrainConfig& cfg, int world, double gib) {
   const double have = gib * 1073741824.0;
   const int64_t share = cfg.batch.global_batch % world == 0 ? cfg.batch.global_batch / world : 0;
   std::printf("  on a device of %.1f GiB (plans are lower bounds: cuBLAS and cast workspaces come on top)\n", gib);
-  for (bool recompute : {false, true}) {
+  for (Recompute recompute : {Recompute::kNone, Recompute::kAttention, Recompute::kLayers}) {
     TrainConfig c = cfg;
     c.batch.recompute = recompute;
     int64_t found = 0;
@@ -75,12 +78,12 @@ void print_fitting_micro_batch(const TrainConfig& cfg, int world, double gib) {
       if (make_plan(c, world, &plan).is_ok() && double(plan.flat_bytes + plan.half_bytes + plan.activation_bytes) <= have)
         found = m;
     }
-    const char* how = recompute ? "with batch.recompute: true" : "without recomputation";
+    const std::string how = std::string("batch.recompute: ") + recompute_name(recompute);
     if (found)
-      std::printf("    %-26s: micro_batch %lld fits (plan %.2f GiB; accumulation %d)\n", how, (long long)found,
+      std::printf("    %-26s: micro_batch %lld fits (plan %.2f GiB; accumulation %d)\n", how.c_str(), (long long)found,
                   gib_of(plan), plan.accumulation);
     else
-      std::printf("    %-26s: no micro_batch dividing the %lld sequences per rank fits\n", how, (long long)share);
+      std::printf("    %-26s: no micro_batch dividing the %lld sequences per rank fits\n", how.c_str(), (long long)share);
   }
 }
 
@@ -176,7 +179,7 @@ void add_train_command(CLI::App& app) {
       ->needs(dry);
   sub->add_option("--device-memory", a->device_memory,
                   "With --dry-run: GiB of one device; print the largest batch.micro_batch whose plan fits, "
-                  "with and without batch.recompute")
+                  "for each batch.recompute setting")
       ->check(CLI::Range(0.01, 1e6))
       ->needs(dry);
   CLI::Option* resume =

@@ -149,7 +149,7 @@ const std::vector<Field>& schema() {
       LB_F("data.vocab", get_str(n, &c.data.vocab)),
       LB_F("batch.global_batch", get_int(n, &c.batch.global_batch)),
       LB_F("batch.micro_batch", get_int(n, &c.batch.micro_batch)),
-      LB_F("batch.recompute", get_bool(n, &c.batch.recompute)),
+      LB_F("batch.recompute", get_enum(n, &c.batch.recompute, parse_recompute)),
       LB_F("optimizer.name", get_str(n, &c.optimizer.name)),
       LB_F("optimizer.lr", get_num(n, &c.schedule.peak_lr)),
       LB_F("optimizer.beta1", get_num(n, &c.optimizer.beta1)),

@@ -54,14 +54,17 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, bool kept_outputs_un
   emb_out = a.take<T>(N * H);
   layers.resize(c.layers);
   const bool attn_dropout = c.attention_dropout > 0;
-  // Everything of a layer but its output h2, which the next layer reads as its input.
-  auto take_scratch = [&](LayerActs<T>& l) {
+  // A layer's attention probabilities, and everything else of it but its output h2 (which the
+  // next layer reads as its input).
+  auto take_probs = [&](LayerActs<T>& l) {
+    l.probs = a.take<T>(BASS);
+    l.probs_drop = !attn_dropout ? nullptr : kept_outputs_unwritten ? l.probs : a.take<T>(BASS);
+  };
+  auto take_rest = [&](LayerActs<T>& l) {
     l.qkv = a.take<T>(3 * N * H);
     l.q = l.qkv;
     l.k = l.qkv + H;
     l.v = l.qkv + 2 * H;
-    l.probs = a.take<T>(BASS);
-    l.probs_drop = !attn_dropout ? nullptr : kept_outputs_unwritten ? l.probs : a.take<T>(BASS);
     l.ctx = a.take<T>(N * H);
     l.res1 = a.take<T>(N * H);
     l.mean1 = a.take<T>(N);
@@ -73,14 +76,23 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, bool kept_outputs_un
     l.mean2 = a.take<T>(N);
     l.rstd2 = a.take<T>(N);
   };
-  // With recomputation every layer's scratch is the same memory (ModelLimits::recompute).
+  // Recomputing whole layers, every layer's scratch is the same memory; recomputing the
+  // attention, the probabilities are (ModelLimits::recompute).
   LayerActs<T> shared;
-  if (lim.recompute) take_scratch(shared);
+  if (lim.recompute != Recompute::kNone) take_probs(shared);
+  if (lim.recompute == Recompute::kLayers) take_rest(shared);
   for (LayerActs<T>& l : layers) {
-    if (lim.recompute)
+    if (lim.recompute == Recompute::kLayers) {
       l = shared;
-    else
-      take_scratch(l);
+    } else {
+      if (lim.recompute == Recompute::kAttention) {
+        l.probs = shared.probs;
+        l.probs_drop = shared.probs_drop;
+      } else {
+        take_probs(l);
+      }
+      take_rest(l);
+    }
     l.h2 = a.take<T>(N * H);
   }
   mlm_x = a.take<T>(Pt * H);
@@ -170,9 +182,31 @@ BertModel<T>::~BertModel() {
     for (const T* x : {a.qkv, a.probs, a.probs_drop, a.ctx, a.h1, a.ffn_act, a.h2}) ops_.drop_gemm_operand(x);
 }
 
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kAttention: return "attention";
+    case Recompute::kLayers: return "layers";
+  }
+  return "?";
+}
+
+Status parse_recompute(const std::string& s, Recompute* out) {
+  for (Recompute r : {Recompute::kNone, Recompute::kAttention, Recompute::kLayers})
+    if (s == recompute_name(r)) {
+      *out = r;
+      return Status::ok();
+    }
+  return Status::invalid_argument("batch.recompute: expected none, attention or layers, got '" + s + "'");
+}
+
 template <typename T>
 void BertModel<T>::release_layer(int l, const T* x) {
   const LayerActs<T>& a = state_->layers[l];
+  if (limits_.recompute == Recompute::kAttention) {
+    for (const T* p : {a.probs, a.probs_drop}) ops_.drop_gemm_operand(p);
+    return;
+  }
   for (const T* p : std::initializer_list<const T*>{x, a.qkv, a.probs, a.probs_drop, a.ctx, a.h1, a.ffn_act})
     ops_.drop_gemm_operand(p);
 }
@@ -191,10 +225,13 @@ size_t BertModel<T>::kept_copy_bytes_for(const BertConfig& c, ModelLimits lim, b
   const size_t B = lim.max_batch, S = lim.max_seq, N = B * S, H = c.hidden, I = c.intermediate, L = c.layers;
   const size_t Pt = B * lim.max_pred, BASS = B * c.heads * S * S;
   const size_t attention = attention_keeps_operands ? 3 * N * H + BASS : 0;  // q/k/v, P (or d(scores))
-  // Forward: x, ctx, h1 and the GELU output per layer; recomputing, one layer's set (x aside)
-  // and the L layer inputs (the embeddings' output, h2 of all but the last layer).
+  // Forward: x, ctx, h1 and the GELU output per layer; recomputing layers, one layer's set (x
+  // aside) and the L layer inputs (the embeddings' output, h2 of all but the last layer);
+  // recomputing the attention, one layer's probabilities.
   const size_t layer = N * (3 * H + I) + attention;
-  const size_t forward = lim.recompute ? layer - N * H + L * N * H : L * layer;
+  size_t forward = L * layer;
+  if (lim.recompute == Recompute::kLayers) forward = layer - N * H + L * N * H;
+  if (lim.recompute == Recompute::kAttention && attention_keeps_operands) forward = L * (layer - BASS) + BASS;
   // Backward, one set reused by every layer: the dropout/bias gradients of both blocks, d(ctx)
   // and d(q/k/v) (N x 6H), the FFN's (N x I), d(scores); the heads' output gradients (the
   // MLM decoder's and transform's, the NSP classifier's and the pooler's).
@@ -322,10 +359,9 @@ ForwardResult BertModel<T>::forward(const Batch& batch, const StepContext& ctx) 
   const T* x = s.emb_out;
   for (int l = 0; l < config_.layers; ++l) {
     encoder_layer_forward(s, l, x);
-    // Recomputation: the next layer overwrites this one's activations (all but its output),
-    // so nothing of them is kept for 16-bit GEMMs either; its input is kept again when the
-    // backward recomputes them. The last layer's stay as they are for its backward.
-    if (limits_.recompute && l + 1 < config_.layers) release_layer(l, x);
+    // Recomputation: the next layer overwrites what the backward will recompute, so nothing
+    // of it stays kept for 16-bit GEMMs. The last layer's stay as they are for its backward.
+    if (limits_.recompute != Recompute::kNone && l + 1 < config_.layers) release_layer(l, x);
     x = s.layers[l].h2;
   }
   heads_forward(s, x);
@@ -364,13 +400,17 @@ void BertModel<T>::backward(T loss_weight, const GradReadyFn& on_ready) {
   if (on_ready) on_ready(index(s.pooler.w), table_.size());
   for (int l = config_.layers - 1; l >= 0; --l) {
     const T* x = l == 0 ? s.emb_out : s.layers[l - 1].h2;
-    if (limits_.recompute && l + 1 < config_.layers) {
+    if (limits_.recompute == Recompute::kLayers && l + 1 < config_.layers) {
       // The forward again, from the layer's input, with the same dropout masks (keyed by the
       // step and the layer): the activations it wrote before, bit for bit. Its output is
       // rewritten with the same values; nothing reads it any more, so its copy is not kept.
       ops_.keep_gemm_operand(x, size_t(s.N) * config_.hidden);
       encoder_layer_forward(s, l, x);
       ops_.drop_gemm_operand(s.layers[l].h2);
+    } else if (limits_.recompute == Recompute::kAttention && l + 1 < config_.layers) {
+      // The attention core again from the kept q/k/v: the probabilities (and ctx, rewritten
+      // with the same bits) as the forward made them.
+      encoder_layer_attention_forward(s, l);
     }
     encoder_layer_backward(s, l, x);
     const LayerParams& p = s.layer_params[l];

@@ -104,6 +104,10 @@ template <typename T>
 void encoder_layer_forward(BertState<T>& m, int l, const T* x);
 template <typename T>
 void encoder_layer_backward(BertState<T>& m, int l, const T* x);  // m.dh: d(out) in, d(x) out
+// The attention core of layer l's forward alone (q/k/v -> probabilities, ctx), as
+// encoder_layer_forward runs it: for Recompute::kAttention.
+template <typename T>
+void encoder_layer_attention_forward(BertState<T>& m, int l);
 template <typename T>
 void embeddings_forward(BertState<T>& m);
 template <typename T>

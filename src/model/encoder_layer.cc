@@ -72,7 +72,6 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
   const int N = m.N, H = c.hidden, I = c.intermediate;
   const float p_hidden = drop_p(m, c.hidden_dropout);
 
-  const size_t NH = size_t(N) * H;
   // x is the q/k/v projection's GEMM input, here and in its dW: kept until the backward, and
   // written with its 16-bit copy by its producer (the previous layer's second LayerNorm, or
   // the embeddings' dropout).
@@ -84,14 +83,7 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
     linear_forward_kept(ops, x, m.p(p.qkv.w), m.p(p.qkv.b), a.qkv, N, H, 3 * H);
   else
     linear_forward(ops, x, m.p(p.qkv.w), m.p(p.qkv.b), a.qkv, N, H, 3 * H);
-  AttentionForward<T> f;
-  attention_common(m, l, &f);
-  f.ctx = a.ctx;
-  f.scores = m.d_scores;  // backward scratch, free during the forward
-  f.qkv_kept = f.ctx_kept = kept;
-  a.attn_impl = ops.attention_forward(f);
-
-  if (!kept) ops.keep_gemm_operand(a.ctx, NH);
+  encoder_layer_attention_forward(m, l);
   linear_gemm(ops, a.ctx, m.p(p.attn_out.w), a.res1, N, H, H);
   ops.bias_dropout_residual_forward(a.res1, m.p(p.attn_out.b), x, N, H, p_hidden, key(m, dropout_site(l, 1)));
   // h1 feeds the FFN's GEMM (and its dW) and, in fp32, the second residual: kept as written.
@@ -106,6 +98,20 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
                                T(c.layernorm_eps));
   else
     ops.layernorm_forward(a.res2, m.p(p.ln2.w), m.p(p.ln2.b), a.h2, a.mean2, a.rstd2, N, H, T(c.layernorm_eps));
+}
+
+template <typename T>
+void encoder_layer_attention_forward(BertState<T>& m, int l) {
+  Ops<T>& ops = *m.ops;
+  LayerActs<T>& a = m.layers[l];
+  const bool kept = ops.attention_reads_only_gemm_operands();
+  AttentionForward<T> f;
+  attention_common(m, l, &f);
+  f.ctx = a.ctx;
+  f.scores = m.d_scores;  // backward scratch: free in the forward, and before a layer's backward
+  f.qkv_kept = f.ctx_kept = kept;
+  a.attn_impl = ops.attention_forward(f);
+  if (!kept) ops.keep_gemm_operand(a.ctx, size_t(m.N) * m.config->hidden);
 }
 
 template <typename T>
@@ -160,6 +166,8 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
 template void encoder_layer_forward<float>(BertState<float>&, int, const float*);
 template void encoder_layer_forward<double>(BertState<double>&, int, const double*);
 template void encoder_layer_backward<float>(BertState<float>&, int, const float*);
+template void encoder_layer_attention_forward<float>(BertState<float>&, int);
+template void encoder_layer_attention_forward<double>(BertState<double>&, int);
 template void encoder_layer_backward<double>(BertState<double>&, int, const double*);
 
 }  // namespace lansbert

@@ -102,7 +102,7 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
   }
   // Forward passes only: the layers may share their activation memory (the recomputing
   // layout; nothing is recomputed without a backward).
-  BertModel<float> model(mc, *ops, ModelLimits{micro_batch, set->seq_len(), set->max_pred(), /*recompute=*/true});
+  BertModel<float> model(mc, *ops, ModelLimits{micro_batch, set->seq_len(), set->max_pred(), Recompute::kLayers});
   LB_RETURN_IF_ERROR(load_params_to(device.get(), dir, model.table(), model.params()));
   EvalSums sums;
   LB_RETURN_IF_ERROR(evaluate_samples(model, *set, n, micro_batch, 0, 1, &sums, opts.dump_batch));

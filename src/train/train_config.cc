@@ -225,7 +225,10 @@ Status check_plan_fits(const TrainConfig& config, const TrainPlan& p, double hav
                 "the run needs %.1f GiB per rank (flat buffers %.1f, 16-bit copies %.1f, activations %.1f: see "
                 "--dry-run) x %d rank(s), more than the %.1f GiB of %s; reduce batch.micro_batch or data.seq_len%s%s",
                 need / gib, double(p.flat_bytes) / gib, double(p.half_bytes) / gib, double(p.activation_bytes) / gib,
-                ranks, have / gib, where.c_str(), config.batch.recompute ? "" : ", set batch.recompute: true",
+                ranks, have / gib, where.c_str(),
+                config.batch.recompute == Recompute::kLayers    ? ""
+                : config.batch.recompute == Recompute::kAttention ? ", set batch.recompute: layers"
+                                                                  : ", set batch.recompute: attention or layers",
                 p.world > 1 && !config.distributed.shard_optimizer ? ", or set distributed.shard_optimizer: true" : "");
   return Status::invalid_argument(buf);
 }
@@ -252,7 +255,7 @@ std::string config_to_json(const TrainConfig& c, int indent) {
                {"whole_word", c.data.whole_word}, {"vocab", c.data.vocab}};
   j["batch"] = {{"global_batch", c.batch.global_batch},
                 {"micro_batch", c.batch.micro_batch},
-                {"recompute", c.batch.recompute}};
+                {"recompute", recompute_name(c.batch.recompute)}};
   const OptimizerConfig& o = c.optimizer;
   std::vector<std::string> roles;
   for (ParamRole r : o.no_decay_roles) roles.push_back(param_role_name(r));

@@ -2,7 +2,8 @@
 # `lansbert bench` from the command line: a CPU run prints its JSON line, and each option
 # that does not apply (a CUDA-only choice on the CPU, contradictory precisions, unknown
 # values) exits non-zero with a message that names the option; scripts/bench-table.py turns
-# the JSON lines into a markdown table; --recompute keeps the loss and shrinks the arena.
+# the JSON lines into a markdown table; --recompute attention|layers keep the loss and shrink
+# the arena.
 # `lansbert bench-comm` on one process: --order takes
 # the config's names and the old ones, and a bad --order or LANSBERT_COMM is refused by name.
 # Usage: bench_cli_test.sh LANSBERT SOURCE_DIR
@@ -37,16 +38,19 @@ params=${BASH_REMATCH[1]}
 saved=$(( casts_on - BASH_REMATCH[1] ))
 (( saved >= params && saved < params + 4096 )) || fail "weight copy saved $saved casts, want the $params parameters"
 
-# --recompute: the same loss from a smaller arena, and bench-table marks the row.
-out5=$("$bin" "${tiny[@]}" --json --recompute)
-[[ $out =~ \"loss\":([0-9.]+),\"recompute\":false,\"activation_bytes\":([0-9]+) ]] || fail "no recompute fields: $out"
+# --recompute attention|layers: the same loss from a smaller arena, layers the smallest; bench-table
+# marks the row.
+[[ $out =~ \"loss\":([0-9.]+),\"recompute\":\"none\",\"activation_bytes\":([0-9]+) ]] || fail "no recompute fields: $out"
 loss=${BASH_REMATCH[1]} arena=${BASH_REMATCH[2]}
-[[ $out5 =~ \"loss\":([0-9.]+),\"recompute\":true,\"activation_bytes\":([0-9]+) ]] || fail "no recompute fields: $out5"
-[[ ${BASH_REMATCH[1]} == "$loss" ]] || fail "recompute changed the loss: ${BASH_REMATCH[1]} vs $loss"
-(( BASH_REMATCH[2] < arena )) || fail "recompute did not shrink the arena: ${BASH_REMATCH[2]} vs $arena"
-[[ $(python3 "$src/scripts/bench-table.py" <<< "$out5" | sed -n 3p) == '| bert-tiny | 32 | 2 (recomputed) |'* ]] ||
-  fail "bench-table recompute row"
-
+for mode in attention layers; do
+  out5=$("$bin" "${tiny[@]}" --json --recompute $mode)
+  [[ $out5 =~ \"loss\":([0-9.]+),\"recompute\":\"$mode\",\"activation_bytes\":([0-9]+) ]] || fail "no recompute fields: $out5"
+  [[ ${BASH_REMATCH[1]} == "$loss" ]] || fail "recompute $mode changed the loss: ${BASH_REMATCH[1]} vs $loss"
+  (( BASH_REMATCH[2] < arena )) || fail "recompute $mode did not shrink the arena: ${BASH_REMATCH[2]} vs $arena"
+  arena=${BASH_REMATCH[2]}
+  [[ $(python3 "$src/scripts/bench-table.py" <<< "$out5" | sed -n 3p) == "| bert-tiny | 32 | 2 (recompute $mode) |"* ]] ||
+    fail "bench-table recompute $mode row"
+done
 # bench-table.py: a header, a separator and one row per result; other lines are skipped.
 table=$(printf '%s\nlansbert: error: something\n%s\n' "$out" "$out2" | python3 "$src/scripts/bench-table.py" 2>/dev/null)
 [[ $(wc -l <<< "$table") == 4 ]] || fail "bench-table rows: $table"
@@ -69,6 +73,7 @@ expect_error() {
 expect_error "--gemm-cast cublas needs --backend cuda" --precision bf16 --gemm-cast cublas
 expect_error "--gemm-cast" --gemm-cast fast
 expect_error "--cast-reuse" --precision bf16 --cast-reuse maybe
+expect_error "--recompute" --recompute true
 expect_error "--attention cudnn needs --backend cuda" --attention cudnn
 expect_error "--tf32 contradicts --precision bf16" --tf32 --precision bf16
 expect_error "--precision" --precision int8

@@ -2,7 +2,7 @@
 # `lansbert train --dry-run` from the command line, on the shipped bert-large phase-2 config:
 # the plan, --world planning a cluster's job from one process (the shipped config fits the
 # paper's 1,536 ranks; micro_batch 8 is refused there by name), --device-memory's largest
-# micro_batch with and without recomputation, the flags refused without --dry-run, and
+# micro_batch for each recomputation setting, the flags refused without --dry-run, and
 # nothing written.
 # Usage: dry_run_cli_test.sh LANSBERT SOURCE_DIR
 set -uo pipefail
@@ -32,10 +32,11 @@ has "$out" "world size          : 1536"
 has "$out" "accumulation        : 2 micro-batches per update"
 has "$out" "gradient reduction  : fp16"
 # 22 sequences per rank: micro_batch 11 (two per update) or, recomputing, all 22 at once.
-has "$out" "without recomputation     : micro_batch 11 fits"
-has "$out" "with batch.recompute: true: micro_batch 22 fits"
+has "$out" "batch.recompute: none     : micro_batch 11 fits"
+has "$out" "batch.recompute: attention: micro_batch 22 fits"
+has "$out" "batch.recompute: layers   : micro_batch 22 fits"
 out=$("$lb" train --config "$cfg" --dry-run --device-memory 1)
-has "$out" "no micro_batch dividing the 33792 sequences per rank fits"
+has "$out" "batch.recompute: layers   : no micro_batch dividing the 33792 sequences per rank fits"
 expect_error 2 "is not a multiple of batch.micro_batch * world = 8 * 1536" \
   train --config "$cfg" --dry-run --world 1536 --set batch.micro_batch=8
 expect_error 2 "--world requires --dry-run" train --config "$cfg" --world 8

@@ -40,16 +40,17 @@ TEST(ConfigLoader, GoodFileAndOverrides) {
   EXPECT_EQ(c.distributed.reduction_order, "fast");
   EXPECT_EQ(c.distributed.grad_reduce_dtype, "fp32");
   EXPECT_TRUE(c.distributed.overlap_reduction);
-  EXPECT_FALSE(c.batch.recompute);
-  EXPECT_EQ(c.model_limits().recompute, false);
-  TrainConfig r;
-  st = parse_train_config(kGood, "good.yaml", {"batch.recompute=true"}, 1, &r);
-  ASSERT_TRUE(st.is_ok()) << st.to_string();
-  EXPECT_TRUE(r.model_limits().recompute);
-  EXPECT_EQ(r.model_limits().max_batch, 16);
-  TrainConfig r_back;  // stored in checkpoints and read back
-  ASSERT_TRUE(parse_train_config(config_to_json(r), "trainer.json", {}, 1, &r_back).is_ok());
-  EXPECT_TRUE(r_back.batch.recompute);
+  EXPECT_EQ(c.model_limits().recompute, Recompute::kNone);
+  for (Recompute mode : {Recompute::kAttention, Recompute::kLayers}) {
+    TrainConfig r;
+    st = parse_train_config(kGood, "good.yaml", {std::string("batch.recompute=") + recompute_name(mode)}, 1, &r);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    EXPECT_EQ(r.model_limits().recompute, mode);
+    EXPECT_EQ(r.model_limits().max_batch, 16);
+    TrainConfig r_back;  // stored in checkpoints and read back
+    ASSERT_TRUE(parse_train_config(config_to_json(r), "trainer.json", {}, 1, &r_back).is_ok());
+    EXPECT_EQ(r_back.batch.recompute, mode);
+  }
   TrainConfig d;
   st = parse_train_config(kGood, "good.yaml",
                           {"distributed.shard_optimizer=true", "distributed.reduction_order=fixed",
@@ -128,8 +129,8 @@ TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
       {"", "", {"optimizer.beta1=1.5"}, {"--set optimizer.beta1", "optimizer.beta1"}},
       {"  dir: ckpt\n  keep_last: 0\n", "  dir: ckpt\n", {}, {"bad.yaml:18:", "checkpoint.keep_last"}},
       {"  micro_batch: -4\n", "  micro_batch: 16\n", {}, {"bad.yaml:10:", "batch.micro_batch", "positive"}},
-      {"  micro_batch: 16\n  recompute: layers\n", "  micro_batch: 16\n", {},
-       {"bad.yaml:11:", "batch.recompute: expected true or false"}},
+      {"  micro_batch: 16\n  recompute: true\n", "  micro_batch: 16\n", {},
+       {"bad.yaml:11:", "batch.recompute: expected none, attention or layers, got 'true'"}},
       {"  kind: cosine\n  total_steps: 10\n", "  total_steps: 10\n", {}, {"bad.yaml:15:", "schedule.kind", "cosine"}},
       {"phase:\n  phase_start: sometimes\n", "checkpoint:\n", {}, {"bad.yaml:17:", "phase.phase_start", "sometimes"}},
       {"  hidden: 100\n  heads: 3\n", "  vocab_size: 64\n", {}, {"bad.yaml:3:", "model.hidden", "heads"}},

@@ -3,7 +3,8 @@
 # parameters (replicated GradSync, sharded ZeRO-1 with its buckets reduced to their owners
 # during backward, fixed reduction order, sharded in fixed order or with overlap_reduction
 # false: the reduce-scatter after backward; replicated without overlap; sharded with the
-# layers recomputed in the backward, batch.recompute), and a sharded 2-rank checkpoint resumes on 1 rank (replicated: the slices are
+# layers recomputed in the backward, and replicated with the attention recomputed:
+# batch.recompute), and a sharded 2-rank checkpoint resumes on 1 rank (replicated: the slices are
 # joined) and on 4 ranks (sharded: re-sliced) and ends where the uninterrupted 2-rank run
 # ends: same step, data position, micro-step count and parameters. Parameters are compared with compare_params
 # (relative 1e-6 per tensor; the attention key biases, whose true gradient is zero, are
@@ -55,8 +56,9 @@ train 4 s4 --set distributed.shard_optimizer=true
 train 2 s2fixed --set distributed.shard_optimizer=true --set distributed.reduction_order=fixed
 train 2 r2after --set distributed.overlap_reduction=false
 train 2 s2after --set distributed.shard_optimizer=true --set distributed.overlap_reduction=false
-train 2 s2recompute --set distributed.shard_optimizer=true --set batch.recompute=true
-for run in r2 r4 r4fixed s2 s4 s2fixed r2after s2after s2recompute; do same r1 $run; done
+train 2 s2recompute --set distributed.shard_optimizer=true --set batch.recompute=layers
+train 2 r2attention --set batch.recompute=attention
+for run in r2 r4 r4fixed s2 s4 s2fixed r2after s2after s2recompute r2attention; do same r1 $run; done
 # "eval after step 6/6 | loss L | mlm_loss M | ... | 90 sequences in ...": L and M within 1e-4.
 evalline() { grep "eval after step 6/6" "$tmp/$1.log"; }
 for run in r1 r2 r4 s4; do

@@ -59,7 +59,8 @@ TEST(GpuBert, TinyTrainingStepMatchesCpu) {
 }
 
 // Activation recomputation on the device (ModelLimits::recompute): a model that recomputes
-// its layers in the backward gives the kept model's loss and gradients, bit for bit, in fp32
+// its attention or its layers in the backward gives the kept model's loss and gradients, bit
+// for bit, in fp32
 // and with bf16 GEMMs (kept 16-bit copies re-keyed at the shared addresses), over two
 // accumulated micro-steps; the CPU's Recompute.* tests check the same on the host.
 TEST(GpuBert, RecomputedStepEqualsKeptStep) {
@@ -69,12 +70,13 @@ TEST(GpuBert, RecomputedStepEqualsKeptStep) {
   cfg.layers = 3;
   const int B = 4, S = 64, P = 10;
   const Batch b1 = testing::random_batch(B, S, P, cfg.vocab_size, 7), b2 = testing::random_batch(B, S, P, cfg.vocab_size, 8);
+  for (Recompute mode : {Recompute::kAttention, Recompute::kLayers})
   for (GemmMath math : {GemmMath::kFp32, GemmMath::kBf16}) {
-    SCOPED_TRACE(gemm_math_name(math));
+    SCOPED_TRACE(std::string(recompute_name(mode)) + ", " + gemm_math_name(math));
     cuda::OpsOptions o;
     o.math = math;
     cuda::CudaOps kept_ops{o}, re_ops{o};
-    BertModel<float> kept(cfg, kept_ops, {B, S, P}), re(cfg, re_ops, {B, S, P, true});
+    BertModel<float> kept(cfg, kept_ops, {B, S, P}), re(cfg, re_ops, {B, S, P, mode});
     kept.init_params(42);
     re.init_params(42);
     kept.zero_grads();
@@ -91,8 +93,8 @@ TEST(GpuBert, RecomputedStepEqualsKeptStep) {
     size_t differ = 0;
     for (size_t i = 0; i < n; ++i) differ += gk[i] != gr[i];
     EXPECT_EQ(differ, 0u) << "gradient elements that differ of " << n;
-    std::printf("  %s: %zu of %zu gradient elements differ; kept copies %zu vs %zu bytes\n", gemm_math_name(math), differ,
-                n, kept_ops.kept_copy_bytes(), re_ops.kept_copy_bytes());
+    std::printf("  %s, %s: %zu of %zu gradient elements differ; kept copies %zu vs %zu bytes\n", recompute_name(mode),
+                gemm_math_name(math), differ, n, kept_ops.kept_copy_bytes(), re_ops.kept_copy_bytes());
   }
 }
 

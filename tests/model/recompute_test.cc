@@ -1,6 +1,6 @@
-// Activation recomputation (ModelLimits::recompute): the layers share one set of activation
-// buffers and the backward recomputes each layer's forward from its input. It must change
-// nothing but memory and time: the same loss, the same gradient bits over two accumulated
+// Activation recomputation (ModelLimits::recompute): the layers share their attention
+// probabilities (kAttention) or one set of activation buffers (kLayers), and the backward
+// recomputes what was overwritten. It must change nothing but memory and time: the same loss, the same gradient bits over two accumulated
 // micro-steps, the same gradient-ready calls, for fp32, fp64 and the emulated 16-bit GEMMs
 // (whose kept operand copies are keyed by the now shared addresses).
 #include <gtest/gtest.h>
@@ -44,8 +44,8 @@ Trace run(BertModel<T>& m, const Batch& b1, const Batch& b2) {
 }
 
 template <typename T>
-void expect_same_bits(GemmMath math, bool reuse_casts) {
-  SCOPED_TRACE(std::string(gemm_math_name(math)) + (reuse_casts ? " with cast reuse" : ""));
+void expect_same_bits(Recompute mode, GemmMath math, bool reuse_casts) {
+  SCOPED_TRACE(std::string(recompute_name(mode)) + ", " + gemm_math_name(math) + (reuse_casts ? " with cast reuse" : ""));
   const BertConfig cfg = three_layers();
   ASSERT_GT(cfg.hidden_dropout, 0.f);
   ASSERT_GT(cfg.attention_dropout, 0.f);
@@ -53,7 +53,7 @@ void expect_same_bits(GemmMath math, bool reuse_casts) {
   const Batch b1 = testing::random_batch(B, S, P, cfg.vocab_size, 21);
   const Batch b2 = testing::random_batch(2, S, P, cfg.vocab_size, 22);  // smaller than the limits
   auto ops_plain = cpu::make_ops<T>(math, reuse_casts), ops_re = cpu::make_ops<T>(math, reuse_casts);
-  BertModel<T> plain(cfg, *ops_plain, {B, S, P}), re(cfg, *ops_re, {B, S, P, /*recompute=*/true});
+  BertModel<T> plain(cfg, *ops_plain, {B, S, P}), re(cfg, *ops_re, {B, S, P, mode});
   plain.init_params(5);
   re.init_params(5);
   const Trace tp = run(plain, b1, b2), tr = run(re, b1, b2);
@@ -61,44 +61,54 @@ void expect_same_bits(GemmMath math, bool reuse_casts) {
   EXPECT_EQ(tp.ready, tr.ready);
   const size_t n = plain.table().total_elements();
   EXPECT_EQ(0, std::memcmp(plain.grads(), re.grads(), n * sizeof(T)));
-  // The 16-bit copies: the recomputed layers' producers write theirs again and their inputs
-  // are converted again; nothing else.
+  // The 16-bit copies: the recomputed producers write theirs again (and, recomputing layers,
+  // the layers' inputs are converted again).
   if (is_half_gemm(math) && reuse_casts) {
     EXPECT_GT(ops_re->gemm_operand_copy_writes(), ops_plain->gemm_operand_copy_writes());
-    EXPECT_GT(ops_re->gemm_operand_conversions(), ops_plain->gemm_operand_conversions());
+    if (mode == Recompute::kLayers)
+      EXPECT_GT(ops_re->gemm_operand_conversions(), ops_plain->gemm_operand_conversions());
+    else
+      EXPECT_EQ(ops_re->gemm_operand_conversions(), ops_plain->gemm_operand_conversions());
   }
 }
 
 TEST(Recompute, SameLossesAndGradientBits) {
-  expect_same_bits<float>(GemmMath::kFp32, true);
-  expect_same_bits<double>(GemmMath::kFp32, true);
-  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
-    expect_same_bits<float>(math, true);
-    expect_same_bits<float>(math, false);
+  for (Recompute mode : {Recompute::kAttention, Recompute::kLayers}) {
+    expect_same_bits<float>(mode, GemmMath::kFp32, true);
+    expect_same_bits<double>(mode, GemmMath::kFp32, true);
+    for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
+      expect_same_bits<float>(mode, math, true);
+      expect_same_bits<float>(mode, math, false);
+    }
   }
 }
 
-// Layer by layer the arena keeps one output of N x H; the rest is one layer's worth, shared.
-TEST(Recompute, ArenaHoldsOneLayerAndTheLayerOutputs) {
+// Each layer beyond the first adds to the arena: without recomputation all its activations;
+// recomputing the attention, all but the probabilities (B A S^2, and their dropped-out copy
+// where it has memory of its own); recomputing layers, only its output (N x H).
+TEST(Recompute, ArenaHoldsWhatIsNotRecomputed) {
   BertConfig cfg = three_layers();
   const int B = 2, S = 32, P = 4;
+  const size_t NH = size_t(B) * S * cfg.hidden * sizeof(float);
+  const size_t BASS = size_t(B) * cfg.heads * S * S * sizeof(float);
   for (bool unwritten : {false, true}) {
-    const size_t plain = BertModel<float>::activation_bytes_for(cfg, {B, S, P}, unwritten);
-    const size_t re = BertModel<float>::activation_bytes_for(cfg, {B, S, P, true}, unwritten);
-    cfg.layers = 1;  // one layer: recomputation shares nothing
-    const size_t one_plain = BertModel<float>::activation_bytes_for(cfg, {B, S, P}, unwritten);
-    const size_t one_re = BertModel<float>::activation_bytes_for(cfg, {B, S, P, true}, unwritten);
-    cfg.layers = 3;
-    EXPECT_EQ(one_plain, one_re);
-    // Each layer beyond the first adds its scratch without recomputation, its output with it.
-    const size_t NH = size_t(B) * S * cfg.hidden * sizeof(float);
-    const size_t layer = (plain - one_plain) / 2;
-    EXPECT_EQ(re, one_re + 2 * NH);
+    auto bytes = [&](int layers, Recompute mode) {
+      BertConfig c = cfg;
+      c.layers = layers;
+      return BertModel<float>::activation_bytes_for(c, {B, S, P, mode}, unwritten);
+    };
+    // One layer: recomputation shares nothing.
+    for (Recompute mode : {Recompute::kAttention, Recompute::kLayers}) EXPECT_EQ(bytes(1, mode), bytes(1, Recompute::kNone));
+    const size_t layer = (bytes(3, Recompute::kNone) - bytes(1, Recompute::kNone)) / 2;
     EXPECT_GT(layer, 10 * NH);
+    EXPECT_EQ(bytes(3, Recompute::kLayers), bytes(1, Recompute::kLayers) + 2 * NH);
+    EXPECT_EQ(bytes(3, Recompute::kAttention), bytes(1, Recompute::kAttention) + 2 * (layer - (unwritten ? 1 : 2) * BASS));
   }
   auto ops = cpu::make_ops<float>();
-  BertModel<float> m(cfg, *ops, {B, S, P, true});
-  EXPECT_EQ(m.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P, true}));
+  for (Recompute mode : {Recompute::kAttention, Recompute::kLayers}) {
+    BertModel<float> m(cfg, *ops, {B, S, P, mode});
+    EXPECT_EQ(m.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P, mode}));
+  }
 }
 
 // The plan's count of the kept 16-bit copies against what the (emulated) backend holds after
@@ -108,7 +118,7 @@ TEST(Recompute, KeptCopyEstimateMatchesWhatTheBackendHolds) {
   const BertConfig cfg = three_layers();
   const int B = 3, S = 16, P = 3;
   const Batch b = testing::random_batch(B, S, P, cfg.vocab_size, 23);
-  for (bool recompute : {false, true}) {
+  for (Recompute recompute : {Recompute::kNone, Recompute::kAttention, Recompute::kLayers}) {
     auto ops = cpu::make_ops<float>(GemmMath::kBf16);
     BertModel<float> m(cfg, *ops, {B, S, P, recompute});
     m.init_params(5);
@@ -117,7 +127,7 @@ TEST(Recompute, KeptCopyEstimateMatchesWhatTheBackendHolds) {
     const size_t held = ops->kept_copy_bytes();
     const size_t estimate = BertModel<float>::kept_copy_bytes_for(cfg, {B, S, P, recompute}) +
                             2 * m.table().total_elements();
-    SCOPED_TRACE(recompute ? "recomputed" : "kept");
+    SCOPED_TRACE(recompute_name(recompute));
     EXPECT_EQ(held, estimate);
   }
 }

@@ -93,11 +93,11 @@ TEST_F(DevicePath, RunThatCannotFitTheDeviceIsRefusedBeforeItStarts) {
   Status st = train(c, &r);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
   for (const char* part : {"free memory on host stand-in", "flat buffers", "activations", "--dry-run",
-                           "batch.micro_batch", "batch.recompute: true"})
+                           "batch.micro_batch", "batch.recompute: attention or layers"})
     EXPECT_NE(st.message().find(part), std::string::npos) << part << " in: " << st.message();
   EXPECT_TRUE(fs::is_empty(c.checkpoint.dir)) << "the refused run wrote into " << c.checkpoint.dir;
-  // With recomputation already on, it is not suggested again.
-  c.batch.recompute = true;
+  // With whole layers recomputed already, recomputation is not suggested again.
+  c.batch.recompute = Recompute::kLayers;
   ASSERT_TRUE(make_plan(c, 1, &plan).is_ok());
   free_bytes_ = plan.flat_bytes + plan.half_bytes + plan.activation_bytes - 1;
   st = train(c, &r);
@@ -105,7 +105,7 @@ TEST_F(DevicePath, RunThatCannotFitTheDeviceIsRefusedBeforeItStarts) {
   EXPECT_EQ(st.message().find("batch.recompute"), std::string::npos) << st.message();
   // Enough memory: it runs.
   free_bytes_ = need;
-  c.batch.recompute = false;
+  c.batch.recompute = Recompute::kNone;
   st = train(c, &r);
   EXPECT_TRUE(st.is_ok()) << st.to_string();
   EXPECT_EQ(r.step, 2);

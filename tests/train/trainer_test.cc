@@ -107,18 +107,18 @@ TEST_F(TrainerTest, HalfPrecisionResumeIsBitIdentical) {
 }
 
 // batch.recompute changes memory and time only: a run that recomputes its layers for five
-// steps and resumes without recomputing ends with the weights of a run that never did, and
-// the resume is not refused as another batch setup.
+// steps and resumes recomputing its attention ends with the weights of a run that never
+// recomputed, and the resume is not refused as another batch setup.
 TEST_F(TrainerTest, RecomputeChangesNoResultAndMaySwitchOnResume) {
   for (const char* dtype : {"fp32", "bf16"}) {
     const std::string a = scratch(std::string("kept-") + dtype), b = scratch(std::string("recomputed-") + dtype);
     TrainConfig ca = testing::tiny_config(*data_, a, 9), cb = testing::tiny_config(*data_, b, 9);
     ca.precision.dtype = cb.precision.dtype = dtype;
-    cb.batch.recompute = true;
+    cb.batch.recompute = Recompute::kLayers;
     TrainResult ra, rb1, rb2;
     ASSERT_TRUE(train(ca, &ra).is_ok());
     ASSERT_TRUE(train(cb, &rb1, "", 5).is_ok());
-    cb.batch.recompute = false;
+    cb.batch.recompute = Recompute::kAttention;
     const Status resumed = train(cb, &rb2, "latest");
     ASSERT_TRUE(resumed.is_ok()) << resumed.to_string();
     EXPECT_EQ(rb2.step, 9);

@@ -12,6 +12,7 @@
 
 #include "lansbert/backend/ops.h"
 #include "lansbert/core/buffer.h"
+#include "lansbert/core/status.h"
 #include "lansbert/model/batch.h"
 #include "lansbert/model/bert_config.h"
 #include "lansbert/model/param_table.h"
@@ -37,17 +38,32 @@ struct ForwardResult {
   double nsp_accuracy() const { return nsp_count ? double(nsp_correct) / nsp_count : 0.0; }
 };
 
+// Activation recomputation (batch.recompute): what the forward does not keep for the
+// backward, which computes it again, with the same dropout keys, just before the layer's
+// backward (the last layer's activations are still there and are not recomputed). The same
+// loss and gradient bits either way; per layer the arena holds about N(8H + 2I) + 2 B A S^2
+// floats without recomputation.
+enum class Recompute {
+  kNone,
+  // The attention core (scores, softmax, dropout, P V) of all but the last layer: the layers
+  // share one pair of B A S^2 probability buffers. Costs the attention core's forward again
+  // (4 S^2 H FLOPs a sequence and layer: S / 6H of the dense layers', ~3% of a bert-large
+  // step at 512 tokens).
+  kAttention,
+  // Whole layers: the layers share one set of activation buffers and keep only their outputs
+  // (N x H each). Costs one more forward of all layers but the last (about a third more
+  // encoder FLOPs).
+  kLayers,
+};
+const char* recompute_name(Recompute r);                      // "none", "attention", "layers"
+Status parse_recompute(const std::string& s, Recompute* out);  // names batch.recompute in errors
+
 // The largest micro-batch the activation arena is laid out for, and how it is laid out.
 struct ModelLimits {
   int max_batch = 8;   // B
   int max_seq = 128;   // S
   int max_pred = 20;   // P
-  // Activation recomputation (batch.recompute): the encoder layers share one set of
-  // activation buffers and each keeps only its output; a layer's activations are recomputed
-  // from its input just before its backward (the last layer's are still there). The same
-  // loss and gradient bits for one more forward of all but the last layer, and per layer
-  // N x H floats instead of about N x (8H + 2I) + 2 B A S^2.
-  bool recompute = false;
+  Recompute recompute = Recompute::kNone;
 };
 
 template <typename T>
@@ -130,8 +146,9 @@ class BertModel {
   size_t arena_bytes_ = 0;
   std::unique_ptr<BertState<T>> state_;
 
-  // Drops the kept GEMM-operand copies of layer l's activations and of its input x (after its
-  // forward, with recomputation).
+  // After layer l's forward (not the last layer's), with recomputation: drops the kept
+  // GEMM-operand copies of what the backward recomputes (the next layer overwrites it): the
+  // probabilities (kAttention), or all of the layer's activations and its input x (kLayers).
   void release_layer(int l, const T* x);
 };
 

@@ -42,10 +42,11 @@ struct DataSection {
 struct BatchSection {
   int64_t global_batch = 256;  // sequences per update over all ranks
   int micro_batch = 32;        // sequences per forward/backward on one rank
-  // Recompute each encoder layer's activations in the backward instead of keeping them
-  // (ModelLimits::recompute): about 1/3 more encoder compute for a much smaller arena, so a
-  // larger micro_batch fits. Changes no result: a run may resume with it switched.
-  bool recompute = false;
+  // What the backward recomputes instead of the forward keeping it (ModelLimits::recompute,
+  // model/bert_model.h): none, attention (the probabilities: ~3% more FLOPs for bert-large) or
+  // layers (all activations but the layers' outputs: about a third more encoder compute), so
+  // that a larger micro_batch fits. Changes no result: a run may resume with another setting.
+  Recompute recompute = Recompute::kNone;
 };
 
 struct PrecisionSection {
