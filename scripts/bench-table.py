@@ -14,7 +14,7 @@ COLUMNS = [
     ("model", lambda r: r["model"]),
     ("seq", lambda r: str(r["seq_len"])),
     ("batch", lambda r: str(r["batch"]) + (" (probed)" if r.get("batch_probed") else "")
-     + (f" (recompute {r['recompute']})" if r.get("recompute", "none") != "none" else "")),
+     + (f" (recompute {r['recompute']})" if isinstance(r.get("recompute"), str) and r["recompute"] != "none" else "")),
     ("GEMMs", lambda r: r["precision"] + (" (in-cuBLAS cast)" if r.get("gemm_cast") == "cublas" else "")
      + (" (no cast reuse)" if r.get("cast_reuse") == "off" else "")),
     ("attention", lambda r: r.get("attention", "native")),

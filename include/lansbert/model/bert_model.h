@@ -47,8 +47,8 @@ enum class Recompute {
   kNone,
   // The attention core (scores, softmax, dropout, P V) of all but the last layer: the layers
   // share one pair of B A S^2 probability buffers. Costs the attention core's forward again
-  // (4 S^2 H FLOPs a sequence and layer: S / 6H of the dense layers', ~3% of a bert-large
-  // step at 512 tokens).
+  // (4 S^2 H FLOPs a sequence and layer: S / 6H of the dense layers' forward FLOPs, ~2.5%
+  // of a bert-large step at 512 tokens).
   kAttention,
   // Whole layers: the layers share one set of activation buffers and keep only their outputs
   // (N x H each). Costs one more forward of all layers but the last (about a third more
@@ -97,7 +97,8 @@ class BertModel {
   // the sum over every address ever kept in a step: per layer its input, ctx and h1 (N x H
   // each), the GELU output (N x I) and, where the hand-written attention keeps its operands
   // (attention_keeps_operands), q/k/v (N x 3H) and the probabilities (B x A x S^2); with
-  // recomputation one layer's set and each layer's input; the backward's output gradients
+  // Recompute::kLayers one layer's set and each layer's input, with kAttention one layer's
+  // probabilities; the backward's output gradients
   // (N x (6H + I), d(scores), the heads'). For plans: the weights' copy and the GEMMs'
   // operand workspaces are counted apart.
   static size_t kept_copy_bytes_for(const BertConfig& config, ModelLimits limits,
