@@ -60,9 +60,8 @@ TEST(GpuBert, TinyTrainingStepMatchesCpu) {
 
 // Activation recomputation on the device (ModelLimits::recompute): a model that recomputes
 // its attention or its layers in the backward gives the kept model's loss and gradients, bit
-// for bit, in fp32
-// and with bf16 GEMMs (kept 16-bit copies re-keyed at the shared addresses), over two
-// accumulated micro-steps; the CPU's Recompute.* tests check the same on the host.
+// for bit, in fp32 and with bf16 GEMMs (kept 16-bit copies re-keyed at the shared addresses),
+// over two accumulated micro-steps; the CPU's Recompute.* tests check the same on the host.
 TEST(GpuBert, RecomputedStepEqualsKeptStep) {
   LB_REQUIRE_GPU();
   BertConfig cfg;
