@@ -53,6 +53,7 @@ void encode_header(const ShardInfo& in, int64_t record_size, uint8_t* h) {
   put<int32_t>(h, 76, in.cls_id);
   put<int32_t>(h, 80, in.sep_id);
   put<int32_t>(h, 84, in.mask_id);
+  put<uint32_t>(h, 88, in.id_bytes);
   put<uint32_t>(h, kHeaderCrcOffset, crc32c(h, kHeaderCrcOffset));
 }
 
@@ -94,8 +95,10 @@ Status write_all(int fd, const void* data, size_t n, const std::string& path) {
 
 }  // namespace
 
-int64_t shard_record_size(int seq_len, int max_pred) {
-  return 4 * int64_t(seq_len) + 8 + 6 * int64_t(max_pred) + 4;
+int shard_id_bytes(int32_t vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
+
+int64_t shard_record_size(int seq_len, int max_pred, int id_bytes) {
+  return id_bytes * int64_t(seq_len) + 8 + (2 + id_bytes) * int64_t(max_pred) + 4;
 }
 
 // ---------------------------------------------------------------------------- writer ----
@@ -118,7 +121,8 @@ Status ShardWriter::create(const std::string& path, const ShardInfo& info,
   w->tmp_path_ = path + ".tmp";
   w->info_ = info;
   w->info_.record_count = 0;
-  w->record_size_ = shard_record_size(info.seq_len, info.max_pred);
+  w->info_.id_bytes = shard_id_bytes(info.vocab_size);
+  w->record_size_ = shard_record_size(info.seq_len, info.max_pred, w->info_.id_bytes);
   w->fd_ = ::open(w->tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (w->fd_ < 0) return errno_status("cannot create", w->tmp_path_);
   // Room for the header, written last once the record count is known.
@@ -135,14 +139,25 @@ Status ShardWriter::add(const Instance& inst) {
   const size_t off = buf_.size();
   buf_.resize(off + record_size_, '\0');
   auto* r = reinterpret_cast<uint8_t*>(buf_.data() + off);
-  std::memcpy(r, inst.tokens.data(), 4 * size_t(n));
-  put<uint16_t>(r, 4 * S, static_cast<uint16_t>(n));
-  put<uint16_t>(r, 4 * S + 2, static_cast<uint16_t>(inst.a_end));
-  put<uint16_t>(r, 4 * S + 4, static_cast<uint16_t>(m));
-  r[4 * S + 6] = inst.is_random_next ? 1 : 0;
+  const int w = info_.id_bytes;
+  // Ids are stored as given (the reader checks them against the vocab); 2 bytes hold any id of
+  // a vocab of at most 65,536 entries, so one that does not fit is the caller's bug.
+  auto put_id = [&](size_t at, int32_t id) {
+    if (w == 2) LB_CHECK_MSG(id >= 0 && id < 65536, "shard writer: id " + std::to_string(id) + " needs 4 bytes");
+    if (w == 2)
+      put<uint16_t>(r, at, static_cast<uint16_t>(id));
+    else
+      put<int32_t>(r, at, id);
+  };
+  for (int i = 0; i < n; ++i) put_id(size_t(w) * i, inst.tokens[i]);
+  const size_t tail = size_t(w) * S;  // lengths, label, masked positions, then their ids
+  put<uint16_t>(r, tail, static_cast<uint16_t>(n));
+  put<uint16_t>(r, tail + 2, static_cast<uint16_t>(inst.a_end));
+  put<uint16_t>(r, tail + 4, static_cast<uint16_t>(m));
+  r[tail + 6] = inst.is_random_next ? 1 : 0;
   for (int k = 0; k < m; ++k) {
-    put<uint16_t>(r, 4 * S + 8 + 2 * k, static_cast<uint16_t>(inst.masked_positions[k]));
-    put<int32_t>(r, 4 * S + 8 + 2 * P + 4 * k, inst.masked_ids[k]);
+    put<uint16_t>(r, tail + 8 + 2 * k, static_cast<uint16_t>(inst.masked_positions[k]));
+    put_id(tail + 8 + 2 * size_t(P) + size_t(w) * k, inst.masked_ids[k]);
   }
   put<uint32_t>(r, record_size_ - 4, crc32c(r, record_size_ - 4));
   ++info_.record_count;
@@ -216,9 +231,10 @@ Status LbShardReader::open(const std::string& path, std::optional<uint64_t> expe
         "shard", path, fmt::join(h, h + 8, " ")));
   }
   const uint32_t version = get<uint32_t>(h, 8);
-  if (version != kShardVersion) {
+  if (version < kShardOldestVersion || version > kShardVersion) {
     return Status::corrupt(fmt::format("{}: unsupported shard version {} at byte offset 8 (this "
-                                       "build reads version {})", path, version, kShardVersion));
+                                       "build reads versions {} to {})", path, version, kShardOldestVersion,
+                                       kShardVersion));
   }
   const uint32_t stored = get<uint32_t>(h, kHeaderCrcOffset), computed = crc32c(h, kHeaderCrcOffset);
   if (stored != computed) {
@@ -227,11 +243,19 @@ Status LbShardReader::open(const std::string& path, std::optional<uint64_t> expe
                                        stored, computed));
   }
   decode_header(h, &r->info_);
-  r->record_size_ = shard_record_size(r->info_.seq_len, r->info_.max_pred);
+  // Version 1 stored every id in 4 bytes and left offset 88 zero.
+  r->info_.id_bytes = version == 1 ? 4 : static_cast<int>(get<uint32_t>(h, 88));
+  if (r->info_.id_bytes != 2 && r->info_.id_bytes != 4)
+    return Status::corrupt(fmt::format("{}: header id width {} at byte offset 88 is neither 2 nor 4", path,
+                                       r->info_.id_bytes));
+  if (r->info_.id_bytes == 2 && r->info_.vocab_size > 65536)
+    return Status::corrupt(fmt::format("{}: header id width 2 at byte offset 88 cannot hold the vocab size {}",
+                                       path, r->info_.vocab_size));
+  r->record_size_ = shard_record_size(r->info_.seq_len, r->info_.max_pred, r->info_.id_bytes);
   if (get<uint64_t>(h, 32) != static_cast<uint64_t>(r->record_size_)) {
     return Status::corrupt(fmt::format("{}: header record size {} at byte offset 32 does not "
-                                       "match seq_len {} / max_pred {}", path, get<uint64_t>(h, 32),
-                                       r->info_.seq_len, r->info_.max_pred));
+                                       "match seq_len {} / max_pred {} / {}-byte ids", path,
+                                       get<uint64_t>(h, 32), r->info_.seq_len, r->info_.max_pred, r->info_.id_bytes));
   }
   // Fields the loader uses as ids or as a probability: a valid checksum over bad values is a
   // writer's bug, and found here rather than as an out-of-range token in the model.
@@ -290,8 +314,11 @@ Status LbShardReader::read(int64_t index, Batch* batch, int row) {
   LB_RETURN_IF_ERROR(check_record(index));
   const size_t off = kHeaderSize + size_t(index) * record_size_;
   const uint8_t* p = map_ + off;
-  const int n = get<uint16_t>(p, 4 * S), a_end = get<uint16_t>(p, 4 * S + 2);
-  const int m = get<uint16_t>(p, 4 * S + 4);
+  const int w = info_.id_bytes;
+  const size_t tail = size_t(w) * S;
+  auto id_at = [&](size_t at) -> int32_t { return w == 2 ? int32_t(get<uint16_t>(p, at)) : get<int32_t>(p, at); };
+  const int n = get<uint16_t>(p, tail), a_end = get<uint16_t>(p, tail + 2);
+  const int m = get<uint16_t>(p, tail + 4);
   if (n > S || a_end >= n || m > P) {  // a valid CRC over invalid fields: a writer bug
     return Status::corrupt(fmt::format("{}: record {} at byte offset {}: length {} / a_end {} / "
                                        "masked {} out of range", path_, index, off, n, a_end, m));
@@ -299,7 +326,10 @@ Status LbShardReader::read(int64_t index, Batch* batch, int row) {
   int32_t* ids = batch->input_ids.data() + size_t(row) * S;
   int32_t* seg = batch->segment_ids.data() + size_t(row) * S;
   int32_t* msk = batch->input_mask.data() + size_t(row) * S;
-  std::memcpy(ids, p, 4 * size_t(S));
+  if (w == 4)
+    std::memcpy(ids, p, 4 * size_t(S));
+  else
+    for (int i = 0; i < S; ++i) ids[i] = get<uint16_t>(p, 2 * size_t(i));
   for (int i = 0; i < S; ++i) {
     seg[i] = i > a_end && i < n ? 1 : 0;
     msk[i] = i < n ? 1 : 0;
@@ -307,10 +337,10 @@ Status LbShardReader::read(int64_t index, Batch* batch, int row) {
   int32_t* mp = batch->masked_positions.data() + size_t(row) * P;
   int32_t* mi = batch->masked_ids.data() + size_t(row) * P;
   for (int k = 0; k < P; ++k) {
-    mp[k] = k < m ? get<uint16_t>(p, 4 * S + 8 + 2 * k) : 0;
-    mi[k] = k < m ? get<int32_t>(p, 4 * S + 8 + 2 * P + 4 * k) : Batch::kIgnore;
+    mp[k] = k < m ? get<uint16_t>(p, tail + 8 + 2 * k) : 0;
+    mi[k] = k < m ? id_at(tail + 8 + 2 * size_t(P) + size_t(w) * k) : Batch::kIgnore;
   }
-  batch->nsp_labels[row] = p[4 * S + 6];
+  batch->nsp_labels[row] = p[tail + 6];
   return Status::ok();
 }
 

@@ -1,4 +1,5 @@
-// Our shard format: round trip, and a clear error naming the file and the offset for each
+// Our shard format: round trip in both id widths, version-1 files, and a clear error naming
+// the file and the offset for each
 // kind of damage (flipped byte, truncation, wrong magic, wrong version, other vocab, values
 // out of range under a valid checksum).
 #include "lansbert/data/shard.h"
@@ -6,10 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
+#include "lansbert/data/crc32c.h"
 #include "lansbert/data/dataset.h"
 #include "test_util.h"
 
@@ -24,10 +27,11 @@ std::vector<Instance> sample_instances(bool dynamic = false) {
   return out;
 }
 
+// vocab_size 30522 stores 2-byte ids; above 65,536 the writer switches to 4.
 std::string write_shard(const std::string& path, const std::vector<Instance>& insts,
-                        bool dynamic = false) {
+                        bool dynamic = false, int32_t vocab_size = 30522) {
   ShardInfo info;
-  info.vocab_size = 30522;
+  info.vocab_size = vocab_size;
   info.vocab_hash = 0x1234;
   info.dynamic_masking = dynamic;
   std::unique_ptr<ShardWriter> w;
@@ -47,9 +51,8 @@ void spit(const std::string& p, const std::string& s) {
   f << s;
 }
 
-TEST(Shard, RoundTrip) {
-  const auto insts = sample_instances();
-  const std::string path = write_shard(testing::scratch_dir("shard_rt") + "/a.lbs", insts);
+// Reads back every field of every record: the batch rows the loader gets.
+void expect_round_trip(const std::string& path, const std::vector<Instance>& insts) {
   std::unique_ptr<LbShardReader> r;
   ASSERT_TRUE(LbShardReader::open(path, 0x1234, &r).is_ok());
   ASSERT_EQ(r->count(), int64_t(insts.size()));
@@ -77,6 +80,44 @@ TEST(Shard, RoundTrip) {
   }
 }
 
+// Both id widths (2 bytes for BERT's vocab, 4 above 65,536 entries) read back what was
+// written, and the 2-byte records are the smaller ones: 348 bytes instead of 644 at 128/20.
+TEST(Shard, RoundTrip) {
+  const auto insts = sample_instances();
+  const std::string dir = testing::scratch_dir("shard_rt");
+  const std::string narrow = write_shard(dir + "/a.lbs", insts), wide = write_shard(dir + "/b.lbs", insts, false, 100000);
+  expect_round_trip(narrow, insts);
+  expect_round_trip(wide, insts);
+  EXPECT_EQ(shard_record_size(128, 20, 2), 348);
+  EXPECT_EQ(shard_record_size(128, 20, 4), 644);
+  EXPECT_EQ(std::filesystem::file_size(narrow), 256 + insts.size() * 348);
+  EXPECT_EQ(std::filesystem::file_size(wide), 256 + insts.size() * 644);
+}
+
+// Version 1 files (every id in 4 bytes, offset 88 zero) are still read: a version-2 file with
+// 4-byte ids is the same bytes but for the version and the header's width field and CRC.
+TEST(Shard, Version1FilesStillRead) {
+  const auto insts = sample_instances();
+  const std::string path = write_shard(testing::scratch_dir("shard_v1") + "/v1.lbs", insts, false, 100000);
+  std::string bytes = slurp(path);
+  auto put32 = [&](size_t at, uint32_t v) { std::memcpy(bytes.data() + at, &v, 4); };
+  put32(8, 1);
+  put32(88, 0);
+  put32(252, crc32c(bytes.data(), 252));
+  spit(path, bytes);
+  expect_round_trip(path, insts);
+  // A version-2 header whose width is neither 2 nor 4 is corrupt, by offset.
+  put32(8, 2);
+  put32(88, 3);
+  put32(252, crc32c(bytes.data(), 252));
+  spit(path, bytes);
+  std::unique_ptr<LbShardReader> r;
+  const Status s = LbShardReader::open(path, std::nullopt, &r);
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(path + ": header id width 3 at byte offset 88 is neither 2 nor 4"), std::string::npos)
+      << s.message();
+}
+
 class ShardDamage : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -94,7 +135,7 @@ class ShardDamage : public ::testing::Test {
 };
 
 TEST_F(ShardDamage, FlippedByteInRecord) {
-  const size_t record = shard_record_size(128, 20);
+  const size_t record = shard_record_size(128, 20, 2);
   const size_t off = 256 + 3 * record + 17;
   bytes_[off] ^= 0x10;
   spit(path_, bytes_);
@@ -121,7 +162,7 @@ TEST_F(ShardDamage, FlippedByteInHeader) {
 }
 
 TEST_F(ShardDamage, Truncated) {
-  const size_t record = shard_record_size(128, 20);
+  const size_t record = shard_record_size(128, 20, 2);
   bytes_.resize(bytes_.size() - record / 2);
   const Status s = open_damaged();
   ASSERT_EQ(s.code(), StatusCode::kCorrupt);
@@ -171,27 +212,33 @@ TEST(Shard, MissingFile) {
 // file): ShardSet::read reports each as corrupt, naming the file, the sample and the field,
 // instead of handing the model an id outside its embedding table.
 TEST(ShardFields, OutOfRangeValuesAreCorruptNamingTheField) {
-  std::vector<Instance> insts = sample_instances();
-  ASSERT_GE(insts.size(), 5u);
-  ASSERT_FALSE(insts[2].masked_ids.empty());
-  insts[1].tokens[3] = 30522;         // the header's vocab size: one past the last id
-  insts[2].masked_ids[0] = -7;
-  insts[3].masked_positions[0] = 300;  // seq_len is 128
-  const std::string path = write_shard(testing::scratch_dir("shard_fields") + "/f.lbs", insts);
-  std::unique_ptr<ShardSet> set;
-  ASSERT_TRUE(ShardSet::open({path}, ShardSetOptions{}, &set).is_ok());
-  Batch b;
-  b.resize(1, 128, 20);
-  EXPECT_TRUE(set->read(0, &b, 0).is_ok());
-  EXPECT_TRUE(set->read(4, &b, 0).is_ok());
-  const std::vector<std::pair<int, std::string>> want = {
-      {1, "sample 1: input_ids[3] = 30522 is outside [0, 30522) (the vocabulary)"},
-      {2, "sample 2: masked_lm_ids[0] = -7 is outside [0, 30522)"},
-      {3, "sample 3: masked_lm_positions[0] = 300 is outside [0, 128)"}};
-  for (const auto& [index, text] : want) {
-    const Status s = set->read(index, &b, 0);
-    ASSERT_EQ(s.code(), StatusCode::kCorrupt) << index;
-    EXPECT_NE(s.message().find(path + ": " + text), std::string::npos) << s.message();
+  // 2-byte ids (vocab 30522) hold no negative id, 4-byte ones (vocab 100000) do.
+  for (const auto& [vocab, bad_masked] : {std::pair{30522, 40000}, std::pair{100000, -7}}) {
+    SCOPED_TRACE(vocab);
+    std::vector<Instance> insts = sample_instances();
+    ASSERT_GE(insts.size(), 5u);
+    ASSERT_FALSE(insts[2].masked_ids.empty());
+    insts[1].tokens[3] = vocab;          // the header's vocab size: one past the last id
+    insts[2].masked_ids[0] = bad_masked;
+    insts[3].masked_positions[0] = 300;  // seq_len is 128
+    const std::string path =
+        write_shard(testing::scratch_dir("shard_fields_" + std::to_string(vocab)) + "/f.lbs", insts, false, vocab);
+    std::unique_ptr<ShardSet> set;
+    ASSERT_TRUE(ShardSet::open({path}, ShardSetOptions{}, &set).is_ok());
+    Batch b;
+    b.resize(1, 128, 20);
+    EXPECT_TRUE(set->read(0, &b, 0).is_ok());
+    EXPECT_TRUE(set->read(4, &b, 0).is_ok());
+    const std::string v = std::to_string(vocab);
+    const std::vector<std::pair<int, std::string>> want = {
+        {1, "sample 1: input_ids[3] = " + v + " is outside [0, " + v + ") (the vocabulary)"},
+        {2, "sample 2: masked_lm_ids[0] = " + std::to_string(bad_masked) + " is outside [0, " + v + ")"},
+        {3, "sample 3: masked_lm_positions[0] = 300 is outside [0, 128)"}};
+    for (const auto& [index, text] : want) {
+      const Status s = set->read(index, &b, 0);
+      ASSERT_EQ(s.code(), StatusCode::kCorrupt) << index;
+      EXPECT_NE(s.message().find(path + ": " + text), std::string::npos) << s.message();
+    }
   }
 }
 
