@@ -116,6 +116,8 @@ Status ShardWriter::create(const std::string& path, const ShardInfo& info,
     return Status::invalid_argument(fmt::format("{}: bad shard shape seq_len={} max_pred={}", path,
                                                 info.seq_len, info.max_pred));
   }
+  if (info.vocab_size <= 0)
+    return Status::invalid_argument(fmt::format("{}: bad shard vocab size {}", path, info.vocab_size));
   std::unique_ptr<ShardWriter> w(new ShardWriter());
   w->path_ = path;
   w->tmp_path_ = path + ".tmp";
@@ -136,14 +138,24 @@ Status ShardWriter::add(const Instance& inst) {
   const int n = static_cast<int>(inst.tokens.size());
   const int m = static_cast<int>(inst.masked_positions.size());
   LB_CHECK(n <= S && m <= P && inst.masked_ids.size() == inst.masked_positions.size());
+  const int w = info_.id_bytes;
+  // Ids are stored as given (the reader checks them against the vocab); 2 bytes hold any id of
+  // a vocab of at most 65,536 entries, and one that does not fit is refused, not truncated.
+  auto fits = [&](int32_t id) { return w == 4 || (id >= 0 && id < 65536); };
+  for (int i = 0; i < n; ++i)
+    if (!fits(inst.tokens[i]))
+      return Status::invalid_argument(fmt::format("{}: record {}: token id {} does not fit the shard's 2-byte ids "
+                                                  "(vocab size {})", tmp_path_, info_.record_count, inst.tokens[i],
+                                                  info_.vocab_size));
+  for (int32_t id : inst.masked_ids)
+    if (!fits(id))
+      return Status::invalid_argument(fmt::format("{}: record {}: masked id {} does not fit the shard's 2-byte ids "
+                                                  "(vocab size {})", tmp_path_, info_.record_count, id,
+                                                  info_.vocab_size));
   const size_t off = buf_.size();
   buf_.resize(off + record_size_, '\0');
   auto* r = reinterpret_cast<uint8_t*>(buf_.data() + off);
-  const int w = info_.id_bytes;
-  // Ids are stored as given (the reader checks them against the vocab); 2 bytes hold any id of
-  // a vocab of at most 65,536 entries, so one that does not fit is the caller's bug.
   auto put_id = [&](size_t at, int32_t id) {
-    if (w == 2) LB_CHECK_MSG(id >= 0 && id < 65536, "shard writer: id " + std::to_string(id) + " needs 4 bytes");
     if (w == 2)
       put<uint16_t>(r, at, static_cast<uint16_t>(id));
     else
@@ -244,10 +256,10 @@ Status LbShardReader::open(const std::string& path, std::optional<uint64_t> expe
   }
   decode_header(h, &r->info_);
   // Version 1 stored every id in 4 bytes and left offset 88 zero.
-  r->info_.id_bytes = version == 1 ? 4 : static_cast<int>(get<uint32_t>(h, 88));
-  if (r->info_.id_bytes != 2 && r->info_.id_bytes != 4)
-    return Status::corrupt(fmt::format("{}: header id width {} at byte offset 88 is neither 2 nor 4", path,
-                                       r->info_.id_bytes));
+  const uint32_t width = version == 1 ? 4 : get<uint32_t>(h, 88);
+  if (width != 2 && width != 4)
+    return Status::corrupt(fmt::format("{}: header id width {} at byte offset 88 is neither 2 nor 4", path, width));
+  r->info_.id_bytes = static_cast<int>(width);
   if (r->info_.id_bytes == 2 && r->info_.vocab_size > 65536)
     return Status::corrupt(fmt::format("{}: header id width 2 at byte offset 88 cannot hold the vocab size {}",
                                        path, r->info_.vocab_size));

@@ -94,28 +94,76 @@ TEST(Shard, RoundTrip) {
   EXPECT_EQ(std::filesystem::file_size(wide), 256 + insts.size() * 644);
 }
 
-// Version 1 files (every id in 4 bytes, offset 88 zero) are still read: a version-2 file with
-// 4-byte ids is the same bytes but for the version and the header's width field and CRC.
+// Version 1 files (every id in 4 bytes whatever the vocab) are still read. Such a file with
+// BERT's 30,522-token vocab is a version-2 file written with 4-byte ids, its vocab size set to
+// 30,522 and its version to 1: the version, not the vocab, sets the width, and version 1
+// ignores offset 88 (here made 2, which would be wrong for these records).
 TEST(Shard, Version1FilesStillRead) {
-  const auto insts = sample_instances();
+  const auto insts = sample_instances();  // every id below 30,522
   const std::string path = write_shard(testing::scratch_dir("shard_v1") + "/v1.lbs", insts, false, 100000);
   std::string bytes = slurp(path);
   auto put32 = [&](size_t at, uint32_t v) { std::memcpy(bytes.data() + at, &v, 4); };
+  auto reopen = [&] {
+    put32(252, crc32c(bytes.data(), 252));
+    spit(path, bytes);
+    std::unique_ptr<LbShardReader> r;
+    return LbShardReader::open(path, std::nullopt, &r);
+  };
   put32(8, 1);
-  put32(88, 0);
-  put32(252, crc32c(bytes.data(), 252));
-  spit(path, bytes);
+  put32(40, 30522);
+  put32(88, 2);
+  ASSERT_TRUE(reopen().is_ok());
   expect_round_trip(path, insts);
-  // A version-2 header whose width is neither 2 nor 4 is corrupt, by offset.
+  // Version-2 headers whose width is neither 2 nor 4, or 2 for a vocab above 65,536, are
+  // corrupt, by offset.
   put32(8, 2);
   put32(88, 3);
-  put32(252, crc32c(bytes.data(), 252));
-  spit(path, bytes);
-  std::unique_ptr<LbShardReader> r;
-  const Status s = LbShardReader::open(path, std::nullopt, &r);
+  Status s = reopen();
   ASSERT_EQ(s.code(), StatusCode::kCorrupt);
   EXPECT_NE(s.message().find(path + ": header id width 3 at byte offset 88 is neither 2 nor 4"), std::string::npos)
       << s.message();
+  put32(88, 2);
+  put32(40, 65537);
+  s = reopen();
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(path + ": header id width 2 at byte offset 88 cannot hold the vocab size 65537"),
+            std::string::npos) << s.message();
+}
+
+// The width's boundary: a vocab of exactly 65,536 entries still takes 2-byte ids, whose top
+// half (32,768 and up) reads back unsigned; one more entry takes 4. An id that 2 bytes cannot
+// hold is refused by the writer, by record, and leaves the records before it intact.
+TEST(Shard, TwoByteIdsUpToAVocabOf65536) {
+  EXPECT_EQ(shard_id_bytes(65536), 2);
+  EXPECT_EQ(shard_id_bytes(65537), 4);
+  std::vector<Instance> insts = sample_instances();
+  ASSERT_GE(insts.size(), 3u);
+  ASSERT_FALSE(insts[1].masked_ids.empty());
+  insts[0].tokens[2] = 65535;
+  insts[1].tokens[1] = 32768;
+  insts[1].masked_ids[0] = 65535;
+  const std::string dir = testing::scratch_dir("shard_65536");
+  const std::string path = write_shard(dir + "/a.lbs", insts, false, 65536);
+  EXPECT_EQ(std::filesystem::file_size(path), 256 + insts.size() * 348);
+  expect_round_trip(path, insts);
+  ShardInfo info;
+  info.vocab_size = 30522;
+  std::unique_ptr<ShardWriter> w;
+  ASSERT_TRUE(ShardWriter::create(dir + "/b.lbs", info, &w).is_ok());
+  ASSERT_TRUE(w->add(insts[0]).is_ok());
+  Instance too_big = insts[2];
+  too_big.tokens[4] = 70000;
+  const Status s = w->add(too_big);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("record 1: token id 70000 does not fit the shard's 2-byte ids"), std::string::npos)
+      << s.message();
+  ASSERT_TRUE(w->finish().is_ok());
+  std::unique_ptr<LbShardReader> r;
+  ASSERT_TRUE(LbShardReader::open(dir + "/b.lbs", std::nullopt, &r).is_ok());
+  EXPECT_EQ(r->count(), 1);
+  ShardInfo empty;
+  empty.vocab_size = 0;
+  EXPECT_EQ(ShardWriter::create(dir + "/c.lbs", empty, &w).code(), StatusCode::kInvalidArgument);
 }
 
 class ShardDamage : public ::testing::Test {

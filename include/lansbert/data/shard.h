@@ -86,8 +86,8 @@ class ShardWriter {
 class LbShardReader final : public ShardReader {
  public:
   ~LbShardReader() override;
-  // Opens and validates `path`: magic, version, header CRC, file size; and, when given, the
-  // vocabulary hash the run expects.
+  // Opens and validates `path`: magic, version, header CRC, id width, record size, file
+  // size; and, when given, the vocabulary hash the run expects.
   static Status open(const std::string& path, std::optional<uint64_t> expected_vocab_hash,
                      std::unique_ptr<LbShardReader>* out);
 
