@@ -109,6 +109,9 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   TextDocumentReader reader;
   LB_RETURN_IF_ERROR(reader.open(opts.inputs));
   ShardInfo info = base;
+  // The ids come from `vocab`: its size bounds them, sets the shards' id width, and is what
+  // the header records.
+  info.vocab_size = vocab.vocab_size;
   info.seq_len = io.max_seq_len;
   info.max_pred = io.max_pred;
   info.seed = io.seed;
