@@ -31,7 +31,6 @@ struct TrainArgs {
 };
 
 double gib(double bytes) { return bytes / (1024.0 * 1024 * 1024); }
-double gib_of(const TrainPlan& p) { return gib(double(p.flat_bytes + p.half_bytes + p.activation_bytes)); }
 
 void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
   std::printf("%s\n", config_to_json(cfg, 2).c_str());
@@ -53,7 +52,7 @@ void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
   std::printf("  memory per rank     : %.3f GiB flat buffers (params, grads, m, v%s; fp32) + %.3f GiB "
               "16-bit copies + %.3f GiB activations = %.3f GiB\n",
               gib(p.flat_bytes), cfg.distributed.shard_optimizer ? " sharded" : "", gib(p.half_bytes),
-              gib(p.activation_bytes), gib(p.flat_bytes + p.half_bytes + p.activation_bytes));
+              gib(p.activation_bytes), gib(p.bytes_per_rank()));
   if (p.world > 1)
     std::printf("  gradient reduction  : %s, %.3f GiB per update\n", cfg.distributed.grad_reduce_dtype.c_str(),
                 gib(p.reduce_bytes));
@@ -63,10 +62,11 @@ void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
 // recomputation setting. A micro_batch must divide each rank's share of the global batch (the
 // accumulation is whole), so only those divisors are tried. Plans are lower bounds: the
 // GEMMs' and cast workspaces come on top.
-void print_fitting_micro_batch(const TrainConfig& cfg, int world, double gib) {
-  const double have = gib * 1073741824.0;
+void print_fitting_micro_batch(const TrainConfig& cfg, int world, double device_gib) {
+  const double have = device_gib * 1073741824.0;
   const int64_t share = cfg.batch.global_batch % world == 0 ? cfg.batch.global_batch / world : 0;
-  std::printf("  on a device of %.1f GiB (plans are lower bounds: cuBLAS and cast workspaces come on top)\n", gib);
+  std::printf("  on a device of %.1f GiB (plans are lower bounds: cuBLAS and cast workspaces come on top)\n",
+              device_gib);
   for (Recompute recompute : {Recompute::kNone, Recompute::kAttention, Recompute::kLayers}) {
     TrainConfig c = cfg;
     c.batch.recompute = recompute;
@@ -75,13 +75,13 @@ void print_fitting_micro_batch(const TrainConfig& cfg, int world, double gib) {
     for (int64_t m = std::min<int64_t>(share, 1 << 16); m >= 1 && !found; --m) {
       if (share % m) continue;
       c.batch.micro_batch = int(m);
-      if (make_plan(c, world, &plan).is_ok() && double(plan.flat_bytes + plan.half_bytes + plan.activation_bytes) <= have)
+      if (make_plan(c, world, &plan).is_ok() && double(plan.bytes_per_rank()) <= have)
         found = m;
     }
     const std::string how = std::string("batch.recompute: ") + recompute_name(recompute);
     if (found)
       std::printf("    %-26s: micro_batch %lld fits (plan %.2f GiB; accumulation %d)\n", how.c_str(), (long long)found,
-                  gib_of(plan), plan.accumulation);
+                  gib(double(plan.bytes_per_rank())), plan.accumulation);
     else
       std::printf("    %-26s: no micro_batch dividing the %lld sequences per rank fits\n", how.c_str(), (long long)share);
   }

@@ -212,6 +212,23 @@ void BertModel<T>::release_layer(int l, const T* x) {
 }
 
 template <typename T>
+void BertModel<T>::recompute_layer(int l, const T* x) {
+  BertState<T>& s = *state_;
+  if (limits_.recompute == Recompute::kAttention) {
+    // The attention core again from the kept q/k/v: the probabilities (and ctx, rewritten
+    // with the same bits) as the forward made them.
+    encoder_layer_attention_forward(s, l);
+    return;
+  }
+  // The forward again, from the layer's input, with the same dropout masks (keyed by the step
+  // and the layer): the activations it wrote before, bit for bit. Its output is rewritten with
+  // the same values; nothing reads it any more, so its copy is not kept.
+  ops_.keep_gemm_operand(x, size_t(s.N) * config_.hidden);
+  encoder_layer_forward(s, l, x);
+  ops_.drop_gemm_operand(s.layers[l].h2);
+}
+
+template <typename T>
 size_t BertModel<T>::activation_bytes_for(const BertConfig& config, ModelLimits limits, bool kept_outputs_unwritten) {
   BertState<T> s;
   s.config = &config;
@@ -400,18 +417,7 @@ void BertModel<T>::backward(T loss_weight, const GradReadyFn& on_ready) {
   if (on_ready) on_ready(index(s.pooler.w), table_.size());
   for (int l = config_.layers - 1; l >= 0; --l) {
     const T* x = l == 0 ? s.emb_out : s.layers[l - 1].h2;
-    if (limits_.recompute == Recompute::kLayers && l + 1 < config_.layers) {
-      // The forward again, from the layer's input, with the same dropout masks (keyed by the
-      // step and the layer): the activations it wrote before, bit for bit. Its output is
-      // rewritten with the same values; nothing reads it any more, so its copy is not kept.
-      ops_.keep_gemm_operand(x, size_t(s.N) * config_.hidden);
-      encoder_layer_forward(s, l, x);
-      ops_.drop_gemm_operand(s.layers[l].h2);
-    } else if (limits_.recompute == Recompute::kAttention && l + 1 < config_.layers) {
-      // The attention core again from the kept q/k/v: the probabilities (and ctx, rewritten
-      // with the same bits) as the forward made them.
-      encoder_layer_attention_forward(s, l);
-    }
+    if (limits_.recompute != Recompute::kNone && l + 1 < config_.layers) recompute_layer(l, x);
     encoder_layer_backward(s, l, x);
     const LayerParams& p = s.layer_params[l];
     if (on_ready) on_ready(index(p.qkv.w), index(p.ln2.b) + 1);

@@ -39,7 +39,7 @@ Status open_device(const TrainConfig& cfg, Communicator& comm, const TrainOption
                                         &Status::invalid_argument));
   if (known && opts.log && comm.rank() == 0)
     std::fprintf(opts.log, "device memory: the plan needs %.2f GiB of the %.2f GiB free (%.2f GiB total)\n",
-                 double(plan.flat_bytes + plan.half_bytes + plan.activation_bytes) / 1073741824.0,
+                 double(plan.bytes_per_rank()) / 1073741824.0,
                  double(free_b) / 1073741824.0, double(total_b) / 1073741824.0);
   return Status::ok();
 }

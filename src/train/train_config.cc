@@ -218,7 +218,7 @@ Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
 Status check_plan_fits(const TrainConfig& config, const TrainPlan& p, double have, int ranks,
                        const std::string& where) {
   const double gib = 1073741824.0;
-  const double need = double(p.flat_bytes + p.half_bytes + p.activation_bytes);
+  const double need = double(p.bytes_per_rank());
   if (have <= 0 || need * ranks <= have) return Status::ok();
   char buf[600];
   std::snprintf(buf, sizeof buf,

@@ -151,6 +151,9 @@ class BertModel {
   // GEMM-operand copies of what the backward recomputes (the next layer overwrites it): the
   // probabilities (kAttention), or all of the layer's activations and its input x (kLayers).
   void release_layer(int l, const T* x);
+  // Before layer l's backward (not the last layer's), with recomputation: computes again what
+  // release_layer let go, from the kept q/k/v (kAttention) or from the layer's input x.
+  void recompute_layer(int l, const T* x);
 };
 
 }  // namespace lansbert

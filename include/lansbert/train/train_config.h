@@ -152,6 +152,9 @@ struct TrainPlan {
   size_t reduce_bytes = 0;     // gradient bytes each update reduces (0 on one rank)
   size_t activation_bytes = 0; // the model's arena for one micro-batch
   double flops_per_sequence = 0;
+  // What a rank holds: flat buffers, 16-bit copies and activations (--dry-run's "memory per
+  // rank"; a lower bound: cuBLAS and cast workspaces come on top).
+  size_t bytes_per_rank() const { return flat_bytes + half_bytes + activation_bytes; }
 };
 // REQUIRES: config.validate(world) ok. Builds the model's table (no allocation of buffers)
 // and asks the activation size of a micro-batch from the model's own sizing.
