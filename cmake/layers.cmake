@@ -65,6 +65,10 @@ if(LANSBERT_HAVE_CUDA)
   target_compile_options(lansbert_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr --extended-lambda>)
   set_target_properties(lansbert_cuda PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
   target_compile_definitions(lansbert_cuda PUBLIC LANSBERT_HAVE_CUDA=1)
+  # For the start-up check that the device can run this binary (cuda/device_info.cu).
+  string(REPLACE ";" " " LANSBERT_CUDA_ARCHS_TEXT "${LANSBERT_CUDA_ARCHITECTURES}")
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/cuda/device_info.cu PROPERTIES
+                              COMPILE_DEFINITIONS "LANSBERT_CUDA_ARCHS=\"${LANSBERT_CUDA_ARCHS_TEXT}\"")
   # NCCL (in the CUDA 13 toolkit here; from the NCCL packages with CUDA 12.x for V100).
   find_library(LANSBERT_NCCL_LIBRARY nccl
                PATHS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib /usr/local/cuda/lib64

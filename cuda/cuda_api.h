@@ -18,6 +18,13 @@ namespace lansbert::cuda {
 int device_count();
 // "NVIDIA H200 (sm_90, 139 GiB)" for device `index`.
 std::string device_description(int index);
+// 10 * major + minor of device `index` (70 V100, 80 A100, 90 H100/H200); 0 when unknown.
+int compute_capability(int index);
+// The CUDA architectures this binary was built for, as configured ("80 90").
+const char* built_architectures();
+// Fails (unsupported) when this binary has no device code that device `index` can run,
+// naming the built architectures, the device and the rebuild option; ok otherwise.
+Status check_kernel_image(int index);
 // cudaMalloc-backed allocator for the current device.
 Allocator& device_allocator();
 

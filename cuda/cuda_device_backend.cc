@@ -26,10 +26,12 @@ class CudaDeviceBackend final : public DeviceBackend {
     if (index < 0 || index >= device_count())
       return Status::invalid_argument("backend: cuda: device " + std::to_string(index) + " requested, " +
                                       std::to_string(device_count()) + " visible");
+    LB_RETURN_IF_ERROR(check_kernel_image(index));
     CUDA_CHECK(cudaSetDevice(index));
     index_ = index;
     return Status::ok();
   }
+  int compute_capability() const override { return cuda::compute_capability(index_); }
   Allocator& allocator() override { return device_allocator(); }
   bool memory_info(size_t* free_bytes, size_t* total_bytes) override {
     return cuda::memory_info(free_bytes, total_bytes);

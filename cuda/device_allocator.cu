@@ -37,28 +37,6 @@ Allocator& device_allocator() {
   return a;
 }
 
-// Returns the number of visible CUDA devices, 0 when there is no driver or no device.
-int device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
-  return n;
-}
-
-}  // namespace lansbert::cuda
-
-namespace lansbert::cuda {
-
-std::string device_description(int index) {
-  cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, index) != cudaSuccess) return "unavailable";
-  return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
-         std::to_string(p.totalGlobalMem >> 30) + " GiB)";
-}
-
-}  // namespace lansbert::cuda
-
-namespace lansbert::cuda {
-
 void synchronize() {
   CUDA_CHECK(cudaDeviceSynchronize());
 }

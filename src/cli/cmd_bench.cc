@@ -28,6 +28,7 @@
 #include "lansbert/model/bert_model.h"
 #include "lansbert/model/flops.h"
 #include "lansbert/optim/optimizer.h"
+#include "lansbert/train/device_capability.h"
 #include "lansbert/train/device_peaks.h"
 #ifdef LANSBERT_HAVE_CUDA
 #include "cuda_api.h"
@@ -90,6 +91,11 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
 #ifdef LANSBERT_HAVE_CUDA
   if (cuda::device_count() == 0)
     return Status::unsupported("bench: --backend cuda: no CUDA device visible (no driver, no GPU, or CUDA_VISIBLE_DEVICES empty)");
+  LB_RETURN_IF_ERROR(cuda::check_kernel_image(0));
+  std::string note;  // to stderr: --json keeps stdout to one line
+  LB_RETURN_IF_ERROR(check_gemm_math_on_device(o.math, cuda::compute_capability(0), cuda::device_description(0),
+                                               "bench: --precision", "use --precision fp16", &note));
+  if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
   cuda::OpsOptions oo;
   oo.math = o.math;
   oo.cast_in_gemm = o.gemm_cast == "cublas";

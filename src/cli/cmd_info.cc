@@ -33,8 +33,12 @@ int run_info() {
               std::thread::hardware_concurrency());
 #ifdef LANSBERT_HAVE_CUDA
   const int n = cuda::device_count();
-  std::printf("  CUDA backend  : built, %d device(s) visible\n", n);
-  for (int i = 0; i < n; ++i) std::printf("    [%d] %s\n", i, cuda::device_description(i).c_str());
+  std::printf("  CUDA backend  : built for CUDA architectures %s, %d device(s) visible\n", cuda::built_architectures(), n);
+  for (int i = 0; i < n; ++i) {
+    const Status runs = cuda::check_kernel_image(i);
+    std::printf("    [%d] %s%s\n", i, cuda::device_description(i).c_str(),
+                runs.is_ok() ? "" : (": " + runs.message()).c_str());
+  }
   std::printf("  cuDNN         : %s; fused attention with precision.attention cudnn|auto\n",
               cuda::cudnn_library_status().c_str());
 #else

@@ -1,6 +1,7 @@
 #include "device_run.h"
 
 #include "lansbert/train/checkpoint.h"
+#include "lansbert/train/device_capability.h"
 
 #include <cstdio>
 
@@ -27,15 +28,21 @@ Status open_device(const TrainConfig& cfg, Communicator& comm, const TrainOption
   // A run that cannot fit stops here with the plan's numbers and what to change, rather than
   // at an allocation deep in the model (a fatal CUDA error) after the data is open.
   // Every rank takes part in the agreement, also one that cannot tell its free memory.
+  // The GEMM precision first: bf16 on a V100 would fail (or crawl) inside cuBLAS.
+  std::string note;
+  Status st = check_gemm_math_on_device(cfg.gemm_math(), (*out)->compute_capability(), (*out)->description(),
+                                        cfg.precision.tf32 ? "precision.tf32" : "precision.dtype",
+                                        "use precision.dtype: fp16 (precision.loss_scale: auto or dynamic)", &note);
+  if (!note.empty() && opts.log && comm.rank() == 0) std::fprintf(opts.log, "%s\n", note.c_str());
   size_t free_b = 0, total_b = 0;
   const bool known = (*out)->memory_info(&free_b, &total_b);
   TrainPlan plan;
-  Status st = make_plan(cfg, comm.world(), &plan);
+  if (st.is_ok()) st = make_plan(cfg, comm.world(), &plan);
   if (st.is_ok() && known)
     st = check_plan_fits(cfg, plan, double(free_b), 1, "free memory on " + (*out)->description());
-  // Every rank's share is the same plan: another rank's refusal is this rank's config error too
+  // Every rank's share is the same plan and precision: another rank's refusal is this rank's config error too
   // (exit 2 whichever rank aborts the job first).
-  LB_RETURN_IF_ERROR(agree_across_ranks(comm, st, "backend " + cfg.backend + ": checking device memory",
+  LB_RETURN_IF_ERROR(agree_across_ranks(comm, st, "backend " + cfg.backend + ": checking the device",
                                         &Status::invalid_argument));
   if (known && opts.log && comm.rank() == 0)
     std::fprintf(opts.log, "device memory: the plan needs %.2f GiB of the %.2f GiB free (%.2f GiB total)\n",

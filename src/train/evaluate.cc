@@ -8,6 +8,7 @@
 #include "lansbert/core/file_io.h"
 #include "lansbert/core/float_text.h"
 #include "lansbert/data/dataset.h"
+#include "lansbert/train/device_capability.h"
 #include "lansbert/data/vocab.h"
 #include "lansbert/model/bert_model.h"
 #include "lansbert/model/safetensors.h"
@@ -95,6 +96,10 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
     LB_RETURN_IF_ERROR(make_device_backend(opts.backend, &device));
     if (device->visible_devices() < 1) return Status::unsupported("eval: backend " + opts.backend + ": no device");
     LB_RETURN_IF_ERROR(device->use_device(0));
+    std::string note;  // tf32 below sm_80 is fp32 there: the numbers are still right
+    LB_RETURN_IF_ERROR(check_gemm_math_on_device(opts.math, device->compute_capability(), device->description(),
+                                                 "eval: the checkpoint's precision.dtype",
+                                                 "evaluate with --backend cpu (bf16 emulated exactly)", &note));
     DeviceOptions dopts;
     dopts.math = opts.math;
     dopts.cast_in_gemm = opts.cast_in_gemm;

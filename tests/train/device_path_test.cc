@@ -39,6 +39,7 @@ class DevicePath : public ::testing::Test {
       b->options_seen = &options_seen_;
       b->free_bytes = free_bytes_;
       if (!name_.empty()) b->name = name_;
+      b->cc = cc_;
       last_ = b.get();
       *out = std::move(b);
       return Status::ok();
@@ -52,6 +53,7 @@ class DevicePath : public ::testing::Test {
   DeviceOptions options_seen_;                   // the last make_ops call's, kept after it
   size_t free_bytes_ = 0;                        // the device's free memory (0: unknown)
   std::string name_;                             // the device's description ("": the stand-in's)
+  int cc_ = 0;                                   // its compute capability (0: unknown)
 };
 
 // Straight runs: the device path equals the CPU path, checkpoint files byte for byte, and
@@ -207,6 +209,64 @@ TEST_F(DevicePath, PrecisionReachesTheDeviceOps) {
     EXPECT_TRUE(same_file(c.checkpoint.dir + "/final/model.safetensors", d.checkpoint.dir + "/final/model.safetensors"))
         << dtype;
   }
+}
+
+// A V100 (sm_70) has no bf16 tensor cores: a bf16 run stops before it starts, naming the
+// setting, the device and fp16; tf32 runs (as fp32 in cuBLAS) and says so in the log; an
+// A100 takes bf16. Evaluating a bf16 checkpoint there is refused with --backend cpu as the way.
+TEST_F(DevicePath, PrecisionTheDeviceLacksIsRefusedAtStartUp) {
+  name_ = "Tesla V100-SXM2-32GB (sm_70, 31 GiB)";
+  cc_ = 70;
+  TrainConfig c = testing::tiny_config(data_, scratch("v100-bf16"), 2);
+  c.backend = "cuda";
+  c.precision.dtype = "bf16";
+  TrainResult r;
+  Status st = train(c, &r);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  for (const char* part : {"precision.dtype: bf16", "sm_80", "Tesla V100-SXM2-32GB", "use precision.dtype: fp16"})
+    EXPECT_NE(st.message().find(part), std::string::npos) << part << " in: " << st.message();
+  EXPECT_TRUE(fs::is_empty(c.checkpoint.dir)) << "the refused run wrote into " << c.checkpoint.dir;
+
+  // tf32 runs, with a note in the log.
+  c.precision.dtype = "fp32";
+  c.precision.tf32 = true;
+  c.checkpoint.dir = scratch("v100-tf32");
+  const std::string log_path = scratch("v100-tf32-log") + "/log.txt";
+  FILE* log = std::fopen(log_path.c_str(), "w");
+  ASSERT_NE(log, nullptr);
+  auto comm = make_single_process_communicator();
+  TrainOptions o;
+  o.log = log;
+  st = run_training(c, *comm, o, &r);
+  std::fclose(log);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_NE(slurp(log_path).find("precision.tf32: tf32 on Tesla V100-SXM2-32GB (sm_70, 31 GiB): no TF32 tensor cores"),
+            std::string::npos) << slurp(log_path);
+
+  // fp16 on the V100, bf16 on an A100: no refusal.
+  c.precision.tf32 = false;
+  c.precision.dtype = "fp16";
+  c.checkpoint.dir = scratch("v100-fp16");
+  EXPECT_TRUE(train(c, &r).is_ok());
+  cc_ = 80;
+  c.precision.dtype = "bf16";
+  c.checkpoint.dir = scratch("a100-bf16");
+  ASSERT_TRUE(train(c, &r).is_ok());
+
+  // The bf16 checkpoint evaluated on the V100.
+  cc_ = 70;
+  BertConfig mc;
+  ASSERT_TRUE(c.resolve_model(&mc).is_ok());
+  EvalOptions eo;
+  eo.data = c.data.train;
+  eo.micro_batch = 16;
+  eo.max_sequences = 16;
+  eo.backend = "cuda";
+  eo.math = GemmMath::kBf16;
+  EvalResult er;
+  st = run_eval(mc, c.checkpoint.dir + "/final", eo, &er);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.message().find("--backend cpu"), std::string::npos) << st.message();
 }
 
 // `lansbert eval --backend cuda`: the checkpoint's weights staged to the device, the same

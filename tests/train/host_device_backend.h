@@ -38,6 +38,7 @@ class HostDeviceBackend final : public DeviceBackend {
  public:
   std::string description() const override { return name; }
   int visible_devices() const override { return 1; }
+  int compute_capability() const override { return cc; }
   Status use_device(int index) override {
     bound = index;
     return Status::ok();
@@ -85,6 +86,7 @@ class HostDeviceBackend final : public DeviceBackend {
   int bound = -1;  // use_device's index
   size_t free_bytes = 0;  // what memory_info reports; 0: unknown
   std::string name = "host stand-in for a device";  // description(): a GPU's name looks up its peak
+  int cc = 0;  // compute_capability(); 0: unknown (no precision check)
 };
 
 }  // namespace lansbert::testing

@@ -32,6 +32,9 @@ class DeviceBackend {
   virtual ~DeviceBackend() = default;
   // "NVIDIA H200 (sm_90, 139 GiB)": the device in use, for logs.
   virtual std::string description() const = 0;
+  // The bound device's compute capability, 10 * major + minor (70 V100, 90 H100/H200), for
+  // the start-up checks of device_capability.h; 0 where the backend cannot tell.
+  virtual int compute_capability() const { return 0; }
   // Devices this process can see (CUDA_VISIBLE_DEVICES applied).
   virtual int visible_devices() const = 0;
   // Makes device `index` this process's device. Call before make_ops or any allocation.
