@@ -40,7 +40,8 @@ AttentionImpl CudaOps::attention_forward(const AttentionForward<float>& a) {
   if (options_.attention == AttentionMode::kNative) return native_attention_forward(*this, a);
   FusedAttention& f = fused();
   if (!f.forward(a)) return native_attention_forward(*this, a);
-  if (!f.needs_forward_check(a.shape)) return AttentionImpl::kFused;
+  const bool dropout = a.dropout > 0;
+  if (!f.needs_forward_check(a.shape, dropout)) return AttentionImpl::kFused;
 
   // auto, first use of this shape: set the fused results aside, run the hand-written forward
   // (which overwrites ctx and the saved region) and compare.
@@ -52,11 +53,13 @@ AttentionImpl CudaOps::attention_forward(const AttentionForward<float>& a) {
   copy_async(stats, a.probs, ns, stream());
   native_attention_forward(*this, a);
   const FusedAttention::Diff d = f.compare(ctx, a.ctx, n);
-  f.record_check(a.shape, /*backward=*/false, d.rel());
-  if (f.needs_forward_check(a.shape)) return AttentionImpl::kNative;  // failed: the native results stand
+  f.record_check(a.shape, dropout, /*backward=*/false, d.rel());
+  if (f.needs_forward_check(a.shape, dropout)) return AttentionImpl::kNative;  // failed: the native results stand
   copy_async(a.ctx, ctx, n, stream());
   copy_async(a.probs, stats, ns, stream());
-  drop_gemm_operand(a.probs);  // the native forward kept the probabilities, now overwritten
+  // The native forward kept the (dropped-out) probabilities as the P V operand; the fused
+  // backward does not read them.
+  drop_gemm_operand(dropout ? a.probs_drop : a.probs);
   // ... and q, k, v: a fused backward never drops them, and a later fallback's recomputed
   // scores would read this step's copies in a later step.
   if (!a.qkv_kept)
@@ -69,14 +72,16 @@ void CudaOps::attention_backward(const AttentionBackward<float>& a) {
   if (a.impl == AttentionImpl::kNative) return native_attention_backward(*this, a);
   LB_CHECK_MSG(options_.attention != AttentionMode::kNative, "attention_backward: a fused forward on native ops");
   FusedAttention& f = fused();
-  const bool check = f.needs_backward_check(a.shape);
+  const bool dropout = a.dropout > 0;
+  const bool check = f.needs_backward_check(a.shape, dropout);
   const bool ran = f.backward(a);
   if (ran && !check) return;
 
   // The hand-written backward after a fused forward (the fused one failed, or `auto` wants a
   // reference): the saved region holds softmax statistics, not probabilities, so recompute
-  // the probabilities into it. The region is the forward's own saved buffer, sized for them,
-  // and nothing reads the statistics after this backward. Fused forwards have no dropout.
+  // the probabilities into it (and, with dropout, the dropped-out ones from the same key into
+  // probs_drop, kept as the native forward keeps them). The region is the forward's own
+  // saved buffer, sized for them, and nothing reads the statistics after this backward.
   const size_t n = qkv_span(a.shape);
   DeviceBytes keep(check && ran ? 3 * aligned(n * sizeof(float)) : 0);
   float* fused_grads[3] = {nullptr, nullptr, nullptr};
@@ -91,12 +96,15 @@ void CudaOps::attention_backward(const AttentionBackward<float>& a) {
   const int Q = s.qkv_stride();
   gemm_batched(Trans::kNo, Trans::kYes, s.seq, s.seq, s.head_dim, 1.0f, a.q, Q, a.k, Q, 0.0f, a.d_scores, s.seq,
                attention_detail::qk_batch(s, Q, Q));
-  softmax_forward(a.d_scores, a.key_mask, probs, s.batch, s.heads, s.seq, a.scale);
-  keep_gemm_operand(probs, attention_detail::probs_size(s));  // new contents; the native backward drops it
+  if (dropout) {
+    softmax_dropout_forward_kept(a.d_scores, a.key_mask, probs, const_cast<float*>(a.probs_drop), s.batch, s.heads,
+                                 s.seq, a.scale, a.dropout, a.dropout_key);
+  } else {
+    softmax_forward(a.d_scores, a.key_mask, probs, s.batch, s.heads, s.seq, a.scale);
+    keep_gemm_operand(probs, attention_detail::probs_size(s));  // new contents; the native backward drops it
+  }
   AttentionBackward<float> native = a;
   native.impl = AttentionImpl::kNative;
-  native.dropout = 0;
-  native.probs_drop = nullptr;
   native_attention_backward(*this, native);
   if (!(check && ran)) return;
   double worst = 0;
@@ -104,7 +112,7 @@ void CudaOps::attention_backward(const AttentionBackward<float>& a) {
     const double rel = f.compare(fused_grads[i], outs[i], n).rel();
     worst = rel > worst || rel != rel ? rel : worst;  // keeps a NaN
   }
-  f.record_check(a.shape, /*backward=*/true, worst);
+  f.record_check(a.shape, dropout, /*backward=*/true, worst);
 }
 
 std::string fused_attention_availability() {

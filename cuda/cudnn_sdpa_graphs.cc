@@ -73,7 +73,27 @@ Common common_tensors(dnn::GraphBuilder& g, const Layout& l) {
   return c;
 }
 
-void composite_forward(dnn::GraphBuilder& g, const Layout& l) {
+// The dropout inputs: M and r (cudnn_sdpa_graphs.h).
+struct Dropout {
+  Tensor mask, scale;
+};
+Dropout dropout_tensors(dnn::GraphBuilder& g, const Layout& l) {
+  return {g.tensor(kDropMask, CUDNN_DATA_BFLOAT16, l.scores(), l.scores_strides()),
+          g.tensor(kDropScale, CUDNN_DATA_FLOAT, Layout::one(), Layout::one(), false, /*by_value=*/true)};
+}
+
+// x * a * b in that order (two pointwise MULs), the result typed `type`: how cudnn_frontend
+// spells the dropout multiplies (their order differs between forward and backward).
+Tensor mul2(dnn::GraphBuilder& g, Virtuals& v, const Layout& l, Tensor x, Tensor a, Tensor b, cudnnDataType_t type,
+            const dnn::Dims& strides) {
+  Tensor xa = v.make(CUDNN_DATA_FLOAT, l.scores(), l.scores_strides());
+  g.pointwise(CUDNN_POINTWISE_MUL, x, a, nullptr, xa);
+  Tensor y = v.make(type, l.scores(), strides);
+  g.pointwise(CUDNN_POINTWISE_MUL, xa, b, nullptr, y);
+  return y;
+}
+
+void composite_forward(dnn::GraphBuilder& g, const Layout& l, bool dropout) {
   Virtuals v{g};
   const Common c = common_tensors(g, l);
   Tensor kt = g.tensor(kK, CUDNN_DATA_BFLOAT16, l.bhds(), l.bhds_strides());
@@ -98,12 +118,17 @@ void composite_forward(dnn::GraphBuilder& g, const Layout& l) {
   Tensor log_sum = v.make(CUDNN_DATA_FLOAT, R, Rs);
   g.pointwise(CUDNN_POINTWISE_LOG, sum, nullptr, nullptr, log_sum);
   g.pointwise(CUDNN_POINTWISE_ADD, mx, log_sum, nullptr, c.stats);
-  Tensor p = v.make(CUDNN_DATA_BFLOAT16, S, Ss);  // the second GEMM reads P in the I/O type
+  // The second GEMM reads P in the I/O type: P itself, or with dropout (P r) M.
+  Tensor p = v.make(dropout ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16, S, Ss);
   g.pointwise(CUDNN_POINTWISE_DIV, e, sum, nullptr, p);
+  if (dropout) {
+    const Dropout dr = dropout_tensors(g, l);
+    p = mul2(g, v, l, p, dr.scale, dr.mask, CUDNN_DATA_BFLOAT16, Ss);
+  }
   g.matmul(p, vv, c.o, c.len_q, nullptr, c.len_kv);
 }
 
-void composite_backward(dnn::GraphBuilder& g, const Layout& l) {
+void composite_backward(dnn::GraphBuilder& g, const Layout& l, bool dropout) {
   Virtuals v{g};
   const Common c = common_tensors(g, l);
   Tensor kt = g.tensor(kK, CUDNN_DATA_BFLOAT16, l.bhds(), l.bhds_strides());
@@ -112,19 +137,19 @@ void composite_backward(dnn::GraphBuilder& g, const Layout& l) {
   Tensor dq = g.tensor(kDQ, CUDNN_DATA_BFLOAT16, l.bhsd(), l.bshd_strides());
   Tensor dk = g.tensor(kDK, CUDNN_DATA_BFLOAT16, l.bhsd(), l.bshd_strides());
   Tensor dv = g.tensor(kDV, CUDNN_DATA_BFLOAT16, l.bhsd(), l.bshd_strides());
-  Tensor one = g.tensor(kOne, CUDNN_DATA_FLOAT, Layout::one(), Layout::one(), false, true);
+  Tensor scale_inv = g.tensor(kDropScaleInv, CUDNN_DATA_FLOAT, Layout::one(), Layout::one(), false, true);
   Tensor fill = g.tensor(kNegInf, CUDNN_DATA_FLOAT, Layout::one(), Layout::one(), false, true);
   // The engines' spill buffers: dense fp32, in memory we provide.
   Tensor softmax_sum = g.tensor(kSoftmaxSum, CUDNN_DATA_FLOAT, l.rows(), l.rows_strides());
   Tensor dq_accum = g.tensor(kDQAccum, CUDNN_DATA_FLOAT, l.bhsd(), l.dense_bhsd_strides());
   const dnn::Dims S = l.scores(), Ss = l.scores_strides(), R = l.rows(), Rs = l.rows_strides();
 
-  // softmax_sum = rowsum(dO * O) (* 1: where a dropout scale would go).
+  // softmax_sum = rowsum(dO * O) * (1 - p) (* 1 without dropout, as cudnn_frontend spells it).
   Tensor d_o_o = v.make(CUDNN_DATA_FLOAT, l.bhsd(), l.dense_bhsd_strides());
   g.pointwise(CUDNN_POINTWISE_MUL, d_o, c.o, nullptr, d_o_o);
   Tensor row_sum = v.make(CUDNN_DATA_FLOAT, R, Rs);
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, d_o_o, row_sum);
-  g.pointwise(CUDNN_POINTWISE_MUL, row_sum, one, nullptr, softmax_sum);
+  g.pointwise(CUDNN_POINTWISE_MUL, row_sum, scale_inv, nullptr, softmax_sum);
 
   // P = exp(Q K^T * scale - Stats), masked.
   Tensor s1 = v.make(CUDNN_DATA_FLOAT, S, Ss);
@@ -137,18 +162,35 @@ void composite_backward(dnn::GraphBuilder& g, const Layout& l) {
   Tensor p = v.make(CUDNN_DATA_FLOAT, S, Ss);
   g.pointwise(CUDNN_POINTWISE_EXP, s4, nullptr, nullptr, p);
 
-  // dV = P^T dO (P^T: a reshape to the transposed strides, in the I/O type).
+  // dV = P^T dO, with dropout ((P M) r)^T dO (P^T: a reshape to the transposed strides, in
+  // the I/O type).
+  Dropout dr{};
+  Tensor p_used = p;
+  if (dropout) {
+    dr = dropout_tensors(g, l);
+    p_used = mul2(g, v, l, p, dr.mask, dr.scale, CUDNN_DATA_FLOAT, Ss);
+  }
   Tensor p_t = v.make(CUDNN_DATA_BFLOAT16, S, l.scores_t_strides());
-  g.reshape(p, p_t);
+  g.reshape(p_used, p_t);
   g.matmul(p_t, d_o, dv, c.len_kv, nullptr, c.len_q);
 
-  // dS = P * (dO V^T - softmax_sum) * scale.
+  // dS = P * (dO V^T - softmax_sum) * scale; with dropout (P * ((dO V^T) M - softmax_sum)) r * scale.
   Tensor dp = v.make(CUDNN_DATA_FLOAT, S, Ss);
   g.matmul(d_o, vt, dp, c.len_q, c.len_kv);
+  if (dropout) {
+    Tensor dp_kept = v.make(CUDNN_DATA_FLOAT, S, Ss);
+    g.pointwise(CUDNN_POINTWISE_MUL, dp, dr.mask, nullptr, dp_kept);
+    dp = dp_kept;
+  }
   Tensor dp_centred = v.make(CUDNN_DATA_FLOAT, S, Ss);
   g.pointwise(CUDNN_POINTWISE_SUB, dp, softmax_sum, nullptr, dp_centred);
   Tensor ds_unscaled = v.make(CUDNN_DATA_FLOAT, S, Ss);
   g.pointwise(CUDNN_POINTWISE_MUL, dp_centred, p, nullptr, ds_unscaled);
+  if (dropout) {
+    Tensor ds_dropped = v.make(CUDNN_DATA_FLOAT, S, Ss);
+    g.pointwise(CUDNN_POINTWISE_MUL, ds_unscaled, dr.scale, nullptr, ds_dropped);
+    ds_unscaled = ds_dropped;
+  }
   Tensor ds = v.make(CUDNN_DATA_FLOAT, S, Ss);
   g.pointwise(CUDNN_POINTWISE_MUL, ds_unscaled, c.scale, nullptr, ds);
 
@@ -220,9 +262,10 @@ size_t min_version(GraphKind kind, bool backward) {
 #endif
 }
 
-void add_forward(dnn::GraphBuilder& g, GraphKind kind, const Dims& d) {
+void add_forward(dnn::GraphBuilder& g, GraphKind kind, const Dims& d, bool dropout) {
   const Layout l{d};
-  if (kind == GraphKind::kComposite) return composite_forward(g, l);
+  if (kind == GraphKind::kComposite) return composite_forward(g, l, dropout);
+  if (dropout) return g.fail("the unified SDPA node takes no dropout mask (only cuDNN's own RNG)");
 #if CUDNN_VERSION >= 91700
   unified(g, l, false);
 #else
@@ -230,9 +273,10 @@ void add_forward(dnn::GraphBuilder& g, GraphKind kind, const Dims& d) {
 #endif
 }
 
-void add_backward(dnn::GraphBuilder& g, GraphKind kind, const Dims& d) {
+void add_backward(dnn::GraphBuilder& g, GraphKind kind, const Dims& d, bool dropout) {
   const Layout l{d};
-  if (kind == GraphKind::kComposite) return composite_backward(g, l);
+  if (kind == GraphKind::kComposite) return composite_backward(g, l, dropout);
+  if (dropout) return g.fail("the unified SDPA node takes no dropout mask (only cuDNN's own RNG)");
 #if CUDNN_VERSION >= 91700
   unified(g, l, true);
 #else

@@ -13,7 +13,9 @@
 
 #include "cuda_check.cuh"
 #include "cuda_raii.cuh"
+#include "dropout_map.cuh"
 #include "launch.cuh"
+#include "lansbert/kernels/dropout.h"
 #include "lansbert/kernels/half.h"
 
 #if LANSBERT_HAVE_CUDNN
@@ -53,6 +55,17 @@ void rows_to_f32(const uint16_t* src, float* dst, int64_t ld, size_t rows, size_
 void fill_int(int32_t* p, size_t n, int32_t value, cudaStream_t s) {
   launch_map(n, s, [=] __device__(size_t i) { p[i] = value; });
 }
+
+// The attention dropout's keep mask as cuDNN reads it: bf16 [B, H, S, S], 1 where element i
+// of the probabilities is kept, 0 where dropped; the same decision (kern::dropout_keep_bits
+// on the same Philox stream, element = flat index) as the hand-written softmax+dropout and
+// the CPU, so the fused path drops exactly the elements they drop.
+void fill_keep_mask(uint16_t* mask, size_t n, float p, RngKey key, cudaStream_t s) {
+  constexpr uint16_t kOneBf16 = 0x3F80;
+  launch_dropout_map(n, key, s, [=] __device__(size_t i, uint32_t bits) {
+    mask[i] = kern::dropout_keep_bits(bits, p) ? kOneBf16 : uint16_t(0);
+  });
+}
 #endif
 
 void log_line(const std::string& msg) { std::fprintf(stderr, "lansbert: attention: %s\n", msg.c_str()); }
@@ -78,10 +91,7 @@ __global__ void diff_kernel(const float* a, const float* b, size_t n, unsigned* 
 }  // namespace
 
 std::string fused_attention_argument_check(const AttentionShape& s, float dropout, bool have_key_lengths) {
-  if (dropout > 0)
-    return "attention dropout " + std::to_string(dropout) +
-           " > 0: cuDNN's dropout RNG cannot reproduce lansbert's Philox masks (set model.attention_dropout: 0 "
-           "to train with the fused path)";
+  if (!(dropout >= 0 && dropout < 1)) return "attention dropout " + std::to_string(dropout) + " outside [0, 1)";
   if (!have_key_lengths)
     return "the key mask is not a prefix of real tokens in every sequence (the fused path takes lengths)";
   if (s.head_dim % 8 != 0 || s.head_dim > 128)
@@ -102,7 +112,7 @@ struct FusedAttention::Impl {
     dnn::Plan fwd, bwd;
     bool fwd_checked = false, bwd_checked = false;
   };
-  using Key = std::tuple<int, int, int, int, int>;
+  using Key = std::tuple<int, int, int, int, int, bool>;  // the shape, and whether with dropout
 
   bool probed = false;
   std::string unavailable;  // why cuDNN cannot be used at all (after probing)
@@ -114,6 +124,7 @@ struct FusedAttention::Impl {
   DeviceBytes staging;       // bf16 Q, K, V, O (forward) and dO, dQ, dK, dV (backward)
   DeviceBytes workspace;     // cuDNN's
   DeviceBytes spill;         // backward softmax_sum and dQ accumulator (composite graph)
+  DeviceBytes keep_mask;     // with dropout: bf16 [B, H, S, S], refilled for each call
   DeviceBytes seq_len_q;     // B copies of S
   int seq_len_q_b = 0, seq_len_q_s = 0;
   DeviceBytes diff;          // compare()'s two results
@@ -123,7 +134,9 @@ struct FusedAttention::Impl {
     if (handle) cudnn_api().Destroy(handle);
   }
 
-  static Key key(const AttentionShape& s) { return {s.batch, s.heads, s.seq, s.head_dim, s.ld}; }
+  static Key key(const AttentionShape& s, bool dropout) {
+    return {s.batch, s.heads, s.seq, s.head_dim, s.ld, dropout};
+  }
 
   void probe(cudaStream_t stream) {
     if (probed) return;
@@ -155,9 +168,9 @@ struct FusedAttention::Impl {
   }
 
   // Both plans for this shape, built on first use; null with *why set when there are none.
-  Entry* entry(const AttentionShape& s, std::string* why) {
-    auto it = entries.find(key(s));
-    if (it == entries.end()) it = entries.emplace(key(s), build(s)).first;
+  Entry* entry(const AttentionShape& s, bool dropout, std::string* why) {
+    auto it = entries.find(key(s, dropout));
+    if (it == entries.end()) it = entries.emplace(key(s, dropout), build(s, dropout)).first;
     if (!it->second.why.empty()) {
       *why = it->second.why;
       return nullptr;
@@ -167,17 +180,17 @@ struct FusedAttention::Impl {
 
   // The first of `kinds` this cuDNN has and finds an engine for: true with *plan and *kind
   // set, else false with each kind's reason appended to *notes.
-  bool first_plan(std::initializer_list<sdpa::GraphKind> kinds, bool backward, const sdpa::Dims& d, dnn::Plan* plan,
-                  sdpa::GraphKind* kind, std::string* notes) {
+  bool first_plan(std::initializer_list<sdpa::GraphKind> kinds, bool backward, const sdpa::Dims& d, bool dropout,
+                  dnn::Plan* plan, sdpa::GraphKind* kind, std::string* notes) {
     const size_t version = cudnn_api().version;
     for (sdpa::GraphKind k : kinds) {
       const size_t need = sdpa::min_version(k, backward);
       if (need == 0 || version < need) continue;
       dnn::GraphBuilder g;
       if (backward)
-        sdpa::add_backward(g, k, d);
+        sdpa::add_backward(g, k, d, dropout);
       else
-        sdpa::add_forward(g, k, d);
+        sdpa::add_forward(g, k, d, dropout);
       if (g.build_plan(handle, plan)) {
         *kind = k;
         return true;
@@ -187,19 +200,22 @@ struct FusedAttention::Impl {
     return false;
   }
 
-  Entry build(const AttentionShape& s) {
+  Entry build(const AttentionShape& s, bool dropout) {
     Entry e;
     const sdpa::Dims d{s.batch, s.heads, s.seq, s.head_dim, s.ld};
     using sdpa::GraphKind;
     std::string fwd_notes, bwd_notes;
     // The forward node first (what cudnn_frontend prefers where it exists); the backward
     // composite first (the backward node had no engines on Hopper when this was written).
-    if (!first_plan({GraphKind::kUnified, GraphKind::kComposite}, false, d, &e.fwd, &e.fwd_kind, &fwd_notes))
-      e.why = "no cuDNN forward plan for " + shape_text(s) + " (" + fwd_notes + ")";
-    else if (!first_plan({GraphKind::kComposite, GraphKind::kUnified}, true, d, &e.bwd, &e.bwd_kind, &bwd_notes))
-      e.why = "no cuDNN backward plan for " + shape_text(s) + " (" + bwd_notes + ")";
+    // With dropout only the composite graphs apply (the unified node takes no mask).
+    const std::string what = shape_text(s) + (dropout ? " with dropout" : "");
+    if (!first_plan({GraphKind::kUnified, GraphKind::kComposite}, false, d, dropout, &e.fwd, &e.fwd_kind, &fwd_notes))
+      e.why = "no cuDNN forward plan for " + what + " (" + fwd_notes + ")";
+    else if (!first_plan({GraphKind::kComposite, GraphKind::kUnified}, true, d, dropout, &e.bwd, &e.bwd_kind,
+                         &bwd_notes))
+      e.why = "no cuDNN backward plan for " + what + " (" + bwd_notes + ")";
     else
-      log_once("cuDNN fused attention for " + shape_text(s) + " with " + description + ": forward " +
+      log_once("cuDNN fused attention for " + what + " with " + description + ": forward " +
                sdpa::name(e.fwd_kind) + " (" + e.fwd.engine + "), backward " + sdpa::name(e.bwd_kind) + " (" +
                e.bwd.engine + ")");
     return e;
@@ -217,6 +233,15 @@ struct FusedAttention::Impl {
       seq_len_q_s = s;
     }
     return static_cast<const int32_t*>(seq_len_q.get());
+  }
+
+  // The keep mask of this call's dropout (fill_keep_mask), in `keep_mask`.
+  uint16_t* dropout_mask(const AttentionShape& s, float p, RngKey key, cudaStream_t stream) {
+    const size_t n = size_t(s.batch) * s.heads * s.seq * s.seq;
+    keep_mask.reserve(n * sizeof(uint16_t));
+    uint16_t* mask = static_cast<uint16_t*>(keep_mask.get());
+    fill_keep_mask(mask, n, p, key, stream);
+    return mask;
   }
 
   void* cudnn_workspace(int64_t bytes) {
@@ -247,7 +272,8 @@ bool FusedAttention::forward(const AttentionForward<float>& a) {
   if (why.empty()) m.probe(stream_);
   if (why.empty() && !m.unavailable.empty()) why = m.unavailable;
   if (why.empty() && !m.disabled.empty()) why = m.disabled;
-  Impl::Entry* e = why.empty() ? m.entry(a.shape, &why) : nullptr;
+  const bool dropout = a.dropout > 0;
+  Impl::Entry* e = why.empty() ? m.entry(a.shape, dropout, &why) : nullptr;
   if (!e) {
     fall_back(why);
     return false;
@@ -273,6 +299,11 @@ bool FusedAttention::forward(const AttentionForward<float>& a) {
     uids.push_back(sdpa::kNegInf);
     ptrs.push_back(&fill);
   }
+  float keep_scale = 1.0f / (1.0f - a.dropout);  // r of kern::dropout_scale, in fp32 as there
+  if (dropout) {
+    uids.insert(uids.end(), {sdpa::kDropMask, sdpa::kDropScale});
+    ptrs.insert(ptrs.end(), {m.dropout_mask(s, a.dropout, a.dropout_key, stream_), &keep_scale});
+  }
   const std::string err = dnn::execute(m.handle, e->fwd, uids, ptrs, m.cudnn_workspace(e->fwd.workspace));
   if (!err.empty()) {
     e->why = "cuDNN forward failed for " + shape_text(s) + ": " + err;
@@ -290,7 +321,8 @@ bool FusedAttention::backward(const AttentionBackward<float>& a) {
   // switches the fused path off for the backwards still to come too: the layers whose
   // forwards already ran fused recompute their probabilities and take the hand-written one.
   std::string why = m.disabled;
-  Impl::Entry* e = why.empty() ? m.entry(a.shape, &why) : nullptr;
+  const bool dropout = a.dropout > 0;
+  Impl::Entry* e = why.empty() ? m.entry(a.shape, dropout, &why) : nullptr;
   if (!e) {
     fall_back(why);
     return false;
@@ -308,7 +340,8 @@ bool FusedAttention::backward(const AttentionBackward<float>& a) {
   to_bf16(a.d_ctx, d_o, n, stream_);
   // Rows of padded keys get no gradient; the kernels may leave them unwritten.
   CUDA_CHECK(cudaMemsetAsync(dq, 0, 3 * n * sizeof(uint16_t), stream_));
-  float scale = a.scale, one = 1.0f, fill = -std::numeric_limits<float>::infinity();  // as the forward
+  float scale = a.scale, fill = -std::numeric_limits<float>::infinity();  // as the forward
+  float keep_scale = 1.0f / (1.0f - a.dropout), keep_rate = 1.0f - a.dropout;  // r and 1 - p (1 without dropout)
   std::vector<int64_t> uids = {sdpa::kQ,     sdpa::kK,       sdpa::kV,        sdpa::kO,  sdpa::kDO,
                                sdpa::kStats, sdpa::kScale,   sdpa::kSeqLenQ,  sdpa::kSeqLenKV,
                                sdpa::kDQ,    sdpa::kDK,      sdpa::kDV};
@@ -322,8 +355,12 @@ bool FusedAttention::backward(const AttentionBackward<float>& a) {
     m.spill.reserve(sum_bytes + acc_bytes);
     char* base = static_cast<char*>(m.spill.get());
     CUDA_CHECK(cudaMemsetAsync(base + sum_bytes, 0, acc_bytes, stream_));  // dQ accumulates into it
-    uids.insert(uids.end(), {sdpa::kSoftmaxSum, sdpa::kDQAccum, sdpa::kOne, sdpa::kNegInf});
-    ptrs.insert(ptrs.end(), {base, base + sum_bytes, &one, &fill});
+    uids.insert(uids.end(), {sdpa::kSoftmaxSum, sdpa::kDQAccum, sdpa::kDropScaleInv, sdpa::kNegInf});
+    ptrs.insert(ptrs.end(), {base, base + sum_bytes, &keep_rate, &fill});
+  }
+  if (dropout) {  // the forward's mask again, from the same key
+    uids.insert(uids.end(), {sdpa::kDropMask, sdpa::kDropScale});
+    ptrs.insert(ptrs.end(), {m.dropout_mask(s, a.dropout, a.dropout_key, stream_), &keep_scale});
   }
   const std::string err = dnn::execute(m.handle, e->bwd, uids, ptrs, m.cudnn_workspace(e->bwd.workspace));
   if (!err.empty()) {
@@ -337,29 +374,30 @@ bool FusedAttention::backward(const AttentionBackward<float>& a) {
   return true;
 }
 
-bool FusedAttention::needs_forward_check(const AttentionShape& s) const {
-  auto it = impl_->entries.find(Impl::key(s));
+bool FusedAttention::needs_forward_check(const AttentionShape& s, bool dropout) const {
+  auto it = impl_->entries.find(Impl::key(s, dropout));
   return mode_ == AttentionMode::kAuto && it != impl_->entries.end() && !it->second.fwd_checked;
 }
 
-bool FusedAttention::needs_backward_check(const AttentionShape& s) const {
-  auto it = impl_->entries.find(Impl::key(s));
+bool FusedAttention::needs_backward_check(const AttentionShape& s, bool dropout) const {
+  auto it = impl_->entries.find(Impl::key(s, dropout));
   return mode_ == AttentionMode::kAuto && it != impl_->entries.end() && !it->second.bwd_checked;
 }
 
-void FusedAttention::record_check(const AttentionShape& s, bool backward, double rel) {
+void FusedAttention::record_check(const AttentionShape& s, bool dropout, bool backward, double rel) {
   const double bound = backward ? kFusedBackwardTolerance : kFusedForwardTolerance;
   const char* what = backward ? "backward" : "forward";
+  const std::string shape = shape_text(s) + (dropout ? " with dropout" : "");
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3e (bound %.0e)", rel, bound);
   if (rel <= bound) {  // false for NaN
-    auto& e = impl_->entries[Impl::key(s)];
+    auto& e = impl_->entries[Impl::key(s, dropout)];
     (backward ? e.bwd_checked : e.fwd_checked) = true;
-    impl_->log_once(std::string("auto: cuDNN ") + what + " for " + shape_text(s) +
+    impl_->log_once(std::string("auto: cuDNN ") + what + " for " + shape +
                     " matches the hand-written one: max rel error " + buf);
     return;
   }
-  impl_->disabled = std::string("auto: cuDNN ") + what + " for " + shape_text(s) +
+  impl_->disabled = std::string("auto: cuDNN ") + what + " for " + shape +
                     " differs from the hand-written one: max rel error " + buf + "; fused attention switched off";
   impl_->log_once(impl_->disabled);
 }
@@ -387,9 +425,9 @@ bool FusedAttention::forward(const AttentionForward<float>& a) {
   return false;
 }
 bool FusedAttention::backward(const AttentionBackward<float>&) { return false; }
-bool FusedAttention::needs_forward_check(const AttentionShape&) const { return false; }
-bool FusedAttention::needs_backward_check(const AttentionShape&) const { return false; }
-void FusedAttention::record_check(const AttentionShape&, bool, double) {}
+bool FusedAttention::needs_forward_check(const AttentionShape&, bool) const { return false; }
+bool FusedAttention::needs_backward_check(const AttentionShape&, bool) const { return false; }
+void FusedAttention::record_check(const AttentionShape&, bool, bool, double) {}
 
 #endif  // LANSBERT_HAVE_CUDNN
 

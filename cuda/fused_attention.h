@@ -2,8 +2,10 @@
 // graph API (cudnn_sdpa_graphs.h), chosen at run time per call, with the hand-written
 // attention (attention_native.h) as fallback and, in `auto` mode, as the reference it is
 // checked against. Never fatal: whatever stops the fused path (no cuDNN, too old, no engine
-// for the shape, attention dropout, a mask that is not a prefix) is logged once per reason
-// and the caller runs the hand-written attention.
+// for the shape, a mask that is not a prefix) is logged once per reason and the caller runs
+// the hand-written attention. Attention dropout runs fused with lansbert's own keep mask
+// (the same elements dropped as by the hand-written path), staged as a bf16 [B, H, S, S]
+// tensor that the forward and the backward each refill from the dropout key.
 //
 // Precision: our activations are fp32; cuDNN's SDPA takes bf16 (or fp16) Q, K, V, O, dO.
 // The fused path rounds them to bf16 (kern::float_to_bf16, the same rounding the bf16
@@ -46,11 +48,12 @@ class FusedAttention {
   // backward.
   bool backward(const AttentionBackward<float>& a);
 
-  // Whether `auto` still has to compare this shape's forward / backward with the native one,
-  // and the outcome of such a comparison (false switches the fused path off for good).
-  bool needs_forward_check(const AttentionShape& s) const;
-  bool needs_backward_check(const AttentionShape& s) const;
-  void record_check(const AttentionShape& s, bool backward, double rel_error);
+  // Whether `auto` still has to compare this shape's forward / backward (with or without
+  // dropout: different graphs) with the native one, and the outcome of such a comparison
+  // (false switches the fused path off for good).
+  bool needs_forward_check(const AttentionShape& s, bool dropout) const;
+  bool needs_backward_check(const AttentionShape& s, bool dropout) const;
+  void record_check(const AttentionShape& s, bool dropout, bool backward, double rel_error);
 
   // Largest |a - b| and |b| over n device floats (for the checks and the tests).
   struct Diff {

@@ -72,7 +72,8 @@ rm -rf "$OUTDIR" && mkdir -p "$OUTDIR/tests"
 DEFS=(-DLANSBERT_HAVE_CUDA=1 -DLANSBERT_HAVE_CUDNN=1 -DLANSBERT_HAVE_NCCL=1
       -DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL -DSPDLOG_SHARED_LIB -DFMT_SHARED
       -I"$ROOT/include" -I"$ROOT/cuda" -I/usr/include/x86_64-linux-gnu/openblas-openmp)
-CUDA_FLAGS=(-x cuda --cuda-path="$TREE" -std=c++17 -O3 -Wall -Wno-unused-parameter -Wno-unknown-cuda-version)
+CUDA_FLAGS=(-x cuda --cuda-path="$TREE" -std=c++17 -O3 -Wall -Wno-unused-parameter -Wno-unknown-cuda-version
+            "-DLANSBERT_CUDA_ARCHS=\"$ARCHS\"")
 fail=0
 n_dev=0
 for f in "$ROOT"/cuda/*.cu; do

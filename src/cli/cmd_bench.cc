@@ -8,8 +8,8 @@
 // is timed as a third phase; MFU is taken against the peak of the device model found in
 // device_description (train/device_peaks.h) for the GEMM precision in use (fp32 or --tf32);
 // --batch 0 probes the largest micro-batch whose estimated footprint fits the free memory;
-// --attention cudnn|auto runs cuDNN's fused attention (docs/cuda.md), with attention dropout
-// 0 because the fused path has none that matches lansbert's masks; --gemm-cast cublas lets
+// --attention cudnn|auto runs cuDNN's fused attention (docs/cuda.md), with the model's
+// attention dropout applied through lansbert's own keep mask; --gemm-cast cublas lets
 // cuBLAS round bf16/fp16 operands inside the GEMM instead of lansbert's cast kernels.
 #include <omp.h>
 
@@ -127,12 +127,14 @@ struct FootprintOptions {
 
 // Bytes a micro-batch of B needs on the device: params, grads, m, v (fp32), the activation
 // arena, and a margin for cuBLAS workspaces, the embedding sort's scratch and fragmentation;
-// the fused attention adds its bf16 staging (8 tensors of B*S*H) and fp32 dQ accumulator.
+// the fused attention adds its bf16 staging (8 tensors of B*S*H), fp32 dQ accumulator and,
+// with attention dropout, its bf16 keep mask of B*A*S*S.
 [[maybe_unused]] size_t device_bytes_for(const BertConfig& cfg, int B, int S, int P, const FootprintOptions& f) {
   const size_t params = make_bert_param_table(cfg).total_elements();
   const size_t flat = params * sizeof(float) * (f.with_moments ? 4 : 2);
   const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P, f.recompute}, f.cast_operands && f.reuse);
-  const size_t fused = f.fused_attention ? size_t(B) * S * cfg.hidden * (8 * 2 + 4) : 0;
+  const size_t keep_mask = cfg.attention_dropout > 0 ? size_t(B) * cfg.heads * S * S * 2 : 0;
+  const size_t fused = f.fused_attention ? size_t(B) * S * cfg.hidden * (8 * 2 + 4) + keep_mask : 0;
   // 16-bit GEMMs with our cast pass: the kept weights' copy, the layers' kept activations
   // (BertModel::kept_copy_bytes_for), and three operand workspaces (A, B, the held dY) sized
   // for the largest operand: FFN activations, attention probabilities or the MLM logits.
@@ -236,9 +238,7 @@ int run_bench(const BenchOptions& o) {
     report(s);
     return exit_code();
   }
-  // The fused attention has no dropout that matches ours: benchmark it without attention dropout.
   const bool fused_attention = o.attention != "native";
-  if (fused_attention) cfg.attention_dropout = 0.0f;
   const bool half = is_half_gemm(o.math);                      // 16-bit GEMM operands
   const bool cast_operands = half && o.gemm_cast != "cublas";  // converted by our kernels (not cuBLAS)
   const std::string opt_name = !o.optimizer.empty() ? o.optimizer : o.backend == "cuda" ? "lans" : "";
@@ -355,10 +355,9 @@ int run_bench(const BenchOptions& o) {
     std::printf("}\n");
   } else {
     if (o.backend == "cuda")
-      std::printf("lansbert bench: %s (%zu parameters), cuda backend on %s, %s GEMMs%s, %s attention%s\n",
+      std::printf("lansbert bench: %s (%zu parameters), cuda backend on %s, %s GEMMs%s, %s attention\n",
                   o.model.c_str(), model.table().parameter_count(), be.device.c_str(), gemm_math_name(o.math),
-                  o.gemm_cast == "cublas" ? " (operands converted inside cuBLAS)" : "", o.attention.c_str(),
-                  fused_attention ? " (attention dropout 0)" : "");
+                  o.gemm_cast == "cublas" ? " (operands converted inside cuBLAS)" : "", o.attention.c_str());
     else
       std::printf("lansbert bench: %s (%zu parameters), cpu backend, %d threads%s\n", o.model.c_str(),
                   model.table().parameter_count(), threads,
@@ -410,7 +409,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_flag("--tf32", o->tf32, "cuda: fp32 GEMMs in TF32 on tensor cores (--precision tf32)");
   sub->add_option("--attention", o->attention,
                   "cuda: native, cudnn (cuDNN fused attention where it applies) or auto (cudnn, checked against "
-                  "native on first use); cudnn/auto bench without attention dropout")
+                  "native on first use)")
       ->capture_default_str();
   sub->add_option("--gemm-cast", o->gemm_cast,
                   "cuda with bf16/fp16: kernel (cast kernels write 16-bit operands, then cuBLAS) or cublas "

@@ -18,15 +18,16 @@ namespace {
 
 const AttentionShape kBertBase{32, 12, 128, 64, 768};
 
-TEST(FusedAttentionArgs, AcceptsBertShapesWithPrefixMasksAndNoDropout) {
+TEST(FusedAttentionArgs, AcceptsBertShapesWithPrefixMasksWithAndWithoutDropout) {
   EXPECT_EQ(cuda::fused_attention_argument_check(kBertBase, 0.0f, true), "");
+  EXPECT_EQ(cuda::fused_attention_argument_check(kBertBase, 0.1f, true), "");  // BERT's attention dropout
   EXPECT_EQ(cuda::fused_attention_argument_check({8, 16, 512, 64, 1024}, 0.0f, true), "");  // bert-large
   EXPECT_EQ(cuda::fused_attention_argument_check({2, 2, 32, 64, 128}, 0.0f, true), "");     // bert-tiny
 }
 
 TEST(FusedAttentionArgs, SaysWhyItFallsBack) {
   auto has = [](const std::string& s, const char* part) { return s.find(part) != std::string::npos; };
-  EXPECT_TRUE(has(cuda::fused_attention_argument_check(kBertBase, 0.1f, true), "dropout"));
+  EXPECT_TRUE(has(cuda::fused_attention_argument_check(kBertBase, 1.0f, true), "dropout 1"));
   EXPECT_TRUE(has(cuda::fused_attention_argument_check(kBertBase, 0.0f, false), "prefix"));
   EXPECT_TRUE(has(cuda::fused_attention_argument_check({2, 4, 16, 12, 48}, 0.0f, true), "head_dim 12"));
   EXPECT_TRUE(has(cuda::fused_attention_argument_check({2, 1, 16, 256, 256}, 0.0f, true), "head_dim 256"));
@@ -39,6 +40,7 @@ struct GraphCase {
   cuda::sdpa::GraphKind kind;
   bool backward;
   cuda::sdpa::Dims dims;
+  bool dropout = false;
 };
 
 TEST(FusedAttentionGraphs, OperationsAndGraphsFinalizeInTheInstalledLibrary) {
@@ -49,8 +51,10 @@ TEST(FusedAttentionGraphs, OperationsAndGraphsFinalizeInTheInstalledLibrary) {
   std::vector<GraphCase> cases;
   for (const cuda::sdpa::Dims& d : {cuda::sdpa::Dims{32, 12, 128, 64, 768}, cuda::sdpa::Dims{8, 16, 512, 64, 1024},
                                     cuda::sdpa::Dims{3, 2, 77, 64, 128}}) {
-    cases.push_back({GraphKind::kComposite, false, d});
-    cases.push_back({GraphKind::kComposite, true, d});
+    for (bool dropout : {false, true}) {
+      cases.push_back({GraphKind::kComposite, false, d, dropout});
+      cases.push_back({GraphKind::kComposite, true, d, dropout});
+    }
     // The unified forward node; its backward twin does not form a graph in cuDNN 9.19 (and
     // is tried after the composite one at run time), so it is not required here.
     if (cuda::sdpa::min_version(GraphKind::kUnified, false) && api.version >= 91500)
@@ -59,11 +63,11 @@ TEST(FusedAttentionGraphs, OperationsAndGraphsFinalizeInTheInstalledLibrary) {
   for (const GraphCase& c : cases) {
     cuda::dnn::GraphBuilder g;
     if (c.backward)
-      cuda::sdpa::add_backward(g, c.kind, c.dims);
+      cuda::sdpa::add_backward(g, c.kind, c.dims, c.dropout);
     else
-      cuda::sdpa::add_forward(g, c.kind, c.dims);
+      cuda::sdpa::add_forward(g, c.kind, c.dims, c.dropout);
     const std::string what = std::string(cuda::sdpa::name(c.kind)) + (c.backward ? " backward" : " forward") +
-                             " S=" + std::to_string(c.dims.s);
+                             " S=" + std::to_string(c.dims.s) + (c.dropout ? " dropout" : "");
     EXPECT_TRUE(g.ok()) << what << ": " << g.error();
     EXPECT_TRUE(g.finalize_graph(nullptr)) << what << ": " << g.error();
     std::printf("  %-52s %2zu operations: %s\n", what.c_str(), g.operation_count(), g.ok() ? "finalized" : "FAILED");
@@ -81,6 +85,20 @@ TEST(FusedAttentionGraphs, AWrongShapeIsRefusedByTheLibrary) {
   g.matmul(a, b, c);
   EXPECT_FALSE(g.ok());
   EXPECT_NE(g.error().find("matmul"), std::string::npos) << g.error();
+}
+
+TEST(FusedAttentionGraphs, TheUnifiedNodeTakesNoDropoutMask) {
+  const cuda::CudnnApi& api = cuda::cudnn_api();
+  if (!api.ok()) GTEST_SKIP() << "cuDNN not loadable here: " << api.error;
+  for (bool backward : {false, true}) {
+    cuda::dnn::GraphBuilder g;
+    if (backward)
+      cuda::sdpa::add_backward(g, cuda::sdpa::GraphKind::kUnified, {2, 4, 64, 64, 256}, true);
+    else
+      cuda::sdpa::add_forward(g, cuda::sdpa::GraphKind::kUnified, {2, 4, 64, 64, 256}, true);
+    EXPECT_FALSE(g.ok());
+    EXPECT_NE(g.error().find("no dropout mask"), std::string::npos) << g.error();
+  }
 }
 
 #endif  // LANSBERT_HAVE_CUDNN

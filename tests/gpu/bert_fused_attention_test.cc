@@ -1,6 +1,7 @@
-// bert-tiny with the cudnn attention (and attention dropout 0, which the fused path needs)
-// against the same model with the hand-written attention on the same device, from the same
-// initial parameters and batch (padded sequences, hidden dropout on): the fused attention
+// bert-tiny with the cudnn attention, without and with attention dropout (the fused path
+// applies lansbert's own keep mask), against the same model with the hand-written attention
+// on the same device, from the same initial parameters and batch (padded sequences, hidden
+// dropout on): the fused attention
 // must be used in every layer and the loss and every parameter's gradient must stay close.
 // The bounds are loose first guesses for bf16 attention inside an fp32 model (the losses
 // within 1e-2 relative, gradients within 1e-1 of each tensor's largest value); the printed
@@ -19,11 +20,13 @@
 namespace lansbert {
 namespace {
 
-TEST(FusedAttention, BertTinyStepWithCudnnAttentionStaysCloseToNative) {
+class BertFusedAttention : public ::testing::TestWithParam<float> {};
+
+TEST_P(BertFusedAttention, BertTinyStepWithCudnnAttentionStaysCloseToNative) {
   LB_REQUIRE_GPU();
   BertConfig cfg;
   ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
-  cfg.attention_dropout = 0.0f;
+  cfg.attention_dropout = GetParam();
   const int B = 4, S = 64, P = 10;
   cuda::OpsOptions fo;
   fo.attention = AttentionMode::kCudnn;
@@ -60,8 +63,11 @@ TEST(FusedAttention, BertTinyStepWithCudnnAttentionStaysCloseToNative) {
     worst = std::max(worst, s.rel());
     EXPECT_LE(s.rel(), 1e-1) << e.name << ": max_abs " << s.max_abs << " max_ref " << s.max_ref;
   }
-  std::printf("  worst per-tensor gradient rel error %.3e over %zu tensors\n", worst, ref.table().size());
+  std::printf("  attention dropout %.2f: worst per-tensor gradient rel error %.3e over %zu tensors\n", GetParam(),
+              worst, ref.table().size());
 }
+
+INSTANTIATE_TEST_SUITE_P(AttentionDropout, BertFusedAttention, ::testing::Values(0.0f, 0.1f));
 
 }  // namespace
 }  // namespace lansbert

@@ -1,8 +1,9 @@
 // The cuDNN fused attention against the hand-written attention on the same device inputs:
 // forward (ctx) within kFusedForwardTolerance and backward (dq, dk, dv) within
 // kFusedBackwardTolerance of the largest reference value (the fused path computes in bf16
-// with fp32 accumulation; the reference is fp32), with padded sequences and no dropout; and
-// calls the fused path does not take falling back to exactly the hand-written bits.
+// with fp32 accumulation; the reference is fp32), with padded sequences, without and with
+// attention dropout (the same keep mask on both paths); and calls the fused path does not
+// take falling back to exactly the hand-written bits.
 // Skipped without a device; the accuracy tests also skip when cuDNN is unavailable there
 // (the fallback tests still run). Printed: max abs and rel error per tensor.
 #include <gtest/gtest.h>
@@ -104,10 +105,11 @@ std::unique_ptr<cuda::CudaOps> ops_with(AttentionMode mode) {
     if (avail.rfind("unavailable", 0) == 0) GTEST_SKIP() << "cuDNN fused attention " << avail; \
   } while (0)
 
-void expect_matches_native(const AttentionShape& s, const std::vector<int32_t>& lens, AttentionMode mode) {
+void expect_matches_native(const AttentionShape& s, const std::vector<int32_t>& lens, AttentionMode mode,
+                           float dropout = 0.0f) {
   auto native = ops_with(AttentionMode::kNative);
   auto fused = ops_with(mode);
-  Attn ref(s, lens, 0.0f), got(s, lens, 0.0f);
+  Attn ref(s, lens, dropout), got(s, lens, dropout);
   ASSERT_EQ(ref.run(*native), AttentionImpl::kNative);
   const AttentionImpl impl = got.run(*fused);
   ASSERT_EQ(impl, AttentionImpl::kFused) << "fell back: " << fused->fused().last_fallback();
@@ -115,7 +117,8 @@ void expect_matches_native(const AttentionShape& s, const std::vector<int32_t>& 
   // would pass the comparisons below; only the fallback reason tells (a fused forward clears
   // it, a backward fallback sets it).
   EXPECT_EQ(fused->fused().last_fallback(), "") << "the fused backward fell back";
-  const std::string tag = " B=" + std::to_string(s.batch) + " S=" + std::to_string(s.seq);
+  const std::string tag = " B=" + std::to_string(s.batch) + " S=" + std::to_string(s.seq) +
+                          (dropout > 0 ? " dropout" : "");
   expect_close("fused ctx" + tag, to_host(got.ctx), to_host(ref.ctx), cuda::kFusedForwardTolerance);
   expect_close("fused d_q" + tag, to_host(got.d_q), to_host(ref.d_q), cuda::kFusedBackwardTolerance);
   expect_close("fused d_k" + tag, to_host(got.d_k), to_host(ref.d_k), cuda::kFusedBackwardTolerance);
@@ -130,6 +133,17 @@ TEST(FusedAttention, ForwardAndBackwardMatchTheHandWrittenAttention) {
   expect_matches_native({2, 16, 512, 64, 1024}, {512, 300}, AttentionMode::kCudnn);  // bert-large, phase 2
 }
 
+// BERT's attention dropout: the fused path applies lansbert's own keep mask, so it matches
+// the hand-written attention with dropout as closely as without (and a mask that differed
+// would be off by far more: a tenth of the probabilities zeroed or not).
+TEST(FusedAttention, WithDropoutMatchesTheHandWrittenAttentionWithTheSameMask) {
+  LB_REQUIRE_GPU();
+  LB_REQUIRE_CUDNN(*ops_with(AttentionMode::kCudnn));
+  expect_matches_native({3, 4, 128, 64, 256}, {128, 100, 37}, AttentionMode::kCudnn, 0.1f);
+  expect_matches_native({2, 16, 512, 64, 1024}, {512, 300}, AttentionMode::kCudnn, 0.1f);
+  expect_matches_native({2, 4, 64, 64, 256}, {64, 40}, AttentionMode::kAuto, 0.1f);
+}
+
 TEST(FusedAttention, AutoModeKeepsTheFusedPathWhenItAgrees) {
   LB_REQUIRE_GPU();
   auto ops = ops_with(AttentionMode::kAuto);
@@ -142,20 +156,25 @@ TEST(FusedAttention, AutoModeKeepsTheFusedPathWhenItAgrees) {
   EXPECT_EQ(a.run(*ops), AttentionImpl::kFused) << ops->fused().last_fallback();
 }
 
-TEST(FusedAttention, AFailedAutoBackwardCheckSendsLaterBackwardsToTheHandWrittenOne) {
+// Without and with attention dropout (the hand-written backward then recomputes the dropped
+// probabilities from the same key).
+class FusedAttentionFallback : public ::testing::TestWithParam<float> {};
+
+TEST_P(FusedAttentionFallback, AFailedAutoBackwardCheckSendsLaterBackwardsToTheHandWrittenOne) {
   LB_REQUIRE_GPU();
   auto ops = ops_with(AttentionMode::kAuto);
   LB_REQUIRE_CUDNN(*ops);
   const AttentionShape s{2, 4, 64, 64, 256};
+  const float p = GetParam();
   // Two layers: both forwards run fused (the first one checked), then the first backward's
   // comparison fails (simulated here); the other layer's backward, whose forward saved
   // statistics, must not run the fused backward that was just found wrong.
-  Attn l0(s, {64, 40}, 0.0f, true, 1), l1(s, {64, 40}, 0.0f, true, 11), ref(s, {64, 40}, 0.0f, true, 1);
+  Attn l0(s, {64, 40}, p, true, 1), l1(s, {64, 40}, p, true, 11), ref(s, {64, 40}, p, true, 1);
   const AttentionImpl i0 = ops->attention_forward(l0.forward());
   const AttentionImpl i1 = ops->attention_forward(l1.forward());
   ASSERT_EQ(i0, AttentionImpl::kFused) << ops->fused().last_fallback();
   ASSERT_EQ(i1, AttentionImpl::kFused) << ops->fused().last_fallback();
-  ops->fused().record_check(s, /*backward=*/true, 1.0);
+  ops->fused().record_check(s, p > 0, /*backward=*/true, 1.0);
   ops->attention_backward(l0.backward(i0));
   EXPECT_NE(ops->fused().last_fallback().find("switched off"), std::string::npos) << ops->fused().last_fallback();
   // The hand-written backward from recomputed probabilities: the native run's bits.
@@ -169,6 +188,8 @@ TEST(FusedAttention, AFailedAutoBackwardCheckSendsLaterBackwardsToTheHandWritten
   // And the fused path stays off for new forwards.
   EXPECT_EQ(ops->attention_forward(l1.forward()), AttentionImpl::kNative);
 }
+
+INSTANTIATE_TEST_SUITE_P(Dropout, FusedAttentionFallback, ::testing::Values(0.0f, 0.1f));
 
 // A call the fused path does not take gives exactly what native ops give.
 void expect_native_bits(Attn& fused_in, Attn& native_in, const char* reason_part) {
@@ -186,10 +207,6 @@ void expect_native_bits(Attn& fused_in, Attn& native_in, const char* reason_part
 
 TEST(FusedAttention, UnsupportedCallsFallBackToTheHandWrittenBits) {
   LB_REQUIRE_GPU();
-  {  // attention dropout: cuDNN's RNG is not our Philox stream
-    Attn a({2, 4, 64, 64, 256}, {64, 40}, 0.1f), b({2, 4, 64, 64, 256}, {64, 40}, 0.1f);
-    expect_native_bits(a, b, "dropout");
-  }
   {  // a mask with a hole has no lengths
     Attn a({2, 4, 64, 64, 256}, {64, 40}, 0.0f, false), b({2, 4, 64, 64, 256}, {64, 40}, 0.0f, false);
     expect_native_bits(a, b, "prefix");
