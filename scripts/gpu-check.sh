@@ -162,9 +162,12 @@ evaluation: {max_sequences: 256}
 backend: $be
 YAML
   # bf16-recompute: batch.recompute; its eval line should equal bf16's (the same bits on the CPU).
-  for prec in fp32 bf16 bf16-recompute; do
+  # bf16-attn: precision.attention auto, cuDNN's attention with attention dropout in training
+  # (its eval line should be close to bf16's, not equal: bf16 attention inside).
+  for prec in fp32 bf16 bf16-recompute bf16-attn; do
     local extra=()
     [[ $prec == *-recompute ]] && extra=(--set batch.recompute=layers)
+    [[ $prec == *-attn ]] && extra=(--set precision.attention=auto)
     timeout "${E2E_TIMEOUT:-120}" "$lb" train --config "$d/tiny.yaml" --set "checkpoint.dir=$d/ckpt-$prec" \
       --set "precision.dtype=${prec%-*}" ${extra[@]+"${extra[@]}"} > "$out/e2e-train-$prec.txt" 2>&1 || rc=1
     echo "e2e train $prec: $(grep -c '^step' "$out/e2e-train-$prec.txt") log lines; $(grep 'eval after' "$out/e2e-train-$prec.txt")" \
@@ -204,7 +207,8 @@ bench_step() {
         | tee -a "$out/bench.jsonl" || echo "bench $model $seq $prec: exit $?" | tee -a "$out/summary.txt"
     done
   done
-  # cuDNN's fused attention (bench runs it without attention dropout), when this build has it.
+  # cuDNN's fused attention (with the model's attention dropout, through lansbert's keep mask),
+  # when this build has it; compare with the bf16 lines above.
   if "$lb" bench --help 2>&1 | grep -q -- '--attention'; then
     for spec in bert-base:128:20:64 bert-large:512:80:8; do
       IFS=: read -r model seq pred batch <<< "$spec"
