@@ -23,7 +23,9 @@ int compute_capability(int index);
 // The CUDA architectures this binary was built for, as configured ("80 90").
 const char* built_architectures();
 // Fails (unsupported) when this binary has no device code that device `index` can run,
-// naming the built architectures, the device and the rebuild option; ok otherwise.
+// naming the built architectures, the device and the rebuild option (or the runtime's error
+// when the cause is another, such as an old driver); ok otherwise. Probes the current device
+// when it is `index` (bind first), else switches to `index` and back.
 Status check_kernel_image(int index);
 // cudaMalloc-backed allocator for the current device.
 Allocator& device_allocator();

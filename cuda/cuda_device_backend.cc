@@ -26,8 +26,8 @@ class CudaDeviceBackend final : public DeviceBackend {
     if (index < 0 || index >= device_count())
       return Status::invalid_argument("backend: cuda: device " + std::to_string(index) + " requested, " +
                                       std::to_string(device_count()) + " visible");
-    LB_RETURN_IF_ERROR(check_kernel_image(index));
     CUDA_CHECK(cudaSetDevice(index));
+    LB_RETURN_IF_ERROR(check_kernel_image(index));  // probes the device just bound
     index_ = index;
     return Status::ok();
   }

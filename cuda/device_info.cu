@@ -5,7 +5,6 @@
 #include <string>
 
 #include "cuda_api.h"
-#include "cuda_check.cuh"
 
 #ifndef LANSBERT_CUDA_ARCHS
 #define LANSBERT_CUDA_ARCHS "unknown"
@@ -46,17 +45,28 @@ int compute_capability(int index) {
 const char* built_architectures() { return LANSBERT_CUDA_ARCHS; }
 
 Status check_kernel_image(int index) {
-  int current = 0;
-  CUDA_CHECK(cudaGetDevice(&current));
-  CUDA_CHECK(cudaSetDevice(index));
+  // Probing runs on the current device; switching is only for `lansbert info`'s loop over
+  // devices (use_device binds first, so a rank never opens a context on another GPU).
+  int current = -1;
+  cudaError_t err = cudaGetDevice(&current);
+  if (err == cudaSuccess && current != index) err = cudaSetDevice(index);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Status::unsupported("backend: cuda: cannot use device " + std::to_string(index) + ": " +
+                               cudaGetErrorString(err));
+  }
   cudaFuncAttributes attr{};
-  const cudaError_t err = cudaFuncGetAttributes(&attr, kernel_image_probe);
+  err = cudaFuncGetAttributes(&attr, kernel_image_probe);
   (void)cudaGetLastError();  // a missing image is reported here, not left sticky for the next call
-  CUDA_CHECK(cudaSetDevice(current));
+  if (current >= 0 && current != index) (void)cudaSetDevice(current);
   if (err == cudaSuccess) return Status::ok();
+  const std::string device = device_description(index);
+  if (err != cudaErrorNoKernelImageForDevice && err != cudaErrorInvalidDeviceFunction)
+    return Status::unsupported("backend: cuda: " + device + " cannot load this lansbert's device code: " +
+                               cudaGetErrorString(err) + " (an older driver than the CUDA toolkit it was built with?)");
   const int cc = compute_capability(index);
   std::string msg = "backend: cuda: this lansbert was built for CUDA architectures " + std::string(LANSBERT_CUDA_ARCHS) +
-                    " and has no code that " + device_description(index) + " can run (" + cudaGetErrorString(err) +
+                    " and has no code that " + device + " can run (" + cudaGetErrorString(err) +
                     "): rebuild with -DLANSBERT_CUDA_ARCHITECTURES=" + std::to_string(cc);
   if (cc > 0 && cc < 75) msg += " using a CUDA 12.x toolkit (CUDA 13 dropped sm_" + std::to_string(cc) + ")";
   return Status::unsupported(msg);

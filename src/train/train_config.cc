@@ -206,10 +206,14 @@ Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
   // activations as 16-bit copies only, and the GEMM inputs as copies too.
   p.activation_bytes = BertModel<float>::activation_bytes_for(mc, config.model_limits(), config.converts_gemm_operands());
   // The fused attention keeps neither q/k/v nor probabilities, except where it falls back to
-  // the hand-written one (attention dropout): not counted then, so the plan stays a lower bound.
+  // the hand-written one (no engine for the shape, a failed auto check): not counted then, so
+  // the plan stays a lower bound. With attention dropout it stages one bf16 keep mask
+  // [B, A, S, S] for all layers (cuda/fused_attention.cu); its other staging is workspace.
+  const bool fused = config.attention_mode() != AttentionMode::kNative;
   if (config.converts_gemm_operands())
-    p.half_bytes += BertModel<float>::kept_copy_bytes_for(mc, config.model_limits(),
-                                                          config.attention_mode() == AttentionMode::kNative);
+    p.half_bytes += BertModel<float>::kept_copy_bytes_for(mc, config.model_limits(), !fused);
+  if (fused && config.backend != "cpu" && mc.attention_dropout > 0)
+    p.half_bytes += size_t(config.batch.micro_batch) * mc.heads * config.data.seq_len * config.data.seq_len * 2;
   p.flops_per_sequence = training_flops_per_sequence(mc, config.data.seq_len, config.data.max_pred);
   *plan = p;
   return Status::ok();

@@ -93,6 +93,31 @@ TEST(ConfigLoader, EveryShippedConfigPlans) {
   EXPECT_GE(n, 7);
 }
 
+// With cuDNN's attention and attention dropout the plan counts the one bf16 keep mask
+// [micro_batch, heads, S, S] the fused path stages for all layers; without dropout, natively
+// or on the CPU (where `auto` is the hand-written attention) it does not.
+TEST(ConfigLoader, PlanCountsTheFusedAttentionsDropoutMask) {
+  const std::string path = std::string(LANSBERT_SOURCE_DIR) + "/configs/bert-large-phase2-33k.yaml";
+  auto half_bytes = [&](std::vector<std::string> overrides) {
+    TrainConfig c;
+    const Status st = load_train_config(path, overrides, 1, &c);
+    EXPECT_TRUE(st.is_ok()) << st.to_string();
+    TrainPlan plan;
+    EXPECT_TRUE(make_plan(c, 1, &plan).is_ok());
+    return plan.half_bytes;
+  };
+  const size_t native = half_bytes({"precision.attention=native"});
+  const size_t fused = half_bytes({"precision.attention=cudnn"});
+  const size_t fused_no_dropout = half_bytes({"precision.attention=cudnn", "model.attention_dropout=0"});
+  const size_t mask = size_t(11) * 16 * 512 * 512 * 2;  // micro_batch 11, bert-large's 16 heads
+  EXPECT_EQ(fused, fused_no_dropout + mask);
+  EXPECT_LT(fused_no_dropout, native);  // no kept q/k/v or probabilities
+  EXPECT_EQ(half_bytes({"precision.attention=auto", "backend=cpu", "precision.dtype=fp32",
+                        "distributed.grad_reduce_dtype=fp32"}),
+            half_bytes({"precision.attention=native", "backend=cpu", "precision.dtype=fp32",
+                        "distributed.grad_reduce_dtype=fp32"}));
+}
+
 // The LANS recipe's configs run on the paper's cluster (192 p3dn.24xlarge: 1,536 ranks), on
 // one such node and on one GPU: each global batch is a whole number of micro-batches there.
 TEST(ConfigLoader, LansConfigsFitThePapersClusterAndOneNode) {

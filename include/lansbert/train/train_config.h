@@ -148,7 +148,8 @@ struct TrainPlan {
   int64_t tokens = 0;          // sequences * seq_len (padding included)
   size_t parameters = 0;       // parameter count
   size_t flat_bytes = 0;       // params, grads, m, v (fp32; m, v per rank when sharded)
-  size_t half_bytes = 0;       // 16-bit buffers: the weight copy, the gradient wire, kept activations
+  size_t half_bytes = 0;       // 16-bit buffers: the weight copy, the gradient wire, kept activations,
+                               // the fused attention's dropout mask
   size_t reduce_bytes = 0;     // gradient bytes each update reduces (0 on one rank)
   size_t activation_bytes = 0; // the model's arena for one micro-batch
   double flops_per_sequence = 0;
