@@ -257,10 +257,7 @@ TEST_F(DevicePath, PrecisionTheDeviceLacksIsRefusedAtStartUp) {
   cc_ = 70;
   BertConfig mc;
   ASSERT_TRUE(c.resolve_model(&mc).is_ok());
-  EvalOptions eo;
-  eo.data = c.data.train;
-  eo.micro_batch = 16;
-  eo.max_sequences = 16;
+  EvalOptions eo = testing::tiny_eval_options(c, 16);
   eo.backend = "cuda";
   eo.math = GemmMath::kBf16;
   EvalResult er;
@@ -277,10 +274,7 @@ TEST_F(DevicePath, EvalOnTheDeviceEqualsTheCpu) {
   ASSERT_TRUE(train(c, &r).is_ok());
   BertConfig mc;
   ASSERT_TRUE(c.resolve_model(&mc).is_ok());
-  EvalOptions o;
-  o.data = c.data.train;
-  o.micro_batch = 16;
-  o.max_sequences = 50;
+  EvalOptions o = testing::tiny_eval_options(c, 50);
   EvalResult cpu_r, dev_r;
   ASSERT_TRUE(run_eval(mc, c.checkpoint.dir + "/final", o, &cpu_r).is_ok());
   o.backend = "cuda";

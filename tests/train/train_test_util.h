@@ -14,6 +14,7 @@
 #include "lansbert/data/instances.h"
 #include "lansbert/data/shard.h"
 #include "lansbert/data/vocab.h"
+#include "lansbert/train/evaluate.h"
 #include "lansbert/train/train_config.h"
 
 namespace lansbert::testing {
@@ -99,6 +100,15 @@ inline TrainConfig tiny_config(const std::string& data_dir, const std::string& c
   c.logging.every_steps = 5;
   c.seed = 42;
   return c;
+}
+
+// run_eval's options over a tiny config's own training shards, 16 sequences a micro-batch.
+inline EvalOptions tiny_eval_options(const TrainConfig& c, int64_t max_sequences) {
+  EvalOptions o;
+  o.data = c.data.train;
+  o.micro_batch = 16;
+  o.max_sequences = max_sequences;
+  return o;
 }
 
 }  // namespace lansbert::testing

@@ -303,10 +303,7 @@ TEST_F(TrainerTest, Phase2InitFromCheckpointAndHuggingFaceExport) {
 
   BertConfig mc;
   ASSERT_TRUE(c2.resolve_model(&mc).is_ok());
-  EvalOptions eo;
-  eo.data = c2.data.train;
-  eo.micro_batch = 16;
-  eo.max_sequences = 64;
+  EvalOptions eo = testing::tiny_eval_options(c2, 64);
   EvalResult er;
   ASSERT_TRUE(run_eval(mc, p2 + "/final", eo, &er).is_ok());
   EXPECT_EQ(er.sequences, 64);
