@@ -50,13 +50,14 @@ AttentionImpl CudaOps::attention_forward(const AttentionForward<float>& a) {
   float* ctx = static_cast<float*>(keep.get());
   float* stats = reinterpret_cast<float*>(static_cast<char*>(keep.get()) + aligned(n * sizeof(float)));
   copy_async(ctx, a.ctx, n, stream());
-  copy_async(stats, a.probs, ns, stream());
+  float* saved = a.stats ? a.stats : a.probs;  // where the fused forward put its statistics
+  copy_async(stats, saved, ns, stream());
   native_attention_forward(*this, a);
   const FusedAttention::Diff d = f.compare(ctx, a.ctx, n);
   f.record_check(a.shape, dropout, /*backward=*/false, d.rel());
   if (f.needs_forward_check(a.shape, dropout)) return AttentionImpl::kNative;  // failed: the native results stand
   copy_async(a.ctx, ctx, n, stream());
-  copy_async(a.probs, stats, ns, stream());
+  copy_async(saved, stats, ns, stream());
   // The native forward kept the (dropped-out) probabilities as the P V operand; the fused
   // backward does not read them.
   drop_gemm_operand(dropout ? a.probs_drop : a.probs);

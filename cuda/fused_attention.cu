@@ -293,7 +293,8 @@ bool FusedAttention::forward(const AttentionForward<float>& a) {
   float scale = a.scale, fill = -std::numeric_limits<float>::infinity();
   std::vector<int64_t> uids = {sdpa::kQ, sdpa::kK, sdpa::kV, sdpa::kO, sdpa::kStats, sdpa::kScale,
                                sdpa::kSeqLenQ, sdpa::kSeqLenKV};
-  std::vector<void*> ptrs = {q, k, v, o, a.probs, &scale, const_cast<int32_t*>(m.lengths_q(s.batch, s.seq, stream_)),
+  float* stats = a.stats ? a.stats : a.probs;  // AttentionForward::stats
+  std::vector<void*> ptrs = {q, k, v, o, stats, &scale, const_cast<int32_t*>(m.lengths_q(s.batch, s.seq, stream_)),
                              const_cast<int32_t*>(a.key_lengths)};
   if (e->fwd_kind == sdpa::GraphKind::kComposite) {
     uids.push_back(sdpa::kNegInf);
@@ -345,7 +346,7 @@ bool FusedAttention::backward(const AttentionBackward<float>& a) {
   std::vector<int64_t> uids = {sdpa::kQ,     sdpa::kK,       sdpa::kV,        sdpa::kO,  sdpa::kDO,
                                sdpa::kStats, sdpa::kScale,   sdpa::kSeqLenQ,  sdpa::kSeqLenKV,
                                sdpa::kDQ,    sdpa::kDK,      sdpa::kDV};
-  std::vector<void*> ptrs = {q, k, v, o, d_o, const_cast<float*>(a.probs), &scale,
+  std::vector<void*> ptrs = {q, k, v, o, d_o, const_cast<float*>(a.stats ? a.stats : a.probs), &scale,
                              const_cast<int32_t*>(m.lengths_q(s.batch, s.seq, stream_)),
                              const_cast<int32_t*>(a.key_lengths), dq, dk, dv};
   if (e->bwd_kind == sdpa::GraphKind::kComposite) {

@@ -40,8 +40,9 @@ class FusedAttention {
   // "cuDNN 9.19.0 (libcudnn.so.9)", or why it is unavailable. Loads the library.
   std::string availability();
 
-  // Runs the fused forward: ctx written, softmax statistics (fp32 [B, A, S]) saved at the
-  // start of a.probs. False (nothing written) when it does not apply; the reason was logged.
+  // Runs the fused forward: ctx written, softmax statistics (fp32 [B, A, S]) saved in
+  // a.stats, or at the start of a.probs without it. False (nothing written) when it does not
+  // apply; the reason was logged.
   bool forward(const AttentionForward<float>& a);
   // The backward of a forward that returned true: d_q, d_k, d_v written. False when it could
   // not run (logged); the caller then recomputes the probabilities and runs the hand-written

@@ -132,7 +132,8 @@ struct FootprintOptions {
 [[maybe_unused]] size_t device_bytes_for(const BertConfig& cfg, int B, int S, int P, const FootprintOptions& f) {
   const size_t params = make_bert_param_table(cfg).total_elements();
   const size_t flat = params * sizeof(float) * (f.with_moments ? 4 : 2);
-  const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P, f.recompute}, f.cast_operands && f.reuse);
+  const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P, f.recompute, f.fused_attention},
+                                                            f.cast_operands && f.reuse);
   const size_t keep_mask = cfg.attention_dropout > 0 ? size_t(B) * cfg.heads * S * S * 2 : 0;
   const size_t fused = f.fused_attention ? size_t(B) * S * cfg.hidden * (8 * 2 + 4) + keep_mask : 0;
   // 16-bit GEMMs with our cast pass: the kept weights' copy, the layers' kept activations
@@ -258,7 +259,7 @@ int run_bench(const BenchOptions& o) {
   }
   ProfilingOps<float> profiler(*be.ops, be.sync);
   Ops<float>& ops = o.profile ? static_cast<Ops<float>&>(profiler) : *be.ops;
-  BertModel<float> model(cfg, ops, {B, o.seq_len, P, o.recompute_mode});
+  BertModel<float> model(cfg, ops, {B, o.seq_len, P, o.recompute_mode, fused_attention});
   model.init_params(o.seed);
   const Batch batch = random_full_batch(B, o.seq_len, P, cfg.vocab_size, o.seed);
   // The optimizer's moments live where the parameters do.

@@ -88,6 +88,7 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, bool kept_outputs_un
       if (lim.recompute == Recompute::kAttention) {
         l.probs = shared.probs;
         l.probs_drop = shared.probs_drop;
+        if (lim.attention_stats) l.stats = a.take<T>(size_t(B) * c.heads * S);
       } else {
         take_probs(l);
       }
@@ -215,6 +216,9 @@ template <typename T>
 void BertModel<T>::recompute_layer(int l, const T* x) {
   BertState<T>& s = *state_;
   if (limits_.recompute == Recompute::kAttention) {
+    // A fused forward's statistics are in the layer's own buffer, and ctx is untouched: its
+    // backward has all it needs.
+    if (s.layers[l].attn_impl == AttentionImpl::kFused && s.layers[l].stats) return;
     // The attention core again from the kept q/k/v: the probabilities (and ctx, rewritten
     // with the same bits) as the forward made them.
     encoder_layer_attention_forward(s, l);

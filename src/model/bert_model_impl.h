@@ -34,6 +34,7 @@ struct LayerActs {
   // given them read the dropped-out probabilities and the GELU output) while the fp32 memory
   // holds the probabilities and the GELU input, which the backward reads directly.
   T *probs, *probs_drop;     // (B, A, S, S)
+  T* stats = nullptr;        // (B, A, S): a fused attention's statistics (ModelLimits::attention_stats)
   T* ctx;                    // (N, H)
   T *res1, *mean1, *rstd1;   // (N, H), (N), (N): LN1 input and statistics
   T* h1;                     // (N, H)

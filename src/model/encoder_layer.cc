@@ -59,6 +59,7 @@ void attention_common(const BertState<T>& m, int l, Args* x) {
   x->v = a.v;
   x->probs = a.probs;
   x->probs_drop = x->dropout > 0 ? a.probs_drop : nullptr;
+  x->stats = a.stats;
 }
 
 }  // namespace

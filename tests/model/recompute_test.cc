@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "lansbert/backend/cpu_ops.h"
+#include "lansbert/core/arena.h"
 #include "lansbert/model/bert_model.h"
 #include "model_test_util.h"
+#include "stats_attention_ops.h"
 
 namespace lansbert {
 namespace {
@@ -81,6 +83,49 @@ TEST(Recompute, SameLossesAndGradientBits) {
       expect_same_bits<float>(mode, math, false);
     }
   }
+}
+
+// An attention that saves only softmax statistics (the CUDA backend's cuDNN path, played by
+// StatsAttentionOps): with ModelLimits::attention_stats each layer keeps its statistics, so
+// recomputing the attention skips the fused layers and still gives the bits of a run that
+// recomputes them (the statistics sharing the probabilities' memory) and of one that keeps
+// everything. A skipped layer whose statistics were overwritten would differ.
+template <typename T>
+void expect_fused_layers_not_recomputed() {
+  const BertConfig cfg = three_layers();
+  const int B = 3, S = 16, P = 3;
+  const Batch b1 = testing::random_batch(B, S, P, cfg.vocab_size, 21);
+  const Batch b2 = testing::random_batch(2, S, P, cfg.vocab_size, 22);
+  auto cpu1 = cpu::make_ops<T>(), cpu2 = cpu::make_ops<T>(), cpu3 = cpu::make_ops<T>();
+  testing::StatsAttentionOps<T> ops_none(*cpu1), ops_shared(*cpu2), ops_stats(*cpu3);
+  BertModel<T> none(cfg, ops_none, {B, S, P}), shared(cfg, ops_shared, {B, S, P, Recompute::kAttention}),
+      stats(cfg, ops_stats, {B, S, P, Recompute::kAttention, true});
+  for (BertModel<T>* m : {&none, &shared, &stats}) m->init_params(5);
+  const Trace tn = run(none, b1, b2), tsh = run(shared, b1, b2), tst = run(stats, b1, b2);
+  EXPECT_EQ(tn.losses, tsh.losses);
+  EXPECT_EQ(tn.losses, tst.losses);
+  EXPECT_EQ(tn.ready, tst.ready);
+  const size_t n = none.table().total_elements();
+  EXPECT_EQ(0, std::memcmp(none.grads(), shared.grads(), n * sizeof(T)));
+  EXPECT_EQ(0, std::memcmp(none.grads(), stats.grads(), n * sizeof(T)));
+  // Two training forwards and an eval forward of three layers; recomputing, two layers again
+  // before each of the two backwards, unless their statistics were kept.
+  EXPECT_EQ(ops_none.forwards, 9);
+  EXPECT_EQ(ops_shared.forwards, 13);
+  EXPECT_EQ(ops_stats.forwards, 9);
+  // The statistics' buffers: B A S per layer (each rounded up to the arena's alignment).
+  const size_t stats_bytes = (size_t(B) * cfg.heads * S * sizeof(T) + Arena::kAlign - 1) / Arena::kAlign * Arena::kAlign;
+  EXPECT_EQ(BertModel<T>::activation_bytes_for(cfg, {B, S, P, Recompute::kAttention, true}),
+            BertModel<T>::activation_bytes_for(cfg, {B, S, P, Recompute::kAttention}) + size_t(cfg.layers) * stats_bytes);
+  // They do not change the other layouts.
+  for (Recompute mode : {Recompute::kNone, Recompute::kLayers})
+    EXPECT_EQ(BertModel<T>::activation_bytes_for(cfg, {B, S, P, mode, true}),
+              BertModel<T>::activation_bytes_for(cfg, {B, S, P, mode}));
+}
+
+TEST(Recompute, FusedAttentionLayersKeepTheirStatisticsAndAreNotRecomputed) {
+  expect_fused_layers_not_recomputed<float>();
+  expect_fused_layers_not_recomputed<double>();
 }
 
 // Each layer beyond the first adds to the arena: without recomputation all its activations;

@@ -13,6 +13,8 @@ namespace lansbert {
 
 class Arena {
  public:
+  static constexpr size_t kAlign = 256;  // every take() starts here: the alignment cuBLAS and vector loads like
+
   // A counting arena: take() returns nullptr and only adds up the bytes asked for.
   Arena() = default;
   // A real arena over [base, base + capacity).
@@ -31,7 +33,6 @@ class Arena {
   size_t required() const { return used_ + kAlign; }
 
  private:
-  static constexpr size_t kAlign = 256;  // the alignment cuBLAS and vector loads like
   char* base_ = nullptr;
   size_t capacity_ = 0;
   size_t used_ = 0;

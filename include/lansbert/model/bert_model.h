@@ -64,6 +64,12 @@ struct ModelLimits {
   int max_seq = 128;   // S
   int max_pred = 20;   // P
   Recompute recompute = Recompute::kNone;
+  // The ops may run a fused attention that saves only softmax statistics (attention_forward
+  // returning kFused: the CUDA backend's cuDNN path). With Recompute::kAttention each layer
+  // then also gets a B A S buffer for them (AttentionForward::stats), so a layer whose forward
+  // ran fused keeps all its backward needs and is not recomputed; only layers that ran the
+  // hand-written attention are. No effect with the other Recompute modes.
+  bool attention_stats = false;
 };
 
 template <typename T>

@@ -127,7 +127,12 @@ struct TrainConfig {
   GemmMath gemm_math() const;
   // What the model's activation arena is laid out for: batch.micro_batch sequences of
   // data.seq_len with data.max_pred masked slots, recomputed or not (batch.recompute).
-  ModelLimits model_limits() const { return {batch.micro_batch, data.seq_len, data.max_pred, batch.recompute}; }
+  // On a device with precision.attention cudnn|auto the layers keep the fused attention's
+  // statistics (ModelLimits::attention_stats).
+  ModelLimits model_limits() const {
+    return {batch.micro_batch, data.seq_len, data.max_pred, batch.recompute,
+            backend != "cpu" && attention_mode() != AttentionMode::kNative};
+  }
   // The metrics file this run appends to ("" for none).
   std::string metrics_path() const;
   // precision.attention parsed. REQUIRES: validate() ok.

@@ -1,0 +1,89 @@
+// A CPU stand-in for a fused attention that saves only softmax statistics (what the CUDA
+// backend's cuDNN path does, AttentionImpl::kFused), so that the model's handling of such an
+// attention (ModelLimits::attention_stats, recomputation skipped for fused layers) runs on a
+// machine without a GPU. Every other op goes to the wrapped ops.
+//
+// Forward: the hand-written attention for ctx, then Stats = max + log(sum exp) of each row's
+// scaled, masked scores, written to AttentionForward::stats (or the start of `probs`, as the
+// CUDA path does without it); returns kFused. Backward of a kFused forward: the probabilities
+// again from q, k and the saved Stats alone (P = exp(s * scale - Stats), the flash-attention
+// backward's recomputation), the dropout from the key, then the hand-written backward. The
+// probabilities' bits differ from the hand-written softmax's, so results equal across
+// Recompute modes only while every layer's statistics survive until its backward.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "lansbert/backend/attention_native.h"
+#include "lansbert/backend/profiling_ops.h"
+#include "lansbert/kernels/dropout.h"
+
+namespace lansbert::testing {
+
+template <typename T>
+class StatsAttentionOps final : public ProfilingOps<T> {
+ public:
+  explicit StatsAttentionOps(Ops<T>& inner) : ProfilingOps<T>(inner), inner_(inner) {}
+
+  long forwards = 0;  // attention_forward calls (recomputations included)
+
+  AttentionImpl attention_forward(const AttentionForward<T>& a) override {
+    ++forwards;
+    native_attention_forward(inner_, a);  // ctx; a.scores keeps q k^T
+    const AttentionShape& s = a.shape;
+    T* stats = a.stats ? a.stats : a.probs;
+    for_each_row(s, [&](size_t row, int b) {
+      const T* sc = a.scores + row * s.seq;
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int j = 0; j < s.seq; ++j)
+        if (a.key_mask[size_t(b) * s.seq + j]) mx = std::max(mx, sc[j] * a.scale);
+      T sum = 0;
+      for (int j = 0; j < s.seq; ++j)
+        if (a.key_mask[size_t(b) * s.seq + j]) sum += std::exp(sc[j] * a.scale - mx);
+      stats[row] = mx + std::log(sum);
+    });
+    return AttentionImpl::kFused;
+  }
+
+  void attention_backward(const AttentionBackward<T>& a) override {
+    if (a.impl != AttentionImpl::kFused) return inner_.attention_backward(a);
+    const AttentionShape& s = a.shape;
+    const int Q = s.qkv_stride();
+    // P into d_probs first: without AttentionForward::stats the statistics share probs' memory.
+    inner_.gemm_batched(Trans::kNo, Trans::kYes, s.seq, s.seq, s.head_dim, T(1), a.q, Q, a.k, Q, T(0), a.d_scores,
+                        s.seq, attention_detail::qk_batch(s, Q, Q));
+    const T* stats = a.stats ? a.stats : a.probs;
+    for_each_row(s, [&](size_t row, int b) {
+      for (int j = 0; j < s.seq; ++j) {
+        const size_t e = row * s.seq + j;
+        a.d_probs[e] = a.key_mask[size_t(b) * s.seq + j] ? std::exp(a.d_scores[e] * a.scale - stats[row]) : T(0);
+      }
+    });
+    const size_t n = attention_detail::probs_size(s);
+    T* probs = const_cast<T*>(a.probs);
+    std::copy(a.d_probs, a.d_probs + n, probs);
+    if (a.dropout > 0) {
+      T* dropped = const_cast<T*>(a.probs_drop);
+      for (size_t e = 0; e < n; ++e) dropped[e] = kern::dropout_apply(probs[e], a.dropout_key, e, a.dropout);
+    }
+    AttentionBackward<T> native = a;
+    native.impl = AttentionImpl::kNative;
+    native_attention_backward(inner_, native);
+  }
+
+ private:
+  // f(row, b) for every row (b, h, i) of the [B, A, S, S] scores.
+  template <typename F>
+  static void for_each_row(const AttentionShape& s, F&& f) {
+    for (int b = 0; b < s.batch; ++b)
+      for (int h = 0; h < s.heads; ++h)
+        for (int i = 0; i < s.seq; ++i) f((size_t(b) * s.heads + h) * s.seq + i, b);
+  }
+
+  Ops<T>& inner_;
+};
+
+}  // namespace lansbert::testing
