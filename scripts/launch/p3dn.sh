@@ -29,7 +29,9 @@ listed=$(grep -cv '^\s*\(#\|$\)' "$hostfile" || true)
 # More hosts than the file lists would only fail later inside mpirun ("not enough slots").
 (( hosts <= listed )) ||
   { echo "p3dn.sh: --hosts $hosts but $hostfile lists $listed host(s)" >&2; exit 2; }
-ranks_per_host=8                       # p3dn.24xlarge: 8 x V100 SXM2 32 GB
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/p3dn-env.sh"             # P3DN_ENV: the EFA, NCCL and thread settings, explained there
+ranks_per_host=$P3DN_RANKS_PER_HOST
 np=$(( hosts * ranks_per_host ))
 
 # Open MPI reads slots from the hostfile; add slots=8 where a line has none.
@@ -39,31 +41,14 @@ awk -v s=$ranks_per_host '/^[[:space:]]*(#|$)/ {next} /slots=/ {print; next} {pr
 
 cmd=(
   mpirun -np "$np" --hostfile "$slotted"
-  --map-by ppr:4:socket:PE=6           # 4 ranks per socket (2 sockets x 24 cores): GPUs 0-3 on
-                                       # socket 0, 4-7 on socket 1, 6 physical cores each
+  --map-by "ppr:4:socket:PE=$P3DN_CORES_PER_RANK"  # 4 ranks per socket: GPUs 0-3 on socket 0,
+                                       # 4-7 on socket 1, 6 physical cores each
   --bind-to core                       # keep each rank's OpenMP/loader threads on its cores
   --mca pml ob1 --mca btl tcp,self     # MPI itself only bootstraps NCCL and reduces a few
   --mca btl_tcp_if_exclude lo,docker0  #   scalars: plain TCP, and never over docker/loopback
   -x PATH -x LD_LIBRARY_PATH           # the same toolkit and plugin paths on every host
-  -x FI_PROVIDER=efa                   # libfabric: use the EFA provider, fail if it is absent
-                                       #   (rather than silently running NCCL over TCP)
-  -x FI_EFA_USE_DEVICE_RDMA=0          # p3dn has NO GPUDirect RDMA over EFA (V100 + first-gen
-                                       #   EFA; device RDMA arrived with p4d/A100). 1 here
-                                       #   fails or falls back; on p4d/p5 set it to 1.
-  -x FI_EFA_FORK_SAFE=1                # the data loader may fork; EFA memory registration must
-                                       #   survive it (needed with libfabric < 1.13 / old kernels)
-  -x RDMAV_FORK_SAFE=1                 # the same for rdma-core
-  -x NCCL_PROTO=simple                 # AWS recommends Simple for aws-ofi-nccl on EFA (p3dn/p4d);
-                                       #   LL/LL128 assume ordered, low-latency writes EFA lacks
-  -x NCCL_SOCKET_IFNAME=ens,eth        # NCCL's bootstrap/OOB sockets on the VPC interface
-                                       #   (ens5 on recent AMIs, eth0 on older), not docker0/lo
-  -x NCCL_ALGO=Ring                    # the ring all-reduce the scaling model assumes; the tree
-                                       #   helps latency-bound small messages, not 340 MB grads
-  -x NCCL_DEBUG=INFO                   # prints "NET/OFI Selected Provider is efa": check it once
-  -x NCCL_DEBUG_SUBSYS=INIT,NET        #   per cluster, then set NCCL_DEBUG=WARN
-  -x OMP_NUM_THREADS=6                 # CPU threads per rank = its bound cores
-  -x LANSBERT_COMM=mpi                 # be explicit: a rank of an MPI job
-  "$binary" "$@"
 )
+for setting in "${P3DN_ENV[@]}"; do cmd+=(-x "$setting"); done
+cmd+=("$binary" "$@")
 printf '%q ' "${cmd[@]}"; echo
 if (( run )); then exec "${cmd[@]}"; fi

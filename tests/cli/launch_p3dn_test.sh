@@ -2,7 +2,9 @@
 # scripts/launch/p3dn.sh without --run: the mpirun line it prints for a hostfile (8 ranks
 # per host, slots added where a line has none, comments and blank lines skipped, the EFA and
 # NCCL settings), --hosts taking the first N hosts, and clear refusals (no hostfile, more
-# hosts than it lists, a bad count, no subcommand).
+# hosts than it lists, a bad count, no subcommand). Then scripts/launch/p3dn.sbatch, run as
+# Slurm would run it but with a stand-in srun: the srun line and the exported settings, the
+# same as the mpirun line's, and its refusals.
 # Usage: launch_p3dn_test.sh SOURCE_DIR
 set -euo pipefail
 src=$1
@@ -44,4 +46,39 @@ printf '# nothing yet\n\n' > "$tmp/empty"
 expect_error "$tmp/empty lists no hosts" --hostfile "$tmp/empty" -- train
 expect_error "give the lansbert subcommand after --" --hostfile "$tmp/hosts"
 expect_error "unknown option --np" --np 8
+# --- Slurm ---------------------------------------------------------------------------------
+mkdir -p "$tmp/bin" "$tmp/spool"
+cat > "$tmp/bin/srun" <<'STUB'
+#!/usr/bin/env bash
+echo "srun $*"
+env
+STUB
+chmod +x "$tmp/bin/srun"
+cp "$src/scripts/launch/p3dn.sbatch" "$tmp/spool/slurm_script"  # sbatch runs a spooled copy
+sbatch_run() { (cd "$tmp" && SLURM_SUBMIT_DIR=$src LANSBERT_BIN=/opt/lansbert PATH="$tmp/bin:$PATH" \
+                 bash "$tmp/spool/slurm_script" "$@"); }
+out=$(sbatch_run train --config c.yaml)
+for want in "srun --mpi=pmix --ntasks-per-node=8 --cpus-per-task=6 --cpu-bind=cores --kill-on-bad-exit=1 /opt/lansbert train --config c.yaml" \
+            "FI_PROVIDER=efa" "FI_EFA_USE_DEVICE_RDMA=0" "NCCL_PROTO=simple" "NCCL_SOCKET_IFNAME=ens,eth" \
+            "OMP_NUM_THREADS=6" "LANSBERT_COMM=mpi"; do
+  [[ $out == *"$want"* ]] || fail "sbatch: no '$want' in the srun line or environment ($(head -1 <<< "$out"))"
+done
+# Every setting the mpirun line passes (-x NAME=value) is in the Slurm ranks' environment.
+line=$(launch --hostfile "$tmp/hosts" -- train)
+settings=$(grep -o -- '-x [A-Z_]*=[^ ]*' <<< "$line" | cut -c4- | sed 's/\\//g')  # printf %q's escapes off
+(( $(wc -l <<< "$settings") >= 10 )) || fail "few -x settings in: $line"
+while read -r setting; do
+  grep -qxF -- "$setting" <<< "$out" || fail "the Slurm ranks lack $setting"
+done <<< "$settings"
+# Its #SBATCH header asks for what srun is told.
+grep -q '^#SBATCH --ntasks-per-node=8$' "$src/scripts/launch/p3dn.sbatch" || fail "#SBATCH --ntasks-per-node"
+grep -q '^#SBATCH --cpus-per-task=6$' "$src/scripts/launch/p3dn.sbatch" || fail "#SBATCH --cpus-per-task"
+set +e
+err=$(sbatch_run 2>&1 >/dev/null); rc=$?
+set -e
+(( rc == 2 )) && [[ $err == *"give the lansbert subcommand"* ]] || fail "sbatch without a subcommand: exit $rc: $err"
+set +e
+err=$(cd "$tmp" && LANSBERT_ROOT=$tmp PATH="$tmp/bin:$PATH" bash "$tmp/spool/slurm_script" train 2>&1 >/dev/null); rc=$?
+set -e
+(( rc == 2 )) && [[ $err == *"no scripts/launch/p3dn-env.sh under $tmp"* ]] || fail "sbatch outside the repository: exit $rc: $err"
 echo "launch_p3dn: ok"
