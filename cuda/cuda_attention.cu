@@ -44,7 +44,8 @@ AttentionImpl CudaOps::attention_forward(const AttentionForward<float>& a) {
   if (!f.needs_forward_check(a.shape, dropout)) return AttentionImpl::kFused;
 
   // auto, first use of this shape: set the fused results aside, run the hand-written forward
-  // (which overwrites ctx and the saved region) and compare.
+  // (which overwrites ctx and, without a.stats, the statistics at the start of probs) and
+  // compare.
   const size_t n = rows_elems(a.shape), ns = stats_elems(a.shape);
   DeviceBytes keep(aligned(n * sizeof(float)) + ns * sizeof(float));
   float* ctx = static_cast<float*>(keep.get());
@@ -79,10 +80,11 @@ void CudaOps::attention_backward(const AttentionBackward<float>& a) {
   if (ran && !check) return;
 
   // The hand-written backward after a fused forward (the fused one failed, or `auto` wants a
-  // reference): the saved region holds softmax statistics, not probabilities, so recompute
-  // the probabilities into it (and, with dropout, the dropped-out ones from the same key into
-  // probs_drop, kept as the native forward keeps them). The region is the forward's own
-  // saved buffer, sized for them, and nothing reads the statistics after this backward.
+  // reference): `probs` holds no probabilities (the statistics, or with a.stats another
+  // layer's probabilities in the slot the layers share), so recompute them into it (and, with
+  // dropout, the dropped-out ones from the same key into probs_drop, kept as the native
+  // forward keeps them). The slot is sized for them, and nothing reads the statistics or the
+  // other layer's contents after this point.
   const size_t n = qkv_span(a.shape);
   DeviceBytes keep(check && ran ? 3 * aligned(n * sizeof(float)) : 0);
   float* fused_grads[3] = {nullptr, nullptr, nullptr};

@@ -379,7 +379,9 @@ int run_bench(const BenchOptions& o) {
       std::printf("  (device not in the peak table: give --peak-gflops for MFU)");
     std::printf("\n  activations %.1f MiB%s, loss %.4f\n", model.activation_bytes() / 1048576.0,
                 o.recompute_mode == Recompute::kLayers      ? " (layers recomputed in the backward, not counted in FLOP/s)"
-                : o.recompute_mode == Recompute::kAttention ? " (attention recomputed in the backward, not counted in FLOP/s)"
+                : o.recompute_mode == Recompute::kAttention
+                    ? (fused_attention ? " (hand-written attention recomputed in the backward, fused layers not; not counted in FLOP/s)"
+                                       : " (attention recomputed in the backward, not counted in FLOP/s)")
                                                             : "",
                 loss);
     if (casts > 0)

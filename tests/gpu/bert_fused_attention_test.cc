@@ -69,5 +69,45 @@ TEST_P(BertFusedAttention, BertTinyStepWithCudnnAttentionStaysCloseToNative) {
 
 INSTANTIATE_TEST_SUITE_P(AttentionDropout, BertFusedAttention, ::testing::Values(0.0f, 0.1f));
 
+// batch.recompute: attention with the fused attention (ModelLimits::attention_stats): each
+// layer keeps its statistics and none is recomputed; the step equals the one that keeps
+// everything (to 1e-5 of each tensor's largest gradient, in case cuDNN's dQ accumulation is
+// not deterministic; the printed error says whether it is bitwise).
+TEST(BertFusedAttentionRecompute, KeptStatisticsGiveTheStepWithoutRecomputation) {
+  LB_REQUIRE_GPU();
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  const int B = 4, S = 64, P = 10;
+  cuda::OpsOptions fo;
+  fo.attention = AttentionMode::kCudnn;
+  cuda::CudaOps kept_ops{fo}, re_ops{fo};
+  const std::string avail = kept_ops.fused().availability();
+  if (avail.rfind("unavailable", 0) == 0) GTEST_SKIP() << "cuDNN fused attention " << avail;
+  ProfilingOps<float> counted(re_ops);
+  BertModel<float> kept(cfg, kept_ops, {B, S, P}), re(cfg, counted, {B, S, P, Recompute::kAttention, true});
+  kept.init_params(42);
+  re.init_params(42);
+  const Batch batch = testing::random_batch(B, S, P, cfg.vocab_size, 7);
+  const StepContext ctx{true, 1234, 3};
+  const ForwardResult rk = kept.forward(batch, ctx), rr = re.forward(batch, ctx);
+  EXPECT_EQ(rk.total_loss, rr.total_loss);
+  kept.zero_grads();
+  re.zero_grads();
+  kept.backward(1.0f);
+  re.backward(1.0f);
+  EXPECT_EQ(re_ops.fused().last_fallback(), "") << "the fused path was not used throughout";
+  EXPECT_EQ(counted.entries().at("attention_forward").calls, cfg.layers) << "a fused layer was recomputed";
+  const size_t total = kept.table().total_elements();
+  const std::vector<float> gk = testing::to_host(kept.grads(), total), gr = testing::to_host(re.grads(), total);
+  double worst = 0;
+  for (const ParamEntry& e : kept.table().entries()) {
+    const testing::ErrorStats st = testing::compare(std::vector<float>(gr.begin() + e.offset, gr.begin() + e.offset + e.numel),
+                                                    std::vector<float>(gk.begin() + e.offset, gk.begin() + e.offset + e.numel));
+    worst = std::max(worst, st.rel());
+    EXPECT_LE(st.rel(), 1e-5) << e.name;
+  }
+  std::printf("  recompute attention with kept statistics: worst per-tensor gradient rel error %.3e\n", worst);
+}
+
 }  // namespace
 }  // namespace lansbert

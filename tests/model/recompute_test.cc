@@ -86,17 +86,20 @@ TEST(Recompute, SameLossesAndGradientBits) {
 }
 
 // An attention that saves only softmax statistics (the CUDA backend's cuDNN path, played by
-// StatsAttentionOps): with ModelLimits::attention_stats each layer keeps its statistics, so
-// recomputing the attention skips the fused layers and still gives the bits of a run that
-// recomputes them (the statistics sharing the probabilities' memory) and of one that keeps
-// everything. A skipped layer whose statistics were overwritten would differ.
+// StatsAttentionOps, whose first layer always falls back to the hand-written attention):
+// with ModelLimits::attention_stats each layer keeps its statistics, so recomputing the
+// attention skips the fused layers, recomputes the one that fell back, and still gives the
+// bits of a run that recomputes every layer (the statistics sharing the probabilities'
+// memory) and of one that keeps everything. A skipped layer whose statistics were overwritten,
+// or a fallback layer not recomputed, would differ.
 template <typename T>
-void expect_fused_layers_not_recomputed() {
+void expect_fused_layers_not_recomputed(GemmMath math) {
+  SCOPED_TRACE(gemm_math_name(math));
   const BertConfig cfg = three_layers();
   const int B = 3, S = 16, P = 3;
   const Batch b1 = testing::random_batch(B, S, P, cfg.vocab_size, 21);
   const Batch b2 = testing::random_batch(2, S, P, cfg.vocab_size, 22);
-  auto cpu1 = cpu::make_ops<T>(), cpu2 = cpu::make_ops<T>(), cpu3 = cpu::make_ops<T>();
+  auto cpu1 = cpu::make_ops<T>(math), cpu2 = cpu::make_ops<T>(math), cpu3 = cpu::make_ops<T>(math);
   testing::StatsAttentionOps<T> ops_none(*cpu1), ops_shared(*cpu2), ops_stats(*cpu3);
   BertModel<T> none(cfg, ops_none, {B, S, P}), shared(cfg, ops_shared, {B, S, P, Recompute::kAttention}),
       stats(cfg, ops_stats, {B, S, P, Recompute::kAttention, true});
@@ -108,11 +111,12 @@ void expect_fused_layers_not_recomputed() {
   const size_t n = none.table().total_elements();
   EXPECT_EQ(0, std::memcmp(none.grads(), shared.grads(), n * sizeof(T)));
   EXPECT_EQ(0, std::memcmp(none.grads(), stats.grads(), n * sizeof(T)));
-  // Two training forwards and an eval forward of three layers; recomputing, two layers again
-  // before each of the two backwards, unless their statistics were kept.
+  // Two training forwards and an eval forward of three layers; recomputing, the two lower
+  // layers again before each of the two backwards: both without the statistics' buffers,
+  // only the first (the fallback) with them.
   EXPECT_EQ(ops_none.forwards, 9);
   EXPECT_EQ(ops_shared.forwards, 13);
-  EXPECT_EQ(ops_stats.forwards, 9);
+  EXPECT_EQ(ops_stats.forwards, 11);
   // The statistics' buffers: B A S per layer (each rounded up to the arena's alignment).
   const size_t stats_bytes = (size_t(B) * cfg.heads * S * sizeof(T) + Arena::kAlign - 1) / Arena::kAlign * Arena::kAlign;
   EXPECT_EQ(BertModel<T>::activation_bytes_for(cfg, {B, S, P, Recompute::kAttention, true}),
@@ -124,8 +128,12 @@ void expect_fused_layers_not_recomputed() {
 }
 
 TEST(Recompute, FusedAttentionLayersKeepTheirStatisticsAndAreNotRecomputed) {
-  expect_fused_layers_not_recomputed<float>();
-  expect_fused_layers_not_recomputed<double>();
+  expect_fused_layers_not_recomputed<float>(GemmMath::kFp32);
+  expect_fused_layers_not_recomputed<double>(GemmMath::kFp32);
+  // The emulated 16-bit GEMMs with cast reuse: kept copies keyed by the shared addresses, and
+  // the dropped-out probabilities without memory of their own.
+  expect_fused_layers_not_recomputed<float>(GemmMath::kBf16);
+  expect_fused_layers_not_recomputed<float>(GemmMath::kFp16);
 }
 
 // Each layer beyond the first adds to the arena: without recomputation all its activations;

@@ -1,15 +1,19 @@
 // A CPU stand-in for a fused attention that saves only softmax statistics (what the CUDA
 // backend's cuDNN path does, AttentionImpl::kFused), so that the model's handling of such an
-// attention (ModelLimits::attention_stats, recomputation skipped for fused layers) runs on a
-// machine without a GPU. Every other op goes to the wrapped ops.
+// attention (ModelLimits::attention_stats, recomputation skipped for fused layers, the
+// layers that fall back recomputed) runs on a machine without a GPU. Every other op goes to
+// the wrapped ops. Like the CUDA backend in its cudnn/auto modes, it says the attention does
+// not read q/k/v, ctx and d(ctx) only as GEMM operands (so the model writes them in fp32),
+// and its fused forward keeps no GEMM-operand copies.
 //
 // Forward: the hand-written attention for ctx, then Stats = max + log(sum exp) of each row's
 // scaled, masked scores, written to AttentionForward::stats (or the start of `probs`, as the
-// CUDA path does without it); returns kFused. Backward of a kFused forward: the probabilities
-// again from q, k and the saved Stats alone (P = exp(s * scale - Stats), the flash-attention
-// backward's recomputation), the dropout from the key, then the hand-written backward. The
-// probabilities' bits differ from the hand-written softmax's, so results equal across
-// Recompute modes only while every layer's statistics survive until its backward.
+// CUDA path does without it); returns kFused. The first layer it sees (by its q) always
+// falls back instead: the hand-written forward, kNative. Backward of a kFused forward: the
+// probabilities again from q, k and the saved Stats alone (P = exp(s * scale - Stats), the
+// flash-attention backward's recomputation), the dropout from the key, then the hand-written
+// backward. The probabilities' bits differ from the hand-written softmax's, so results equal
+// across Recompute modes only while every fused layer's statistics survive to its backward.
 #pragma once
 
 #include <algorithm>
@@ -30,10 +34,17 @@ class StatsAttentionOps final : public ProfilingOps<T> {
 
   long forwards = 0;  // attention_forward calls (recomputations included)
 
+  bool attention_reads_only_gemm_operands() const override { return false; }
+
   AttentionImpl attention_forward(const AttentionForward<T>& a) override {
     ++forwards;
+    if (!fallback_q_) fallback_q_ = a.q;
+    if (a.q == fallback_q_) return native_attention_forward(inner_, a);
     native_attention_forward(inner_, a);  // ctx; a.scores keeps q k^T
+    // A fused forward keeps no operand copies (its backward converts what it reads).
     const AttentionShape& s = a.shape;
+    inner_.drop_gemm_operand(a.dropout > 0 ? a.probs_drop : a.probs);
+    attention_detail::for_each_qkv_span(s, a.q, a.k, a.v, [&](const T* x, size_t) { inner_.drop_gemm_operand(x); });
     T* stats = a.stats ? a.stats : a.probs;
     for_each_row(s, [&](size_t row, int b) {
       const T* sc = a.scores + row * s.seq;
@@ -62,13 +73,19 @@ class StatsAttentionOps final : public ProfilingOps<T> {
         a.d_probs[e] = a.key_mask[size_t(b) * s.seq + j] ? std::exp(a.d_scores[e] * a.scale - stats[row]) : T(0);
       }
     });
+    // As the hand-written forward leaves them: the (dropped-out) probabilities kept as the P V
+    // operand, the probabilities themselves in `probs`. Where the dropped-out ones have no
+    // memory of their own (probs_drop == probs, Ops::kept_outputs_unwritten) they pass
+    // through `probs` into the kept copy first.
     const size_t n = attention_detail::probs_size(s);
     T* probs = const_cast<T*>(a.probs);
+    T* pd = a.dropout > 0 ? const_cast<T*>(a.probs_drop) : probs;
+    if (a.dropout > 0)
+      for (size_t e = 0; e < n; ++e) pd[e] = kern::dropout_apply(a.d_probs[e], a.dropout_key, e, a.dropout);
+    else
+      std::copy(a.d_probs, a.d_probs + n, pd);
+    inner_.keep_gemm_operand(pd, n);
     std::copy(a.d_probs, a.d_probs + n, probs);
-    if (a.dropout > 0) {
-      T* dropped = const_cast<T*>(a.probs_drop);
-      for (size_t e = 0; e < n; ++e) dropped[e] = kern::dropout_apply(probs[e], a.dropout_key, e, a.dropout);
-    }
     AttentionBackward<T> native = a;
     native.impl = AttentionImpl::kNative;
     native_attention_backward(inner_, native);
@@ -84,6 +101,7 @@ class StatsAttentionOps final : public ProfilingOps<T> {
   }
 
   Ops<T>& inner_;
+  const T* fallback_q_ = nullptr;
 };
 
 }  // namespace lansbert::testing

@@ -66,7 +66,7 @@ struct AttentionForward {
   T* ctx = nullptr;        // [B*S, ld], written
   // Saved for the backward, [B, A, S, S] each. kNative keeps the probabilities in `probs`
   // (and the dropped ones in `probs_drop`, null when dropout == 0); a fused implementation
-  // may keep its own smaller statistics at the start of `probs` instead.
+  // keeps its own smaller statistics instead, in `stats` (below) or at the start of `probs`.
   T* probs = nullptr;
   T* probs_drop = nullptr;
   // [B, A, S] where a fused implementation saves its softmax statistics instead of at the

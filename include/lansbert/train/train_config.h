@@ -43,7 +43,8 @@ struct BatchSection {
   int64_t global_batch = 256;  // sequences per update over all ranks
   int micro_batch = 32;        // sequences per forward/backward on one rank
   // What the backward recomputes instead of the forward keeping it (ModelLimits::recompute,
-  // model/bert_model.h): none, attention (the probabilities: ~2.5% more FLOPs for bert-large at 512) or
+  // model/bert_model.h): none, attention (the probabilities: ~2.5% more FLOPs for bert-large at 512,
+  // none for layers that run the fused attention, which keep their statistics) or
   // layers (all activations but the layers' outputs: about a third more encoder compute), so
   // that a larger micro_batch fits. Changes no result: a run may resume with another setting.
   Recompute recompute = Recompute::kNone;
