@@ -31,9 +31,9 @@ __global__ void layernorm_forward_kernel(const float* x, const float* gamma, con
   if (y16) {
     uint16_t* hr = y16 + size_t(row) * cols;
     for (int c = lane; c < cols; c += 32) {
-      const float v = kern::layernorm_out(xr[c], m, rs, gamma[c], beta[c]);
-      yr[c] = v;
-      hr[c] = kern::float_to_half(v, format);
+      const float out = kern::layernorm_out(xr[c], m, rs, gamma[c], beta[c]);
+      yr[c] = out;
+      hr[c] = kern::float_to_half(out, format);
     }
   } else {
     for (int c = lane; c < cols; c += 32) yr[c] = kern::layernorm_out(xr[c], m, rs, gamma[c], beta[c]);
