@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <string>
 
@@ -15,6 +16,8 @@
 #include "lansbert/dist/communicator.h"
 #include "lansbert/dist/mpi_session.h"
 #include "lansbert/train/data_parallel.h"
+#include "lansbert/train/device_capability.h"
+#include "lansbert/train/device_peaks.h"
 #include "lansbert/train/trainer.h"
 
 namespace lansbert::cli {
@@ -26,6 +29,7 @@ struct TrainArgs {
   bool dry_run = false;
   int world = 0;               // --world: plan for this many ranks (--dry-run; 0: this job's)
   double device_memory = 0;    // --device-memory GiB: the largest micro-batch that fits (--dry-run)
+  std::string gpu;             // --gpu MODEL: check the precision against it (--dry-run)
   std::string resume, init_from;
   int64_t stop_at_step = -1;
 };
@@ -87,6 +91,35 @@ void print_fitting_micro_batch(const TrainConfig& cfg, int world, double device_
   }
 }
 
+// --gpu: the config's precision on that GPU model, as the trainer's start-up check would judge
+// it there (device_capability.h): a refusal is this dry run's error, before anything is
+// printed; otherwise *lines says what runs.
+std::string upper_case(std::string s) {
+  for (char& ch : s) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+  return s;
+}
+Status check_gpu_model(const TrainConfig& cfg, const std::string& gpu, std::string* lines) {
+  const DevicePeak* p = nullptr;
+  for (const DevicePeak& k : kDevicePeaks)  // most specific first, as find_device_peak
+    if (!p && upper_case(gpu).find(upper_case(k.match)) != std::string::npos) p = &k;
+  if (!p) {
+    std::string known;
+    for (const DevicePeak& k : kDevicePeaks) known += (known.empty() ? "" : ", ") + std::string(k.name);
+    return Status::invalid_argument("--gpu: unknown GPU model '" + gpu + "' (known: " + known + ")");
+  }
+  const std::string device = std::string(p->name) + " (sm_" + std::to_string(p->compute_capability) + ")";
+  std::string note;
+  LB_RETURN_IF_ERROR(check_gemm_math_on_device(cfg.gemm_math(), p->compute_capability, device,
+                                               cfg.gemm_math() == GemmMath::kTf32 ? "precision.tf32" : "precision.dtype",
+                                               "use precision.dtype: fp16 (precision.loss_scale: auto or dynamic)", &note));
+  *lines = fmt::format("  GPU                 : {}: {} GEMMs run{}\n", device, gemm_math_name(cfg.gemm_math()),
+                       note.empty() ? "" : " (" + note + ")");
+  if (cfg.attention_mode() != AttentionMode::kNative && p->compute_capability < 80)
+    *lines += fmt::format("  attention           : precision.attention {}: cuDNN's fused attention needs sm_80+, the "
+                          "hand-written attention runs\n", attention_mode_name(cfg.attention_mode()));
+  return Status::ok();
+}
+
 // --dry-run opens the shards too (headers and index, no records), so that a glob matching
 // nothing shows up before the job waits in a queue. A plan made before the data exists is
 // still a plan: what is missing is reported on the line, not as a failure.
@@ -111,6 +144,8 @@ Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
   if (a.dry_run) {
     TrainPlan plan;
     LB_RETURN_IF_ERROR(make_plan(cfg, world, &plan));
+    std::string gpu_lines;
+    if (!a.gpu.empty()) LB_RETURN_IF_ERROR(check_gpu_model(cfg, a.gpu, &gpu_lines));
     if (comm->rank() == 0) {
       // As the trainer opens them (its options for both sets); on rank 0 only: the others
       // print nothing, and thousands of HDF5 files times the ranks is real file-system load.
@@ -121,6 +156,7 @@ Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
       std::printf("%s%s", train_line.c_str(), eval_line.c_str());
       std::printf("  checkpoints         : %s (metrics: %s)\n", cfg.checkpoint.dir.c_str(),
                   cfg.metrics_path().empty() ? "none" : cfg.metrics_path().c_str());
+      std::printf("%s", gpu_lines.c_str());
       if (a.device_memory > 0) print_fitting_micro_batch(cfg, world, a.device_memory);
     }
     return Status::ok();
@@ -181,6 +217,10 @@ void add_train_command(CLI::App& app) {
                   "With --dry-run: GiB of one device; print the largest batch.micro_batch whose plan fits, "
                   "for each batch.recompute setting")
       ->check(CLI::Range(0.01, 1e6))
+      ->needs(dry);
+  sub->add_option("--gpu", a->gpu,
+                  "With --dry-run: check the precision settings against this GPU model (V100, A100, H100, H200), "
+                  "as a run there would at start-up")
       ->needs(dry);
   CLI::Option* resume =
       sub->add_option("--resume", a->resume, "Continue exactly: 'latest' (in checkpoint.dir) or a checkpoint directory");

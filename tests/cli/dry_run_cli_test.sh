@@ -2,8 +2,8 @@
 # `lansbert train --dry-run` from the command line, on the shipped bert-large phase-2 config:
 # the plan, --world planning a cluster's job from one process (the shipped config fits the
 # paper's 1,536 ranks; micro_batch 8 is refused there by name), --device-memory's largest
-# micro_batch for each recomputation setting, the flags refused without --dry-run, and
-# nothing written.
+# micro_batch for each recomputation setting, --gpu's precision check for a GPU model, the
+# flags refused without --dry-run, and nothing written.
 # Usage: dry_run_cli_test.sh LANSBERT SOURCE_DIR
 set -uo pipefail
 lb=$(realpath "$1"); src=$(realpath "$2")
@@ -39,6 +39,22 @@ out=$("$lb" train --config "$cfg" --dry-run --device-memory 1)
 has "$out" "batch.recompute: layers   : no micro_batch dividing the 33792 sequences per rank fits"
 expect_error 2 "is not a multiple of batch.micro_batch * world = 8 * 1536" \
   train --config "$cfg" --dry-run --world 1536 --set batch.micro_batch=8
+# --gpu: the precision judged for that GPU model before anything is printed.
+out=$("$lb" train --config "$cfg" --dry-run --gpu v100 --set precision.attention=cudnn) || { echo "FAIL: --gpu v100 exited $?"; fail=1; }
+has "$out" "GPU                 : V100 (sm_70): fp16 GEMMs run"
+has "$out" "cuDNN's fused attention needs sm_80+, the hand-written attention runs"
+out=$("$lb" train --config "$cfg" --dry-run --gpu "H100 PCIe")
+has "$out" "GPU                 : H100 PCIe (sm_90): fp16 GEMMs run"
+bf16=(--set precision.dtype=bf16 --set precision.loss_scale=none --set distributed.grad_reduce_dtype=bf16)
+expect_error 2 "precision.dtype: bf16 needs bf16 tensor cores (sm_80 or newer: A100, H100, H200); V100 (sm_70) has none" \
+  train --config "$cfg" --dry-run --gpu v100 "${bf16[@]}"
+[[ -z $("$lb" train --config "$cfg" --dry-run --gpu v100 "${bf16[@]}" 2>/dev/null) ]] ||
+  { echo "FAIL: a refused --gpu dry run printed a plan"; fail=1; }
+out=$("$lb" train --config "$cfg" --dry-run --gpu a100 "${bf16[@]}")
+has "$out" "GPU                 : A100 (sm_80): bf16 GEMMs run"
+expect_error 2 "--gpu: unknown GPU model 'b200' (known: H200, H100 PCIe, H100 SXM, A100, V100)" \
+  train --config "$cfg" --dry-run --gpu b200
+expect_error 2 "--gpu requires --dry-run" train --config "$cfg" --gpu v100
 expect_error 2 "--world requires --dry-run" train --config "$cfg" --world 8
 expect_error 2 "--device-memory requires --dry-run" train --config "$cfg" --device-memory 32
 [[ -z $(ls -A "$tmp") ]] || { echo "FAIL: a dry run wrote: $(ls -A "$tmp")"; fail=1; }

@@ -18,14 +18,15 @@ struct DevicePeak {
   double half_tflops;    // dense fp16/bf16 (V100: fp16 only)
   double fp32_tflops;    // fp32 without tensor cores
   double tf32_tflops;    // TF32 tensor cores (V100 has none: its fp32 peak)
+  int compute_capability;  // 10 * major + minor (`train --dry-run --gpu` checks the precision with it)
 };
 
 inline constexpr DevicePeak kDevicePeaks[] = {
-    {"H200", "H200", 989, 67, 494},
-    {"H100 PCIe", "H100 PCIe", 756, 51, 378},
-    {"H100", "H100 SXM", 989, 67, 494},
-    {"A100", "A100", 312, 19.5, 156},
-    {"V100", "V100", 125, 15.7, 15.7},
+    {"H200", "H200", 989, 67, 494, 90},
+    {"H100 PCIe", "H100 PCIe", 756, 51, 378, 90},
+    {"H100", "H100 SXM", 989, 67, 494, 90},
+    {"A100", "A100", 312, 19.5, 156, 80},
+    {"V100", "V100", 125, 15.7, 15.7, 70},
 };
 
 inline const DevicePeak* find_device_peak(const std::string& description) {
