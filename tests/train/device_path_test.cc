@@ -266,6 +266,25 @@ TEST_F(DevicePath, PrecisionTheDeviceLacksIsRefusedAtStartUp) {
   EXPECT_NE(st.message().find("--backend cpu"), std::string::npos) << st.message();
 }
 
+// precision.attention auto with batch.recompute: attention on a device lays out a statistics
+// buffer per layer for a fused attention (ModelLimits::attention_stats); where the ops never
+// fuse (the stand-in's CPU ops) every layer is recomputed as before and the run equals the
+// CPU trainer's bit for bit.
+TEST_F(DevicePath, AttentionStatisticsLayoutWithoutAFusedAttentionChangesNothing) {
+  TrainConfig c = testing::tiny_config(data_, scratch("cpu-recompute"), 4);
+  TrainConfig d = testing::tiny_config(data_, scratch("dev-recompute"), 4);
+  c.batch.recompute = d.batch.recompute = Recompute::kAttention;
+  d.backend = "cuda";
+  d.precision.attention = "auto";
+  ASSERT_TRUE(d.model_limits().attention_stats);
+  ASSERT_FALSE(c.model_limits().attention_stats);
+  TrainResult rc, rd;
+  ASSERT_TRUE(train(c, &rc).is_ok());
+  ASSERT_TRUE(train(d, &rd).is_ok());
+  EXPECT_EQ(rc.loss, rd.loss);
+  EXPECT_TRUE(same_file(c.checkpoint.dir + "/final/model.safetensors", d.checkpoint.dir + "/final/model.safetensors"));
+}
+
 // `lansbert eval --backend cuda`: the checkpoint's weights staged to the device, the same
 // numbers as the CPU evaluation.
 TEST_F(DevicePath, EvalOnTheDeviceEqualsTheCpu) {
