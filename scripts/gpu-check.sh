@@ -10,7 +10,7 @@
 #                                        carried over: nvidia-smi, test_gpu (one process per
 #                                        test; with --sanitize the whole binary under
 #                                        compute-sanitizer), the command line end to end
-#                                        (train fp32/bf16 + eval, bench-comm), and `lansbert bench --backend
+#                                        (train fp32/bf16/bf16 recomputing/bf16 with cuDNN attention + eval, bench-comm), and `lansbert bench --backend
 #                                        cuda` (bert-base/large, 128/20 and 512/80, fp32, TF32
 #                                        and bf16 (cast kernels and --gemm-cast cublas), the
 #                                        cuDNN fused attention, a --batch 0 probe and a

@@ -55,7 +55,8 @@ struct PrecisionSection {
   std::string loss_scale = "auto";  // auto (dynamic for fp16, none otherwise) | none | static | dynamic
   bool tf32 = false;                // backend: cuda: fp32 GEMMs in TF32 on tensor cores
   // native | cudnn | auto (backend/attention.h): cudnn/auto run cuDNN's fused attention (bf16
-  // inside, attention dropout 0 only) where it applies. Here, not under model:, because like
+  // inside, attention dropout through lansbert's own keep mask) where it applies. Here, not
+  // under model:, because like
   // tf32 it picks an implementation and its numerics, not the model (resume compares model:).
   std::string attention = "native";
   // kernel | cublas (backend: cuda, dtype bf16/fp16): who rounds the fp32 activations and
