@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "lansbert/core/file_io.h"
+#include "lansbert/core/nearest_name.h"
 
 namespace lansbert {
 namespace {
@@ -205,11 +206,20 @@ const Field* find_field(const std::string& path) {
     if (path == f.path) return &f;
   return nullptr;
 }
-bool is_section(const std::string& path) {
-  static const std::set<std::string> sections = {"model", "data", "batch", "optimizer", "schedule",
-                                                 "precision", "checkpoint", "logging", "phase",
-                                                 "evaluation", "distributed"};
-  return sections.count(path) > 0;
+const std::set<std::string>& sections() {
+  static const std::set<std::string> names = {"model", "data", "batch", "optimizer", "schedule",
+                                              "precision", "checkpoint", "logging", "phase",
+                                              "evaluation", "distributed"};
+  return names;
+}
+bool is_section(const std::string& path) { return sections().count(path) > 0; }
+
+// "path: unknown key", with the nearest known key or section when it looks like a typo.
+std::string unknown_key(const std::string& path) {
+  std::vector<std::string> known(sections().begin(), sections().end());
+  for (const Field& f : schema()) known.push_back(f.path);
+  const std::string near = nearest_name(path, known);
+  return path + ": unknown key" + (near.empty() ? "" : " (did you mean " + near + "?)");
 }
 
 std::string where(const std::string& name, const YAML::Mark& m) {
@@ -242,7 +252,7 @@ struct Walker {
                                           scalar_text(it->second));
         LB_RETURN_IF_ERROR(walk(it->second, path));
       } else {
-        return Status::invalid_argument(where(name, mark) + ": " + path + ": unknown key");
+        return Status::invalid_argument(where(name, mark) + ": " + unknown_key(path));
       }
     }
     return Status::ok();
@@ -255,7 +265,7 @@ Status apply_override(const std::string& spec, TrainConfig* config, std::set<std
     return Status::invalid_argument("--set " + spec + ": expected key.path=value");
   const std::string key = spec.substr(0, eq), value = spec.substr(eq + 1);
   const Field* f = find_field(key);
-  if (!f) return Status::invalid_argument("--set " + spec + ": " + key + ": unknown key");
+  if (!f) return Status::invalid_argument("--set " + spec + ": " + unknown_key(key));
   YAML::Node node;
   try {
     node = (!value.empty() && value[0] == '[') ? YAML::Load(value) : YAML::Node(value);

@@ -139,7 +139,7 @@ struct Bad {
 
 TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
   const std::vector<Bad> cases = {
-      {"  lrr: 0.01\n", "  lr: 0.01\n", {}, {"bad.yaml:13:", "optimizer.lrr: unknown key"}},
+      {"  lrr: 0.01\n", "  lr: 0.01\n", {}, {"bad.yaml:13:", "optimizer.lrr: unknown key (did you mean optimizer.lr?)"}},
       {"  lr: fast\n", "  lr: 0.01\n", {}, {"bad.yaml:13:", "optimizer.lr: expected a number, got 'fast'"}},
       {"  seq_len: [1]\n", "  seq_len: 32\n", {}, {"bad.yaml:6:", "data.seq_len: expected an integer"}},
       {"  global_batch: 33\n", "  global_batch: 32\n", {}, {"bad.yaml:9:", "batch.global_batch", "not a multiple"}},
@@ -150,7 +150,9 @@ TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
       {"  max_pred: 40\n", "  max_pred: 5\n", {}, {"bad.yaml:7:", "data.max_pred"}},
       {"  seq_len: 1024\n", "  seq_len: 32\n", {}, {"bad.yaml:6:", "data.seq_len", "max_positions"}},
       {"", "", {"precision.dtype=fp8"}, {"--set precision.dtype", "expected fp32, bf16 or fp16, got 'fp8'"}},
-      {"", "", {"optimizer.lrr=1"}, {"optimizer.lrr: unknown key"}},
+      {"", "", {"optimizer.lrr=1"}, {"optimizer.lrr: unknown key (did you mean optimizer.lr?)"}},
+      {"", "", {"precision.dtpye=fp16"}, {"precision.dtpye: unknown key (did you mean precision.dtype?)"}},
+      {"precisoin:\n", "checkpoint:\n", {}, {"bad.yaml:16:", "precisoin: unknown key (did you mean precision?)"}},
       {"", "", {"optimizer.beta1=1.5"}, {"--set optimizer.beta1", "optimizer.beta1"}},
       {"  dir: ckpt\n  keep_last: 0\n", "  dir: ckpt\n", {}, {"bad.yaml:18:", "checkpoint.keep_last"}},
       {"  micro_batch: -4\n", "  micro_batch: 16\n", {}, {"bad.yaml:10:", "batch.micro_batch", "positive"}},
