@@ -22,6 +22,9 @@ std::string device_description(int index);
 int compute_capability(int index);
 // The CUDA architectures this binary was built for, as configured ("80 90").
 const char* built_architectures();
+// "runtime 13.0, driver 12.8" (the driver's CUDA version; "no driver" without one): a driver
+// older than the runtime cannot load this binary's code.
+std::string runtime_and_driver_versions();
 // Fails (unsupported) when this binary has no device code that device `index` can run,
 // naming the built architectures, the device and the rebuild option (or the runtime's error
 // when the cause is another, such as an old driver); ok otherwise. Probes the current device

@@ -44,6 +44,15 @@ int compute_capability(int index) {
 
 const char* built_architectures() { return LANSBERT_CUDA_ARCHS; }
 
+std::string runtime_and_driver_versions() {
+  auto text = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  int runtime = 0, driver = 0;
+  (void)cudaRuntimeGetVersion(&runtime);
+  const bool have_driver = cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0;
+  (void)cudaGetLastError();
+  return "runtime " + text(runtime) + ", " + (have_driver ? "driver " + text(driver) : std::string("no driver"));
+}
+
 Status check_kernel_image(int index) {
   // Probing runs on the current device; switching is only for `lansbert info`'s loop over
   // devices (use_device binds first, so a rank never opens a context on another GPU).
@@ -63,7 +72,8 @@ Status check_kernel_image(int index) {
   const std::string device = device_description(index);
   if (err != cudaErrorNoKernelImageForDevice && err != cudaErrorInvalidDeviceFunction)
     return Status::unsupported("backend: cuda: " + device + " cannot load this lansbert's device code: " +
-                               cudaGetErrorString(err) + " (an older driver than the CUDA toolkit it was built with?)");
+                               cudaGetErrorString(err) + " (" + runtime_and_driver_versions() +
+                               ": a driver older than the runtime cannot)");
   const int cc = compute_capability(index);
   std::string msg = "backend: cuda: this lansbert was built for CUDA architectures " + std::string(LANSBERT_CUDA_ARCHS) +
                     " and has no code that " + device + " can run (" + cudaGetErrorString(err) +

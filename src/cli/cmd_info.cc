@@ -33,7 +33,8 @@ int run_info() {
               std::thread::hardware_concurrency());
 #ifdef LANSBERT_HAVE_CUDA
   const int n = cuda::device_count();
-  std::printf("  CUDA backend  : built for CUDA architectures %s, %d device(s) visible\n", cuda::built_architectures(), n);
+  std::printf("  CUDA backend  : built for CUDA architectures %s (%s), %d device(s) visible\n",
+              cuda::built_architectures(), cuda::runtime_and_driver_versions().c_str(), n);
   for (int i = 0; i < n; ++i) {
     const Status runs = cuda::check_kernel_image(i);
     std::printf("    [%d] %s%s\n", i, cuda::device_description(i).c_str(),
