@@ -83,6 +83,10 @@ run_step() {
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" | tee "$out/env.txt"
   (nvidia-smi || true) 2>&1 | tee "$out/nvidia-smi.txt"
   ldd "$bundle/bin/test_gpu" > "$out/ldd-test_gpu.txt" 2>&1 || true
+  # Built architectures, runtime and driver versions, whether each GPU can run this build,
+  # cuDNN, NCCL's net plugin: the facts a failure below is read against.
+  timeout 60 "$bundle/bin/lansbert" info 2>&1 | tee "$out/lansbert-info.txt" | grep -E "CUDA backend|^    \[|cuDNN" |
+    tee -a "$out/summary.txt" || true
   local rc=0
   # Capped (TEST_TIMEOUT seconds in all): a test that hangs on its first run on a GPU (a
   # kernel, an NCCL set-up) must not take the e2e and bench steps down with it.
