@@ -51,7 +51,7 @@ AttentionImpl CudaOps::attention_forward(const AttentionForward<float>& a) {
   float* ctx = static_cast<float*>(keep.get());
   float* stats = reinterpret_cast<float*>(static_cast<char*>(keep.get()) + aligned(n * sizeof(float)));
   copy_async(ctx, a.ctx, n, stream());
-  float* saved = a.stats ? a.stats : a.probs;  // where the fused forward put its statistics
+  float* saved = a.stats_slot();  // where the fused forward put its statistics
   copy_async(stats, saved, ns, stream());
   native_attention_forward(*this, a);
   const FusedAttention::Diff d = f.compare(ctx, a.ctx, n);

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cuda_api.h"
 #include "cuda_check.cuh"
 #include "cuda_raii.cuh"
 #include "dropout_map.cuh"
@@ -152,14 +153,14 @@ struct FusedAttention::Impl {
       return;
     }
     int dev = 0;
-    cudaDeviceProp prop{};
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+    const int cc = cudaGetDevice(&dev) == cudaSuccess ? compute_capability(dev) : 0;
+    if (cc == 0) {
       cudaGetLastError();
       unavailable = "cannot query the device";
       return;
     }
-    if (prop.major < 8) {
-      unavailable = "sm_" + std::to_string(prop.major * 10 + prop.minor) + ": cuDNN's fused attention needs sm_80+";
+    if (cc < 80) {
+      unavailable = "sm_" + std::to_string(cc) + ": cuDNN's fused attention needs sm_80+";
       return;
     }
     cudnnStatus_t st = api.Create(&handle);
@@ -293,8 +294,7 @@ bool FusedAttention::forward(const AttentionForward<float>& a) {
   float scale = a.scale, fill = -std::numeric_limits<float>::infinity();
   std::vector<int64_t> uids = {sdpa::kQ, sdpa::kK, sdpa::kV, sdpa::kO, sdpa::kStats, sdpa::kScale,
                                sdpa::kSeqLenQ, sdpa::kSeqLenKV};
-  float* stats = a.stats ? a.stats : a.probs;  // AttentionForward::stats
-  std::vector<void*> ptrs = {q, k, v, o, stats, &scale, const_cast<int32_t*>(m.lengths_q(s.batch, s.seq, stream_)),
+  std::vector<void*> ptrs = {q, k, v, o, a.stats_slot(), &scale, const_cast<int32_t*>(m.lengths_q(s.batch, s.seq, stream_)),
                              const_cast<int32_t*>(a.key_lengths)};
   if (e->fwd_kind == sdpa::GraphKind::kComposite) {
     uids.push_back(sdpa::kNegInf);
@@ -346,7 +346,7 @@ bool FusedAttention::backward(const AttentionBackward<float>& a) {
   std::vector<int64_t> uids = {sdpa::kQ,     sdpa::kK,       sdpa::kV,        sdpa::kO,  sdpa::kDO,
                                sdpa::kStats, sdpa::kScale,   sdpa::kSeqLenQ,  sdpa::kSeqLenKV,
                                sdpa::kDQ,    sdpa::kDK,      sdpa::kDV};
-  std::vector<void*> ptrs = {q, k, v, o, d_o, const_cast<float*>(a.stats ? a.stats : a.probs), &scale,
+  std::vector<void*> ptrs = {q, k, v, o, d_o, const_cast<float*>(a.stats_slot()), &scale,
                              const_cast<int32_t*>(m.lengths_q(s.batch, s.seq, stream_)),
                              const_cast<int32_t*>(a.key_lengths), dq, dk, dv};
   if (e->bwd_kind == sdpa::GraphKind::kComposite) {

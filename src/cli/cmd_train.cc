@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <string>
 
@@ -94,14 +93,8 @@ void print_fitting_micro_batch(const TrainConfig& cfg, int world, double device_
 // --gpu: the config's precision on that GPU model, as the trainer's start-up check would judge
 // it there (device_capability.h): a refusal is this dry run's error, before anything is
 // printed; otherwise *lines says what runs.
-std::string upper_case(std::string s) {
-  for (char& ch : s) ch = char(std::toupper(static_cast<unsigned char>(ch)));
-  return s;
-}
 Status check_gpu_model(const TrainConfig& cfg, const std::string& gpu, std::string* lines) {
-  const DevicePeak* p = nullptr;
-  for (const DevicePeak& k : kDevicePeaks)  // most specific first, as find_device_peak
-    if (!p && upper_case(gpu).find(upper_case(k.match)) != std::string::npos) p = &k;
+  const DevicePeak* p = find_device_peak(gpu);
   if (!p) {
     std::string known;
     for (const DevicePeak& k : kDevicePeaks) known += (known.empty() ? "" : ", ") + std::string(k.name);
@@ -109,9 +102,7 @@ Status check_gpu_model(const TrainConfig& cfg, const std::string& gpu, std::stri
   }
   const std::string device = std::string(p->name) + " (sm_" + std::to_string(p->compute_capability) + ")";
   std::string note;
-  LB_RETURN_IF_ERROR(check_gemm_math_on_device(cfg.gemm_math(), p->compute_capability, device,
-                                               cfg.gemm_math() == GemmMath::kTf32 ? "precision.tf32" : "precision.dtype",
-                                               "use precision.dtype: fp16 (precision.loss_scale: auto or dynamic)", &note));
+  LB_RETURN_IF_ERROR(check_config_precision_on_device(cfg, p->compute_capability, device, &note));
   *lines = fmt::format("  GPU                 : {}: {} GEMMs run{}\n", device, gemm_math_name(cfg.gemm_math()),
                        note.empty() ? "" : " (" + note + ")");
   if (cfg.attention_mode() != AttentionMode::kNative && p->compute_capability < 80)

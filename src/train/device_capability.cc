@@ -20,4 +20,11 @@ Status check_gemm_math_on_device(GemmMath math, int cc, const std::string& devic
   return Status::ok();
 }
 
+Status check_config_precision_on_device(const TrainConfig& config, int cc, const std::string& device,
+                                        std::string* note) {
+  const GemmMath math = config.gemm_math();
+  return check_gemm_math_on_device(math, cc, device, math == GemmMath::kTf32 ? "precision.tf32" : "precision.dtype",
+                                   "use precision.dtype: fp16 (precision.loss_scale: auto or dynamic)", note);
+}
+
 }  // namespace lansbert

@@ -30,9 +30,7 @@ Status open_device(const TrainConfig& cfg, Communicator& comm, const TrainOption
   // Every rank takes part in the agreement, also one that cannot tell its free memory.
   // The GEMM precision first: bf16 on a V100 would fail (or crawl) inside cuBLAS.
   std::string note;
-  Status st = check_gemm_math_on_device(cfg.gemm_math(), (*out)->compute_capability(), (*out)->description(),
-                                        cfg.gemm_math() == GemmMath::kTf32 ? "precision.tf32" : "precision.dtype",
-                                        "use precision.dtype: fp16 (precision.loss_scale: auto or dynamic)", &note);
+  Status st = check_config_precision_on_device(cfg, (*out)->compute_capability(), (*out)->description(), &note);
   if (!note.empty() && opts.log && comm.rank() == 0) std::fprintf(opts.log, "%s\n", note.c_str());
   size_t free_b = 0, total_b = 0;
   const bool known = (*out)->memory_info(&free_b, &total_b);

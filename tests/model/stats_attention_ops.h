@@ -45,7 +45,7 @@ class StatsAttentionOps final : public ProfilingOps<T> {
     const AttentionShape& s = a.shape;
     inner_.drop_gemm_operand(a.dropout > 0 ? a.probs_drop : a.probs);
     attention_detail::for_each_qkv_span(s, a.q, a.k, a.v, [&](const T* x, size_t) { inner_.drop_gemm_operand(x); });
-    T* stats = a.stats ? a.stats : a.probs;
+    T* stats = a.stats_slot();
     for_each_row(s, [&](size_t row, int b) {
       const T* sc = a.scores + row * s.seq;
       T mx = -std::numeric_limits<T>::infinity();
@@ -66,7 +66,7 @@ class StatsAttentionOps final : public ProfilingOps<T> {
     // P into d_probs first: without AttentionForward::stats the statistics share probs' memory.
     inner_.gemm_batched(Trans::kNo, Trans::kYes, s.seq, s.seq, s.head_dim, T(1), a.q, Q, a.k, Q, T(0), a.d_scores,
                         s.seq, attention_detail::qk_batch(s, Q, Q));
-    const T* stats = a.stats ? a.stats : a.probs;
+    const T* stats = a.stats_slot();
     for_each_row(s, [&](size_t row, int b) {
       for (int j = 0; j < s.seq; ++j) {
         const size_t e = row * s.seq + j;

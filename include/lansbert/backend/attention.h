@@ -71,8 +71,9 @@ struct AttentionForward {
   T* probs_drop = nullptr;
   // [B, A, S] where a fused implementation saves its softmax statistics instead of at the
   // start of `probs`: the caller's per-layer memory when `probs` is shared between layers
-  // (ModelLimits::attention_stats). Null: the start of `probs`.
+  // (ModelLimits::attention_stats). Null: the start of `probs` (stats_slot()).
   T* stats = nullptr;
+  T* stats_slot() const { return stats ? stats : probs; }
   T* scores = nullptr;     // scratch [B, A, S, S]
   // Set only where Ops::attention_reads_only_gemm_operands(). qkv_kept: the caller produced
   // q, k, v kept as GEMM operands (Ops::gemm_bias_kept over the spans for_each_qkv_span
@@ -99,6 +100,7 @@ struct AttentionBackward {
   const T* probs = nullptr;       // what the forward saved
   const T* probs_drop = nullptr;
   const T* stats = nullptr;       // as AttentionForward::stats
+  const T* stats_slot() const { return stats ? stats : probs; }
   const T* d_ctx = nullptr;       // [B*S, ld]
   // d_ctx was produced kept (Ops::gemm_kept; its fp32 values may be unwritten): read through
   // GEMMs and dropped here instead of kept. Only where Ops::attention_reads_only_gemm_operands().

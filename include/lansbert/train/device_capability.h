@@ -8,6 +8,7 @@
 
 #include "lansbert/backend/ops.h"
 #include "lansbert/core/status.h"
+#include "lansbert/train/train_config.h"
 
 namespace lansbert {
 
@@ -19,5 +20,10 @@ namespace lansbert {
 //   tensor cores): *note says so, for the log. Otherwise *note is cleared.
 Status check_gemm_math_on_device(GemmMath math, int cc, const std::string& device, const std::string& what,
                                  const std::string& advice, std::string* note);
+
+// The same for a training config, naming its setting (precision.dtype or precision.tf32) and
+// fp16 as the way: the trainer's start-up check and `train --dry-run --gpu`.
+Status check_config_precision_on_device(const TrainConfig& config, int cc, const std::string& device,
+                                        std::string* note);
 
 }  // namespace lansbert

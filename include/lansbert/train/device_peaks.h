@@ -1,10 +1,12 @@
 // Peak dense throughput per GPU model, in TFLOP/s (vendor data sheets, dense, no sparsity):
 // fp16/bf16 tensor cores, plain fp32 (CUDA cores) and TF32 tensor cores; the MFU of
 // `lansbert bench` and of the trainer's log lines. Looked up by substring of the device's
-// description ("NVIDIA H200 (sm_90, 139 GiB)"); the first match wins, so more specific names
-// come first.
+// description ("NVIDIA H200 (sm_90, 139 GiB)"), or of a model a user typed (`train --dry-run
+// --gpu h100`), ignoring case; the first match wins, so more specific names come first.
 #pragma once
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <string>
 
@@ -30,8 +32,13 @@ inline constexpr DevicePeak kDevicePeaks[] = {
 };
 
 inline const DevicePeak* find_device_peak(const std::string& description) {
+  auto upper = [](std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return char(std::toupper(ch)); });
+    return s;
+  };
+  const std::string text = upper(description);
   for (const DevicePeak& p : kDevicePeaks)
-    if (description.find(p.match) != std::string::npos) return &p;
+    if (text.find(upper(p.match)) != std::string::npos) return &p;
   return nullptr;
 }
 
