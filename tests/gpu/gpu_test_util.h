@@ -43,6 +43,17 @@ std::vector<T> to_host(const Buffer<T>& d) {
   return to_host(d.data(), d.size());
 }
 
+// The key projection's bias adds the same q.b to every score of a query's row, which the
+// softmax ignores: its gradient is zero in exact arithmetic, and what a backend computes is
+// rounding noise (about 1e-11 against gradients near 1e-2) that two summation orders do not
+// share. LAMB and LANS normalise that noise into learning-rate-sized steps of the bias and its
+// moments. Relative comparisons skip these tensors; gradient tests check instead that the
+// noise is small against the model's largest gradient (found by the CUDA emulator, whose
+// first run of the parity tests failed on exactly these tensors and no others).
+inline bool zero_in_exact_arithmetic(const std::string& tensor) {
+  return tensor.ends_with("attention.self.key.bias");
+}
+
 inline std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 g(seed);
   std::normal_distribution<float> d(0.0f, scale);

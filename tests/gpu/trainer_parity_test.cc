@@ -57,10 +57,15 @@ Saved load(const std::string& root, const ParamTable& table) {
   return s;
 }
 
-// Worst per-tensor relative error (relative to the tensor's largest reference value).
-double compare(const ParamTable& table, const Saved& got, const Saved& want, double tol, const char* what) {
+// Worst per-tensor relative error (relative to the tensor's largest reference value). Tensors
+// whose gradient is pure rounding noise (testing::zero_in_exact_arithmetic) take noise-driven
+// steps that no two backends share; they are compared only when `exact` (same backend, same
+// order: a resumed run must reproduce them too).
+double compare(const ParamTable& table, const Saved& got, const Saved& want, double tol, const char* what,
+               bool exact = false) {
   double worst = 0;
   for (const ParamEntry& e : table.entries()) {
+    if (!exact && testing::zero_in_exact_arithmetic(e.name)) continue;
     auto slice = [&](const std::vector<float>& x) {
       return std::vector<float>(x.begin() + e.offset, x.begin() + e.offset + e.numel);
     };
@@ -122,7 +127,8 @@ TEST_F(GpuTrainer, StopAndResumeOnDeviceMatchesStraightRun) {
   BertConfig mc;
   ASSERT_TRUE(a.resolve_model(&mc).is_ok());
   const ParamTable table = make_bert_param_table(mc);
-  compare(table, load(b.checkpoint.dir, table), load(a.checkpoint.dir, table), 1e-6, "resumed vs straight (cuda)");
+  compare(table, load(b.checkpoint.dir, table), load(a.checkpoint.dir, table), 1e-6, "resumed vs straight (cuda)",
+          /*exact=*/true);
 }
 
 TEST_F(GpuTrainer, Tf32Trains) {

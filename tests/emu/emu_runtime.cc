@@ -1,0 +1,317 @@
+// The emulator's CUDA runtime: the cudart functions lansbert calls, defined on host memory
+// with the signatures of the real <cuda_runtime_api.h>, so the CUDA backend links against
+// this instead of libcudart. Every stream operation runs at once on the calling thread, so
+// streams and events only order what is already ordered.
+//
+// What it checks that a GPU would only show as corruption or a crash:
+//  - cudaMemcpy/cudaMemset ranges must lie inside one cudaMalloc allocation on the device
+//    side (and the copy kind must match where the pointers are);
+//  - fresh device allocations are filled with 0xff bytes (NaN as float, -1 as integers), so
+//    a kernel that reads memory nobody wrote produces NaN instead of a lucky zero;
+//  - cudaFree of a pointer that cudaMalloc did not return.
+// The device it reports: LANSBERT_EMU_DEVICES devices (default 1) of compute capability
+// LANSBERT_EMU_SM (default 90), 16 GiB each.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "emu_state.h"
+
+namespace emu {
+namespace {
+
+constexpr size_t kDeviceBytes = size_t(16) << 30;
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+int device_count() { return env_int("LANSBERT_EMU_DEVICES", 1); }
+int device_sm() { return env_int("LANSBERT_EMU_SM", 90); }
+
+struct Stream {
+  unsigned flags = 0;
+};
+struct Event {
+  unsigned flags = 0;
+  bool recorded = false;
+  std::chrono::steady_clock::time_point when;
+};
+
+struct State {
+  std::mutex mu;
+  std::map<const char*, size_t> device;  // allocation start -> bytes
+  std::set<void*> pinned;
+  std::set<const Stream*> streams;
+  std::set<const Event*> events;
+  size_t device_bytes = 0;
+};
+State& state() {
+  static State s;
+  return s;
+}
+
+thread_local cudaError_t t_last_error = cudaSuccess;
+thread_local int t_device = 0;
+
+cudaError_t fail(cudaError_t e) {
+  t_last_error = e;
+  return e;
+}
+
+// The allocation holding [p, p + bytes), or nullptr.
+const char* device_range(const void* p, size_t bytes) {
+  auto& m = state().device;
+  const char* c = static_cast<const char*>(p);
+  auto it = m.upper_bound(c);
+  if (it == m.begin()) return nullptr;
+  --it;
+  return c >= it->first && c + bytes <= it->first + it->second ? it->first : nullptr;
+}
+
+void check_device_range(const char* what, const void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  if (bytes && !device_range(p, bytes))
+    fatal(std::string(what) + ": " + std::to_string(bytes) + " bytes at " + std::to_string(uintptr_t(p)) +
+          " are not inside one device allocation");
+}
+
+}  // namespace
+
+[[noreturn]] void fatal(const std::string& what) {
+  std::fprintf(stderr, "lansbert CUDA emulator: %s\n", what.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+void launch_failed(const char* kernel, const std::string& why) {
+  std::fprintf(stderr, "lansbert CUDA emulator: launch of %s refused: %s\n", kernel, why.c_str());
+  t_last_error = cudaErrorInvalidConfiguration;
+}
+
+bool stream_is_valid(cudaStream_t s) {
+  if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return true;
+  std::lock_guard<std::mutex> lock(state().mu);
+  return state().streams.count(reinterpret_cast<const Stream*>(s)) > 0;
+}
+
+}  // namespace emu
+
+using emu::fail;
+using emu::state;
+
+extern "C" {
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = emu::t_last_error;
+  emu::t_last_error = cudaSuccess;
+  return e;
+}
+cudaError_t cudaPeekAtLastError() { return emu::t_last_error; }
+
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorNoKernelImageForDevice: return "cudaErrorNoKernelImageForDevice";
+    default: return "cudaError (emulator: unnamed)";
+  }
+}
+const char* cudaGetErrorString(cudaError_t e) { return cudaGetErrorName(e); }
+
+cudaError_t cudaGetDeviceCount(int* n) {
+  *n = emu::device_count();
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int d) {
+  if (d < 0 || d >= emu::device_count()) return fail(cudaErrorInvalidDevice);
+  emu::t_device = d;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* d) {
+  *d = emu::t_device;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int d) {
+  if (d < 0 || d >= emu::device_count()) return fail(cudaErrorInvalidDevice);
+  switch (attr) {
+    case cudaDevAttrComputeCapabilityMajor: *v = emu::device_sm() / 10; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *v = emu::device_sm() % 10; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *v = 4; return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerBlock: *v = 1024; return cudaSuccess;
+    case cudaDevAttrWarpSize: *v = 32; return cudaSuccess;
+    default: return fail(cudaErrorInvalidValue);
+  }
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
+  if (d < 0 || d >= emu::device_count()) return fail(cudaErrorInvalidDevice);
+  *p = cudaDeviceProp{};
+  std::snprintf(p->name, sizeof p->name, "lansbert CUDA emulator");
+  p->major = emu::device_sm() / 10;
+  p->minor = emu::device_sm() % 10;
+  p->totalGlobalMem = emu::kDeviceBytes;
+  p->multiProcessorCount = 4;
+  p->maxThreadsPerBlock = 1024;
+  p->warpSize = 32;
+  p->sharedMemPerBlock = 48 << 10;
+  return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int* v) {
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int* v) {
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void*) {
+  *a = cudaFuncAttributes{};
+  a->maxThreadsPerBlock = 1024;
+  a->ptxVersion = a->binaryVersion = emu::device_sm();
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+// --- memory ----------------------------------------------------------------------------------
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  if (state().device_bytes + bytes > emu::kDeviceBytes) return fail(cudaErrorMemoryAllocation);
+  // At least one byte, so every allocation has its own address for the range table.
+  char* m = static_cast<char*>(std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256));
+  if (!m) return fail(cudaErrorMemoryAllocation);
+  std::memset(m, 0xff, bytes);
+  state().device[m] = bytes;
+  state().device_bytes += bytes;
+  *p = m;
+  return cudaSuccess;
+}
+cudaError_t cudaFree(void* p) {
+  if (!p) return cudaSuccess;
+  std::lock_guard<std::mutex> lock(state().mu);
+  auto it = state().device.find(static_cast<const char*>(p));
+  if (it == state().device.end()) emu::fatal("cudaFree of a pointer cudaMalloc did not return");
+  state().device_bytes -= it->second;
+  state().device.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  void* m = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+  if (!m) return fail(cudaErrorMemoryAllocation);
+  std::memset(m, 0xff, bytes);
+  std::lock_guard<std::mutex> lock(state().mu);
+  state().pinned.insert(m);
+  *p = m;
+  return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void* p) {
+  if (!p) return cudaSuccess;
+  std::lock_guard<std::mutex> lock(state().mu);
+  if (!state().pinned.erase(p)) emu::fatal("cudaFreeHost of a pointer cudaMallocHost did not return");
+  std::free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  *total = emu::kDeviceBytes;
+  *free_bytes = emu::kDeviceBytes - state().device_bytes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
+  if (!emu::stream_is_valid(s)) return fail(cudaErrorInvalidResourceHandle);
+  if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) emu::check_device_range("cudaMemcpy destination", dst, n);
+  if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice) emu::check_device_range("cudaMemcpy source", src, n);
+  if (kind == cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return fail(cudaErrorInvalidValue);
+  if (n) std::memmove(dst, src, n);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+  return cudaMemcpyAsync(dst, src, n, kind, nullptr);
+}
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t n, cudaStream_t s) {
+  if (!emu::stream_is_valid(s)) return fail(cudaErrorInvalidResourceHandle);
+  emu::check_device_range("cudaMemset", dst, n);
+  if (n) std::memset(dst, value, n);
+  return cudaSuccess;
+}
+cudaError_t cudaMemset(void* dst, int value, size_t n) { return cudaMemsetAsync(dst, value, n, nullptr); }
+
+// --- streams and events ------------------------------------------------------------------------
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) {
+  auto* st = new emu::Stream{flags};
+  std::lock_guard<std::mutex> lock(state().mu);
+  state().streams.insert(st);
+  *s = reinterpret_cast<cudaStream_t>(st);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  auto* st = reinterpret_cast<emu::Stream*>(s);
+  if (!state().streams.erase(st)) return fail(cudaErrorInvalidResourceHandle);
+  delete st;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  return emu::stream_is_valid(s) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
+  auto* ev = new emu::Event{flags, false, {}};
+  std::lock_guard<std::mutex> lock(state().mu);
+  state().events.insert(ev);
+  *e = reinterpret_cast<cudaEvent_t>(ev);
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
+
+namespace {
+emu::Event* find_event(cudaEvent_t e) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  auto* ev = reinterpret_cast<emu::Event*>(e);
+  return state().events.count(ev) ? ev : nullptr;
+}
+}  // namespace
+
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  emu::Event* ev = find_event(e);
+  if (!ev) return fail(cudaErrorInvalidResourceHandle);
+  std::lock_guard<std::mutex> lock(state().mu);
+  state().events.erase(ev);
+  delete ev;
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  emu::Event* ev = find_event(e);
+  if (!ev || !emu::stream_is_valid(s)) return fail(cudaErrorInvalidResourceHandle);
+  ev->recorded = true;
+  ev->when = std::chrono::steady_clock::now();
+  return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { return find_event(e) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle); }
+cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+  return find_event(e) && emu::stream_is_valid(s) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+// As the runtime: both events recorded, neither created with cudaEventDisableTiming.
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  emu::Event *a = find_event(start), *b = find_event(end);
+  if (!a || !b || (a->flags | b->flags) & cudaEventDisableTiming) return fail(cudaErrorInvalidResourceHandle);
+  if (!a->recorded || !b->recorded) return fail(cudaErrorInvalidResourceHandle);
+  *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
+  return cudaSuccess;
+}
+
+}  // extern "C"

@@ -1,0 +1,263 @@
+// The emulator's block scheduler: every CUDA thread of a block is a fiber (Boost.Context);
+// the scheduler resumes each runnable fiber until it finishes or reaches a barrier, and
+// releases a barrier once every thread it names is waiting at it. A pass that releases
+// nothing while threads still wait is a deadlock in the kernel, reported with the barrier
+// each thread waits at.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <boost/context/fiber.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "emu_device.h"
+#include "emu_state.h"
+
+namespace emu {
+
+namespace ctx = boost::context;
+
+namespace {
+
+constexpr size_t kStackBytes = 128 * 1024;
+constexpr int kMaxThreads = 1024;
+
+// Stacks for one block's fibers, each below a guard page, so a stack overflow faults instead
+// of silently overwriting its neighbour. Mapped once per host thread and reused by every block.
+class StackPool {
+ public:
+  StackPool() {
+    page_ = size_t(sysconf(_SC_PAGESIZE));
+    slot_ = kStackBytes + page_;
+    base_ = static_cast<char*>(mmap(nullptr, slot_ * kMaxThreads, PROT_READ | PROT_WRITE,
+                                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+    if (base_ == MAP_FAILED) fatal("cannot map fiber stacks");
+    for (int i = 0; i < kMaxThreads; ++i) mprotect(base_ + i * slot_, page_, PROT_NONE);
+  }
+  ctx::stack_context stack(int i) const {
+    ctx::stack_context s;
+    s.size = kStackBytes;
+    s.sp = base_ + (i + 1) * slot_;  // stacks grow down from the top of the slot
+    return s;
+  }
+
+ private:
+  char* base_ = nullptr;
+  size_t page_ = 0, slot_ = 0;
+};
+
+// Hands out the pool's stack for thread i; the pool owns the memory, so deallocate is a no-op.
+struct PoolStack {
+  const StackPool* pool;
+  int index;
+  ctx::stack_context allocate() { return pool->stack(index); }
+  void deallocate(ctx::stack_context&) noexcept {}
+};
+
+enum class Wait { kRunnable, kBlock, kWarp, kDone };
+
+struct Thread {
+  ThreadIds ids;
+  Wait wait = Wait::kRunnable;
+  WarpOp op = WarpOp::kSync;
+  unsigned mask = 0;
+  uint64_t value = 0, result = 0;
+  int arg = 0;
+  ctx::fiber fiber;      // the thread, while it is suspended
+  ctx::fiber scheduler;  // the scheduler, while the thread runs
+};
+
+struct Block {
+  std::vector<Thread> threads;
+  Thread* running = nullptr;
+  const char* kernel = "";
+};
+
+thread_local Block* t_block = nullptr;
+
+const char* op_name(WarpOp op) {
+  switch (op) {
+    case WarpOp::kSync: return "__syncwarp";
+    case WarpOp::kShuffleXor: return "__shfl_xor_sync";
+    case WarpOp::kAny: return "__any_sync";
+  }
+  return "?";
+}
+
+std::string describe(const Thread& t) {
+  const uint3& i = t.ids.thread_idx;
+  std::string s = "thread (" + std::to_string(i.x) + "," + std::to_string(i.y) + "," + std::to_string(i.z) + ") ";
+  switch (t.wait) {
+    case Wait::kRunnable: return s + "runnable";
+    case Wait::kDone: return s + "exited";
+    case Wait::kBlock: return s + "at __syncthreads";
+    case Wait::kWarp: return s + "at " + op_name(t.op);
+  }
+  return s;
+}
+
+[[noreturn]] void kernel_error(const Block& b, const std::string& what) {
+  const uint3& blk = b.threads.front().ids.block_idx;
+  fatal("kernel " + std::string(b.kernel) + ", block (" + std::to_string(blk.x) + "," + std::to_string(blk.y) + "," +
+        std::to_string(blk.z) + "): " + what);
+}
+
+void yield_to_scheduler(Thread& t) { t.scheduler = std::move(t.scheduler).resume(); }
+
+// Releases warp barriers whose lanes have all arrived; returns whether any was released.
+bool release_warps(Block& b) {
+  bool released = false;
+  const int n = int(b.threads.size());
+  for (int w0 = 0; w0 < n; w0 += 32) {
+    const int lanes = std::min(32, n - w0);
+    // The first waiting lane's mask names the lanes that must join.
+    int first = -1;
+    for (int l = 0; l < lanes && first < 0; ++l)
+      if (b.threads[w0 + l].wait == Wait::kWarp) first = l;
+    if (first < 0) continue;
+    const Thread& f = b.threads[w0 + first];
+    bool ready = true;
+    for (int l = 0; l < 32; ++l) {
+      if (!(f.mask >> l & 1)) continue;
+      if (l >= lanes) kernel_error(b, describe(f) + " names lane " + std::to_string(l) + ", which does not exist");
+      const Thread& t = b.threads[w0 + l];
+      if (t.wait == Wait::kRunnable) ready = false;
+      else if (t.wait == Wait::kDone || t.wait == Wait::kBlock)
+        kernel_error(b, describe(f) + " (mask " + std::to_string(f.mask) + ") waits for lane " + std::to_string(l) +
+                            ", but " + describe(t));
+      else if (t.op != f.op || t.mask != f.mask)
+        kernel_error(b, "lanes of one warp meet at different warp barriers: " + describe(f) + " and " + describe(t));
+    }
+    if (!ready) continue;
+    uint64_t any = 0;
+    for (int l = 0; l < 32; ++l)
+      if (f.mask >> l & 1) any |= b.threads[w0 + l].value;
+    for (int l = 0; l < 32; ++l) {
+      if (!(f.mask >> l & 1)) continue;
+      Thread& t = b.threads[w0 + l];
+      if (t.op == WarpOp::kShuffleXor) {
+        const int src = l ^ t.arg;
+        if (src >= 32 || !(f.mask >> src & 1))
+          kernel_error(b, describe(t) + " reads lane " + std::to_string(src) + ", outside the mask");
+        t.result = b.threads[w0 + src].value;
+      } else if (t.op == WarpOp::kAny) {
+        t.result = any != 0;
+      }
+      t.wait = Wait::kRunnable;
+    }
+    released = true;
+  }
+  return released;
+}
+
+// A __syncthreads completes when every thread that has not exited waits at it.
+bool release_block(Block& b) {
+  bool any_waiting = false;
+  for (const Thread& t : b.threads) {
+    if (t.wait == Wait::kRunnable || t.wait == Wait::kWarp) return false;
+    any_waiting |= t.wait == Wait::kBlock;
+  }
+  if (!any_waiting) return false;
+  for (Thread& t : b.threads)
+    if (t.wait == Wait::kBlock) t.wait = Wait::kRunnable;
+  return true;
+}
+
+void run_block(Block& b, const StackPool& stacks, const std::function<void()>& body) {
+  const int n = int(b.threads.size());
+  for (int i = 0; i < n; ++i) {
+    Thread& t = b.threads[i];
+    t.fiber = ctx::fiber(std::allocator_arg, PoolStack{&stacks, i}, [&t, &body](ctx::fiber&& sched) {
+      t.scheduler = std::move(sched);
+      body();
+      t.wait = Wait::kDone;
+      return std::move(t.scheduler);
+    });
+  }
+  for (;;) {
+    bool ran = false;
+    for (Thread& t : b.threads) {
+      if (t.wait != Wait::kRunnable) continue;
+      b.running = &t;
+      t.fiber = std::move(t.fiber).resume();
+      ran = true;
+    }
+    b.running = nullptr;
+    if (release_block(b) || release_warps(b)) continue;
+    if (ran) continue;  // every thread ran to a barrier or its end; look again
+    std::string waits;
+    for (const Thread& t : b.threads)
+      if (t.wait != Wait::kDone) waits += "\n  " + describe(t);
+    if (waits.empty()) return;
+    kernel_error(b, "deadlock: no barrier can complete" + waits);
+  }
+}
+
+}  // namespace
+
+const ThreadIds& ids() {
+  if (!t_block || !t_block->running) fatal("threadIdx/blockIdx read outside a kernel");
+  return t_block->running->ids;
+}
+
+uint64_t warp_barrier(WarpOp op, unsigned mask, uint64_t value, int arg) {
+  Thread& t = *t_block->running;
+  const unsigned lane = (t.ids.thread_idx.x + t.ids.block_dim.x * (t.ids.thread_idx.y + t.ids.block_dim.y *
+                                                                                        t.ids.thread_idx.z)) % 32;
+  if (!(mask >> lane & 1)) kernel_error(*t_block, describe(t) + " calls " + op_name(op) + " with a mask that omits it");
+  t.wait = Wait::kWarp;
+  t.op = op;
+  t.mask = mask;
+  t.value = value;
+  t.arg = arg;
+  yield_to_scheduler(t);
+  return t.result;
+}
+
+void block_barrier() {
+  Thread& t = *t_block->running;
+  t.wait = Wait::kBlock;
+  yield_to_scheduler(t);
+}
+
+void run_grid(const char* kernel, const LaunchConfig& cfg, const std::function<void()>& thread_body) {
+  const dim3 g = cfg.grid, bd = cfg.block;
+  const uint64_t threads = uint64_t(bd.x) * bd.y * bd.z;
+  std::string bad;
+  if (g.x == 0 || g.y == 0 || g.z == 0 || threads == 0) bad = "a zero grid or block dimension";
+  else if (threads > kMaxThreads || bd.z > 64) bad = std::to_string(threads) + " threads per block";
+  else if (g.y > 65535 || g.z > 65535 || g.x > 2147483647u) bad = "grid dimensions beyond the device's";
+  else if (cfg.shared_bytes > 0) bad = "dynamic shared memory (not emulated)";
+  if (!bad.empty()) {
+    launch_failed(kernel, bad);
+    return;
+  }
+  if (!stream_is_valid(cfg.stream)) {
+    launch_failed(kernel, "a destroyed or unknown stream");
+    return;
+  }
+  static thread_local StackPool stacks;
+  Block b;
+  b.kernel = kernel;
+  b.threads.resize(threads);
+  Block* outer = t_block;
+  t_block = &b;
+  for (unsigned bz = 0; bz < g.z; ++bz)
+    for (unsigned by = 0; by < g.y; ++by)
+      for (unsigned bx = 0; bx < g.x; ++bx) {
+        int i = 0;
+        for (unsigned z = 0; z < bd.z; ++z)
+          for (unsigned y = 0; y < bd.y; ++y)
+            for (unsigned x = 0; x < bd.x; ++x, ++i) {
+              Thread& t = b.threads[i];
+              t = Thread{};
+              t.ids = ThreadIds{uint3{x, y, z}, uint3{bx, by, bz}, bd, g};
+            }
+        run_block(b, stacks, thread_body);
+      }
+  t_block = outer;
+}
+
+}  // namespace emu

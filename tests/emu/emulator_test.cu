@@ -1,0 +1,179 @@
+// Tests of the CUDA emulator itself, written as CUDA (this file goes through the same launch
+// rewrite as cuda/*.cu): that barriers, shuffles and votes give CUDA's results, that the
+// kernel-bug reports fire (deadlock, a shuffle naming an exited lane), that launches the
+// device refuses are refused, and that the runtime's memory checks catch bad copies.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cub/device/device_radix_sort.cuh>
+#include <numeric>
+#include <vector>
+
+namespace {
+
+template <typename T>
+struct Dev {
+  T* p = nullptr;
+  size_t n;
+  explicit Dev(size_t count) : n(count) { EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess); }
+  ~Dev() { cudaFree(p); }
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+  void put(const std::vector<T>& h) { EXPECT_EQ(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess); }
+};
+
+// Per block: sum of in[] over the block through shared memory and a tree of __syncthreads.
+__global__ void block_tree_sum(const int* in, int* out) {
+  __shared__ int s[256];
+  const int t = threadIdx.x;
+  s[t] = in[blockIdx.x * blockDim.x + t];
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (t < half) s[t] += s[t + half];
+    __syncthreads();
+  }
+  if (t == 0) out[blockIdx.x] = s[0];
+}
+
+// Per warp: the butterfly sum every lane ends with, and a vote.
+__global__ void warp_ops(const int* in, int* sums, int* any_odd) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int v = in[i];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  sums[i] = v;
+  any_odd[i] = __any_sync(0xffffffffu, in[i] & 1);
+}
+
+// 2-D blocks: every thread writes its flat coordinates.
+__global__ void coords(int* out) {
+  const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  out[y * gridDim.x * blockDim.x + x] = 1000 * y + x;
+}
+
+// Threads 0-15 leave before the others reach __syncthreads: allowed, they no longer count.
+__global__ void early_exit_then_barrier(int* out) {
+  if (threadIdx.x < 16) return;
+  __syncthreads();
+  out[threadIdx.x] = 1;
+}
+
+__global__ void barrier_in_branch(int* out) {
+  if (threadIdx.x == 0) __syncthreads();  // the other threads wait at no barrier: fine in CUDA
+  out[threadIdx.x] = 2;                   // only if every thread exits; they do
+}
+
+// Lane 3 waits at __syncthreads while its warp shuffles with a mask naming it: a hang on a GPU.
+__global__ void shuffle_against_block_barrier(int* out) {
+  if (threadIdx.x == 3) {
+    __syncthreads();
+    return;
+  }
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1, 1);
+  __syncthreads();
+}
+
+__global__ void shuffle_with_exited_lane(int* out) {
+  if (threadIdx.x == 5) return;
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, int(threadIdx.x), 1);
+}
+
+TEST(CudaEmulator, BlockBarriersOrderSharedMemory) {
+  const int blocks = 3, threads = 256;
+  std::vector<int> h(blocks * threads);
+  std::iota(h.begin(), h.end(), 1);
+  Dev<int> in(h.size()), out(blocks);
+  in.put(h);
+  block_tree_sum<<<blocks, threads>>>(in.p, out.p);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const std::vector<int> got = out.get();
+  for (int b = 0; b < blocks; ++b)
+    EXPECT_EQ(got[b], std::accumulate(h.begin() + b * threads, h.begin() + (b + 1) * threads, 0)) << "block " << b;
+}
+
+TEST(CudaEmulator, ShufflesAndVotesGiveEveryLaneTheWarpResult) {
+  const int n = 128;  // four warps, one with only even values
+  std::vector<int> h(n);
+  for (int i = 0; i < n; ++i) h[i] = i / 32 == 2 ? 2 * i : i;
+  Dev<int> in(n), sums(n), odd(n);
+  in.put(h);
+  warp_ops<<<2, 64, 0, cudaStreamLegacy>>>(in.p, sums.p, odd.p);
+  const std::vector<int> s = sums.get(), a = odd.get();
+  for (int i = 0; i < n; ++i) {
+    const int w = i / 32;
+    EXPECT_EQ(s[i], std::accumulate(h.begin() + 32 * w, h.begin() + 32 * (w + 1), 0)) << i;
+    EXPECT_EQ(a[i], w == 2 ? 0 : 1) << i;
+  }
+}
+
+TEST(CudaEmulator, TwoDimensionalGridsAndBlocks) {
+  const dim3 grid(3, 2), block(4, 5);
+  Dev<int> out(size_t(3 * 4) * (2 * 5));
+  coords<<<grid, block>>>(out.p);
+  const std::vector<int> got = out.get();
+  for (int y = 0; y < 10; ++y)
+    for (int x = 0; x < 12; ++x) EXPECT_EQ(got[y * 12 + x], 1000 * y + x);
+}
+
+TEST(CudaEmulator, ExitedThreadsDoNotHoldABarrier) {
+  Dev<int> out(64);
+  cudaMemset(out.p, 0, 64 * sizeof(int));
+  early_exit_then_barrier<<<1, 64>>>(out.p);
+  const std::vector<int> got = out.get();
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(got[i], i < 16 ? 0 : 1) << i;
+  barrier_in_branch<<<1, 64>>>(out.p);
+  EXPECT_EQ(out.get()[63], 2);
+}
+
+TEST(CudaEmulatorDeathTest, ReportsAShuffleNamingALaneAtABlockBarrier) {
+  Dev<int> out(32);
+  EXPECT_DEATH(shuffle_against_block_barrier<<<1, 32>>>(out.p), "waits for lane 3, but thread \\(3,0,0\\) at __syncthreads");
+}
+
+TEST(CudaEmulatorDeathTest, ReportsAShuffleWithAnExitedLane) {
+  Dev<int> out(32);
+  EXPECT_DEATH(shuffle_with_exited_lane<<<1, 32>>>(out.p), "waits for lane 5, but thread \\(5,0,0\\) exited");
+}
+
+TEST(CudaEmulator, RefusesLaunchesTheDeviceWould) {
+  Dev<int> out(1);
+  coords<<<1, 1025>>>(out.p);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // reading the error clears it
+  coords<<<dim3(1, 70000), 1>>>(out.p);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  coords<<<0, 32>>>(out.p);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+}
+
+TEST(CudaEmulator, FreshDeviceMemoryIsNaN) {
+  Dev<float> x(4);
+  for (float v : x.get()) EXPECT_TRUE(std::isnan(v));
+}
+
+TEST(CudaEmulatorDeathTest, CopiesOutsideAnAllocationStop) {
+  Dev<float> x(4);
+  std::vector<float> h(5);
+  EXPECT_DEATH(cudaMemcpy(x.p, h.data(), 5 * sizeof(float), cudaMemcpyHostToDevice), "not inside one device allocation");
+  EXPECT_DEATH(cudaMemcpy(h.data(), h.data() + 1, sizeof(float), cudaMemcpyDeviceToHost), "not inside one device allocation");
+  EXPECT_DEATH(cudaFree(h.data()), "cudaFree of a pointer");
+}
+
+TEST(CudaEmulator, RadixSortPairsIsStableOnTheKeyBits) {
+  const std::vector<int32_t> keys = {5, 3, 5, 1, 3, 0, 5};
+  std::vector<int32_t> vals(keys.size());
+  std::iota(vals.begin(), vals.end(), 0);
+  std::vector<int32_t> ko(keys.size()), vo(keys.size());
+  size_t bytes = 0;
+  ASSERT_EQ(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys.data(), ko.data(), vals.data(), vo.data(), int(keys.size()), 0, 31), cudaSuccess);
+  std::vector<char> temp(bytes);
+  ASSERT_EQ(cub::DeviceRadixSort::SortPairs(temp.data(), bytes, keys.data(), ko.data(), vals.data(), vo.data(), int(keys.size()), 0, 31), cudaSuccess);
+  EXPECT_EQ(ko, (std::vector<int32_t>{0, 1, 3, 3, 5, 5, 5}));
+  EXPECT_EQ(vo, (std::vector<int32_t>{5, 3, 1, 4, 0, 2, 6}));
+}
+
+}  // namespace
