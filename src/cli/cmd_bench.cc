@@ -207,9 +207,11 @@ double median(std::vector<double> v) {
 void print_profile(const ProfilingOps<float>& p, int steps, double step_seconds) {
   std::vector<std::pair<std::string, ProfilingOps<float>::Entry>> rows(p.entries().begin(), p.entries().end());
   std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.seconds > b.second.seconds; });
-  std::printf("  %-24s %10s %8s %7s\n", "op", "ms/step", "calls", "share");
+  int width = 24;  // the longest op name, so the columns line up
+  for (const auto& row : rows) width = std::max(width, int(row.first.size()));
+  std::printf("  %-*s %10s %8s %7s\n", width, "op", "ms/step", "calls", "share");
   for (const auto& [name, e] : rows)
-    std::printf("  %-24s %10.2f %8ld %6.1f%%\n", name.c_str(), 1e3 * e.seconds / steps, e.calls / steps,
+    std::printf("  %-*s %10.2f %8ld %6.1f%%\n", width, name.c_str(), 1e3 * e.seconds / steps, e.calls / steps,
                 100 * e.seconds / steps / step_seconds);
 }
 
