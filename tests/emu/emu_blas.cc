@@ -1,9 +1,9 @@
 // The CUDA emulator's host stand-in for cuBLAS and cuBLASLt, for tests only: it defines,
 // with the signatures <cublas_v2.h> and <cublasLt.h> declare, the entry points lansbert's
 // CUDA backend calls, so the backend links against this file instead of libcublas. "Device
-// memory" is host memory here and every call runs to completion before it returns (streams
-// and workspaces are accepted and ignored). It is a reference, not a fast path: sizes in the
-// emulated tests are tiny.
+// memory" is host memory here; each call checks its arguments and reads its host scalars and
+// descriptors at once, and queues the arithmetic on its stream (emu_streams.h); workspaces are
+// accepted and ignored. It is a reference, not a fast path: sizes in the emulated tests are tiny.
 //
 // Numerics (one loop, run_gemm): each input is converted to fp32 (16-bit types exactly), then
 // rounded as the compute type allows (FAST_16BF: to bf16, FAST_16F: to fp16, FAST_TF32: to
@@ -30,6 +30,8 @@
 #include <cstring>
 #include <type_traits>
 #include <vector>
+
+#include "emu_streams.h"
 
 // The handles the headers leave opaque. Nothing is kept in them but what the calls store.
 struct cublasContext {
@@ -180,9 +182,10 @@ cublasStatus_t make_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation
   return kOk;
 }
 
-void run_on(Gemm g, const void* a, const void* b, void* c) {
+// Queues the GEMM on the stream (emu_streams.h): it runs when its results are waited for.
+void run_on(Gemm g, const void* a, const void* b, void* c, cudaStream_t s) {
   g.a.p = a, g.b.p = b, g.c.p = c, g.d = c;
-  if (g.m > 0 && g.n > 0) run_gemm(g);
+  if (g.m > 0 && g.n > 0) emu::enqueue(s, [g] { run_gemm(g); });
 }
 
 // --- cuBLASLt descriptors: each opaque struct the caller holds is the first member of ours,
@@ -303,7 +306,7 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
 
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
-  handle->stream = stream;  // stored only: every call runs at once
+  handle->stream = stream;  // the GEMMs queue their work here
   return kOk;
 }
 
@@ -334,7 +337,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
   Gemm g;
   const cublasStatus_t st = make_gemm(handle, transa, transb, m, n, k, alpha, Atype, lda, Btype,
                                       ldb, beta, Ctype, ldc, 1, computeType, &g);
-  if (st == kOk) run_on(g, A, B, C);
+  if (st == kOk) run_on(g, A, B, C, handle->stream);
   return st;
 }
 
@@ -353,7 +356,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
   for (int i = 0; st == kOk && i < batchCount; ++i)
     run_on(g, static_cast<const char*>(A) + i * strideA * int64_t(type_bytes(Atype)),
            static_cast<const char*>(B) + i * strideB * int64_t(type_bytes(Btype)),
-           static_cast<char*>(C) + i * strideC * int64_t(type_bytes(Ctype)));
+           static_cast<char*>(C) + i * strideC * int64_t(type_bytes(Ctype)), handle->stream);
   return st;
 }
 
@@ -367,8 +370,15 @@ cublasStatus_t cublasGemmBatchedEx(cublasHandle_t handle, cublasOperation_t tran
   Gemm g;
   const cublasStatus_t st = make_gemm(handle, transa, transb, m, n, k, alpha, Atype, lda, Btype,
                                       ldb, beta, Ctype, ldc, batchCount, computeType, &g);
-  // The pointer arrays live in "device" memory, which is host memory here.
-  for (int i = 0; st == kOk && i < batchCount; ++i) run_on(g, Aarray[i], Barray[i], Carray[i]);
+  // The pointer arrays live in "device" memory (host memory here), read when the work runs:
+  // earlier work on the stream may have written them.
+  if (st == kOk && g.m > 0 && g.n > 0)
+    emu::enqueue(handle->stream, [g, Aarray, Barray, Carray, batchCount]() mutable {
+      for (int i = 0; i < batchCount; ++i) {
+        g.a.p = Aarray[i], g.b.p = Barray[i], g.c.p = Carray[i], g.d = Carray[i];
+        run_gemm(g);
+      }
+    });
   return st;
 }
 
@@ -481,7 +491,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
                               const void* B, cublasLtMatrixLayout_t Bdesc, const void* beta,
                               const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
                               cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t*, void*,
-                              size_t, cudaStream_t) {
+                              size_t, cudaStream_t stream) {
   Gemm g;
   if (cublasStatus_t st = make_lt(lightHandle, computeDesc, Adesc, Bdesc, Cdesc, Ddesc, &g);
       st != kOk)
@@ -492,7 +502,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   if (C == D && of(Cdesc)->ld != of(Ddesc)->ld) return kBad;
   g.alpha = *static_cast<const float*>(alpha), g.beta = *static_cast<const float*>(beta);
   g.a.p = A, g.b.p = B, g.c.p = C, g.d = D;
-  if (g.m > 0 && g.n > 0) run_gemm(g);
+  if (g.m > 0 && g.n > 0) emu::enqueue(stream, [g] { run_gemm(g); });  // descriptors are read now, as cuBLASLt does
   return kOk;
 }
 

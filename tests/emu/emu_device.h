@@ -54,16 +54,16 @@ struct LaunchConfig {
       : grid(g), block(b), shared_bytes(smem), stream(s) {}
 };
 
-// Runs `thread_body` for every thread of the grid (blocks in order); records a launch error
-// (returned by cudaGetLastError) instead of running when the configuration is invalid.
-void run_grid(const char* kernel, const LaunchConfig& cfg, const std::function<void()>& thread_body);
+// Queues on cfg.stream a run of `thread_body` for every thread of the grid (blocks in order);
+// records a launch error (returned by cudaGetLastError) instead when the configuration is
+// invalid, as the runtime does at launch.
+void run_grid(const char* kernel, const LaunchConfig& cfg, std::function<void()> thread_body);
 
-// Every thread gets its own copy of the arguments, as CUDA passes kernel parameters by value
-// (a kernel may modify its parameters).
+// The arguments are copied at the launch, as CUDA copies kernel parameters, and every thread
+// gets its own copy of them (a kernel may modify its parameters).
 template <typename Kernel, typename... Args>
 void launch(const char* name, const LaunchConfig& cfg, Kernel kernel, Args... args) {
-  const std::tuple<Args...> params(std::move(args)...);
-  run_grid(name, cfg, [&] {
+  run_grid(name, cfg, [kernel, params = std::tuple<Args...>(std::move(args)...)] {
     std::tuple<Args...> copy = params;
     std::apply(kernel, std::move(copy));
   });

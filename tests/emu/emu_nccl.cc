@@ -3,6 +3,10 @@
 // and events, 16-bit gradient wires) work on emulated devices. Each collective gathers every
 // rank's send buffer (MPI_Allgather of bytes) and reduces in rank order, in fp32 for 16-bit
 // types (double for fp64), rounding once: deterministic, though not NCCL's ring order.
+// Streams: a collective first runs the work queued on its stream (so the events that stream
+// waits on pull in the producers of the send buffer, and nothing else), exchanges at once
+// (the MPI calls stay in program order on every rank), and queues the write of its result on
+// the stream, where only work ordered after it will see it (emu_streams.h).
 // A communicator must span MPI_COMM_WORLD with NCCL rank = MPI rank (as lansbert builds it);
 // a one-rank communicator needs no MPI at all.
 #include <cuda_bf16.h>
@@ -11,11 +15,13 @@
 #include <nccl.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "emu_state.h"
+#include "emu_streams.h"
 
 struct ncclComm {
   int nranks = 1, rank = 0;
@@ -98,6 +104,11 @@ void reduce_into(const ncclComm* c, const std::vector<char>& all, size_t count, 
   }
 }
 
+// The result, computed now into `staged`, lands in `recv` when the stream's work runs.
+void deliver(cudaStream_t s, void* recv, std::shared_ptr<std::vector<char>> staged) {
+  if (!staged->empty()) emu::enqueue(s, [recv, staged] { std::memcpy(recv, staged->data(), staged->size()); });
+}
+
 ncclResult_t check(const ncclComm* c, ncclDataType_t t, ncclRedOp_t op = ncclSum) {
   if (!c) return ncclInvalidArgument;
   if (!type_bytes(t)) return ncclInvalidArgument;
@@ -159,49 +170,59 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* async) {
 }
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
-                           ncclComm_t c, cudaStream_t) {
+                           ncclComm_t c, cudaStream_t s) {
   if (ncclResult_t r = check(c, t, op); r != ncclSuccess) return r;
+  emu::run_stream(s);
   const std::vector<char> all = gather(c, send, count * type_bytes(t));
-  reduce_into(c, all, count, 0, count, t, op, recv);
+  auto out = std::make_shared<std::vector<char>>(count * type_bytes(t));
+  reduce_into(c, all, count, 0, count, t, op, out->data());
+  deliver(s, recv, out);
   return ncclSuccess;
 }
 
 ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op, int root,
-                        ncclComm_t c, cudaStream_t) {
+                        ncclComm_t c, cudaStream_t s) {
   if (ncclResult_t r = check(c, t, op); r != ncclSuccess) return r;
+  emu::run_stream(s);
   const std::vector<char> all = gather(c, send, count * type_bytes(t));
-  if (c->rank == root) reduce_into(c, all, count, 0, count, t, op, recv);
+  if (c->rank != root) return ncclSuccess;
+  auto out = std::make_shared<std::vector<char>>(count * type_bytes(t));
+  reduce_into(c, all, count, 0, count, t, op, out->data());
+  deliver(s, recv, out);
   return ncclSuccess;
 }
 
 // recvcount elements per rank: rank r gets elements [r * recvcount, (r + 1) * recvcount).
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t t, ncclRedOp_t op,
-                               ncclComm_t c, cudaStream_t) {
+                               ncclComm_t c, cudaStream_t s) {
   if (ncclResult_t r = check(c, t, op); r != ncclSuccess) return r;
+  emu::run_stream(s);
   const size_t count = recvcount * c->nranks;
   const std::vector<char> all = gather(c, send, count * type_bytes(t));
-  reduce_into(c, all, count, recvcount * c->rank, recvcount, t, op, recv);
+  auto out = std::make_shared<std::vector<char>>(recvcount * type_bytes(t));
+  reduce_into(c, all, count, recvcount * c->rank, recvcount, t, op, out->data());
+  deliver(s, recv, out);
   return ncclSuccess;
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t t, ncclComm_t c,
-                           cudaStream_t) {
+                           cudaStream_t s) {
   if (ncclResult_t r = check(c, t); r != ncclSuccess) return r;
-  const std::vector<char> all = gather(c, send, sendcount * type_bytes(t));
-  std::memcpy(recv, all.data(), all.size());
+  emu::run_stream(s);
+  deliver(s, recv, std::make_shared<std::vector<char>>(gather(c, send, sendcount * type_bytes(t))));
   return ncclSuccess;
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t t, int root, ncclComm_t c,
-                           cudaStream_t) {
+                           cudaStream_t s) {
   if (ncclResult_t r = check(c, t); r != ncclSuccess) return r;
+  emu::run_stream(s);
   const size_t bytes = count * type_bytes(t);
-  if (c->nranks == 1) {
-    if (send != recv && bytes) std::memmove(recv, send, bytes);
-    return ncclSuccess;
-  }
-  if (c->rank == root && send != recv) std::memmove(recv, send, bytes);
-  return MPI_Bcast(recv, int(bytes), MPI_BYTE, root, c->mpi) == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
+  auto out = std::make_shared<std::vector<char>>(bytes);
+  if (c->rank == root && bytes) std::memcpy(out->data(), send, bytes);
+  if (c->nranks > 1 && MPI_Bcast(out->data(), int(bytes), MPI_BYTE, root, c->mpi) != MPI_SUCCESS) return ncclSystemError;
+  deliver(s, recv, out);
+  return ncclSuccess;
 }
 
 }  // extern "C"

@@ -1,7 +1,10 @@
 // The emulator's CUDA runtime: the cudart functions lansbert calls, defined on host memory
 // with the signatures of the real <cuda_runtime_api.h>, so the CUDA backend links against
-// this instead of libcudart. Every stream operation runs at once on the calling thread, so
-// streams and events only order what is already ordered.
+// this instead of libcudart. Copies, memsets and launches are queued on their stream and run
+// when something needs them (emu_streams.h); the calls that synchronise in CUDA (cudaMemcpy,
+// cudaFree, copies to pageable host memory, stream and event synchronisation) run what they
+// wait for. cudaStreamQuery and cudaEventQuery run the work and report it complete (a real
+// query may say "not ready"; code that polls must not depend on either).
 //
 // What it checks that a GPU would only show as corruption or a crash:
 //  - cudaMemcpy/cudaMemset ranges must lie inside one cudaMalloc allocation on the device
@@ -18,9 +21,12 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "emu_state.h"
+#include "emu_streams.h"
 
 namespace emu {
 namespace {
@@ -34,20 +40,17 @@ int env_int(const char* name, int fallback) {
 int device_count() { return env_int("LANSBERT_EMU_DEVICES", 1); }
 int device_sm() { return env_int("LANSBERT_EMU_SM", 90); }
 
-struct Stream {
-  unsigned flags = 0;
-};
 struct Event {
   unsigned flags = 0;
   bool recorded = false;
-  std::chrono::steady_clock::time_point when;
+  Mark mark;  // the work its last record captured
+  std::shared_ptr<std::chrono::steady_clock::time_point> when;  // set when that work has run
 };
 
 struct State {
   std::mutex mu;
   std::map<const char*, size_t> device;  // allocation start -> bytes
   std::set<void*> pinned;
-  std::set<const Stream*> streams;
   std::set<const Event*> events;
   size_t device_bytes = 0;
 };
@@ -94,11 +97,14 @@ void launch_failed(const char* kernel, const std::string& why) {
   t_last_error = cudaErrorInvalidConfiguration;
 }
 
-bool stream_is_valid(cudaStream_t s) {
-  if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return true;
+bool stream_is_valid(cudaStream_t s) { return queue_of(s) != nullptr; }
+
+namespace {
+bool is_pinned(const void* p) {
   std::lock_guard<std::mutex> lock(state().mu);
-  return state().streams.count(reinterpret_cast<const Stream*>(s)) > 0;
+  return state().pinned.count(const_cast<void*>(p)) > 0;  // pinned buffers are used from their start here
 }
+}  // namespace
 
 }  // namespace emu
 
@@ -180,7 +186,10 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void*) {
   a->ptxVersion = a->binaryVersion = emu::device_sm();
   return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+  emu::run_all();
+  return cudaSuccess;
+}
 
 // --- memory ----------------------------------------------------------------------------------
 cudaError_t cudaMalloc(void** p, size_t bytes) {
@@ -197,6 +206,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 }
 cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
+  emu::run_all();  // cudaFree waits for the device: queued work may still use the memory
   std::lock_guard<std::mutex> lock(state().mu);
   auto it = state().device.find(static_cast<const char*>(p));
   if (it == state().device.end()) emu::fatal("cudaFree of a pointer cudaMalloc did not return");
@@ -216,6 +226,7 @@ cudaError_t cudaMallocHost(void** p, size_t bytes) {
 }
 cudaError_t cudaFreeHost(void* p) {
   if (!p) return cudaSuccess;
+  emu::run_all();
   std::lock_guard<std::mutex> lock(state().mu);
   if (!state().pinned.erase(p)) emu::fatal("cudaFreeHost of a pointer cudaMallocHost did not return");
   std::free(p);
@@ -228,48 +239,60 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
   return cudaSuccess;
 }
 
+// Host memory that is not pinned is read when the call is made (CUDA stages it) and written
+// before the call returns (CUDA waits for the copy); pinned memory is read and written when
+// the copy runs, so reading a pinned buffer before synchronising shows stale bytes, as it can
+// on a GPU.
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
   if (!emu::stream_is_valid(s)) return fail(cudaErrorInvalidResourceHandle);
+  if (kind == cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return fail(cudaErrorInvalidValue);
   if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) emu::check_device_range("cudaMemcpy destination", dst, n);
   if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice) emu::check_device_range("cudaMemcpy source", src, n);
-  if (kind == cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return fail(cudaErrorInvalidValue);
-  if (n) std::memmove(dst, src, n);
+  if (n == 0) return cudaSuccess;
+  if (kind == cudaMemcpyHostToDevice && !emu::is_pinned(src)) {
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
+    emu::enqueue(s, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+    return cudaSuccess;
+  }
+  emu::enqueue(s, [dst, src, n] { std::memmove(dst, src, n); });
+  if (kind == cudaMemcpyDeviceToHost && !emu::is_pinned(dst)) emu::run_stream(s);
   return cudaSuccess;
 }
+// Synchronous: on the legacy stream, and returns when the copy is done.
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
-  return cudaMemcpyAsync(dst, src, n, kind, nullptr);
+  const cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, cudaStreamLegacy);
+  if (e == cudaSuccess) emu::run_stream(cudaStreamLegacy);
+  return e;
 }
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t n, cudaStream_t s) {
   if (!emu::stream_is_valid(s)) return fail(cudaErrorInvalidResourceHandle);
   emu::check_device_range("cudaMemset", dst, n);
-  if (n) std::memset(dst, value, n);
+  if (n) emu::enqueue(s, [dst, value, n] { std::memset(dst, value, n); });
   return cudaSuccess;
 }
-cudaError_t cudaMemset(void* dst, int value, size_t n) { return cudaMemsetAsync(dst, value, n, nullptr); }
+cudaError_t cudaMemset(void* dst, int value, size_t n) { return cudaMemsetAsync(dst, value, n, cudaStreamLegacy); }
 
 // --- streams and events ------------------------------------------------------------------------
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) {
-  auto* st = new emu::Stream{flags};
-  std::lock_guard<std::mutex> lock(state().mu);
-  state().streams.insert(st);
-  *s = reinterpret_cast<cudaStream_t>(st);
+  *s = reinterpret_cast<cudaStream_t>(emu::new_stream(flags));
   return cudaSuccess;
 }
 cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  std::lock_guard<std::mutex> lock(state().mu);
-  auto* st = reinterpret_cast<emu::Stream*>(s);
-  if (!state().streams.erase(st)) return fail(cudaErrorInvalidResourceHandle);
-  delete st;
+  if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread || !emu::queue_of(s))
+    return fail(cudaErrorInvalidResourceHandle);
+  emu::delete_stream(emu::queue_of(s));
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-  return emu::stream_is_valid(s) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+  if (!emu::stream_is_valid(s)) return fail(cudaErrorInvalidResourceHandle);
+  emu::run_stream(s);
+  return cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
-  auto* ev = new emu::Event{flags, false, {}};
+  auto* ev = new emu::Event{flags, false, {}, nullptr};
   std::lock_guard<std::mutex> lock(state().mu);
   state().events.insert(ev);
   *e = reinterpret_cast<cudaEvent_t>(ev);
@@ -293,24 +316,39 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
   delete ev;
   return cudaSuccess;
 }
+// A record is itself work on the stream: its time is taken when the work before it has run.
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   emu::Event* ev = find_event(e);
   if (!ev || !emu::stream_is_valid(s)) return fail(cudaErrorInvalidResourceHandle);
+  auto when = std::make_shared<std::chrono::steady_clock::time_point>();
+  emu::enqueue(s, [when] { *when = std::chrono::steady_clock::now(); });
   ev->recorded = true;
-  ev->when = std::chrono::steady_clock::now();
+  ev->mark = emu::mark(s);
+  ev->when = when;
   return cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t e) { return find_event(e) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle); }
-cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
-  return find_event(e) && emu::stream_is_valid(s) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  emu::Event* ev = find_event(e);
+  if (!ev) return fail(cudaErrorInvalidResourceHandle);
+  if (ev->recorded) emu::run_to(ev->mark);
+  return cudaSuccess;
 }
-// As the runtime: both events recorded, neither created with cudaEventDisableTiming.
+cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
+// The wait is work on `s` that runs what the event's last record (as of now) captured.
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+  emu::Event* ev = find_event(e);
+  if (!ev || !emu::stream_is_valid(s)) return fail(cudaErrorInvalidResourceHandle);
+  if (ev->recorded) emu::enqueue(s, [m = ev->mark] { emu::run_to(m); });
+  return cudaSuccess;
+}
+// As the runtime: both events recorded, neither created with cudaEventDisableTiming, and both
+// complete (cudaErrorNotReady otherwise: the caller should have synchronised).
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   emu::Event *a = find_event(start), *b = find_event(end);
   if (!a || !b || (a->flags | b->flags) & cudaEventDisableTiming) return fail(cudaErrorInvalidResourceHandle);
   if (!a->recorded || !b->recorded) return fail(cudaErrorInvalidResourceHandle);
-  *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
+  if (!emu::has_run(a->mark) || !emu::has_run(b->mark)) return fail(cudaErrorNotReady);
+  *ms = std::chrono::duration<float, std::milli>(*b->when - *a->when).count();
   return cudaSuccess;
 }
 

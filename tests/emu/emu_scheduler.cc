@@ -14,6 +14,7 @@
 
 #include "emu_device.h"
 #include "emu_state.h"
+#include "emu_streams.h"
 
 namespace emu {
 
@@ -222,22 +223,8 @@ void block_barrier() {
   yield_to_scheduler(t);
 }
 
-void run_grid(const char* kernel, const LaunchConfig& cfg, const std::function<void()>& thread_body) {
-  const dim3 g = cfg.grid, bd = cfg.block;
-  const uint64_t threads = uint64_t(bd.x) * bd.y * bd.z;
-  std::string bad;
-  if (g.x == 0 || g.y == 0 || g.z == 0 || threads == 0) bad = "a zero grid or block dimension";
-  else if (threads > kMaxThreads || bd.z > 64) bad = std::to_string(threads) + " threads per block";
-  else if (g.y > 65535 || g.z > 65535 || g.x > 2147483647u) bad = "grid dimensions beyond the device's";
-  else if (cfg.shared_bytes > 0) bad = "dynamic shared memory (not emulated)";
-  if (!bad.empty()) {
-    launch_failed(kernel, bad);
-    return;
-  }
-  if (!stream_is_valid(cfg.stream)) {
-    launch_failed(kernel, "a destroyed or unknown stream");
-    return;
-  }
+// Runs the grid now, on this host thread (queued work, from a stream).
+static void run_now(const char* kernel, dim3 g, dim3 bd, uint64_t threads, const std::function<void()>& thread_body) {
   static thread_local StackPool stacks;
   Block b;
   b.kernel = kernel;
@@ -258,6 +245,25 @@ void run_grid(const char* kernel, const LaunchConfig& cfg, const std::function<v
         run_block(b, stacks, thread_body);
       }
   t_block = outer;
+}
+
+void run_grid(const char* kernel, const LaunchConfig& cfg, std::function<void()> thread_body) {
+  const dim3 g = cfg.grid, bd = cfg.block;
+  const uint64_t threads = uint64_t(bd.x) * bd.y * bd.z;
+  std::string bad;
+  if (g.x == 0 || g.y == 0 || g.z == 0 || threads == 0) bad = "a zero grid or block dimension";
+  else if (threads > kMaxThreads || bd.z > 64) bad = std::to_string(threads) + " threads per block";
+  else if (g.y > 65535 || g.z > 65535 || g.x > 2147483647u) bad = "grid dimensions beyond the device's";
+  else if (cfg.shared_bytes > 0) bad = "dynamic shared memory (not emulated)";
+  if (!bad.empty()) {
+    launch_failed(kernel, bad);
+    return;
+  }
+  if (!stream_is_valid(cfg.stream)) {
+    launch_failed(kernel, "a destroyed or unknown stream");
+    return;
+  }
+  enqueue(cfg.stream, [kernel, g, bd, threads, body = std::move(thread_body)] { run_now(kernel, g, bd, threads, body); });
 }
 
 }  // namespace emu

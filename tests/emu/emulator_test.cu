@@ -131,12 +131,12 @@ TEST(CudaEmulator, ExitedThreadsDoNotHoldABarrier) {
 
 TEST(CudaEmulatorDeathTest, ReportsAShuffleNamingALaneAtABlockBarrier) {
   Dev<int> out(32);
-  EXPECT_DEATH(shuffle_against_block_barrier<<<1, 32>>>(out.p), "waits for lane 3, but thread \\(3,0,0\\) at __syncthreads");
+  EXPECT_DEATH((shuffle_against_block_barrier<<<1, 32>>>(out.p), cudaDeviceSynchronize()), "waits for lane 3, but thread \\(3,0,0\\) at __syncthreads");
 }
 
 TEST(CudaEmulatorDeathTest, ReportsAShuffleWithAnExitedLane) {
   Dev<int> out(32);
-  EXPECT_DEATH(shuffle_with_exited_lane<<<1, 32>>>(out.p), "waits for lane 5, but thread \\(5,0,0\\) exited");
+  EXPECT_DEATH((shuffle_with_exited_lane<<<1, 32>>>(out.p), cudaDeviceSynchronize()), "waits for lane 5, but thread \\(5,0,0\\) exited");
 }
 
 TEST(CudaEmulator, RefusesLaunchesTheDeviceWould) {
@@ -172,6 +172,7 @@ TEST(CudaEmulator, RadixSortPairsIsStableOnTheKeyBits) {
   ASSERT_EQ(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys.data(), ko.data(), vals.data(), vo.data(), int(keys.size()), 0, 31), cudaSuccess);
   std::vector<char> temp(bytes);
   ASSERT_EQ(cub::DeviceRadixSort::SortPairs(temp.data(), bytes, keys.data(), ko.data(), vals.data(), vo.data(), int(keys.size()), 0, 31), cudaSuccess);
+  cudaDeviceSynchronize();
   EXPECT_EQ(ko, (std::vector<int32_t>{0, 1, 3, 3, 5, 5, 5}));
   EXPECT_EQ(vo, (std::vector<int32_t>{5, 3, 1, 4, 0, 2, 6}));
 }
