@@ -82,6 +82,57 @@ __global__ void shuffle_with_exited_lane(int* out) {
   out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, int(threadIdx.x), 1);
 }
 
+__global__ void set_to(float* x, float v) { x[threadIdx.x] = v; }
+__global__ void copy(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x]; }
+
+// Lazy streams (emu_streams.h): work runs when waited for, in the order CUDA guarantees and no
+// earlier, so a missing event shows.
+TEST(CudaEmulator, NonBlockingStreamsAreOrderedOnlyByEvents) {
+  Dev<float> x(32), y(32);
+  cudaMemset(x.p, 0, 32 * sizeof(float));
+  cudaMemset(y.p, 0, 32 * sizeof(float));
+  cudaStream_t a, b;
+  cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+  set_to<<<1, 32, 0, a>>>(x.p, 1.f);
+  copy<<<1, 32, 0, b>>>(x.p, y.p);  // nothing orders this after a's write
+  cudaStreamSynchronize(b);
+  EXPECT_EQ(y.get()[0], 0.f);
+  cudaEvent_t e;
+  cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  set_to<<<1, 32, 0, a>>>(x.p, 2.f);
+  cudaEventRecord(e, a);
+  cudaStreamWaitEvent(b, e, 0);
+  copy<<<1, 32, 0, b>>>(x.p, y.p);
+  cudaStreamSynchronize(b);
+  EXPECT_EQ(y.get()[0], 2.f);
+  cudaEventDestroy(e);
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
+}
+
+TEST(CudaEmulator, TheLegacyStreamWaitsForBlockingStreams) {
+  Dev<float> x(32);
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  set_to<<<1, 32, 0, s>>>(x.p, 3.f);
+  EXPECT_EQ(x.get()[0], 3.f);  // cudaMemcpy runs on the legacy stream, after s's work
+  cudaStreamDestroy(s);
+}
+
+TEST(CudaEmulator, CopiesToPinnedMemoryLandWhenWaitedFor) {
+  Dev<float> x(32);
+  float* h = nullptr;
+  ASSERT_EQ(cudaMallocHost(&h, 32 * sizeof(float)), cudaSuccess);
+  h[0] = -1.f;
+  set_to<<<1, 32>>>(x.p, 4.f);
+  cudaMemcpyAsync(h, x.p, 32 * sizeof(float), cudaMemcpyDeviceToHost, cudaStreamLegacy);
+  EXPECT_EQ(h[0], -1.f);  // not yet: nothing waited
+  cudaStreamSynchronize(cudaStreamLegacy);
+  EXPECT_EQ(h[0], 4.f);
+  cudaFreeHost(h);
+}
+
 TEST(CudaEmulator, BlockBarriersOrderSharedMemory) {
   const int blocks = 3, threads = 256;
   std::vector<int> h(blocks * threads);
@@ -162,6 +213,19 @@ TEST(CudaEmulatorDeathTest, CopiesOutsideAnAllocationStop) {
   EXPECT_DEATH(cudaMemcpy(h.data(), h.data() + 1, sizeof(float), cudaMemcpyDeviceToHost), "not inside one device allocation");
   EXPECT_DEATH(cudaFree(h.data()), "cudaFree of a pointer");
 }
+
+#if defined(__SANITIZE_ADDRESS__)
+// One thread too many reads and writes past both buffers (i <= n).
+__global__ void off_by_one(const float* x, float* y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i <= n) y[i] = x[i];
+}
+
+TEST(CudaEmulatorDeathTest, AKernelReadingPastItsBufferStops) {
+  Dev<float> x(100), y(100);
+  EXPECT_DEATH((off_by_one<<<1, 128>>>(x.p, y.p, 100), cudaDeviceSynchronize()), "heap-buffer-overflow");
+}
+#endif
 
 TEST(CudaEmulator, RadixSortPairsIsStableOnTheKeyBits) {
   const std::vector<int32_t> keys = {5, 3, 5, 1, 3, 0, 5};
