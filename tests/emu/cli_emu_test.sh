@@ -54,6 +54,16 @@ same dev2 dev2w 2e-2   # gradients rounded to bf16 on the wire...
 "$cmp" "$tmp/dev2/latest/model.safetensors" "$tmp/dev2w/latest/model.safetensors" 1e-6 > /dev/null 2>&1 &&
   { echo "FAIL: dev2w has the parameters of the fp32 wire"; fail=1; }  # ...and that wire was used
 
+# A V100 (sm_70, LANSBERT_EMU_SM): bf16 is refused before anything is written, with the
+# setting and the way out named; fp16 with the dynamic loss scaler trains.
+LANSBERT_EMU_SM=70 "$lb" train --config "$tmp/tiny.yaml" --set "checkpoint.dir=$tmp/v100bf16" --set backend=cuda \
+  --set precision.dtype=bf16 > "$tmp/v100bf16.log" 2>&1 && { echo "FAIL: bf16 on sm_70 was not refused"; fail=1; }
+grep -q "precision.dtype: bf16 needs bf16 tensor cores.*use precision.dtype: fp16" "$tmp/v100bf16.log" ||
+  { echo "FAIL: the sm_70 bf16 refusal does not say why: $(cat "$tmp/v100bf16.log")"; fail=1; }
+[[ -e $tmp/v100bf16 ]] && { echo "FAIL: the refused run wrote $tmp/v100bf16"; fail=1; }
+LANSBERT_EMU_SM=70 train 0 v100fp16 --set backend=cuda --set precision.dtype=fp16 --set precision.loss_scale=dynamic
+grep -q "eval after step 4/4" "$tmp/v100fp16.log" || { echo "FAIL: fp16 on sm_70 did not finish"; fail=1; }
+
 # bench on the device: the JSON line, MFU against the given peak, the per-op table.
 out=$("$lb" bench --backend cuda --model bert-tiny --seq-len 32 --batch 2 --steps 1 --warmup 0 --peak-gflops 1000 \
   --profile 2>&1) || { echo "FAIL: bench --backend cuda: $out"; fail=1; }
