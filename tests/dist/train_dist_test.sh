@@ -31,18 +31,7 @@ checkpoint: {dir: $tmp/unused, every_steps: 0}
 logging: {every_steps: 3, metrics_file: "-"}
 distributed: {bucket_mb: 0.05}
 YAML
-train() {  # NP NAME ARGS...: runs into $tmp/NAME (NP 0: without mpirun)
-  local np=$1 name=$2; shift 2
-  local cmd=("$lb" train --config "$tmp/tiny.yaml" --set "checkpoint.dir=$tmp/$name" "$@")
-  (( np > 0 )) && cmd=("$mpiexec" -np "$np" "${flags[@]}" -x OMP_NUM_THREADS=1 "${cmd[@]}")
-  if ! "${cmd[@]}" > "$tmp/$name.log" 2>&1; then
-    echo "FAIL: $name (np $np) exited non-zero:"; tail -20 "$tmp/$name.log"; fail=1
-  fi
-}
-same() {  # REF GOT: final parameters agree
-  echo "$2 vs $1:"
-  "$cmp" "$tmp/$1/latest/model.safetensors" "$tmp/$2/latest/model.safetensors" || { echo "FAIL: $2 differs from $1"; fail=1; }
-}
+source "$(dirname "$0")/train_runs.sh"
 position() { sed -n '/"step"/p;/"micro_step"/p;/"data"/,/}/p' "$tmp/$1/latest/trainer.json" | tr -d ' \n'; }
 
 train 1 r1

@@ -24,19 +24,8 @@ checkpoint: {dir: $tmp/unused, every_steps: 0}
 logging: {every_steps: 2, metrics_file: "-"}
 distributed: {bucket_mb: 0.05}
 YAML
-train() {  # NP NAME ARGS...: runs into $tmp/NAME (NP 0: without mpirun)
-  local np=$1 name=$2; shift 2
-  local cmd=("$lb" train --config "$tmp/tiny.yaml" --set "checkpoint.dir=$tmp/$name" "$@")
-  (( np > 0 )) && cmd=("$mpiexec" -np "$np" "${flags[@]}" -x OMP_NUM_THREADS=1 -x LANSBERT_EMU_DEVICES "${cmd[@]}")
-  if ! "${cmd[@]}" > "$tmp/$name.log" 2>&1; then
-    echo "FAIL: $name (np $np) exited non-zero:"; tail -20 "$tmp/$name.log"; fail=1
-  fi
-}
-same() {  # REF GOT TOL: final parameters agree
-  echo "$2 vs $1:"
-  "$cmp" "$tmp/$1/latest/model.safetensors" "$tmp/$2/latest/model.safetensors" "$3" ||
-    { echo "FAIL: $2 differs from $1"; fail=1; }
-}
+source "$(dirname "$0")/../dist/train_runs.sh"
+mpi_env+=(-x LANSBERT_EMU_DEVICES)
 
 train 0 cpu1
 train 0 dev1 --set backend=cuda
@@ -70,6 +59,12 @@ out=$("$lb" bench --backend cuda --model bert-tiny --seq-len 32 --batch 2 --step
 for want in "sequences/s" "MFU" "lansbert CUDA emulator"; do
   [[ $out == *"$want"* ]] || { echo "FAIL: bench output lacks '$want': $out"; fail=1; }
 done
+# --batch 0 on a 768 MiB device: the largest micro-batch whose estimate (with its 512 MiB
+# margin) fits the free memory, then a step at that size, which must allocate within it.
+out=$(LANSBERT_EMU_MEMORY_MIB=768 "$lb" bench --backend cuda --model bert-tiny --seq-len 8 --batch 0 --steps 1 \
+  --warmup 0 --json 2>&1) || { echo "FAIL: bench --batch 0: $out"; fail=1; }
+[[ $out == *'"batch_probed":true'* && $out =~ \"probe_free_gib\":0\.6 ]] ||
+  { echo "FAIL: bench --batch 0 did not probe the 768 MiB device: $out"; fail=1; }
 out=$("$mpiexec" -np 2 "${flags[@]}" -x LANSBERT_EMU_DEVICES "$lb" bench-comm --backend cuda --max-bytes 4K --iters 1 \
   --warmup 0 2>&1) || { echo "FAIL: bench-comm --backend cuda: $out"; fail=1; }
 [[ $out == *busbw* ]] || { echo "FAIL: bench-comm output lacks busbw: $out"; fail=1; }

@@ -13,7 +13,8 @@
 //    a kernel that reads memory nobody wrote produces NaN instead of a lucky zero;
 //  - cudaFree of a pointer that cudaMalloc did not return.
 // The device it reports: LANSBERT_EMU_DEVICES devices (default 1) of compute capability
-// LANSBERT_EMU_SM (default 90), 16 GiB each.
+// LANSBERT_EMU_SM (default 90), LANSBERT_EMU_MEMORY_MIB each (default 16 GiB; allocations
+// beyond it fail with cudaErrorMemoryAllocation, as on a full device).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,7 +32,6 @@
 namespace emu {
 namespace {
 
-constexpr size_t kDeviceBytes = size_t(16) << 30;
 
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -39,6 +39,7 @@ int env_int(const char* name, int fallback) {
 }
 int device_count() { return env_int("LANSBERT_EMU_DEVICES", 1); }
 int device_sm() { return env_int("LANSBERT_EMU_SM", 90); }
+size_t device_bytes() { return size_t(env_int("LANSBERT_EMU_MEMORY_MIB", 16 << 10)) << 20; }
 
 struct Event {
   unsigned flags = 0;
@@ -52,7 +53,7 @@ struct State {
   std::map<const char*, size_t> device;  // allocation start -> bytes
   std::set<void*> pinned;
   std::set<const Event*> events;
-  size_t device_bytes = 0;
+  size_t allocated = 0;  // bytes in cudaMalloc allocations
 };
 State& state() {
   static State s;
@@ -171,7 +172,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
   std::snprintf(p->name, sizeof p->name, "lansbert CUDA emulator");
   p->major = emu::device_sm() / 10;
   p->minor = emu::device_sm() % 10;
-  p->totalGlobalMem = emu::kDeviceBytes;
+  p->totalGlobalMem = emu::device_bytes();
   p->multiProcessorCount = 4;
   p->maxThreadsPerBlock = 1024;
   p->warpSize = 32;
@@ -200,7 +201,7 @@ cudaError_t cudaDeviceSynchronize() {
 // --- memory ----------------------------------------------------------------------------------
 cudaError_t cudaMalloc(void** p, size_t bytes) {
   std::lock_guard<std::mutex> lock(state().mu);
-  if (state().device_bytes + bytes > emu::kDeviceBytes) return fail(cudaErrorMemoryAllocation);
+  if (state().allocated + bytes > emu::device_bytes()) return fail(cudaErrorMemoryAllocation);
   // Exactly the bytes asked for (at least one, so every allocation has its own address), so
   // that an AddressSanitizer build reports a kernel reading or writing past the end; aligned
   // as cudaMalloc's are.
@@ -209,7 +210,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   char* m = static_cast<char*>(raw);
   std::memset(m, 0xff, bytes);
   state().device[m] = bytes;
-  state().device_bytes += bytes;
+  state().allocated += bytes;
   *p = m;
   return cudaSuccess;
 }
@@ -219,7 +220,7 @@ cudaError_t cudaFree(void* p) {
   std::lock_guard<std::mutex> lock(state().mu);
   auto it = state().device.find(static_cast<const char*>(p));
   if (it == state().device.end()) emu::fatal("cudaFree of a pointer cudaMalloc did not return");
-  state().device_bytes -= it->second;
+  state().allocated -= it->second;
   state().device.erase(it);
   std::free(p);
   return cudaSuccess;
@@ -244,8 +245,8 @@ cudaError_t cudaFreeHost(void* p) {
 }
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
   std::lock_guard<std::mutex> lock(state().mu);
-  *total = emu::kDeviceBytes;
-  *free_bytes = emu::kDeviceBytes - state().device_bytes;
+  *total = emu::device_bytes();
+  *free_bytes = emu::device_bytes() - state().allocated;
   return cudaSuccess;
 }
 

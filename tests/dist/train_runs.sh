@@ -1,0 +1,18 @@
+# Sourced by the command-line training tests that compare runs (dist/train_dist_test.sh,
+# emu/cli_emu_test.sh). The caller sets: lb (lansbert), cmp (compare_params), tmp (scratch,
+# holding tiny.yaml), mpiexec and flags (its options, an array), fail=0, and may add mpirun
+# -x options to mpi_env.
+mpi_env=(-x OMP_NUM_THREADS=1)
+train() {  # NP NAME ARGS...: runs into $tmp/NAME, log in $tmp/NAME.log (NP 0: without mpirun)
+  local np=$1 name=$2; shift 2
+  local cmd=("$lb" train --config "$tmp/tiny.yaml" --set "checkpoint.dir=$tmp/$name" "$@")
+  (( np > 0 )) && cmd=("$mpiexec" -np "$np" "${flags[@]}" "${mpi_env[@]}" "${cmd[@]}")
+  if ! "${cmd[@]}" > "$tmp/$name.log" 2>&1; then
+    echo "FAIL: $name (np $np) exited non-zero:"; tail -20 "$tmp/$name.log"; fail=1
+  fi
+}
+same() {  # REF GOT [TOL]: final parameters agree (compare_params, default 1e-6)
+  echo "$2 vs $1:"
+  "$cmp" "$tmp/$1/latest/model.safetensors" "$tmp/$2/latest/model.safetensors" ${3:+"$3"} ||
+    { echo "FAIL: $2 differs from $1"; fail=1; }
+}
