@@ -45,6 +45,14 @@ enum class WarpOp { kSync, kShuffleXor, kAny };
 uint64_t warp_barrier(WarpOp op, unsigned mask, uint64_t value, int arg);
 void block_barrier();
 
+// The order in which the scheduler resumes a block's threads on each pass, from
+// LANSBERT_EMU_SCHEDULE: forward (thread 0 first, the default), reverse, or random (shuffled
+// every pass, seeded by the block and pass, so a run repeats). A correct kernel gives the same
+// result under every order; one that reads another thread's write without a barrier between
+// them does not. set_schedule overrides the environment (tests).
+enum class Schedule { kForward, kReverse, kRandom };
+void set_schedule(Schedule s);
+
 // --- launches ------------------------------------------------------------------------------
 struct LaunchConfig {
   dim3 grid, block;

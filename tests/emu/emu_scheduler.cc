@@ -7,7 +7,11 @@
 #include <unistd.h>
 
 #include <boost/context/fiber.hpp>
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <numeric>
+#include <random>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -166,6 +170,33 @@ bool release_block(Block& b) {
   return true;
 }
 
+Schedule schedule_from_environment() {
+  const char* v = std::getenv("LANSBERT_EMU_SCHEDULE");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "forward") return Schedule::kForward;
+  if (s == "reverse") return Schedule::kReverse;
+  if (s == "random") return Schedule::kRandom;
+  fatal("LANSBERT_EMU_SCHEDULE=" + s + ": expected forward, reverse or random");
+}
+std::atomic<int> g_schedule{-1};  // -1: not yet read from the environment
+
+Schedule schedule() {
+  int s = g_schedule.load();
+  if (s < 0) g_schedule.store(s = int(schedule_from_environment()));
+  return Schedule(s);
+}
+
+// The threads in the order this pass resumes them.
+void order_threads(std::vector<int>& order, uint64_t block_seed, uint64_t pass) {
+  std::iota(order.begin(), order.end(), 0);
+  const Schedule s = schedule();
+  if (s == Schedule::kReverse) std::reverse(order.begin(), order.end());
+  if (s == Schedule::kRandom) {
+    std::mt19937_64 g(block_seed * 0x9E3779B97F4A7C15ull + pass);
+    std::shuffle(order.begin(), order.end(), g);
+  }
+}
+
 void run_block(Block& b, const StackPool& stacks, const std::function<void()>& body) {
   const int n = int(b.threads.size());
   for (int i = 0; i < n; ++i) {
@@ -177,9 +208,14 @@ void run_block(Block& b, const StackPool& stacks, const std::function<void()>& b
       return std::move(t.scheduler);
     });
   }
-  for (;;) {
+  const uint3& blk = b.threads.front().ids.block_idx;
+  const uint64_t seed = (uint64_t(blk.z) << 42) ^ (uint64_t(blk.y) << 21) ^ blk.x;
+  std::vector<int> order(n);
+  for (uint64_t pass = 0;; ++pass) {
     bool ran = false;
-    for (Thread& t : b.threads) {
+    order_threads(order, seed, pass);
+    for (int i : order) {
+      Thread& t = b.threads[i];
       if (t.wait != Wait::kRunnable) continue;
       b.running = &t;
       t.fiber = std::move(t.fiber).resume();
@@ -197,6 +233,8 @@ void run_block(Block& b, const StackPool& stacks, const std::function<void()>& b
 }
 
 }  // namespace
+
+void set_schedule(Schedule s) { g_schedule.store(int(s)); }
 
 const ThreadIds& ids() {
   if (!t_block || !t_block->running) fatal("threadIdx/blockIdx read outside a kernel");

@@ -161,6 +161,26 @@ TEST(CudaEmulator, ShufflesAndVotesGiveEveryLaneTheWarpResult) {
   }
 }
 
+// Reads a neighbour's shared-memory write with no __syncthreads between: a race.
+__global__ void racy_neighbour_read(int* out) {
+  __shared__ int s[64];
+  s[threadIdx.x] = int(threadIdx.x) + 100 * int(blockIdx.x) + 1;
+  out[threadIdx.x] = s[(threadIdx.x + 1) % 64];
+}
+
+TEST(CudaEmulator, TheScheduleOrderExposesAMissingBarrier) {
+  Dev<int> out(64);
+  std::vector<std::vector<int>> got;
+  for (emu::Schedule order : {emu::Schedule::kForward, emu::Schedule::kReverse}) {
+    emu::set_schedule(order);
+    racy_neighbour_read<<<1, 64>>>(out.p);
+    got.push_back(out.get());
+  }
+  emu::set_schedule(emu::Schedule::kForward);
+  EXPECT_NE(got[0], got[1]);  // the same kernel and inputs, two answers
+  EXPECT_EQ(got[1][0], 2);    // in reverse, thread 1 wrote before thread 0 read
+}
+
 TEST(CudaEmulator, TwoDimensionalGridsAndBlocks) {
   const dim3 grid(3, 2), block(4, 5);
   Dev<int> out(size_t(3 * 4) * (2 * 5));
