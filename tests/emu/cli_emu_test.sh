@@ -3,7 +3,9 @@
 # against tests/emu): `train --backend cuda` on 1 rank matches the CPU backend; under mpirun
 # on 2 emulated devices (NcclCommunicator over the emulator's NCCL, its stream and events,
 # the bucketed reduction, the sharded update, a bf16 gradient wire) it matches the 1-rank
-# device run; `bench --backend cuda --profile`, `bench-comm --backend cuda` and `info` run.
+# device run, also after a sharded 2-rank checkpoint is resumed on 1 device; `eval --backend
+# cuda` prints the CPU's numbers; on an emulated V100 bf16 is refused and fp16 trains; `bench
+# --backend cuda --profile`, `bench --batch 0`, `bench-comm --backend cuda` and `info` run.
 # Parameters are compared with compare_params (the attention key biases, whose true gradient
 # is zero, are reported, not compared).
 # Usage: cli_emu_test.sh LANSBERT_EMU MAKE_TRAIN_TEST_DATA COMPARE_PARAMS SCRATCH MPIEXEC FLAGS...
@@ -42,6 +44,18 @@ same dev2 dev2s 1e-7   # the sharded update is the replicated one, sliced
 same dev2 dev2w 2e-2   # gradients rounded to bf16 on the wire...
 "$cmp" "$tmp/dev2/latest/model.safetensors" "$tmp/dev2w/latest/model.safetensors" 1e-6 > /dev/null 2>&1 &&
   { echo "FAIL: dev2w has the parameters of the fp32 wire"; fail=1; }  # ...and that wire was used
+
+# A sharded 2-device run stopped at step 2 resumes on 1 device (the slices joined) and ends
+# where the uninterrupted sharded run ends.
+train 2 part --set backend=cuda --set distributed.shard_optimizer=true --stop-at-step 2
+train 0 part --set backend=cuda --resume latest
+grep -q "resuming from .*step-000000002" "$tmp/part.log" || { echo "FAIL: part did not resume at step 2"; fail=1; }
+same dev2s part 1e-6
+
+# eval on the device gives the CPU's numbers for the same checkpoint.
+ev_dev=$("$lb" eval --checkpoint "$tmp/dev1" --backend cuda 2>&1 | grep "^mlm_loss") || { echo "FAIL: eval --backend cuda"; fail=1; }
+ev_cpu=$("$lb" eval --checkpoint "$tmp/dev1" --backend cpu 2>&1 | grep "^mlm_loss")
+[[ -n $ev_dev && $ev_dev == "$ev_cpu" ]] || { echo "FAIL: eval on the device: '$ev_dev', on the cpu: '$ev_cpu'"; fail=1; }
 
 # A V100 (sm_70, LANSBERT_EMU_SM): bf16 is refused before anything is written, with the
 # setting and the way out named; fp16 with the dynamic loss scaler trains.
