@@ -175,7 +175,9 @@ class NcclCommunicator final : public Communicator {
   // The communication stream starts after what the compute stream has queued so far, and
   // after the legacy default stream, where the device optimizer runs (the sharded step's
   // all-gather reads the parameters it has just written). The NCCL stream is non-blocking,
-  // so neither ordering would happen implicitly.
+  // so neither ordering happens implicitly. While the compute stream is a blocking one (it
+  // is: cuda_raii.cuh), the record on the legacy stream already follows the compute stream's
+  // work, so the first wait is redundant; it keeps the order right if that ever changes.
   void after_compute() {
     CUDA_CHECK(cudaEventRecord(compute_done_, compute_));
     CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_done_, 0));

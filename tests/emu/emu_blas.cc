@@ -28,9 +28,12 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <type_traits>
 #include <vector>
 
+#include "emu_state.h"
 #include "emu_streams.h"
 
 // The handles the headers leave opaque. Nothing is kept in them but what the calls store.
@@ -183,7 +186,15 @@ cublasStatus_t make_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation
 }
 
 // Queues the GEMM on the stream (emu_streams.h): it runs when its results are waited for.
+void check_operands(const char* what, const void* a, const void* b, const void* c, const void* d,
+                    const void* bias = nullptr) {
+  for (auto [name, p] : {std::pair{"A", a}, std::pair{"B", b}, std::pair{"C", c}, std::pair{"D", d},
+                         std::pair{"bias", bias}})
+    emu::check_device_pointer(std::string(what) + " " + name, p);
+}
+
 void run_on(Gemm g, const void* a, const void* b, void* c, cudaStream_t s) {
+  check_operands("cuBLAS GEMM", a, b, c, c);
   g.a.p = a, g.b.p = b, g.c.p = c, g.d = c;
   if (g.m > 0 && g.n > 0) emu::enqueue(s, [g] { run_gemm(g); });
 }
@@ -372,9 +383,11 @@ cublasStatus_t cublasGemmBatchedEx(cublasHandle_t handle, cublasOperation_t tran
                                       ldb, beta, Ctype, ldc, batchCount, computeType, &g);
   // The pointer arrays live in "device" memory (host memory here), read when the work runs:
   // earlier work on the stream may have written them.
+  if (st == kOk) check_operands("cublasGemmBatchedEx pointer arrays", Aarray, Barray, Carray, Carray);
   if (st == kOk && g.m > 0 && g.n > 0)
     emu::enqueue(handle->stream, [g, Aarray, Barray, Carray, batchCount]() mutable {
       for (int i = 0; i < batchCount; ++i) {
+        check_operands("cublasGemmBatchedEx", Aarray[i], Barray[i], Carray[i], Carray[i]);
         g.a.p = Aarray[i], g.b.p = Barray[i], g.c.p = Carray[i], g.d = Carray[i];
         run_gemm(g);
       }
@@ -501,6 +514,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   // In place needs one layout for both: a column of C is read just before D's is written.
   if (C == D && of(Cdesc)->ld != of(Ddesc)->ld) return kBad;
   g.alpha = *static_cast<const float*>(alpha), g.beta = *static_cast<const float*>(beta);
+  check_operands("cublasLtMatmul", A, B, C, D, g.bias);
   g.a.p = A, g.b.p = B, g.c.p = C, g.d = D;
   if (g.m > 0 && g.n > 0) emu::enqueue(stream, [g] { run_gemm(g); });  // descriptors are read now, as cuBLASLt does
   return kOk;

@@ -35,10 +35,29 @@ void check_st(cublasStatus_t got, cublasStatus_t want, const std::string& what) 
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // A column-major matrix held as raw bytes of type t, with its exact values as doubles.
+// The emulator refuses pageable host memory as a GEMM operand (a GPU would fault), so the
+// test's buffers are pinned host memory: reachable from both sides.
+template <typename T>
+struct Pinned {
+  using value_type = T;
+  Pinned() = default;
+  template <typename U>
+  Pinned(const Pinned<U>&) {}
+  T* allocate(size_t n) {
+    void* p = nullptr;
+    if (cudaMallocHost(&p, n * sizeof(T)) != cudaSuccess) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { cudaFreeHost(p); }
+  bool operator==(const Pinned&) const { return true; }
+};
+template <typename T>
+using PinnedVec = std::vector<T, Pinned<T>>;
+
 struct Buf {
   cudaDataType_t t;
-  std::vector<uint16_t> h;
-  std::vector<float> f;
+  PinnedVec<uint16_t> h;
+  PinnedVec<float> f;
   Buf(cudaDataType_t type, size_t n, float fill) : t(type) {
     if (t == CUDA_R_32F)
       f.assign(n, fill);
@@ -148,26 +167,27 @@ void test_gemm_ex(cublasHandle_t h) {
 
 // The FAST_* compute types round fp32 inputs: 1 + 2^-12 is 1 in bf16, fp16 and TF32.
 void test_fast_compute(cublasHandle_t h) {
-  const float one = 1.0f, zero = 0.0f, a = 1.0f + 0x1p-12f, b = 1.0f;
+  const float one = 1.0f, zero = 0.0f, a_in = 1.0f + 0x1p-12f;
+  PinnedVec<float> a{a_in}, b{1.0f}, c{kNaN};  // operands in pinned memory; alpha, beta on the host
   const cublasComputeType_t types[] = {CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_16BF,
                                        CUBLAS_COMPUTE_32F_FAST_16F, CUBLAS_COMPUTE_32F_FAST_TF32};
   for (cublasComputeType_t ct : types) {
-    float c = kNaN;
-    check_st(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, &a, CUDA_R_32F, 1, &b,
-                          CUDA_R_32F, 1, &zero, &c, CUDA_R_32F, 1, ct, CUBLAS_GEMM_DEFAULT),
+    c[0] = kNaN;
+    check_st(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, a.data(), CUDA_R_32F, 1, b.data(),
+                          CUDA_R_32F, 1, &zero, c.data(), CUDA_R_32F, 1, ct, CUBLAS_GEMM_DEFAULT),
              CUBLAS_STATUS_SUCCESS, "fast compute");
     cudaDeviceSynchronize();  // queued work runs when waited for (emu_streams.h)
-    check(c == (ct == CUBLAS_COMPUTE_32F ? a : 1.0f),
+    check(c[0] == (ct == CUBLAS_COMPUTE_32F ? a_in : 1.0f),
           "compute type " + std::to_string(int(ct)) + " input rounding");
   }
   // TF32 keeps 10 mantissa bits: 1 + 2^-10 survives, 1 + 3 * 2^-12 rounds up to it.
   const float keep = 1.0f + 0x1p-10f, up = 1.0f + 3 * 0x1p-12f;
   for (float x : {keep, up}) {
-    float c = kNaN;
-    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, &x, CUDA_R_32F, 1, &b, CUDA_R_32F, 1,
-                 &zero, &c, CUDA_R_32F, 1, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
+    a[0] = x, c[0] = kNaN;
+    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, a.data(), CUDA_R_32F, 1, b.data(), CUDA_R_32F, 1,
+                 &zero, c.data(), CUDA_R_32F, 1, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
     cudaDeviceSynchronize();  // queued work runs when waited for (emu_streams.h)
-    check(c == keep, "tf32 rounding of " + std::to_string(x));
+    check(c[0] == keep, "tf32 rounding of " + std::to_string(x));
   }
 }
 
@@ -189,8 +209,8 @@ void test_batched(cublasHandle_t h) {
   Buf Ah(CUDA_R_16BF, sa * batch, 0), Bh(CUDA_R_16BF, sb * batch, 0),
       Ch(CUDA_R_16BF, sc * batch, kNaN);
   randomize(Ah), randomize(Bh);
-  std::vector<const void*> pa, pb;
-  std::vector<void*> pc;
+  PinnedVec<const void*> pa, pb;
+  PinnedVec<void*> pc;
   for (int i = batch - 1; i >= 0; --i) {
     pa.push_back(Ah.h.data() + i * sa), pb.push_back(Bh.h.data() + i * sb),
         pc.push_back(Ch.h.data() + i * sc);
@@ -302,7 +322,8 @@ void test_lt(cublasLtHandle_t lt) {
 }
 
 void test_errors(cublasHandle_t h, cublasLtHandle_t lt) {
-  float a[64] = {}, b[64] = {}, c[64] = {};
+  PinnedVec<float> av(64), bv(64), cv(64);
+  float *a = av.data(), *b = bv.data(), *c = cv.data();
   const float one = 1, zero = 0;
   auto gemm = [&](cublasOperation_t ta, int m, int n, int k, int lda, int ldb, int ldc,
                   cudaDataType_t ct, cublasComputeType_t comp) {
@@ -364,7 +385,7 @@ void test_errors(cublasHandle_t h, cublasLtHandle_t lt) {
 
 void test_speed(cublasHandle_t h) {
   const int s = 512;
-  std::vector<float> a(size_t(s) * s, 0.5f), b(size_t(s) * s, 0.25f), c(size_t(s) * s, kNaN);
+  PinnedVec<float> a(size_t(s) * s, 0.5f), b(size_t(s) * s, 0.25f), c(size_t(s) * s, kNaN);
   const float one = 1, zero = 0;
   const auto t0 = std::chrono::steady_clock::now();
   cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, s, s, s, &one, a.data(), CUDA_R_32F, s, b.data(),

@@ -23,9 +23,13 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <source_location>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+
+#include "emu_state.h"
 
 namespace emu {
 
@@ -39,11 +43,17 @@ struct ThreadIds {
 // The ids of the emulated thread running on this host thread (set by the scheduler).
 const ThreadIds& ids();
 
+// Fills a __shared__ variable with 0xff bytes the first time a thread of the block reaches
+// its declaration (the launch rewrite adds the call), so nothing carries over between blocks.
+void poison_shared(void* p, size_t bytes);
+
 enum class WarpOp { kSync, kShuffleXor, kAny };
 // Joins a warp-level barrier of `mask` lanes; `value` is this lane's contribution (a shuffle's
 // bits or a vote's predicate), `arg` the shuffle's lane mask. Returns the lane's result.
 uint64_t warp_barrier(WarpOp op, unsigned mask, uint64_t value, int arg);
-void block_barrier();
+[[noreturn]] void fatal_in_kernel(const std::string& what);
+// A __syncthreads; every thread of the block must wait at the same one (the same line).
+void block_barrier(const char* file, unsigned line);
 
 // The order in which the scheduler resumes a block's threads on each pass, from
 // LANSBERT_EMU_SCHEDULE: forward (thread 0 first, the default), reverse, or random (shuffled
@@ -69,8 +79,16 @@ void run_grid(const char* kernel, const LaunchConfig& cfg, std::function<void()>
 
 // The arguments are copied at the launch, as CUDA copies kernel parameters, and every thread
 // gets its own copy of them (a kernel may modify its parameters).
+template <typename T>
+void check_argument(const char* kernel, int index, const T& v) {
+  if constexpr (std::is_pointer_v<T> && !std::is_function_v<std::remove_pointer_t<T>>)
+    check_device_pointer(std::string(kernel) + ", argument " + std::to_string(index), static_cast<const void*>(v));
+}
+
 template <typename Kernel, typename... Args>
 void launch(const char* name, const LaunchConfig& cfg, Kernel kernel, Args... args) {
+  int index = 0;
+  (check_argument(name, index++, args), ...);
   run_grid(name, cfg, [kernel, params = std::tuple<Args...>(std::move(args)...)] {
     std::tuple<Args...> copy = params;
     std::apply(kernel, std::move(copy));
@@ -97,10 +115,13 @@ T shuffle_xor(unsigned mask, T v, int lane_mask) {
 #define gridDim (::emu::ids().grid_dim)
 #define warpSize 32
 
-inline void __syncthreads() { ::emu::block_barrier(); }
+inline void __syncthreads(std::source_location at = std::source_location::current()) {
+  ::emu::block_barrier(at.file_name(), at.line());
+}
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ::emu::warp_barrier(::emu::WarpOp::kSync, mask, 0, 0); }
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+  if (width != 32) ::emu::fatal_in_kernel("__shfl_xor_sync with width " + std::to_string(width) + " is not emulated");
   return ::emu::shuffle_xor(mask, v, lane_mask);
 }
 inline int __any_sync(unsigned mask, int predicate) {

@@ -6,7 +6,8 @@
 // Streams: a collective first runs the work queued on its stream (so the events that stream
 // waits on pull in the producers of the send buffer, and nothing else), exchanges at once
 // (the MPI calls stay in program order on every rank), and queues the write of its result on
-// the stream, where only work ordered after it will see it (emu_streams.h).
+// the stream, where only work ordered after it will see it (emu_streams.h); when that write
+// runs, the send buffer must still hold what was sent (else unordered work overwrote it).
 // A communicator must span MPI_COMM_WORLD with NCCL rank = MPI rank (as lansbert builds it);
 // a one-rank communicator needs no MPI at all.
 #include <cuda_bf16.h>
@@ -104,9 +105,23 @@ void reduce_into(const ncclComm* c, const std::vector<char>& all, size_t count, 
   }
 }
 
-// The result, computed now into `staged`, lands in `recv` when the stream's work runs.
-void deliver(cudaStream_t s, void* recv, std::shared_ptr<std::vector<char>> staged) {
-  if (!staged->empty()) emu::enqueue(s, [recv, staged] { std::memcpy(recv, staged->data(), staged->size()); });
+// The result, computed now into `staged`, lands in `recv` when the stream's work runs. The
+// send buffer was read at the call, as early as the collective could have run; it must still
+// hold those bytes when the collective's turn comes, or work not ordered before it (nor after
+// it) wrote the buffer in between: on a GPU the collective could have read either value.
+void deliver(const char* what, cudaStream_t s, void* recv, std::shared_ptr<std::vector<char>> staged,
+             const void* send, size_t send_bytes) {
+  auto sent = std::make_shared<std::vector<char>>(static_cast<const char*>(send), static_cast<const char*>(send) + send_bytes);
+  emu::enqueue(s, [what, recv, staged, send, sent] {
+    if (!sent->empty() && std::memcmp(send, sent->data(), sent->size()) != 0)
+      emu::fatal(std::string(what) + ": its send buffer was written after the call by work not ordered with the collective");
+    if (!staged->empty()) std::memcpy(recv, staged->data(), staged->size());
+  });
+}
+
+void check_pointers(const char* what, const void* send, const void* recv) {
+  emu::check_device_pointer(std::string(what) + " send buffer", send);
+  emu::check_device_pointer(std::string(what) + " receive buffer", recv);
 }
 
 ncclResult_t check(const ncclComm* c, ncclDataType_t t, ncclRedOp_t op = ncclSum) {
@@ -172,23 +187,24 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* async) {
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
                            ncclComm_t c, cudaStream_t s) {
   if (ncclResult_t r = check(c, t, op); r != ncclSuccess) return r;
+  check_pointers("ncclAllReduce", send, recv);
   emu::run_stream(s);
   const std::vector<char> all = gather(c, send, count * type_bytes(t));
   auto out = std::make_shared<std::vector<char>>(count * type_bytes(t));
   reduce_into(c, all, count, 0, count, t, op, out->data());
-  deliver(s, recv, out);
+  deliver("ncclAllReduce", s, recv, out, send, count * type_bytes(t));
   return ncclSuccess;
 }
 
 ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op, int root,
                         ncclComm_t c, cudaStream_t s) {
   if (ncclResult_t r = check(c, t, op); r != ncclSuccess) return r;
+  check_pointers("ncclReduce", send, recv);
   emu::run_stream(s);
   const std::vector<char> all = gather(c, send, count * type_bytes(t));
-  if (c->rank != root) return ncclSuccess;
-  auto out = std::make_shared<std::vector<char>>(count * type_bytes(t));
-  reduce_into(c, all, count, 0, count, t, op, out->data());
-  deliver(s, recv, out);
+  auto out = std::make_shared<std::vector<char>>(c->rank == root ? count * type_bytes(t) : 0);
+  if (c->rank == root) reduce_into(c, all, count, 0, count, t, op, out->data());
+  deliver("ncclReduce", s, recv, out, send, count * type_bytes(t));
   return ncclSuccess;
 }
 
@@ -196,32 +212,36 @@ ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t c, cudaStream_t s) {
   if (ncclResult_t r = check(c, t, op); r != ncclSuccess) return r;
+  check_pointers("ncclReduceScatter", send, recv);
   emu::run_stream(s);
   const size_t count = recvcount * c->nranks;
   const std::vector<char> all = gather(c, send, count * type_bytes(t));
   auto out = std::make_shared<std::vector<char>>(recvcount * type_bytes(t));
   reduce_into(c, all, count, recvcount * c->rank, recvcount, t, op, out->data());
-  deliver(s, recv, out);
+  deliver("ncclReduceScatter", s, recv, out, send, count * type_bytes(t));
   return ncclSuccess;
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t t, ncclComm_t c,
                            cudaStream_t s) {
   if (ncclResult_t r = check(c, t); r != ncclSuccess) return r;
+  check_pointers("ncclAllGather", send, recv);
   emu::run_stream(s);
-  deliver(s, recv, std::make_shared<std::vector<char>>(gather(c, send, sendcount * type_bytes(t))));
+  deliver("ncclAllGather", s, recv, std::make_shared<std::vector<char>>(gather(c, send, sendcount * type_bytes(t))), send,
+          sendcount * type_bytes(t));
   return ncclSuccess;
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t t, int root, ncclComm_t c,
                            cudaStream_t s) {
   if (ncclResult_t r = check(c, t); r != ncclSuccess) return r;
+  check_pointers("ncclBroadcast", c->rank == root ? send : nullptr, recv);
   emu::run_stream(s);
   const size_t bytes = count * type_bytes(t);
   auto out = std::make_shared<std::vector<char>>(bytes);
   if (c->rank == root && bytes) std::memcpy(out->data(), send, bytes);
   if (c->nranks > 1 && MPI_Bcast(out->data(), int(bytes), MPI_BYTE, root, c->mpi) != MPI_SUCCESS) return ncclSystemError;
-  deliver(s, recv, out);
+  deliver("ncclBroadcast", s, recv, out, send, c->rank == root ? bytes : 0);
   return ncclSuccess;
 }
 

@@ -51,7 +51,7 @@ struct Event {
 struct State {
   std::mutex mu;
   std::map<const char*, size_t> device;  // allocation start -> bytes
-  std::set<void*> pinned;
+  std::map<const char*, size_t> pinned;  // cudaMallocHost buffer start -> bytes
   std::set<const Event*> events;
   size_t allocated = 0;  // bytes in cudaMalloc allocations
 };
@@ -68,15 +68,16 @@ cudaError_t fail(cudaError_t e) {
   return e;
 }
 
-// The allocation holding [p, p + bytes), or nullptr.
-const char* device_range(const void* p, size_t bytes) {
-  auto& m = state().device;
+// The block of `m` holding [p, p + bytes), or nullptr.
+const char* range_in(const std::map<const char*, size_t>& m, const void* p, size_t bytes) {
   const char* c = static_cast<const char*>(p);
   auto it = m.upper_bound(c);
   if (it == m.begin()) return nullptr;
   --it;
   return c >= it->first && c + bytes <= it->first + it->second ? it->first : nullptr;
 }
+
+const char* device_range(const void* p, size_t bytes) { return range_in(state().device, p, bytes); }
 
 void check_device_range(const char* what, const void* p, size_t bytes) {
   std::lock_guard<std::mutex> lock(state().mu);
@@ -103,9 +104,19 @@ bool stream_is_valid(cudaStream_t s) { return queue_of(s) != nullptr; }
 namespace {
 bool is_pinned(const void* p) {
   std::lock_guard<std::mutex> lock(state().mu);
-  return state().pinned.count(const_cast<void*>(p)) > 0;  // pinned buffers are used from their start here
+  return range_in(state().pinned, p, 0) != nullptr;
 }
 }  // namespace
+
+void check_device_pointer(const std::string& where, const void* p) {
+  if (!p) return;
+  {
+    std::lock_guard<std::mutex> lock(state().mu);
+    if (device_range(p, 0) || range_in(state().pinned, p, 0)) return;
+  }
+  fatal(where + ": " + std::to_string(uintptr_t(p)) +
+        " is neither device memory nor pinned host memory (a GPU would fault)");
+}
 
 }  // namespace emu
 
@@ -230,7 +241,7 @@ cudaError_t cudaMallocHost(void** p, size_t bytes) {
   if (!m) return fail(cudaErrorMemoryAllocation);
   std::memset(m, 0xff, bytes);
   std::lock_guard<std::mutex> lock(state().mu);
-  state().pinned.insert(m);
+  state().pinned[static_cast<const char*>(m)] = bytes;
   *p = m;
   return cudaSuccess;
 }
@@ -239,7 +250,7 @@ cudaError_t cudaFreeHost(void* p) {
   if (!p) return cudaSuccess;
   emu::run_all();
   std::lock_guard<std::mutex> lock(state().mu);
-  if (!state().pinned.erase(p)) emu::fatal("cudaFreeHost of a pointer cudaMallocHost did not return");
+  if (!state().pinned.erase(static_cast<const char*>(p))) emu::fatal("cudaFreeHost of a pointer cudaMallocHost did not return");
   std::free(p);
   return cudaSuccess;
 }
@@ -260,6 +271,9 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
   if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) emu::check_device_range("cudaMemcpy destination", dst, n);
   if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice) emu::check_device_range("cudaMemcpy source", src, n);
   if (n == 0) return cudaSuccess;
+  if (kind == cudaMemcpyDeviceToDevice && static_cast<const char*>(src) < static_cast<char*>(dst) + n &&
+      static_cast<char*>(dst) < static_cast<const char*>(src) + n)
+    emu::fatal("cudaMemcpy: device ranges overlap");
   if (kind == cudaMemcpyHostToDevice && !emu::is_pinned(src)) {
     auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
     emu::enqueue(s, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
@@ -269,10 +283,11 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
   if (kind == cudaMemcpyDeviceToHost && !emu::is_pinned(dst)) emu::run_stream(s);
   return cudaSuccess;
 }
-// Synchronous: on the legacy stream, and returns when the copy is done.
+// On the legacy stream; returns when the copy is done, except device to device, which the
+// runtime does not wait for.
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
   const cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, cudaStreamLegacy);
-  if (e == cudaSuccess) emu::run_stream(cudaStreamLegacy);
+  if (e == cudaSuccess && kind != cudaMemcpyDeviceToDevice) emu::run_stream(cudaStreamLegacy);
   return e;
 }
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t n, cudaStream_t s) {

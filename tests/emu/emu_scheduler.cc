@@ -13,6 +13,7 @@
 #include <numeric>
 #include <random>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,8 @@ struct Thread {
   unsigned mask = 0;
   uint64_t value = 0, result = 0;
   int arg = 0;
+  const char* barrier_file = nullptr;  // the __syncthreads it waits at
+  unsigned barrier_line = 0;
   ctx::fiber fiber;      // the thread, while it is suspended
   ctx::fiber scheduler;  // the scheduler, while the thread runs
 };
@@ -78,6 +81,7 @@ struct Block {
   std::vector<Thread> threads;
   Thread* running = nullptr;
   const char* kernel = "";
+  std::vector<const void*> poisoned;  // __shared__ variables already filled for this block
 };
 
 thread_local Block* t_block = nullptr;
@@ -97,7 +101,9 @@ std::string describe(const Thread& t) {
   switch (t.wait) {
     case Wait::kRunnable: return s + "runnable";
     case Wait::kDone: return s + "exited";
-    case Wait::kBlock: return s + "at __syncthreads";
+    case Wait::kBlock:
+      return s + "at __syncthreads (" + std::string(t.barrier_file ? t.barrier_file : "?") + ":" +
+             std::to_string(t.barrier_line) + ")";
     case Wait::kWarp: return s + "at " + op_name(t.op);
   }
   return s;
@@ -165,6 +171,15 @@ bool release_block(Block& b) {
     any_waiting |= t.wait == Wait::kBlock;
   }
   if (!any_waiting) return false;
+  // One barrier for all: threads at two different __syncthreads is undefined in CUDA (the
+  // condition around a __syncthreads must be the same for the whole block).
+  const Thread* first = nullptr;
+  for (const Thread& t : b.threads) {
+    if (t.wait != Wait::kBlock) continue;
+    if (!first) first = &t;
+    else if (t.barrier_line != first->barrier_line || std::string(t.barrier_file) != first->barrier_file)
+      kernel_error(b, "threads wait at different __syncthreads: " + describe(*first) + " and " + describe(t));
+  }
   for (Thread& t : b.threads)
     if (t.wait == Wait::kBlock) t.wait = Wait::kRunnable;
   return true;
@@ -255,10 +270,25 @@ uint64_t warp_barrier(WarpOp op, unsigned mask, uint64_t value, int arg) {
   return t.result;
 }
 
-void block_barrier() {
+void block_barrier(const char* file, unsigned line) {
   Thread& t = *t_block->running;
   t.wait = Wait::kBlock;
+  t.barrier_file = file;
+  t.barrier_line = line;
   yield_to_scheduler(t);
+}
+
+void poison_shared(void* p, size_t bytes) {
+  if (!t_block) fatal("a __shared__ variable outside a kernel");
+  std::vector<const void*>& done = t_block->poisoned;
+  if (std::find(done.begin(), done.end(), p) != done.end()) return;
+  std::memset(p, 0xff, bytes);
+  done.push_back(p);
+}
+
+void fatal_in_kernel(const std::string& what) {
+  if (t_block) kernel_error(*t_block, what);
+  fatal(what);
 }
 
 // Runs the grid now, on this host thread (queued work, from a stream).
@@ -272,6 +302,7 @@ static void run_now(const char* kernel, dim3 g, dim3 bd, uint64_t threads, const
   for (unsigned bz = 0; bz < g.z; ++bz)
     for (unsigned by = 0; by < g.y; ++by)
       for (unsigned bx = 0; bx < g.x; ++bx) {
+        b.poisoned.clear();
         int i = 0;
         for (unsigned z = 0; z < bd.z; ++z)
           for (unsigned y = 0; y < bd.y; ++y)

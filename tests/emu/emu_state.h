@@ -12,5 +12,9 @@ namespace emu {
 // A launch the device would refuse: the error cudaGetLastError returns next, and a line saying why.
 void launch_failed(const char* kernel, const std::string& why);
 bool stream_is_valid(cudaStream_t s);
+// A pointer given to the device (a kernel argument, a GEMM operand, a collective's buffer)
+// must be null or point into a device allocation or a pinned host buffer; a pageable host
+// pointer would fault on a GPU. Stops the run otherwise.
+void check_device_pointer(const std::string& where, const void* p);
 
 }  // namespace emu

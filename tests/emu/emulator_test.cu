@@ -4,6 +4,7 @@
 // device refuses are refused, and that the runtime's memory checks catch bad copies.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <nccl.h>
 
 #include <cmath>
 #include <cstdint>
@@ -246,6 +247,90 @@ TEST(CudaEmulatorDeathTest, AKernelReadingPastItsBufferStops) {
   EXPECT_DEATH((off_by_one<<<1, 128>>>(x.p, y.p, 100), cudaDeviceSynchronize()), "heap-buffer-overflow");
 }
 #endif
+
+// Threads 0-15 and 16-31 wait at two different __syncthreads: undefined in CUDA.
+__global__ void split_barrier(int* out) {
+  if (threadIdx.x < 16)
+    __syncthreads();
+  else
+    __syncthreads();
+  out[threadIdx.x] = 1;
+}
+
+TEST(CudaEmulatorDeathTest, ThreadsAtDifferentSyncthreadsStop) {
+  Dev<int> out(32);
+  EXPECT_DEATH((split_barrier<<<1, 32>>>(out.p), cudaDeviceSynchronize()), "threads wait at different __syncthreads");
+}
+
+TEST(CudaEmulatorDeathTest, AHostPointerGivenToAKernelStops) {
+  static float host[32];
+  EXPECT_DEATH(set_to<<<1, 32>>>(host, 1.f), "set_to, argument 0: .* is neither device memory nor pinned");
+}
+
+// Half the block sums a slot the other half never writes.
+__global__ void sum_half_written(float* out) {
+  __shared__ float s[64];
+  if (threadIdx.x < 32) s[threadIdx.x] = 1.f;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float t = 0;
+    for (int i = 0; i < 64; ++i) t += s[i];
+    out[blockIdx.x] = t;
+  }
+}
+
+TEST(CudaEmulator, SharedMemoryStartsAsNaNInEveryBlock) {
+  Dev<float> out(2);
+  sum_half_written<<<2, 64>>>(out.p);
+  for (float v : out.get()) EXPECT_TRUE(std::isnan(v)) << v;  // not 32 (zeros) nor the last block's values
+}
+
+struct OneRankNccl {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  OneRankNccl() {
+    ncclUniqueId id;
+    ncclGetUniqueId(&id);
+    EXPECT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  }
+  ~OneRankNccl() {
+    ncclCommDestroy(comm);
+    cudaStreamDestroy(stream);
+  }
+};
+
+// Work on the legacy stream overwrites the send buffer of a collective queued on the NCCL
+// stream, with nothing ordering the two: on a GPU the collective may send either value.
+void overwrite_send_buffer_unordered() {
+  OneRankNccl n;
+  Dev<float> a(32), r(32);
+  set_to<<<1, 32>>>(a.p, 1.f);
+  cudaDeviceSynchronize();
+  ncclAllReduce(a.p, r.p, 32, ncclFloat, ncclSum, n.comm, n.stream);
+  set_to<<<1, 32>>>(a.p, 99.f);
+  cudaDeviceSynchronize();
+}
+
+TEST(CudaEmulatorDeathTest, AnUnorderedWriteToACollectivesSendBufferStops) {
+  EXPECT_DEATH(overwrite_send_buffer_unordered(), "ncclAllReduce: its send buffer was written after the call");
+}
+
+TEST(CudaEmulator, AnOrderedWriteAfterACollectiveIsFine) {
+  OneRankNccl n;
+  Dev<float> a(32), r(32);
+  set_to<<<1, 32>>>(a.p, 1.f);
+  cudaDeviceSynchronize();
+  ncclAllReduce(a.p, r.p, 32, ncclFloat, ncclSum, n.comm, n.stream);
+  cudaEvent_t done;
+  cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+  cudaEventRecord(done, n.stream);
+  cudaStreamWaitEvent(cudaStreamLegacy, done, 0);
+  set_to<<<1, 32>>>(a.p, 99.f);
+  EXPECT_EQ(r.get()[0], 1.f);
+  EXPECT_EQ(a.get()[0], 99.f);
+  cudaEventDestroy(done);
+}
 
 TEST(CudaEmulator, RadixSortPairsIsStableOnTheKeyBits) {
   const std::vector<int32_t> keys = {5, 3, 5, 1, 3, 0, 5};

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Rewrites CUDA kernel launches for the emulator: kernel<<<grid, block, smem, stream>>>(args)
 becomes ::emu::launch("kernel", ::emu::LaunchConfig(grid, block, smem, stream),
-[&](auto... a) { kernel(a...); }, args). The lambda lets a template kernel deduce its
+[=](auto... a) { kernel(a...); }, args), and each __shared__ declaration is followed by
+::emu::poison_shared on the same line. The lambda lets a template kernel deduce its
 parameters from the arguments, as the launch did; everything else is left as it is, line for
 line. Every file of cuda/ goes through it (most unchanged) into one folder, so that a quoted
 #include always finds the rewritten copy.
@@ -12,10 +13,19 @@ import sys
 LAUNCH = re.compile(r"([A-Za-z_][\w:]*(?:<[^<>;()]*>)?)\s*<<<(.*?)>>>\s*\(\s*(\)?)", re.S)
 
 
+# A __shared__ array or variable, declared alone on its line: its name is the last word
+# before the optional dimensions.
+SHARED = re.compile(r"(__shared__\s+[^;=]*?\b(\w+)\s*(?:\[[^;]*\])?\s*;)")
+
+
 def rewrite(text: str) -> str:
+    # Shared memory is poisoned (0xff bytes) once per block, so a read of a slot no thread of
+    # the block wrote gives NaN or -1 instead of the previous block's value.
+    text = SHARED.sub(lambda m: f"{m.group(1)} ::emu::poison_shared(&{m.group(2)}, sizeof({m.group(2)}));", text)
+
     def one(m: re.Match) -> str:
         kernel, config, closes = m.group(1), " ".join(m.group(2).split()), m.group(3)
-        head = f'::emu::launch("{kernel}", ::emu::LaunchConfig({config}), [&](auto... emu_a) {{ {kernel}(emu_a...); }}'
+        head = f'::emu::launch("{kernel}", ::emu::LaunchConfig({config}), [=](auto... emu_a) {{ {kernel}(emu_a...); }}'
         # The same number of lines, so compiler messages point at the original line.
         return head + (")" if closes else ", ") + "\n" * m.group(0).count("\n")
     return LAUNCH.sub(one, text)
