@@ -2,10 +2,11 @@
 # The CUDA backend from the command line, on the emulator (lansbert_emu: lansbert linked
 # against tests/emu): `train --backend cuda` on 1 rank matches the CPU backend; under mpirun
 # on 2 emulated devices (NcclCommunicator over the emulator's NCCL, its stream and events,
-# the bucketed reduction, the sharded update, a bf16 gradient wire) it matches the 1-rank
-# device run, also after a sharded 2-rank checkpoint is resumed on 1 device; `eval --backend
-# cuda` prints the CPU's numbers; on an emulated V100 bf16 is refused and fp16 trains; `bench
-# --backend cuda --profile`, `bench --batch 0`, `bench-comm --backend cuda` and `info` run.
+# the bucketed reduction, the sharded update, a bf16 gradient wire, bf16 GEMMs with the
+# layers recomputed) it matches the 1-rank device run, also after a sharded 2-rank
+# checkpoint is resumed on 1 device; `eval --backend cuda` prints the CPU's numbers; on an
+# emulated V100 bf16 is refused and fp16 trains; `bench --backend cuda --profile`,
+# `bench --batch 0`, `bench-comm --backend cuda` and `info` run.
 # Parameters are compared with compare_params (the attention key biases, whose true gradient
 # is zero, are reported, not compared).
 # Usage: cli_emu_test.sh LANSBERT_EMU MAKE_TRAIN_TEST_DATA COMPARE_PARAMS SCRATCH MPIEXEC FLAGS...
@@ -44,6 +45,11 @@ same dev2 dev2s 1e-7   # the sharded update is the replicated one, sliced
 same dev2 dev2w 2e-2   # gradients rounded to bf16 on the wire...
 "$cmp" "$tmp/dev2/latest/model.safetensors" "$tmp/dev2w/latest/model.safetensors" 1e-6 > /dev/null 2>&1 &&
   { echo "FAIL: dev2w has the parameters of the fp32 wire"; fail=1; }  # ...and that wire was used
+# bf16 GEMMs: 2 devices, sharded, the layers recomputed in the backward, against 1 device
+# (4e-7 when written: the 16-bit operands are the same, only fp32 sums differ in order).
+train 0 bf1 --set backend=cuda --set precision.dtype=bf16
+train 2 bf2 --set backend=cuda --set precision.dtype=bf16 --set distributed.shard_optimizer=true --set batch.recompute=layers
+same bf1 bf2 1e-5
 
 # A sharded 2-device run stopped at step 2 resumes on 1 device (the slices joined) and ends
 # where the uninterrupted sharded run ends.
