@@ -246,6 +246,15 @@ TEST(CudaEmulatorDeathTest, AKernelReadingPastItsBufferStops) {
   Dev<float> x(100), y(100);
   EXPECT_DEATH((off_by_one<<<1, 128>>>(x.p, y.p, 100), cudaDeviceSynchronize()), "heap-buffer-overflow");
 }
+
+// An int index computed as a product that overflows (LANSBERT_EMU_ASAN also turns on
+// UndefinedBehaviorSanitizer, which has no macro of its own to test for).
+__global__ void overflowing_index(int* y, int stride) { y[threadIdx.x] = stride * int(threadIdx.x + 2) % 32; }
+
+TEST(CudaEmulatorDeathTest, SignedOverflowInAKernelStops) {
+  Dev<int> y(32);
+  EXPECT_DEATH((overflowing_index<<<1, 32>>>(y.p, 2000000000), cudaDeviceSynchronize()), "signed integer overflow");
+}
 #endif
 
 // Threads 0-15 and 16-31 wait at two different __syncthreads: undefined in CUDA.
