@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run): installs dependencies, configures, builds with
 # all cores and runs the whole CTest suite on the CPU. GPU tests (label gpu) skip themselves
-# when no device is present. Extra CMake arguments may be passed through LANSBERT_CMAKE_ARGS.
+# when no device is present; where the CUDA toolkit is installed they also run on the CUDA
+# emulator (label emu, docs/emulator.md). Extra CMake arguments may be passed through
+# LANSBERT_CMAKE_ARGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
