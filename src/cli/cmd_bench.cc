@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_profile.h"
 #include "commands.h"
 #include "lansbert/backend/cpu_ops.h"
 #include "lansbert/backend/profiling_ops.h"
@@ -53,6 +54,7 @@ struct BenchOptions {
   bool json = false;
   bool comm = false;
   bool profile = false;
+  std::string roofline;  // --profile: the GPU model whose roofline floor to print
   std::string recompute = "none";  // none | attention | layers (batch.recompute)
   Recompute recompute_mode = Recompute::kNone;  // parsed
   uint64_t seed = 1;
@@ -203,18 +205,6 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Per-op time per step, largest first, as a share of the (profiled) step.
-void print_profile(const ProfilingOps<float>& p, int steps, double step_seconds) {
-  std::vector<std::pair<std::string, ProfilingOps<float>::Entry>> rows(p.entries().begin(), p.entries().end());
-  std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.seconds > b.second.seconds; });
-  int width = 24;  // the longest op name, so the columns line up
-  for (const auto& row : rows) width = std::max(width, int(row.first.size()));
-  std::printf("  %-*s %10s %8s %7s\n", width, "op", "ms/step", "calls", "share");
-  for (const auto& [name, e] : rows)
-    std::printf("  %-*s %10.2f %8ld %6.1f%%\n", width, name.c_str(), 1e3 * e.seconds / steps, e.calls / steps,
-                100 * e.seconds / steps / step_seconds);
-}
-
 int run_bench(const BenchOptions& o) {
   BertConfig cfg;
   Status s = bert_preset(o.model, &cfg);
@@ -226,6 +216,15 @@ int run_bench(const BenchOptions& o) {
   if (o.seq_len > cfg.max_positions || o.seq_len < 2 || o.batch < 0 || o.steps < 1 || P >= o.seq_len) {
     report(Status::invalid_argument("bench: need 2 <= --seq-len <= 512, --batch >= 1 (0: probe, cuda), --steps >= 1, --max-pred < --seq-len"));
     return exit_code();
+  }
+  if (!o.roofline.empty()) {
+    const DevicePeak* unused = nullptr;
+    s = parse_roofline_device(o.roofline, &unused);
+    if (s.is_ok() && !o.profile) s = Status::invalid_argument("bench: --roofline needs --profile");
+    if (!s.is_ok()) {
+      report(s);
+      return exit_code();
+    }
   }
   if (o.batch == 0 && o.backend != "cuda") {
     report(Status::invalid_argument("bench: --batch 0 (find the largest micro-batch that fits) needs --backend cuda"));
@@ -259,7 +258,19 @@ int run_bench(const BenchOptions& o) {
       return exit_code();
     }
   }
-  ProfilingOps<float> profiler(*be.ops, be.sync);
+  // The profile's traffic model: what GEMMs read per operand element (16-bit where our kernels
+  // convert operands; fp32 where cuBLAS converts them inside), and the hand-written
+  // attention's GEMMs and softmax as rows of their own.
+  ProfilingOps<float> profiler(*be.ops, be.sync, cast_operands ? 2 : int(sizeof(float)));
+  profiler.expand_native_attention(!fused_attention);
+  // The floor's device: --roofline, else the cuda device where the peak table knows it.
+  const DevicePeak* bench_peak = o.backend == "cuda" ? find_device_peak(be.device) : nullptr;
+  RooflineTarget target{bench_peak, o.math, bench_peak != nullptr};
+  if (!o.roofline.empty()) {
+    (void)parse_roofline_device(o.roofline, &target.device);  // checked above
+    target.measured_on_it = target.device == bench_peak;
+  }
+  profiler.set_roofline(roofline_for(target));
   Ops<float>& ops = o.profile ? static_cast<Ops<float>&>(profiler) : *be.ops;
   BertModel<float> model(cfg, ops, {B, o.seq_len, P, o.recompute_mode, fused_attention});
   model.init_params(o.seed);
@@ -324,7 +335,7 @@ int run_bench(const BenchOptions& o) {
   const double gflops = bert_train_flops(cfg, B, o.seq_len, P) / step / 1e9;
   const int threads = omp_get_max_threads();
   // MFU: against --peak-gflops, else (cuda) the table's peak for the GEMM precision in use.
-  const DevicePeak* peak = o.backend == "cuda" ? find_device_peak(be.device) : nullptr;
+  const DevicePeak* peak = bench_peak;
   const double table_peak = !peak ? 0 : 1e3 * peak_tflops_for(*peak, o.math);
   const double peak_gflops = o.peak_gflops > 0 ? o.peak_gflops : table_peak;
   const double mfu = peak_gflops > 0 ? gflops / peak_gflops : 0;
@@ -392,7 +403,7 @@ int run_bench(const BenchOptions& o) {
                   casts / 1e6, copy_writes / 1e6, (6 * casts + 2 * copy_writes) / 1e9, o.cast_reuse.c_str(),
                   ops.kept_copy_bytes() / 1048576.0);
   }
-  if (o.profile) print_profile(profiler, o.steps, step);
+  if (o.profile) print_profile(profiler, o.steps, step, bert_train_flops(cfg, B, o.seq_len, P), target);
   return 0;
 }
 
@@ -438,7 +449,12 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--peak-gflops", o->peak_gflops, "Peak GFLOP/s of this device, to report MFU");
   sub->add_option("--seed", o->seed, "Seed for weights, data and dropout")->capture_default_str();
   sub->add_flag("--json", o->json, "Print one JSON line");
-  sub->add_flag("--profile", o->profile, "Also print time per op (adds a little overhead)");
+  sub->add_flag("--profile", o->profile,
+                "Also print per op: time, GEMM FLOPs, modelled memory traffic and achieved rate (adds a little "
+                "overhead)");
+  sub->add_option("--roofline", o->roofline,
+                  "With --profile: each op's roofline floor on this GPU model (H200, H100 SXM, A100, V100, ...; "
+                  "default: the cuda device) and the step's, with the MFU it caps");
   sub->add_option("--recompute", o->recompute,
                   "What the backward recomputes (batch.recompute): none, attention (the probabilities) or layers "
                   "(all but the layers' outputs); FLOP/s and MFU count the model's FLOPs only")

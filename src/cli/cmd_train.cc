@@ -95,11 +95,7 @@ void print_fitting_micro_batch(const TrainConfig& cfg, int world, double device_
 // printed; otherwise *lines says what runs.
 Status check_gpu_model(const TrainConfig& cfg, const std::string& gpu, std::string* lines) {
   const DevicePeak* p = find_device_peak(gpu);
-  if (!p) {
-    std::string known;
-    for (const DevicePeak& k : kDevicePeaks) known += (known.empty() ? "" : ", ") + std::string(k.name);
-    return Status::invalid_argument("--gpu: unknown GPU model '" + gpu + "' (known: " + known + ")");
-  }
+  if (!p) return Status::invalid_argument("--gpu: unknown GPU model '" + gpu + "' (known: " + device_peak_names() + ")");
   const std::string device = std::string(p->name) + " (sm_" + std::to_string(p->compute_capability) + ")";
   std::string note;
   LB_RETURN_IF_ERROR(check_config_precision_on_device(cfg, p->compute_capability, device, &note));

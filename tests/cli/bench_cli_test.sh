@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `lansbert bench` from the command line: a CPU run prints its JSON line, and each option
 # that does not apply (a CUDA-only choice on the CPU, contradictory precisions, unknown
-# values) exits non-zero with a message that names the option; scripts/bench-table.py turns
+# values) exits non-zero with a message that names the option; --profile --roofline prints
+# per-op rows and the floor line; scripts/bench-table.py turns
 # the JSON lines into a markdown table; --recompute attention|layers keep the loss and shrink
 # the arena.
 # `lansbert bench-comm` on one process: --order takes
@@ -78,6 +79,21 @@ expect_error "--attention cudnn needs --backend cuda" --attention cudnn
 expect_error "--tf32 contradicts --precision bf16" --tf32 --precision bf16
 expect_error "--precision" --precision int8
 expect_error "--backend: expected cpu or cuda" --backend tpu
+expect_error "--roofline: unknown GPU model 'b200' (known: H200," --profile --roofline b200
+expect_error "--roofline needs --profile" --roofline h200
+
+# --profile --roofline: the hand-written attention's GEMMs and softmax are rows of their own, GEMM
+# rows carry FLOPs, the others bytes only; the floor line names the device's peaks (a CPU step is
+# not compared with it). The FLOP and byte counts themselves: tests/model/profiling_traffic_test.cc.
+prof=$("$bin" "${tiny[@]}" --precision bf16 --profile --roofline h200)
+[[ $prof == *"roofline floor on H200 (989 TFLOP/s bf16, 4.80 TB/s)"*"MFU at most "* ]] || fail "no floor line: $prof"
+[[ $prof != *"the measured step is"* ]] || fail "a CPU step compared with an H200 floor: $prof"
+grep -q "^  gemm_batched " <<< "$prof" || fail "attention GEMMs not expanded: $prof"
+grep -q "^  softmax_dropout_forward " <<< "$prof" || fail "attention softmax not expanded: $prof"
+! grep -q "^  attention_forward " <<< "$prof" || fail "hand-written attention timed as one op: $prof"
+awk '$1 == "gemm" && $5 > 0 {ok = 1} END {exit !ok}' <<< "$prof" || fail "gemm row without FLOPs: $prof"
+awk '$1 == "layernorm_forward" && $5 == "-" && $6 > 0 {ok = 1} END {exit !ok}' <<< "$prof" ||
+  fail "layernorm row without bytes, or with FLOPs: $prof"
 
 # expect_fail WANT RC CMD...: CMD exits with RC, WANT in stderr+stdout.
 expect_fail() {

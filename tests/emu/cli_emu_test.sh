@@ -73,10 +73,11 @@ grep -q "precision.dtype: bf16 needs bf16 tensor cores.*use precision.dtype: fp1
 LANSBERT_EMU_SM=70 train 0 v100fp16 --set backend=cuda --set precision.dtype=fp16 --set precision.loss_scale=dynamic
 grep -q "eval after step 4/4" "$tmp/v100fp16.log" || { echo "FAIL: fp16 on sm_70 did not finish"; fail=1; }
 
-# bench on the device: the JSON line, MFU against the given peak, the per-op table.
+# bench on the device: the JSON line, MFU against the given peak, the per-op table with an
+# H200's roofline floor.
 out=$("$lb" bench --backend cuda --model bert-tiny --seq-len 32 --batch 2 --steps 1 --warmup 0 --peak-gflops 1000 \
-  --profile 2>&1) || { echo "FAIL: bench --backend cuda: $out"; fail=1; }
-for want in "sequences/s" "MFU" "lansbert CUDA emulator"; do
+  --profile --roofline h200 2>&1) || { echo "FAIL: bench --backend cuda: $out"; fail=1; }
+for want in "sequences/s" "MFU" "lansbert CUDA emulator" "gemm_batched" "roofline floor on H200"; do
   [[ $out == *"$want"* ]] || { echo "FAIL: bench output lacks '$want': $out"; fail=1; }
 done
 # --batch 0 on a 768 MiB device: the largest micro-batch whose estimate (with its 512 MiB

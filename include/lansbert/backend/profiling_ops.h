@@ -1,8 +1,20 @@
-// ProfilingOps<T>: an Ops<T> that forwards every call to another backend and adds up the
-// wall time per operation, for `lansbert bench --profile`. A `sync` callback (the CUDA
-// backend's device synchronise) is called before and after each op so that asynchronous
-// launches are charged to the op that issued them; profiling therefore slows a GPU run and
-// is never on in training.
+// ProfilingOps<T>: an Ops<T> that forwards every call to another backend and adds up, per
+// operation, the wall time and what the call moves: FLOPs (GEMMs only, 2 per multiply-add, as
+// the MFU count of model/flops.h) and bytes of device memory, for `lansbert bench --profile`
+// and its roofline floor (bench_profile.h). A `sync` callback (the CUDA backend's device
+// synchronise) is called before and after each op so that asynchronous launches are charged
+// to the op that issued them; profiling therefore slows a GPU run and is never on in training.
+//
+// Bytes are a traffic model, not a measurement: each tensor an op's interface reads or writes
+// is counted once at its stored width (T for activations; the GEMM operand width given to the
+// constructor for what GEMMs read: 2 where a backend converts operands to bf16/fp16, else
+// sizeof(T)), plus the backend's own conversion traffic read from its counters around the call
+// (Ops::gemm_operand_conversions: 4 bytes read and 2 written each; gemm_operand_copy_writes: 2
+// bytes each). Where the backend leaves a *_kept op's fp32 output unwritten
+// (Ops::kept_outputs_unwritten) that output costs only its 16-bit copy. Caches are ignored:
+// a tensor read twice in one op (the embedding backward's rows) counts twice, scratch inside a
+// fused kernel counts as the interface suggests (see attention_forward below), so the figure
+// is what a kernel that streams its operands once must move.
 #pragma once
 
 #include <chrono>
@@ -11,6 +23,7 @@
 #include <string>
 
 #include "lansbert/backend/ops.h"
+#include "lansbert/backend/roofline.h"
 
 namespace lansbert {
 
@@ -20,46 +33,69 @@ class ProfilingOps : public Ops<T> {
   struct Entry {
     double seconds = 0;
     long calls = 0;
+    double flops = 0;  // GEMM FLOPs
+    double bytes = 0;  // modelled memory traffic (above)
+    // With set_roofline: the calls' floors summed (each call's, not the row's: a row mixes
+    // FLOP-bound and memory-bound calls), and the part of it from FLOP-bound calls.
+    double floor_seconds = 0;
+    double floor_compute_seconds = 0;
   };
 
-  ProfilingOps(Ops<T>& inner, std::function<void()> sync = nullptr) : inner_(inner), sync_(std::move(sync)) {}
+  // gemm_operand_bytes: what a GEMM operand element costs to read (0: sizeof(T)).
+  ProfilingOps(Ops<T>& inner, std::function<void()> sync = nullptr, int gemm_operand_bytes = 0)
+      : inner_(inner), sync_(std::move(sync)), G_(gemm_operand_bytes > 0 ? gemm_operand_bytes : int(sizeof(T))) {}
   const std::map<std::string, Entry>& entries() const { return entries_; }
   void reset() { entries_.clear(); }
+  // Run the hand-written attention (attention_native.h) through this profiler, so that its
+  // GEMMs and softmax are rows of their own, instead of timing the entry point as one op.
+  // Only where the inner backend's attention is that composition (the CPU, CUDA's `native`):
+  // the calls are then the same, in the same order, as the inner backend would make.
+  void expand_native_attention(bool on) { expand_attention_ = on; }
+  // Also add up each call's roofline floor on this device (Entry::floor_seconds).
+  void set_roofline(const Roofline& r) { roofline_ = r; }
 
   Allocator& allocator() override { return inner_.allocator(); }
-  void zero(T* p, size_t n) override { time("zero", [&] { inner_.zero(p, n); }); }
+  void zero(T* p, size_t n) override { time("zero", 0, E * n, [&] { inner_.zero(p, n); }); }
   void gemm(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta,
             T* c, int ldc) override {
-    time("gemm", [&] { inner_.gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); });
+    time("gemm", gemm_flops(m, n, k), gemm_bytes(m, n, k, beta != T(0) ? 2 * E : E),
+         [&] { inner_.gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); });
   }
   void gemm_batched(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb,
                     T beta, T* c, int ldc, const GemmBatch& g) override {
-    time("gemm_batched", [&] { inner_.gemm_batched(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, g); });
+    const double count = double(g.outer) * g.inner;
+    time("gemm_batched", count * gemm_flops(m, n, k), count * gemm_bytes(m, n, k, beta != T(0) ? 2 * E : E),
+         [&] { inner_.gemm_batched(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, g); });
   }
   void gemm_bias(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb, const T* bias,
                  T* c, int ldc) override {
-    time("gemm_bias", [&] { inner_.gemm_bias(ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc); });
+    time("gemm_bias", gemm_flops(m, n, k), gemm_bytes(m, n, k, E) + E * n,
+         [&] { inner_.gemm_bias(ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc); });
   }
   // Charged to the plain GEMMs' rows: the same GEMMs, with only the output's format changed.
   void gemm_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb, T* c,
                  int ldc) override {
-    time("gemm", [&] { inner_.gemm_kept(ta, tb, m, n, k, a, lda, b, ldb, c, ldc); });
+    time("gemm", gemm_flops(m, n, k), gemm_bytes(m, n, k, kept_out()),
+         [&] { inner_.gemm_kept(ta, tb, m, n, k, a, lda, b, ldb, c, ldc); });
   }
   void gemm_bias_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
                       const T* bias, T* c, int ldc) override {
-    time("gemm_bias", [&] { inner_.gemm_bias_kept(ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc); });
+    time("gemm_bias", gemm_flops(m, n, k), gemm_bytes(m, n, k, kept_out()) + E * n,
+         [&] { inner_.gemm_bias_kept(ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc); });
   }
   void gemm_batched_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb, T* c,
                          int ldc, const GemmBatch& g) override {
-    time("gemm_batched", [&] { inner_.gemm_batched_kept(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, g); });
+    const double count = double(g.outer) * g.inner;
+    time("gemm_batched", count * gemm_flops(m, n, k), count * gemm_bytes(m, n, k, kept_out()),
+         [&] { inner_.gemm_batched_kept(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, g); });
   }
   bool attention_reads_only_gemm_operands() const override { return inner_.attention_reads_only_gemm_operands(); }
   void keep_gemm_operand(const T* x, size_t n) override {
-    time("keep_gemm_operand", [&] { inner_.keep_gemm_operand(x, n); });
+    time("keep_gemm_operand", 0, 0, [&] { inner_.keep_gemm_operand(x, n); });
   }
   void keep_converted_gemm_operand(const T* x, size_t n, const uint16_t* converted,
                                    kern::HalfFormat format) override {
-    time("keep_gemm_operand", [&] { inner_.keep_converted_gemm_operand(x, n, converted, format); });
+    time("keep_gemm_operand", 0, 0, [&] { inner_.keep_converted_gemm_operand(x, n, converted, format); });
   }
   void drop_gemm_operand(const T* x) override { inner_.drop_gemm_operand(x); }
   size_t gemm_operand_conversions() const override { return inner_.gemm_operand_conversions(); }
@@ -67,132 +103,202 @@ class ProfilingOps : public Ops<T> {
   size_t kept_copy_bytes() const override { return inner_.kept_copy_bytes(); }
   void layernorm_forward_kept(const T* x, const T* g, const T* b, T* y, T* mean, T* rstd, int r, int c,
                               T eps) override {
-    time("layernorm_forward", [&] { inner_.layernorm_forward_kept(x, g, b, y, mean, rstd, r, c, eps); });
+    time("layernorm_forward", 0, layernorm_forward_bytes(r, c),
+         [&] { inner_.layernorm_forward_kept(x, g, b, y, mean, rstd, r, c, eps); });
   }
   void dropout_bias_backward_kept(const T* dy, T* dx, T* db, int r, int c, float p, RngKey k) override {
-    time("dropout_bias_backward", [&] { inner_.dropout_bias_backward_kept(dy, dx, db, r, c, p, k); });
+    time("dropout_bias_backward", 0, E * (2.0 * r * c + 2.0 * c),
+         [&] { inner_.dropout_bias_backward_kept(dy, dx, db, r, c, p, k); });
   }
   void bias_gelu_backward_kept(const T* dact, const T* pre, T* dpre, T* db, int r, int c) override {
-    time("bias_gelu_backward", [&] { inner_.bias_gelu_backward_kept(dact, pre, dpre, db, r, c); });
+    time("bias_gelu_backward", 0, E * (3.0 * r * c + 2.0 * c),
+         [&] { inner_.bias_gelu_backward_kept(dact, pre, dpre, db, r, c); });
   }
   void bias_add_forward(T* y, const T* b, int r, int c) override {
-    time("bias_add_forward", [&] { inner_.bias_add_forward(y, b, r, c); });
+    time("bias_add_forward", 0, E * (2.0 * r * c + c), [&] { inner_.bias_add_forward(y, b, r, c); });
   }
   void bias_add_backward(const T* dy, T* db, int r, int c) override {
-    time("bias_add_backward", [&] { inner_.bias_add_backward(dy, db, r, c); });
+    time("bias_add_backward", 0, E * (double(r) * c + 2.0 * c), [&] { inner_.bias_add_backward(dy, db, r, c); });
   }
   void dropout_forward_kept(const T* x, T* y, size_t n, float p, RngKey k) override {
-    time("dropout_forward", [&] { inner_.dropout_forward_kept(x, y, n, p, k); });
+    time("dropout_forward", 0, 2.0 * E * n, [&] { inner_.dropout_forward_kept(x, y, n, p, k); });
   }
   void bias_add_backward_kept(const T* dy, T* db, int r, int c) override {
-    time("bias_add_backward", [&] { inner_.bias_add_backward_kept(dy, db, r, c); });
+    time("bias_add_backward", 0, E * (double(r) * c + 2.0 * c),
+         [&] { inner_.bias_add_backward_kept(dy, db, r, c); });
   }
   void add_forward(const T* a, const T* b, T* y, size_t n) override {
-    time("add_forward", [&] { inner_.add_forward(a, b, y, n); });
+    time("add_forward", 0, 3.0 * E * n, [&] { inner_.add_forward(a, b, y, n); });
   }
-  void accumulate(T* d, const T* s, size_t n) override { time("accumulate", [&] { inner_.accumulate(d, s, n); }); }
+  void accumulate(T* d, const T* s, size_t n) override {
+    time("accumulate", 0, 3.0 * E * n, [&] { inner_.accumulate(d, s, n); });
+  }
   void layernorm_forward(const T* x, const T* g, const T* b, T* y, T* mean, T* rstd, int r, int c, T eps) override {
-    time("layernorm_forward", [&] { inner_.layernorm_forward(x, g, b, y, mean, rstd, r, c, eps); });
+    time("layernorm_forward", 0, layernorm_forward_bytes(r, c),
+         [&] { inner_.layernorm_forward(x, g, b, y, mean, rstd, r, c, eps); });
   }
+  // dy, x read and dx written per element; mean/rstd per row; gamma read, dgamma/dbeta updated.
   void layernorm_backward(const T* dy, const T* x, const T* g, const T* mean, const T* rstd, T* dx, T* dg, T* db,
                           int r, int c) override {
-    time("layernorm_backward", [&] { inner_.layernorm_backward(dy, x, g, mean, rstd, dx, dg, db, r, c); });
+    time("layernorm_backward", 0, E * (3.0 * r * c + 2.0 * r + 5.0 * c),
+         [&] { inner_.layernorm_backward(dy, x, g, mean, rstd, dx, dg, db, r, c); });
   }
+  // pre is read and written back with the bias added; act written.
   void bias_gelu_forward(T* pre, const T* b, T* act, int r, int c) override {
-    time("bias_gelu_forward", [&] { inner_.bias_gelu_forward(pre, b, act, r, c); });
+    time("bias_gelu_forward", 0, E * (3.0 * r * c + c), [&] { inner_.bias_gelu_forward(pre, b, act, r, c); });
   }
   bool kept_outputs_unwritten() const override { return inner_.kept_outputs_unwritten(); }
   void bias_gelu_forward_kept(T* pre, const T* b, T* act, int r, int c) override {
-    time("bias_gelu_forward", [&] { inner_.bias_gelu_forward_kept(pre, b, act, r, c); });
+    time("bias_gelu_forward", 0, (2.0 * E + kept_out()) * r * c + E * c,
+         [&] { inner_.bias_gelu_forward_kept(pre, b, act, r, c); });
   }
   void bias_gelu_backward(const T* dact, const T* pre, T* dpre, T* db, int r, int c) override {
-    time("bias_gelu_backward", [&] { inner_.bias_gelu_backward(dact, pre, dpre, db, r, c); });
+    time("bias_gelu_backward", 0, E * (3.0 * r * c + 2.0 * c),
+         [&] { inner_.bias_gelu_backward(dact, pre, dpre, db, r, c); });
   }
   void bias_dropout_residual_forward(T* y, const T* b, const T* res, int r, int c, float p, RngKey k) override {
-    time("bias_dropout_residual_forward", [&] { inner_.bias_dropout_residual_forward(y, b, res, r, c, p, k); });
+    time("bias_dropout_residual_forward", 0, E * (3.0 * r * c + c),
+         [&] { inner_.bias_dropout_residual_forward(y, b, res, r, c, p, k); });
   }
   void dropout_bias_backward(const T* dy, T* dx, T* db, int r, int c, float p, RngKey k) override {
-    time("dropout_bias_backward", [&] { inner_.dropout_bias_backward(dy, dx, db, r, c, p, k); });
+    time("dropout_bias_backward", 0, E * (2.0 * r * c + 2.0 * c),
+         [&] { inner_.dropout_bias_backward(dy, dx, db, r, c, p, k); });
   }
-  void gelu_forward(const T* x, T* y, size_t n) override { time("gelu_forward", [&] { inner_.gelu_forward(x, y, n); }); }
+  void gelu_forward(const T* x, T* y, size_t n) override {
+    time("gelu_forward", 0, 2.0 * E * n, [&] { inner_.gelu_forward(x, y, n); });
+  }
   void gelu_backward(const T* dy, const T* x, T* dx, size_t n) override {
-    time("gelu_backward", [&] { inner_.gelu_backward(dy, x, dx, n); });
+    time("gelu_backward", 0, 3.0 * E * n, [&] { inner_.gelu_backward(dy, x, dx, n); });
   }
-  void tanh_forward(const T* x, T* y, size_t n) override { time("tanh_forward", [&] { inner_.tanh_forward(x, y, n); }); }
+  void tanh_forward(const T* x, T* y, size_t n) override {
+    time("tanh_forward", 0, 2.0 * E * n, [&] { inner_.tanh_forward(x, y, n); });
+  }
   void tanh_backward(const T* dy, const T* y, T* dx, size_t n) override {
-    time("tanh_backward", [&] { inner_.tanh_backward(dy, y, dx, n); });
+    time("tanh_backward", 0, 3.0 * E * n, [&] { inner_.tanh_backward(dy, y, dx, n); });
   }
   void dropout_forward(const T* x, T* y, size_t n, float p, RngKey k) override {
-    time("dropout_forward", [&] { inner_.dropout_forward(x, y, n, p, k); });
+    time("dropout_forward", 0, 2.0 * E * n, [&] { inner_.dropout_forward(x, y, n, p, k); });
   }
   void dropout_backward(const T* dy, T* dx, size_t n, float p, RngKey k) override {
-    time("dropout_backward", [&] { inner_.dropout_backward(dy, dx, n, p, k); });
+    time("dropout_backward", 0, 2.0 * E * n, [&] { inner_.dropout_backward(dy, dx, n, p, k); });
   }
+  // The softmaxes: [B, A, S, S] tensors, plus the key mask (one int32 per key) per sequence.
   void softmax_forward(const T* s, const int32_t* m, T* p, int b, int h, int sq, T sc) override {
-    time("softmax_forward", [&] { inner_.softmax_forward(s, m, p, b, h, sq, sc); });
+    time("softmax_forward", 0, 2.0 * E * scores(b, h, sq) + 4.0 * b * sq,
+         [&] { inner_.softmax_forward(s, m, p, b, h, sq, sc); });
   }
   void softmax_backward(const T* dp, const T* p, T* ds, int b, int h, int sq, T sc) override {
-    time("softmax_backward", [&] { inner_.softmax_backward(dp, p, ds, b, h, sq, sc); });
+    time("softmax_backward", 0, 3.0 * E * scores(b, h, sq), [&] { inner_.softmax_backward(dp, p, ds, b, h, sq, sc); });
   }
   void softmax_dropout_forward(const T* s, const int32_t* m, T* p, T* pd, int b, int h, int sq, T sc, float dp,
                                RngKey k) override {
-    time("softmax_dropout_forward", [&] { inner_.softmax_dropout_forward(s, m, p, pd, b, h, sq, sc, dp, k); });
+    time("softmax_dropout_forward", 0, 3.0 * E * scores(b, h, sq) + 4.0 * b * sq,
+         [&] { inner_.softmax_dropout_forward(s, m, p, pd, b, h, sq, sc, dp, k); });
   }
   void dropout_softmax_backward(T* dpd, const T* p, T* ds, int b, int h, int sq, T sc, float dp,
                                 RngKey k) override {
-    time("dropout_softmax_backward", [&] { inner_.dropout_softmax_backward(dpd, p, ds, b, h, sq, sc, dp, k); });
+    time("dropout_softmax_backward", 0, 3.0 * E * scores(b, h, sq),
+         [&] { inner_.dropout_softmax_backward(dpd, p, ds, b, h, sq, sc, dp, k); });
   }
   void softmax_dropout_forward_kept(const T* s, const int32_t* m, T* p, T* pd, int b, int h, int sq, T sc, float dp,
                                     RngKey k) override {
-    time("softmax_dropout_forward", [&] { inner_.softmax_dropout_forward_kept(s, m, p, pd, b, h, sq, sc, dp, k); });
+    time("softmax_dropout_forward", 0, (2.0 * E + kept_out()) * scores(b, h, sq) + 4.0 * b * sq,
+         [&] { inner_.softmax_dropout_forward_kept(s, m, p, pd, b, h, sq, sc, dp, k); });
   }
   void softmax_backward_kept(T* dpd, const T* p, T* ds, int b, int h, int sq, T sc, float dp, RngKey k) override {
-    time(dp > 0 ? "dropout_softmax_backward" : "softmax_backward",
+    time(dp > 0 ? "dropout_softmax_backward" : "softmax_backward", 0, (2.0 * E + kept_out()) * scores(b, h, sq),
          [&] { inner_.softmax_backward_kept(dpd, p, ds, b, h, sq, sc, dp, k); });
   }
+  // Rows of the table read (and out read too when accumulating), ids read.
   void embedding_forward(const int32_t* ids, const T* t, T* o, int n, int d, bool acc) override {
-    time("embedding_forward", [&] { inner_.embedding_forward(ids, t, o, n, d, acc); });
+    time("embedding_forward", 0, E * double(n) * d * (acc ? 3 : 2) + 4.0 * n,
+         [&] { inner_.embedding_forward(ids, t, o, n, d, acc); });
   }
+  // dout read, and a table row read and written per id (at most: repeated ids share a row).
   void embedding_backward(const int32_t* ids, const T* dout, T* dt, int n, int d) override {
-    time("embedding_backward", [&] { inner_.embedding_backward(ids, dout, dt, n, d); });
+    time("embedding_backward", 0, 3.0 * E * n * d + 4.0 * n, [&] { inner_.embedding_backward(ids, dout, dt, n, d); });
   }
   void gather_rows_forward(const T* s, const int32_t* idx, T* d, int n, int dim) override {
-    time("gather_rows_forward", [&] { inner_.gather_rows_forward(s, idx, d, n, dim); });
+    time("gather_rows_forward", 0, 2.0 * E * n * dim + 4.0 * n, [&] { inner_.gather_rows_forward(s, idx, d, n, dim); });
   }
   void gather_rows_backward(const T* dd, const int32_t* idx, T* ds, int n, int dim) override {
-    time("gather_rows_backward", [&] { inner_.gather_rows_backward(dd, idx, ds, n, dim); });
+    time("gather_rows_backward", 0, 3.0 * E * n * dim + 4.0 * n,
+         [&] { inner_.gather_rows_backward(dd, idx, ds, n, dim); });
   }
   void cross_entropy_forward(const T* l, const int32_t* lab, T* loss, int32_t* c, int r, int k) override {
-    time("cross_entropy_forward", [&] { inner_.cross_entropy_forward(l, lab, loss, c, r, k); });
+    time("cross_entropy_forward", 0, E * double(r) * k + 12.0 * r,
+         [&] { inner_.cross_entropy_forward(l, lab, loss, c, r, k); });
   }
   void cross_entropy_backward(const T* l, const int32_t* lab, T* dl, int r, int k, T w) override {
-    time("cross_entropy_backward", [&] { inner_.cross_entropy_backward(l, lab, dl, r, k, w); });
+    time("cross_entropy_backward", 0, 2.0 * E * r * k + 4.0 * r,
+         [&] { inner_.cross_entropy_backward(l, lab, dl, r, k, w); });
   }
-  // Forwarded whole, so a fused attention is what gets timed; the GEMMs and softmax inside the
-  // hand-written one are then charged to these rows, not to gemm_batched/softmax_*.
+  // The entry point, timed whole unless expand_native_attention: a fused attention is what
+  // gets timed, and the hand-written one's GEMMs and softmax are charged to this row. Its
+  // traffic is that of a fused kernel that streams q, k, v (read as T: a fused kernel converts
+  // them itself) and writes ctx and one statistic per row, plus a 16-bit keep mask of
+  // [B, A, S, S] written and read where there is dropout (the CUDA fused path's); FLOPs those of
+  // the two batched GEMMs. An expanded hand-written attention is charged per op instead.
   AttentionImpl attention_forward(const AttentionForward<T>& a) override {
+    if (expand_attention_) return native_attention_forward(*this, a);
+    const AttentionShape& s = a.shape;
+    const double bytes = E * (4.0 * tokens(s) * s.ld + rows(s)) + mask_bytes(s, a.dropout);
     AttentionImpl impl = AttentionImpl::kNative;
-    time("attention_forward", [&] { impl = inner_.attention_forward(a); });
+    time("attention_forward", 2 * attention_gemm_flops(s), bytes, [&] { impl = inner_.attention_forward(a); });
     return impl;
   }
+  // Reads q, k, v, ctx, d(ctx) and the statistics, writes dq, dk, dv; the mask again; FLOPs: a
+  // fused backward's five GEMMs (it recomputes the scores), the hand-written one's four.
   void attention_backward(const AttentionBackward<T>& a) override {
-    time("attention_backward", [&] { inner_.attention_backward(a); });
+    if (expand_attention_) return native_attention_backward(*this, a);
+    const AttentionShape& s = a.shape;
+    const double bytes = E * (8.0 * tokens(s) * s.ld + rows(s)) + mask_bytes(s, a.dropout);
+    const int gemms = a.impl == AttentionImpl::kFused ? 5 : 4;
+    time("attention_backward", gemms * attention_gemm_flops(s), bytes, [&] { inner_.attention_backward(a); });
   }
 
  private:
+  static constexpr double E = sizeof(T);  // an activation element
+  static double gemm_flops(int m, int n, int k) { return 2.0 * m * n * k; }
+  // A and B at the GEMM operand width, C at c_bytes per element (read and written with beta).
+  double gemm_bytes(int m, int n, int k, double c_bytes) const {
+    return G_ * (double(m) * k + double(k) * n) + c_bytes * m * n;
+  }
+  // What a *_kept op's output costs besides its 16-bit copy (counted by the backend).
+  double kept_out() const { return inner_.kept_outputs_unwritten() ? 0 : E; }
+  static double layernorm_forward_bytes(int r, int c) { return E * (2.0 * r * c + 2.0 * r + 2.0 * c); }
+  static double scores(int b, int h, int s) { return double(b) * h * s * s; }
+  static double tokens(const AttentionShape& s) { return double(s.batch) * s.seq; }
+  static double rows(const AttentionShape& s) { return double(s.batch) * s.heads * s.seq; }
+  static double attention_gemm_flops(const AttentionShape& s) { return 2.0 * rows(s) * s.seq * s.head_dim; }
+  static double mask_bytes(const AttentionShape& s, float dropout) {
+    return dropout > 0 ? 2.0 * 2.0 * scores(s.batch, s.heads, s.seq) : 0;
+  }
+
   template <typename F>
-  void time(const char* name, F&& f) {
+  void time(const char* name, double flops, double bytes, F&& f) {
     if (sync_) sync_();
+    const size_t conversions = inner_.gemm_operand_conversions(), copies = inner_.gemm_operand_copy_writes();
     const auto t0 = std::chrono::steady_clock::now();
     f();
     if (sync_) sync_();
     Entry& e = entries_[name];
     e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ++e.calls;
+    bytes += 6.0 * double(inner_.gemm_operand_conversions() - conversions) +
+             2.0 * double(inner_.gemm_operand_copy_writes() - copies);
+    e.flops += flops;
+    e.bytes += bytes;
+    const double floor = roofline_.floor_seconds(flops, bytes);
+    e.floor_seconds += floor;
+    if (roofline_.compute_bound(flops, bytes)) e.floor_compute_seconds += floor;
   }
 
   Ops<T>& inner_;
   std::function<void()> sync_;
+  int G_;  // bytes per GEMM operand element
+  bool expand_attention_ = false;
+  Roofline roofline_;  // zero peaks: no floors
   std::map<std::string, Entry> entries_;
 };
 

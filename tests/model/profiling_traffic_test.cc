@@ -1,0 +1,135 @@
+// ProfilingOps' FLOP and byte counts (bench --profile's columns and roofline floor): GEMM FLOPs
+// summed over a whole training step equal the model's FLOP count (model/flops.h) that MFU is
+// taken against; bytes follow the documented traffic model, conversions included, charged to
+// the op that made them; expanding the hand-written attention into its ops changes no bits.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "lansbert/backend/cpu_ops.h"
+#include "lansbert/backend/profiling_ops.h"
+#include "lansbert/backend/roofline.h"
+#include "lansbert/model/bert_model.h"
+#include "lansbert/model/flops.h"
+#include "model_test_util.h"
+
+namespace lansbert {
+namespace {
+
+double total(const ProfilingOps<float>& p, double ProfilingOps<float>::Entry::*field) {
+  double sum = 0;
+  for (const auto& [name, e] : p.entries()) sum += e.*field;
+  return sum;
+}
+
+TEST(ProfilingTraffic, GemmFlopsAndBytesInFp32) {
+  auto cpu = cpu::make_ops<float>();
+  ProfilingOps<float> p(*cpu);
+  const int m = 3, n = 5, k = 7;
+  std::vector<float> a(m * k, 1.0f), b(k * n, 0.5f), c(m * n, 0.0f);
+  p.gemm(Trans::kNo, Trans::kNo, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+  EXPECT_EQ(p.entries().at("gemm").flops, 2.0 * m * n * k);
+  EXPECT_EQ(p.entries().at("gemm").bytes, 4.0 * (m * k + k * n) + 4.0 * m * n);
+  // beta != 0 reads C as well.
+  p.gemm(Trans::kNo, Trans::kNo, m, n, k, 1.0f, a.data(), k, b.data(), n, 1.0f, c.data(), n);
+  EXPECT_EQ(p.entries().at("gemm").bytes, 2 * 4.0 * (m * k + k * n) + 3 * 4.0 * m * n);
+  std::vector<float> g(n, 1.0f), beta(n, 0.0f), y(m * n), mean(m), rstd(m);
+  p.layernorm_forward(c.data(), g.data(), beta.data(), y.data(), mean.data(), rstd.data(), m, n, 1e-5f);
+  EXPECT_EQ(p.entries().at("layernorm_forward").flops, 0);
+  EXPECT_EQ(p.entries().at("layernorm_forward").bytes, 4.0 * (2 * m * n + 2 * m + 2 * n));
+}
+
+// bf16 with cast reuse: operands are read at 2 bytes, each conversion costs 6 (4 read, 2
+// written) and is charged to the op that triggered it; a kept operand is converted once.
+TEST(ProfilingTraffic, ConversionsAreChargedToTheOpThatMadeThem) {
+  auto cpu = cpu::make_ops<float>(GemmMath::kBf16, true);
+  ProfilingOps<float> p(*cpu, nullptr, 2);
+  const int m = 4, n = 6, k = 8;
+  std::vector<float> a(m * k, 1.0f), b(k * n, 0.5f), c(m * n, 0.0f);
+  p.gemm(Trans::kNo, Trans::kNo, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+  const double operands = 2.0 * (m * k + k * n), out = 4.0 * m * n;
+  EXPECT_EQ(p.entries().at("gemm").bytes, operands + out + 6.0 * (m * k + k * n));
+  p.keep_gemm_operand(a.data(), size_t(m) * k);
+  EXPECT_EQ(p.entries().at("keep_gemm_operand").bytes, 6.0 * m * k);
+  p.gemm(Trans::kNo, Trans::kNo, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+  EXPECT_EQ(p.entries().at("gemm").bytes, 2 * (operands + out) + 6.0 * (m * k + k * n) + 6.0 * k * n)
+      << "the kept operand was charged again";
+  p.drop_gemm_operand(a.data());
+  // A *_kept op writes its 16-bit copy in the same pass (2 bytes), besides its fp32 output.
+  std::vector<float> g(n, 1.0f), beta(n, 0.0f), y(m * n), mean(m), rstd(m);
+  p.layernorm_forward_kept(c.data(), g.data(), beta.data(), y.data(), mean.data(), rstd.data(), m, n, 1e-5f);
+  EXPECT_EQ(p.entries().at("layernorm_forward").bytes, 4.0 * (2 * m * n + 2 * m + 2 * n) + 2.0 * m * n);
+  p.drop_gemm_operand(y.data());
+  // An output only GEMMs read is written as its copy alone where the backend says so.
+  ASSERT_TRUE(cpu->kept_outputs_unwritten());
+  std::vector<float> pre(m * n, 0.1f), act(m * n);
+  p.bias_gelu_forward_kept(pre.data(), g.data(), act.data(), m, n);
+  EXPECT_EQ(p.entries().at("bias_gelu_forward").bytes, 8.0 * m * n + 4.0 * n + 2.0 * m * n);
+  p.drop_gemm_operand(act.data());
+}
+
+// A training step's GEMM FLOPs, summed over the profile's rows, are the FLOPs MFU counts;
+// with the hand-written attention expanded or timed as one entry point (forward two GEMMs,
+// backward four); the expansion gives the same loss and gradients, bit for bit.
+TEST(ProfilingTraffic, StepGemmFlopsAreTheModelsFlopCount) {
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  const int B = 2, S = 16, P = 3;
+  const Batch batch = testing::random_batch(B, S, P, cfg.vocab_size, 4);
+  auto cpu = cpu::make_ops<float>();
+  ProfilingOps<float> whole(*cpu), expanded(*cpu);
+  expanded.expand_native_attention(true);
+  BertModel<float> a(cfg, whole, {B, S, P}), b(cfg, expanded, {B, S, P});
+  a.init_params(9);
+  b.init_params(9);
+  EXPECT_EQ(a.forward(batch, {true, 3, 4}).total_loss, b.forward(batch, {true, 3, 4}).total_loss);
+  a.zero_grads();
+  b.zero_grads();
+  a.backward(1.0f);
+  b.backward(1.0f);
+  EXPECT_EQ(0, std::memcmp(a.grads(), b.grads(), a.table().total_elements() * sizeof(float)));
+  const double want = bert_train_flops(cfg, B, S, P);
+  EXPECT_DOUBLE_EQ(total(whole, &ProfilingOps<float>::Entry::flops), want);
+  EXPECT_DOUBLE_EQ(total(expanded, &ProfilingOps<float>::Entry::flops), want);
+  EXPECT_EQ(whole.entries().count("gemm_batched"), 0u);
+  EXPECT_EQ(expanded.entries().count("attention_forward"), 0u);
+  EXPECT_EQ(expanded.entries().at("gemm_batched").calls, 6 * cfg.layers);  // 2 forward, 4 backward
+  EXPECT_GT(total(expanded, &ProfilingOps<float>::Entry::bytes), 0);
+}
+
+TEST(Roofline, EachOpTakesTheLongerOfItsFlopsAndItsBytes) {
+  const Roofline r{100e12, 2e12};
+  EXPECT_DOUBLE_EQ(r.floor_seconds(1e12, 1e9), 0.01);  // FLOP-bound
+  EXPECT_DOUBLE_EQ(r.floor_seconds(1e9, 1e12), 0.5);   // memory-bound
+  EXPECT_TRUE(r.compute_bound(1e12, 1e9));
+  EXPECT_FALSE(r.compute_bound(1e9, 1e12));
+  EXPECT_EQ(Roofline{}.floor_seconds(1e12, 1e12), 0);  // no device: no floor
+}
+
+// The floor is taken per call: a row holding a FLOP-bound GEMM and a memory-bound one costs
+// the sum of their floors, more than the floor of the row's summed FLOPs and bytes.
+TEST(Roofline, FloorsAreTakenPerCallAndSplitByBound) {
+  auto cpu = cpu::make_ops<float>();
+  ProfilingOps<float> p(*cpu);
+  const Roofline r{1e9, 1e9};  // one FLOP per byte: a GEMM is FLOP-bound when 2mnk > 4(mk+kn+mn)
+  p.set_roofline(r);
+  std::vector<float> a(64 * 64, 1.0f), b(64 * 64, 1.0f), c(64 * 64), row(64), one(1, 1.0f);
+  p.gemm(Trans::kNo, Trans::kNo, 64, 64, 64, 1.0f, a.data(), 64, b.data(), 64, 0.0f, c.data(), 64);  // FLOP-bound
+  p.gemm(Trans::kNo, Trans::kNo, 64, 1, 1, 1.0f, a.data(), 1, one.data(), 1, 0.0f, row.data(), 1);   // memory-bound
+  const double big_flops = 2.0 * 64 * 64 * 64, big_bytes = 4.0 * 3 * 64 * 64;
+  const double small_flops = 2.0 * 64, small_bytes = 4.0 * (64 + 1 + 64);
+  const ProfilingOps<float>::Entry& e = p.entries().at("gemm");
+  EXPECT_DOUBLE_EQ(e.floor_seconds, (big_flops + small_bytes) / 1e9);
+  EXPECT_GT(e.floor_seconds, r.floor_seconds(big_flops + small_flops, big_bytes + small_bytes));
+  EXPECT_DOUBLE_EQ(e.floor_compute_seconds, big_flops / 1e9);
+  std::vector<float> x(1000, 1.0f);
+  p.accumulate(x.data(), x.data(), 500);
+  const RooflineFloor f = roofline_floor(p.entries(), 2);  // per step, over 2 steps
+  EXPECT_DOUBLE_EQ(f.compute_bound_s, big_flops / 1e9 / 2);
+  const double memory = (small_bytes + 4.0 * 3 * 500) / 1e9 / 2;
+  EXPECT_NEAR(f.memory_bound_s, memory, 1e-12 * memory);  // a difference of sums: not exact
+}
+
+}  // namespace
+}  // namespace lansbert
