@@ -47,7 +47,7 @@ void CudaOps::bias_gelu_forward_kept(float* pre, const float* bias, float* act, 
 namespace {
 
 // The backward epilogues, plain (h null) or with the output's kept 16-bit copy written in
-// the same pass (the *_kept ops). Free functions: an extended __device__ lambda may not live
+// the same pass (the *_kept ops; the GELU backward then writes only the copy). Free functions: an extended __device__ lambda may not live
 // in a private member. The uniform `if (h)` costs nothing next to the memory traffic.
 void gelu_bias_backward_pass(const float* dact, const float* pre, float* dpre, float* dbias, int rows, int cols,
                              cudaStream_t s, DeviceBytes& partials, uint16_t* h, kern::HalfFormat format) {
@@ -56,8 +56,10 @@ void gelu_bias_backward_pass(const float* dact, const float* pre, float* dpre, f
       [=] __device__(int r, int c, float* v) {
         const size_t i = size_t(r) * cols + c;
         const float g = kern::gelu_grad(dact[i], pre[i]);
-        dpre[i] = g;
-        if (h) h[i] = kern::float_to_half(g, format);
+        if (h)  // only GEMMs read it from here on (ops.h): no fp32 write
+          h[i] = kern::float_to_half(g, format);
+        else
+          dpre[i] = g;
         v[0] = g;
       },
       dbias, nullptr);

@@ -83,8 +83,13 @@ void CpuOps<T>::dropout_bias_backward_kept(const T* dy, T* dx, T* dbias, int row
 
 template <typename T>
 void CpuOps<T>::bias_gelu_backward_kept(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) {
-  bias_gelu_backward(dact, pre, dpre, dbias, rows, cols);
-  keep_as_written(dpre, size_t(rows) * cols);
+  const size_t n = size_t(rows) * cols;
+  std::vector<T>* copy = kept_output(dpre, n);
+  if (!copy) return Ops<T>::bias_gelu_backward_kept(dact, pre, dpre, dbias, rows, cols);
+  // The fp32 gradient (and its bias sums) go into the copy's store, rounded there: dpre is
+  // left unwritten, as the CUDA kernel leaves it (ops.h).
+  bias_gelu_backward(dact, pre, copy->data(), dbias, rows, cols);
+  round_values(copy->data(), n, copy->data());
 }
 
 template <typename T>

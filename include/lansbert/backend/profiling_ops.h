@@ -111,7 +111,7 @@ class ProfilingOps : public Ops<T> {
          [&] { inner_.dropout_bias_backward_kept(dy, dx, db, r, c, p, k); });
   }
   void bias_gelu_backward_kept(const T* dact, const T* pre, T* dpre, T* db, int r, int c) override {
-    time("bias_gelu_backward", 0, E * (3.0 * r * c + 2.0 * c),
+    time("bias_gelu_backward", 0, (2.0 * E + kept_out()) * r * c + 2.0 * E * c,
          [&] { inner_.bias_gelu_backward_kept(dact, pre, dpre, db, r, c); });
   }
   void bias_add_forward(T* y, const T* b, int r, int c) override {
