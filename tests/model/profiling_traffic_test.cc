@@ -95,6 +95,12 @@ TEST(ProfilingTraffic, StepGemmFlopsAreTheModelsFlopCount) {
   EXPECT_EQ(whole.entries().count("gemm_batched"), 0u);
   EXPECT_EQ(expanded.entries().count("attention_forward"), 0u);
   EXPECT_EQ(expanded.entries().at("gemm_batched").calls, 6 * cfg.layers);  // 2 forward, 4 backward
+  // The entry point timed whole is charged the CUDA fused path's traffic (profiling_ops.h):
+  // 32 bytes per [B*S, H] element forward, 82 backward, row statistics and the keep mask.
+  const double NH = double(B) * S * cfg.hidden, rows = double(B) * cfg.heads * S, mask = 4.0 * rows * S;
+  ASSERT_GT(cfg.attention_dropout, 0.0f);
+  EXPECT_DOUBLE_EQ(whole.entries().at("attention_forward").bytes, cfg.layers * (32 * NH + 4 * rows + mask));
+  EXPECT_DOUBLE_EQ(whole.entries().at("attention_backward").bytes, cfg.layers * (82 * NH + 8 * rows + mask));
   EXPECT_GT(total(expanded, &ProfilingOps<float>::Entry::bytes), 0);
 }
 

@@ -12,9 +12,9 @@
 // (Ops::gemm_operand_conversions: 4 bytes read and 2 written each; gemm_operand_copy_writes: 2
 // bytes each). Where the backend leaves a *_kept op's fp32 output unwritten
 // (Ops::kept_outputs_unwritten) that output costs only its 16-bit copy. Caches are ignored:
-// a tensor read twice in one op (the embedding backward's rows) counts twice, scratch inside a
-// fused kernel counts as the interface suggests (see attention_forward below), so the figure
-// is what a kernel that streams its operands once must move.
+// a tensor read twice in one op (the embedding backward's rows) counts twice, and the fused
+// attention's staging is counted as cuda/fused_attention.cu does it (attention_forward below),
+// so the figure is what kernels that stream their operands once must move.
 #pragma once
 
 #include <chrono>
@@ -234,25 +234,29 @@ class ProfilingOps : public Ops<T> {
          [&] { inner_.cross_entropy_backward(l, lab, dl, r, k, w); });
   }
   // The entry point, timed whole unless expand_native_attention: a fused attention is what
-  // gets timed, and the hand-written one's GEMMs and softmax are charged to this row. Its
-  // traffic is that of a fused kernel that streams q, k, v (read as T: a fused kernel converts
-  // them itself) and writes ctx and one statistic per row, plus a 16-bit keep mask of
-  // [B, A, S, S] written and read where there is dropout (the CUDA fused path's); FLOPs those of
-  // the two batched GEMMs. An expanded hand-written attention is charged per op instead.
+  // gets timed (the hand-written one's GEMMs and softmax are then charged to these rows). Its
+  // traffic is that of the CUDA backend's cuDNN path (cuda/fused_attention.cu), per element of
+  // the [B*S, H] tensors: the forward reads q, k, v in fp32 and writes their bf16 staging
+  // (4 + 2), cuDNN reads it (2) and writes O in bf16 (2), which is widened into ctx (2 + 4):
+  // 32 bytes. The backward stages q, k, v, ctx and d(ctx) the same way (5 x 8), clears dq, dk, dv
+  // (3 x 2), cuDNN writes them (3 x 2) and accumulates dQ in fp32 (clear, read, write: 12),
+  // and they are widened into the model's fp32 gradients (3 x 6): 82 bytes. Per row of scores
+  // one fp32 statistic (forward write; backward read, and a row sum written); with dropout the
+  // 16-bit keep mask of [B, A, S, S], written and read in each direction. FLOPs: the two GEMMs
+  // forward, five backward (cuDNN recomputes the scores); a layer that fell back to the
+  // hand-written attention is charged the same (four GEMMs backward).
   AttentionImpl attention_forward(const AttentionForward<T>& a) override {
     if (expand_attention_) return native_attention_forward(*this, a);
     const AttentionShape& s = a.shape;
-    const double bytes = E * (4.0 * tokens(s) * s.ld + rows(s)) + mask_bytes(s, a.dropout);
+    const double bytes = 32.0 * tokens(s) * s.ld + 4.0 * rows(s) + mask_bytes(s, a.dropout);
     AttentionImpl impl = AttentionImpl::kNative;
     time("attention_forward", 2 * attention_gemm_flops(s), bytes, [&] { impl = inner_.attention_forward(a); });
     return impl;
   }
-  // Reads q, k, v, ctx, d(ctx) and the statistics, writes dq, dk, dv; the mask again; FLOPs: a
-  // fused backward's five GEMMs (it recomputes the scores), the hand-written one's four.
   void attention_backward(const AttentionBackward<T>& a) override {
     if (expand_attention_) return native_attention_backward(*this, a);
     const AttentionShape& s = a.shape;
-    const double bytes = E * (8.0 * tokens(s) * s.ld + rows(s)) + mask_bytes(s, a.dropout);
+    const double bytes = 82.0 * tokens(s) * s.ld + 8.0 * rows(s) + mask_bytes(s, a.dropout);
     const int gemms = a.impl == AttentionImpl::kFused ? 5 : 4;
     time("attention_backward", gemms * attention_gemm_flops(s), bytes, [&] { inner_.attention_backward(a); });
   }
