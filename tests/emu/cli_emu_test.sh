@@ -5,7 +5,8 @@
 # the bucketed reduction, the sharded update, a bf16 gradient wire, bf16 GEMMs with the
 # layers recomputed) it matches the 1-rank device run, also after a sharded 2-rank
 # checkpoint is resumed on 1 device; `eval --backend cuda` prints the CPU's numbers; on an
-# emulated V100 bf16 is refused and fp16 trains; `bench --backend cuda --profile`,
+# emulated V100 bf16 is refused and fp16 trains; `bench --backend cuda --profile` (its FLOP and
+# byte counts equal the CPU backend's),
 # `bench --batch 0`, `bench-comm --backend cuda` and `info` run.
 # Parameters are compared with compare_params (the attention key biases, whose true gradient
 # is zero, are reported, not compared).
@@ -80,6 +81,16 @@ out=$("$lb" bench --backend cuda --model bert-tiny --seq-len 32 --batch 2 --step
 for want in "sequences/s" "MFU" "lansbert CUDA emulator" "gemm_batched" "roofline floor on H200"; do
   [[ $out == *"$want"* ]] || { echo "FAIL: bench output lacks '$want': $out"; fail=1; }
 done
+# The profile's counts on the device equal the CPU backend's, op by op (calls, GEMM FLOPs,
+# bytes with the 16-bit conversions and copy writes each backend reports): what the roofline
+# floor computed from a CPU run (docs/performance.md) assumes.
+counts() {
+  "$lb" bench --backend "$1" --model bert-tiny --seq-len 32 --batch 4 --steps 1 --warmup 1 --precision bf16 \
+    --optimizer lans --profile --roofline h200 2>/dev/null | awk '/floor ms/ {p = 1; next} p && NF > 8 {print $1, $3, $5, $6}' | sort
+}
+cpu_counts=$(counts cpu) cuda_counts=$(counts cuda)
+[[ $(wc -l <<< "$cpu_counts") -gt 20 ]] || { echo "FAIL: profile rows: $cpu_counts"; fail=1; }
+[[ $cpu_counts == "$cuda_counts" ]] || { echo "FAIL: profile counts differ, cpu vs cuda:"; diff <(echo "$cpu_counts") <(echo "$cuda_counts"); fail=1; }
 # --batch 0 on a 768 MiB device: the largest micro-batch whose estimate (with its 512 MiB
 # margin) fits the free memory, then a step at that size, which must allocate within it.
 out=$(LANSBERT_EMU_MEMORY_MIB=768 "$lb" bench --backend cuda --model bert-tiny --seq-len 8 --batch 0 --steps 1 \
