@@ -47,6 +47,14 @@ void CudaOps::gelu_forward(const float* x, float* y, size_t n) {
   launch_map(n, stream(), [=] __device__(size_t i) { y[i] = kern::gelu(x[i]); });
 }
 
+// y written only as its kept 16-bit copy where operands are converted (ops.h).
+void CudaOps::gelu_forward_kept(const float* x, float* y, size_t n) {
+  uint16_t* h = kept_output(y, n);
+  if (!h) return Ops<float>::gelu_forward_kept(x, y, n);
+  const kern::HalfFormat format = gemm_half_format(options_.math);
+  launch_map(n, stream(), [=] __device__(size_t i) { h[i] = kern::float_to_half(kern::gelu(x[i]), format); });
+}
+
 void CudaOps::gelu_backward(const float* dy, const float* x, float* dx, size_t n) {
   launch_map(n, stream(), [=] __device__(size_t i) { dx[i] = kern::gelu_grad(dy[i], x[i]); });
 }

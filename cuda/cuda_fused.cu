@@ -15,33 +15,14 @@
 
 namespace lansbert::cuda {
 
-namespace {
-
-// pre += bias, then the GELU into act (fp32) or, for bias_gelu_forward_kept, only into its kept
-// 16-bit copy h (the other pointer null).
-void bias_gelu_pass(float* pre, const float* bias, float* act, uint16_t* h, kern::HalfFormat format, int rows,
-                    int cols, cudaStream_t s) {
-  launch_map(size_t(rows) * cols, s, [=] __device__(size_t i) {
+// pre += bias, then the GELU into act (the MLM head's transform; the FFN takes its bias in the
+// GEMM's epilogue and runs gelu_forward_kept).
+void CudaOps::bias_gelu_forward(float* pre, const float* bias, float* act, int rows, int cols) {
+  launch_map(size_t(rows) * cols, stream(), [=] __device__(size_t i) {
     const float x = pre[i] + bias[i % size_t(cols)];
     pre[i] = x;
-    if (h)
-      h[i] = kern::float_to_half(kern::gelu(x), format);
-    else
-      act[i] = kern::gelu(x);
+    act[i] = kern::gelu(x);
   });
-}
-
-}  // namespace
-
-void CudaOps::bias_gelu_forward(float* pre, const float* bias, float* act, int rows, int cols) {
-  bias_gelu_pass(pre, bias, act, nullptr, kern::HalfFormat::kBf16, rows, cols, stream());
-}
-
-// act written only as its kept 16-bit copy where operands are converted (ops.h).
-void CudaOps::bias_gelu_forward_kept(float* pre, const float* bias, float* act, int rows, int cols) {
-  uint16_t* h = kept_output(act, size_t(rows) * cols);
-  if (!h) return Ops<float>::bias_gelu_forward_kept(pre, bias, act, rows, cols);
-  bias_gelu_pass(pre, bias, nullptr, h, gemm_half_format(options_.math), rows, cols, stream());
 }
 
 namespace {

@@ -81,7 +81,6 @@ class CudaOps final : public Ops<float> {
                           int cols) override;
 
   void bias_gelu_forward(float* pre, const float* bias, float* act, int rows, int cols) override;
-  void bias_gelu_forward_kept(float* pre, const float* bias, float* act, int rows, int cols) override;
   bool kept_outputs_unwritten() const override { return keeps_copies(); }
   void layernorm_forward_kept(const float* x, const float* gamma, const float* beta, float* y, float* mean,
                               float* rstd, int rows, int cols, float eps) override;
@@ -100,6 +99,7 @@ class CudaOps final : public Ops<float> {
                              RngKey key) override;
 
   void gelu_forward(const float* x, float* y, size_t n) override;
+  void gelu_forward_kept(const float* x, float* y, size_t n) override;
   void gelu_backward(const float* dy, const float* x, float* dx, size_t n) override;
   void tanh_forward(const float* x, float* y, size_t n) override;
   void tanh_backward(const float* dy, const float* y, float* dx, size_t n) override;

@@ -24,13 +24,12 @@ void CpuOps<T>::bias_gelu_forward(T* pre, const T* bias, T* act, int rows, int c
   }
 }
 
-// The twin of the CUDA kernel that writes the kept copy of act instead of act (ops.h).
+// The twin of the CUDA kernel that writes the kept copy of y instead of y (ops.h).
 template <typename T>
-void CpuOps<T>::bias_gelu_forward_kept(T* pre, const T* bias, T* act, int rows, int cols) {
-  const size_t n = size_t(rows) * cols;
-  std::vector<T>* copy = kept_output(act, n);
-  if (!copy) return Ops<T>::bias_gelu_forward_kept(pre, bias, act, rows, cols);
-  bias_gelu_forward(pre, bias, copy->data(), rows, cols);
+void CpuOps<T>::gelu_forward_kept(const T* x, T* y, size_t n) {
+  std::vector<T>* copy = kept_output(y, n);
+  if (!copy) return Ops<T>::gelu_forward_kept(x, y, n);
+  gelu_forward(x, copy->data(), n);
   round_values(copy->data(), n, copy->data());
 }
 

@@ -49,7 +49,7 @@ class CpuOps final : public Ops<T> {
                           T* dx, T* dgamma, T* dbeta, int rows, int cols) override;
 
   void bias_gelu_forward(T* pre, const T* bias, T* act, int rows, int cols) override;
-  void bias_gelu_forward_kept(T* pre, const T* bias, T* act, int rows, int cols) override;
+  void gelu_forward_kept(const T* x, T* y, size_t n) override;
   bool kept_outputs_unwritten() const override { return math_ != GemmMath::kFp32 && reuse_casts_; }
   void layernorm_forward_kept(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd, int rows, int cols,
                               T eps) override;

@@ -5,8 +5,9 @@
 //                                              point, so a backend may fuse it)
 //   h1      = LN(x + dropout(ctx Wo^T + bo))
 //   h2      = LN(h1 + dropout(gelu(h1 Wi^T + bi) Wo2^T + bo2))
-// The bias, activation, dropout and residual steps after the output GEMMs go through Ops'
-// fused epilogues (bias_gelu, bias_dropout_residual and their backward passes).
+// The projections and the FFN's first GEMM add their bias in the GEMM's epilogue (gemm_bias);
+// the GELU and the bias, dropout and residual steps after the output GEMMs go through Ops'
+// fused passes (gelu_forward_kept, bias_dropout_residual and the backward epilogues).
 // Heads are addressed in place inside the (N, 3H) and (N, H) tensors (attention.h's `qkv_ld`
 // and `ld`). One projection GEMM instead of three reads x (and in the backward d[q k v] and
 // x) once rather than three times, and needs no accumulating passes over d(x): what
@@ -90,8 +91,10 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
   // h1 feeds the FFN's GEMM (and its dW) and, in fp32, the second residual: kept as written.
   ops.layernorm_forward_kept(a.res1, m.p(p.ln1.w), m.p(p.ln1.b), a.h1, a.mean1, a.rstd1, N, H,
                              T(c.layernorm_eps));
-  linear_gemm(ops, a.h1, m.p(p.inter.w), a.ffn_pre, N, H, I);
-  ops.bias_gelu_forward_kept(a.ffn_pre, m.p(p.inter.b), a.ffn_act, N, I);  // read only by GEMMs: kept
+  // The FFN's bias in its GEMM's epilogue (pre is written once), then the GELU, read only by
+  // GEMMs: kept.
+  linear_forward(ops, a.h1, m.p(p.inter.w), m.p(p.inter.b), a.ffn_pre, N, H, I);
+  ops.gelu_forward_kept(a.ffn_pre, a.ffn_act, size_t(N) * I);
   linear_gemm(ops, a.ffn_act, m.p(p.out.w), a.res2, N, I, H);
   ops.bias_dropout_residual_forward(a.res2, m.p(p.out.b), a.h1, N, H, p_hidden, key(m, dropout_site(l, 2)));
   if (l + 1 < c.layers)  // the next layer's x

@@ -92,23 +92,49 @@ TEST(KeptOutput, SoftmaxBackwardWritesTheCopyOnly) {
   }
 }
 
-TEST(KeptOutput, BiasGeluForwardWritesTheCopyOnly) {
+TEST(KeptOutput, GeluForwardWritesTheCopyOnly) {
   const int rows = 11, cols = 13;
   const size_t n = size_t(rows) * cols;
-  const auto pre0 = floats(n, 7), bias = floats(cols, 8), w = floats(size_t(cols) * kD, 9);
+  const auto pre = floats(n, 7), w = floats(size_t(cols) * kD, 9);
   for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
     auto plain = cpu::make_ops<float>(math), kept = cpu::make_ops<float>(math);
-    std::vector<float> pre1 = pre0, pre2 = pre0, act1(n), act2(n, std::numeric_limits<float>::quiet_NaN());
-    plain->bias_gelu_forward(pre1.data(), bias.data(), act1.data(), rows, cols);
+    std::vector<float> act1(n), act2(n, std::numeric_limits<float>::quiet_NaN()), pre2 = pre;
+    plain->gelu_forward(pre.data(), act1.data(), n);
     plain->keep_gemm_operand(act1.data(), n);
-    kept->bias_gelu_forward_kept(pre2.data(), bias.data(), act2.data(), rows, cols);
-    EXPECT_TRUE(same_bits(pre1, pre2)) << "pre += bias must still be written";
-    std::vector<float> y1(size_t(rows) * kD), y2(y1.size());
+    kept->gelu_forward_kept(pre.data(), act2.data(), n);
+    std::vector<float> y1(size_t(rows) * kD), y2(y1.size()), y3(y1.size());
     plain->gemm(Trans::kNo, Trans::kNo, rows, kD, cols, 1.f, act1.data(), cols, w.data(), kD, 0.f, y1.data(), kD);
     kept->gemm(Trans::kNo, Trans::kNo, rows, kD, cols, 1.f, act2.data(), cols, w.data(), kD, 0.f, y2.data(), kD);
     EXPECT_TRUE(same_bits(y1, y2)) << gemm_math_name(math);
     EXPECT_TRUE(untouched(act2)) << gemm_math_name(math);
     EXPECT_EQ(plain->gemm_operand_conversions() - kept->gemm_operand_conversions(), n);
+    kept->drop_gemm_operand(act2.data());
+    // The output at the input's address (the model's layout without fp32 GELU memory): the
+    // input keeps its fp32 values, GEMMs given the address read the GELU's copy.
+    kept->gelu_forward_kept(pre2.data(), pre2.data(), n);
+    EXPECT_TRUE(same_bits(pre2, pre)) << gemm_math_name(math);
+    kept->gemm(Trans::kNo, Trans::kNo, rows, kD, cols, 1.f, pre2.data(), cols, w.data(), kD, 0.f, y3.data(), kD);
+    EXPECT_TRUE(same_bits(y1, y3)) << gemm_math_name(math);
+    kept->drop_gemm_operand(pre2.data());
+    plain->drop_gemm_operand(act1.data());
+  }
+}
+
+// The FFN's first layer as the model runs it (the bias in the GEMM's epilogue, then the GELU)
+// gives the bits of the GEMM followed by the fused bias + GELU pass it replaced: the same
+// pre-activation (which the GELU backward reads) and the same activation.
+TEST(KeptOutput, FfnBiasInTheGemmEpilogueGivesTheFusedPassBits) {
+  const int rows = 9, k = 16, cols = 24;
+  const auto x = floats(size_t(rows) * k, 10), w = floats(size_t(cols) * k, 11), bias = floats(cols, 12);
+  for (GemmMath math : {GemmMath::kFp32, GemmMath::kBf16}) {
+    auto ops = cpu::make_ops<float>(math, false);
+    std::vector<float> pre1(size_t(rows) * cols), act1(pre1.size()), pre2(pre1.size()), act2(pre1.size());
+    ops->gemm(Trans::kNo, Trans::kYes, rows, cols, k, 1.f, x.data(), k, w.data(), k, 0.f, pre1.data(), cols);
+    ops->bias_gelu_forward(pre1.data(), bias.data(), act1.data(), rows, cols);
+    ops->gemm_bias(Trans::kNo, Trans::kYes, rows, cols, k, x.data(), k, w.data(), k, bias.data(), pre2.data(), cols);
+    ops->gelu_forward(pre2.data(), act2.data(), pre2.size());
+    EXPECT_TRUE(same_bits(pre1, pre2)) << gemm_math_name(math);
+    EXPECT_TRUE(same_bits(act1, act2)) << gemm_math_name(math);
   }
 }
 

@@ -222,21 +222,24 @@ class Ops {
     keep_gemm_operand(dy, size_t(rows) * cols);
   }
 
-  // Whether the *_kept ops whose outputs only GEMMs read (the *_kept GEMMs, bias_gelu_forward_kept,
+  // Whether the *_kept ops whose outputs only GEMMs read (the *_kept GEMMs, gelu_forward_kept,
   // bias_gelu_backward_kept, softmax_dropout_forward_kept's probs_drop, softmax_backward_kept)
   // leave their fp32 outputs unwritten (16-bit GEMMs with cast reuse).
   // Then the output pointer is only the kept span's key, and it may even be the address of
-  // the op's other output (probs_drop = probs, act = pre): the op still writes that tensor in
+  // the op's other output or input (probs_drop = probs, act = pre): the op still writes (or reads) that tensor in
   // fp32 for the ops that read it directly, while GEMMs given that address read the kept copy
   // until it is dropped. BertModel lays its activations out so when this is true, which saves
   // the memory of the fp32 outputs (bert_model.cc).
   virtual bool kept_outputs_unwritten() const { return false; }
-  // bias_gelu_forward, then keep_gemm_operand(act): the FFN's GELU output is read only by
-  // GEMMs (the output projection and its dW), so where the backend converts kept operands it
-  // is written only as its 16-bit copy (as softmax_dropout_forward_kept below).
-  virtual void bias_gelu_forward_kept(T* pre, const T* bias, T* act, int rows, int cols) {
-    bias_gelu_forward(pre, bias, act, rows, cols);
-    keep_gemm_operand(act, size_t(rows) * cols);
+  // gelu_forward, then keep_gemm_operand(y): the FFN's GELU output is read only by GEMMs (the
+  // output projection and its dW), so where the backend converts kept operands it is written
+  // only as its 16-bit copy (as softmax_dropout_forward_kept below), and y may then be x's
+  // address. The FFN's bias comes from its GEMM's epilogue (gemm_bias), so the pre-activation
+  // is written once, by the GEMM, and this pass only reads it (bias_gelu_forward would read it
+  // and write it back with the bias added).
+  virtual void gelu_forward_kept(const T* x, T* y, size_t n) {
+    gelu_forward(x, y, n);
+    keep_gemm_operand(y, n);
   }
 
   virtual void gelu_forward(const T* x, T* y, size_t n) = 0;
