@@ -38,10 +38,37 @@ Roofline roofline_for(const RooflineTarget& t) {
   return {1e12 * peak_tflops_for(*t.device, t.math), 1e12 * t.device->memory_tbps};
 }
 
-void print_profile(const ProfilingOps<float>& p, int steps, double step_seconds, double model_flops,
-                   const RooflineTarget& target) {
+namespace {
+
+std::vector<std::pair<std::string, ProfilingOps<float>::Entry>> rows_by_time(const ProfilingOps<float>& p) {
   std::vector<std::pair<std::string, ProfilingOps<float>::Entry>> rows(p.entries().begin(), p.entries().end());
   std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.seconds > b.second.seconds; });
+  return rows;
+}
+
+}  // namespace
+
+void print_profile_json(const ProfilingOps<float>& p, int steps, double model_flops, const RooflineTarget& target) {
+  std::printf(",\"profile\":[");
+  bool first = true;
+  for (const auto& [name, e] : rows_by_time(p)) {
+    std::printf("%s{\"op\":\"%s\",\"ms\":%.4f,\"calls\":%ld,\"gflop\":%.4f,\"mb\":%.3f", first ? "" : ",",
+                name.c_str(), 1e3 * e.seconds / steps, e.calls / steps, e.flops / steps / 1e9, e.bytes / steps / 1e6);
+    if (target.device) std::printf(",\"floor_ms\":%.4f", 1e3 * e.floor_seconds / steps);
+    std::printf("}");
+    first = false;
+  }
+  std::printf("]");
+  if (!target.device) return;
+  const RooflineFloor f = roofline_floor(p.entries(), steps);
+  const double flops_per_s = roofline_for(target).flops_per_s;
+  std::printf(",\"roofline_device\":\"%s\",\"roofline_floor_ms\":%.4f,\"roofline_mfu_ceiling\":%.4f",
+              target.device->name, 1e3 * f.total(), f.total() > 0 ? model_flops / f.total() / flops_per_s : 0.0);
+}
+
+void print_profile(const ProfilingOps<float>& p, int steps, double step_seconds, double model_flops,
+                   const RooflineTarget& target) {
+  const auto rows = rows_by_time(p);
   const Roofline r = roofline_for(target);
   int width = 24;  // the longest op name, so the columns line up
   for (const auto& row : rows) width = std::max(width, int(row.first.size()));

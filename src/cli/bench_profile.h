@@ -32,4 +32,9 @@ Roofline roofline_for(const RooflineTarget& t);
 void print_profile(const ProfilingOps<float>& p, int steps, double step_seconds, double model_flops,
                    const RooflineTarget& target);
 
+// The same for `--json`: fields to append inside bench's JSON object (starting with a comma):
+// "profile" (one object per op, largest time first) and, with a target, "roofline_device",
+// "roofline_floor_ms" and "roofline_mfu_ceiling".
+void print_profile_json(const ProfilingOps<float>& p, int steps, double model_flops, const RooflineTarget& target);
+
 }  // namespace lansbert::cli

@@ -366,6 +366,7 @@ int run_bench(const BenchOptions& o) {
       if (o.batch == 0)
         std::printf(",\"batch_probed\":true,\"probe_free_gib\":%.2f,\"probe_need_gib\":%.2f", probe_free, probe_need);
     }
+    if (o.profile) print_profile_json(profiler, o.steps, bert_train_flops(cfg, B, o.seq_len, P), target);
     std::printf("}\n");
   } else {
     if (o.backend == "cuda")
@@ -403,7 +404,7 @@ int run_bench(const BenchOptions& o) {
                   casts / 1e6, copy_writes / 1e6, (6 * casts + 2 * copy_writes) / 1e9, o.cast_reuse.c_str(),
                   ops.kept_copy_bytes() / 1048576.0);
   }
-  if (o.profile) print_profile(profiler, o.steps, step, bert_train_flops(cfg, B, o.seq_len, P), target);
+  if (o.profile && !o.json) print_profile(profiler, o.steps, step, bert_train_flops(cfg, B, o.seq_len, P), target);
   return 0;
 }
 

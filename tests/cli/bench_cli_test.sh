@@ -92,6 +92,18 @@ grep -q "^  gemm_batched " <<< "$prof" || fail "attention GEMMs not expanded: $p
 grep -q "^  softmax_dropout_forward " <<< "$prof" || fail "attention softmax not expanded: $prof"
 ! grep -q "^  attention_forward " <<< "$prof" || fail "hand-written attention timed as one op: $prof"
 awk '$1 == "gemm" && $5 > 0 {ok = 1} END {exit !ok}' <<< "$prof" || fail "gemm row without FLOPs: $prof"
+# --json keeps to one line: the profile and the floor are fields of the object.
+pj=$("$bin" "${tiny[@]}" --precision bf16 --profile --roofline h200 --json)
+[[ $(wc -l <<< "$pj") == 1 ]] || fail "--json --profile printed more than one line: $pj"
+python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+rows = {r["op"]: r for r in d["profile"]}
+assert rows["gemm"]["gflop"] > 0 and rows["gemm"]["floor_ms"] > 0, rows["gemm"]
+assert rows["layernorm_forward"]["gflop"] == 0 and rows["layernorm_forward"]["mb"] > 0, rows["layernorm_forward"]
+assert d["roofline_device"] == "H200" and 0 < d["roofline_mfu_ceiling"] < 1, d
+assert abs(sum(r["floor_ms"] for r in d["profile"]) - d["roofline_floor_ms"]) < 1e-3 * d["roofline_floor_ms"] + 3e-3
+' "$pj" || fail "--json --profile fields: $pj"
 awk '$1 == "layernorm_forward" && $5 == "-" && $6 > 0 {ok = 1} END {exit !ok}' <<< "$prof" ||
   fail "layernorm row without bytes, or with FLOPs: $prof"
 
