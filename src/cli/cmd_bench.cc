@@ -340,8 +340,9 @@ int run_bench(const BenchOptions& o) {
   const double peak_gflops = o.peak_gflops > 0 ? o.peak_gflops : table_peak;
   const double mfu = peak_gflops > 0 ? gflops / peak_gflops : 0;
   const double mfu_half = peak ? gflops / (1e3 * peak->half_tflops) : 0;  // vs dense fp16/bf16
-  // 16-bit GEMMs' cast passes: elements per step; each reads 4 bytes and writes 2, and the GEMM
-  // reads the 2 back (6 bytes more than reading the fp32 operand directly).
+  // 16-bit GEMMs' cast passes: elements per step; each reads 4 bytes and writes 2 (the "6
+  // bytes" printed below), and the GEMM reads the 2 back: 4 bytes more than a GEMM reading the
+  // fp32 operand directly.
   const double casts = double(ops.gemm_operand_conversions() - casts_before) / o.steps;
   // The 16-bit copies the producing ops wrote in the same pass instead: 2 bytes each.
   const double copy_writes = double(ops.gemm_operand_copy_writes() - writes_before) / o.steps;

@@ -52,7 +52,7 @@ expect_error 2 "precision.dtype: bf16 needs bf16 tensor cores (sm_80 or newer: A
   { echo "FAIL: a refused --gpu dry run printed a plan"; fail=1; }
 out=$("$lb" train --config "$cfg" --dry-run --gpu a100 "${bf16[@]}")
 has "$out" "GPU                 : A100 (sm_80): bf16 GEMMs run"
-expect_error 2 "--gpu: unknown GPU model 'b200' (known: H200, H100 PCIe, H100 SXM, A100-SXM4-80GB, A100, V100)" \
+expect_error 2 "--gpu: unknown GPU model 'b200' (known: H200, H100 PCIe, H100 SXM, A100-SXM4-80GB, A100 80GB PCIe, A100, V100)" \
   train --config "$cfg" --dry-run --gpu b200
 expect_error 2 "--gpu requires --dry-run" train --config "$cfg" --gpu v100
 expect_error 2 "--world requires --dry-run" train --config "$cfg" --world 8

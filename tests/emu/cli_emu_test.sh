@@ -86,7 +86,10 @@ done
 # floor computed from a CPU run (docs/performance.md) assumes.
 counts() {
   "$lb" bench --backend "$1" --model bert-tiny --seq-len 32 --batch 4 --steps 1 --warmup 1 --precision bf16 \
-    --optimizer lans --profile --roofline h200 2>/dev/null | awk '/floor ms/ {p = 1; next} p && NF > 8 {print $1, $3, $5, $6}' | sort
+    --optimizer lans --profile --roofline h200 --json 2>/dev/null | python3 -c '
+import json, sys
+for r in sorted(json.loads(sys.stdin.readline())["profile"], key=lambda r: r["op"]):
+    print(r["op"], r["calls"], "%.4f" % r["gflop"], "%.3f" % r["mb"])'
 }
 cpu_counts=$(counts cpu) cuda_counts=$(counts cuda)
 [[ $(wc -l <<< "$cpu_counts") -gt 20 ]] || { echo "FAIL: profile rows: $cpu_counts"; fail=1; }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <utility>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -143,6 +144,39 @@ TEST(KeptOutput, FfnBiasInTheGemmEpilogueGivesTheFusedPassBits) {
 // GEMM over the output sees the bits of casting it, and nothing is cast for it. The GELU
 // backward (op 3), whose output only GEMMs read once its bias sums are taken, writes the copy
 // alone: its fp32 output stays untouched.
+// The GELU backward as the model calls it, its output at its input's address: the input
+// keeps its values (only the copy is written), the bias gradients and the GEMM over the
+// address are the plain op's; with fp32 GEMMs or without cast reuse both GELU ops write their
+// fp32 outputs as the plain ops do.
+TEST(KeptOutput, GeluOpsInPlaceAndWithoutReuse) {
+  const int rows = 10, cols = 12;
+  const size_t n = size_t(rows) * cols;
+  const auto dact = floats(n, 41), pre = floats(n, 42), w = floats(size_t(cols) * kD, 43);
+  auto plain = cpu::make_ops<float>(GemmMath::kBf16), kept = cpu::make_ops<float>(GemmMath::kBf16);
+  std::vector<float> d1 = dact, d2 = dact, db1(cols, 0.5f), db2(cols, 0.5f);
+  plain->bias_gelu_backward(d1.data(), pre.data(), d1.data(), db1.data(), rows, cols);
+  plain->keep_gemm_operand(d1.data(), n);
+  kept->bias_gelu_backward_kept(d2.data(), pre.data(), d2.data(), db2.data(), rows, cols);
+  EXPECT_TRUE(same_bits(d2, dact)) << "the fp32 output was written over the input";
+  EXPECT_TRUE(same_bits(db1, db2));
+  std::vector<float> z1(size_t(rows) * kD), z2(z1.size());
+  plain->gemm(Trans::kNo, Trans::kNo, rows, kD, cols, 1.f, d1.data(), cols, w.data(), kD, 0.f, z1.data(), kD);
+  kept->gemm(Trans::kNo, Trans::kNo, rows, kD, cols, 1.f, d2.data(), cols, w.data(), kD, 0.f, z2.data(), kD);
+  EXPECT_TRUE(same_bits(z1, z2));
+  for (auto [math, reuse] : {std::pair{GemmMath::kFp32, true}, std::pair{GemmMath::kBf16, false}}) {
+    auto ref = cpu::make_ops<float>(math, reuse), ops = cpu::make_ops<float>(math, reuse);
+    ASSERT_FALSE(ops->kept_outputs_unwritten());
+    std::vector<float> a1(n), a2(n), g1(n), g2(n), b1(cols, 0.f), b2(cols, 0.f);
+    ref->gelu_forward(pre.data(), a1.data(), n);
+    ops->gelu_forward_kept(pre.data(), a2.data(), n);
+    ref->bias_gelu_backward(dact.data(), pre.data(), g1.data(), b1.data(), rows, cols);
+    ops->bias_gelu_backward_kept(dact.data(), pre.data(), g2.data(), b2.data(), rows, cols);
+    const std::string what = std::string(gemm_math_name(math)) + (reuse ? "" : " without reuse");
+    EXPECT_TRUE(same_bits(a1, a2)) << what;
+    EXPECT_TRUE(same_bits(g1, g2) && same_bits(b1, b2)) << what;
+  }
+}
+
 TEST(KeptOutput, WrittenOutputsComeWithTheirCopies) {
   const int rows = 10, cols = 12;
   const size_t n = size_t(rows) * cols;

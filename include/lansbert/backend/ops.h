@@ -190,7 +190,8 @@ class Ops {
   // fp32 values): exactly the op followed by keep_gemm_operand(output), except that a backend
   // that converts kept operands writes the 16-bit copy in the same pass as the fp32 output,
   // instead of a cast pass reading the output back (2 bytes written per element instead of
-  // 4 read and 2 written). dx may alias dy, dpre may alias dact, as in the plain ops.
+  // 4 read and 2 written). dx may alias dy, dpre may alias dact, as in the plain ops. Except
+  // bias_gelu_backward_kept, which writes only the copy where kept_outputs_unwritten() (below).
   virtual void layernorm_forward_kept(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd, int rows,
                                       int cols, T eps) {
     layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps);

@@ -67,6 +67,8 @@ class ProfilingOps : public Ops<T> {
     time("gemm_batched", count * gemm_flops(m, n, k), count * gemm_bytes(m, n, k, beta != T(0) ? 2 * E : E),
          [&] { inner_.gemm_batched(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, g); });
   }
+  // The bias is charged as fused into the GEMM's epilogue (CUDA's fallback, where cuBLASLt has
+  // no epilogue for the operands, adds a pass over C that is not counted).
   void gemm_bias(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb, const T* bias,
                  T* c, int ldc) override {
     time("gemm_bias", gemm_flops(m, n, k), gemm_bytes(m, n, k, E) + E * n,

@@ -30,6 +30,7 @@ inline constexpr DevicePeak kDevicePeaks[] = {
     {"H100 PCIe", "H100 PCIe", 756, 51, 378, 90, 2.0},
     {"H100", "H100 SXM", 989, 67, 494, 90, 3.35},
     {"A100-SXM4-80GB", "A100-SXM4-80GB", 312, 19.5, 156, 80, 2.039},  // cudaDeviceProp::name of the 80 GB SXM part
+    {"A100 80GB PCIe", "A100 80GB PCIe", 312, 19.5, 156, 80, 1.935},
     {"A100", "A100", 312, 19.5, 156, 80, 1.555},                 // 40 GB (p4d.24xlarge)
     {"V100", "V100", 125, 15.7, 15.7, 70, 0.9},
 };
