@@ -231,6 +231,8 @@ bench_step() {
   # Per op: time, achieved rate and the roofline floor on this GPU (the step's floor caps MFU).
   timeout "$t" "$lb" bench --backend cuda --precision bf16 --model bert-large --seq-len 128 --max-pred 20 --batch 32 \
     --steps 3 --profile 2>&1 | tee "$out/bench-bert-large-128-profile.txt" || true
+  # Its floor line (the modelled floor and the measured step's multiple of it) in the summary.
+  grep "roofline floor" "$out/bench-bert-large-128-profile.txt" | sed 's/^ */profile: /' | tee -a "$out/summary.txt" || true
   # The table for docs/performance.md (its note on skipped lines goes to the summary).
   python3 "$root/scripts/bench-table.py" "$out/bench.jsonl" > "$out/bench.md" 2>> "$out/summary.txt" ||
     echo "bench-table: no bench results" | tee -a "$out/summary.txt"
