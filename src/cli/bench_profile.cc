@@ -31,22 +31,23 @@ std::string achieved(double flops, double bytes, double seconds, bool by_flops) 
   return buf;
 }
 
-}  // namespace
-
-Roofline roofline_for(const RooflineTarget& t) {
-  if (!t.device) return {};
-  return {1e12 * peak_tflops_for(*t.device, t.math), 1e12 * t.device->memory_tbps};
-}
-
-namespace {
-
 std::vector<std::pair<std::string, ProfilingOps<float>::Entry>> rows_by_time(const ProfilingOps<float>& p) {
   std::vector<std::pair<std::string, ProfilingOps<float>::Entry>> rows(p.entries().begin(), p.entries().end());
   std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.seconds > b.second.seconds; });
   return rows;
 }
 
+// The MFU a step at its floor would reach: the model's FLOPs over the floor at the peak.
+double mfu_ceiling(const RooflineFloor& f, const Roofline& r, double model_flops) {
+  return f.total() > 0 ? model_flops / f.total() / r.flops_per_s : 0.0;
+}
+
 }  // namespace
+
+Roofline roofline_for(const RooflineTarget& t) {
+  if (!t.device) return {};
+  return {1e12 * peak_tflops_for(*t.device, t.math), 1e12 * t.device->memory_tbps};
+}
 
 void print_profile_json(const ProfilingOps<float>& p, int steps, double model_flops, const RooflineTarget& target) {
   std::printf(",\"profile\":[");
@@ -61,9 +62,8 @@ void print_profile_json(const ProfilingOps<float>& p, int steps, double model_fl
   std::printf("]");
   if (!target.device) return;
   const RooflineFloor f = roofline_floor(p.entries(), steps);
-  const double flops_per_s = roofline_for(target).flops_per_s;
   std::printf(",\"roofline_device\":\"%s\",\"roofline_floor_ms\":%.4f,\"roofline_mfu_ceiling\":%.4f",
-              target.device->name, 1e3 * f.total(), f.total() > 0 ? model_flops / f.total() / flops_per_s : 0.0);
+              target.device->name, 1e3 * f.total(), mfu_ceiling(f, roofline_for(target), model_flops));
 }
 
 void print_profile(const ProfilingOps<float>& p, int steps, double step_seconds, double model_flops,
@@ -97,7 +97,7 @@ void print_profile(const ProfilingOps<float>& p, int steps, double step_seconds,
               "memory-bound ops; MFU at most %.1f%% with these ops at their peaks",
               target.device->name, r.flops_per_s / 1e12, gemm_math_name(target.math), r.bytes_per_s / 1e12,
               1e3 * f.total(), 1e3 * f.compute_bound_s, 1e3 * f.memory_bound_s,
-              f.total() > 0 ? 100 * model_flops / f.total() / r.flops_per_s : 0.0);
+              100 * mfu_ceiling(f, r, model_flops));
   if (target.measured_on_it && f.total() > 0) std::printf("; the measured step is %.2fx the floor", step_seconds / f.total());
   std::printf("\n");
 }

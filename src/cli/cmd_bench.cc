@@ -217,9 +217,9 @@ int run_bench(const BenchOptions& o) {
     report(Status::invalid_argument("bench: need 2 <= --seq-len <= 512, --batch >= 1 (0: probe, cuda), --steps >= 1, --max-pred < --seq-len"));
     return exit_code();
   }
+  const DevicePeak* roofline_device = nullptr;  // --roofline's GPU model
   if (!o.roofline.empty()) {
-    const DevicePeak* unused = nullptr;
-    s = parse_roofline_device(o.roofline, &unused);
+    s = parse_roofline_device(o.roofline, &roofline_device);
     if (s.is_ok() && !o.profile) s = Status::invalid_argument("bench: --roofline needs --profile");
     if (!s.is_ok()) {
       report(s);
@@ -264,12 +264,10 @@ int run_bench(const BenchOptions& o) {
   ProfilingOps<float> profiler(*be.ops, be.sync, cast_operands ? 2 : int(sizeof(float)));
   profiler.expand_native_attention(!fused_attention);
   // The floor's device: --roofline, else the cuda device where the peak table knows it.
-  const DevicePeak* bench_peak = o.backend == "cuda" ? find_device_peak(be.device) : nullptr;
-  RooflineTarget target{bench_peak, o.math, bench_peak != nullptr};
-  if (!o.roofline.empty()) {
-    (void)parse_roofline_device(o.roofline, &target.device);  // checked above
-    target.measured_on_it = target.device == bench_peak;
-  }
+  // (The same table gives MFU's peak below.)
+  const DevicePeak* peak = o.backend == "cuda" ? find_device_peak(be.device) : nullptr;
+  const DevicePeak* floor_device = roofline_device ? roofline_device : peak;
+  const RooflineTarget target{floor_device, o.math, floor_device != nullptr && floor_device == peak};
   profiler.set_roofline(roofline_for(target));
   Ops<float>& ops = o.profile ? static_cast<Ops<float>&>(profiler) : *be.ops;
   BertModel<float> model(cfg, ops, {B, o.seq_len, P, o.recompute_mode, fused_attention});
@@ -335,7 +333,6 @@ int run_bench(const BenchOptions& o) {
   const double gflops = bert_train_flops(cfg, B, o.seq_len, P) / step / 1e9;
   const int threads = omp_get_max_threads();
   // MFU: against --peak-gflops, else (cuda) the table's peak for the GEMM precision in use.
-  const DevicePeak* peak = bench_peak;
   const double table_peak = !peak ? 0 : 1e3 * peak_tflops_for(*peak, o.math);
   const double peak_gflops = o.peak_gflops > 0 ? o.peak_gflops : table_peak;
   const double mfu = peak_gflops > 0 ? gflops / peak_gflops : 0;

@@ -1,9 +1,10 @@
 // Peak dense throughput per GPU model, in TFLOP/s (vendor data sheets, dense, no sparsity):
 // fp16/bf16 tensor cores, plain fp32 (CUDA cores) and TF32 tensor cores; the MFU of
 // `lansbert bench` and of the trainer's log lines. With the memory bandwidth (TB/s, SXM
-// parts unless named), the roofline floor of `bench --profile` (cli/bench_profile.h). Looked up by substring of the device's
-// description ("NVIDIA H200 (sm_90, 139 GiB)"), or of a model a user typed (`train --dry-run
-// --gpu h100`), ignoring case; the first match wins, so more specific names come first.
+// parts unless named), the roofline floor of `bench --profile` (cli/bench_profile.h).
+// Looked up by substring of the device's description ("NVIDIA H200 (sm_90, 139 GiB)"), or
+// of a model a user typed (`train --dry-run --gpu h100`), ignoring case; the first match
+// wins, so more specific names come first.
 #pragma once
 
 #include <algorithm>
