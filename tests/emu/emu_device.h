@@ -47,7 +47,9 @@ const ThreadIds& ids();
 // its declaration (the launch rewrite adds the call), so nothing carries over between blocks.
 void poison_shared(void* p, size_t bytes);
 
-enum class WarpOp { kSync, kShuffleXor, kAny };
+// kWmma*: the warp-collective calls of include/mma.h, whose lanes must also agree on `value`
+// and `arg` (their arguments and fragments).
+enum class WarpOp { kSync, kShuffleXor, kAny, kWmmaLoad, kWmmaStore, kWmmaMma };
 // Joins a warp-level barrier of `mask` lanes; `value` is this lane's contribution (a shuffle's
 // bits or a vote's predicate), `arg` the shuffle's lane mask. Returns the lane's result.
 uint64_t warp_barrier(WarpOp op, unsigned mask, uint64_t value, int arg);

@@ -91,6 +91,9 @@ const char* op_name(WarpOp op) {
     case WarpOp::kSync: return "__syncwarp";
     case WarpOp::kShuffleXor: return "__shfl_xor_sync";
     case WarpOp::kAny: return "__any_sync";
+    case WarpOp::kWmmaLoad: return "wmma::load_matrix_sync";
+    case WarpOp::kWmmaStore: return "wmma::store_matrix_sync";
+    case WarpOp::kWmmaMma: return "wmma::mma_sync";
   }
   return "?";
 }
@@ -140,6 +143,9 @@ bool release_warps(Block& b) {
                             ", but " + describe(t));
       else if (t.op != f.op || t.mask != f.mask)
         kernel_error(b, "lanes of one warp meet at different warp barriers: " + describe(f) + " and " + describe(t));
+      else if (f.op >= WarpOp::kWmmaLoad && (t.value != f.value || t.arg != f.arg))
+        kernel_error(b, "lanes of one warp pass " + std::string(op_name(f.op)) +
+                            " different pointers, ldm, layouts or fragment contents: " + describe(f) + " and " + describe(t));
     }
     if (!ready) continue;
     uint64_t any = 0;

@@ -1,15 +1,22 @@
 // Tests of the CUDA emulator itself, written as CUDA (this file goes through the same launch
 // rewrite as cuda/*.cu): that barriers, shuffles and votes give CUDA's results, that the
 // kernel-bug reports fire (deadlock, a shuffle naming an exited lane), that launches the
-// device refuses are refused, and that the runtime's memory checks catch bad copies.
+// device refuses are refused, that the runtime's memory checks catch bad copies, and that
+// wmma (include/mma.h) computes products and keeps a stored tile's lanes apart.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <mma.h>
 #include <nccl.h>
+
+#include <algorithm>
 
 #include <cmath>
 #include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
 #include <numeric>
+#include <random>
 #include <vector>
 
 namespace {
@@ -353,6 +360,186 @@ TEST(CudaEmulator, RadixSortPairsIsStableOnTheKeyBits) {
   cudaDeviceSynchronize();
   EXPECT_EQ(ko, (std::vector<int32_t>{0, 1, 3, 3, 5, 5, 5}));
   EXPECT_EQ(vo, (std::vector<int32_t>{5, 3, 1, 4, 0, 2, 6}));
+}
+
+// --- wmma (include/mma.h) ----------------------------------------------------------------------
+using namespace nvcuda;
+
+// Element (r, c) of an rows x cols matrix stored in layout L (row_major or col_major).
+template <typename L>
+size_t at(int r, int c, int rows, int cols) {
+  return std::is_same_v<L, wmma::col_major> ? size_t(c) * rows + r : size_t(r) * cols + c;
+}
+
+// One warp: C[M x N] (row-major) = A[M x K] B[K x N], every tile straight from global memory.
+template <typename T, typename LA, typename LB>
+__global__ void wmma_gemm(const T* a, const T* b, float* c, int m, int n, int k) {
+  for (int i = 0; i < m; i += 16)
+    for (int j = 0; j < n; j += 16) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::fill_fragment(acc, 0.0f);
+      for (int kk = 0; kk < k; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, LA> fa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, LB> fb;
+        wmma::load_matrix_sync(fa, a + at<LA>(i, kk, m, k), std::is_same_v<LA, wmma::row_major> ? k : m);
+        wmma::load_matrix_sync(fb, b + at<LB>(kk, j, k, n), std::is_same_v<LB, wmma::row_major> ? n : k);
+        wmma::mma_sync(acc, fa, fb, acc);
+      }
+      wmma::store_matrix_sync(c + size_t(i) * n + j, acc, n, wmma::mem_row_major);
+    }
+}
+
+// Random operands rounded to T, in the layouts given; `ref` is their product in double.
+template <typename T, typename LA, typename LB>
+struct GemmCase {
+  int m, n, k;
+  std::vector<T> a, b;
+  std::vector<double> ref;
+  GemmCase(int m_, int n_, int k_, unsigned seed) : m(m_), n(n_), k(k_), a(size_t(m) * k), b(size_t(k) * n), ref(size_t(m) * n) {
+    std::mt19937 g(seed);
+    std::uniform_real_distribution<float> u(-2.f, 2.f);
+    for (T& v : a) v = T(u(g));
+    for (T& v : b) v = T(u(g));
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j)
+        for (int kk = 0; kk < k; ++kk)
+          ref[size_t(i) * n + j] += double(float(a[at<LA>(i, kk, m, k)])) * double(float(b[at<LB>(kk, j, k, n)]));
+  }
+  // |got - ref| within 1e-5 of the largest |ref| for every element.
+  void expect_near(const std::vector<float>& got) const {
+    double big = 0;
+    for (double r : ref) big = std::max(big, std::abs(r));
+    for (size_t e = 0; e < ref.size(); ++e) EXPECT_NEAR(got[e], ref[e], 1e-5 * big) << "element " << e;
+  }
+};
+
+template <typename T, typename LA, typename LB>
+void check_one_warp_gemm() {
+  GemmCase<T, LA, LB> g(32, 48, 64, 7);
+  Dev<T> a(g.a.size()), b(g.b.size());
+  Dev<float> c(g.ref.size());
+  a.put(g.a);
+  b.put(g.b);
+  wmma_gemm<T, LA, LB><<<1, 32>>>(a.p, b.p, c.p, g.m, g.n, g.k);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  g.expect_near(c.get());
+}
+
+TEST(CudaEmulatorWmma, Bf16RowMajorATimesColMajorB) { check_one_warp_gemm<__nv_bfloat16, wmma::row_major, wmma::col_major>(); }
+TEST(CudaEmulatorWmma, Bf16RowMajorATimesRowMajorB) { check_one_warp_gemm<__nv_bfloat16, wmma::row_major, wmma::row_major>(); }
+TEST(CudaEmulatorWmma, HalfRowMajorATimesColMajorB) { check_one_warp_gemm<__half, wmma::row_major, wmma::col_major>(); }
+TEST(CudaEmulatorWmma, HalfColMajorATimesRowMajorB) { check_one_warp_gemm<__half, wmma::col_major, wmma::row_major>(); }
+
+// Four warps, each its own 16x16 tile of C[32x32] = A[32x64] B[64x32] (row-major) through shared
+// memory, warp w over the first 16 * (w + 1) columns of A only, so the warps meet their
+// barriers different numbers of times. Each warp stores to its own shared tile, then its
+// lanes copy that tile out after a __syncwarp.
+__global__ void wmma_four_warps(const __nv_bfloat16* a, const __nv_bfloat16* b, float* c) {
+  __shared__ __align__(32) __nv_bfloat16 as[32 * 64];
+  __shared__ __align__(32) __nv_bfloat16 bs[64 * 32];
+  __shared__ __align__(32) float cs[4][256];
+  for (int e = threadIdx.x; e < 32 * 64; e += blockDim.x) as[e] = a[e], bs[e] = b[e];
+  __syncthreads();
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, i = w / 2 * 16, j = w % 2 * 16;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  for (int kk = 0; kk < 16 * (w + 1); kk += 16) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+    wmma::load_matrix_sync(fa, as + i * 64 + kk, 64);
+    wmma::load_matrix_sync(fb, bs + kk * 32 + j, 32);
+    wmma::mma_sync(acc, fa, fb, acc);
+  }
+  for (int e = 0; e < acc.num_elements; ++e) acc.x[e] *= 0.5f;  // uniform: every lane alike
+  wmma::store_matrix_sync(cs[w], acc, 16, wmma::mem_row_major);
+  __syncwarp();
+  for (int e = lane; e < 256; e += 32) c[(i + e / 16) * 32 + j + e % 16] = cs[w][e];
+}
+
+TEST(CudaEmulatorWmma, WarpsOfABlockWorkIndependently) {
+  const GemmCase<__nv_bfloat16, wmma::row_major, wmma::row_major> g(32, 32, 64, 11);  // inputs only
+  std::vector<double> ref(32 * 32, 0.0);  // warp w's tile over its 16 * (w + 1) terms, halved
+  for (int w = 0; w < 4; ++w)
+    for (int r = 0; r < 16; ++r)
+      for (int col = 0; col < 16; ++col) {
+        const int i = w / 2 * 16 + r, j = w % 2 * 16 + col;
+        for (int kk = 0; kk < 16 * (w + 1); ++kk)
+          ref[i * 32 + j] += 0.5 * double(float(g.a[i * 64 + kk])) * double(float(g.b[kk * 32 + j]));
+      }
+  Dev<__nv_bfloat16> a(g.a.size()), b(g.b.size());
+  Dev<float> c(ref.size());
+  a.put(g.a);
+  b.put(g.b);
+  wmma_four_warps<<<1, 128>>>(a.p, b.p, c.p);
+  const std::vector<float> got = c.get();
+  double big = 0;
+  for (double r : ref) big = std::max(big, std::abs(r));
+  for (size_t e = 0; e < ref.size(); ++e) EXPECT_NEAR(got[e], ref[e], 1e-5 * big) << "element " << e;
+}
+
+// A stored tile is written lane by lane (lane l: elements l*8 .. l*8+7); lane 0 reads element
+// 255, lane 31's, with or without a __syncwarp between.
+__global__ void wmma_store_then_read(const float* in, float* out, bool sync) {
+  __shared__ __align__(32) float s[256];
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::load_matrix_sync(acc, in, 16, wmma::mem_row_major);
+  wmma::store_matrix_sync(s, acc, 16, wmma::mem_row_major);
+  if (sync) __syncwarp();
+  if (threadIdx.x == 0) out[0] = s[255];
+}
+
+TEST(CudaEmulatorWmma, AStoredTileIsReadableByOtherLanesOnlyAfterSyncwarp) {
+  std::vector<float> h(256);
+  std::iota(h.begin(), h.end(), 1.f);
+  Dev<float> in(256), out(1);
+  in.put(h);
+  emu::set_schedule(emu::Schedule::kForward);  // lane 0 runs on before lane 31 stores
+  wmma_store_then_read<<<1, 32>>>(in.p, out.p, false);
+  EXPECT_TRUE(std::isnan(out.get()[0])) << out.get()[0];  // the shared-memory poison: a race
+  wmma_store_then_read<<<1, 32>>>(in.p, out.p, true);
+  EXPECT_EQ(out.get()[0], 256.f);
+}
+
+// Loaded column-major, stored column-major (ldm 20) and row-major (ldm 16).
+__global__ void wmma_col_major_accumulator(const float* in, float* same, float* transposed) {
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::load_matrix_sync(acc, in, 20, wmma::mem_col_major);
+  wmma::store_matrix_sync(same, acc, 20, wmma::mem_col_major);
+  wmma::store_matrix_sync(transposed, acc, 16, wmma::mem_row_major);
+}
+
+TEST(CudaEmulatorWmma, ColumnMajorAccumulatorsRoundTrip) {
+  std::vector<float> h(16 * 20);
+  std::iota(h.begin(), h.end(), 0.f);
+  Dev<float> in(h.size()), same(h.size()), transposed(256);
+  in.put(h);
+  wmma_col_major_accumulator<<<1, 32>>>(in.p, same.p, transposed.p);
+  const std::vector<float> s = same.get(), t = transposed.get();
+  for (int col = 0; col < 16; ++col)
+    for (int r = 0; r < 20; ++r) {
+      if (r < 16) EXPECT_EQ(s[col * 20 + r], h[col * 20 + r]) << r << "," << col;
+      else EXPECT_TRUE(std::isnan(s[col * 20 + r])) << "padding written at " << r << "," << col;
+    }
+  for (int r = 0; r < 16; ++r)
+    for (int col = 0; col < 16; ++col) EXPECT_EQ(t[r * 16 + col], h[col * 20 + r]) << r << "," << col;
+}
+
+// Misuse a GPU would hang on or compute garbage from: a lane that skips a collective call,
+// lanes passing different pointers, a partial warp, a bad ldm.
+__global__ void wmma_misuse(float* p, int how) {
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 1.0f);
+  if (how == 0 && threadIdx.x == 7) return;
+  float* to = how == 1 && threadIdx.x == 3 ? p + 256 : p;
+  wmma::store_matrix_sync(to, acc, how == 3 ? 18 : 16, wmma::mem_row_major);
+}
+
+TEST(CudaEmulatorWmmaDeathTest, MisuseStopsTheRun) {
+  Dev<float> p(512);
+  EXPECT_DEATH((wmma_misuse<<<1, 32>>>(p.p, 0), cudaDeviceSynchronize()), "waits for lane 7, but thread \\(7,0,0\\) exited");
+  EXPECT_DEATH((wmma_misuse<<<1, 32>>>(p.p, 1), cudaDeviceSynchronize()), "lanes of one warp pass wmma::store_matrix_sync different pointers");
+  EXPECT_DEATH((wmma_misuse<<<1, 48>>>(p.p, 2), cudaDeviceSynchronize()), "in a block of 48 threads: .* whole warps");
+  EXPECT_DEATH((wmma_misuse<<<1, 32>>>(p.p, 3), cudaDeviceSynchronize()), "ldm 18 is not a multiple of 4");
 }
 
 }  // namespace
