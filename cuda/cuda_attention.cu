@@ -1,12 +1,16 @@
 // CudaOps' attention entry points: the hand-written composition (attention_native.h) unless
-// OpsOptions::attention asks for cuDNN, in which case FusedAttention runs where it applies.
+// OpsOptions::attention asks for the flash attention (flash_attention.h), or for cuDNN, in
+// which case FusedAttention runs where it applies.
 // `auto` also compares each shape's first fused forward and backward with the hand-written
 // results here (they need the other ops of this backend) and keeps the fused path only if
 // they agree within kFused{Forward,Backward}Tolerance.
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 #include "cuda_check.cuh"
 #include "cuda_ops.cuh"
+#include "flash_attention.h"
 #if LANSBERT_HAVE_CUDNN
 #include "cudnn_api.h"
 #endif
@@ -38,6 +42,17 @@ FusedAttention& CudaOps::fused() {
 
 AttentionImpl CudaOps::attention_forward(const AttentionForward<float>& a) {
   if (options_.attention == AttentionMode::kNative) return native_attention_forward(*this, a);
+  if (options_.attention == AttentionMode::kFlash) {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    const std::string why = flash_attention_check(a.shape, options_.math, compute_capability(device));
+    if (why != flash_fallback_ && !why.empty())
+      std::fprintf(stderr, "lansbert: attention: precision.attention flash: hand-written attention (%s)\n", why.c_str());
+    flash_fallback_ = why;
+    if (!why.empty()) return native_attention_forward(*this, a);
+    flash_attention_forward(a, gemm_half_format(options_.math), stream());
+    return AttentionImpl::kFlash;
+  }
   FusedAttention& f = fused();
   if (!f.forward(a)) return native_attention_forward(*this, a);
   const bool dropout = a.dropout > 0;
@@ -72,6 +87,11 @@ AttentionImpl CudaOps::attention_forward(const AttentionForward<float>& a) {
 
 void CudaOps::attention_backward(const AttentionBackward<float>& a) {
   if (a.impl == AttentionImpl::kNative) return native_attention_backward(*this, a);
+  if (a.impl == AttentionImpl::kFlash) {
+    // d_probs is [B, A, S, S] scratch the flash attention does not otherwise need: its first
+    // B*A*S floats hold D.
+    return flash_attention_backward(a, gemm_half_format(options_.math), a.d_probs, stream());
+  }
   LB_CHECK_MSG(options_.attention != AttentionMode::kNative, "attention_backward: a fused forward on native ops");
   FusedAttention& f = fused();
   const bool dropout = a.dropout > 0;

@@ -57,7 +57,8 @@ class CudaOps final : public Ops<float> {
                       const float* bias, float* c, int ldc) override;
   void gemm_batched_kept(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
                          float* c, int ldc, const GemmBatch& batch) override;
-  // cuDNN's attention reads q, k, v, ctx and d(ctx) in fp32: only the hand-written one does not.
+  // cuDNN's and the flash attention read q, k, v, ctx and d(ctx) in fp32: only the
+  // hand-written one does not.
   bool attention_reads_only_gemm_operands() const override { return options_.attention == AttentionMode::kNative; }
   void keep_gemm_operand(const float* x, size_t n) override;
   void keep_converted_gemm_operand(const float* x, size_t n, const uint16_t* converted,
@@ -133,12 +134,15 @@ class CudaOps final : public Ops<float> {
   void cross_entropy_backward(const float* logits, const int32_t* labels, float* dlogits, int rows,
                               int classes, float weight) override;
 
-  // cuda_attention.cu: the fused (cuDNN) attention where options.attention asks for it and it
-  // applies, the hand-written composition otherwise.
+  // cuda_attention.cu: the flash or the fused (cuDNN) attention where options.attention asks
+  // for it and it applies, the hand-written composition otherwise.
   AttentionImpl attention_forward(const AttentionForward<float>& a) override;
   void attention_backward(const AttentionBackward<float>& a) override;
   // The fused attention's state (created on first use; tests look at its fallback reason).
   FusedAttention& fused();
+  // Why the last forward under attention flash ran the hand-written attention ("" if it ran
+  // the flash kernels; logged when it changes).
+  const std::string& flash_fallback() const { return flash_fallback_; }
 
  private:
   // With a 16-bit GemmMath: x[0, n) rounded to the operand format in `ws` (grown as
@@ -191,6 +195,7 @@ class CudaOps final : public Ops<float> {
   size_t copy_writes_ = 0;                           // kept copies' elements written by producing ops
   DeviceBytes batch_ptrs_;                           // pointer arrays of gemm_batched
   std::unique_ptr<FusedAttention> fused_;            // only with attention cudnn/auto
+  std::string flash_fallback_;                       // flash_fallback()
 };
 
 }  // namespace lansbert::cuda

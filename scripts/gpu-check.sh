@@ -221,6 +221,15 @@ bench_step() {
         | tee -a "$out/bench.jsonl" || echo "bench $model $seq attention auto: exit $?" | tee -a "$out/summary.txt"
     done
   fi
+  # lansbert's own flash attention (never run on a GPU before): the bf16 lines above with it.
+  if "$lb" bench --help 2>&1 | grep -q -- 'flash'; then
+    for spec in bert-base:128:20:64 bert-large:128:20:32 bert-large:512:80:8; do
+      IFS=: read -r model seq pred batch <<< "$spec"
+      timeout "$t" "$lb" bench --backend cuda --precision bf16 --attention flash --model "$model" --seq-len "$seq" \
+        --max-pred "$pred" --batch "$batch" --steps 5 --warmup 2 --json 2> "$out/bench-$model-$seq-flash.err" \
+        | tee -a "$out/bench.jsonl" || echo "bench $model $seq attention flash: exit $?" | tee -a "$out/summary.txt"
+    done
+  fi
   timeout "$t" "$lb" bench --backend cuda --precision bf16 --model bert-large --seq-len 512 --max-pred 80 --batch 0 \
     --steps 2 --warmup 1 2>&1 | tee "$out/bench-bert-large-512-probe.txt" || true
   # The same probe with activation recomputation: how much larger a micro-batch fits, at what MFU.
@@ -231,8 +240,12 @@ bench_step() {
   # Per op: time, achieved rate and the roofline floor on this GPU (the step's floor caps MFU).
   timeout "$t" "$lb" bench --backend cuda --precision bf16 --model bert-large --seq-len 128 --max-pred 20 --batch 32 \
     --steps 3 --profile 2>&1 | tee "$out/bench-bert-large-128-profile.txt" || true
-  # Its floor line (the modelled floor and the measured step's multiple of it) in the summary.
+  timeout "$t" "$lb" bench --backend cuda --precision bf16 --attention flash --model bert-large --seq-len 512 \
+    --max-pred 80 --batch 8 --steps 3 --profile 2>&1 | tee "$out/bench-bert-large-512-flash-profile.txt" || true
+  # Their floor lines (the modelled floor and the measured step's multiple of it) in the summary.
   grep "roofline floor" "$out/bench-bert-large-128-profile.txt" | sed 's/^ */profile: /' | tee -a "$out/summary.txt" || true
+  grep "roofline floor" "$out/bench-bert-large-512-flash-profile.txt" | sed 's/^ */profile 512 flash: /' |
+    tee -a "$out/summary.txt" || true
   # The table for docs/performance.md (its note on skipped lines goes to the summary).
   python3 "$root/scripts/bench-table.py" "$out/bench.jsonl" > "$out/bench.md" 2>> "$out/summary.txt" ||
     echo "bench-table: no bench results" | tee -a "$out/summary.txt"

@@ -9,7 +9,8 @@
 // device_description (train/device_peaks.h) for the GEMM precision in use (fp32 or --tf32);
 // --batch 0 probes the largest micro-batch whose estimated footprint fits the free memory;
 // --attention cudnn|auto runs cuDNN's fused attention (docs/cuda.md), with the model's
-// attention dropout applied through lansbert's own keep mask; --gemm-cast cublas lets
+// attention dropout applied through lansbert's own keep mask; --attention flash runs
+// lansbert's own fused attention (both backends; on the CPU its twin); --gemm-cast cublas lets
 // cuBLAS round bf16/fp16 operands inside the GEMM instead of lansbert's cast kernels.
 #include <omp.h>
 
@@ -63,7 +64,7 @@ struct BenchOptions {
   std::string precision = "fp32";  // GEMM operands: fp32 | tf32 (cuda) | bf16 | fp16 (cpu: emulated)
   GemmMath math = GemmMath::kFp32;  // parsed from the two above
   std::string optimizer;        // time this rule's update ("" = cuda: lans, cpu: none)
-  std::string attention = "native";  // cuda: native | cudnn | auto (backend/attention.h)
+  std::string attention = "native";  // native | flash; cuda also cudnn | auto (backend/attention.h)
   std::string gemm_cast = "kernel";  // cuda, bf16/fp16: kernel | cublas (precision.gemm_cast)
   std::string cast_reuse = "on";     // bf16/fp16 with kernel casts: on | off (Ops::keep_gemm_operand)
 };
@@ -83,9 +84,13 @@ struct BenchBackend {
 Status open_backend(const BenchOptions& o, BenchBackend* b) {
   if (o.backend == "cpu") {
     if (o.math == GemmMath::kTf32) return Status::invalid_argument("bench: --tf32 / --precision tf32 needs --backend cuda");
-    if (o.attention != "native") return Status::invalid_argument("bench: --attention " + o.attention + " needs --backend cuda");
+    AttentionMode attention;
+    if (!parse_attention_mode(o.attention, &attention))
+      return Status::invalid_argument("bench: --attention: expected native, cudnn, auto or flash, got '" + o.attention + "'");
+    if (attention != AttentionMode::kNative && attention != AttentionMode::kFlash)
+      return Status::invalid_argument("bench: --attention " + o.attention + " needs --backend cuda");
     if (o.gemm_cast != "kernel") return Status::invalid_argument("bench: --gemm-cast " + o.gemm_cast + " needs --backend cuda");
-    b->ops = cpu::make_ops<float>(o.math, o.cast_reuse == "on");
+    b->ops = cpu::make_ops<float>(o.math, o.cast_reuse == "on", attention);
     b->make_optimizer = make_optimizer;
     return Status::ok();
   }
@@ -105,7 +110,7 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
   if (oo.cast_in_gemm && !is_half_gemm(o.math))
     return Status::invalid_argument("bench: --gemm-cast cublas needs --precision bf16 or fp16");
   if (!parse_attention_mode(o.attention, &oo.attention))
-    return Status::invalid_argument("bench: --attention: expected native, cudnn or auto, got '" + o.attention + "'");
+    return Status::invalid_argument("bench: --attention: expected native, cudnn, auto or flash, got '" + o.attention + "'");
   b->ops = cuda::make_ops(oo);
   b->sync = [] { cuda::synchronize(); };
   b->device = cuda::device_description(0);
@@ -121,7 +126,8 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
 // What a micro-batch's device footprint depends on besides its size.
 struct FootprintOptions {
   bool with_moments = false;    // an optimizer's m and v
-  bool fused_attention = false; // cuDNN's staging
+  bool fused_attention = false; // cuDNN's or the flash attention: statistics kept, no probabilities
+  bool cudnn_staging = false;   // cuDNN's bf16 staging
   bool cast_operands = false;   // 16-bit GEMMs whose operands our kernels convert
   bool reuse = false;           // ... kept and reused (Ops::keep_gemm_operand)
   Recompute recompute = Recompute::kNone;  // ModelLimits::recompute
@@ -137,7 +143,7 @@ struct FootprintOptions {
   const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P, f.recompute, f.fused_attention},
                                                             f.cast_operands && f.reuse);
   const size_t keep_mask = cfg.attention_dropout > 0 ? size_t(B) * cfg.heads * S * S * 2 : 0;
-  const size_t fused = f.fused_attention ? size_t(B) * S * cfg.hidden * (8 * 2 + 4) + keep_mask : 0;
+  const size_t fused = f.cudnn_staging ? size_t(B) * S * cfg.hidden * (8 * 2 + 4) + keep_mask : 0;
   // 16-bit GEMMs with our cast pass: the kept weights' copy, the layers' kept activations
   // (BertModel::kept_copy_bytes_for), and three operand workspaces (A, B, the held dY) sized
   // for the largest operand: FFN activations, attention probabilities or the MLM logits.
@@ -241,6 +247,7 @@ int run_bench(const BenchOptions& o) {
     return exit_code();
   }
   const bool fused_attention = o.attention != "native";
+  const bool cudnn_staging = fused_attention && o.attention != "flash";
   const bool half = is_half_gemm(o.math);                      // 16-bit GEMM operands
   const bool cast_operands = half && o.gemm_cast != "cublas";  // converted by our kernels (not cuBLAS)
   const std::string opt_name = !o.optimizer.empty() ? o.optimizer : o.backend == "cuda" ? "lans" : "";
@@ -250,7 +257,8 @@ int run_bench(const BenchOptions& o) {
   if (B == 0) {
     // Our cast pass: with cast reuse its kept copies, and the arena without fp32 memory for
     // the kept outputs (Ops::kept_outputs_unwritten); without reuse neither.
-    B = probe_batch(cfg, o.seq_len, P, {time_opt, fused_attention, cast_operands, o.cast_reuse == "on", o.recompute_mode},
+    B = probe_batch(cfg, o.seq_len, P,
+                    {time_opt, fused_attention, cudnn_staging, cast_operands, o.cast_reuse == "on", o.recompute_mode},
                     &probe_free, &probe_need);
     if (B == 0) {
       report(Status::unsupported("bench: --batch 0: not even a micro-batch of 1 fits in the " +
@@ -372,9 +380,10 @@ int run_bench(const BenchOptions& o) {
                   o.model.c_str(), model.table().parameter_count(), be.device.c_str(), gemm_math_name(o.math),
                   o.gemm_cast == "cublas" ? " (operands converted inside cuBLAS)" : "", o.attention.c_str());
     else
-      std::printf("lansbert bench: %s (%zu parameters), cpu backend, %d threads%s\n", o.model.c_str(),
+      std::printf("lansbert bench: %s (%zu parameters), cpu backend, %d threads%s%s\n", o.model.c_str(),
                   model.table().parameter_count(), threads,
-                  o.math == GemmMath::kFp32 ? "" : o.math == GemmMath::kBf16 ? ", bf16 GEMMs emulated" : ", fp16 GEMMs emulated");
+                  o.math == GemmMath::kFp32 ? "" : o.math == GemmMath::kBf16 ? ", bf16 GEMMs emulated" : ", fp16 GEMMs emulated",
+                  o.attention == "flash" ? ", flash attention" : "");
     if (o.batch == 0)
       std::printf("  largest micro-batch that fits: %d (estimated %.2f GiB of %.2f GiB free)\n", B, probe_need,
                   probe_free);
@@ -423,8 +432,9 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--tf32", o->tf32, "cuda: fp32 GEMMs in TF32 on tensor cores (--precision tf32)");
   sub->add_option("--attention", o->attention,
-                  "cuda: native, cudnn (cuDNN fused attention where it applies) or auto (cudnn, checked against "
-                  "native on first use)")
+                  "native (default), flash (lansbert's fused attention; the cpu runs its twin), cudnn (cuda: "
+                  "cuDNN's fused attention where it applies) or auto (cuda: cudnn, checked against native on "
+                  "first use)")
       ->capture_default_str();
   sub->add_option("--gemm-cast", o->gemm_cast,
                   "cuda with bf16/fp16: kernel (cast kernels write 16-bit operands, then cuBLAS) or cublas "

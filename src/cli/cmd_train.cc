@@ -101,9 +101,13 @@ Status check_gpu_model(const TrainConfig& cfg, const std::string& gpu, std::stri
   LB_RETURN_IF_ERROR(check_config_precision_on_device(cfg, p->compute_capability, device, &note));
   *lines = fmt::format("  GPU                 : {}: {} GEMMs run{}\n", device, gemm_math_name(cfg.gemm_math()),
                        note.empty() ? "" : " (" + note + ")");
-  if (cfg.attention_mode() != AttentionMode::kNative && p->compute_capability < 80)
+  const AttentionMode a = cfg.attention_mode();
+  if (a != AttentionMode::kNative && a != AttentionMode::kFlash && p->compute_capability < 80)
     *lines += fmt::format("  attention           : precision.attention {}: cuDNN's fused attention needs sm_80+, the "
-                          "hand-written attention runs\n", attention_mode_name(cfg.attention_mode()));
+                          "hand-written attention runs\n", attention_mode_name(a));
+  if (a == AttentionMode::kFlash && cfg.gemm_math() != GemmMath::kBf16 && cfg.gemm_math() != GemmMath::kFp16)
+    *lines += fmt::format("  attention           : precision.attention flash runs on tensor cores with 16-bit GEMMs; "
+                          "with {} GEMMs the hand-written attention runs\n", gemm_math_name(cfg.gemm_math()));
   return Status::ok();
 }
 

@@ -26,7 +26,10 @@ void blas_gemm(Trans ta, Trans tb, int m, int n, int k, double alpha, const doub
 }  // namespace
 
 template <typename T>
-CpuOps<T>::CpuOps(GemmMath math, bool reuse_casts) : math_(math), reuse_casts_(reuse_casts) {
+CpuOps<T>::CpuOps(GemmMath math, bool reuse_casts, AttentionMode attention)
+    : math_(math), attention_(attention), reuse_casts_(reuse_casts) {
+  LB_CHECK_MSG(attention == AttentionMode::kNative || attention == AttentionMode::kFlash,
+               "the CPU backend has the hand-written and the flash attention only");
   LB_CHECK_MSG(math == GemmMath::kFp32 || (std::is_same_v<T, float> && math != GemmMath::kTf32),
                "the CPU backend emulates bf16 and fp16 GEMMs in float only (no TF32)");
 }
@@ -212,10 +215,10 @@ template class CpuOps<float>;
 template class CpuOps<double>;
 
 template <typename T>
-std::unique_ptr<Ops<T>> make_ops(GemmMath math, bool reuse_casts) {
-  return std::make_unique<CpuOps<T>>(math, reuse_casts);
+std::unique_ptr<Ops<T>> make_ops(GemmMath math, bool reuse_casts, AttentionMode attention) {
+  return std::make_unique<CpuOps<T>>(math, reuse_casts, attention);
 }
-template std::unique_ptr<Ops<float>> make_ops<float>(GemmMath, bool);
-template std::unique_ptr<Ops<double>> make_ops<double>(GemmMath, bool);
+template std::unique_ptr<Ops<float>> make_ops<float>(GemmMath, bool, AttentionMode);
+template std::unique_ptr<Ops<double>> make_ops<double>(GemmMath, bool, AttentionMode);
 
 }  // namespace lansbert::cpu

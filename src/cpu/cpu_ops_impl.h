@@ -12,7 +12,8 @@ namespace lansbert::cpu {
 template <typename T>
 class CpuOps final : public Ops<T> {
  public:
-  explicit CpuOps(GemmMath math = GemmMath::kFp32, bool reuse_casts = true);
+  explicit CpuOps(GemmMath math = GemmMath::kFp32, bool reuse_casts = true,
+                  AttentionMode attention = AttentionMode::kNative);
   Allocator& allocator() override { return host_allocator(); }
   void zero(T* p, size_t n) override;
 
@@ -50,6 +51,11 @@ class CpuOps final : public Ops<T> {
 
   void bias_gelu_forward(T* pre, const T* bias, T* act, int rows, int cols) override;
   void gelu_forward_kept(const T* x, T* y, size_t n) override;
+  // cpu_flash_attention.cc: the flash attention's twin with attention kFlash, the
+  // hand-written composition otherwise. The flash one reads q, k, v, ctx and d(ctx) in T.
+  AttentionImpl attention_forward(const AttentionForward<T>& a) override;
+  void attention_backward(const AttentionBackward<T>& a) override;
+  bool attention_reads_only_gemm_operands() const override { return attention_ != AttentionMode::kFlash; }
   bool kept_outputs_unwritten() const override { return math_ != GemmMath::kFp32 && reuse_casts_; }
   void layernorm_forward_kept(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd, int rows, int cols,
                               T eps) override;
@@ -103,6 +109,10 @@ class CpuOps final : public Ops<T> {
   // (round_into: a cast pass on the GPU) or not (round_values: a kernel's 16-bit output).
   void round_into(const T* x, size_t n, T* out);
   void round_values(const T* x, size_t n, T* out) const;
+  // x as a GEMM operand: rounded to the 16-bit format where GEMMs are 16-bit, else x.
+  T gemm_rounded(T x) const;
+  void flash_attention_forward(const AttentionForward<T>& a);
+  void flash_attention_backward(const AttentionBackward<T>& a);
   // The copy an op writes a kept operand into (the *_kept ops): x[0, n) kept, its store
   // sized; null where GEMMs do not convert (or reuse is off), and the op writes x itself.
   std::vector<T>* kept_output(const T* x, size_t n);
@@ -117,6 +127,7 @@ class CpuOps final : public Ops<T> {
   bool gemm_into_kept_copy(const T* c, size_t span, Gemm&& run);
 
   GemmMath math_;
+  AttentionMode attention_;
   std::vector<T> operand_a_, operand_b_;
   std::vector<T> kept_result_;  // gemm_into_kept_copy's fp32 result
   bool reuse_casts_;

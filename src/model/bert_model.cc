@@ -218,7 +218,7 @@ void BertModel<T>::recompute_layer(int l, const T* x) {
   if (limits_.recompute == Recompute::kAttention) {
     // A fused forward's statistics are in the layer's own buffer, and ctx is untouched: its
     // backward has all it needs.
-    if (s.layers[l].attn_impl == AttentionImpl::kFused && s.layers[l].stats) return;
+    if (s.layers[l].attn_impl != AttentionImpl::kNative && s.layers[l].stats) return;
     // The attention core again from the kept q/k/v: the probabilities (and ctx, rewritten
     // with the same bits) as the forward made them.
     encoder_layer_attention_forward(s, l);

@@ -105,9 +105,10 @@ Status TrainConfig::validate(int world, std::string* key) const {
     return bad(key, "precision.tf32", "applies to dtype fp32 only (dtype is '" + precision.dtype + "')");
   AttentionMode attention;
   if (!parse_attention_mode(precision.attention, &attention))
-    return bad(key, "precision.attention", "expected native, cudnn or auto, got '" + precision.attention + "'");
+    return bad(key, "precision.attention", "expected native, cudnn, auto or flash, got '" + precision.attention + "'");
   if (backend == "cpu" && attention == AttentionMode::kCudnn)
-    return bad(key, "precision.attention", "cudnn is a CUDA option; the CPU backend has the hand-written attention only");
+    return bad(key, "precision.attention",
+               "cudnn is a CUDA option; the CPU backend has the hand-written and the flash attention only");
   if (precision.gemm_cast != "kernel" && precision.gemm_cast != "cublas")
     return bad(key, "precision.gemm_cast", "expected kernel or cublas, got '" + precision.gemm_cast + "'");
   if (precision.gemm_cast == "cublas" && backend != "cuda")
@@ -209,10 +210,12 @@ Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
   // the hand-written one (no engine for the shape, a failed auto check): not counted then, so
   // the plan stays a lower bound. With attention dropout it stages one bf16 keep mask
   // [B, A, S, S] for all layers (cuda/fused_attention.cu); its other staging is workspace.
+  // The flash attention stages nothing: its mask is drawn inside its kernels.
   const bool fused = config.attention_mode() != AttentionMode::kNative;
+  const bool cudnn = fused && config.attention_mode() != AttentionMode::kFlash;
   if (config.converts_gemm_operands())
     p.half_bytes += BertModel<float>::kept_copy_bytes_for(mc, config.model_limits(), !fused);
-  if (fused && config.backend != "cpu" && mc.attention_dropout > 0)
+  if (cudnn && config.backend != "cpu" && mc.attention_dropout > 0)
     p.half_bytes += size_t(config.batch.micro_batch) * mc.heads * config.data.seq_len * config.data.seq_len * 2;
   p.flops_per_sequence = training_flops_per_sequence(mc, config.data.seq_len, config.data.max_pred);
   *plan = p;

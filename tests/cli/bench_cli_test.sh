@@ -76,6 +76,7 @@ expect_error "--gemm-cast" --gemm-cast fast
 expect_error "--cast-reuse" --precision bf16 --cast-reuse maybe
 expect_error "--recompute" --recompute true
 expect_error "--attention cudnn needs --backend cuda" --attention cudnn
+expect_error "--attention: expected native, cudnn, auto or flash, got 'fast'" --attention fast
 expect_error "--tf32 contradicts --precision bf16" --tf32 --precision bf16
 expect_error "--precision" --precision int8
 expect_error "--backend: expected cpu or cuda" --backend tpu
@@ -86,6 +87,7 @@ expect_error "--roofline needs --profile" --roofline h200
 # rows carry FLOPs, the others bytes only; the floor line names the device's peaks (a CPU step is
 # not compared with it). The FLOP and byte counts themselves: tests/model/profiling_traffic_test.cc.
 prof=$("$bin" "${tiny[@]}" --precision bf16 --profile --roofline h200)
+prof_fp32=$("$bin" "${tiny[@]}" --profile)
 [[ $prof == *"roofline floor on H200 (989 TFLOP/s bf16, 4.80 TB/s)"*"MFU at most "* ]] || fail "no floor line: $prof"
 [[ $prof != *"the measured step is"* ]] || fail "a CPU step compared with an H200 floor: $prof"
 grep -q "^  gemm_batched " <<< "$prof" || fail "attention GEMMs not expanded: $prof"
@@ -106,6 +108,18 @@ assert abs(sum(r["floor_ms"] for r in d["profile"]) - d["roofline_floor_ms"]) < 
 ' "$pj" || fail "--json --profile fields: $pj"
 awk '$1 == "layernorm_forward" && $5 == "-" && $6 > 0 {ok = 1} END {exit !ok}' <<< "$prof" ||
   fail "layernorm row without bytes, or with FLOPs: $prof"
+
+# --attention flash on the CPU (the flash attention's twin): rows of its own instead of the
+# composition's, no [B, A, S, S] softmax pass, and the hand-written attention's loss (fp32: the
+# same function with the same dropout masks).
+fl=$("$bin" "${tiny[@]}" --attention flash --profile)
+[[ $fl == *"flash attention"* ]] || fail "bench header does not say flash: $fl"
+grep -q "^  flash_attention_forward " <<< "$fl" || fail "no flash forward row: $fl"
+grep -q "^  flash_attention_backward " <<< "$fl" || fail "no flash backward row: $fl"
+! grep -q "^  softmax_dropout_forward " <<< "$fl" || fail "flash run still has the softmax pass: $fl"
+loss_of() { grep -o "loss [0-9.]*" <<< "$1"; }
+[[ -n $(loss_of "$fl") && $(loss_of "$fl") == $(loss_of "$prof_fp32") ]] ||
+  fail "flash loss '$(loss_of "$fl")' is not the hand-written attention's '$(loss_of "$prof_fp32")'"
 
 # expect_fail WANT RC CMD...: CMD exits with RC, WANT in stderr+stdout.
 expect_fail() {

@@ -101,6 +101,15 @@ expect_error 2 "data.whole_word: the data.train shards were masked by prep witho
   { echo "FAIL: export of a padded vocab_size"; fail=1; }
 grep -q '"vocab_size": 72' "$tmp/padded-hf/config.json" || { echo "FAIL: padded export config.json"; fail=1; }
 
+# precision.attention flash on the CPU (the flash attention's twin, any head size): the same
+# training as the hand-written attention (fp32: the same function with the same dropout masks).
+step4() {
+  "$lb" train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/att-$1" --set logging.every_steps=2 \
+    --set precision.attention=$1 --stop-at-step 4 2>&1 | grep -o "step 4/400 | loss [0-9.]* | mlm_acc [0-9.]* | nsp_acc [0-9.]* | lr [0-9.e+-]* | gnorm [0-9.]*"
+}
+native4=$(step4 native) flash4=$(step4 flash)
+[[ -n $native4 && $flash4 == "$native4" ]] || { echo "FAIL: flash training '$flash4' vs native '$native4'"; fail=1; }
+
 # A real SIGTERM: the run finishes its step, checkpoints and exits 0.
 "$lb" train --config "$tmp/good.yaml" --resume latest > "$tmp/sigterm.log" 2>&1 &
 pid=$!

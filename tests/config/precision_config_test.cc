@@ -35,7 +35,7 @@ TEST(AttentionConfig, DefaultsToTheHandWrittenAttention) {
 
 TEST(AttentionConfig, ParsesTheModesForTheCudaBackend) {
   for (const auto& [name, mode] : {std::pair{"cudnn", AttentionMode::kCudnn}, std::pair{"auto", AttentionMode::kAuto},
-                                   std::pair{"native", AttentionMode::kNative}}) {
+                                   std::pair{"native", AttentionMode::kNative}, std::pair{"flash", AttentionMode::kFlash}}) {
     TrainConfig c;
     Status st = parse({"backend=cuda", std::string("precision.attention=") + name}, &c);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
@@ -49,14 +49,24 @@ TEST(AttentionConfig, ParsesTheModesForTheCudaBackend) {
 
 TEST(AttentionConfig, RefusesUnknownModesAndCudnnOnTheCpu) {
   TrainConfig c;
-  Status st = parse({"precision.attention=flash"}, &c);
+  Status st = parse({"precision.attention=fast"}, &c);
   EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("precision.attention"), std::string::npos) << st.to_string();
-  EXPECT_NE(st.message().find("native, cudnn or auto"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.message().find("native, cudnn, auto or flash"), std::string::npos) << st.to_string();
   st = parse({"precision.attention=cudnn"}, &c);  // backend: cpu
   EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("CUDA option"), std::string::npos) << st.to_string();
   EXPECT_TRUE(parse({"precision.attention=auto"}, &c).is_ok());  // portable: native on the CPU
+}
+
+// flash runs on both backends (the CPU runs its twin), and its layers keep their statistics.
+TEST(AttentionConfig, FlashOnTheCpuKeepsStatistics) {
+  TrainConfig c;
+  ASSERT_TRUE(parse({"precision.attention=flash"}, &c).is_ok());
+  EXPECT_EQ(c.attention_mode(), AttentionMode::kFlash);
+  EXPECT_TRUE(c.model_limits().attention_stats);
+  ASSERT_TRUE(parse({"precision.attention=native"}, &c).is_ok());
+  EXPECT_FALSE(c.model_limits().attention_stats);
 }
 
 TEST(GemmCastConfig, DefaultsToTheCastKernels) {

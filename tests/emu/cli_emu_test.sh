@@ -84,16 +84,21 @@ done
 # The profile's counts on the device equal the CPU backend's, op by op (calls, GEMM FLOPs,
 # bytes with the 16-bit conversions and copy writes each backend reports): what the roofline
 # floor computed from a CPU run (docs/performance.md) assumes.
+# Also with the flash attention, whose CUDA kernels the device runs (bf16, head_dim 64).
 counts() {
-  "$lb" bench --backend "$1" --model bert-tiny --seq-len 32 --batch 4 --steps 1 --warmup 1 --precision bf16 \
-    --optimizer lans --profile --roofline h200 --json 2>/dev/null | python3 -c '
+  "$lb" bench --backend "$1" --attention "$2" --model bert-tiny --seq-len 32 --batch 4 --steps 1 --warmup 1 \
+    --precision bf16 --optimizer lans --profile --roofline h200 --json 2>/dev/null | python3 -c '
 import json, sys
 for r in sorted(json.loads(sys.stdin.readline())["profile"], key=lambda r: r["op"]):
     print(r["op"], r["calls"], "%.4f" % r["gflop"], "%.3f" % r["mb"])'
 }
-cpu_counts=$(counts cpu) cuda_counts=$(counts cuda)
-[[ $(wc -l <<< "$cpu_counts") -gt 20 ]] || { echo "FAIL: profile rows: $cpu_counts"; fail=1; }
-[[ $cpu_counts == "$cuda_counts" ]] || { echo "FAIL: profile counts differ, cpu vs cuda:"; diff <(echo "$cpu_counts") <(echo "$cuda_counts"); fail=1; }
+for attention in native flash; do
+  cpu_counts=$(counts cpu $attention) cuda_counts=$(counts cuda $attention)
+  [[ $(wc -l <<< "$cpu_counts") -gt 20 ]] || { echo "FAIL: profile rows ($attention): $cpu_counts"; fail=1; }
+  [[ $cpu_counts == "$cuda_counts" ]] ||
+    { echo "FAIL: profile counts differ, cpu vs cuda ($attention):"; diff <(echo "$cpu_counts") <(echo "$cuda_counts"); fail=1; }
+done
+[[ $cuda_counts == *"flash_attention_forward"* ]] || { echo "FAIL: no flash rows on the device: $cuda_counts"; fail=1; }
 # --batch 0 on a 768 MiB device: the largest micro-batch whose estimate (with its 512 MiB
 # margin) fits the free memory, then a step at that size, which must allocate within it.
 out=$(LANSBERT_EMU_MEMORY_MIB=768 "$lb" bench --backend cuda --model bert-tiny --seq-len 8 --batch 0 --steps 1 \

@@ -19,14 +19,24 @@ namespace lansbert {
 //   cudnn   a fused kernel (CUDA: cuDNN's SDPA) wherever it applies, the hand-written one
 //           elsewhere, each reason logged once;
 //   auto    like cudnn, but each shape's first fused forward and backward are compared with
-//           the hand-written results, and the fused path is switched off if they disagree.
-enum class AttentionMode { kNative, kCudnn, kAuto };
+//           the hand-written results, and the fused path is switched off if they disagree;
+//   flash   lansbert's own fused attention (kernels/flash_attention.h): an online softmax over
+//           key tiles that never stores the [B, A, S, S] scores, with the hand-written path's
+//           dropout masks drawn inside it. Both backends (the CPU runs the twin); on CUDA with
+//           tensor cores, so only where GEMMs are 16-bit and head_dim is 64 (else the
+//           hand-written attention runs, the reason logged once).
+enum class AttentionMode { kNative, kCudnn, kAuto, kFlash };
 
 inline const char* attention_mode_name(AttentionMode m) {
-  return m == AttentionMode::kCudnn ? "cudnn" : m == AttentionMode::kAuto ? "auto" : "native";
+  switch (m) {
+    case AttentionMode::kCudnn: return "cudnn";
+    case AttentionMode::kAuto: return "auto";
+    case AttentionMode::kFlash: return "flash";
+    default: return "native";
+  }
 }
 inline bool parse_attention_mode(const std::string& s, AttentionMode* out) {
-  for (AttentionMode m : {AttentionMode::kNative, AttentionMode::kCudnn, AttentionMode::kAuto})
+  for (AttentionMode m : {AttentionMode::kNative, AttentionMode::kCudnn, AttentionMode::kAuto, AttentionMode::kFlash})
     if (s == attention_mode_name(m)) {
       *out = m;
       return true;
@@ -36,8 +46,9 @@ inline bool parse_attention_mode(const std::string& s, AttentionMode* out) {
 
 // Which implementation ran a forward. attention_backward must be told, because what the
 // forward saved differs: the probabilities (kNative) or a fused kernel's own statistics
-// (kFused). The model keeps the value per layer between its forward and backward.
-enum class AttentionImpl : int32_t { kNative = 0, kFused = 1 };
+// (kFused: cuDNN's; kFlash: the flash attention's, one log-sum-exp per row in `stats`). The
+// model keeps the value per layer between its forward and backward.
+enum class AttentionImpl : int32_t { kNative = 0, kFused = 1, kFlash = 2 };
 
 struct AttentionShape {
   int batch = 0, heads = 0, seq = 0, head_dim = 0;

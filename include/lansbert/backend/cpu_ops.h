@@ -13,8 +13,10 @@ namespace lansbert::cpu {
 // are rounded with the shared bodies of kernels/half.h, then multiplied in fp32. kTf32 is
 // not offered (cuBLAS does not specify its TF32 rounding). Other modes are a fatal error.
 // reuse_casts false ignores Ops::keep_gemm_operand (every GEMM rounds its operands): the
-// baseline the reuse is tested and counted against.
+// baseline the reuse is tested and counted against. `attention` kNative or kFlash (the twin of
+// the CUDA flash attention, src/cpu/cpu_flash_attention.cc); others are a fatal error.
 template <typename T>
-std::unique_ptr<Ops<T>> make_ops(GemmMath math = GemmMath::kFp32, bool reuse_casts = true);
+std::unique_ptr<Ops<T>> make_ops(GemmMath math = GemmMath::kFp32, bool reuse_casts = true,
+                                 AttentionMode attention = AttentionMode::kNative);
 
 }  // namespace lansbert::cpu

@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "lansbert/backend/ops.h"
 #include "lansbert/backend/roofline.h"
@@ -246,17 +247,35 @@ class ProfilingOps : public Ops<T> {
   // 16-bit keep mask of [B, A, S, S], written and read in each direction. FLOPs: the two GEMMs
   // forward, five backward (cuDNN recomputes the scores); a layer that fell back to the
   // hand-written attention is charged the same (four GEMMs backward).
+  //
+  // The flash attention (kernels/flash_attention.h) has rows of its own. Forward: q, k, v read
+  // and ctx written at the activation width (4 E per element), the key mask, one statistic
+  // per row. Backward, three kernels: D = d(ctx) . ctx (reads both, writes D per row); dK/dV
+  // (reads q, k, v, d(ctx), the mask and lse, D per row; writes d_k, d_v); dQ (reads the same,
+  // writes d_q): 13 E per element. Its dropout mask is drawn in the kernels, never stored.
+  // FLOPs: two GEMMs forward, seven backward (the scores and d(pd) are computed by both
+  // backward kernels). K and V tiles re-read by other query tiles are assumed to hit cache.
   AttentionImpl attention_forward(const AttentionForward<T>& a) override {
     if (expand_attention_) return native_attention_forward(*this, a);
     const AttentionShape& s = a.shape;
-    const double bytes = 32.0 * tokens(s) * s.ld + 4.0 * rows(s) + mask_bytes(s, a.dropout);
     AttentionImpl impl = AttentionImpl::kNative;
-    time("attention_forward", 2 * attention_gemm_flops(s), bytes, [&] { impl = inner_.attention_forward(a); });
+    time_costed([&] { impl = inner_.attention_forward(a); }, [&] {
+      if (impl == AttentionImpl::kFlash)
+        return Cost{"flash_attention_forward", 2 * attention_gemm_flops(s),
+                    4 * E * tokens(s) * s.ld + 4.0 * tokens(s) + 4.0 * rows(s)};
+      return Cost{"attention_forward", 2 * attention_gemm_flops(s),
+                  32.0 * tokens(s) * s.ld + 4.0 * rows(s) + mask_bytes(s, a.dropout)};
+    });
     return impl;
   }
   void attention_backward(const AttentionBackward<T>& a) override {
     if (expand_attention_) return native_attention_backward(*this, a);
     const AttentionShape& s = a.shape;
+    if (a.impl == AttentionImpl::kFlash) {
+      time("flash_attention_backward", 7 * attention_gemm_flops(s),
+           13 * E * tokens(s) * s.ld + 8.0 * tokens(s) + 20.0 * rows(s), [&] { inner_.attention_backward(a); });
+      return;
+    }
     const double bytes = 82.0 * tokens(s) * s.ld + 8.0 * rows(s) + mask_bytes(s, a.dropout);
     const int gemms = a.impl == AttentionImpl::kFused ? 5 : 4;
     time("attention_backward", gemms * attention_gemm_flops(s), bytes, [&] { inner_.attention_backward(a); });
@@ -280,14 +299,25 @@ class ProfilingOps : public Ops<T> {
     return dropout > 0 ? 2.0 * 2.0 * scores(s.batch, s.heads, s.seq) : 0;
   }
 
+  struct Cost {
+    const char* name;
+    double flops, bytes;
+  };
   template <typename F>
   void time(const char* name, double flops, double bytes, F&& f) {
+    time_costed(std::forward<F>(f), [&] { return Cost{name, flops, bytes}; });
+  }
+  // time() for a call whose row and cost are known only once it ran (cost() after f()).
+  template <typename F, typename C>
+  void time_costed(F&& f, C&& cost) {
     if (sync_) sync_();
     const size_t conversions = inner_.gemm_operand_conversions(), copies = inner_.gemm_operand_copy_writes();
     const auto t0 = std::chrono::steady_clock::now();
     f();
     if (sync_) sync_();
-    Entry& e = entries_[name];
+    const Cost c = cost();
+    double flops = c.flops, bytes = c.bytes;
+    Entry& e = entries_[c.name];
     e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ++e.calls;
     bytes += 6.0 * double(inner_.gemm_operand_conversions() - conversions) +

@@ -129,11 +129,12 @@ struct TrainConfig {
   GemmMath gemm_math() const;
   // What the model's activation arena is laid out for: batch.micro_batch sequences of
   // data.seq_len with data.max_pred masked slots, recomputed or not (batch.recompute).
-  // On a device with precision.attention cudnn|auto the layers keep the fused attention's
-  // statistics (ModelLimits::attention_stats).
+  // With precision.attention flash, or on a device with cudnn|auto, the layers keep the fused
+  // attention's statistics (ModelLimits::attention_stats).
   ModelLimits model_limits() const {
+    const AttentionMode a = attention_mode();
     return {batch.micro_batch, data.seq_len, data.max_pred, batch.recompute,
-            backend != "cpu" && attention_mode() != AttentionMode::kNative};
+            a == AttentionMode::kFlash || (backend != "cpu" && a != AttentionMode::kNative)};
   }
   // The metrics file this run appends to ("" for none).
   std::string metrics_path() const;

@@ -1,0 +1,156 @@
+// The CPU twin of the flash attention (cuda/flash_attention.cu): the same online softmax over
+// key tiles of kern::kFlashKeyTile and the same per-element bodies (kernels/flash_attention.h),
+// with the roundings the GPU's tensor cores see where GEMMs are 16-bit: q, k, v and d(ctx) as
+// operands, the dropped-out probabilities before they multiply v or d(ctx), and d(scores)
+// before it multiplies k or q. Products are summed in T (the GPU sums in fp32, in another
+// order), so the two agree to rounding, not bit for bit. One task per (sequence, head); each
+// runs its loops in a fixed order, so results do not depend on the thread count.
+#include <algorithm>
+#include <vector>
+
+#include "cpu_ops_impl.h"
+#include "lansbert/kernels/flash_attention.h"
+#include "lansbert/kernels/half.h"
+
+namespace lansbert::cpu {
+
+namespace {
+
+// One head's rows gathered from [B*S, ld] activations into a dense [S, D] block.
+template <typename T>
+void gather_head(const T* x, int ld, int64_t b, int a, int S, int D, T* out) {
+  for (int s = 0; s < S; ++s) std::copy_n(x + (b * S + s) * ld + int64_t(a) * D, D, out + int64_t(s) * D);
+}
+template <typename T>
+void scatter_head(const T* in, int ld, int64_t b, int a, int S, int D, T* x) {
+  for (int s = 0; s < S; ++s) std::copy_n(in + int64_t(s) * D, D, x + (b * S + s) * ld + int64_t(a) * D);
+}
+template <typename T>
+T dot(const T* x, const T* y, int n) {
+  T sum = 0;
+  for (int i = 0; i < n; ++i) sum += x[i] * y[i];
+  return sum;
+}
+template <typename T>
+void axpy(T alpha, const T* x, T* y, int n) {
+  for (int i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+}  // namespace
+
+template <typename T>
+T CpuOps<T>::gemm_rounded(T x) const {
+  if (!is_half_gemm(math_)) return x;
+  const kern::HalfFormat f = gemm_half_format(math_);
+  return static_cast<T>(kern::half_to_float(kern::float_to_half(static_cast<float>(x), f), f));
+}
+
+template <typename T>
+void CpuOps<T>::flash_attention_forward(const AttentionForward<T>& a) {
+  const AttentionShape& s = a.shape;
+  const int S = s.seq, D = s.head_dim, A = s.heads, Q = s.qkv_stride();
+  const int64_t heads = int64_t(s.batch) * A;
+  T* stats = a.stats_slot();
+#pragma omp parallel for schedule(dynamic) if (heads > 1)
+  for (int64_t bh = 0; bh < heads; ++bh) {
+    const int64_t b = bh / A;
+    const int h = int(bh % A);
+    std::vector<T> q(size_t(S) * D), k(q.size()), v(q.size()), out(q.size()), acc(D);
+    std::vector<T> score(kern::kFlashKeyTile);
+    gather_head(a.q, Q, b, h, S, D, q.data());
+    gather_head(a.k, Q, b, h, S, D, k.data());
+    gather_head(a.v, Q, b, h, S, D, v.data());
+    for (T* x : {q.data(), k.data(), v.data()})
+      for (size_t i = 0; i < q.size(); ++i) x[i] = gemm_rounded(x[i]);
+    const int32_t* mask = a.key_mask + b * S;
+    kern::DropoutBits bits(a.dropout_key);
+    for (int r = 0; r < S; ++r) {
+      T m = -kern::flash_infinity<T>(), l = 0;
+      std::fill(acc.begin(), acc.end(), T(0));
+      for (int k0 = 0; k0 < S; k0 += kern::kFlashKeyTile) {
+        const int k1 = std::min(S, k0 + kern::kFlashKeyTile);
+        T tile_max = -kern::flash_infinity<T>();
+        for (int j = k0; j < k1; ++j) {
+          score[j - k0] = dot(&q[size_t(r) * D], &k[size_t(j) * D], D);
+          if (mask[j]) tile_max = std::max(tile_max, a.scale * score[j - k0]);
+        }
+        const T m_new = kern::flash_new_max(m, tile_max), alpha = kern::flash_rescale(m, m_new);
+        l *= alpha;
+        for (T& x : acc) x *= alpha;
+        for (int j = k0; j < k1; ++j) {
+          const T p = kern::flash_exp(score[j - k0], mask[j] != 0, a.scale, m_new);
+          l += p;
+          const uint32_t z = a.dropout > 0 ? bits(kern::flash_prob_index(bh, S, r, j)) : 0;
+          axpy(gemm_rounded(kern::flash_dropped(p, z, a.dropout)), &v[size_t(j) * D], acc.data(), D);
+        }
+        m = m_new;
+      }
+      const T inv = kern::flash_inv_sum(l);
+      for (int d = 0; d < D; ++d) out[size_t(r) * D + d] = acc[d] * inv;
+      stats[bh * S + r] = kern::flash_lse(m, l);
+    }
+    scatter_head(out.data(), s.ld, b, h, S, D, a.ctx);
+  }
+}
+
+template <typename T>
+void CpuOps<T>::flash_attention_backward(const AttentionBackward<T>& a) {
+  const AttentionShape& s = a.shape;
+  const int S = s.seq, D = s.head_dim, A = s.heads, Q = s.qkv_stride(), H = s.ld;
+  const int64_t heads = int64_t(s.batch) * A;
+  const T* stats = a.stats_slot();
+#pragma omp parallel for schedule(dynamic) if (heads > 1)
+  for (int64_t bh = 0; bh < heads; ++bh) {
+    const int64_t b = bh / A;
+    const int h = int(bh % A);
+    const size_t n = size_t(S) * D;
+    std::vector<T> q(n), k(n), v(n), dout(n), ctx(n), dq(n, T(0)), dk(n, T(0)), dv(n, T(0)), row_d(S);
+    gather_head(a.q, Q, b, h, S, D, q.data());
+    gather_head(a.k, Q, b, h, S, D, k.data());
+    gather_head(a.v, Q, b, h, S, D, v.data());
+    gather_head(a.d_ctx, H, b, h, S, D, dout.data());
+    gather_head(a.ctx, H, b, h, S, D, ctx.data());
+    // D = d(ctx) . ctx per row, from the unrounded values (the GPU's first kernel).
+    for (int r = 0; r < S; ++r) row_d[r] = dot(&dout[size_t(r) * D], &ctx[size_t(r) * D], D);
+    for (T* x : {q.data(), k.data(), v.data(), dout.data()})
+      for (size_t i = 0; i < n; ++i) x[i] = gemm_rounded(x[i]);
+    const int32_t* mask = a.key_mask + b * S;
+    kern::DropoutBits bits(a.dropout_key);
+    for (int r = 0; r < S; ++r) {
+      const T lse = stats[bh * S + r];
+      const T* qr = &q[size_t(r) * D];
+      const T* dor = &dout[size_t(r) * D];
+      for (int j = 0; j < S; ++j) {
+        const T p = kern::flash_prob(dot(qr, &k[size_t(j) * D], D), mask[j] != 0, a.scale, lse);
+        const uint32_t z = a.dropout > 0 ? bits(kern::flash_prob_index(bh, S, r, j)) : 0;
+        const T pd = gemm_rounded(kern::flash_dropped(p, z, a.dropout));
+        const T dpd = dot(dor, &v[size_t(j) * D], D);
+        const T ds = gemm_rounded(kern::flash_dscore(p, dpd, z, a.dropout, row_d[r], a.scale));
+        axpy(pd, dor, &dv[size_t(j) * D], D);
+        axpy(ds, qr, &dk[size_t(j) * D], D);
+        axpy(ds, &k[size_t(j) * D], &dq[size_t(r) * D], D);
+      }
+    }
+    scatter_head(dq.data(), Q, b, h, S, D, a.d_q);
+    scatter_head(dk.data(), Q, b, h, S, D, a.d_k);
+    scatter_head(dv.data(), Q, b, h, S, D, a.d_v);
+  }
+}
+
+template <typename T>
+AttentionImpl CpuOps<T>::attention_forward(const AttentionForward<T>& a) {
+  if (attention_ != AttentionMode::kFlash) return native_attention_forward(*this, a);
+  flash_attention_forward(a);
+  return AttentionImpl::kFlash;
+}
+
+template <typename T>
+void CpuOps<T>::attention_backward(const AttentionBackward<T>& a) {
+  if (a.impl != AttentionImpl::kFlash) return Ops<T>::attention_backward(a);
+  flash_attention_backward(a);
+}
+
+template class CpuOps<float>;
+template class CpuOps<double>;
+
+}  // namespace lansbert::cpu

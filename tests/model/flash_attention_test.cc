@@ -1,0 +1,171 @@
+// The flash attention's CPU twin (src/cpu/cpu_flash_attention.cc, `attention: flash`) against
+// the hand-written attention: in fp64 without 16-bit rounding the two compute the same
+// function with the same dropout masks, so they agree to rounding (1e-12) whatever the tiles;
+// the backward is checked against central differences; with emulated bf16 GEMMs the flash
+// attention's error is of the size of the hand-written one's; and a whole BERT step gives
+// the same loss and gradients either way.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "attention_run.h"
+#include "lansbert/backend/cpu_ops.h"
+#include "lansbert/backend/profiling_ops.h"
+#include "lansbert/model/bert_model.h"
+#include "lansbert/model/flops.h"
+#include "model_test_util.h"
+
+namespace lansbert {
+namespace {
+
+using testing::AttentionCase;
+using testing::rel_max_diff;
+using testing::run_attention;
+
+template <typename T>
+void expect_flash_matches_native(const AttentionCase<T>& c, GemmMath math, double tol) {
+  auto native = cpu::make_ops<T>(math), flash = cpu::make_ops<T>(math, true, AttentionMode::kFlash);
+  const auto n = run_attention(*native, c), f = run_attention(*flash, c);
+  EXPECT_EQ(n.impl, AttentionImpl::kNative);
+  EXPECT_EQ(f.impl, AttentionImpl::kFlash);
+  EXPECT_LT(rel_max_diff(f.ctx, n.ctx), tol);
+  EXPECT_LT(rel_max_diff(f.d_qkv, n.d_qkv), tol);
+  double norm = 0;  // not trivially zero
+  for (T x : f.d_qkv) norm += double(x) * double(x);
+  EXPECT_GT(norm, 1e-6);
+}
+
+TEST(FlashAttention, MatchesTheHandWrittenOneInDouble) {
+  // Two key tiles and a partial one (S = 37 with tiles of 32), padding, a sequence with no
+  // unmasked key at all (zeros out, zero gradients), with and without dropout.
+  for (float p : {0.0f, 0.3f}) {
+    SCOPED_TRACE(p);
+    expect_flash_matches_native(AttentionCase<double>(3, 2, 37, 8, {37, 20, 0}, p, 7), GemmMath::kFp32, 1e-12);
+    expect_flash_matches_native(AttentionCase<double>(2, 3, 70, 64, {70, 33}, p, 8), GemmMath::kFp32, 1e-12);
+  }
+}
+
+TEST(FlashAttention, FullyMaskedSequenceGivesZeros) {
+  const AttentionCase<double> c(2, 2, 9, 4, {9, 0}, 0.2f, 3);
+  auto flash = cpu::make_ops<double>(GemmMath::kFp32, true, AttentionMode::kFlash);
+  const auto f = run_attention(*flash, c);
+  const size_t H = c.shape.ld, S = c.shape.seq;
+  for (size_t i = S * H; i < 2 * S * H; ++i) ASSERT_EQ(f.ctx[i], 0.0) << i;
+  for (size_t i = S * 3 * H; i < 2 * S * 3 * H; ++i) ASSERT_EQ(f.d_qkv[i], 0.0) << i;
+  for (size_t i = 2 * S; i < 4 * S; ++i) EXPECT_TRUE(std::isinf(f.stats[i]) && f.stats[i] > 0);  // lse of no key
+}
+
+TEST(FlashAttention, FloatMatchesTheHandWrittenOne) {
+  expect_flash_matches_native(AttentionCase<float>(2, 2, 70, 64, {70, 41}, 0.1f, 9), GemmMath::kFp32, 1e-5);
+}
+
+// d(sum ctx * W)/d(q, k, v) by central differences in fp64, dropout on (its mask is fixed by
+// the key, not by the inputs).
+TEST(FlashAttention, BackwardMatchesFiniteDifferences) {
+  AttentionCase<double> c(2, 2, 5, 3, {5, 3}, 0.3f, 11);
+  auto flash = cpu::make_ops<double>(GemmMath::kFp32, true, AttentionMode::kFlash);
+  const auto base = run_attention(*flash, c);
+  auto loss = [&](const AttentionCase<double>& x) {
+    const auto r = run_attention(*flash, x);
+    double sum = 0;
+    for (size_t i = 0; i < r.ctx.size(); ++i) sum += r.ctx[i] * x.d_ctx[i];
+    return sum;
+  };
+  double worst = 0, largest = 0;
+  const double h = 1e-6;
+  for (size_t i = 0; i < c.qkv.size(); ++i) {
+    AttentionCase<double> up = c, down = c;
+    up.qkv[i] += h;
+    down.qkv[i] -= h;
+    const double fd = (loss(up) - loss(down)) / (2 * h);
+    worst = std::max(worst, std::abs(fd - base.d_qkv[i]));
+    largest = std::max(largest, std::abs(fd));
+  }
+  EXPECT_GT(largest, 1e-3);
+  EXPECT_LT(worst / largest, 1e-7);
+}
+
+// With emulated bf16 GEMMs both attentions round their operands; the flash one also rounds
+// the unnormalised probabilities of each tile and d(scores) where the hand-written one rounds
+// the normalised probabilities and d(scores). Against fp32, its error stays of the same size.
+TEST(FlashAttention, Bf16ErrorIsOfTheHandWrittenOnesSize) {
+  for (float p : {0.0f, 0.1f}) {
+    SCOPED_TRACE(p);
+    const AttentionCase<float> c(2, 4, 96, 64, {96, 50}, p, 13);
+    auto exact = cpu::make_ops<float>(), native = cpu::make_ops<float>(GemmMath::kBf16),
+         flash = cpu::make_ops<float>(GemmMath::kBf16, true, AttentionMode::kFlash);
+    const auto e = run_attention(*exact, c), n = run_attention(*native, c), f = run_attention(*flash, c);
+    const double native_ctx = rel_max_diff(n.ctx, e.ctx), flash_ctx = rel_max_diff(f.ctx, e.ctx);
+    const double native_grad = rel_max_diff(n.d_qkv, e.d_qkv), flash_grad = rel_max_diff(f.d_qkv, e.d_qkv);
+    std::printf("bf16 vs fp32, max rel: ctx native %.2e flash %.2e; d(qkv) native %.2e flash %.2e\n", native_ctx,
+                flash_ctx, native_grad, flash_grad);
+    EXPECT_GT(flash_ctx, 0.0);  // it does round
+    EXPECT_LT(flash_ctx, 2e-2);
+    EXPECT_LT(flash_grad, 5e-2);
+    EXPECT_LT(flash_ctx, 3 * native_ctx + 1e-3);
+    EXPECT_LT(flash_grad, 3 * native_grad + 1e-3);
+  }
+}
+
+// A whole bert-tiny step (three layers, every dropout on) in fp64: the same loss and
+// gradients as with the hand-written attention, also recomputing attention (the flash
+// layers keep their statistics and are not recomputed).
+TEST(FlashAttention, BertStepMatchesTheHandWrittenAttention) {
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  cfg.layers = 3;
+  ASSERT_GT(cfg.attention_dropout, 0.f);
+  const int B = 3, S = 40, P = 4;
+  const Batch batch = testing::random_batch(B, S, P, cfg.vocab_size, 31);
+  auto run = [&](AttentionMode mode, Recompute re, std::vector<double>* grads) {
+    auto ops = cpu::make_ops<double>(GemmMath::kFp32, true, mode);
+    BertModel<double> m(cfg, *ops, {B, S, P, re, mode == AttentionMode::kFlash});
+    m.init_params(17);
+    m.zero_grads();
+    const double loss = m.forward(batch, StepContext{true, 5, 1}).total_loss;
+    m.backward(1.0, [](size_t, size_t) {});
+    grads->assign(m.grads(), m.grads() + m.table().total_elements());
+    return loss;
+  };
+  std::vector<double> gn, gf, gr;
+  const double ln = run(AttentionMode::kNative, Recompute::kNone, &gn);
+  const double lf = run(AttentionMode::kFlash, Recompute::kNone, &gf);
+  const double lr = run(AttentionMode::kFlash, Recompute::kAttention, &gr);
+  EXPECT_NEAR(lf, ln, 1e-12 * std::abs(ln));
+  EXPECT_LT(rel_max_diff(gf, gn), 1e-10);
+  EXPECT_EQ(lr, lf);
+  EXPECT_EQ(0, std::memcmp(gr.data(), gf.data(), gf.size() * sizeof(double)));
+}
+
+// bench --profile's rows: the flash rows replace the attention's, with two GEMMs' FLOPs
+// forward and seven backward (each backward kernel recomputes the scores and d(pd)), so a
+// step counts three attention GEMMs per layer more than the model's FLOPs (flops.h).
+TEST(FlashAttention, ProfileRows) {
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  const int B = 2, S = 32, P = 4;
+  auto inner = cpu::make_ops<float>(GemmMath::kBf16, true, AttentionMode::kFlash);
+  ProfilingOps<float> prof(*inner, nullptr, 2);
+  BertModel<float> m(cfg, prof, {B, S, P, Recompute::kNone, true});
+  m.init_params(3);
+  m.zero_grads();
+  m.forward(testing::random_batch(B, S, P, cfg.vocab_size, 4), StepContext{true, 1, 1});
+  m.backward(1.0f, [](size_t, size_t) {});
+  double flops = 0;
+  bool fwd = false, bwd = false;
+  for (const auto& [name, e] : prof.entries()) {
+    flops += e.flops;
+    EXPECT_NE(name, "softmax_dropout_forward");
+    if (name == "flash_attention_forward") fwd = e.calls == cfg.layers;
+    if (name == "flash_attention_backward") bwd = e.calls == cfg.layers;
+  }
+  EXPECT_TRUE(fwd);
+  EXPECT_TRUE(bwd);
+  const double one_gemm = 2.0 * B * cfg.heads * S * S * (cfg.hidden / cfg.heads);
+  EXPECT_NEAR(flops, bert_train_flops(cfg, B, S, P) + 3 * cfg.layers * one_gemm, 1e-9 * flops);
+}
+
+}  // namespace
+}  // namespace lansbert
