@@ -50,7 +50,21 @@ AttentionImpl CudaOps::attention_forward(const AttentionForward<float>& a) {
       std::fprintf(stderr, "lansbert: attention: precision.attention flash: hand-written attention (%s)\n", why.c_str());
     flash_fallback_ = why;
     if (!why.empty()) return native_attention_forward(*this, a);
-    flash_attention_forward(a, gemm_half_format(options_.math), stream());
+    // With cast reuse the model made q, k, v as kept 16-bit copies only and wants ctx as one
+    // (attention_reads_only_gemm_operands): the kernels read and write those.
+    FlashHalfIO io;
+    if (a.qkv_kept) {
+      const size_t n = qkv_span(a.shape);
+      io.q = kept_copy_of(a.q, n);
+      io.k = kept_copy_of(a.k, n);
+      io.v = kept_copy_of(a.v, n);
+      LB_CHECK_MSG(io.q && io.k && io.v, "flash attention: q, k, v said kept have no 16-bit copy");
+    }
+    if (a.ctx_kept) {
+      LB_CHECK_MSG(io.q, "flash attention: ctx kept without q, k, v kept");
+      io.ctx_out = kept_output(a.ctx, rows_elems(a.shape));
+    }
+    flash_attention_forward(a, gemm_half_format(options_.math), io, stream());
     return AttentionImpl::kFlash;
   }
   FusedAttention& f = fused();
@@ -88,9 +102,27 @@ AttentionImpl CudaOps::attention_forward(const AttentionForward<float>& a) {
 void CudaOps::attention_backward(const AttentionBackward<float>& a) {
   if (a.impl == AttentionImpl::kNative) return native_attention_backward(*this, a);
   if (a.impl == AttentionImpl::kFlash) {
+    // With d(ctx) kept, q, k, v and ctx are too (the forward's copies, dropped by the model
+    // after this call for ctx, here for the rest, as the hand-written backward does).
+    FlashHalfIO io;
+    if (a.d_ctx_kept) {
+      const size_t n = qkv_span(a.shape), nc = rows_elems(a.shape);
+      io.q = kept_copy_of(a.q, n);
+      io.k = kept_copy_of(a.k, n);
+      io.v = kept_copy_of(a.v, n);
+      io.d_ctx = kept_copy_of(a.d_ctx, nc);
+      io.ctx_in = kept_copy_of(a.ctx, nc);
+      LB_CHECK_MSG(io.q && io.k && io.v && io.d_ctx && io.ctx_in,
+                   "flash attention backward: d(ctx) kept, but q, k, v, ctx or d(ctx) has no 16-bit copy");
+    }
     // d_probs is [B, A, S, S] scratch the flash attention does not otherwise need: its first
     // B*A*S floats hold D.
-    return flash_attention_backward(a, gemm_half_format(options_.math), a.d_probs, stream());
+    flash_attention_backward(a, gemm_half_format(options_.math), io, a.d_probs, stream());
+    if (a.d_ctx_kept) {
+      drop_gemm_operand(a.d_ctx);
+      attention_detail::for_each_qkv_span(a.shape, a.q, a.k, a.v, [&](const float* x, size_t) { drop_gemm_operand(x); });
+    }
+    return;
   }
   LB_CHECK_MSG(options_.attention != AttentionMode::kNative, "attention_backward: a fused forward on native ops");
   FusedAttention& f = fused();

@@ -110,6 +110,12 @@ uint16_t* CudaOps::owned_copy(const float* x, size_t n) {
   return static_cast<uint16_t*>(copy.owned.get());
 }
 
+const uint16_t* CudaOps::kept_copy_of(const float* x, size_t n) const {
+  size_t offset = 0;
+  const KeptCopy* copy = kept_.find(x, n, &offset);
+  return copy ? copy->data() + offset : nullptr;
+}
+
 // The *_kept ops: the kernel writes the copy itself (counted as copy writes, not casts).
 uint16_t* CudaOps::kept_output(const float* x, size_t n) {
   if (!keeps_copies() || n == 0) return nullptr;

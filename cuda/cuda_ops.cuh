@@ -57,9 +57,11 @@ class CudaOps final : public Ops<float> {
                       const float* bias, float* c, int ldc) override;
   void gemm_batched_kept(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
                          float* c, int ldc, const GemmBatch& batch) override;
-  // cuDNN's and the flash attention read q, k, v, ctx and d(ctx) in fp32: only the
-  // hand-written one does not.
-  bool attention_reads_only_gemm_operands() const override { return options_.attention == AttentionMode::kNative; }
+  // cuDNN's attention reads q, k, v, ctx and d(ctx) in fp32; the hand-written one reads them
+  // only through GEMMs, the flash one through their kept 16-bit copies where copies are kept.
+  bool attention_reads_only_gemm_operands() const override {
+    return options_.attention == AttentionMode::kNative || (options_.attention == AttentionMode::kFlash && keeps_copies());
+  }
   void keep_gemm_operand(const float* x, size_t n) override;
   void keep_converted_gemm_operand(const float* x, size_t n, const uint16_t* converted,
                                    kern::HalfFormat format) override;
@@ -157,6 +159,8 @@ class CudaOps final : public Ops<float> {
   // x[0, n) kept, with its 16-bit copy sized, for a kernel to write the copy directly (the
   // *_kept ops); null where operands are not converted or reuse is off.
   uint16_t* kept_output(const float* x, size_t n);
+  // The 16-bit copy of x[0, n) where a kept span holds it (at x's offset), else null.
+  const uint16_t* kept_copy_of(const float* x, size_t n) const;
   // cublasGemmEx on operands half_operand returned (row-major, swapped for column-major), into
   // c of type c_type (fp32, or the operands' 16-bit type for the *_kept GEMMs).
   void gemm_ex(Trans ta, Trans tb, int m, int n, int k, float alpha, const void* a, cudaDataType_t a_type, int lda,

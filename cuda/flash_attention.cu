@@ -65,14 +65,40 @@ struct Layout {
   RngKey key;
 };
 
-// rows [r0, r0 + n) of head h of sequence b from a [B*S, ld] tensor into dst[n][kD] as 16-bit
-// bits; rows past the sequence are zeros. All threads of the block take part.
+// An input element as the GEMMs' 16-bit operand: fp32 rounded, or a kept 16-bit copy's bits.
 template <HalfFormat F>
-__device__ void stage_rows(const float* x, int ld, const Layout& L, int b, int h, int r0, int n, uint16_t* dst) {
+__device__ uint16_t operand_bits(float x) {
+  return kern::float_to_half(x, F);
+}
+template <HalfFormat F>
+__device__ uint16_t operand_bits(uint16_t x) {
+  return x;
+}
+template <HalfFormat F>
+__device__ float value_of(float x) {
+  return x;
+}
+template <HalfFormat F>
+__device__ float value_of(uint16_t x) {
+  return kern::half_to_float(x, F);
+}
+// An output element: fp32, or rounded into a kept 16-bit copy.
+template <HalfFormat F>
+__device__ void put(float* p, float v) {
+  *p = v;
+}
+template <HalfFormat F>
+__device__ void put(uint16_t* p, float v) {
+  *p = kern::float_to_half(v, F);
+}
+
+// rows [r0, r0 + n) of head h of sequence b from a [B*S, ld] tensor (fp32, or a 16-bit copy)
+// into dst[n][kD] as 16-bit bits; rows past the sequence are zeros. All threads take part.
+template <HalfFormat F, typename In>
+__device__ void stage_rows(const In* x, int ld, const Layout& L, int b, int h, int r0, int n, uint16_t* dst) {
   for (int i = threadIdx.x; i < n * kD; i += kBlock) {
     const int r = r0 + i / kD;
-    const float v = r < L.seq ? x[(int64_t(b) * L.seq + r) * ld + int64_t(h) * kD + i % kD] : 0.f;
-    dst[i] = kern::float_to_half(v, F);
+    dst[i] = r < L.seq ? operand_bits<F>(x[(int64_t(b) * L.seq + r) * ld + int64_t(h) * kD + i % kD]) : uint16_t(0);
   }
 }
 // The inverse for fp32 results: src[n][kD] (one warp's 16 rows) to rows r0.. of dst.
@@ -124,9 +150,9 @@ __device__ void accumulate_product(Acc (&acc)[kD / 16], const uint16_t* p, const
 #define LB_FLASH_SKIP(F)
 #endif
 
-template <HalfFormat F>
-__device__ void forward_body(Layout L, const float* q, const float* k, const float* v, const int32_t* mask,
-                             float* ctx, float* lse) {
+template <HalfFormat F, typename In, typename Out>
+__device__ void forward_body(Layout L, const In* q, const In* k, const In* v, const int32_t* mask, Out* ctx,
+                             float* lse) {
   __shared__ __align__(32) uint16_t q_s[kRows * kD];
   __shared__ __align__(32) uint16_t k_s[kCols * kD];
   __shared__ __align__(32) uint16_t v_s[kCols * kD];
@@ -182,41 +208,44 @@ __device__ void forward_body(Layout L, const float* q, const float* k, const flo
   const float inv = kern::flash_inv_sum(l);
   if (row < L.seq) {
     for (int d = 32 * half; d < 32 * half + 32; ++d)
-      ctx[(int64_t(b) * L.seq + row) * L.ld + int64_t(h) * kD + d] = o_s[warp][r * kD + d] * inv;
+      put<F>(ctx + (int64_t(b) * L.seq + row) * L.ld + int64_t(h) * kD + d, o_s[warp][r * kD + d] * inv);
     if (half == 0) lse[int64_t(bh) * L.seq + row] = kern::flash_lse(m, l);
   }
 }
 
-template <HalfFormat F>
-__global__ void __launch_bounds__(kBlock) flash_forward_kernel(Layout L, const float* q, const float* k, const float* v,
-                                                               const int32_t* mask, float* ctx, float* lse) {
+template <HalfFormat F, typename In, typename Out>
+__global__ void __launch_bounds__(kBlock) flash_forward_kernel(Layout L, const In* q, const In* k, const In* v,
+                                                               const int32_t* mask, Out* ctx, float* lse) {
   LB_FLASH_SKIP(F) forward_body<F>(L, q, k, v, mask, ctx, lse);
 }
 
 // D per (sequence, head, query) row, in a fixed order (one thread per row).
-__global__ void flash_row_d_kernel(Layout L, const float* d_ctx, const float* ctx, float* row_d) {
+template <HalfFormat F, typename In>
+__global__ void flash_row_d_kernel(Layout L, const In* d_ctx, const In* ctx, float* row_d) {
   const int64_t rows = int64_t(L.batch) * L.heads * L.seq;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t bh = i / L.seq, b = bh / L.heads;
     const int h = int(bh % L.heads), s = int(i % L.seq);
     const int64_t at = (b * L.seq + s) * L.ld + int64_t(h) * kD;
     float sum = 0.f;
-    for (int d = 0; d < kD; ++d) sum += d_ctx[at + d] * ctx[at + d];
+    for (int d = 0; d < kD; ++d) sum += value_of<F>(d_ctx[at + d]) * value_of<F>(ctx[at + d]);
     row_d[i] = sum;
   }
 }
 
+template <typename In>
 struct BackwardArgs {
   Layout L;
-  const float *q, *k, *v, *d_ctx, *lse, *row_d;
+  const In *q, *k, *v, *d_ctx;
+  const float *lse, *row_d;
   const int32_t* mask;
   float *d_q, *d_k, *d_v;
 };
 
 // d_k and d_v for a block of kRows keys; warp w owns keys j0 + 16 w .. + 16, lane c the query
 // c of each tile of kCols, walking the warp's 16 keys (consecutive dropout counters).
-template <HalfFormat F>
-__device__ void dk_dv_body(const BackwardArgs& a) {
+template <HalfFormat F, typename In>
+__device__ void dk_dv_body(const BackwardArgs<In>& a) {
   const Layout& L = a.L;
   // Staging of the block's K and V rows, then (once they are in fragments) the warps' S^T and
   // d(pd)^T tiles, then the results.
@@ -286,15 +315,15 @@ __device__ void dk_dv_body(const BackwardArgs& a) {
   }
 }
 
-template <HalfFormat F>
-__global__ void __launch_bounds__(kBlock) flash_dk_dv_kernel(BackwardArgs a) {
+template <HalfFormat F, typename In>
+__global__ void __launch_bounds__(kBlock) flash_dk_dv_kernel(BackwardArgs<In> a) {
   LB_FLASH_SKIP(F) dk_dv_body<F>(a);
 }
 
 // d_q for a block of kRows queries; warp w owns queries i0 + 16 w .. + 16, a lane pair one
 // query and half of each key tile (as in the forward).
-template <HalfFormat F>
-__device__ void dq_body(const BackwardArgs& a) {
+template <HalfFormat F, typename In>
+__device__ void dq_body(const BackwardArgs<In>& a) {
   const Layout& L = a.L;
   __shared__ __align__(32) unsigned char big[2 * kRows * kD * 2];
   __shared__ __align__(32) uint16_t k_s[kCols * kD];
@@ -345,8 +374,8 @@ __device__ void dq_body(const BackwardArgs& a) {
   write_rows(out, a.d_q, L.qkv_ld, L, b, h, i0 + warp * 16, 1.f);
 }
 
-template <HalfFormat F>
-__global__ void __launch_bounds__(kBlock) flash_dq_kernel(BackwardArgs a) {
+template <HalfFormat F, typename In>
+__global__ void __launch_bounds__(kBlock) flash_dq_kernel(BackwardArgs<In> a) {
   LB_FLASH_SKIP(F) dq_body<F>(a);
 }
 
@@ -368,28 +397,51 @@ std::string flash_attention_check(const AttentionShape& s, GemmMath math, int cc
   return "";
 }
 
-void flash_attention_forward(const AttentionForward<float>& a, HalfFormat format, cudaStream_t stream) {
+void flash_attention_forward(const AttentionForward<float>& a, HalfFormat format, const FlashHalfIO& io,
+                             cudaStream_t stream) {
   const Layout L = layout_of(a);
   kern::with_half_format(format, [&](auto F) {
     constexpr HalfFormat kF = decltype(F)::value;
-    flash_forward_kernel<kF><<<tiles_of(a.shape), kBlock, 0, stream>>>(L, a.q, a.k, a.v, a.key_mask, a.ctx,
-                                                                        a.stats_slot());
+    const dim3 grid = tiles_of(a.shape);
+    if (io.q && io.ctx_out)
+      flash_forward_kernel<kF><<<grid, kBlock, 0, stream>>>(L, io.q, io.k, io.v, a.key_mask, io.ctx_out, a.stats_slot());
+    else if (io.q)
+      flash_forward_kernel<kF><<<grid, kBlock, 0, stream>>>(L, io.q, io.k, io.v, a.key_mask, a.ctx, a.stats_slot());
+    else
+      flash_forward_kernel<kF><<<grid, kBlock, 0, stream>>>(L, a.q, a.k, a.v, a.key_mask, a.ctx, a.stats_slot());
   });
   LB_LAUNCH_CHECK();
 }
 
-void flash_attention_backward(const AttentionBackward<float>& a, HalfFormat format, float* row_d, cudaStream_t stream) {
-  const Layout L = layout_of(a);
-  const size_t rows = size_t(L.batch) * L.heads * L.seq;
-  flash_row_d_kernel<<<grid_for(rows), kThreads, 0, stream>>>(L, a.d_ctx, a.ctx, row_d);
+namespace {
+
+template <HalfFormat F, typename In>
+void launch_backward(const BackwardArgs<In>& args, const In* ctx, const AttentionShape& s, float* row_d,
+                     cudaStream_t stream) {
+  const size_t rows = size_t(s.batch) * s.heads * s.seq;
+  flash_row_d_kernel<F><<<grid_for(rows), kThreads, 0, stream>>>(args.L, args.d_ctx, ctx, row_d);
   LB_LAUNCH_CHECK();
-  const BackwardArgs args{L, a.q, a.k, a.v, a.d_ctx, a.stats_slot(), row_d, a.key_mask, a.d_q, a.d_k, a.d_v};
+  flash_dk_dv_kernel<F><<<tiles_of(s), kBlock, 0, stream>>>(args);
+  flash_dq_kernel<F><<<tiles_of(s), kBlock, 0, stream>>>(args);
+  LB_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void flash_attention_backward(const AttentionBackward<float>& a, HalfFormat format, const FlashHalfIO& io,
+                              float* row_d, cudaStream_t stream) {
+  const Layout L = layout_of(a);
   kern::with_half_format(format, [&](auto F) {
     constexpr HalfFormat kF = decltype(F)::value;
-    flash_dk_dv_kernel<kF><<<tiles_of(a.shape), kBlock, 0, stream>>>(args);
-    flash_dq_kernel<kF><<<tiles_of(a.shape), kBlock, 0, stream>>>(args);
+    if (io.q)
+      launch_backward<kF>(BackwardArgs<uint16_t>{L, io.q, io.k, io.v, io.d_ctx, a.stats_slot(), row_d, a.key_mask,
+                                                 a.d_q, a.d_k, a.d_v},
+                          io.ctx_in, a.shape, row_d, stream);
+    else
+      launch_backward<kF>(BackwardArgs<float>{L, a.q, a.k, a.v, a.d_ctx, a.stats_slot(), row_d, a.key_mask, a.d_q,
+                                              a.d_k, a.d_v},
+                          a.ctx, a.shape, row_d, stream);
   });
-  LB_LAUNCH_CHECK();
 }
 
 }  // namespace lansbert::cuda

@@ -23,10 +23,21 @@ namespace lansbert::cuda {
 // (bf16 from sm_80, fp16 from sm_70) and head_dim kern::kFlashHeadDim.
 std::string flash_attention_check(const AttentionShape& s, GemmMath math, int cc);
 
+// Where the kernels read and write 16-bit copies instead of the fp32 tensors: the kept GEMM
+// operand copies of q, k, v (the projection GEMM's output), ctx (written as the output
+// projection's operand) and d(ctx) (the GEMM that made it wrote it so). All null: fp32 in and
+// out. Forward: q, k, v and optionally ctx_out; backward: q, k, v, d_ctx and ctx_in together.
+// Each pointer is where the corresponding fp32 pointer's element would be, same strides.
+struct FlashHalfIO {
+  const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *d_ctx = nullptr, *ctx_in = nullptr;
+  uint16_t* ctx_out = nullptr;
+};
+
 // REQUIRES: flash_attention_check(...) == "".
-void flash_attention_forward(const AttentionForward<float>& a, kern::HalfFormat format, cudaStream_t stream);
+void flash_attention_forward(const AttentionForward<float>& a, kern::HalfFormat format, const FlashHalfIO& io,
+                             cudaStream_t stream);
 // row_d: scratch of batch * heads * seq floats (D = d(ctx) . ctx per row).
-void flash_attention_backward(const AttentionBackward<float>& a, kern::HalfFormat format, float* row_d,
-                              cudaStream_t stream);
+void flash_attention_backward(const AttentionBackward<float>& a, kern::HalfFormat format, const FlashHalfIO& io,
+                              float* row_d, cudaStream_t stream);
 
 }  // namespace lansbert::cuda

@@ -45,21 +45,44 @@ T CpuOps<T>::gemm_rounded(T x) const {
   return static_cast<T>(kern::half_to_float(kern::float_to_half(static_cast<float>(x), f), f));
 }
 
+// Rows of heads*head_dim at `ld` apart: the extent of q, k or v (or ctx, d(ctx)) from its
+// first element.
+inline size_t head_rows_extent(const AttentionShape& s, int ld) {
+  return (size_t(s.batch) * s.seq - 1) * size_t(ld) + size_t(s.heads) * s.head_dim;
+}
+
+template <typename T>
+const T* CpuOps<T>::kept_copy_of(const T* x, size_t n) const {
+  size_t offset = 0;
+  const std::vector<T>* copy = kept_.find(x, n, &offset);
+  LB_CHECK_MSG(copy != nullptr, "flash attention: an operand said kept has no 16-bit copy");
+  return copy->data() + offset;
+}
+
+// With cast reuse (attention_reads_only_gemm_operands) the model made q, k, v as kept copies
+// only, wants ctx as one, and made d(ctx) as one: the twin reads and writes those, as the
+// kernels do (their values are already rounded; rounding them again changes nothing).
 template <typename T>
 void CpuOps<T>::flash_attention_forward(const AttentionForward<T>& a) {
   const AttentionShape& s = a.shape;
   const int S = s.seq, D = s.head_dim, A = s.heads, Q = s.qkv_stride();
   const int64_t heads = int64_t(s.batch) * A;
   T* stats = a.stats_slot();
+  const size_t qkv_n = head_rows_extent(s, Q);
+  const T* q_in = a.qkv_kept ? kept_copy_of(a.q, qkv_n) : a.q;
+  const T* k_in = a.qkv_kept ? kept_copy_of(a.k, qkv_n) : a.k;
+  const T* v_in = a.qkv_kept ? kept_copy_of(a.v, qkv_n) : a.v;
+  std::vector<T>* ctx_copy = a.ctx_kept ? kept_output(a.ctx, size_t(s.batch) * S * s.ld) : nullptr;
+  T* ctx_out = ctx_copy ? ctx_copy->data() : a.ctx;
 #pragma omp parallel for schedule(dynamic) if (heads > 1)
   for (int64_t bh = 0; bh < heads; ++bh) {
     const int64_t b = bh / A;
     const int h = int(bh % A);
     std::vector<T> q(size_t(S) * D), k(q.size()), v(q.size()), out(q.size()), acc(D);
     std::vector<T> score(kern::kFlashKeyTile);
-    gather_head(a.q, Q, b, h, S, D, q.data());
-    gather_head(a.k, Q, b, h, S, D, k.data());
-    gather_head(a.v, Q, b, h, S, D, v.data());
+    gather_head(q_in, Q, b, h, S, D, q.data());
+    gather_head(k_in, Q, b, h, S, D, k.data());
+    gather_head(v_in, Q, b, h, S, D, v.data());
     for (T* x : {q.data(), k.data(), v.data()})
       for (size_t i = 0; i < q.size(); ++i) x[i] = gemm_rounded(x[i]);
     const int32_t* mask = a.key_mask + b * S;
@@ -89,8 +112,9 @@ void CpuOps<T>::flash_attention_forward(const AttentionForward<T>& a) {
       for (int d = 0; d < D; ++d) out[size_t(r) * D + d] = acc[d] * inv;
       stats[bh * S + r] = kern::flash_lse(m, l);
     }
-    scatter_head(out.data(), s.ld, b, h, S, D, a.ctx);
+    scatter_head(out.data(), s.ld, b, h, S, D, ctx_out);
   }
+  if (ctx_copy) round_values(ctx_copy->data(), size_t(s.batch) * S * s.ld, ctx_copy->data());
 }
 
 template <typename T>
@@ -99,18 +123,25 @@ void CpuOps<T>::flash_attention_backward(const AttentionBackward<T>& a) {
   const int S = s.seq, D = s.head_dim, A = s.heads, Q = s.qkv_stride(), H = s.ld;
   const int64_t heads = int64_t(s.batch) * A;
   const T* stats = a.stats_slot();
+  const size_t qkv_n = head_rows_extent(s, Q), rows_n = head_rows_extent(s, H);
+  const bool kept = a.d_ctx_kept;
+  const T* q_in = kept ? kept_copy_of(a.q, qkv_n) : a.q;
+  const T* k_in = kept ? kept_copy_of(a.k, qkv_n) : a.k;
+  const T* v_in = kept ? kept_copy_of(a.v, qkv_n) : a.v;
+  const T* d_ctx_in = kept ? kept_copy_of(a.d_ctx, rows_n) : a.d_ctx;
+  const T* ctx_in = kept ? kept_copy_of(a.ctx, rows_n) : a.ctx;
 #pragma omp parallel for schedule(dynamic) if (heads > 1)
   for (int64_t bh = 0; bh < heads; ++bh) {
     const int64_t b = bh / A;
     const int h = int(bh % A);
     const size_t n = size_t(S) * D;
     std::vector<T> q(n), k(n), v(n), dout(n), ctx(n), dq(n, T(0)), dk(n, T(0)), dv(n, T(0)), row_d(S);
-    gather_head(a.q, Q, b, h, S, D, q.data());
-    gather_head(a.k, Q, b, h, S, D, k.data());
-    gather_head(a.v, Q, b, h, S, D, v.data());
-    gather_head(a.d_ctx, H, b, h, S, D, dout.data());
-    gather_head(a.ctx, H, b, h, S, D, ctx.data());
-    // D = d(ctx) . ctx per row, from the unrounded values (the GPU's first kernel).
+    gather_head(q_in, Q, b, h, S, D, q.data());
+    gather_head(k_in, Q, b, h, S, D, k.data());
+    gather_head(v_in, Q, b, h, S, D, v.data());
+    gather_head(d_ctx_in, H, b, h, S, D, dout.data());
+    gather_head(ctx_in, H, b, h, S, D, ctx.data());
+    // D = d(ctx) . ctx per row, from the values as stored (the GPU's first kernel).
     for (int r = 0; r < S; ++r) row_d[r] = dot(&dout[size_t(r) * D], &ctx[size_t(r) * D], D);
     for (T* x : {q.data(), k.data(), v.data(), dout.data()})
       for (size_t i = 0; i < n; ++i) x[i] = gemm_rounded(x[i]);
@@ -134,6 +165,10 @@ void CpuOps<T>::flash_attention_backward(const AttentionBackward<T>& a) {
     scatter_head(dq.data(), Q, b, h, S, D, a.d_q);
     scatter_head(dk.data(), Q, b, h, S, D, a.d_k);
     scatter_head(dv.data(), Q, b, h, S, D, a.d_v);
+  }
+  if (kept) {  // the forward's copies, as the hand-written backward drops them (ctx: the model)
+    this->drop_gemm_operand(a.d_ctx);
+    attention_detail::for_each_qkv_span(s, a.q, a.k, a.v, [&](const T* x, size_t) { this->drop_gemm_operand(x); });
   }
 }
 

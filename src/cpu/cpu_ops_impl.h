@@ -52,10 +52,13 @@ class CpuOps final : public Ops<T> {
   void bias_gelu_forward(T* pre, const T* bias, T* act, int rows, int cols) override;
   void gelu_forward_kept(const T* x, T* y, size_t n) override;
   // cpu_flash_attention.cc: the flash attention's twin with attention kFlash, the
-  // hand-written composition otherwise. The flash one reads q, k, v, ctx and d(ctx) in T.
+  // hand-written composition otherwise. The flash one reads q, k, v, ctx and d(ctx) in T, or
+  // their kept copies where copies are kept.
   AttentionImpl attention_forward(const AttentionForward<T>& a) override;
   void attention_backward(const AttentionBackward<T>& a) override;
-  bool attention_reads_only_gemm_operands() const override { return attention_ != AttentionMode::kFlash; }
+  bool attention_reads_only_gemm_operands() const override {
+    return attention_ != AttentionMode::kFlash || kept_outputs_unwritten();
+  }
   bool kept_outputs_unwritten() const override { return math_ != GemmMath::kFp32 && reuse_casts_; }
   void layernorm_forward_kept(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd, int rows, int cols,
                               T eps) override;
@@ -111,6 +114,8 @@ class CpuOps final : public Ops<T> {
   void round_values(const T* x, size_t n, T* out) const;
   // x as a GEMM operand: rounded to the 16-bit format where GEMMs are 16-bit, else x.
   T gemm_rounded(T x) const;
+  // x[0, n)'s kept copy (at x's offset); fatal where none is kept.
+  const T* kept_copy_of(const T* x, size_t n) const;
   void flash_attention_forward(const AttentionForward<T>& a);
   void flash_attention_backward(const AttentionBackward<T>& a);
   // The copy an op writes a kept operand into (the *_kept ops): x[0, n) kept, its store

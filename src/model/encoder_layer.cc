@@ -146,7 +146,6 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   const bool kept = ops.attention_reads_only_gemm_operands();
   linear_backward(ops, m.d_c, a.ctx, m.p(p.attn_out.w), m.d_ctx, m.g(p.attn_out.w), nullptr, N, H, H,
                   {.dy_kept = true, .dx_kept = kept});
-  ops.drop_gemm_operand(a.ctx);
 
   AttentionBackward<T> b;
   attention_common(m, l, &b);
@@ -160,6 +159,7 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   b.d_probs = m.d_probs;
   b.d_scores = m.d_scores;
   ops.attention_backward(b);
+  ops.drop_gemm_operand(a.ctx);  // after: the flash backward reads ctx's copy (D = d(ctx) . ctx)
 
   // d(x) = residual (d_b) + the projection's input gradient, written into dh.
   linear_backward(ops, m.d_qkv, x, m.p(p.qkv.w), m.dh, m.g(p.qkv.w), m.g(p.qkv.b), N, H, 3 * H);

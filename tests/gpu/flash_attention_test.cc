@@ -10,10 +10,12 @@
 
 #include <cstdio>
 
+#include "../model/model_test_util.h"
 #include "attention_run.h"
 #include "cuda_ops.cuh"
 #include "gpu_test_util.h"
 #include "lansbert/backend/cpu_ops.h"
+#include "lansbert/model/bert_model.h"
 
 namespace lansbert {
 namespace {
@@ -79,6 +81,43 @@ TEST(GpuFlashAttention, CallsItCannotTakeRunTheHandWrittenOne) {
   // ... and the same call with a head size it takes clears the reason.
   EXPECT_EQ(run_attention(*bf16, AttentionCase<float>(1, 1, 16, 64, {16}, 0.f, 26)).impl, AttentionImpl::kFlash);
   EXPECT_EQ(bf16->flash_fallback(), "");
+}
+
+// A bert-tiny bf16 step with cast reuse, where the model hands the flash attention kept 16-bit
+// copies of q, k, v, ctx and d(ctx) (FlashHalfIO): the device against the CPU twin doing the
+// same, loss and gradients (each tensor relative to its largest value).
+TEST(GpuFlashAttention, Bf16StepFromKeptCopiesMatchesTheTwin) {
+  LB_REQUIRE_GPU();
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  const int B = 2, S = 40, P = 4;
+  auto gpu = cuda_ops(GemmMath::kBf16, AttentionMode::kFlash);
+  auto twin = cpu::make_ops<float>(GemmMath::kBf16, true, AttentionMode::kFlash);
+  ASSERT_TRUE(gpu->attention_reads_only_gemm_operands());
+  ASSERT_TRUE(twin->attention_reads_only_gemm_operands());
+  BertModel<float> gm(cfg, *gpu, {B, S, P, Recompute::kNone, true}), cm(cfg, *twin, {B, S, P, Recompute::kNone, true});
+  gm.init_params(8);
+  cm.init_params(8);
+  const Batch batch = testing::random_batch(B, S, P, cfg.vocab_size, 9);
+  gm.zero_grads();
+  cm.zero_grads();
+  const double lg = gm.forward(batch, StepContext{true, 3, 1}).total_loss;
+  const double lc = cm.forward(batch, StepContext{true, 3, 1}).total_loss;
+  gm.backward(1.0f);
+  cm.backward(1.0f);
+  ASSERT_EQ(gpu->flash_fallback(), "");
+  const size_t total = cm.table().total_elements();
+  const std::vector<float> g = testing::to_host(gm.grads(), total);
+  double worst = 0;
+  for (const ParamEntry& e : cm.table().entries()) {
+    if (testing::zero_in_exact_arithmetic(e.name)) continue;
+    const std::vector<float> want(cm.grads() + e.offset, cm.grads() + e.offset + e.numel);
+    const std::vector<float> got(g.begin() + e.offset, g.begin() + e.offset + e.numel);
+    worst = std::max(worst, rel_max_diff(got, want));
+  }
+  std::printf("flash bf16 step from kept copies: loss gpu %.6f twin %.6f, worst gradient rel %.2e\n", lg, lc, worst);
+  EXPECT_NEAR(lg, lc, 1e-4 * std::abs(lc));
+  EXPECT_LT(worst, 2e-2);
 }
 
 }  // namespace

@@ -139,6 +139,46 @@ TEST(FlashAttention, BertStepMatchesTheHandWrittenAttention) {
   EXPECT_EQ(0, std::memcmp(gr.data(), gf.data(), gf.size() * sizeof(double)));
 }
 
+// With emulated bf16 GEMMs and cast reuse the model makes q, k, v, ctx and d(ctx) as kept 16-bit
+// copies only, and the flash attention reads and writes those (as the CUDA kernels do); without
+// reuse it reads the fp32 tensors and rounds them itself. The two differ only in D = d(ctx) .
+// ctx being taken from rounded values, so a step's loss and gradients agree closely; the copies
+// it holds are no more than the hand-written attention's (which also keeps its probabilities).
+TEST(FlashAttention, Bf16StepFromKeptCopiesTracksTheFp32Path) {
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  cfg.layers = 3;
+  const int B = 3, S = 40, P = 4;
+  const Batch batch = testing::random_batch(B, S, P, cfg.vocab_size, 33);
+  struct Out {
+    double loss;
+    std::vector<float> grads;
+    size_t held_after;
+  };
+  auto run = [&](AttentionMode mode, bool reuse) {
+    auto ops = cpu::make_ops<float>(GemmMath::kBf16, reuse, mode);
+    EXPECT_EQ(ops->attention_reads_only_gemm_operands(), reuse);
+    BertModel<float> m(cfg, *ops, {B, S, P, Recompute::kNone, mode == AttentionMode::kFlash});
+    m.init_params(19);
+    m.zero_grads();
+    Out o;
+    o.loss = m.forward(batch, StepContext{true, 5, 1}).total_loss;
+    m.backward(1.0f, [](size_t, size_t) {});
+    o.grads.assign(m.grads(), m.grads() + m.table().total_elements());
+    o.held_after = ops->kept_copy_bytes();
+    return o;
+  };
+  const Out kept = run(AttentionMode::kFlash, true), plain = run(AttentionMode::kFlash, false),
+            native = run(AttentionMode::kNative, true);
+  std::printf("bf16 step: loss kept %.6f fp32-in %.6f native %.6f; grads kept vs fp32-in %.2e, vs native %.2e\n",
+              kept.loss, plain.loss, native.loss, rel_max_diff(kept.grads, plain.grads),
+              rel_max_diff(kept.grads, native.grads));
+  EXPECT_NEAR(kept.loss, plain.loss, 1e-4 * std::abs(plain.loss));
+  EXPECT_LT(rel_max_diff(kept.grads, plain.grads), 2e-2);
+  EXPECT_NEAR(kept.loss, native.loss, 1e-3 * std::abs(native.loss));
+  EXPECT_LT(kept.held_after, native.held_after);
+}
+
 // bench --profile's rows: the flash rows replace the attention's, with two GEMMs' FLOPs
 // forward and seven backward (each backward kernel recomputes the scores and d(pd)), so a
 // step counts three attention GEMMs per layer more than the model's FLOPs (flops.h).

@@ -249,10 +249,12 @@ class ProfilingOps : public Ops<T> {
   // hand-written attention is charged the same (four GEMMs backward).
   //
   // The flash attention (kernels/flash_attention.h) has rows of its own. Forward: q, k, v read
-  // and ctx written at the activation width (4 E per element), the key mask, one statistic
+  // and ctx written (4 E per element in fp32; where they are kept 16-bit copies, 2 bytes each
+  // read and ctx's copy counted by the backend as a copy write), the key mask, one statistic
   // per row. Backward, three kernels: D = d(ctx) . ctx (reads both, writes D per row); dK/dV
   // (reads q, k, v, d(ctx), the mask and lse, D per row; writes d_k, d_v); dQ (reads the same,
-  // writes d_q): 13 E per element. Its dropout mask is drawn in the kernels, never stored.
+  // writes d_q): ten input reads and three fp32 writes per element (13 E in fp32, 20 + 3 E
+  // from copies). Its dropout mask is drawn in the kernels, never stored.
   // FLOPs: two GEMMs forward, seven backward (the scores and d(pd) are computed by both
   // backward kernels). K and V tiles re-read by other query tiles are assumed to hit cache.
   AttentionImpl attention_forward(const AttentionForward<T>& a) override {
@@ -260,9 +262,11 @@ class ProfilingOps : public Ops<T> {
     const AttentionShape& s = a.shape;
     AttentionImpl impl = AttentionImpl::kNative;
     time_costed([&] { impl = inner_.attention_forward(a); }, [&] {
-      if (impl == AttentionImpl::kFlash)
+      if (impl == AttentionImpl::kFlash) {
+        const double in = a.qkv_kept ? 2 : E, out = a.ctx_kept ? 0 : E;
         return Cost{"flash_attention_forward", 2 * attention_gemm_flops(s),
-                    4 * E * tokens(s) * s.ld + 4.0 * tokens(s) + 4.0 * rows(s)};
+                    (3 * in + out) * tokens(s) * s.ld + 4.0 * tokens(s) + 4.0 * rows(s)};
+      }
       return Cost{"attention_forward", 2 * attention_gemm_flops(s),
                   32.0 * tokens(s) * s.ld + 4.0 * rows(s) + mask_bytes(s, a.dropout)};
     });
@@ -272,8 +276,9 @@ class ProfilingOps : public Ops<T> {
     if (expand_attention_) return native_attention_backward(*this, a);
     const AttentionShape& s = a.shape;
     if (a.impl == AttentionImpl::kFlash) {
+      const double in = a.d_ctx_kept ? 2 : E;
       time("flash_attention_backward", 7 * attention_gemm_flops(s),
-           13 * E * tokens(s) * s.ld + 8.0 * tokens(s) + 20.0 * rows(s), [&] { inner_.attention_backward(a); });
+           (10 * in + 3 * E) * tokens(s) * s.ld + 8.0 * tokens(s) + 20.0 * rows(s), [&] { inner_.attention_backward(a); });
       return;
     }
     const double bytes = 82.0 * tokens(s) * s.ld + 8.0 * rows(s) + mask_bytes(s, a.dropout);
