@@ -242,9 +242,10 @@ size_t BertModel<T>::activation_bytes_for(const BertConfig& config, ModelLimits 
 }
 
 template <typename T>
-size_t BertModel<T>::kept_copy_bytes_for(const BertConfig& c, ModelLimits lim, bool attention_keeps_operands) {
+size_t BertModel<T>::kept_copy_bytes_for(const BertConfig& c, ModelLimits lim, bool attention_keeps_operands,
+                                         bool attention_keeps_probabilities) {
   const size_t B = lim.max_batch, S = lim.max_seq, N = B * S, H = c.hidden, I = c.intermediate, L = c.layers;
-  const size_t Pt = B * lim.max_pred, BASS = B * c.heads * S * S;
+  const size_t Pt = B * lim.max_pred, BASS = attention_keeps_probabilities ? B * c.heads * S * S : 0;
   const size_t attention = attention_keeps_operands ? 3 * N * H + BASS : 0;  // q/k/v, P (or d(scores))
   // Forward: x, ctx, h1 and the GELU output per layer; recomputing layers, one layer's set (x
   // aside) and the L layer inputs (the embeddings' output, h2 of all but the last layer);

@@ -213,8 +213,11 @@ Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
   // The flash attention stages nothing: its mask is drawn inside its kernels.
   const bool fused = config.attention_mode() != AttentionMode::kNative;
   const bool cudnn = fused && config.attention_mode() != AttentionMode::kFlash;
+  // The flash attention takes q/k/v (and ctx, d(ctx)) as kept copies, like the hand-written
+  // one, but keeps no probabilities.
+  const bool flash = config.attention_mode() == AttentionMode::kFlash;
   if (config.converts_gemm_operands())
-    p.half_bytes += BertModel<float>::kept_copy_bytes_for(mc, config.model_limits(), !fused);
+    p.half_bytes += BertModel<float>::kept_copy_bytes_for(mc, config.model_limits(), !fused || flash, !flash);
   if (cudnn && config.backend != "cpu" && mc.attention_dropout > 0)
     p.half_bytes += size_t(config.batch.micro_batch) * mc.heads * config.data.seq_len * config.data.seq_len * 2;
   p.flops_per_sequence = training_flops_per_sequence(mc, config.data.seq_len, config.data.max_pred);

@@ -171,18 +171,19 @@ TEST(Recompute, KeptCopyEstimateMatchesWhatTheBackendHolds) {
   const BertConfig cfg = three_layers();
   const int B = 3, S = 16, P = 3;
   const Batch b = testing::random_batch(B, S, P, cfg.vocab_size, 23);
-  for (Recompute recompute : {Recompute::kNone, Recompute::kAttention, Recompute::kLayers}) {
-    auto ops = cpu::make_ops<float>(GemmMath::kBf16);
-    BertModel<float> m(cfg, *ops, {B, S, P, recompute});
-    m.init_params(5);
-    m.forward(b, StepContext{true, 11, 1});
-    m.backward(1.0f);
-    const size_t held = ops->kept_copy_bytes();
-    const size_t estimate = BertModel<float>::kept_copy_bytes_for(cfg, {B, S, P, recompute}) +
-                            2 * m.table().total_elements();
-    SCOPED_TRACE(recompute_name(recompute));
-    EXPECT_EQ(held, estimate);
-  }
+  for (Recompute recompute : {Recompute::kNone, Recompute::kAttention, Recompute::kLayers})
+    for (bool flash : {false, true}) {  // the flash attention: q/k/v kept, no probabilities
+      auto ops = cpu::make_ops<float>(GemmMath::kBf16, true, flash ? AttentionMode::kFlash : AttentionMode::kNative);
+      BertModel<float> m(cfg, *ops, {B, S, P, recompute, flash});
+      m.init_params(5);
+      m.forward(b, StepContext{true, 11, 1});
+      m.backward(1.0f);
+      const size_t held = ops->kept_copy_bytes();
+      const size_t estimate = BertModel<float>::kept_copy_bytes_for(cfg, {B, S, P, recompute}, true, !flash) +
+                              2 * m.table().total_elements();
+      SCOPED_TRACE(std::string(recompute_name(recompute)) + (flash ? ", flash" : ""));
+      EXPECT_EQ(held, estimate);
+    }
 }
 
 }  // namespace

@@ -106,9 +106,10 @@ class BertModel {
   // Recompute::kLayers one layer's set and each layer's input, with kAttention one layer's
   // probabilities; the backward's output gradients
   // (N x (6H + I), d(scores), the heads'). For plans: the weights' copy and the GEMMs'
-  // operand workspaces are counted apart.
+  // operand workspaces are counted apart. attention_keeps_probabilities false: the flash
+  // attention, which takes q/k/v as kept copies but has no probabilities.
   static size_t kept_copy_bytes_for(const BertConfig& config, ModelLimits limits,
-                                    bool attention_keeps_operands = true);
+                                    bool attention_keeps_operands = true, bool attention_keeps_probabilities = true);
 
   // BERT's initialisation: normal(0, init_std) weights and embeddings (the [PAD] row of the
   // word embeddings zero, as Hugging Face does), zero biases, LayerNorm gamma 1 and beta 0.
