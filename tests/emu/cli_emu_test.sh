@@ -52,6 +52,17 @@ train 0 bf1 --set backend=cuda --set precision.dtype=bf16
 train 2 bf2 --set backend=cuda --set precision.dtype=bf16 --set distributed.shard_optimizer=true --set batch.recompute=layers
 same bf1 bf2 1e-5
 
+# The flash attention's kernels in training (bf16; one head of 64, the size they take): 1
+# device against the CPU backend's twin, and 2 sharded devices against 1; none of the runs
+# falls back to the hand-written attention.
+flash=(--set precision.dtype=bf16 --set precision.attention=flash --set model.heads=1)
+train 0 flcpu "${flash[@]}"
+train 0 fl1 --set backend=cuda "${flash[@]}"
+train 2 fl2 --set backend=cuda "${flash[@]}" --set distributed.shard_optimizer=true
+same flcpu fl1 4e-3  # 3.9e-4 when written: a 16-bit rounding may land the other side (fp32 sums in another order)
+same fl1 fl2 1e-5
+grep -l "hand-written attention" "$tmp"/fl*.log && { echo "FAIL: a flash run fell back to the hand-written attention"; fail=1; }
+
 # A sharded 2-device run stopped at step 2 resumes on 1 device (the slices joined) and ends
 # where the uninterrupted sharded run ends.
 train 2 part --set backend=cuda --set distributed.shard_optimizer=true --stop-at-step 2
@@ -73,6 +84,11 @@ grep -q "precision.dtype: bf16 needs bf16 tensor cores.*use precision.dtype: fp1
 [[ -e $tmp/v100bf16 ]] && { echo "FAIL: the refused run wrote $tmp/v100bf16"; fail=1; }
 LANSBERT_EMU_SM=70 train 0 v100fp16 --set backend=cuda --set precision.dtype=fp16 --set precision.loss_scale=dynamic
 grep -q "eval after step 4/4" "$tmp/v100fp16.log" || { echo "FAIL: fp16 on sm_70 did not finish"; fail=1; }
+# ... and runs the flash attention in fp16 (cuDNN's needs sm_80).
+LANSBERT_EMU_SM=70 train 0 v100flash --set backend=cuda --set precision.dtype=fp16 --set precision.loss_scale=dynamic \
+  --set precision.attention=flash --set model.heads=1
+grep -q "eval after step 4/4" "$tmp/v100flash.log" || { echo "FAIL: fp16 flash on sm_70 did not finish"; fail=1; }
+grep -q "hand-written attention" "$tmp/v100flash.log" && { echo "FAIL: fp16 flash on sm_70 fell back"; fail=1; }
 
 # bench on the device: the JSON line, MFU against the given peak, the per-op table with an
 # H200's roofline floor.
