@@ -125,7 +125,6 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   const LayerParams& p = m.layer_params[l];
   LayerActs<T>& a = m.layers[l];
   const int N = m.N, H = c.hidden, I = c.intermediate;
-  const size_t NH = size_t(N) * H;
   const float p_hidden = drop_p(m, c.hidden_dropout);
 
   // FFN block: dh = d(h2).
@@ -139,9 +138,11 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   linear_backward(ops, m.d_ffn, a.h1, m.p(p.inter.w), m.d_a, m.g(p.inter.w), nullptr, N, H, I, {.accumulate_dx = true, .dy_kept = true});
   ops.drop_gemm_operand(a.h1);
 
-  // Attention block: d_a = d(h1).
-  ops.layernorm_backward(m.d_a, a.res1, m.p(p.ln1.w), a.mean1, a.rstd1, m.d_b, m.g(p.ln1.w), m.g(p.ln1.b), N, H);
-  ops.dropout_bias_backward_kept(m.d_b, m.d_c, m.g(p.attn_out.b), N, H, p_hidden, key(m, dropout_site(l, 1)));
+  // Attention block: d_a = d(h1). d(res1) goes straight into dh (free since the FFN block read
+  // it): it is the residual part of d(x), to which the projection's input gradient is added by
+  // its GEMM (beta 1) instead of by a pass of its own.
+  ops.layernorm_backward(m.d_a, a.res1, m.p(p.ln1.w), a.mean1, a.rstd1, m.dh, m.g(p.ln1.w), m.g(p.ln1.b), N, H);
+  ops.dropout_bias_backward_kept(m.dh, m.d_c, m.g(p.attn_out.b), N, H, p_hidden, key(m, dropout_site(l, 1)));
   // d(ctx) is read only by the attention backward's GEMMs (when they are the hand-written ones).
   const bool kept = ops.attention_reads_only_gemm_operands();
   linear_backward(ops, m.d_c, a.ctx, m.p(p.attn_out.w), m.d_ctx, m.g(p.attn_out.w), nullptr, N, H, H,
@@ -161,10 +162,10 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   ops.attention_backward(b);
   ops.drop_gemm_operand(a.ctx);  // after: the flash backward reads ctx's copy (D = d(ctx) . ctx)
 
-  // d(x) = residual (d_b) + the projection's input gradient, written into dh.
-  linear_backward(ops, m.d_qkv, x, m.p(p.qkv.w), m.dh, m.g(p.qkv.w), m.g(p.qkv.b), N, H, 3 * H);
+  // d(x) = residual (already in dh) + the projection's input gradient.
+  linear_backward(ops, m.d_qkv, x, m.p(p.qkv.w), m.dh, m.g(p.qkv.w), m.g(p.qkv.b), N, H, 3 * H,
+                  {.accumulate_dx = true});
   ops.drop_gemm_operand(x);
-  ops.accumulate(m.dh, m.d_b, NH);
 }
 
 template void encoder_layer_forward<float>(BertState<float>&, int, const float*);
