@@ -82,11 +82,11 @@ struct BenchBackend {
 };
 
 Status open_backend(const BenchOptions& o, BenchBackend* b) {
+  AttentionMode attention;
+  if (!parse_attention_mode(o.attention, &attention))
+    return Status::invalid_argument("bench: --attention: expected native, cudnn, auto or flash, got '" + o.attention + "'");
   if (o.backend == "cpu") {
     if (o.math == GemmMath::kTf32) return Status::invalid_argument("bench: --tf32 / --precision tf32 needs --backend cuda");
-    AttentionMode attention;
-    if (!parse_attention_mode(o.attention, &attention))
-      return Status::invalid_argument("bench: --attention: expected native, cudnn, auto or flash, got '" + o.attention + "'");
     if (attention != AttentionMode::kNative && attention != AttentionMode::kFlash)
       return Status::invalid_argument("bench: --attention " + o.attention + " needs --backend cuda");
     if (o.gemm_cast != "kernel") return Status::invalid_argument("bench: --gemm-cast " + o.gemm_cast + " needs --backend cuda");
@@ -109,8 +109,7 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
   oo.reuse_casts = o.cast_reuse == "on";
   if (oo.cast_in_gemm && !is_half_gemm(o.math))
     return Status::invalid_argument("bench: --gemm-cast cublas needs --precision bf16 or fp16");
-  if (!parse_attention_mode(o.attention, &oo.attention))
-    return Status::invalid_argument("bench: --attention: expected native, cudnn, auto or flash, got '" + o.attention + "'");
+  oo.attention = attention;
   b->ops = cuda::make_ops(oo);
   b->sync = [] { cuda::synchronize(); };
   b->device = cuda::device_description(0);

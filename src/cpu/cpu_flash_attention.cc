@@ -45,12 +45,6 @@ T CpuOps<T>::gemm_rounded(T x) const {
   return static_cast<T>(kern::half_to_float(kern::float_to_half(static_cast<float>(x), f), f));
 }
 
-// Rows of heads*head_dim at `ld` apart: the extent of q, k or v (or ctx, d(ctx)) from its
-// first element.
-inline size_t head_rows_extent(const AttentionShape& s, int ld) {
-  return (size_t(s.batch) * s.seq - 1) * size_t(ld) + size_t(s.heads) * s.head_dim;
-}
-
 template <typename T>
 const T* CpuOps<T>::kept_copy_of(const T* x, size_t n) const {
   size_t offset = 0;
@@ -68,7 +62,8 @@ void CpuOps<T>::flash_attention_forward(const AttentionForward<T>& a) {
   const int S = s.seq, D = s.head_dim, A = s.heads, Q = s.qkv_stride();
   const int64_t heads = int64_t(s.batch) * A;
   T* stats = a.stats_slot();
-  const size_t qkv_n = head_rows_extent(s, Q);
+  // q, k, v: rows of heads * head_dim at Q apart, as the GEMMs that made them see them.
+  const size_t qkv_n = gemm_operand_extent(Trans::kNo, s.batch * S, A * D, Q);
   const T* q_in = a.qkv_kept ? kept_copy_of(a.q, qkv_n) : a.q;
   const T* k_in = a.qkv_kept ? kept_copy_of(a.k, qkv_n) : a.k;
   const T* v_in = a.qkv_kept ? kept_copy_of(a.v, qkv_n) : a.v;
@@ -123,7 +118,8 @@ void CpuOps<T>::flash_attention_backward(const AttentionBackward<T>& a) {
   const int S = s.seq, D = s.head_dim, A = s.heads, Q = s.qkv_stride(), H = s.ld;
   const int64_t heads = int64_t(s.batch) * A;
   const T* stats = a.stats_slot();
-  const size_t qkv_n = head_rows_extent(s, Q), rows_n = head_rows_extent(s, H);
+  const size_t qkv_n = gemm_operand_extent(Trans::kNo, s.batch * S, A * D, Q);
+  const size_t rows_n = gemm_operand_extent(Trans::kNo, s.batch * S, A * D, H);
   const bool kept = a.d_ctx_kept;
   const T* q_in = kept ? kept_copy_of(a.q, qkv_n) : a.q;
   const T* k_in = kept ? kept_copy_of(a.k, qkv_n) : a.k;
