@@ -103,6 +103,14 @@ class CudaOps final : public Ops<float> {
 
   void gelu_forward(const float* x, float* y, size_t n) override;
   void gelu_forward_kept(const float* x, float* y, size_t n) override;
+  // cuda_half_activations.cu: 16-bit FFN activations, with bf16/fp16 GEMMs whose operands our
+  // cast pass rounds (not gemm_cast cublas, whose GEMMs read fp32).
+  bool half_activations() const override { return converts_operands(); }
+  void gemm_bias_half(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                      const float* bias, float* scratch, uint16_t* out) override;
+  void gelu_forward_half_kept(const uint16_t* x, float* y, size_t n) override;
+  void bias_gelu_backward_half_kept(const float* dact, const uint16_t* pre, float* dpre, float* dbias, int rows,
+                                    int cols) override;
   void gelu_backward(const float* dy, const float* x, float* dx, size_t n) override;
   void tanh_forward(const float* x, float* y, size_t n) override;
   void tanh_backward(const float* dy, const float* y, float* dx, size_t n) override;

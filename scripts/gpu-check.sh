@@ -230,6 +230,16 @@ bench_step() {
         | tee -a "$out/bench.jsonl" || echo "bench $model $seq attention flash: exit $?" | tee -a "$out/summary.txt"
     done
   fi
+  # ... and with 16-bit FFN activations as well (never run on a GPU before either).
+  if "$lb" bench --help 2>&1 | grep -q -- '--ffn-activations'; then
+    for spec in bert-large:128:20:32 bert-large:512:80:8; do
+      IFS=: read -r model seq pred batch <<< "$spec"
+      timeout "$t" "$lb" bench --backend cuda --precision bf16 --attention flash --ffn-activations 16bit --model "$model" \
+        --seq-len "$seq" --max-pred "$pred" --batch "$batch" --steps 5 --warmup 2 --json \
+        2> "$out/bench-$model-$seq-flash-ffn16.err" | tee -a "$out/bench.jsonl" ||
+        echo "bench $model $seq flash + 16-bit FFN: exit $?" | tee -a "$out/summary.txt"
+    done
+  fi
   timeout "$t" "$lb" bench --backend cuda --precision bf16 --model bert-large --seq-len 512 --max-pred 80 --batch 0 \
     --steps 2 --warmup 1 2>&1 | tee "$out/bench-bert-large-512-probe.txt" || true
   # The same probe with activation recomputation: how much larger a micro-batch fits, at what MFU.

@@ -49,7 +49,7 @@ template <typename T>
 const T* CpuOps<T>::kept_copy_of(const T* x, size_t n) const {
   size_t offset = 0;
   const std::vector<T>* copy = kept_.find(x, n, &offset);
-  LB_CHECK_MSG(copy != nullptr, "flash attention: an operand said kept has no 16-bit copy");
+  LB_CHECK_MSG(copy != nullptr, "an operand said kept has no 16-bit copy");
   return copy->data() + offset;
 }
 

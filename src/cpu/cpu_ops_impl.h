@@ -51,6 +51,13 @@ class CpuOps final : public Ops<T> {
 
   void bias_gelu_forward(T* pre, const T* bias, T* act, int rows, int cols) override;
   void gelu_forward_kept(const T* x, T* y, size_t n) override;
+  // cpu_half_activations.cc: 16-bit FFN activations (twins of cuda_half_activations.cu).
+  bool half_activations() const override { return is_half_gemm(math_); }
+  void gemm_bias_half(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
+                      const T* bias, T* scratch, uint16_t* out) override;
+  void gelu_forward_half_kept(const uint16_t* x, T* y, size_t n) override;
+  void bias_gelu_backward_half_kept(const T* dact, const uint16_t* pre, T* dpre, T* dbias, int rows,
+                                    int cols) override;
   // cpu_flash_attention.cc: the flash attention's twin with attention kFlash, the
   // hand-written composition otherwise. The flash one reads q, k, v, ctx and d(ctx) in T, or
   // their kept copies where copies are kept.
@@ -135,6 +142,10 @@ class CpuOps final : public Ops<T> {
   AttentionMode attention_;
   std::vector<T> operand_a_, operand_b_;
   std::vector<T> kept_result_;  // gemm_into_kept_copy's fp32 result
+  // The 16-bit activation ops' widened inputs: a 16-bit tensor, and d(act) at its rounding.
+  std::vector<T> half_scratch_, grad_scratch_;
+  // x[0, n) (16-bit, the GEMMs' format) widened into out, grown as needed.
+  void widen_half(const uint16_t* x, size_t n, std::vector<T>& out) const;
   bool reuse_casts_;
   KeptOperands<T, std::vector<T>> kept_;  // kept spans, rounded (16-bit modes only)
   size_t conversions_ = 0;

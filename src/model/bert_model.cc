@@ -72,6 +72,7 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, bool kept_outputs_un
     l.h1 = a.take<T>(N * H);
     l.ffn_pre = a.take<T>(N * I);
     l.ffn_act = kept_outputs_unwritten ? l.ffn_pre : a.take<T>(N * I);
+    l.ffn_pre16 = lim.half_ffn ? a.take<uint16_t>(N * I) : nullptr;
     l.res2 = a.take<T>(N * H);
     l.mean2 = a.take<T>(N);
     l.rstd2 = a.take<T>(N);
@@ -133,6 +134,8 @@ BertModel<T>::BertModel(const BertConfig& config, Ops<T>& ops, ModelLimits limit
   LB_CHECK_MSG(config_.validate().is_ok(), config_.validate().to_string());
   LB_CHECK(limits.max_batch > 0 && limits.max_seq > 0 && limits.max_pred > 0);
   LB_CHECK_MSG(limits.max_seq <= config.max_positions, "sequence longer than the position table");
+  LB_CHECK_MSG(!limits.half_ffn || ops.half_activations(),
+               "16-bit FFN activations need bf16/fp16 GEMMs whose operands lansbert rounds (Ops::half_activations)");
   params_ = Buffer<T>(table_.total_elements(), ops.allocator());
   grads_ = Buffer<T>(table_.total_elements(), ops.allocator());
   params_.zero();

@@ -39,6 +39,9 @@ struct LayerActs {
   T *res1, *mean1, *rstd1;   // (N, H), (N), (N): LN1 input and statistics
   T* h1;                     // (N, H)
   T *ffn_pre, *ffn_act;      // (N, I)
+  // (N, I) in 16 bits with ModelLimits::half_ffn: the pre-activation; ffn_pre's fp32 memory
+  // then holds nothing between ops (it keys ffn_act's copy and is gemm_bias_half's scratch).
+  uint16_t* ffn_pre16 = nullptr;
   T *res2, *mean2, *rstd2;   // (N, H), (N), (N)
   T* h2;                     // (N, H): the layer's output
   // Which attention the forward ran (what `probs` holds), for the backward.

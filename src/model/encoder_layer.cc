@@ -93,8 +93,15 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
                              T(c.layernorm_eps));
   // The FFN's bias in its GEMM's epilogue (pre is written once), then the GELU, read only by
   // GEMMs: kept.
-  linear_forward(ops, a.h1, m.p(p.inter.w), m.p(p.inter.b), a.ffn_pre, N, H, I);
-  ops.gelu_forward_kept(a.ffn_pre, a.ffn_act, size_t(N) * I);
+  // With 16-bit FFN activations the GEMM writes pre in 16 bits only, and the GELU reads that.
+  if (a.ffn_pre16) {
+    ops.gemm_bias_half(Trans::kNo, Trans::kYes, N, I, H, a.h1, H, m.p(p.inter.w), H, m.p(p.inter.b), a.ffn_pre,
+                       a.ffn_pre16);
+    ops.gelu_forward_half_kept(a.ffn_pre16, a.ffn_act, size_t(N) * I);
+  } else {
+    linear_forward(ops, a.h1, m.p(p.inter.w), m.p(p.inter.b), a.ffn_pre, N, H, I);
+    ops.gelu_forward_kept(a.ffn_pre, a.ffn_act, size_t(N) * I);
+  }
   linear_gemm(ops, a.ffn_act, m.p(p.out.w), a.res2, N, I, H);
   ops.bias_dropout_residual_forward(a.res2, m.p(p.out.b), a.h1, N, H, p_hidden, key(m, dropout_site(l, 2)));
   if (l + 1 < c.layers)  // the next layer's x
@@ -131,9 +138,15 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   ops.layernorm_backward(m.dh, a.res2, m.p(p.ln2.w), a.mean2, a.rstd2, m.d_a, m.g(p.ln2.w), m.g(p.ln2.b), N, H);
   // The output gradients of the dense layers come with their 16-bit copies (the *_kept ops).
   ops.dropout_bias_backward_kept(m.d_a, m.d_b, m.g(p.out.b), N, H, p_hidden, key(m, dropout_site(l, 2)));
-  linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), m.d_ffn, m.g(p.out.w), nullptr, N, I, H, {.dy_kept = true});
+  // d(act) is read next only by the GELU backward: with 16-bit FFN activations at its 16-bit
+  // rounding, so its GEMM writes it as a kept copy (only the copy where outputs are unwritten).
+  linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), m.d_ffn, m.g(p.out.w), nullptr, N, I, H,
+                  {.dy_kept = true, .dx_kept = a.ffn_pre16 != nullptr});
   ops.drop_gemm_operand(a.ffn_act);
-  ops.bias_gelu_backward_kept(m.d_ffn, a.ffn_pre, m.d_ffn, m.g(p.inter.b), N, I);
+  if (a.ffn_pre16)
+    ops.bias_gelu_backward_half_kept(m.d_ffn, a.ffn_pre16, m.d_ffn, m.g(p.inter.b), N, I);
+  else
+    ops.bias_gelu_backward_kept(m.d_ffn, a.ffn_pre, m.d_ffn, m.g(p.inter.b), N, I);
   // d_a holds the residual part of d(h1); the FFN input gradient is added to it.
   linear_backward(ops, m.d_ffn, a.h1, m.p(p.inter.w), m.d_a, m.g(p.inter.w), nullptr, N, H, I, {.accumulate_dx = true, .dy_kept = true});
   ops.drop_gemm_operand(a.h1);

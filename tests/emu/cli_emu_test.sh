@@ -63,6 +63,15 @@ same flcpu fl1 4e-3  # 3.9e-4 when written: a 16-bit rounding may land the other
 same fl1 fl2 1e-5
 grep -l "hand-written attention" "$tmp"/fl*.log && { echo "FAIL: a flash run fell back to the hand-written attention"; fail=1; }
 
+# 16-bit FFN activations in training (bf16): the device against the CPU backend's twin, and
+# not the fp32-stored FFN's parameters (the path ran).
+half_ffn=(--set precision.dtype=bf16 --set precision.ffn_activations=16bit)
+train 0 hfcpu "${half_ffn[@]}"
+train 0 hf1 --set backend=cuda "${half_ffn[@]}"
+same hfcpu hf1 4e-3  # 1.6e-4 when written
+"$cmp" "$tmp/bf1/latest/model.safetensors" "$tmp/hf1/latest/model.safetensors" 1e-7 > /dev/null 2>&1 &&
+  { echo "FAIL: hf1 has the parameters of the fp32-stored FFN"; fail=1; }
+
 # A sharded 2-device run stopped at step 2 resumes on 1 device (the slices joined) and ends
 # where the uninterrupted sharded run ends.
 train 2 part --set backend=cuda --set distributed.shard_optimizer=true --stop-at-step 2
@@ -102,7 +111,7 @@ done
 # floor computed from a CPU run (docs/performance.md) assumes.
 # Also with the flash attention, whose CUDA kernels the device runs (bf16, head_dim 64).
 counts() {
-  "$lb" bench --backend "$1" --attention "$2" --model bert-tiny --seq-len 32 --batch 4 --steps 1 --warmup 1 \
+  "$lb" bench --backend "$1" --attention "$2" --ffn-activations "${3:-fp32}" --model bert-tiny --seq-len 32 --batch 4 --steps 1 --warmup 1 \
     --precision bf16 --optimizer lans --profile --roofline h200 --json 2>/dev/null | python3 -c '
 import json, sys
 for r in sorted(json.loads(sys.stdin.readline())["profile"], key=lambda r: r["op"]):
@@ -115,6 +124,9 @@ for attention in native flash; do
     { echo "FAIL: profile counts differ, cpu vs cuda ($attention):"; diff <(echo "$cpu_counts") <(echo "$cuda_counts"); fail=1; }
 done
 [[ $cuda_counts == *"flash_attention_forward"* ]] || { echo "FAIL: no flash rows on the device: $cuda_counts"; fail=1; }
+# ... and with 16-bit FFN activations.
+[[ $(counts cpu native 16bit) == "$(counts cuda native 16bit)" ]] ||
+  { echo "FAIL: profile counts differ, cpu vs cuda (16-bit FFN):"; diff <(counts cpu native 16bit) <(counts cuda native 16bit); fail=1; }
 # --batch 0 on a 768 MiB device: the largest micro-batch whose estimate (with its 512 MiB
 # margin) fits the free memory, then a step at that size, which must allocate within it.
 out=$(LANSBERT_EMU_MEMORY_MIB=768 "$lb" bench --backend cuda --model bert-tiny --seq-len 8 --batch 0 --steps 1 \

@@ -69,6 +69,31 @@ TEST(ProfilingTraffic, ConversionsAreChargedToTheOpThatMadeThem) {
   p.drop_gemm_operand(act.data());
 }
 
+// 16-bit FFN activations: the pre-activation costs 2 bytes where it is written and read, and
+// d(act) 2 where it is read from its copy; the rows are those of the ops they replace.
+TEST(ProfilingTraffic, HalfFfnActivationsAreCountedAtTwoBytes) {
+  auto cpu = cpu::make_ops<float>(GemmMath::kBf16, true);
+  ProfilingOps<float> p(*cpu, nullptr, 2);
+  const int m = 4, n = 6, k = 8;
+  const double mn = double(m) * n;
+  std::vector<float> a(m * k, 1.0f), b(n * k, 0.5f), bias(n, 0.1f), scratch(m * n), act(m * n), d(m * n, 0.2f);
+  std::vector<float> db(n, 0.0f);
+  std::vector<uint16_t> pre(m * n);
+  p.keep_gemm_operand(a.data(), size_t(m) * k);
+  p.keep_gemm_operand(b.data(), size_t(n) * k);
+  p.gemm_bias_half(Trans::kNo, Trans::kYes, m, n, k, a.data(), k, b.data(), k, bias.data(), scratch.data(), pre.data());
+  EXPECT_EQ(p.entries().at("gemm_bias").flops, 2.0 * m * n * k);
+  EXPECT_EQ(p.entries().at("gemm_bias").bytes, 2.0 * (m * k + k * n) + 2.0 * mn + 4.0 * n);
+  p.gelu_forward_half_kept(pre.data(), act.data(), size_t(m) * n);
+  EXPECT_EQ(p.entries().at("gelu_forward").bytes, 2.0 * mn + 2.0 * mn) << "16-bit read, copy written";
+  p.keep_gemm_operand(d.data(), size_t(m) * n);  // d(act) as its GEMM's kept output
+  const double before = p.entries().at("keep_gemm_operand").bytes;
+  p.bias_gelu_backward_half_kept(d.data(), pre.data(), d.data(), db.data(), m, n);
+  EXPECT_EQ(p.entries().at("bias_gelu_backward").bytes, (2.0 + 2.0 + 2.0) * mn + 8.0 * n);
+  EXPECT_EQ(p.entries().at("keep_gemm_operand").bytes, before) << "the backward converted something";
+  for (const float* x : {a.data(), b.data(), act.data(), d.data()}) p.drop_gemm_operand(x);
+}
+
 // A training step's GEMM FLOPs, summed over the profile's rows, are the FLOPs MFU counts;
 // with the hand-written attention expanded or timed as one entry point (forward two GEMMs,
 // backward four); the expansion gives the same loss and gradients, bit for bit.

@@ -46,8 +46,9 @@ Trace run(BertModel<T>& m, const Batch& b1, const Batch& b2) {
 }
 
 template <typename T>
-void expect_same_bits(Recompute mode, GemmMath math, bool reuse_casts) {
-  SCOPED_TRACE(std::string(recompute_name(mode)) + ", " + gemm_math_name(math) + (reuse_casts ? " with cast reuse" : ""));
+void expect_same_bits(Recompute mode, GemmMath math, bool reuse_casts, bool half_ffn = false) {
+  SCOPED_TRACE(std::string(recompute_name(mode)) + ", " + gemm_math_name(math) + (reuse_casts ? " with cast reuse" : "") +
+               (half_ffn ? ", 16-bit FFN activations" : ""));
   const BertConfig cfg = three_layers();
   ASSERT_GT(cfg.hidden_dropout, 0.f);
   ASSERT_GT(cfg.attention_dropout, 0.f);
@@ -55,7 +56,8 @@ void expect_same_bits(Recompute mode, GemmMath math, bool reuse_casts) {
   const Batch b1 = testing::random_batch(B, S, P, cfg.vocab_size, 21);
   const Batch b2 = testing::random_batch(2, S, P, cfg.vocab_size, 22);  // smaller than the limits
   auto ops_plain = cpu::make_ops<T>(math, reuse_casts), ops_re = cpu::make_ops<T>(math, reuse_casts);
-  BertModel<T> plain(cfg, *ops_plain, {B, S, P}), re(cfg, *ops_re, {B, S, P, mode});
+  BertModel<T> plain(cfg, *ops_plain, {B, S, P, Recompute::kNone, false, half_ffn}),
+      re(cfg, *ops_re, {B, S, P, mode, false, half_ffn});
   plain.init_params(5);
   re.init_params(5);
   const Trace tp = run(plain, b1, b2), tr = run(re, b1, b2);
@@ -81,6 +83,7 @@ TEST(Recompute, SameLossesAndGradientBits) {
     for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
       expect_same_bits<float>(mode, math, true);
       expect_same_bits<float>(mode, math, false);
+      expect_same_bits<float>(mode, math, true, true);
     }
   }
 }
@@ -172,16 +175,18 @@ TEST(Recompute, KeptCopyEstimateMatchesWhatTheBackendHolds) {
   const int B = 3, S = 16, P = 3;
   const Batch b = testing::random_batch(B, S, P, cfg.vocab_size, 23);
   for (Recompute recompute : {Recompute::kNone, Recompute::kAttention, Recompute::kLayers})
-    for (bool flash : {false, true}) {  // the flash attention: q/k/v kept, no probabilities
+    for (int variant = 0; variant < 3; ++variant) {
+      // the flash attention: q/k/v kept, no probabilities; 16-bit FFN activations: the same copies
+      const bool flash = variant == 1, half_ffn = variant == 2;
       auto ops = cpu::make_ops<float>(GemmMath::kBf16, true, flash ? AttentionMode::kFlash : AttentionMode::kNative);
-      BertModel<float> m(cfg, *ops, {B, S, P, recompute, flash});
+      BertModel<float> m(cfg, *ops, {B, S, P, recompute, flash, half_ffn});
       m.init_params(5);
       m.forward(b, StepContext{true, 11, 1});
       m.backward(1.0f);
       const size_t held = ops->kept_copy_bytes();
       const size_t estimate = BertModel<float>::kept_copy_bytes_for(cfg, {B, S, P, recompute}, true, !flash) +
                               2 * m.table().total_elements();
-      SCOPED_TRACE(std::string(recompute_name(recompute)) + (flash ? ", flash" : ""));
+      SCOPED_TRACE(std::string(recompute_name(recompute)) + (flash ? ", flash" : "") + (half_ffn ? ", 16-bit FFN" : ""));
       EXPECT_EQ(held, estimate);
     }
 }

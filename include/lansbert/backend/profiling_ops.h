@@ -93,6 +93,22 @@ class ProfilingOps : public Ops<T> {
          [&] { inner_.gemm_batched_kept(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, g); });
   }
   bool attention_reads_only_gemm_operands() const override { return inner_.attention_reads_only_gemm_operands(); }
+  // 16-bit FFN activations: the same rows as the fp32-stored ops they replace, the 16-bit
+  // tensors at 2 bytes (d(act) at 2 where read from its copy, else E and rounded in the pass).
+  bool half_activations() const override { return inner_.half_activations(); }
+  void gemm_bias_half(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
+                      const T* bias, T* scratch, uint16_t* out) override {
+    time("gemm_bias", gemm_flops(m, n, k), gemm_bytes(m, n, k, 2) + E * n,
+         [&] { inner_.gemm_bias_half(ta, tb, m, n, k, a, lda, b, ldb, bias, scratch, out); });
+  }
+  void gelu_forward_half_kept(const uint16_t* x, T* y, size_t n) override {
+    time("gelu_forward", 0, (2 + kept_out()) * double(n), [&] { inner_.gelu_forward_half_kept(x, y, n); });
+  }
+  void bias_gelu_backward_half_kept(const T* dact, const uint16_t* pre, T* dpre, T* db, int r, int c) override {
+    const double dact_bytes = inner_.kept_outputs_unwritten() ? 2 : E;
+    time("bias_gelu_backward", 0, (dact_bytes + 2 + kept_out()) * r * c + 2.0 * E * c,
+         [&] { inner_.bias_gelu_backward_half_kept(dact, pre, dpre, db, r, c); });
+  }
   void keep_gemm_operand(const T* x, size_t n) override {
     time("keep_gemm_operand", 0, 0, [&] { inner_.keep_gemm_operand(x, n); });
   }

@@ -1,0 +1,63 @@
+// 16-bit FFN activations on the CPU (ops.h, Ops::half_activations): the twins of
+// cuda/cuda_half_activations.cu. The 16-bit buffers hold real bf16/fp16 bits (kern::half.h),
+// as on the device; values are widened into T scratch and the existing fp32 passes run on
+// them, so the arithmetic is the same expressions in the same order as the fp32-stored path,
+// only on rounded inputs.
+#include "cpu_ops_impl.h"
+
+namespace lansbert::cpu {
+
+template <typename T>
+void CpuOps<T>::widen_half(const uint16_t* x, size_t n, std::vector<T>& out) const {
+  if (out.size() < n) out.resize(n);
+  T* o = out.data();
+  kern::with_half_format(gemm_half_format(math_), [&](auto F) {
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+    for (size_t i = 0; i < n; ++i) o[i] = static_cast<T>(kern::half_to_float(x[i], F));
+  });
+}
+
+template <typename T>
+void CpuOps<T>::gemm_bias_half(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
+                               const T* bias, T* scratch, uint16_t* out) {
+  LB_CHECK_MSG(half_activations(), "gemm_bias_half: 16-bit activations need bf16/fp16 GEMMs");
+  if (m <= 0 || n <= 0) return;
+  // The fp32 result (accumulator plus bias, as gemm_bias computes it) in scratch, then rounded
+  // once: what cuBLASLt's epilogue writes into a 16-bit D.
+  this->gemm_bias(ta, tb, m, n, k, a, lda, b, ldb, bias, scratch, n);
+  const size_t count = size_t(m) * n;
+  kern::with_half_format(gemm_half_format(math_), [&](auto F) {
+#pragma omp parallel for schedule(static) if (worth_threads(count))
+    for (size_t i = 0; i < count; ++i) out[i] = kern::float_to_half(static_cast<float>(scratch[i]), F);
+  });
+}
+
+template <typename T>
+void CpuOps<T>::gelu_forward_half_kept(const uint16_t* x, T* y, size_t n) {
+  LB_CHECK_MSG(half_activations(), "gelu_forward_half_kept: 16-bit activations need bf16/fp16 GEMMs");
+  widen_half(x, n, half_scratch_);
+  gelu_forward_kept(half_scratch_.data(), y, n);
+}
+
+template <typename T>
+void CpuOps<T>::bias_gelu_backward_half_kept(const T* dact, const uint16_t* pre, T* dpre, T* dbias, int rows,
+                                             int cols) {
+  LB_CHECK_MSG(half_activations(), "bias_gelu_backward_half_kept: 16-bit activations need bf16/fp16 GEMMs");
+  const size_t n = size_t(rows) * cols;
+  widen_half(pre, n, half_scratch_);
+  // dact at its rounding: the kept copy where outputs are unwritten (its fp32 memory holds
+  // nothing), rounded here otherwise, into a scratch of its own (dpre may alias dact).
+  if (grad_scratch_.size() < n) grad_scratch_.resize(n);
+  if (kept_outputs_unwritten()) {
+    const T* copy = kept_copy_of(dact, n);
+    std::copy(copy, copy + n, grad_scratch_.begin());
+  } else {
+    round_values(dact, n, grad_scratch_.data());
+  }
+  bias_gelu_backward_kept(grad_scratch_.data(), half_scratch_.data(), dpre, dbias, rows, cols);
+}
+
+template class CpuOps<float>;
+template class CpuOps<double>;
+
+}  // namespace lansbert::cpu

@@ -1,0 +1,115 @@
+// 16-bit FFN activations (ModelLimits::half_ffn) in the whole model on the CPU backend with
+// emulated bf16/fp16 GEMMs: a training step tracks the fp32-stored FFN within the 16-bit
+// rounding (and differs from it: the path runs), cast reuse changes no bits (the gradient d(act)
+// is read from its kept copy with reuse and rounded in the pass without), the arena holds one
+// 2-byte [N, I] buffer more per layer, and a backend without 16-bit GEMMs is refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "lansbert/backend/cpu_ops.h"
+#include "lansbert/core/arena.h"
+#include "lansbert/model/bert_model.h"
+#include "model_test_util.h"
+
+namespace lansbert {
+namespace {
+
+BertConfig two_layers() {
+  BertConfig cfg;
+  EXPECT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  return cfg;
+}
+
+struct Step {
+  std::vector<double> losses;
+  std::vector<float> grads;
+};
+
+// Two accumulated micro-steps with dropout, then an eval forward.
+Step run(Ops<float>& ops, bool half_ffn, int B, int S, int P) {
+  const BertConfig cfg = two_layers();
+  BertModel<float> m(cfg, ops, {B, S, P, Recompute::kNone, false, half_ffn});
+  m.init_params(7);
+  const Batch b1 = testing::random_batch(B, S, P, cfg.vocab_size, 31);
+  const Batch b2 = testing::random_batch(B, S, P, cfg.vocab_size, 32);
+  Step s;
+  m.zero_grads();
+  s.losses.push_back(m.forward(b1, StepContext{true, 3, 1}).total_loss);
+  m.backward(0.5f);
+  s.losses.push_back(m.forward(b2, StepContext{true, 3, 2}).total_loss);
+  m.backward(0.5f);
+  s.losses.push_back(m.forward(b1, StepContext{false, 3, 3}).total_loss);
+  s.grads.assign(m.grads(), m.grads() + m.table().total_elements());
+  return s;
+}
+
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, r = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    r += double(b[i]) * b[i];
+  }
+  return std::sqrt(d / r);
+}
+
+TEST(HalfFfn, TracksTheFp32StoredFfnWithinTheRounding) {
+  const int B = 3, S = 24, P = 4;
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
+    SCOPED_TRACE(gemm_math_name(math));
+    auto ops32 = cpu::make_ops<float>(math), ops16 = cpu::make_ops<float>(math);
+    const Step ref = run(*ops32, false, B, S, P), half = run(*ops16, true, B, S, P);
+    for (size_t i = 0; i < ref.losses.size(); ++i)
+      EXPECT_NEAR(half.losses[i], ref.losses[i], 2e-3 * std::fabs(ref.losses[i])) << "loss " << i;
+    const double diff = relative_difference(half.grads, ref.grads);
+    std::printf("  %s: gradients differ by %.2e relative (norm), losses %.6f vs %.6f\n", gemm_math_name(math), diff,
+                half.losses[0], ref.losses[0]);
+    // A bf16 rounding of the pre-activation and of d(act) is ~2^-9 relative per element.
+    EXPECT_LT(diff, math == GemmMath::kBf16 ? 1e-2 : 2e-3);
+    EXPECT_NE(0, std::memcmp(half.grads.data(), ref.grads.data(), ref.grads.size() * sizeof(float)))
+        << "16-bit FFN activations changed no gradient bit: the path did not run";
+  }
+}
+
+TEST(HalfFfn, CastReuseChangesNoBits) {
+  const int B = 2, S = 20, P = 3;
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
+    SCOPED_TRACE(gemm_math_name(math));
+    auto reuse = cpu::make_ops<float>(math, true), plain = cpu::make_ops<float>(math, false);
+    const Step r = run(*reuse, true, B, S, P), p = run(*plain, true, B, S, P);
+    EXPECT_EQ(r.losses, p.losses);
+    EXPECT_EQ(0, std::memcmp(r.grads.data(), p.grads.data(), r.grads.size() * sizeof(float)));
+  }
+}
+
+TEST(HalfFfn, ArenaHoldsOne16BitPreActivationPerLayer) {
+  const BertConfig cfg = two_layers();
+  const int B = 2, S = 32, P = 4;
+  const size_t NI2 = size_t(B) * S * cfg.intermediate * 2;
+  ASSERT_EQ(NI2 % Arena::kAlign, 0u);
+  for (bool unwritten : {false, true}) {
+    for (Recompute r : {Recompute::kNone, Recompute::kAttention, Recompute::kLayers}) {
+      const size_t base = BertModel<float>::activation_bytes_for(cfg, {B, S, P, r}, unwritten);
+      const size_t half = BertModel<float>::activation_bytes_for(cfg, {B, S, P, r, false, true}, unwritten);
+      // Recomputing layers, the layers share one set of buffers.
+      EXPECT_EQ(half - base, (r == Recompute::kLayers ? 1 : cfg.layers) * NI2) << recompute_name(r);
+    }
+  }
+  auto ops = cpu::make_ops<float>(GemmMath::kBf16);
+  BertModel<float> m(cfg, *ops, {B, S, P, Recompute::kNone, false, true});
+  EXPECT_EQ(m.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P, Recompute::kNone, false, true},
+                                                                          true));
+}
+
+TEST(HalfFfnDeathTest, RefusedWithoutA16BitGemmFormat) {
+  const BertConfig cfg = two_layers();
+  auto ops = cpu::make_ops<float>(GemmMath::kFp32);
+  EXPECT_DEATH(BertModel<float>(cfg, *ops, {2, 16, 2, Recompute::kNone, false, true}),
+               "16-bit FFN activations need bf16/fp16 GEMMs");
+}
+
+}  // namespace
+}  // namespace lansbert
