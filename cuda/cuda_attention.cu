@@ -115,9 +115,27 @@ void CudaOps::attention_backward(const AttentionBackward<float>& a) {
       LB_CHECK_MSG(io.q && io.k && io.v && io.d_ctx && io.ctx_in,
                    "flash attention backward: d(ctx) kept, but q, k, v, ctx or d(ctx) has no 16-bit copy");
     }
+    // d(q, k, v) straight into their kept copies (AttentionBackward::d_qkv_kept) where the
+    // inputs come from copies too; otherwise written in fp32 and kept after the kernels.
+    const bool dqkv_copies = a.d_qkv_kept && io.q;
+    if (dqkv_copies) {
+      const size_t n = qkv_span(a.shape);
+      int spans = 0;
+      attention_detail::for_each_qkv_span(a.shape, a.d_q, a.d_k, a.d_v, [&](const float* x, size_t m) {
+        kept_output(x, m);
+        ++spans;
+      });
+      LB_CHECK_MSG(spans > 0, "flash attention backward: d(q, k, v) kept, but not laid out as kept spans");
+      io.d_q = const_cast<uint16_t*>(kept_copy_of(a.d_q, n));
+      io.d_k = const_cast<uint16_t*>(kept_copy_of(a.d_k, n));
+      io.d_v = const_cast<uint16_t*>(kept_copy_of(a.d_v, n));
+    }
     // d_probs is [B, A, S, S] scratch the flash attention does not otherwise need: its first
     // B*A*S floats hold D.
     flash_attention_backward(a, gemm_half_format(options_.math), io, a.d_probs, stream());
+    if (a.d_qkv_kept && !dqkv_copies)
+      attention_detail::for_each_qkv_span(a.shape, a.d_q, a.d_k, a.d_v,
+                                          [&](const float* x, size_t m) { keep_gemm_operand(x, m); });
     if (a.d_ctx_kept) {
       drop_gemm_operand(a.d_ctx);
       attention_detail::for_each_qkv_span(a.shape, a.q, a.k, a.v, [&](const float* x, size_t) { drop_gemm_operand(x); });

@@ -34,7 +34,30 @@ void half_gelu_backward_pass(const float* dact, const uint16_t* dact16, const ui
       dbias, nullptr);
 }
 
+// dbias += column sums of a 16-bit tensor (a kept copy, x16), or of fp32 x rounded to 16 bits.
+void half_column_sums(const float* x, const uint16_t* x16, float* dbias, int rows, int cols, kern::HalfFormat format,
+                      cudaStream_t s, DeviceBytes& partials) {
+  launch_column_sums<1>(
+      rows, cols, s, partials,
+      [=] __device__(int r, int c, float* v) {
+        const size_t i = size_t(r) * cols + c;
+        v[0] = kern::half_to_float(x16 ? x16[i] : kern::float_to_half(x[i], format), format);
+      },
+      dbias, nullptr);
+}
+
 }  // namespace
+
+// d(q, k, v) from the flash backward's copies: 2 bytes a element read instead of 4.
+void CudaOps::bias_add_backward_of_kept(const float* dy, float* dbias, int rows, int cols) {
+  if (!converts_operands()) return bias_add_backward(dy, dbias, rows, cols);
+  const uint16_t* copy = nullptr;
+  if (kept_outputs_unwritten()) {
+    copy = kept_copy_of(dy, size_t(rows) * cols);
+    LB_CHECK_MSG(copy != nullptr, "bias_add_backward_of_kept: the gradient has no kept 16-bit copy");
+  }
+  half_column_sums(dy, copy, dbias, rows, cols, gemm_half_format(options_.math), stream(), column_partials_);
+}
 
 void CudaOps::gemm_bias_half(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b,
                              int ldb, const float* bias, float* scratch, uint16_t* out) {

@@ -106,6 +106,10 @@ class CudaOps final : public Ops<float> {
   // cuda_half_activations.cu: 16-bit FFN activations, with bf16/fp16 GEMMs whose operands our
   // cast pass rounds (not gemm_cast cublas, whose GEMMs read fp32).
   bool half_activations() const override { return converts_operands(); }
+  bool attention_keeps_input_gradients() const override {
+    return options_.attention == AttentionMode::kFlash && converts_operands();
+  }
+  void bias_add_backward_of_kept(const float* dy, float* dbias, int rows, int cols) override;
   void gemm_bias_half(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
                       const float* bias, float* scratch, uint16_t* out) override;
   void gelu_forward_half_kept(const uint16_t* x, float* y, size_t n) override;

@@ -101,12 +101,14 @@ __device__ void stage_rows(const In* x, int ld, const Layout& L, int b, int h, i
     dst[i] = r < L.seq ? operand_bits<F>(x[(int64_t(b) * L.seq + r) * ld + int64_t(h) * kD + i % kD]) : uint16_t(0);
   }
 }
-// The inverse for fp32 results: src[n][kD] (one warp's 16 rows) to rows r0.. of dst.
-__device__ void write_rows(const float* src, float* x, int ld, const Layout& L, int b, int h, int r0, float mul) {
+// The inverse for fp32 results: src[n][kD] (one warp's 16 rows) to rows r0.. of dst, fp32 or
+// rounded into a kept 16-bit copy.
+template <HalfFormat F, typename Out>
+__device__ void write_rows(const float* src, Out* x, int ld, const Layout& L, int b, int h, int r0, float mul) {
   const int lane = threadIdx.x % 32;
   for (int i = lane; i < 16 * kD; i += 32) {
     const int r = r0 + i / kD;
-    if (r < L.seq) x[(int64_t(b) * L.seq + r) * ld + int64_t(h) * kD + i % kD] = src[i] * mul;
+    if (r < L.seq) put<F>(x + (int64_t(b) * L.seq + r) * ld + int64_t(h) * kD + i % kD, src[i] * mul);
   }
 }
 // A warp's 16 x kD rows of `src` (ld kD) as kD/16 matrix_a fragments.
@@ -233,19 +235,21 @@ __global__ void flash_row_d_kernel(Layout L, const In* d_ctx, const In* ctx, flo
   }
 }
 
-template <typename In>
+// In: what q, k, v, d(ctx) are read from; Out: what d_q, d_k, d_v are written to (fp32, or
+// their kept 16-bit copies).
+template <typename In, typename Out = float>
 struct BackwardArgs {
   Layout L;
   const In *q, *k, *v, *d_ctx;
   const float *lse, *row_d;
   const int32_t* mask;
-  float *d_q, *d_k, *d_v;
+  Out *d_q, *d_k, *d_v;
 };
 
 // d_k and d_v for a block of kRows keys; warp w owns keys j0 + 16 w .. + 16, lane c the query
 // c of each tile of kCols, walking the warp's 16 keys (consecutive dropout counters).
-template <HalfFormat F, typename In>
-__device__ void dk_dv_body(const BackwardArgs<In>& a) {
+template <HalfFormat F, typename In, typename Out>
+__device__ void dk_dv_body(const BackwardArgs<In, Out>& a) {
   const Layout& L = a.L;
   // Staging of the block's K and V rows, then (once they are in fragments) the warps' S^T and
   // d(pd)^T tiles, then the results.
@@ -310,20 +314,20 @@ __device__ void dk_dv_body(const BackwardArgs<In>& a) {
     for (int n = 0; n < kD / 16; ++n)
       wmma::store_matrix_sync(out + n * 16, pass == 0 ? dk[n] : dv[n], kD, wmma::mem_row_major);
     __syncwarp();
-    write_rows(out, pass == 0 ? a.d_k : a.d_v, L.qkv_ld, L, b, h, j0 + warp * 16, 1.f);
+    write_rows<F>(out, pass == 0 ? a.d_k : a.d_v, L.qkv_ld, L, b, h, j0 + warp * 16, 1.f);
     __syncwarp();
   }
 }
 
-template <HalfFormat F, typename In>
-__global__ void __launch_bounds__(kBlock) flash_dk_dv_kernel(BackwardArgs<In> a) {
+template <HalfFormat F, typename In, typename Out>
+__global__ void __launch_bounds__(kBlock) flash_dk_dv_kernel(BackwardArgs<In, Out> a) {
   LB_FLASH_SKIP(F) dk_dv_body<F>(a);
 }
 
 // d_q for a block of kRows queries; warp w owns queries i0 + 16 w .. + 16, a lane pair one
 // query and half of each key tile (as in the forward).
-template <HalfFormat F, typename In>
-__device__ void dq_body(const BackwardArgs<In>& a) {
+template <HalfFormat F, typename In, typename Out>
+__device__ void dq_body(const BackwardArgs<In, Out>& a) {
   const Layout& L = a.L;
   __shared__ __align__(32) unsigned char big[2 * kRows * kD * 2];
   __shared__ __align__(32) uint16_t k_s[kCols * kD];
@@ -371,11 +375,11 @@ __device__ void dq_body(const BackwardArgs<In>& a) {
   float* out = reinterpret_cast<float*>(big) + warp * 16 * kD;
   for (int n = 0; n < kD / 16; ++n) wmma::store_matrix_sync(out + n * 16, dq[n], kD, wmma::mem_row_major);
   __syncwarp();
-  write_rows(out, a.d_q, L.qkv_ld, L, b, h, i0 + warp * 16, 1.f);
+  write_rows<F>(out, a.d_q, L.qkv_ld, L, b, h, i0 + warp * 16, 1.f);
 }
 
-template <HalfFormat F, typename In>
-__global__ void __launch_bounds__(kBlock) flash_dq_kernel(BackwardArgs<In> a) {
+template <HalfFormat F, typename In, typename Out>
+__global__ void __launch_bounds__(kBlock) flash_dq_kernel(BackwardArgs<In, Out> a) {
   LB_FLASH_SKIP(F) dq_body<F>(a);
 }
 
@@ -415,8 +419,8 @@ void flash_attention_forward(const AttentionForward<float>& a, HalfFormat format
 
 namespace {
 
-template <HalfFormat F, typename In>
-void launch_backward(const BackwardArgs<In>& args, const In* ctx, const AttentionShape& s, float* row_d,
+template <HalfFormat F, typename In, typename Out>
+void launch_backward(const BackwardArgs<In, Out>& args, const In* ctx, const AttentionShape& s, float* row_d,
                      cudaStream_t stream) {
   const size_t rows = size_t(s.batch) * s.heads * s.seq;
   flash_row_d_kernel<F><<<grid_for(rows), kThreads, 0, stream>>>(args.L, args.d_ctx, ctx, row_d);
@@ -433,7 +437,11 @@ void flash_attention_backward(const AttentionBackward<float>& a, HalfFormat form
   const Layout L = layout_of(a);
   kern::with_half_format(format, [&](auto F) {
     constexpr HalfFormat kF = decltype(F)::value;
-    if (io.q)
+    if (io.q && io.d_q)
+      launch_backward<kF>(BackwardArgs<uint16_t, uint16_t>{L, io.q, io.k, io.v, io.d_ctx, a.stats_slot(), row_d,
+                                                           a.key_mask, io.d_q, io.d_k, io.d_v},
+                          io.ctx_in, a.shape, row_d, stream);
+    else if (io.q)
       launch_backward<kF>(BackwardArgs<uint16_t>{L, io.q, io.k, io.v, io.d_ctx, a.stats_slot(), row_d, a.key_mask,
                                                  a.d_q, a.d_k, a.d_v},
                           io.ctx_in, a.shape, row_d, stream);

@@ -3,7 +3,7 @@
 // per element is kernels/flash_attention.h, shared with the CPU twin
 // (src/cpu/cpu_flash_attention.cc). Reads q, k, v, ctx and d(ctx) in fp32 (rows of the
 // model's activations, any row stride) and rounds them to the GEMMs' 16-bit format as it
-// stages them; writes ctx and d_q, d_k, d_v in fp32; saves one log-sum-exp per (sequence,
+// stages them; writes ctx and d_q, d_k, d_v in fp32 (or, with FlashHalfIO, into kept copies); saves one log-sum-exp per (sequence,
 // head, query) in the caller's stats slot. The dropout mask is the hand-written path's,
 // drawn inside the kernels and never stored. Deterministic: no atomics (d_q has a kernel of
 // its own rather than being accumulated across key tiles).
@@ -26,11 +26,14 @@ std::string flash_attention_check(const AttentionShape& s, GemmMath math, int cc
 // Where the kernels read and write 16-bit copies instead of the fp32 tensors: the kept GEMM
 // operand copies of q, k, v (the projection GEMM's output), ctx (written as the output
 // projection's operand) and d(ctx) (the GEMM that made it wrote it so). All null: fp32 in and
-// out. Forward: q, k, v and optionally ctx_out; backward: q, k, v, d_ctx and ctx_in together.
+// out. Forward: q, k, v and optionally ctx_out; backward: q, k, v, d_ctx and ctx_in together,
+// and optionally d_q, d_k, d_v (AttentionBackward::d_qkv_kept: written as the projection
+// backward's operands, rounded once from the fp32 accumulators).
 // Each pointer is where the corresponding fp32 pointer's element would be, same strides.
 struct FlashHalfIO {
   const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *d_ctx = nullptr, *ctx_in = nullptr;
   uint16_t* ctx_out = nullptr;
+  uint16_t *d_q = nullptr, *d_k = nullptr, *d_v = nullptr;
 };
 
 // REQUIRES: flash_attention_check(...) == "".

@@ -231,10 +231,10 @@ bench_step() {
     done
   fi
   # ... and with 16-bit FFN activations as well (never run on a GPU before either).
-  if "$lb" bench --help 2>&1 | grep -q -- '--ffn-activations'; then
+  if "$lb" bench --help 2>&1 | grep -q -- '--activations'; then
     for spec in bert-large:128:20:32 bert-large:512:80:8; do
       IFS=: read -r model seq pred batch <<< "$spec"
-      timeout "$t" "$lb" bench --backend cuda --precision bf16 --attention flash --ffn-activations 16bit --model "$model" \
+      timeout "$t" "$lb" bench --backend cuda --precision bf16 --attention flash --activations 16bit --model "$model" \
         --seq-len "$seq" --max-pred "$pred" --batch "$batch" --steps 5 --warmup 2 --json \
         2> "$out/bench-$model-$seq-flash-ffn16.err" | tee -a "$out/bench.jsonl" ||
         echo "bench $model $seq flash + 16-bit FFN: exit $?" | tee -a "$out/summary.txt"

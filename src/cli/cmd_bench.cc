@@ -67,7 +67,7 @@ struct BenchOptions {
   std::string attention = "native";  // native | flash; cuda also cudnn | auto (backend/attention.h)
   std::string gemm_cast = "kernel";  // cuda, bf16/fp16: kernel | cublas (precision.gemm_cast)
   std::string cast_reuse = "on";     // bf16/fp16 with kernel casts: on | off (Ops::keep_gemm_operand)
-  std::string ffn_activations = "fp32";  // fp32 | 16bit (precision.ffn_activations, ModelLimits::half_ffn)
+  std::string activations = "fp32";  // fp32 | 16bit (precision.activations, ModelLimits::half_activations)
 };
 
 // What differs between the backends: the ops, how to wait for queued work, where the flat
@@ -131,7 +131,7 @@ struct FootprintOptions {
   bool cast_operands = false;   // 16-bit GEMMs whose operands our kernels convert
   bool reuse = false;           // ... kept and reused (Ops::keep_gemm_operand)
   Recompute recompute = Recompute::kNone;  // ModelLimits::recompute
-  bool half_ffn = false;                   // ModelLimits::half_ffn
+  bool half_activations = false;                   // ModelLimits::half_activations
 };
 
 // Bytes a micro-batch of B needs on the device: params, grads, m, v (fp32), the activation
@@ -141,7 +141,7 @@ struct FootprintOptions {
 [[maybe_unused]] size_t device_bytes_for(const BertConfig& cfg, int B, int S, int P, const FootprintOptions& f) {
   const size_t params = make_bert_param_table(cfg).total_elements();
   const size_t flat = params * sizeof(float) * (f.with_moments ? 4 : 2);
-  const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P, f.recompute, f.fused_attention, f.half_ffn},
+  const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P, f.recompute, f.fused_attention, f.half_activations},
                                                             f.cast_operands && f.reuse);
   const size_t keep_mask = cfg.attention_dropout > 0 ? size_t(B) * cfg.heads * S * S * 2 : 0;
   const size_t fused = f.cudnn_staging ? size_t(B) * S * cfg.hidden * (8 * 2 + 4) + keep_mask : 0;
@@ -255,10 +255,10 @@ int run_bench(const BenchOptions& o) {
   const bool cast_operands = half && o.gemm_cast != "cublas";  // converted by our kernels (not cuBLAS)
   const std::string opt_name = !o.optimizer.empty() ? o.optimizer : o.backend == "cuda" ? "lans" : "";
   const bool time_opt = !opt_name.empty() && opt_name != "none";
-  const bool half_ffn = o.ffn_activations == "16bit";
-  if ((o.ffn_activations != "fp32" && !half_ffn) || (half_ffn && !cast_operands)) {
-    report(Status::invalid_argument("bench: --ffn-activations: expected fp32, or 16bit with --precision bf16 or fp16 "
-                                    "and --gemm-cast kernel; got '" + o.ffn_activations + "'"));
+  const bool half_activations = o.activations == "16bit";
+  if ((o.activations != "fp32" && !half_activations) || (half_activations && !cast_operands)) {
+    report(Status::invalid_argument("bench: --activations: expected fp32, or 16bit with --precision bf16 or fp16 "
+                                    "and --gemm-cast kernel; got '" + o.activations + "'"));
     return exit_code();
   }
   int B = o.batch;
@@ -267,7 +267,7 @@ int run_bench(const BenchOptions& o) {
     // Our cast pass: with cast reuse its kept copies, and the arena without fp32 memory for
     // the kept outputs (Ops::kept_outputs_unwritten); without reuse neither.
     B = probe_batch(cfg, o.seq_len, P,
-                    {time_opt, fused_attention, cudnn_staging, cast_operands, o.cast_reuse == "on", o.recompute_mode, half_ffn},
+                    {time_opt, fused_attention, cudnn_staging, cast_operands, o.cast_reuse == "on", o.recompute_mode, half_activations},
                     &probe_free, &probe_need);
     if (B == 0) {
       report(Status::unsupported("bench: --batch 0: not even a micro-batch of 1 fits in the " +
@@ -287,7 +287,7 @@ int run_bench(const BenchOptions& o) {
   const RooflineTarget target{floor_device, o.math, floor_device != nullptr && floor_device == peak};
   profiler.set_roofline(roofline_for(target));
   Ops<float>& ops = o.profile ? static_cast<Ops<float>&>(profiler) : *be.ops;
-  BertModel<float> model(cfg, ops, {B, o.seq_len, P, o.recompute_mode, fused_attention, half_ffn});
+  BertModel<float> model(cfg, ops, {B, o.seq_len, P, o.recompute_mode, fused_attention, half_activations});
   model.init_params(o.seed);
   const Batch batch = random_full_batch(B, o.seq_len, P, cfg.vocab_size, o.seed);
   // The optimizer's moments live where the parameters do.
@@ -365,10 +365,10 @@ int run_bench(const BenchOptions& o) {
         "{\"model\":\"%s\",\"backend\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"batch\":%d,\"seq_len\":%d,\"max_pred\":%d,"
         "\"params\":%zu,\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"step_ms\":%.3f,\"tokens_per_s\":%.1f,"
         "\"sequences_per_s\":%.2f,\"gflops\":%.2f,\"mfu\":%.4f,\"loss\":%.5f,\"recompute\":\"%s\","
-        "\"activation_bytes\":%zu,\"ffn_activations\":\"%s\"",
+        "\"activation_bytes\":%zu,\"activations\":\"%s\"",
         o.model.c_str(), o.backend.c_str(), gemm_math_name(o.math), threads, B, o.seq_len, P, model.table().parameter_count(), tf * 1e3,
         tb * 1e3, step * 1e3, tokens / step, B / step, gflops, mfu, loss, recompute_name(o.recompute_mode),
-        model.activation_bytes(), o.ffn_activations.c_str());
+        model.activation_bytes(), o.activations.c_str());
     if (opt) std::printf(",\"optimizer\":\"%s\",\"optimizer_ms\":%.3f", opt_name.c_str(), tu * 1e3);
     if (casts > 0)
       std::printf(",\"gemm_cast_elements_per_step\":%.0f,\"gemm_copy_writes_per_step\":%.0f,\"cast_reuse\":\"%s\","
@@ -388,12 +388,12 @@ int run_bench(const BenchOptions& o) {
       std::printf("lansbert bench: %s (%zu parameters), cuda backend on %s, %s GEMMs%s, %s attention%s\n",
                   o.model.c_str(), model.table().parameter_count(), be.device.c_str(), gemm_math_name(o.math),
                   o.gemm_cast == "cublas" ? " (operands converted inside cuBLAS)" : "", o.attention.c_str(),
-                  half_ffn ? ", 16-bit FFN activations" : "");
+                  half_activations ? ", 16-bit activations" : "");
     else
       std::printf("lansbert bench: %s (%zu parameters), cpu backend, %d threads%s%s%s\n", o.model.c_str(),
                   model.table().parameter_count(), threads,
                   o.math == GemmMath::kFp32 ? "" : o.math == GemmMath::kBf16 ? ", bf16 GEMMs emulated" : ", fp16 GEMMs emulated",
-                  o.attention == "flash" ? ", flash attention" : "", half_ffn ? ", 16-bit FFN activations" : "");
+                  o.attention == "flash" ? ", flash attention" : "", half_activations ? ", 16-bit activations" : "");
     if (o.batch == 0)
       std::printf("  largest micro-batch that fits: %d (estimated %.2f GiB of %.2f GiB free)\n", B, probe_need,
                   probe_free);
@@ -457,9 +457,9 @@ void add_bench_command(CLI::App& app) {
                   "cast once per micro-step and reused) or off (every GEMM casts its operands), to compare")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
-  sub->add_option("--ffn-activations", o->ffn_activations,
+  sub->add_option("--activations", o->activations,
                   "fp32 (default) or 16bit (bf16/fp16 with kernel casts): store the FFN's pre-activation in the "
-                  "GEMMs' 16-bit format and use its gradient at that rounding (precision.ffn_activations)")
+                  "GEMMs' 16-bit format and use its gradient at that rounding (precision.activations)")
       ->capture_default_str();
   sub->add_option("--optimizer", o->optimizer,
                   "Also time this rule's update (lans, lamb, adamw; none to skip). Default: lans on cuda, none on cpu");

@@ -173,7 +173,7 @@ const std::vector<Field>& schema() {
       LB_F("precision.tf32", get_bool(n, &c.precision.tf32)),
       LB_F("precision.attention", get_str(n, &c.precision.attention)),
       LB_F("precision.gemm_cast", get_str(n, &c.precision.gemm_cast)),
-      LB_F("precision.ffn_activations", get_str(n, &c.precision.ffn_activations)),
+      LB_F("precision.activations", get_str(n, &c.precision.activations)),
       LB_F("precision.initial_scale", get_num(n, &c.precision.scaler.initial_scale)),
       LB_F("precision.growth_interval", get_int(n, &c.precision.scaler.growth_interval)),
       LB_F("precision.growth_factor", get_num(n, &c.precision.scaler.growth_factor)),

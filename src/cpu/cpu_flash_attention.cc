@@ -6,6 +6,7 @@
 // order), so the two agree to rounding, not bit for bit. One task per (sequence, head); each
 // runs its loops in a fixed order, so results do not depend on the thread count.
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "cpu_ops_impl.h"
@@ -126,6 +127,20 @@ void CpuOps<T>::flash_attention_backward(const AttentionBackward<T>& a) {
   const T* v_in = kept ? kept_copy_of(a.v, qkv_n) : a.v;
   const T* d_ctx_in = kept ? kept_copy_of(a.d_ctx, rows_n) : a.d_ctx;
   const T* ctx_in = kept ? kept_copy_of(a.ctx, rows_n) : a.ctx;
+  // d(q, k, v) into their kept copies (AttentionBackward::d_qkv_kept), as the kernels write
+  // them: the fp32 results rounded once, after the loop below.
+  std::vector<std::pair<T*, size_t>> dqkv_spans;
+  if (a.d_qkv_kept && kept)
+    attention_detail::for_each_qkv_span(s, a.d_q, a.d_k, a.d_v, [&](const T* x, size_t m) {
+      std::vector<T>* copy = kept_output(x, m);
+      LB_CHECK_MSG(copy != nullptr, "flash attention backward: d(q, k, v) kept without kept copies");
+      dqkv_spans.emplace_back(copy->data(), m);
+    });
+  LB_CHECK_MSG(!a.d_qkv_kept || !kept || !dqkv_spans.empty(),
+               "flash attention backward: d(q, k, v) kept, but not laid out as kept spans");
+  T* const d_q = dqkv_spans.empty() ? a.d_q : const_cast<T*>(kept_copy_of(a.d_q, qkv_n));
+  T* const d_k = dqkv_spans.empty() ? a.d_k : const_cast<T*>(kept_copy_of(a.d_k, qkv_n));
+  T* const d_v = dqkv_spans.empty() ? a.d_v : const_cast<T*>(kept_copy_of(a.d_v, qkv_n));
 #pragma omp parallel for schedule(dynamic) if (heads > 1)
   for (int64_t bh = 0; bh < heads; ++bh) {
     const int64_t b = bh / A;
@@ -158,10 +173,13 @@ void CpuOps<T>::flash_attention_backward(const AttentionBackward<T>& a) {
         axpy(ds, &k[size_t(j) * D], &dq[size_t(r) * D], D);
       }
     }
-    scatter_head(dq.data(), Q, b, h, S, D, a.d_q);
-    scatter_head(dk.data(), Q, b, h, S, D, a.d_k);
-    scatter_head(dv.data(), Q, b, h, S, D, a.d_v);
+    scatter_head(dq.data(), Q, b, h, S, D, d_q);
+    scatter_head(dk.data(), Q, b, h, S, D, d_k);
+    scatter_head(dv.data(), Q, b, h, S, D, d_v);
   }
+  for (auto [copy, m] : dqkv_spans) round_values(copy, m, copy);
+  if (a.d_qkv_kept && dqkv_spans.empty())
+    attention_detail::for_each_qkv_span(s, a.d_q, a.d_k, a.d_v, [&](const T* x, size_t m) { this->keep_gemm_operand(x, m); });
   if (kept) {  // the forward's copies, as the hand-written backward drops them (ctx: the model)
     this->drop_gemm_operand(a.d_ctx);
     attention_detail::for_each_qkv_span(s, a.q, a.k, a.v, [&](const T* x, size_t) { this->drop_gemm_operand(x); });

@@ -57,6 +57,18 @@ void CpuOps<T>::bias_gelu_backward_half_kept(const T* dact, const uint16_t* pre,
   bias_gelu_backward_kept(grad_scratch_.data(), half_scratch_.data(), dpre, dbias, rows, cols);
 }
 
+template <typename T>
+void CpuOps<T>::bias_add_backward_of_kept(const T* dy, T* dbias, int rows, int cols) {
+  // The copy holds the rounded values as T: the same sums, in the same order, the device's
+  // kernel takes over its 16-bit copy; without copies dy is rounded here (into scratch).
+  const size_t n = size_t(rows) * cols;
+  if (!is_half_gemm(math_)) return bias_add_backward(dy, dbias, rows, cols);
+  if (kept_outputs_unwritten()) return bias_add_backward(kept_copy_of(dy, n), dbias, rows, cols);
+  if (grad_scratch_.size() < n) grad_scratch_.resize(n);
+  round_values(dy, n, grad_scratch_.data());
+  bias_add_backward(grad_scratch_.data(), dbias, rows, cols);
+}
+
 template class CpuOps<float>;
 template class CpuOps<double>;
 

@@ -53,6 +53,10 @@ class CpuOps final : public Ops<T> {
   void gelu_forward_kept(const T* x, T* y, size_t n) override;
   // cpu_half_activations.cc: 16-bit FFN activations (twins of cuda_half_activations.cu).
   bool half_activations() const override { return is_half_gemm(math_); }
+  bool attention_keeps_input_gradients() const override {
+    return attention_ == AttentionMode::kFlash && is_half_gemm(math_);
+  }
+  void bias_add_backward_of_kept(const T* dy, T* dbias, int rows, int cols) override;
   void gemm_bias_half(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
                       const T* bias, T* scratch, uint16_t* out) override;
   void gelu_forward_half_kept(const uint16_t* x, T* y, size_t n) override;

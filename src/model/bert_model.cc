@@ -72,7 +72,7 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, bool kept_outputs_un
     l.h1 = a.take<T>(N * H);
     l.ffn_pre = a.take<T>(N * I);
     l.ffn_act = kept_outputs_unwritten ? l.ffn_pre : a.take<T>(N * I);
-    l.ffn_pre16 = lim.half_ffn ? a.take<uint16_t>(N * I) : nullptr;
+    l.ffn_pre16 = lim.half_activations ? a.take<uint16_t>(N * I) : nullptr;
     l.res2 = a.take<T>(N * H);
     l.mean2 = a.take<T>(N);
     l.rstd2 = a.take<T>(N);
@@ -134,7 +134,7 @@ BertModel<T>::BertModel(const BertConfig& config, Ops<T>& ops, ModelLimits limit
   LB_CHECK_MSG(config_.validate().is_ok(), config_.validate().to_string());
   LB_CHECK(limits.max_batch > 0 && limits.max_seq > 0 && limits.max_pred > 0);
   LB_CHECK_MSG(limits.max_seq <= config.max_positions, "sequence longer than the position table");
-  LB_CHECK_MSG(!limits.half_ffn || ops.half_activations(),
+  LB_CHECK_MSG(!limits.half_activations || ops.half_activations(),
                "16-bit FFN activations need bf16/fp16 GEMMs whose operands lansbert rounds (Ops::half_activations)");
   params_ = Buffer<T>(table_.total_elements(), ops.allocator());
   grads_ = Buffer<T>(table_.total_elements(), ops.allocator());
@@ -147,6 +147,7 @@ BertModel<T>::BertModel(const BertConfig& config, Ops<T>& ops, ModelLimits limit
   s.ops = &ops_;
   s.params = params_.data();
   s.grads = grads_.data();
+  s.half_activations = limits.half_activations;
   s.word = entry(table_, "bert.embeddings.word_embeddings.weight");
   s.pos = entry(table_, "bert.embeddings.position_embeddings.weight");
   s.type = entry(table_, "bert.embeddings.token_type_embeddings.weight");

@@ -39,7 +39,7 @@ struct LayerActs {
   T *res1, *mean1, *rstd1;   // (N, H), (N), (N): LN1 input and statistics
   T* h1;                     // (N, H)
   T *ffn_pre, *ffn_act;      // (N, I)
-  // (N, I) in 16 bits with ModelLimits::half_ffn: the pre-activation; ffn_pre's fp32 memory
+  // (N, I) in 16 bits with ModelLimits::half_activations: the pre-activation; ffn_pre's fp32 memory
   // then holds nothing between ops (it keys ffn_act's copy and is gemm_bias_half's scratch).
   uint16_t* ffn_pre16 = nullptr;
   T *res2, *mean2, *rstd2;   // (N, H), (N), (N)
@@ -64,6 +64,9 @@ struct BertState {
   LinearParams pooler, mlm_dense, mlm_ln, nsp;
   const ParamEntry* mlm_bias;
 
+  // ModelLimits::half_activations: the FFN's 16-bit pre-activation (LayerActs::ffn_pre16), and
+  // d(q, k, v) kept in 16 bits where the attention can write it so.
+  bool half_activations = false;
   // Sizes of the current forward.
   int B = 0, S = 0, P = 0, N = 0, Pt = 0;
   StepContext ctx;

@@ -170,6 +170,10 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   b.d_q = m.d_q;
   b.d_k = m.d_k;
   b.d_v = m.d_v;
+  // With 16-bit activations d(q, k, v) goes straight into its kept copy where the attention can
+  // write it so (the flash attention with kept copies); the projection's backward reads that.
+  const bool dqkv_kept = m.half_activations && ops.attention_keeps_input_gradients();
+  b.d_qkv_kept = dqkv_kept;
   b.d_probs = m.d_probs;
   b.d_scores = m.d_scores;
   ops.attention_backward(b);
@@ -177,7 +181,7 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
 
   // d(x) = residual (already in dh) + the projection's input gradient.
   linear_backward(ops, m.d_qkv, x, m.p(p.qkv.w), m.dh, m.g(p.qkv.w), m.g(p.qkv.b), N, H, 3 * H,
-                  {.accumulate_dx = true});
+                  {.accumulate_dx = true, .dy_kept = dqkv_kept});
   ops.drop_gemm_operand(x);
 }
 

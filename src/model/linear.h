@@ -28,7 +28,9 @@ void linear_forward_kept(Ops<T>& ops, const T* x, const T* w, const T* b, T* y, 
 
 // How linear_backward treats its gradients:
 //   accumulate_dx  dx += dy W instead of =;
-//   dy_kept        a *_kept op produced dy with its 16-bit copy: only dropped here;
+//   dy_kept        a *_kept op produced dy with its 16-bit copy: only dropped here, and the
+//                  bias sums read that copy where dy's fp32 may be unwritten
+//                  (Ops::bias_add_backward_of_kept);
 //   dx_kept        dx is read only by GEMMs until its reader drops it: produced kept
 //                  (Ops::gemm_kept, fp32 maybe unwritten). Not with accumulate_dx.
 struct LinearGradFlags {
@@ -55,7 +57,7 @@ void linear_backward(Ops<T>& ops, const T* dy, const T* x, const T* w, T* dx, T*
   else if (dx)
     ops.gemm(Trans::kNo, Trans::kNo, n, in, out, T(1), dy, out, w, in, flags.accumulate_dx ? T(1) : T(0), dx, in);
   ops.gemm(Trans::kYes, Trans::kNo, out, in, n, T(1), dy, out, x, in, T(1), dw, in);
-  if (db && !sums_keep) ops.bias_add_backward(dy, db, n, out);
+  if (db && flags.dy_kept) ops.bias_add_backward_of_kept(dy, db, n, out);
 }
 
 }  // namespace lansbert

@@ -115,12 +115,12 @@ Status TrainConfig::validate(int world, std::string* key) const {
     return bad(key, "precision.gemm_cast", "cublas is a CUDA option; the CPU backend rounds operands itself");
   if (precision.gemm_cast == "cublas" && precision.dtype == "fp32")
     return bad(key, "precision.gemm_cast", "cublas applies to dtype bf16 or fp16 (dtype is fp32)");
-  if (precision.ffn_activations != "fp32" && precision.ffn_activations != "16bit")
-    return bad(key, "precision.ffn_activations", "expected fp32 or 16bit, got '" + precision.ffn_activations + "'");
-  if (precision.ffn_activations == "16bit" && precision.dtype == "fp32")
-    return bad(key, "precision.ffn_activations", "16bit stores them in the GEMMs' format: needs dtype bf16 or fp16 (dtype is fp32)");
-  if (precision.ffn_activations == "16bit" && precision.gemm_cast == "cublas")
-    return bad(key, "precision.ffn_activations", "16bit needs gemm_cast kernel (with cublas the GEMMs read fp32 operands)");
+  if (precision.activations != "fp32" && precision.activations != "16bit")
+    return bad(key, "precision.activations", "expected fp32 or 16bit, got '" + precision.activations + "'");
+  if (precision.activations == "16bit" && precision.dtype == "fp32")
+    return bad(key, "precision.activations", "16bit stores them in the GEMMs' format: needs dtype bf16 or fp16 (dtype is fp32)");
+  if (precision.activations == "16bit" && precision.gemm_cast == "cublas")
+    return bad(key, "precision.activations", "16bit needs gemm_cast kernel (with cublas the GEMMs read fp32 operands)");
   LossScaleMode mode;
   if (precision.loss_scale != "auto" && !parse_loss_scale_mode(precision.loss_scale, &mode).is_ok())
     return bad(key, "precision.loss_scale",
@@ -289,7 +289,7 @@ std::string config_to_json(const TrainConfig& c, int indent) {
   const LossScalerConfig& l = c.precision.scaler;
   j["precision"] = {{"dtype", c.precision.dtype}, {"loss_scale", c.precision.loss_scale}, {"tf32", c.precision.tf32},
                     {"attention", c.precision.attention}, {"gemm_cast", c.precision.gemm_cast},
-                    {"ffn_activations", c.precision.ffn_activations},
+                    {"activations", c.precision.activations},
                     {"initial_scale", l.initial_scale}, {"growth_interval", l.growth_interval},
                     {"growth_factor", l.growth_factor}, {"backoff_factor", l.backoff_factor},
                     {"min_scale", l.min_scale},         {"hysteresis", l.hysteresis},

@@ -82,8 +82,8 @@ expect_error "--precision" --precision int8
 expect_error "--backend: expected cpu or cuda" --backend tpu
 expect_error "--roofline: unknown GPU model 'b200' (known: H200," --profile --roofline b200
 expect_error "--roofline needs --profile" --roofline h200
-expect_error "--ffn-activations: expected fp32, or 16bit with --precision bf16 or fp16" --ffn-activations 16bit
-expect_error "--ffn-activations: expected fp32, or 16bit" --precision bf16 --ffn-activations half
+expect_error "--activations: expected fp32, or 16bit with --precision bf16 or fp16" --activations 16bit
+expect_error "--activations: expected fp32, or 16bit" --precision bf16 --activations half
 
 # --profile --roofline: the hand-written attention's GEMMs and softmax are rows of their own, GEMM
 # rows carry FLOPs, the others bytes only; the floor line names the device's peaks (a CPU step is
@@ -123,20 +123,20 @@ loss_of() { grep -o "loss [0-9.]*" <<< "$1"; }
 [[ -n $(loss_of "$fl") && $(loss_of "$fl") == $(loss_of "$prof_fp32") ]] ||
   fail "flash loss '$(loss_of "$fl")' is not the hand-written attention's '$(loss_of "$prof_fp32")'"
 
-# --ffn-activations 16bit: the FFN's pre-activation in bf16, so its GELU rows move fewer bytes
+# --activations 16bit: the FFN's pre-activation in bf16, so its GELU rows move fewer bytes
 # (the pre-activation read at 2 bytes, not 4), and the loss stays within bf16 rounding (that
-# the path changes bits: tests/model/half_ffn_test.cc).
-hf=$("$bin" "${tiny[@]}" --precision bf16 --ffn-activations 16bit --profile)
-[[ $hf == *"16-bit FFN activations"* ]] || fail "bench header does not say 16-bit FFN activations: $hf"
+# the path changes bits: tests/model/half_activations_test.cc).
+hf=$("$bin" "${tiny[@]}" --precision bf16 --activations 16bit --profile)
+[[ $hf == *"16-bit activations"* ]] || fail "bench header does not say 16-bit activations: $hf"
 mb_of() { awk -v op="$1" '$1 == op {print $6}' <<< "$2"; }
 python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(not (0 < a < b))' \
   "$(mb_of gelu_forward "$hf")" "$(mb_of gelu_forward "$prof")" || fail "16-bit gelu_forward does not move fewer bytes: $hf"
 python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(not abs(a - b) < 1e-2 * b)' \
   "$(loss_of "$hf" | cut -d' ' -f2)" "$(loss_of "$prof" | cut -d' ' -f2)" ||
   fail "16-bit FFN loss '$(loss_of "$hf")' vs fp32-stored '$(loss_of "$prof")': not within 1%"
-hfj=$("$bin" "${tiny[@]}" --precision fp16 --ffn-activations 16bit --json)
-[[ $hfj == *'"ffn_activations":"16bit"'* ]] || fail "--json does not report ffn_activations: $hfj"
-[[ $(python3 "$src/scripts/bench-table.py" <<< "$hfj" | sed -n 3p) == *'| fp16, 16-bit FFN activations |'* ]] ||
+hfj=$("$bin" "${tiny[@]}" --precision fp16 --activations 16bit --json)
+[[ $hfj == *'"activations":"16bit"'* ]] || fail "--json does not report activations: $hfj"
+[[ $(python3 "$src/scripts/bench-table.py" <<< "$hfj" | sed -n 3p) == *'| fp16, 16-bit activations |'* ]] ||
   fail "bench-table does not mark the 16-bit FFN row"
 
 # expect_fail WANT RC CMD...: CMD exits with RC, WANT in stderr+stdout.

@@ -36,8 +36,8 @@ expect_error 2 "batch.global_batch" train --config "$tmp/good.yaml" --set batch.
 expect_error 2 "optimizer.lrr: unknown key" train --config "$tmp/good.yaml" --set optimizer.lrr=1
 expect_error 2 "precision.dtype" train --config "$tmp/good.yaml" --set precision.dtype=fp8
 expect_error 2 "TF32 is a CUDA option" train --config "$tmp/good.yaml" --set precision.tf32=true
-expect_error 2 "precision.ffn_activations: 16bit stores them in the GEMMs' format: needs dtype bf16 or fp16" \
-  train --config "$tmp/good.yaml" --set precision.ffn_activations=16bit
+expect_error 2 "precision.activations: 16bit stores them in the GEMMs' format: needs dtype bf16 or fp16" \
+  train --config "$tmp/good.yaml" --set precision.activations=16bit
 expect_error 2 "data.seq_len: config says 64" train --config "$tmp/good.yaml" --set data.seq_len=64
 expect_error 3 "data.train" train --config "$tmp/good.yaml" --set 'data.train=/nonexistent/*.lbs'
 expect_error 3 "data.eval" train --config "$tmp/good.yaml" --set 'data.eval=/nonexistent/*.lbs'
@@ -116,11 +116,11 @@ hint=$("$lb" train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/att-hint
   --stop-at-step 1 2>&1 | grep -Eo "precision.attention flash: batch.recompute: attention would free [0-9.]+ (MiB|GiB)")
 [[ -n $hint && $hint != *"free 0.0 "* ]] || { echo "FAIL: no recompute hint with the flash attention: '$hint'"; fail=1; }
 
-# precision.ffn_activations 16bit (emulated bf16 GEMMs): trains, and its loss stays within the
-# rounding of the fp32-stored FFN's (that the bits differ: tests/model/half_ffn_test.cc).
+# precision.activations 16bit (emulated bf16 GEMMs): trains, and its loss stays within the
+# rounding of the fp32-stored FFN's (that the bits differ: tests/model/half_activations_test.cc).
 ffn4() {
   "$lb" train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/ffn-$1" --set logging.every_steps=2 \
-    --set precision.dtype=bf16 --set precision.ffn_activations=$1 --stop-at-step 4 2>&1 | grep -o "step 4/400 | loss [0-9.]*"
+    --set precision.dtype=bf16 --set precision.activations=$1 --stop-at-step 4 2>&1 | grep -o "step 4/400 | loss [0-9.]*"
 }
 ffn32=$(ffn4 fp32) ffn16=$(ffn4 16bit)
 python3 -c 'import sys; a, b = (float(x.split()[-1]) for x in sys.argv[1:]); sys.exit(not abs(a - b) < 1e-2 * b)' \

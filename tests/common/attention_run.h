@@ -21,6 +21,12 @@ struct AttentionCase {
   RngKey key{3, 1, 2};
   std::vector<int32_t> mask;      // [B, S]
   std::vector<T> qkv, d_ctx;      // [B*S, 3H], [B*S, H]
+  // As the model calls an attention that reads only kept copies (16-bit GEMMs with cast
+  // reuse): q, k, v, ctx and d(ctx) kept (AttentionForward::qkv_kept, ctx_kept,
+  // AttentionBackward::d_ctx_kept), ctx and, with d_qkv_kept, d(q, k, v) read back through a
+  // GEMM with the identity (exact: what GEMMs see, the copy where one is kept).
+  bool kept_io = false;
+  bool d_qkv_kept = false;
 
   // Random inputs of the given scale; key lengths per sequence (the rest masked).
   AttentionCase(int B, int A, int S, int D, const std::vector<int>& lengths, float p, uint32_t seed, double sd = 1.0) {
@@ -43,6 +49,20 @@ struct AttentionResult {
   AttentionImpl impl = AttentionImpl::kNative;
   std::vector<T> ctx, d_qkv, stats;  // stats: [B, A, S], what a fused forward saved
 };
+
+// x [rows, cols] as GEMMs read it: x times the identity.
+template <typename T>
+std::vector<T> read_by_gemm(Ops<T>& ops, const T* x, int rows, int cols) {
+  Allocator& al = ops.allocator();
+  std::vector<T> eye(size_t(cols) * cols, T(0));
+  for (int i = 0; i < cols; ++i) eye[size_t(i) * cols + i] = T(1);
+  Buffer<T> eye_d(eye.size(), al), out(size_t(rows) * cols, al);
+  al.copy_from_host(eye_d.data(), eye.data(), eye_d.bytes());
+  ops.gemm(Trans::kNo, Trans::kNo, rows, cols, cols, T(1), x, cols, eye_d.data(), cols, T(0), out.data(), cols);
+  std::vector<T> h(out.size());
+  al.copy_to_host(h.data(), out.data(), out.bytes());
+  return h;
+}
 
 template <typename T>
 AttentionResult<T> run_attention(Ops<T>& ops, const AttentionCase<T>& c) {
@@ -71,8 +91,17 @@ AttentionResult<T> run_attention(Ops<T>& ops, const AttentionCase<T>& c) {
   f.probs_drop = c.dropout > 0 ? probs_drop.data() : nullptr;
   f.stats = stats.data();
   f.scores = scores.data();
+  if (c.kept_io) {
+    ops.keep_gemm_operand(qkv.data(), 3 * NH);
+    f.qkv_kept = f.ctx_kept = true;
+  }
   AttentionResult<T> r;
   r.impl = ops.attention_forward(f);
+  const int rows = s.batch * s.seq;
+  if (c.kept_io) {
+    r.ctx = read_by_gemm(ops, ctx.data(), rows, s.ld);
+    ops.keep_gemm_operand(d_ctx.data(), NH);
+  }
   AttentionBackward<T> b;
   b.shape = s;
   b.scale = scale;
@@ -93,15 +122,19 @@ AttentionResult<T> run_attention(Ops<T>& ops, const AttentionCase<T>& c) {
   b.d_v = d_qkv.data() + 2 * s.ld;
   b.d_probs = d_probs.data();
   b.d_scores = d_scores.data();
+  b.d_ctx_kept = c.kept_io;
+  b.d_qkv_kept = c.d_qkv_kept;
   ops.attention_backward(b);
   auto to_host = [&](const Buffer<T>& x) {
     std::vector<T> h(x.size());
     al.copy_to_host(h.data(), x.data(), x.bytes());
     return h;
   };
-  r.ctx = to_host(ctx);
-  r.d_qkv = to_host(d_qkv);
+  if (!c.kept_io) r.ctx = to_host(ctx);
+  r.d_qkv = c.d_qkv_kept ? read_by_gemm(ops, d_qkv.data(), rows, 3 * s.ld) : to_host(d_qkv);
   r.stats = to_host(stats);
+  ops.drop_gemm_operand(ctx.data());
+  ops.drop_gemm_operand(d_qkv.data());
   return r;
 }
 

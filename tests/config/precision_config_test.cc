@@ -2,7 +2,7 @@
 // either choice):
 // - attention: native (default) | cudnn | auto; cudnn is refused on the CPU backend, like tf32;
 // - gemm_cast: kernel (default) | cublas; cublas needs backend cuda and a 16-bit dtype;
-// - ffn_activations: fp32 (default) | 16bit; 16bit needs a 16-bit dtype and gemm_cast kernel.
+// - activations: fp32 (default) | 16bit; 16bit needs a 16-bit dtype and gemm_cast kernel.
 #include <gtest/gtest.h>
 
 #include "lansbert/config/config_loader.h"
@@ -107,33 +107,33 @@ TEST(GemmCastConfig, RefusesUnknownValuesTheCpuAndFp32) {
 TEST(FfnActivationsConfig, DefaultsToFp32And16BitRoundTrips) {
   TrainConfig c;
   ASSERT_TRUE(parse({}, &c).is_ok());
-  EXPECT_EQ(c.precision.ffn_activations, "fp32");
-  EXPECT_FALSE(c.model_limits().half_ffn);
+  EXPECT_EQ(c.precision.activations, "fp32");
+  EXPECT_FALSE(c.model_limits().half_activations);
   for (const char* dtype : {"bf16", "fp16"})
     for (const char* backend : {"cpu", "cuda"}) {
       TrainConfig h;
       const Status st = parse({std::string("backend=") + backend, std::string("precision.dtype=") + dtype,
-                               "precision.ffn_activations=16bit"}, &h);
+                               "precision.activations=16bit"}, &h);
       ASSERT_TRUE(st.is_ok()) << st.to_string();
-      EXPECT_TRUE(h.model_limits().half_ffn);
+      EXPECT_TRUE(h.model_limits().half_activations);
       TrainConfig back;
       ASSERT_TRUE(parse_train_config(config_to_json(h), "ckpt.json", {}, 1, &back).is_ok());
-      EXPECT_EQ(back.precision.ffn_activations, "16bit") << dtype << " " << backend;
+      EXPECT_EQ(back.precision.activations, "16bit") << dtype << " " << backend;
     }
 }
 
 TEST(FfnActivationsConfig, RefusesUnknownValuesFp32AndCublasCasts) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"precision.dtype=bf16", "precision.ffn_activations=bf16"}, "expected fp32 or 16bit"},
-      {{"precision.ffn_activations=16bit"}, "needs dtype bf16 or fp16"},
-      {{"backend=cuda", "precision.dtype=bf16", "precision.gemm_cast=cublas", "precision.ffn_activations=16bit"},
+      {{"precision.dtype=bf16", "precision.activations=bf16"}, "expected fp32 or 16bit"},
+      {{"precision.activations=16bit"}, "needs dtype bf16 or fp16"},
+      {{"backend=cuda", "precision.dtype=bf16", "precision.gemm_cast=cublas", "precision.activations=16bit"},
        "gemm_cast kernel"},
   };
   for (const auto& [sets, want] : cases) {
     TrainConfig c;
     const Status st = parse(sets, &c);
     EXPECT_FALSE(st.is_ok()) << want;
-    EXPECT_NE(st.message().find("precision.ffn_activations"), std::string::npos) << st.to_string();
+    EXPECT_NE(st.message().find("precision.activations"), std::string::npos) << st.to_string();
     EXPECT_NE(st.message().find(want), std::string::npos) << st.to_string();
   }
 }

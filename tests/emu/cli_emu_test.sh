@@ -63,12 +63,18 @@ same flcpu fl1 4e-3  # 3.9e-4 when written: a 16-bit rounding may land the other
 same fl1 fl2 1e-5
 grep -l "hand-written attention" "$tmp"/fl*.log && { echo "FAIL: a flash run fell back to the hand-written attention"; fail=1; }
 
-# 16-bit FFN activations in training (bf16): the device against the CPU backend's twin, and
-# not the fp32-stored FFN's parameters (the path ran).
-half_ffn=(--set precision.dtype=bf16 --set precision.ffn_activations=16bit)
-train 0 hfcpu "${half_ffn[@]}"
-train 0 hf1 --set backend=cuda "${half_ffn[@]}"
+# 16-bit activations in training (bf16): the device against the CPU backend's twin, and not
+# the fp32-stored run's parameters (the path ran).
+half_activations=(--set precision.dtype=bf16 --set precision.activations=16bit)
+train 0 hfcpu "${half_activations[@]}"
+train 0 hf1 --set backend=cuda "${half_activations[@]}"
 same hfcpu hf1 4e-3  # 1.6e-4 when written
+# ... with the flash attention, which then writes d(q, k, v) as 16-bit copies too.
+train 0 hffcpu "${flash[@]}" --set precision.activations=16bit
+train 0 hff1 --set backend=cuda "${flash[@]}" --set precision.activations=16bit
+same hffcpu hff1 4e-3  # 1.5e-4 when written
+"$cmp" "$tmp/fl1/latest/model.safetensors" "$tmp/hff1/latest/model.safetensors" 1e-7 > /dev/null 2>&1 &&
+  { echo "FAIL: hff1 has the parameters of the fp32-stored flash run"; fail=1; }
 "$cmp" "$tmp/bf1/latest/model.safetensors" "$tmp/hf1/latest/model.safetensors" 1e-7 > /dev/null 2>&1 &&
   { echo "FAIL: hf1 has the parameters of the fp32-stored FFN"; fail=1; }
 
@@ -111,7 +117,7 @@ done
 # floor computed from a CPU run (docs/performance.md) assumes.
 # Also with the flash attention, whose CUDA kernels the device runs (bf16, head_dim 64).
 counts() {
-  "$lb" bench --backend "$1" --attention "$2" --ffn-activations "${3:-fp32}" --model bert-tiny --seq-len 32 --batch 4 --steps 1 --warmup 1 \
+  "$lb" bench --backend "$1" --attention "$2" --activations "${3:-fp32}" --model bert-tiny --seq-len 32 --batch 4 --steps 1 --warmup 1 \
     --precision bf16 --optimizer lans --profile --roofline h200 --json 2>/dev/null | python3 -c '
 import json, sys
 for r in sorted(json.loads(sys.stdin.readline())["profile"], key=lambda r: r["op"]):

@@ -57,6 +57,36 @@ TEST(GpuFlashAttention, MatchesItsCpuTwin) {
   expect_matches_twin(AttentionCase<float>(2, 2, 96, 64, {96, 50}, 0.1f, 23), GemmMath::kFp16, 5e-3);
 }
 
+// AttentionBackward::d_qkv_kept on the device: the kernels write d(q, k, v) into their kept
+// copies, the bits of rounding the same call's fp32 output (the same accumulators), nothing
+// cast; and within the twin's tolerance of the CPU twin doing the same.
+TEST(GpuFlashAttention, KeptInputGradientsAreTheRoundedFp32) {
+  LB_REQUIRE_GPU();
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
+    SCOPED_TRACE(gemm_math_name(math));
+    const kern::HalfFormat f = gemm_half_format(math);
+    AttentionCase<float> c(2, 2, 96, 64, {96, 50}, 0.1f, 24);
+    c.kept_io = true;
+    auto plain = cuda_ops(math, AttentionMode::kFlash), kept = cuda_ops(math, AttentionMode::kFlash);
+    auto twin = cpu::make_ops<float>(math, true, AttentionMode::kFlash);
+    ASSERT_TRUE(kept->attention_keeps_input_gradients());
+    const auto ref = run_attention(*plain, c);
+    c.d_qkv_kept = true;
+    const auto got = run_attention(*kept, c), t = run_attention(*twin, c);
+    ASSERT_EQ(got.impl, AttentionImpl::kFlash) << kept->flash_fallback();
+    std::vector<float> want(ref.d_qkv.size());
+    for (size_t i = 0; i < want.size(); ++i) want[i] = kern::half_to_float(kern::float_to_half(ref.d_qkv[i], f), f);
+    EXPECT_EQ(got.d_qkv, want);
+    // (the kept run also casts the identity it reads them with, (3H)^2)
+    EXPECT_EQ(kept->gemm_operand_copy_writes() - plain->gemm_operand_copy_writes(), want.size());
+    EXPECT_EQ(kept->gemm_operand_conversions() - plain->gemm_operand_conversions(),
+              size_t(3 * c.shape.ld) * (3 * c.shape.ld));
+    const double grad = rel_max_diff(got.d_qkv, t.d_qkv);
+    std::printf("flash %s, d(qkv) kept: rel %.2e vs the CPU twin\n", gemm_math_name(math), grad);
+    EXPECT_LT(grad, 5e-3);
+  }
+}
+
 TEST(GpuFlashAttention, TracksTheHandWrittenAttention) {
   LB_REQUIRE_GPU();
   const AttentionCase<float> c(2, 4, 64, 64, {64, 40}, 0.1f, 23);

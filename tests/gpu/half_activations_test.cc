@@ -1,8 +1,9 @@
-// The device twins of tests/kernels/half_activations_test.cc and tests/model/half_ffn_test.cc:
+// The device twins of tests/kernels/half_activations_test.cc and tests/model/half_activations_test.cc:
 // CudaOps' 16-bit FFN activation ops (Ops::gemm_bias_half, gelu_forward_half_kept,
 // bias_gelu_backward_half_kept) against the CPU's on the same inputs, with cast reuse (copies
-// kept, fp32 outputs unwritten) and without; then a bert-tiny step with 16-bit FFN activations
-// against the CPU twin. Skipped without a device.
+// kept, fp32 outputs unwritten) and without, and the bias sums of a kept 16-bit gradient; then
+// a bert-tiny step with 16-bit activations against the CPU twin, with the hand-written and the
+// flash attention. Skipped without a device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -90,6 +91,17 @@ TEST(GpuHalfActivations, OpsMatchTheCpuTwin) {
       testing::expect_close(what + " bias_gelu_backward_half_kept d(pre), read by a GEMM", to_host(z_d), z, 1e-5);
       gpu->drop_gemm_operand(d_d.data());
       cpu->drop_gemm_operand(d.data());
+      // The bias sums of a kept gradient at its 16-bit rounding (d(q, k, v)'s).
+      auto g_d = to_device(dact);
+      gpu->keep_gemm_operand(g_d.data(), n);
+      cpu->keep_gemm_operand(const_cast<float*>(dact.data()), n);
+      auto sb_d = to_device(std::vector<float>(cols, 0.f));
+      std::vector<float> sb(cols, 0.f);
+      gpu->bias_add_backward_of_kept(g_d.data(), sb_d.data(), rows, cols);
+      cpu->bias_add_backward_of_kept(dact.data(), sb.data(), rows, cols);
+      testing::expect_close(what + " bias_add_backward_of_kept", to_host(sb_d), sb, 1e-5);
+      gpu->drop_gemm_operand(g_d.data());
+      cpu->drop_gemm_operand(dact.data());
     }
 }
 
@@ -97,16 +109,21 @@ TEST(GpuHalfActivations, OpsMatchTheCpuTwin) {
 // the device against the CPU twin (the emulation of the same roundings). The sums run in other
 // orders, and a last-bit difference before a 16-bit rounding moves that rounding a whole
 // step, so the bounds are the 16-bit paths' (docs/cuda.md), not fp32's 1e-4.
+// With the flash attention (bert-tiny's head_dim is 64) d(q, k, v) is kept in 16 bits too.
 TEST(GpuHalfActivations, TinyStepMatchesTheCpuTwin) {
   LB_REQUIRE_GPU();
+  for (bool flash : {false, true}) {
+  SCOPED_TRACE(flash ? "flash attention" : "hand-written attention");
   BertConfig cfg;
   ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
   const int B = 4, S = 64, P = 10;
   cuda::OpsOptions oo;
   oo.math = GemmMath::kBf16;
+  oo.attention = flash ? AttentionMode::kFlash : AttentionMode::kNative;
   auto gpu_ops = cuda::make_ops(oo);
-  auto cpu_ops = cpu::make_ops<float>(GemmMath::kBf16);
-  const ModelLimits lim{B, S, P, Recompute::kNone, false, true};
+  auto cpu_ops = cpu::make_ops<float>(GemmMath::kBf16, true, oo.attention);
+  ASSERT_EQ(gpu_ops->attention_keeps_input_gradients(), flash);
+  const ModelLimits lim{B, S, P, Recompute::kNone, flash, true};
   BertModel<float> gm(cfg, *gpu_ops, lim), cm(cfg, *cpu_ops, lim);
   gm.init_params(42);
   cm.init_params(42);
@@ -128,6 +145,7 @@ TEST(GpuHalfActivations, TinyStepMatchesTheCpuTwin) {
   const double rel = std::sqrt(diff / ref);
   std::printf("  gradients: %.3e relative (norm) between the device and the CPU twin\n", rel);
   EXPECT_LT(rel, 1e-2);
+  }
 }
 
 }  // namespace

@@ -175,6 +175,34 @@ TEST(HalfActivations, GeluBackwardMatchesFiniteDifferences) {
   }
 }
 
+// The bias sums of a kept gradient (d(q, k, v) with the flash attention): the column sums of
+// its 16-bit rounding, from the copy with cast reuse and rounded in the pass without, the same
+// bits; plain fp32 sums where GEMMs are fp32.
+TEST(HalfActivations, BiasSumsOfAKeptGradientUseItsRounding) {
+  const int rows = 37, cols = 70;
+  const size_t n = size_t(rows) * cols;
+  const auto g = cast<float>(random_vec(n, 13, -3, 3));
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16, GemmMath::kFp32}) {
+    std::vector<std::vector<float>> sums;
+    for (bool reuse : {true, false}) {
+      auto ops = cpu::make_ops<float>(math, reuse);
+      std::vector<float> x = g, db(cols, 0.5f);
+      ops->keep_gemm_operand(x.data(), n);
+      if (ops->kept_outputs_unwritten()) std::fill(x.begin(), x.end(), std::nanf(""));  // only the copy is read
+      ops->bias_add_backward_of_kept(x.data(), db.data(), rows, cols);
+      ops->drop_gemm_operand(x.data());
+      sums.push_back(db);
+    }
+    EXPECT_TRUE(same_bits(sums[0], sums[1])) << gemm_math_name(math);
+    auto plain = cpu::make_ops<float>(math, false);
+    std::vector<float> r = g, db(cols, 0.5f);
+    if (is_half_gemm(math))
+      for (float& v : r) v = kern::half_to_float(kern::float_to_half(v, gemm_half_format(math)), gemm_half_format(math));
+    plain->bias_add_backward(r.data(), db.data(), rows, cols);
+    EXPECT_TRUE(same_bits(sums[1], db)) << gemm_math_name(math);
+  }
+}
+
 TEST(HalfActivationsDeathTest, RefusedWithoutA16BitFormat) {
   auto ops = cpu::make_ops<float>(GemmMath::kFp32);
   std::vector<uint16_t> x(4);

@@ -179,6 +179,42 @@ TEST(FlashAttention, Bf16StepFromKeptCopiesTracksTheFp32Path) {
   EXPECT_LT(kept.held_after, native.held_after);
 }
 
+// Rounded as GEMMs read a 16-bit operand.
+std::vector<float> rounded(const std::vector<float>& x, GemmMath math) {
+  std::vector<float> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    r[i] = kern::half_to_float(kern::float_to_half(x[i], gemm_half_format(math)), gemm_half_format(math));
+  return r;
+}
+
+// AttentionBackward::d_qkv_kept (16-bit activations): the flash attention writes d(q, k, v)
+// into their kept copies, the fp32 results rounded once: what GEMMs read is the rounding of
+// the same call's fp32 output, bit for bit, written as copies (nothing cast). The hand-written
+// attention honours the request by keeping its fp32 output (a cast), with the same values.
+TEST(FlashAttention, KeptInputGradientsAreTheRoundedFp32) {
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16})
+    for (AttentionMode mode : {AttentionMode::kFlash, AttentionMode::kNative}) {
+      SCOPED_TRACE(std::string(gemm_math_name(math)) + (mode == AttentionMode::kFlash ? " flash" : " native"));
+      AttentionCase<float> c(2, 2, 40, 16, {40, 23}, 0.1f, 41);
+      c.kept_io = true;
+      auto plain = cpu::make_ops<float>(math, true, mode), kept = cpu::make_ops<float>(math, true, mode);
+      EXPECT_EQ(kept->attention_keeps_input_gradients(), mode == AttentionMode::kFlash);
+      const auto ref = run_attention(*plain, c);
+      c.d_qkv_kept = true;
+      const auto got = run_attention(*kept, c);
+      EXPECT_EQ(got.d_qkv, rounded(ref.d_qkv, math));
+      EXPECT_EQ(got.ctx, ref.ctx);
+      // Besides the gradients the kept run casts the identity it reads them with, (3H)^2.
+      const size_t n = ref.d_qkv.size(), eye = size_t(3 * c.shape.ld) * (3 * c.shape.ld);
+      if (mode == AttentionMode::kFlash) {
+        EXPECT_EQ(kept->gemm_operand_copy_writes() - plain->gemm_operand_copy_writes(), n);
+        EXPECT_EQ(kept->gemm_operand_conversions() - plain->gemm_operand_conversions(), eye);
+      } else {
+        EXPECT_EQ(kept->gemm_operand_conversions() - plain->gemm_operand_conversions(), n + eye);
+      }
+    }
+}
+
 // bench --profile's rows: the flash rows replace the attention's, with two GEMMs' FLOPs
 // forward and seven backward (each backward kernel recomputes the scores and d(pd)), so a
 // step counts three attention GEMMs per layer more than the model's FLOPs (flops.h).

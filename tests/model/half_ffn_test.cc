@@ -1,12 +1,15 @@
-// 16-bit FFN activations (ModelLimits::half_ffn) in the whole model on the CPU backend with
-// emulated bf16/fp16 GEMMs: a training step tracks the fp32-stored FFN within the 16-bit
-// rounding (and differs from it: the path runs), cast reuse changes no bits (the gradient d(act)
-// is read from its kept copy with reuse and rounded in the pass without), the arena holds one
-// 2-byte [N, I] buffer more per layer, and a backend without 16-bit GEMMs is refused.
+// 16-bit activations (ModelLimits::half_activations) in the whole model on the CPU backend with
+// emulated bf16/fp16 GEMMs, with the hand-written and the flash attention (which then also
+// writes d(q, k, v) as kept copies): a training step tracks the fp32-stored run within the
+// 16-bit rounding (and differs from it: the path runs), cast reuse changes no bits (the 16-bit
+// gradients are read from their kept copies with reuse and rounded in the pass without), the
+// arena holds one 2-byte [N, I] buffer more per layer, and a backend without 16-bit GEMMs is
+// refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,9 +33,9 @@ struct Step {
 };
 
 // Two accumulated micro-steps with dropout, then an eval forward.
-Step run(Ops<float>& ops, bool half_ffn, int B, int S, int P) {
+Step run(Ops<float>& ops, bool half_activations, int B, int S, int P, bool flash = false) {
   const BertConfig cfg = two_layers();
-  BertModel<float> m(cfg, ops, {B, S, P, Recompute::kNone, false, half_ffn});
+  BertModel<float> m(cfg, ops, {B, S, P, Recompute::kNone, flash, half_activations});
   m.init_params(7);
   const Batch b1 = testing::random_batch(B, S, P, cfg.vocab_size, 31);
   const Batch b2 = testing::random_batch(B, S, P, cfg.vocab_size, 32);
@@ -56,17 +59,23 @@ double relative_difference(const std::vector<float>& a, const std::vector<float>
   return std::sqrt(d / r);
 }
 
+std::unique_ptr<Ops<float>> make(GemmMath math, bool flash, bool reuse = true) {
+  return cpu::make_ops<float>(math, reuse, flash ? AttentionMode::kFlash : AttentionMode::kNative);
+}
+
 TEST(HalfFfn, TracksTheFp32StoredFfnWithinTheRounding) {
   const int B = 3, S = 24, P = 4;
+  for (bool flash : {false, true})
   for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
-    SCOPED_TRACE(gemm_math_name(math));
-    auto ops32 = cpu::make_ops<float>(math), ops16 = cpu::make_ops<float>(math);
-    const Step ref = run(*ops32, false, B, S, P), half = run(*ops16, true, B, S, P);
+    SCOPED_TRACE(std::string(gemm_math_name(math)) + (flash ? ", flash attention" : ""));
+    auto ops32 = make(math, flash), ops16 = make(math, flash);
+    EXPECT_EQ(ops16->attention_keeps_input_gradients(), flash);
+    const Step ref = run(*ops32, false, B, S, P, flash), half = run(*ops16, true, B, S, P, flash);
     for (size_t i = 0; i < ref.losses.size(); ++i)
       EXPECT_NEAR(half.losses[i], ref.losses[i], 2e-3 * std::fabs(ref.losses[i])) << "loss " << i;
     const double diff = relative_difference(half.grads, ref.grads);
-    std::printf("  %s: gradients differ by %.2e relative (norm), losses %.6f vs %.6f\n", gemm_math_name(math), diff,
-                half.losses[0], ref.losses[0]);
+    std::printf("  %s%s: gradients differ by %.2e relative (norm), losses %.6f vs %.6f\n", gemm_math_name(math),
+                flash ? ", flash" : "", diff, half.losses[0], ref.losses[0]);
     // A bf16 rounding of the pre-activation and of d(act) is ~2^-9 relative per element.
     EXPECT_LT(diff, math == GemmMath::kBf16 ? 1e-2 : 2e-3);
     EXPECT_NE(0, std::memcmp(half.grads.data(), ref.grads.data(), ref.grads.size() * sizeof(float)))
@@ -74,11 +83,14 @@ TEST(HalfFfn, TracksTheFp32StoredFfnWithinTheRounding) {
   }
 }
 
+// (With the hand-written attention: the flash attention without cast reuse reads fp32 inputs
+// and differs from itself with reuse by design, FlashAttention.Bf16StepFromKeptCopiesTracksTheFp32Path;
+// its d(q, k, v) copies are checked op by op, FlashAttention.KeptInputGradientsAreTheRoundedFp32.)
 TEST(HalfFfn, CastReuseChangesNoBits) {
   const int B = 2, S = 20, P = 3;
   for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16}) {
     SCOPED_TRACE(gemm_math_name(math));
-    auto reuse = cpu::make_ops<float>(math, true), plain = cpu::make_ops<float>(math, false);
+    auto reuse = make(math, false, true), plain = make(math, false, false);
     const Step r = run(*reuse, true, B, S, P), p = run(*plain, true, B, S, P);
     EXPECT_EQ(r.losses, p.losses);
     EXPECT_EQ(0, std::memcmp(r.grads.data(), p.grads.data(), r.grads.size() * sizeof(float)));

@@ -91,6 +91,10 @@ TEST(ProfilingTraffic, HalfFfnActivationsAreCountedAtTwoBytes) {
   p.bias_gelu_backward_half_kept(d.data(), pre.data(), d.data(), db.data(), m, n);
   EXPECT_EQ(p.entries().at("bias_gelu_backward").bytes, (2.0 + 2.0 + 2.0) * mn + 8.0 * n);
   EXPECT_EQ(p.entries().at("keep_gemm_operand").bytes, before) << "the backward converted something";
+  // A kept gradient's bias sums read its copy: 2 bytes an element.
+  std::vector<float> db2(n, 0.0f);
+  p.bias_add_backward_of_kept(d.data(), db2.data(), m, n);
+  EXPECT_EQ(p.entries().at("bias_add_backward").bytes, 2.0 * mn + 8.0 * n);
   for (const float* x : {a.data(), b.data(), act.data(), d.data()}) p.drop_gemm_operand(x);
 }
 

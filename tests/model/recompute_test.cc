@@ -46,9 +46,9 @@ Trace run(BertModel<T>& m, const Batch& b1, const Batch& b2) {
 }
 
 template <typename T>
-void expect_same_bits(Recompute mode, GemmMath math, bool reuse_casts, bool half_ffn = false) {
+void expect_same_bits(Recompute mode, GemmMath math, bool reuse_casts, bool half_activations = false) {
   SCOPED_TRACE(std::string(recompute_name(mode)) + ", " + gemm_math_name(math) + (reuse_casts ? " with cast reuse" : "") +
-               (half_ffn ? ", 16-bit FFN activations" : ""));
+               (half_activations ? ", 16-bit activations" : ""));
   const BertConfig cfg = three_layers();
   ASSERT_GT(cfg.hidden_dropout, 0.f);
   ASSERT_GT(cfg.attention_dropout, 0.f);
@@ -56,8 +56,8 @@ void expect_same_bits(Recompute mode, GemmMath math, bool reuse_casts, bool half
   const Batch b1 = testing::random_batch(B, S, P, cfg.vocab_size, 21);
   const Batch b2 = testing::random_batch(2, S, P, cfg.vocab_size, 22);  // smaller than the limits
   auto ops_plain = cpu::make_ops<T>(math, reuse_casts), ops_re = cpu::make_ops<T>(math, reuse_casts);
-  BertModel<T> plain(cfg, *ops_plain, {B, S, P, Recompute::kNone, false, half_ffn}),
-      re(cfg, *ops_re, {B, S, P, mode, false, half_ffn});
+  BertModel<T> plain(cfg, *ops_plain, {B, S, P, Recompute::kNone, false, half_activations}),
+      re(cfg, *ops_re, {B, S, P, mode, false, half_activations});
   plain.init_params(5);
   re.init_params(5);
   const Trace tp = run(plain, b1, b2), tr = run(re, b1, b2);
@@ -176,17 +176,17 @@ TEST(Recompute, KeptCopyEstimateMatchesWhatTheBackendHolds) {
   const Batch b = testing::random_batch(B, S, P, cfg.vocab_size, 23);
   for (Recompute recompute : {Recompute::kNone, Recompute::kAttention, Recompute::kLayers})
     for (int variant = 0; variant < 3; ++variant) {
-      // the flash attention: q/k/v kept, no probabilities; 16-bit FFN activations: the same copies
-      const bool flash = variant == 1, half_ffn = variant == 2;
+      // the flash attention: q/k/v kept, no probabilities; 16-bit activations: the same copies
+      const bool flash = variant == 1, half_activations = variant == 2;
       auto ops = cpu::make_ops<float>(GemmMath::kBf16, true, flash ? AttentionMode::kFlash : AttentionMode::kNative);
-      BertModel<float> m(cfg, *ops, {B, S, P, recompute, flash, half_ffn});
+      BertModel<float> m(cfg, *ops, {B, S, P, recompute, flash, half_activations});
       m.init_params(5);
       m.forward(b, StepContext{true, 11, 1});
       m.backward(1.0f);
       const size_t held = ops->kept_copy_bytes();
       const size_t estimate = BertModel<float>::kept_copy_bytes_for(cfg, {B, S, P, recompute}, true, !flash) +
                               2 * m.table().total_elements();
-      SCOPED_TRACE(std::string(recompute_name(recompute)) + (flash ? ", flash" : "") + (half_ffn ? ", 16-bit FFN" : ""));
+      SCOPED_TRACE(std::string(recompute_name(recompute)) + (flash ? ", flash" : "") + (half_activations ? ", 16-bit FFN" : ""));
       EXPECT_EQ(held, estimate);
     }
 }

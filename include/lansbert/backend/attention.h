@@ -119,6 +119,11 @@ struct AttentionBackward {
   T* d_q = nullptr;               // [B*S, qkv_stride()] each, written (=)
   T* d_k = nullptr;
   T* d_v = nullptr;
+  // d_q, d_k, d_v produced kept (over the spans for_each_qkv_span names), for the projection's
+  // backward to read through GEMMs and Ops::bias_add_backward_of_kept: their fp32 values may
+  // be unwritten where Ops::kept_outputs_unwritten(). Only where
+  // Ops::attention_keeps_input_gradients(); the hand-written path writes fp32 and keeps it.
+  bool d_qkv_kept = false;
   T* d_probs = nullptr;           // scratch [B, A, S, S] each
   T* d_scores = nullptr;
 };

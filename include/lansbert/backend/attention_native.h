@@ -118,6 +118,8 @@ void native_attention_backward(Ops<T>& ops, const AttentionBackward<T>& a) {
   ops.drop_gemm_operand(a.d_scores);
   ops.drop_gemm_operand(pd);  // kept since the forward
   for_each_qkv_span(s, a.q, a.k, a.v, [&](const T* x, size_t) { ops.drop_gemm_operand(x); });
+  if (a.d_qkv_kept)  // a fused backend's fallback: the contract of AttentionBackward::d_qkv_kept
+    for_each_qkv_span(s, a.d_q, a.d_k, a.d_v, [&](const T* x, size_t n) { ops.keep_gemm_operand(x, n); });
 }
 
 template <typename T>

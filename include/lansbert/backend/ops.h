@@ -155,6 +155,12 @@ class Ops {
   // above and say so (AttentionForward::qkv_kept, ctx_kept; AttentionBackward::d_ctx_kept).
   // A fused attention reads them in fp32: CudaOps says false when it may run one.
   virtual bool attention_reads_only_gemm_operands() const { return true; }
+  // Whether the model should ask attention_backward for d_q, d_k, d_v kept
+  // (AttentionBackward::d_qkv_kept) with 16-bit activations: the flash attention with 16-bit
+  // GEMMs, which then writes them straight into their kept 16-bit copies where
+  // kept_outputs_unwritten() (no fp32 written; the projection's backward reads 2 bytes per
+  // element of d(qkv) instead of 4), and in fp32 otherwise.
+  virtual bool attention_keeps_input_gradients() const { return false; }
 
   // y[r, c] += bias[c]                      | dbias[c] += sum_r dy[r, c]
   virtual void bias_add_forward(T* y, const T* bias, int rows, int cols) = 0;
@@ -215,6 +221,15 @@ class Ops {
     dropout_forward(x, y, n, p, key);
     keep_gemm_operand(y, n);
   }
+  // dbias += column sums of dy as its GEMMs read it, where dy is kept (it came from a *_kept
+  // op): at the GEMMs' 16-bit rounding where they round operands, from dy's kept copy where
+  // kept_outputs_unwritten() (its fp32 values may be unwritten) and rounded in the pass
+  // otherwise (the same values). The sums of a gradient stored in 16 bits
+  // (AttentionBackward::d_qkv_kept). The default: fp32 GEMMs, plain sums.
+  virtual void bias_add_backward_of_kept(const T* dy, T* dbias, int rows, int cols) {
+    LB_CHECK_MSG(!half_activations(), "bias_add_backward_of_kept: a 16-bit backend must round the sums' inputs");
+    bias_add_backward(dy, dbias, rows, cols);
+  }
   // bias_add_backward, then keep_gemm_operand(dy): the column sums read every element of dy
   // anyway, so they write its 16-bit copy in the same pass (a linear layer's output gradient,
   // read next by its dX and dW GEMMs: linear_backward).
@@ -243,7 +258,7 @@ class Ops {
     keep_gemm_operand(y, n);
   }
 
-  // 16-bit FFN activations (ModelLimits::half_ffn, `precision.ffn_activations: 16bit`): the
+  // 16-bit FFN activations (ModelLimits::half_activations, `precision.activations: 16bit`): the
   // FFN's [N, I] pre-activation is stored only in the GEMMs' 16-bit format, in a buffer of its
   // own, and its incoming gradient d(act) is read at that rounding, as Megatron-LM and
   // NVIDIA's BERT store them. Per element over a step that is 10 bytes of traffic fewer

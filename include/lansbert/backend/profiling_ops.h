@@ -96,6 +96,12 @@ class ProfilingOps : public Ops<T> {
   // 16-bit FFN activations: the same rows as the fp32-stored ops they replace, the 16-bit
   // tensors at 2 bytes (d(act) at 2 where read from its copy, else E and rounded in the pass).
   bool half_activations() const override { return inner_.half_activations(); }
+  bool attention_keeps_input_gradients() const override { return inner_.attention_keeps_input_gradients(); }
+  // d(q, k, v)'s bias sums from its copy: 2 bytes an element read where fp32 is unwritten.
+  void bias_add_backward_of_kept(const T* dy, T* db, int r, int c) override {
+    const double dy_bytes = inner_.kept_outputs_unwritten() ? 2 : E;
+    time("bias_add_backward", 0, dy_bytes * r * c + 2.0 * E * c, [&] { inner_.bias_add_backward_of_kept(dy, db, r, c); });
+  }
   void gemm_bias_half(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
                       const T* bias, T* scratch, uint16_t* out) override {
     time("gemm_bias", gemm_flops(m, n, k), gemm_bytes(m, n, k, 2) + E * n,
@@ -292,9 +298,11 @@ class ProfilingOps : public Ops<T> {
     if (expand_attention_) return native_attention_backward(*this, a);
     const AttentionShape& s = a.shape;
     if (a.impl == AttentionImpl::kFlash) {
-      const double in = a.d_ctx_kept ? 2 : E;
+      // d_q, d_k, d_v written into their kept copies (d_qkv_kept, from copies): counted by the
+      // backend as copy writes.
+      const double in = a.d_ctx_kept ? 2 : E, out = a.d_qkv_kept && a.d_ctx_kept ? 0 : 3 * E;
       time("flash_attention_backward", 7 * attention_gemm_flops(s),
-           (10 * in + 3 * E) * tokens(s) * s.ld + 8.0 * tokens(s) + 20.0 * rows(s), [&] { inner_.attention_backward(a); });
+           (10 * in + out) * tokens(s) * s.ld + 8.0 * tokens(s) + 20.0 * rows(s), [&] { inner_.attention_backward(a); });
       return;
     }
     const double bytes = 82.0 * tokens(s) * s.ld + 8.0 * rows(s) + mask_bytes(s, a.dropout);

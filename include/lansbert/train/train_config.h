@@ -67,10 +67,10 @@ struct PrecisionSection {
   // TF32 and rounds as it likes).
   std::string gemm_cast = "kernel";
   // fp32 | 16bit (dtype bf16/fp16, gemm_cast kernel): where the FFN's [N, I] pre-activation is
-  // stored, and at what rounding its gradient is used (ModelLimits::half_ffn). 16bit stores it
+  // stored, and at what rounding its gradient is used (ModelLimits::half_activations). 16bit stores it
   // in the GEMMs' format, as Megatron-LM and NVIDIA's BERT store activations: 10 bytes of
   // memory traffic fewer per element a step, 2 bytes more arena per element.
-  std::string ffn_activations = "fp32";
+  std::string activations = "fp32";
   LossScalerConfig scaler;          // scale settings (mode set by resolve)
 };
 
@@ -135,13 +135,13 @@ struct TrainConfig {
   // What the model's activation arena is laid out for: batch.micro_batch sequences of
   // data.seq_len with data.max_pred masked slots, recomputed or not (batch.recompute).
   // With precision.attention flash, or on a device with cudnn|auto, the layers keep the fused
-  // attention's statistics (ModelLimits::attention_stats); precision.ffn_activations 16bit
-  // gives the FFN its 16-bit pre-activation buffers (ModelLimits::half_ffn).
+  // attention's statistics (ModelLimits::attention_stats); precision.activations 16bit
+  // gives the FFN its 16-bit pre-activation buffers (ModelLimits::half_activations).
   ModelLimits model_limits() const {
     const AttentionMode a = attention_mode();
     return {batch.micro_batch, data.seq_len, data.max_pred, batch.recompute,
             a == AttentionMode::kFlash || (backend != "cpu" && a != AttentionMode::kNative),
-            precision.ffn_activations == "16bit"};
+            precision.activations == "16bit"};
   }
   // The metrics file this run appends to ("" for none).
   std::string metrics_path() const;
