@@ -46,28 +46,79 @@ void gelu_bias_backward_pass(const float* dact, const float* pre, float* dpre, f
       dbias, nullptr);
 }
 
-// Without dropout: dx = dy and its column sums in one pass. With dropout, the dropout pass
-// (one Philox call per four elements) here, the column sums after it by the caller.
-void dropout_pass(const float* dy, float* dx, int rows, int cols, float p, RngKey key, cudaStream_t s,
+// dx = dropout(dy) and its column sums in one pass where cols is a multiple of 4: thread x of
+// a block owns the four columns 4 x .. 4 x + 3 of a 128-column tile, which are one Philox
+// block in every row, so one generator call serves its four elements (a thread per column
+// would make four calls per block); thread y takes rows y, y + 32, ... of the block's split.
+// dx written in fp32 and/or as the kept copy h (either may be null). Partial sums as
+// column_partials_kernel's, finished by column_finish_kernel.
+__global__ void __launch_bounds__(kColTile* kColTile)
+    dropout_column_partials_kernel(int rows, int cols, const float* dy, float* dx, uint16_t* h,
+                                   kern::HalfFormat format, float p, RngKey key, float* partial) {
+  __shared__ float part[4][kColTile][kColTile + 1];
+  const int c0 = (blockIdx.x * kColTile + threadIdx.x) * 4;
+  const int split = blockIdx.y, splits = gridDim.y;
+  const int r0 = static_cast<int>(int64_t(rows) * split / splits);
+  const int r1 = static_cast<int>(int64_t(rows) * (split + 1) / splits);
+  const uint64_t n = uint64_t(rows) * cols;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  if (c0 < cols)
+    for (int r = r0 + threadIdx.y; r < r1; r += kColTile) {
+      const uint64_t i0 = uint64_t(r) * cols + c0;
+      kern::for_dropout_block(key, i0 / 4, n, [&](uint64_t i, uint32_t bits) {
+        const float g = kern::dropout_scale(dy[i], bits, p);
+        if (dx) dx[i] = g;
+        if (h) h[i] = kern::float_to_half(g, format);
+        acc[i - i0] += g;
+      });
+    }
+  for (int t = 0; t < 4; ++t) part[t][threadIdx.y][threadIdx.x] = acc[t];
+  __syncthreads();
+  if (threadIdx.y == 0 && c0 < cols)
+    for (int t = 0; t < 4; ++t) {
+      float sum = 0;
+      for (int y = 0; y < kColTile; ++y) sum += part[t][y][threadIdx.x];
+      partial[size_t(split) * cols + c0 + t] = sum;
+    }
+}
+
+// Without dropout: dx = dy and its column sums in one pass; with dropout and cols a multiple
+// of 4 the same (above). Otherwise the dropout pass (one Philox call per four elements) here,
+// and the column sums after it by the caller: returns whether dbias was summed.
+bool dropout_pass(const float* dy, float* dx, int rows, int cols, float p, RngKey key, cudaStream_t s,
                   DeviceBytes& partials, float* dbias, uint16_t* h, kern::HalfFormat format) {
+  if (p > 0.0f && cols % 4 == 0) {
+    if (rows <= 0 || cols <= 0) return true;
+    const int splits = column_splits(rows);
+    partials.reserve(size_t(splits) * cols * sizeof(float));
+    float* partial = static_cast<float*>(partials.get());
+    const dim3 grid((cols / 4 + kColTile - 1) / kColTile, splits), block(kColTile, kColTile);
+    dropout_column_partials_kernel<<<grid, block, 0, s>>>(rows, cols, dy, dx, h, format, p, key, partial);
+    LB_LAUNCH_CHECK();
+    column_finish_kernel<1><<<(cols + kThreads - 1) / kThreads, kThreads, 0, s>>>(cols, splits, partial, dbias, nullptr);
+    LB_LAUNCH_CHECK();
+    return true;
+  }
   if (p > 0.0f) {
+    if (!dx) return false;
     launch_dropout_map(size_t(rows) * cols, key, s, [=] __device__(size_t i, uint32_t bits) {
       const float g = kern::dropout_scale(dy[i], bits, p);
       dx[i] = g;
       if (h) h[i] = kern::float_to_half(g, format);
     });
-    return;
+    return false;
   }
   launch_column_sums<1>(
       rows, cols, s, partials,
       [=] __device__(int r, int c, float* v) {
         const size_t i = size_t(r) * cols + c;
         const float g = dy[i];
-        dx[i] = g;
+        if (dx) dx[i] = g;
         if (h) h[i] = kern::float_to_half(g, format);
         v[0] = g;
       },
       dbias, nullptr);
+  return true;
 }
 
 }  // namespace
@@ -98,23 +149,27 @@ void CudaOps::bias_dropout_residual_forward(float* y, const float* bias, const f
   });
 }
 
-// With dropout, two passes: dx = dropout(dy) with one Philox call per four elements, then the
-// column sums of dx. Inside the column-sum kernel a thread owns one column, so the four
-// elements of a Philox block belong to four threads and each would draw the block itself:
-// four generator calls per four elements cost more than the extra read of dx. The values
-// and their summation order are the same either way.
+// One pass where cols is a multiple of 4 (every BERT hidden size): the dropout and the column
+// sums together, a thread per four columns (dropout_column_partials_kernel). Otherwise two:
+// dx = dropout(dy) with one Philox call per four elements, then the column sums of dx (inside
+// the generic column-sum kernel a thread owns one column, so the four elements of a Philox
+// block would belong to four threads, each drawing the block itself).
 void CudaOps::dropout_bias_backward(const float* dy, float* dx, float* dbias, int rows, int cols, float p,
                                     RngKey key) {
-  dropout_pass(dy, dx, rows, cols, p, key, stream(), column_partials_, dbias, nullptr, kern::HalfFormat::kBf16);
-  if (p > 0.0f) bias_add_backward(dx, dbias, rows, cols);
+  if (!dropout_pass(dy, dx, rows, cols, p, key, stream(), column_partials_, dbias, nullptr, kern::HalfFormat::kBf16))
+    bias_add_backward(dx, dbias, rows, cols);
 }
 
+// Only GEMMs read dx after this (ops.h): in one pass its copy alone is written, no fp32.
 void CudaOps::dropout_bias_backward_kept(const float* dy, float* dx, float* dbias, int rows, int cols, float p,
                                          RngKey key) {
   uint16_t* h = kept_output(dx, size_t(rows) * cols);
   if (!h) return Ops<float>::dropout_bias_backward_kept(dy, dx, dbias, rows, cols, p, key);
-  dropout_pass(dy, dx, rows, cols, p, key, stream(), column_partials_, dbias, h, gemm_half_format(options_.math));
-  if (p > 0.0f) bias_add_backward(dx, dbias, rows, cols);
+  const kern::HalfFormat format = gemm_half_format(options_.math);
+  if (dropout_pass(dy, nullptr, rows, cols, p, key, stream(), column_partials_, dbias, h, format)) return;
+  // cols not a multiple of 4: the two passes, dx as the sums' fp32 scratch.
+  dropout_pass(dy, dx, rows, cols, p, key, stream(), column_partials_, dbias, h, format);
+  bias_add_backward(dx, dbias, rows, cols);
 }
 
 }  // namespace lansbert::cuda

@@ -78,10 +78,16 @@ void CpuOps<T>::layernorm_forward_kept(const T* x, const T* gamma, const T* beta
   keep_as_written(y, size_t(rows) * cols);
 }
 
+// Only GEMMs read dx after this (ops.h): where outputs are unwritten the dropped-out gradient
+// goes into the copy's store, its bias sums are taken from those fp32 values, then it is
+// rounded there, as the CUDA kernel writes only the copy.
 template <typename T>
 void CpuOps<T>::dropout_bias_backward_kept(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) {
-  dropout_bias_backward(dy, dx, dbias, rows, cols, p, key);
-  keep_as_written(dx, size_t(rows) * cols);
+  const size_t n = size_t(rows) * cols;
+  std::vector<T>* copy = kept_output(dx, n);
+  if (!copy) return Ops<T>::dropout_bias_backward_kept(dy, dx, dbias, rows, cols, p, key);
+  dropout_bias_backward(dy, copy->data(), dbias, rows, cols, p, key);
+  round_values(copy->data(), n, copy->data());
 }
 
 template <typename T>

@@ -139,8 +139,8 @@ TEST(GpuKeptOutput, GeluKernelWritesTheBitsOfTheCast) {
 // LayerNorm forward, the dropout + bias-gradient backward (with and without dropout) and the
 // GELU backward and the embeddings' dropout (with and without dropout) writing their output's
 // 16-bit copy in the same pass, and the bias-gradient sums writing their input's: fp32 outputs and bias gradients as the plain op's, the GEMM
-// over the copy bit for bit that over the cast. The GELU backward (op 3) writes only the copy
-// (ops.h): its fp32 output stays untouched.
+// over the copy bit for bit that over the cast. The dropout-bias backward (ops 1, 2) and the GELU
+// backward (op 3) write only the copy (ops.h): their fp32 outputs stay untouched.
 TEST(GpuKeptOutput, WrittenOutputsComeWithTheBitsOfTheCast) {
   LB_REQUIRE_GPU();
   const int rows = 130, cols = 96;
@@ -155,7 +155,8 @@ TEST(GpuKeptOutput, WrittenOutputsComeWithTheBitsOfTheCast) {
       auto plain = cuda::make_ops(oo), kept = cuda::make_ops(oo);
       auto xd = to_device(x), gd = to_device(g), bd = to_device(b), pd = to_device(pre), wd = to_device(w);
       auto y1 = to_device(std::vector<float>(n, 0.f));
-      auto y2 = to_device(std::vector<float>(n, op == 3 ? std::numeric_limits<float>::quiet_NaN() : 0.f));
+      const bool copy_only = op >= 1 && op <= 3;  // outputs only GEMMs read: the copy alone (ops.h)
+      auto y2 = to_device(std::vector<float>(n, copy_only ? std::numeric_limits<float>::quiet_NaN() : 0.f));
       auto s1 = to_device(std::vector<float>(rows, 0.f)), s2 = to_device(std::vector<float>(rows, 0.f));
       auto t1 = to_device(std::vector<float>(rows, 0.f)), t2 = to_device(std::vector<float>(rows, 0.f));
       auto db1 = to_device(std::vector<float>(cols, 0.5f)), db2 = to_device(std::vector<float>(cols, 0.5f));
@@ -193,7 +194,7 @@ TEST(GpuKeptOutput, WrittenOutputsComeWithTheBitsOfTheCast) {
       auto z1 = to_device(std::vector<float>(size_t(rows) * kD, 0.f)), z2 = to_device(std::vector<float>(size_t(rows) * kD, 0.f));
       plain->gemm(Trans::kNo, Trans::kNo, rows, kD, cols, 1.f, y1.data(), cols, wd.data(), kD, 0.f, z1.data(), kD);
       kept->gemm(Trans::kNo, Trans::kNo, rows, kD, cols, 1.f, y2.data(), cols, wd.data(), kD, 0.f, z2.data(), kD);
-      if (op == 3)
+      if (copy_only)
         EXPECT_TRUE(all_nan(to_host(y2))) << what << ": the fp32 output was written";
       else
         EXPECT_EQ(to_host(y1), to_host(y2)) << what;

@@ -132,7 +132,7 @@ class ProfilingOps : public Ops<T> {
          [&] { inner_.layernorm_forward_kept(x, g, b, y, mean, rstd, r, c, eps); });
   }
   void dropout_bias_backward_kept(const T* dy, T* dx, T* db, int r, int c, float p, RngKey k) override {
-    time("dropout_bias_backward", 0, E * (2.0 * r * c + 2.0 * c),
+    time("dropout_bias_backward", 0, (E + kept_out()) * r * c + 2.0 * E * c,
          [&] { inner_.dropout_bias_backward_kept(dy, dx, db, r, c, p, k); });
   }
   void bias_gelu_backward_kept(const T* dact, const T* pre, T* dpre, T* db, int r, int c) override {
