@@ -71,8 +71,9 @@ struct ModelLimits {
   // hand-written attention are. No effect with the other Recompute modes.
   bool attention_stats = false;
   // The FFN's pre-activation stored only in the GEMMs' 16-bit format, and its gradient d(act)
-  // used at that rounding (`precision.activations: 16bit`; Ops::half_activations, which
-  // the ops must have). Each layer then holds a 2-byte-per-element [N, I] buffer more (the
+  // used at that rounding; where the attention can (Ops::attention_keeps_input_gradients: the
+  // flash attention) d(q, k, v) too (`precision.activations: 16bit`; Ops::half_activations,
+  // which the ops must have). Each layer then holds a 2-byte-per-element [N, I] buffer more (the
   // fp32 one stays: it keys the GELU output's kept copy and is the GEMM's scratch on CUDA's
   // fallback), and a step moves 10 bytes fewer per element of it.
   bool half_activations = false;
