@@ -44,6 +44,14 @@ void CpuOps<T>::round_values(const T* x, size_t n, T* out) const {
 }
 
 template <typename T>
+void CpuOps<T>::widen_half(const uint16_t* x, size_t n, T* out) const {
+  kern::with_half_format(gemm_half_format(math_), [&](auto F) {
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<T>(kern::half_to_float(x[i], F));
+  });
+}
+
+template <typename T>
 void CpuOps<T>::round_into(const T* x, size_t n, T* out) {
   round_values(x, n, out);
   conversions_ += n;
@@ -141,11 +149,7 @@ void CpuOps<T>::keep_converted_gemm_operand(const T* x, size_t n, const uint16_t
                                             kern::HalfFormat format) {
   if (!is_half_gemm(math_) || gemm_half_format(math_) != format) return keep_gemm_operand(x, n);
   if (!reuse_casts_ || n == 0) return;
-  std::vector<T>& copy = sized_copy(x, n);
-  kern::with_half_format(format, [&](auto F) {
-#pragma omp parallel for schedule(static) if (worth_threads(n))
-    for (size_t i = 0; i < n; ++i) copy[i] = static_cast<T>(kern::half_to_float(converted[i], F));
-  });
+  widen_half(converted, n, sized_copy(x, n).data());
 }
 
 template <typename T>

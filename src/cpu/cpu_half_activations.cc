@@ -8,16 +8,6 @@
 namespace lansbert::cpu {
 
 template <typename T>
-void CpuOps<T>::widen_half(const uint16_t* x, size_t n, std::vector<T>& out) const {
-  if (out.size() < n) out.resize(n);
-  T* o = out.data();
-  kern::with_half_format(gemm_half_format(math_), [&](auto F) {
-#pragma omp parallel for schedule(static) if (worth_threads(n))
-    for (size_t i = 0; i < n; ++i) o[i] = static_cast<T>(kern::half_to_float(x[i], F));
-  });
-}
-
-template <typename T>
 void CpuOps<T>::gemm_bias_half(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
                                const T* bias, T* scratch, uint16_t* out) {
   LB_CHECK_MSG(half_activations(), "gemm_bias_half: 16-bit activations need bf16/fp16 GEMMs");
@@ -35,7 +25,8 @@ void CpuOps<T>::gemm_bias_half(Trans ta, Trans tb, int m, int n, int k, const T*
 template <typename T>
 void CpuOps<T>::gelu_forward_half_kept(const uint16_t* x, T* y, size_t n) {
   LB_CHECK_MSG(half_activations(), "gelu_forward_half_kept: 16-bit activations need bf16/fp16 GEMMs");
-  widen_half(x, n, half_scratch_);
+  if (half_scratch_.size() < n) half_scratch_.resize(n);
+  widen_half(x, n, half_scratch_.data());
   gelu_forward_kept(half_scratch_.data(), y, n);
 }
 
@@ -44,16 +35,15 @@ void CpuOps<T>::bias_gelu_backward_half_kept(const T* dact, const uint16_t* pre,
                                              int cols) {
   LB_CHECK_MSG(half_activations(), "bias_gelu_backward_half_kept: 16-bit activations need bf16/fp16 GEMMs");
   const size_t n = size_t(rows) * cols;
-  widen_half(pre, n, half_scratch_);
+  if (half_scratch_.size() < n) half_scratch_.resize(n);
+  widen_half(pre, n, half_scratch_.data());
   // dact at its rounding: the kept copy where outputs are unwritten (its fp32 memory holds
-  // nothing), rounded here otherwise, into a scratch of its own (dpre may alias dact).
+  // nothing; where dpre aliases dact, d(pre)'s copy is that same store, read and written
+  // element by element in place, as on the device), rounded into a scratch otherwise.
+  if (kept_outputs_unwritten())
+    return bias_gelu_backward_kept(kept_copy_of(dact, n), half_scratch_.data(), dpre, dbias, rows, cols);
   if (grad_scratch_.size() < n) grad_scratch_.resize(n);
-  if (kept_outputs_unwritten()) {
-    const T* copy = kept_copy_of(dact, n);
-    std::copy(copy, copy + n, grad_scratch_.begin());
-  } else {
-    round_values(dact, n, grad_scratch_.data());
-  }
+  round_values(dact, n, grad_scratch_.data());
   bias_gelu_backward_kept(grad_scratch_.data(), half_scratch_.data(), dpre, dbias, rows, cols);
 }
 

@@ -148,8 +148,8 @@ class CpuOps final : public Ops<T> {
   std::vector<T> kept_result_;  // gemm_into_kept_copy's fp32 result
   // The 16-bit activation ops' widened inputs: a 16-bit tensor, and d(act) at its rounding.
   std::vector<T> half_scratch_, grad_scratch_;
-  // x[0, n) (16-bit, the GEMMs' format) widened into out, grown as needed.
-  void widen_half(const uint16_t* x, size_t n, std::vector<T>& out) const;
+  // x[0, n) in the GEMMs' 16-bit format widened into out[0, n) (exact). REQUIRES: a 16-bit mode.
+  void widen_half(const uint16_t* x, size_t n, T* out) const;
   bool reuse_casts_;
   KeptOperands<T, std::vector<T>> kept_;  // kept spans, rounded (16-bit modes only)
   size_t conversions_ = 0;
