@@ -1,7 +1,7 @@
 // Fused linear-layer epilogues on the GPU (ops.h): bias + GELU and bias + dropout + residual
 // in one element-wise pass each; the GELU backward computes the activation gradient inside
 // the bias-gradient column sum (launch.cuh), writing it as it goes, so the gradient is read
-// once instead of twice (the dropout backward takes two passes, see there). Same shared bodies and the same expressions as the
+// once instead of twice (the dropout backward too where the width is a multiple of 4, see there). Same shared bodies and the same expressions as the
 // unfused kernels in cuda_elementwise.cu, but not always the same bits: nvcc contracts a*b+c
 // into an FMA (its default --fmad=true), and within one fused kernel it can contract across
 // what were separate kernels (dropout's scale and the residual add), where the unfused path
@@ -84,7 +84,8 @@ __global__ void __launch_bounds__(kColTile* kColTile)
 
 // Without dropout: dx = dy and its column sums in one pass; with dropout and cols a multiple
 // of 4 the same (above). Otherwise the dropout pass (one Philox call per four elements) here,
-// and the column sums after it by the caller: returns whether dbias was summed.
+// and the column sums after it by the caller: returns whether dbias was summed. dx may be null
+// (only the copy h written) except where it returns false.
 bool dropout_pass(const float* dy, float* dx, int rows, int cols, float p, RngKey key, cudaStream_t s,
                   DeviceBytes& partials, float* dbias, uint16_t* h, kern::HalfFormat format) {
   if (p > 0.0f && cols % 4 == 0) {
@@ -100,7 +101,6 @@ bool dropout_pass(const float* dy, float* dx, int rows, int cols, float p, RngKe
     return true;
   }
   if (p > 0.0f) {
-    if (!dx) return false;
     launch_dropout_map(size_t(rows) * cols, key, s, [=] __device__(size_t i, uint32_t bits) {
       const float g = kern::dropout_scale(dy[i], bits, p);
       dx[i] = g;
@@ -165,11 +165,11 @@ void CudaOps::dropout_bias_backward_kept(const float* dy, float* dx, float* dbia
                                          RngKey key) {
   uint16_t* h = kept_output(dx, size_t(rows) * cols);
   if (!h) return Ops<float>::dropout_bias_backward_kept(dy, dx, dbias, rows, cols, p, key);
-  const kern::HalfFormat format = gemm_half_format(options_.math);
-  if (dropout_pass(dy, nullptr, rows, cols, p, key, stream(), column_partials_, dbias, h, format)) return;
-  // cols not a multiple of 4: the two passes, dx as the sums' fp32 scratch.
-  dropout_pass(dy, dx, rows, cols, p, key, stream(), column_partials_, dbias, h, format);
-  bias_add_backward(dx, dbias, rows, cols);
+  // Where the pass cannot sum (dropout, cols not a multiple of 4), dx is the sums' fp32 scratch.
+  const bool two_passes = p > 0.0f && cols % 4 != 0;
+  if (!dropout_pass(dy, two_passes ? dx : nullptr, rows, cols, p, key, stream(), column_partials_, dbias, h,
+                    gemm_half_format(options_.math)))
+    bias_add_backward(dx, dbias, rows, cols);
 }
 
 }  // namespace lansbert::cuda
