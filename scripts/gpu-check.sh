@@ -193,12 +193,23 @@ YAML
 # LANS update timed; one JSON line per run in bench.jsonl and the text form in bench-*.txt.
 # Then the largest micro-batch probe (--batch 0) and a per-op profile. Each run is capped
 # (BENCH_TIMEOUT seconds) so one hang cannot eat the lease.
+# bench_json TAG LABEL MODEL:SEQ:PRED:BATCH ARGS...: one timed `bench --json` line into
+# bench.jsonl, its stderr in bench-MODEL-SEQ-TAG.err; a failure is named by LABEL in the
+# summary. Uses bench_step's out, t and lb.
+bench_json() {
+  local tag=$1 label=$2 model seq pred batch
+  IFS=: read -r model seq pred batch <<< "$3"
+  shift 3
+  timeout "$t" "$lb" bench --backend cuda "$@" --model "$model" --seq-len "$seq" --max-pred "$pred" \
+    --batch "$batch" --steps 5 --warmup 2 --json 2> "$out/bench-$model-$seq-$tag.err" \
+    | tee -a "$out/bench.jsonl" || echo "bench $model $seq $label: exit $?" | tee -a "$out/summary.txt"
+}
+
 bench_step() {
   local out=$1 t=${BENCH_TIMEOUT:-90} lb="$bundle/bin/lansbert"
-  local model seq pred batch prec
+  local spec prec
   : > "$out/bench.jsonl"
   for spec in bert-base:128:20:64 bert-base:512:80:16 bert-large:128:20:32 bert-large:512:80:8; do
-    IFS=: read -r model seq pred batch <<< "$spec"
     # bf16-cublas: bf16 with the operands converted inside cuBLAS (--gemm-cast cublas) instead of
     # by the cast kernels: which of the two is faster decides precision.gemm_cast's default.
     # bf16-noreuse: the cast kernels without cast reuse (--cast-reuse off), what reuse saves.
@@ -206,38 +217,26 @@ bench_step() {
       local args=(--precision "${prec%-*}")
       [[ $prec == *-cublas ]] && args+=(--gemm-cast cublas)
       [[ $prec == *-noreuse ]] && args+=(--cast-reuse off)
-      timeout "$t" "$lb" bench --backend cuda "${args[@]}" --model "$model" --seq-len "$seq" --max-pred "$pred" \
-        --batch "$batch" --steps 5 --warmup 2 --json 2> "$out/bench-$model-$seq-$prec.err" \
-        | tee -a "$out/bench.jsonl" || echo "bench $model $seq $prec: exit $?" | tee -a "$out/summary.txt"
+      bench_json "$prec" "$prec" "$spec" "${args[@]}"
     done
   done
   # cuDNN's fused attention (with the model's attention dropout, through lansbert's keep mask),
   # when this build has it; compare with the bf16 lines above.
   if "$lb" bench --help 2>&1 | grep -q -- '--attention'; then
     for spec in bert-base:128:20:64 bert-large:512:80:8; do
-      IFS=: read -r model seq pred batch <<< "$spec"
-      timeout "$t" "$lb" bench --backend cuda --precision bf16 --attention auto --model "$model" --seq-len "$seq" \
-        --max-pred "$pred" --batch "$batch" --steps 5 --warmup 2 --json 2> "$out/bench-$model-$seq-attn.err" \
-        | tee -a "$out/bench.jsonl" || echo "bench $model $seq attention auto: exit $?" | tee -a "$out/summary.txt"
+      bench_json attn "attention auto" "$spec" --precision bf16 --attention auto
     done
   fi
   # lansbert's own flash attention (never run on a GPU before): the bf16 lines above with it.
   if "$lb" bench --help 2>&1 | grep -q -- 'flash'; then
     for spec in bert-base:128:20:64 bert-large:128:20:32 bert-large:512:80:8; do
-      IFS=: read -r model seq pred batch <<< "$spec"
-      timeout "$t" "$lb" bench --backend cuda --precision bf16 --attention flash --model "$model" --seq-len "$seq" \
-        --max-pred "$pred" --batch "$batch" --steps 5 --warmup 2 --json 2> "$out/bench-$model-$seq-flash.err" \
-        | tee -a "$out/bench.jsonl" || echo "bench $model $seq attention flash: exit $?" | tee -a "$out/summary.txt"
+      bench_json flash "attention flash" "$spec" --precision bf16 --attention flash
     done
   fi
-  # ... and with 16-bit FFN activations as well (never run on a GPU before either).
+  # ... and with 16-bit activations as well (never run on a GPU before either).
   if "$lb" bench --help 2>&1 | grep -q -- '--activations'; then
     for spec in bert-large:128:20:32 bert-large:512:80:8; do
-      IFS=: read -r model seq pred batch <<< "$spec"
-      timeout "$t" "$lb" bench --backend cuda --precision bf16 --attention flash --activations 16bit --model "$model" \
-        --seq-len "$seq" --max-pred "$pred" --batch "$batch" --steps 5 --warmup 2 --json \
-        2> "$out/bench-$model-$seq-flash-ffn16.err" | tee -a "$out/bench.jsonl" ||
-        echo "bench $model $seq flash + 16-bit FFN: exit $?" | tee -a "$out/summary.txt"
+      bench_json flash-ffn16 "flash + 16-bit FFN" "$spec" --precision bf16 --attention flash --activations 16bit
     done
   fi
   timeout "$t" "$lb" bench --backend cuda --precision bf16 --model bert-large --seq-len 512 --max-pred 80 --batch 0 \
