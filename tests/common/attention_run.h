@@ -76,20 +76,24 @@ AttentionResult<T> run_attention(Ops<T>& ops, const AttentionCase<T>& c) {
   al.copy_from_host(d_ctx.data(), c.d_ctx.data(), d_ctx.bytes());
   al.copy_from_host(mask.data(), c.mask.data(), mask.bytes());
   d_qkv.zero();
-  const T scale = T(1) / std::sqrt(T(s.head_dim));
+  // The fields the forward's and the backward's arguments share (as the model's
+  // attention_common fills them).
+  auto common = [&](auto& x) {
+    x.shape = s;
+    x.scale = T(1) / std::sqrt(T(s.head_dim));
+    x.dropout = c.dropout;
+    x.dropout_key = c.key;
+    x.key_mask = mask.data();
+    x.q = qkv.data();
+    x.k = qkv.data() + s.ld;
+    x.v = qkv.data() + 2 * s.ld;
+    x.probs = probs.data();
+    x.probs_drop = c.dropout > 0 ? probs_drop.data() : nullptr;
+    x.stats = stats.data();
+  };
   AttentionForward<T> f;
-  f.shape = s;
-  f.scale = scale;
-  f.dropout = c.dropout;
-  f.dropout_key = c.key;
-  f.key_mask = mask.data();
-  f.q = qkv.data();
-  f.k = qkv.data() + s.ld;
-  f.v = qkv.data() + 2 * s.ld;
+  common(f);
   f.ctx = ctx.data();
-  f.probs = probs.data();
-  f.probs_drop = c.dropout > 0 ? probs_drop.data() : nullptr;
-  f.stats = stats.data();
   f.scores = scores.data();
   if (c.kept_io) {
     ops.keep_gemm_operand(qkv.data(), 3 * NH);
@@ -103,19 +107,9 @@ AttentionResult<T> run_attention(Ops<T>& ops, const AttentionCase<T>& c) {
     ops.keep_gemm_operand(d_ctx.data(), NH);
   }
   AttentionBackward<T> b;
-  b.shape = s;
-  b.scale = scale;
-  b.dropout = c.dropout;
-  b.dropout_key = c.key;
+  common(b);
   b.impl = r.impl;
-  b.key_mask = mask.data();
-  b.q = f.q;
-  b.k = f.k;
-  b.v = f.v;
   b.ctx = ctx.data();
-  b.probs = probs.data();
-  b.probs_drop = f.probs_drop;
-  b.stats = stats.data();
   b.d_ctx = d_ctx.data();
   b.d_q = d_qkv.data();
   b.d_k = d_qkv.data() + s.ld;
