@@ -276,7 +276,8 @@ class ProfilingOps : public Ops<T> {
   // per row. Backward, three kernels: D = d(ctx) . ctx (reads both, writes D per row); dK/dV
   // (reads q, k, v, d(ctx), the mask and lse, D per row; writes d_k, d_v); dQ (reads the same,
   // writes d_q): ten input reads and three fp32 writes per element (13 E in fp32, 20 + 3 E
-  // from copies). Its dropout mask is drawn in the kernels, never stored.
+  // from copies; 20 with d(q, k, v) written as copies, AttentionBackward::d_qkv_kept, whose
+  // 2-byte writes the backend counts). Its dropout mask is drawn in the kernels, never stored.
   // FLOPs: two GEMMs forward, seven backward (the scores and d(pd) are computed by both
   // backward kernels). K and V tiles re-read by other query tiles are assumed to hit cache.
   AttentionImpl attention_forward(const AttentionForward<T>& a) override {
