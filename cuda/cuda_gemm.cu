@@ -171,9 +171,10 @@ void CudaOps::gemm(Trans ta, Trans tb, int m, int n, int k, float alpha, const f
 }
 
 // The operands are converted (or found kept) once, then go to whichever path runs, so the
-// fallback does not convert them again. With `copy` (gemm_bias_kept) the epilogue writes the
-// 16-bit copy; the fallback then uses c as its fp32 scratch and rounds c + bias into the copy
-// in one pass, the order the CPU twin computes in.
+// fallback does not convert them again. With `copy` (gemm_bias_kept, gemm_bias_half) the
+// epilogue writes the 16-bit copy; the fallback then computes the fp32 accumulator into c, or
+// where c is null (gemm_bias_kept: c's span may be addresses only) into a scratch of its own,
+// and rounds it + bias into the copy in one pass, the order the CPU twin computes in.
 void CudaOps::gemm_bias_into(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b,
                              int ldb, const float* bias, float* c, int ldc, uint16_t* copy) {
   LB_CHECK_MSG(ldc == n, "gemm_bias: C must be contiguous rows (ldc == n)");
@@ -206,6 +207,10 @@ void CudaOps::gemm_bias_into(Trans ta, Trans tb, int m, int n, int k, const floa
     return;
   }
   ++unfused_bias_gemms_;
+  if (!c) {
+    bias_fallback_.reserve(size_t(m) * n * sizeof(float));
+    c = static_cast<float*>(bias_fallback_.get());
+  }
   gemm_ex(ta, tb, m, n, k, 1.0f, ha, ta_type, lda, hb, tb_type, ldb, 0.0f, c, CUDA_R_32F, ldc);
   if (copy)
     bias_add_into_copy(c, bias, copy, m, n, gemm_half_format(options_.math), stream());
@@ -219,8 +224,8 @@ void CudaOps::gemm_bias(Trans ta, Trans tb, int m, int n, int k, const float* a,
 }
 
 // The *_kept GEMMs write c's kept copy in the operands' 16-bit type: cuBLAS rounds its fp32
-// accumulator (plus the fp32 bias) once, as casting the fp32 result would. c is not written,
-// except as the bias fallback's scratch.
+// accumulator (plus the fp32 bias) once, as casting the fp32 result would. c is neither
+// written nor read: its span may be addresses only.
 void CudaOps::gemm_kept(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
                         float* c, int ldc) {
   if (!keeps_copies() || m <= 0 || n <= 0) return Ops<float>::gemm_kept(ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
@@ -235,7 +240,7 @@ void CudaOps::gemm_bias_kept(Trans ta, Trans tb, int m, int n, int k, const floa
                              int ldb, const float* bias, float* c, int ldc) {
   if (!keeps_copies() || m <= 0 || n <= 0)
     return Ops<float>::gemm_bias_kept(ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc);
-  gemm_bias_into(ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc,
+  gemm_bias_into(ta, tb, m, n, k, a, lda, b, ldb, bias, nullptr, ldc,
                  kept_output(c, gemm_operand_extent(Trans::kNo, m, n, ldc)));
 }
 

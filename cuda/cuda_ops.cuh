@@ -182,13 +182,14 @@ class CudaOps final : public Ops<float> {
                   int ldb, float beta, void* c, cudaDataType_t c_type, int ldc, const GemmBatch& g);
   // The operands' 16-bit cuBLAS type. REQUIRES: converts_operands().
   cudaDataType_t half_type() const;
-  // gemm_bias, with its output written as `copy` (16-bit) when given (gemm_bias_kept).
+  // gemm_bias, with its output written as `copy` (16-bit) when given (gemm_bias_kept, c null,
+  // and gemm_bias_half, c its scratch).
   void gemm_bias_into(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
                       const float* bias, float* c, int ldc, uint16_t* copy);
   // half_bias_check.cu: after cuBLASLt's epilogue ran `call` (16-bit D, fp32 bias), whether
-  // the fallback's computation (using c as fp32 scratch) agrees, with the call's bias and with
-  // a non-zero probe bias; checked on the first call, the answer kept in half_bias_epilogue_
-  // for the later ones. When it disagrees c holds the fp32 GEMM result without the bias.
+  // the fallback's computation (using c as fp32 scratch, or a scratch of its own where c is
+  // null) agrees, with the call's bias and with a non-zero probe bias; checked on the first
+  // call, the answer kept in half_bias_epilogue_ for the later ones.
   bool half_bias_epilogue_agrees(const LtBiasMatmul::Call& call, float* c);
   cublasComputeType_t compute_type() const;
 
@@ -205,6 +206,7 @@ class CudaOps final : public Ops<float> {
   // scatter workspaces, grown on first use: the sort, and the pieces of rows that cross chunks
   DeviceBytes sort_keys_, sort_values_, sort_temp_, scatter_pieces_;
   DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums
+  DeviceBytes bias_fallback_;                        // gemm_bias_kept's fp32 result where the epilogue is not used
   DeviceBytes half_a_, half_b_;                      // 16-bit GEMM operands
   KeptOperands<float, KeptCopy> kept_;               // keep_gemm_operand's 16-bit copies
   size_t conversions_ = 0;                           // elements cast for GEMMs

@@ -44,8 +44,12 @@ bool CudaOps::half_bias_epilogue_agrees(const LtBiasMatmul::Call& call, float* c
   const int m = call.m, n = call.n, k = call.k;
   const size_t elems = size_t(m) * n;
   const kern::HalfFormat f = gemm_half_format(options_.math);
-  DeviceBytes scratch(3 * elems * sizeof(uint16_t) + n * sizeof(float) + sizeof(unsigned));
-  uint16_t* want = static_cast<uint16_t*>(scratch.get());
+  // c null (gemm_bias_kept, whose c may be addresses only): the fp32 accumulator goes into the
+  // scratch too, at its start.
+  const size_t acc_bytes = c ? 0 : elems * sizeof(float);
+  DeviceBytes scratch(acc_bytes + 3 * elems * sizeof(uint16_t) + n * sizeof(float) + sizeof(unsigned));
+  if (!c) c = static_cast<float*>(scratch.get());
+  uint16_t* want = reinterpret_cast<uint16_t*>(static_cast<char*>(scratch.get()) + acc_bytes);
   uint16_t* probe_got = want + elems;
   uint16_t* probe_want = probe_got + elems;
   float* probe_bias = reinterpret_cast<float*>(probe_want + elems);

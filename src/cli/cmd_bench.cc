@@ -141,8 +141,10 @@ struct FootprintOptions {
 [[maybe_unused]] size_t device_bytes_for(const BertConfig& cfg, int B, int S, int P, const FootprintOptions& f) {
   const size_t params = make_bert_param_table(cfg).total_elements();
   const size_t flat = params * sizeof(float) * (f.with_moments ? 4 : 2);
+  // cuDNN's attention reads q/k/v and ctx in fp32; the others only as 16-bit copies where kept.
+  const OutputStorage storage{f.cast_operands && f.reuse, !f.cudnn_staging};
   const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P, f.recompute, f.fused_attention, f.half_activations},
-                                                            f.cast_operands && f.reuse);
+                                                            storage);
   const size_t keep_mask = cfg.attention_dropout > 0 ? size_t(B) * cfg.heads * S * S * 2 : 0;
   const size_t fused = f.cudnn_staging ? size_t(B) * S * cfg.hidden * (8 * 2 + 4) + keep_mask : 0;
   // 16-bit GEMMs with our cast pass: the kept weights' copy, the layers' kept activations

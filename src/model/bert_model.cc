@@ -34,7 +34,7 @@ LinearParams packed_qkv(const ParamTable& t, const std::string& self, int hidden
 }  // namespace
 
 template <typename T>
-void BertState<T>::layout(Arena& a, const ModelLimits& lim, bool kept_outputs_unwritten) {
+void BertState<T>::layout(Arena& a, const ModelLimits& lim, OutputStorage storage) {
   const BertConfig& c = *config;
   const size_t B = lim.max_batch, S = lim.max_seq, N = B * S, Pt = B * lim.max_pred;
   const size_t H = c.hidden, I = c.intermediate, V = c.vocab_size;
@@ -54,6 +54,10 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, bool kept_outputs_un
   emb_out = a.take<T>(N * H);
   layers.resize(c.layers);
   const bool attn_dropout = c.attention_dropout > 0;
+  const bool kept_outputs_unwritten = storage.kept_outputs_unwritten;
+  // Outputs written only as their 16-bit copies get addresses to key them, no memory.
+  auto take_output = [&](bool copy_only, size_t n) { return copy_only ? a.take_key<T>(n) : a.take<T>(n); };
+  const bool attention_copy_only = kept_outputs_unwritten && storage.attention_reads_only_gemm_operands;
   // A layer's attention probabilities, and everything else of it but its output h2 (which the
   // next layer reads as its input).
   auto take_probs = [&](LayerActs<T>& l) {
@@ -61,18 +65,23 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, bool kept_outputs_un
     l.probs_drop = !attn_dropout ? nullptr : kept_outputs_unwritten ? l.probs : a.take<T>(BASS);
   };
   auto take_rest = [&](LayerActs<T>& l) {
-    l.qkv = a.take<T>(3 * N * H);
+    l.qkv = take_output(attention_copy_only, 3 * N * H);
     l.q = l.qkv;
     l.k = l.qkv + H;
     l.v = l.qkv + 2 * H;
-    l.ctx = a.take<T>(N * H);
+    l.ctx = take_output(attention_copy_only, N * H);
     l.res1 = a.take<T>(N * H);
     l.mean1 = a.take<T>(N);
     l.rstd1 = a.take<T>(N);
     l.h1 = a.take<T>(N * H);
-    l.ffn_pre = a.take<T>(N * I);
-    l.ffn_act = kept_outputs_unwritten ? l.ffn_pre : a.take<T>(N * I);
-    l.ffn_pre16 = lim.half_activations ? a.take<uint16_t>(N * I) : nullptr;
+    if (lim.half_activations) {
+      l.ffn_pre = nullptr;
+      l.ffn_pre16 = a.take<uint16_t>(N * I);
+      l.ffn_act = take_output(kept_outputs_unwritten, N * I);
+    } else {
+      l.ffn_pre = a.take<T>(N * I);
+      l.ffn_act = kept_outputs_unwritten ? l.ffn_pre : a.take<T>(N * I);
+    }
     l.res2 = a.take<T>(N * H);
     l.mean2 = a.take<T>(N);
     l.rstd2 = a.take<T>(N);
@@ -169,12 +178,14 @@ BertModel<T>::BertModel(const BertConfig& config, Ops<T>& ops, ModelLimits limit
   s.mlm_bias = entry(table_, "cls.predictions.bias");
   s.nsp = linear(table_, "cls.seq_relationship");
 
+  const OutputStorage storage = OutputStorage::of(ops);
   Arena counting;
-  s.layout(counting, limits_, ops.kept_outputs_unwritten());
+  s.layout(counting, limits_, storage);
   arena_bytes_ = counting.required();
   arena_buffer_ = Buffer<char>(arena_bytes_, ops.allocator());
-  Arena real(arena_buffer_.data(), arena_bytes_);
-  s.layout(real, limits_, ops.kept_outputs_unwritten());
+  arena_keys_ = AddressRange(counting.key_required());
+  Arena real(arena_buffer_.data(), arena_bytes_, arena_keys_.data(), arena_keys_.size());
+  s.layout(real, limits_, storage);
 }
 
 template <typename T>
@@ -237,11 +248,11 @@ void BertModel<T>::recompute_layer(int l, const T* x) {
 }
 
 template <typename T>
-size_t BertModel<T>::activation_bytes_for(const BertConfig& config, ModelLimits limits, bool kept_outputs_unwritten) {
+size_t BertModel<T>::activation_bytes_for(const BertConfig& config, ModelLimits limits, OutputStorage storage) {
   BertState<T> s;
   s.config = &config;
   Arena counting;
-  s.layout(counting, limits, kept_outputs_unwritten);
+  s.layout(counting, limits, storage);
   return counting.required();
 }
 

@@ -28,19 +28,20 @@ struct LayerActs {
   // one GEMM's output; q, k, v point at the three column blocks (row stride 3H).
   T* qkv;
   T *q, *k, *v;
-  // probs_drop and ffn_act are read only by GEMMs. Where the ops keep them as 16-bit copies
+  // probs_drop and ffn_act (and q/k/v and ctx where the attention reads them only as GEMM
+  // operands or kept copies) are read only by GEMMs. Where the ops keep them as 16-bit copies
   // without writing them (Ops::kept_outputs_unwritten) they have no memory of their own:
-  // probs_drop == probs and ffn_act == ffn_pre, addresses that key the kept copies (GEMMs
-  // given them read the dropped-out probabilities and the GELU output) while the fp32 memory
-  // holds the probabilities and the GELU input, which the backward reads directly.
+  // probs_drop == probs and (fp32 activations) ffn_act == ffn_pre, addresses that key the kept
+  // copies (GEMMs given them read the dropped-out probabilities and the GELU output) while the
+  // fp32 memory holds the probabilities and the GELU input, which the backward reads directly;
+  // the others are keys only (OutputStorage, Arena::take_key: an access faults).
   T *probs, *probs_drop;     // (B, A, S, S)
   T* stats = nullptr;        // (B, A, S): a fused attention's statistics (ModelLimits::attention_stats)
   T* ctx;                    // (N, H)
   T *res1, *mean1, *rstd1;   // (N, H), (N), (N): LN1 input and statistics
   T* h1;                     // (N, H)
-  T *ffn_pre, *ffn_act;      // (N, I)
-  // (N, I) in 16 bits with ModelLimits::half_activations: the pre-activation; ffn_pre's fp32 memory
-  // then holds nothing between ops (it keys ffn_act's copy and is gemm_bias_half's scratch).
+  T *ffn_pre, *ffn_act;      // (N, I); ffn_pre null with 16-bit activations
+  // (N, I) in 16 bits with ModelLimits::half_activations: the pre-activation, in place of ffn_pre.
   uint16_t* ffn_pre16 = nullptr;
   T *res2, *mean2, *rstd2;   // (N, H), (N), (N)
   T* h2;                     // (N, H): the layer's output
@@ -95,15 +96,15 @@ struct BertState {
   T *dh, *d_a, *d_b, *d_c, *d_ctx;                   // (N, H)
   T* d_qkv;                                          // (N, 3H), laid out as qkv
   T *d_q, *d_k, *d_v;                                // its column blocks
-  T* d_ffn;                                          // (N, I)
+  T* d_ffn;                                          // (N, I); doubles as gemm_bias_half's forward scratch
   T *d_probs, *d_scores;                             // (B, A, S, S); d_scores doubles as forward scores
   T* d_mlm_logits;                                   // (Pt, V)
   T *d_m1, *d_m2;                                    // (Pt, H)
   T* d_nsp_logits;                                   // (B, 2)
   T *d_p1, *d_p2;                                    // (B, H)
 
-  // kept_outputs_unwritten: Ops::kept_outputs_unwritten() of the ops the model runs on.
-  void layout(Arena& a, const ModelLimits& lim, bool kept_outputs_unwritten);
+  // storage: what the ops the model runs on write of outputs only GEMMs read.
+  void layout(Arena& a, const ModelLimits& lim, OutputStorage storage);
 };
 
 // Forward and backward of the parts (encoder_layer.cc, embeddings.cc, pretraining_heads.cc).

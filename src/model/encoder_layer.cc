@@ -93,9 +93,10 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
                              T(c.layernorm_eps));
   // The FFN's bias in its GEMM's epilogue (pre is written once), then the GELU, read only by
   // GEMMs: kept.
-  // With 16-bit FFN activations the GEMM writes pre in 16 bits only, and the GELU reads that.
+  // With 16-bit FFN activations the GEMM writes pre in 16 bits only, and the GELU reads that;
+  // its fp32 scratch (where the backend needs one) is d(act)'s buffer, free in a forward.
   if (a.ffn_pre16) {
-    ops.gemm_bias_half(Trans::kNo, Trans::kYes, N, I, H, a.h1, H, m.p(p.inter.w), H, m.p(p.inter.b), a.ffn_pre,
+    ops.gemm_bias_half(Trans::kNo, Trans::kYes, N, I, H, a.h1, H, m.p(p.inter.w), H, m.p(p.inter.b), m.d_ffn,
                        a.ffn_pre16);
     ops.gelu_forward_half_kept(a.ffn_pre16, a.ffn_act, size_t(N) * I);
   } else {

@@ -467,9 +467,9 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
       comm.rank() == 0) {
     ModelLimits shared = cfg.model_limits();
     shared.recompute = Recompute::kAttention;
-    const bool unwritten = run.ops->kept_outputs_unwritten();
-    const double freed = double(BertModel<float>::activation_bytes_for(run.mc, cfg.model_limits(), unwritten)) -
-                         double(BertModel<float>::activation_bytes_for(run.mc, shared, unwritten));
+    const OutputStorage storage = OutputStorage::of(*run.ops);
+    const double freed = double(BertModel<float>::activation_bytes_for(run.mc, cfg.model_limits(), storage)) -
+                         double(BertModel<float>::activation_bytes_for(run.mc, shared, storage));
     const bool gib = freed >= 1073741824.0;
     std::fprintf(opts.log, "precision.attention flash: batch.recompute: attention would free %.1f %s of unused "
                  "attention-probability slots per rank, recomputing nothing\n",

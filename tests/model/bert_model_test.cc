@@ -203,15 +203,17 @@ TEST(BertModel, Bf16CastReuseSavesExactlyTheRepeatedCasts) {
   // gradients with a bias.
   EXPECT_EQ(r.copy_writes, L * (2 * BASS + 2 * N * I + 3 * N * H + 5 * N * H + 3 * N * H) + L * N * H + with_bias);
   EXPECT_EQ(p.copy_writes, 0u);
-  // With reuse the dropped-out probabilities and the GELU output have no fp32 memory of their
-  // own (their addresses key the kept copies), and the estimate for plans says so too.
+  // With reuse the dropped-out probabilities, the GELU output, q/k/v and ctx have no fp32
+  // memory of their own (their addresses key the kept copies: the first two share their
+  // producers' addresses, the others are addresses only), and the estimate for plans says so.
   EXPECT_TRUE(ops_reuse->kept_outputs_unwritten());
   EXPECT_FALSE(ops_plain->kept_outputs_unwritten());
   const size_t saved = plain.activation_bytes() - reuse.activation_bytes();
-  EXPECT_GE(saved, L * (BASS + N * I) * sizeof(float));
-  EXPECT_LT(saved, L * (BASS + N * I) * sizeof(float) + L * 2 * 256);  // the arena's alignment
-  EXPECT_EQ(reuse.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P}, true));
-  EXPECT_EQ(plain.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P}, false));
+  const size_t unbacked = L * (BASS + N * I + 4 * N * H) * sizeof(float);
+  EXPECT_GE(saved, unbacked);
+  EXPECT_LT(saved, unbacked + L * 4 * 256);  // the arena's alignment
+  EXPECT_EQ(reuse.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P}, OutputStorage::of(*ops_reuse)));
+  EXPECT_EQ(plain.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P}, OutputStorage::of(*ops_plain)));
   // New parameters: the next forward keeps (and casts) them again.
   reuse.init_params(8);
   plain.init_params(8);

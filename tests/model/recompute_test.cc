@@ -151,12 +151,12 @@ TEST(Recompute, ArenaHoldsWhatIsNotRecomputed) {
     auto bytes = [&](int layers, Recompute mode) {
       BertConfig c = cfg;
       c.layers = layers;
-      return BertModel<float>::activation_bytes_for(c, {B, S, P, mode}, unwritten);
+      return BertModel<float>::activation_bytes_for(c, {B, S, P, mode}, {unwritten});
     };
     // One layer: recomputation shares nothing.
     for (Recompute mode : {Recompute::kAttention, Recompute::kLayers}) EXPECT_EQ(bytes(1, mode), bytes(1, Recompute::kNone));
     const size_t layer = (bytes(3, Recompute::kNone) - bytes(1, Recompute::kNone)) / 2;
-    EXPECT_GT(layer, 10 * NH);
+    EXPECT_GT(layer, 8 * NH);  // res1, h1, res2, h2 and the FFN's N x I at least
     EXPECT_EQ(bytes(3, Recompute::kLayers), bytes(1, Recompute::kLayers) + 2 * NH);
     EXPECT_EQ(bytes(3, Recompute::kAttention), bytes(1, Recompute::kAttention) + 2 * (layer - (unwritten ? 1 : 2) * BASS));
   }

@@ -132,8 +132,9 @@ class Ops {
   // GEMM writes only that 16-bit copy (the fp32 accumulator, plus the bias in fp32, rounded
   // once: the bits of casting the fp32 result) and C is left unwritten: C's address then only
   // keys the copy. Per element that saves the 4-byte fp32 write and the cast pass's 4-byte
-  // read (bert-large: 4 x N x H elements a layer forward, N x H backward). C must still own
-  // its memory: a backend may use it as fp32 scratch (CudaOps' bias fallback does).
+  // read (bert-large: 4 x N x H elements a layer forward, N x H backward). C's memory is then
+  // neither read nor written: its span may be addresses only (the model's arena gives such
+  // outputs none, OutputStorage), so a backend's fp32 scratch is its own.
   virtual void gemm_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb, T* c,
                          int ldc) {
     gemm(ta, tb, m, n, k, T(1), a, lda, b, ldb, T(0), c, ldc);

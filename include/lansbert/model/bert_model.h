@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lansbert/backend/ops.h"
+#include "lansbert/core/address_range.h"
 #include "lansbert/core/buffer.h"
 #include "lansbert/core/status.h"
 #include "lansbert/model/batch.h"
@@ -73,10 +74,34 @@ struct ModelLimits {
   // The FFN's pre-activation stored only in the GEMMs' 16-bit format, and its gradient d(act)
   // used at that rounding; where the attention can (Ops::attention_keeps_input_gradients: the
   // flash attention) d(q, k, v) too (`precision.activations: 16bit`; Ops::half_activations,
-  // which the ops must have). Each layer then holds a 2-byte-per-element [N, I] buffer more (the
-  // fp32 one stays: it keys the GELU output's kept copy and is the GEMM's scratch on CUDA's
-  // fallback), and a step moves 10 bytes fewer per element of it.
+  // which the ops must have). Each layer then holds the pre-activation in 2 bytes an element
+  // instead of 4 (the GEMM's fp32 scratch, where a backend needs one, is the backward's d(act)
+  // buffer, free in a forward), and a step moves 10 bytes fewer per element of it.
   bool half_activations = false;
+};
+
+// What the ops a model runs on do with the outputs that only GEMMs read, which decides which
+// activations the arena gives memory (activation_bytes_for). Where kept_outputs_unwritten,
+// such an output is written only as its 16-bit copy and its fp32 span is a key (taken from
+// reserved address space, Arena::take_key): the GELU output with 16-bit activations, and q/k/v
+// and ctx where attention_reads_only_gemm_operands (4 x N x H + N x I floats a layer fewer).
+struct OutputStorage {
+  bool kept_outputs_unwritten = false;             // Ops::kept_outputs_unwritten()
+  bool attention_reads_only_gemm_operands = true;  // Ops::attention_reads_only_gemm_operands()
+
+  template <typename T>
+  static OutputStorage of(const Ops<T>& ops) {
+    return {ops.kept_outputs_unwritten(), ops.attention_reads_only_gemm_operands()};
+  }
+  // For plans made before any ops exist: CudaOps' answers for 16-bit GEMMs whose casts are
+  // kept (kept_outputs_unwritten) and the attention mode (the hand-written attention reads q/k/v
+  // and ctx only through GEMMs, the flash one through their copies where they are kept, cuDNN's
+  // in fp32).
+  static OutputStorage for_device(bool kept_outputs_unwritten, AttentionMode attention) {
+    const bool gemm_only = attention == AttentionMode::kNative ||
+                           (attention == AttentionMode::kFlash && kept_outputs_unwritten);
+    return {kept_outputs_unwritten, gemm_only};
+  }
 };
 
 template <typename T>
@@ -100,10 +125,9 @@ class BertModel {
   T* grad(const ParamEntry& e) { return grads_.data() + e.offset; }
   size_t activation_bytes() const { return arena_bytes_; }
   // The arena a model of `config` would need for `limits`, without allocating anything
-  // (plans and memory estimates for models too big to build here); kept_outputs_unwritten as
-  // the ops' Ops::kept_outputs_unwritten() (16-bit GEMMs with cast reuse need less).
-  static size_t activation_bytes_for(const BertConfig& config, ModelLimits limits,
-                                     bool kept_outputs_unwritten = false);
+  // (plans and memory estimates for models too big to build here), on ops that store outputs
+  // as `storage` says (16-bit GEMMs with cast reuse need less).
+  static size_t activation_bytes_for(const BertConfig& config, ModelLimits limits, OutputStorage storage = {});
   // The 16-bit copies of kept activations and gradients (Ops::keep_gemm_operand, the *_kept
   // ops) where the backend converts GEMM operands and reuses them, in bytes. A backend keeps
   // a copy's memory with its address after the span is dropped (KeptOperands), so this is
@@ -159,6 +183,7 @@ class BertModel {
   bool weight_copy_current_ = false;
   Buffer<char> arena_buffer_;
   size_t arena_bytes_ = 0;
+  AddressRange arena_keys_;  // the addresses of outputs held only as 16-bit copies
   std::unique_ptr<BertState<T>> state_;
 
   // After layer l's forward (not the last layer's), with recomputation: drops the kept
