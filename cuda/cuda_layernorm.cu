@@ -1,7 +1,10 @@
 // LayerNorm on the GPU: one warp per row for the statistics and dx (two-pass mean and
-// variance, as the CPU twin), then the shared element pieces of lansbert/kernels/layernorm.h.
+// variance, as the CPU twin), then the shared element pieces of lansbert/kernels/layernorm.h;
+// also with the residual block's bias, dropout and residual add before it in the same kernel
+// (residual_layernorm_forward).
 // dgamma/dbeta are fixed-order column sums over rows (launch.cuh).
 #include "cuda_ops.cuh"
+#include "lansbert/kernels/dropout.h"
 #include "lansbert/kernels/half.h"
 #include "lansbert/kernels/layernorm.h"
 #include "launch.cuh"
@@ -12,24 +15,19 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 
-// y16, when set: y's kept 16-bit copy, written in the same pass (layernorm_forward_kept).
-__global__ void layernorm_forward_kernel(const float* x, const float* gamma, const float* beta,
-                                         float* y, float* mean, float* rstd, int rows, int cols,
-                                         float eps, uint16_t* y16 = nullptr,
-                                         kern::HalfFormat format = kern::HalfFormat::kBf16) {
-  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.y;
-  if (row >= rows) return;
+// One row's LayerNorm by one warp: the statistics in the lane-strided order (two passes, mean
+// then variance around it, as the CPU twin), y and, when y16 is set, y's kept 16-bit copy in
+// the same pass (layernorm_forward_kept).
+__device__ void layernorm_row(const float* xr, const float* gamma, const float* beta, float* yr, float* mean,
+                              float* rstd, int cols, float eps, uint16_t* hr, kern::HalfFormat format) {
   const int lane = threadIdx.x;
-  const float* xr = x + size_t(row) * cols;
   float s = 0;
   for (int c = lane; c < cols; c += 32) s += xr[c];
   const float m = warp_sum(s) / float(cols);
   float v = 0;
   for (int c = lane; c < cols; c += 32) v += (xr[c] - m) * (xr[c] - m);
   const float rs = kern::layernorm_rstd(warp_sum(v) / float(cols), eps);
-  float* yr = y + size_t(row) * cols;
-  if (y16) {
-    uint16_t* hr = y16 + size_t(row) * cols;
+  if (hr) {
     for (int c = lane; c < cols; c += 32) {
       const float out = kern::layernorm_out(xr[c], m, rs, gamma[c], beta[c]);
       yr[c] = out;
@@ -39,9 +37,42 @@ __global__ void layernorm_forward_kernel(const float* x, const float* gamma, con
     for (int c = lane; c < cols; c += 32) yr[c] = kern::layernorm_out(xr[c], m, rs, gamma[c], beta[c]);
   }
   if (lane == 0) {
-    mean[row] = m;
-    rstd[row] = rs;
+    *mean = m;
+    *rstd = rs;
   }
+}
+
+__global__ void layernorm_forward_kernel(const float* x, const float* gamma, const float* beta,
+                                         float* y, float* mean, float* rstd, int rows, int cols,
+                                         float eps, uint16_t* y16 = nullptr,
+                                         kern::HalfFormat format = kern::HalfFormat::kBf16) {
+  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.y;
+  if (row >= rows) return;
+  const size_t base = size_t(row) * cols;
+  layernorm_row(x + base, gamma, beta, y + base, mean + row, rstd + row, cols, eps, y16 ? y16 + base : nullptr,
+                format);
+}
+
+// bias_dropout_residual_forward and layernorm_forward of one row by one warp: the sum is
+// written (the LayerNorm backward reads it) and read back by the same warp, from cache, instead
+// of by a second kernel from memory. The residual pass walks runs of four elements per lane
+// (kern::for_lane_runs) so that one Philox call serves four dropout decisions; the LayerNorm
+// then runs in layernorm_row's order, so the result is the two kernels' bits.
+__global__ void residual_layernorm_kernel(ResidualLayerNorm<float> a, uint16_t* out16, kern::HalfFormat format) {
+  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.y;
+  if (row >= a.rows) return;
+  const int cols = a.cols;
+  const size_t base = size_t(row) * cols;
+  float* yr = a.y + base;
+  const float* rr = a.residual + base;
+  kern::DropoutBits bits(a.key);
+  kern::for_lane_runs(threadIdx.x, cols, [&](int c) {
+    const float z = yr[c] + a.bias[c];
+    yr[c] = (a.p > 0.0f ? kern::dropout_scale(z, bits(base + c), a.p) : z) + rr[c];
+  });
+  __syncwarp();  // the lanes read each other's sums
+  layernorm_row(yr, a.gamma, a.beta, a.out + base, a.mean + row, a.rstd + row, cols, a.eps,
+                out16 ? out16 + base : nullptr, format);
 }
 
 __global__ void layernorm_dx_kernel(const float* dy, const float* x, const float* gamma,
@@ -84,6 +115,17 @@ void CudaOps::layernorm_forward_kept(const float* x, const float* gamma, const f
   layernorm_forward_kernel<<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, block, 0, stream()>>>(
       x, gamma, beta, y, mean, rstd, rows, cols, eps, y16, gemm_half_format(options_.math));
   LB_LAUNCH_CHECK();
+}
+
+void CudaOps::residual_layernorm_forward(const ResidualLayerNorm<float>& a) {
+  if (a.rows <= 0) return;
+  uint16_t* out16 = a.keep_out ? kept_output(a.out, size_t(a.rows) * a.cols) : nullptr;
+  const dim3 block(32, kWarpsPerBlock);
+  residual_layernorm_kernel<<<(a.rows + kWarpsPerBlock - 1) / kWarpsPerBlock, block, 0, stream()>>>(
+      a, out16, gemm_half_format(options_.math));
+  LB_LAUNCH_CHECK();
+  // Kept without a copy written in the pass (no converted operands): kept as layernorm_forward_kept does.
+  if (a.keep_out && !out16) keep_gemm_operand(a.out, size_t(a.rows) * a.cols);
 }
 
 void CudaOps::layernorm_backward(const float* dy, const float* x, const float* gamma,

@@ -6,8 +6,9 @@
 //   h1      = LN(x + dropout(ctx Wo^T + bo))
 //   h2      = LN(h1 + dropout(gelu(h1 Wi^T + bi) Wo2^T + bo2))
 // The projections and the FFN's first GEMM add their bias in the GEMM's epilogue (gemm_bias);
-// the GELU and the bias, dropout and residual steps after the output GEMMs go through Ops'
-// fused passes (gelu_forward_kept, bias_dropout_residual and the backward epilogues).
+// the GELU and the bias, dropout, residual and LayerNorm steps after the output GEMMs go
+// through Ops' fused passes (gelu_forward_kept, residual_layernorm_forward and the backward
+// epilogues).
 // Heads are addressed in place inside the (N, 3H) and (N, H) tensors (attention.h's `qkv_ld`
 // and `ld`). One projection GEMM instead of three reads x (and in the backward d[q k v] and
 // x) once rather than three times, and needs no accumulating passes over d(x): what
@@ -63,6 +64,29 @@ void attention_common(const BertState<T>& m, int l, Args* x) {
   x->stats = a.stats;
 }
 
+// The end of residual block `which` (1: attention, 2: FFN) of layer l: y (the dense layer's
+// output) + its bias, the hidden dropout, the residual, then the LayerNorm `ln` into out.
+template <typename T>
+ResidualLayerNorm<T> residual_norm(const BertState<T>& m, int l, int which, T* y, const T* bias, const T* residual,
+                                   const LinearParams& ln, T* out, T* mean, T* rstd, bool keep_out) {
+  ResidualLayerNorm<T> r;
+  r.y = y;
+  r.bias = bias;
+  r.residual = residual;
+  r.rows = m.N;
+  r.cols = m.config->hidden;
+  r.p = drop_p(m, m.config->hidden_dropout);
+  r.key = key(m, dropout_site(l, which));
+  r.gamma = m.p(ln.w);
+  r.beta = m.p(ln.b);
+  r.out = out;
+  r.mean = mean;
+  r.rstd = rstd;
+  r.eps = T(m.config->layernorm_eps);
+  r.keep_out = keep_out;
+  return r;
+}
+
 }  // namespace
 
 template <typename T>
@@ -72,7 +96,6 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
   const LayerParams& p = m.layer_params[l];
   LayerActs<T>& a = m.layers[l];
   const int N = m.N, H = c.hidden, I = c.intermediate;
-  const float p_hidden = drop_p(m, c.hidden_dropout);
 
   // x is the q/k/v projection's GEMM input, here and in its dW: kept until the backward, and
   // written with its 16-bit copy by its producer (the previous layer's second LayerNorm, or
@@ -87,10 +110,9 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
     linear_forward(ops, x, m.p(p.qkv.w), m.p(p.qkv.b), a.qkv, N, H, 3 * H);
   encoder_layer_attention_forward(m, l);
   linear_gemm(ops, a.ctx, m.p(p.attn_out.w), a.res1, N, H, H);
-  ops.bias_dropout_residual_forward(a.res1, m.p(p.attn_out.b), x, N, H, p_hidden, key(m, dropout_site(l, 1)));
   // h1 feeds the FFN's GEMM (and its dW) and, in fp32, the second residual: kept as written.
-  ops.layernorm_forward_kept(a.res1, m.p(p.ln1.w), m.p(p.ln1.b), a.h1, a.mean1, a.rstd1, N, H,
-                             T(c.layernorm_eps));
+  ops.residual_layernorm_forward(residual_norm(m, l, 1, a.res1, m.p(p.attn_out.b), x, p.ln1, a.h1, a.mean1, a.rstd1,
+                                               /*keep_out=*/true));
   // The FFN's bias in its GEMM's epilogue (pre is written once), then the GELU, read only by
   // GEMMs: kept.
   // With 16-bit FFN activations the GEMM writes pre in 16 bits only, and the GELU reads that;
@@ -104,12 +126,9 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
     ops.gelu_forward_kept(a.ffn_pre, a.ffn_act, size_t(N) * I);
   }
   linear_gemm(ops, a.ffn_act, m.p(p.out.w), a.res2, N, I, H);
-  ops.bias_dropout_residual_forward(a.res2, m.p(p.out.b), a.h1, N, H, p_hidden, key(m, dropout_site(l, 2)));
-  if (l + 1 < c.layers)  // the next layer's x
-    ops.layernorm_forward_kept(a.res2, m.p(p.ln2.w), m.p(p.ln2.b), a.h2, a.mean2, a.rstd2, N, H,
-                               T(c.layernorm_eps));
-  else
-    ops.layernorm_forward(a.res2, m.p(p.ln2.w), m.p(p.ln2.b), a.h2, a.mean2, a.rstd2, N, H, T(c.layernorm_eps));
+  // h2 is kept as the next layer's x.
+  ops.residual_layernorm_forward(residual_norm(m, l, 2, a.res2, m.p(p.out.b), a.h1, p.ln2, a.h2, a.mean2, a.rstd2,
+                                               /*keep_out=*/l + 1 < c.layers));
 }
 
 template <typename T>

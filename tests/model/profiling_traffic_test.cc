@@ -61,6 +61,25 @@ TEST(ProfilingTraffic, ConversionsAreChargedToTheOpThatMadeThem) {
   p.layernorm_forward_kept(c.data(), g.data(), beta.data(), y.data(), mean.data(), rstd.data(), m, n, 1e-5f);
   EXPECT_EQ(p.entries().at("layernorm_forward").bytes, 4.0 * (2 * m * n + 2 * m + 2 * n) + 2.0 * m * n);
   p.drop_gemm_operand(y.data());
+  // The residual pass and the LayerNorm as one op: the two ops' bytes but the LayerNorm's read
+  // of the sum (y and the residual read, y and out written), with out's copy.
+  std::vector<float> bias(n, 0.5f), residual(m * n, 1.0f);
+  ResidualLayerNorm<float> r;
+  r.y = c.data();
+  r.bias = bias.data();
+  r.residual = residual.data();
+  r.rows = m;
+  r.cols = n;
+  r.gamma = g.data();
+  r.beta = beta.data();
+  r.out = y.data();
+  r.mean = mean.data();
+  r.rstd = rstd.data();
+  r.keep_out = true;
+  p.residual_layernorm_forward(r);
+  EXPECT_EQ(p.entries().at("residual_layernorm_forward").bytes, 4.0 * (4 * m * n + 3 * n + 2 * m) + 2.0 * m * n);
+  EXPECT_EQ(p.entries().count("bias_dropout_residual_forward"), 0u) << "charged once, to the fused op";
+  p.drop_gemm_operand(y.data());
   // An output only GEMMs read is written as its copy alone where the backend says so.
   ASSERT_TRUE(cpu->kept_outputs_unwritten());
   std::vector<float> pre(m * n, 0.1f), act(m * n);

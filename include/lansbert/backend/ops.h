@@ -68,6 +68,23 @@ inline size_t gemm_operand_extent(Trans t, int rows, int cols, int ld, int outer
   return one + size_t(outer - 1) * size_t(outer_stride) + size_t(inner - 1) * size_t(inner_stride);
 }
 
+// The end of a residual block (Ops::residual_layernorm_forward): y = dropout(y + bias) +
+// residual over [rows, cols], then out = LayerNorm(y; gamma, beta) with its row statistics.
+template <typename T>
+struct ResidualLayerNorm {
+  T* y;               // in: the dense layer's output without its bias; out: the LayerNorm's input
+  const T* bias;      // [cols]
+  const T* residual;  // [rows, cols]
+  int rows = 0, cols = 0;
+  float p = 0;        // dropout probability (0: none)
+  RngKey key{};       // dropout key, indexed as dropout_forward over the rows*cols elements
+  const T *gamma, *beta;
+  T* out;             // [rows, cols]
+  T *mean, *rstd;     // [rows]
+  T eps = T(1e-12);
+  bool keep_out = false;  // out is a GEMM operand kept from here (layernorm_forward_kept)
+};
+
 template <typename T>
 class Ops {
  public:
@@ -205,6 +222,18 @@ class Ops {
                                       int cols, T eps) {
     layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps);
     keep_gemm_operand(y, size_t(rows) * cols);
+  }
+  // bias_dropout_residual_forward, then layernorm_forward (layernorm_forward_kept where
+  // keep_out) on its result: exactly those two ops, in that order. A backend may run them as
+  // one pass that does not read the sum back from memory (CudaOps: a warp per row; 4 bytes
+  // per element fewer, twice a layer). Its backward is theirs: layernorm_backward, then
+  // dropout_bias_backward.
+  virtual void residual_layernorm_forward(const ResidualLayerNorm<T>& a) {
+    bias_dropout_residual_forward(a.y, a.bias, a.residual, a.rows, a.cols, a.p, a.key);
+    if (a.keep_out)
+      layernorm_forward_kept(a.y, a.gamma, a.beta, a.out, a.mean, a.rstd, a.rows, a.cols, a.eps);
+    else
+      layernorm_forward(a.y, a.gamma, a.beta, a.out, a.mean, a.rstd, a.rows, a.cols, a.eps);
   }
   // The dense layers' output gradients (after the residual dropout): only their copy is written
   // where kept_outputs_unwritten() (4 bytes per element fewer; bert-large at 32 x 128: 4.2M

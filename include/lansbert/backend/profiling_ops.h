@@ -131,6 +131,13 @@ class ProfilingOps : public Ops<T> {
     time("layernorm_forward", 0, layernorm_forward_bytes(r, c),
          [&] { inner_.layernorm_forward_kept(x, g, b, y, mean, rstd, r, c, eps); });
   }
+  // y and the residual read, y and out written per element (out's kept copy through the
+  // backend's counters); the bias, gamma and beta read per column, mean and rstd written per
+  // row: the two ops' bytes less the LayerNorm's read of the sum.
+  void residual_layernorm_forward(const ResidualLayerNorm<T>& a) override {
+    time("residual_layernorm_forward", 0, E * (4.0 * a.rows * a.cols + 3.0 * a.cols + 2.0 * a.rows),
+         [&] { inner_.residual_layernorm_forward(a); });
+  }
   void dropout_bias_backward_kept(const T* dy, T* dx, T* db, int r, int c, float p, RngKey k) override {
     time("dropout_bias_backward", 0, (E + kept_out()) * r * c + 2.0 * E * c,
          [&] { inner_.dropout_bias_backward_kept(dy, dx, db, r, c, p, k); });

@@ -1,0 +1,147 @@
+// Ops::residual_layernorm_forward, the end of a residual block (y = dropout(y + bias) +
+// residual, then LayerNorm): against a naive fp64 formula with the dropout decisions drawn
+// element by element (kern::dropout_keep), bit for bit against the two ops it stands for
+// (with and without the kept copy of its output), and its backward (layernorm_backward, then
+// dropout_bias_backward) against fp64 central differences for every input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "fd.h"
+#include "lansbert/backend/cpu_ops.h"
+#include "lansbert/kernels/dropout.h"
+
+namespace lansbert {
+namespace {
+
+using testing::check_gradient;
+using testing::random_vec;
+
+const RngKey kKey{77, 5, 9};
+
+template <typename T>
+ResidualLayerNorm<T> args(T* y, const std::vector<T>& bias, const std::vector<T>& res, int rows, int cols, float p,
+                          const std::vector<T>& g, const std::vector<T>& b, T* out, T* mean, T* rstd) {
+  ResidualLayerNorm<T> a;
+  a.y = y;
+  a.bias = bias.data();
+  a.residual = res.data();
+  a.rows = rows;
+  a.cols = cols;
+  a.p = p;
+  a.key = kKey;
+  a.gamma = g.data();
+  a.beta = b.data();
+  a.out = out;
+  a.mean = mean;
+  a.rstd = rstd;
+  a.eps = T(1e-12);
+  return a;
+}
+
+TEST(ResidualLayerNorm, ForwardMatchesNaive) {
+  auto ops = cpu::make_ops<double>();
+  const int rows = 6, cols = 70;
+  const size_t n = size_t(rows) * cols;
+  const auto y0 = random_vec(n, 1), bias = random_vec(cols, 2), res = random_vec(n, 3);
+  const auto g = random_vec(cols, 4), b = random_vec(cols, 5);
+  for (float p : {0.0f, 0.2f}) {
+    std::vector<double> y = y0, out(n), mean(rows), rstd(rows);
+    ops->residual_layernorm_forward(args(y.data(), bias, res, rows, cols, p, g, b, out.data(), mean.data(), rstd.data()));
+    int dropped = 0;
+    for (int r = 0; r < rows; ++r) {
+      std::vector<double> x(cols);
+      for (int c = 0; c < cols; ++c) {
+        const size_t i = size_t(r) * cols + c;
+        const bool keep = p == 0.0f || kern::dropout_keep(kKey, i, p);
+        dropped += !keep;
+        x[c] = (keep ? (y0[i] + bias[c]) / (1.0 - double(p)) : 0.0) + res[i];
+        EXPECT_NEAR(y[i], x[c], 1e-12) << "the sum stays in y, p " << p;
+      }
+      double m = 0, v = 0;
+      for (double e : x) m += e / cols;
+      for (double e : x) v += (e - m) * (e - m) / cols;
+      EXPECT_NEAR(mean[r], m, 1e-12);
+      EXPECT_NEAR(rstd[r], 1.0 / std::sqrt(v + 1e-12), 1e-9);
+      for (int c = 0; c < cols; ++c)
+        EXPECT_NEAR(out[size_t(r) * cols + c], (x[c] - m) / std::sqrt(v + 1e-12) * g[c] + b[c], 1e-11);
+    }
+    if (p > 0) EXPECT_GT(dropped, 0);
+  }
+}
+
+// What the model ran before: the residual pass, then the LayerNorm (kept where keep_out).
+template <typename T>
+void expect_the_two_ops(GemmMath math) {
+  auto fused_ops = cpu::make_ops<T>(math), plain_ops = cpu::make_ops<T>(math);
+  const int rows = 9, cols = 36;
+  const size_t n = size_t(rows) * cols;
+  const auto y0 = testing::cast<T>(random_vec(n, 6)), bias = testing::cast<T>(random_vec(cols, 7));
+  const auto res = testing::cast<T>(random_vec(n, 8));
+  const auto g = testing::cast<T>(random_vec(cols, 9)), b = testing::cast<T>(random_vec(cols, 10));
+  for (float p : {0.0f, 0.1f})
+    for (bool keep : {false, true}) {
+      std::vector<T> y1 = y0, y2 = y0, out1(n), out2(n), m1(rows), m2(rows), r1(rows), r2(rows);
+      auto a = args(y1.data(), bias, res, rows, cols, p, g, b, out1.data(), m1.data(), r1.data());
+      a.keep_out = keep;
+      fused_ops->residual_layernorm_forward(a);
+      plain_ops->bias_dropout_residual_forward(y2.data(), bias.data(), res.data(), rows, cols, p, kKey);
+      if (keep)
+        plain_ops->layernorm_forward_kept(y2.data(), g.data(), b.data(), out2.data(), m2.data(), r2.data(), rows, cols,
+                                          T(1e-12));
+      else
+        plain_ops->layernorm_forward(y2.data(), g.data(), b.data(), out2.data(), m2.data(), r2.data(), rows, cols,
+                                     T(1e-12));
+      EXPECT_EQ(y1, y2);
+      EXPECT_EQ(m1, m2);
+      EXPECT_EQ(r1, r2);
+      EXPECT_EQ(out1, out2);
+      // The output's kept copy (a GEMM reads it: the same product either way).
+      std::vector<T> w = testing::cast<T>(random_vec(size_t(cols) * 4, 11)), c1(size_t(rows) * 4), c2(c1.size());
+      fused_ops->gemm(Trans::kNo, Trans::kNo, rows, 4, cols, T(1), out1.data(), cols, w.data(), 4, T(0), c1.data(), 4);
+      plain_ops->gemm(Trans::kNo, Trans::kNo, rows, 4, cols, T(1), out2.data(), cols, w.data(), 4, T(0), c2.data(), 4);
+      EXPECT_EQ(c1, c2);
+      EXPECT_EQ(fused_ops->gemm_operand_conversions(), plain_ops->gemm_operand_conversions());
+      fused_ops->drop_gemm_operand(out1.data());
+      plain_ops->drop_gemm_operand(out2.data());
+    }
+}
+
+TEST(ResidualLayerNorm, IsTheResidualPassThenTheLayerNorm) {
+  expect_the_two_ops<float>(GemmMath::kFp32);
+  expect_the_two_ops<double>(GemmMath::kFp32);
+  expect_the_two_ops<float>(GemmMath::kBf16);
+}
+
+// loss = sum(w * out): the LayerNorm backward gives d(sum), which is the residual's gradient;
+// dropout_bias_backward turns it into y's and the bias's.
+TEST(ResidualLayerNormGradient, MatchesFiniteDifferences) {
+  auto ops = cpu::make_ops<double>();
+  const int rows = 5, cols = 12;
+  const size_t n = size_t(rows) * cols;
+  auto y0 = random_vec(n, 12), bias = random_vec(cols, 13), res = random_vec(n, 14);
+  auto g = random_vec(cols, 15), b = random_vec(cols, 16);
+  const auto w = random_vec(n, 17);
+  const float p = 0.25f;
+  auto loss = [&] {
+    std::vector<double> y = y0, out(n), mean(rows), rstd(rows);
+    ops->residual_layernorm_forward(args(y.data(), bias, res, rows, cols, p, g, b, out.data(), mean.data(), rstd.data()));
+    double s = 0;
+    for (size_t i = 0; i < n; ++i) s += w[i] * out[i];
+    return s;
+  };
+  std::vector<double> y = y0, out(n), mean(rows), rstd(rows);
+  ops->residual_layernorm_forward(args(y.data(), bias, res, rows, cols, p, g, b, out.data(), mean.data(), rstd.data()));
+  std::vector<double> dsum(n), dy(n), dbias(cols, 0.0), dg(cols, 0.0), db(cols, 0.0);
+  ops->layernorm_backward(w.data(), y.data(), g.data(), mean.data(), rstd.data(), dsum.data(), dg.data(), db.data(), rows,
+                          cols);
+  ops->dropout_bias_backward(dsum.data(), dy.data(), dbias.data(), rows, cols, p, kKey);
+  EXPECT_LT(check_gradient(y0, dy, loss), 1e-7);
+  EXPECT_LT(check_gradient(bias, dbias, loss), 1e-7);
+  EXPECT_LT(check_gradient(res, dsum, loss), 1e-7);
+  EXPECT_LT(check_gradient(g, dg, loss), 1e-7);
+  EXPECT_LT(check_gradient(b, db, loss), 1e-7);
+}
+
+}  // namespace
+}  // namespace lansbert
