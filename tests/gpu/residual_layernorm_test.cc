@@ -9,6 +9,7 @@
 
 #include "gpu_test_util.h"
 #include "lansbert/backend/cpu_ops.h"
+#include "residual_layernorm_args.h"
 
 namespace lansbert {
 namespace {
@@ -65,22 +66,8 @@ TEST(GpuResidualLayerNorm, IsTheTwoKernelsAndTracksTheCpuTwin) {
           auto bd = to_device(bias), gd = to_device(gamma), betad = to_device(beta);
           auto fused_step = [&](Ops<float>& ops, const float* b, const float* g, const float* be) {
             return [&ops, b, g, be, p, keep, rows, cols](float* y, const float* r, float* out, float* mean, float* rstd) {
-              ResidualLayerNorm<float> a;
-              a.y = y;
-              a.bias = b;
-              a.residual = r;
-              a.rows = rows;
-              a.cols = cols;
-              a.p = p;
-              a.key = kKey;
-              a.gamma = g;
-              a.beta = be;
-              a.out = out;
-              a.mean = mean;
-              a.rstd = rstd;
-              a.eps = 1e-12f;
-              a.keep_out = keep;
-              ops.residual_layernorm_forward(a);
+              ops.residual_layernorm_forward(
+                  testing::residual_layernorm_args(y, b, r, rows, cols, p, kKey, g, be, out, mean, rstd, keep, 1e-12f));
             };
           };
           const Outputs f = run(*fused, true, y0, res, w, rows, cols, fused_step(*fused, bd.data(), gd.data(), betad.data()));

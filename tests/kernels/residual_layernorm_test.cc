@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "fd.h"
+#include "residual_layernorm_args.h"
 #include "lansbert/backend/cpu_ops.h"
 #include "lansbert/kernels/dropout.h"
 
@@ -22,21 +23,8 @@ const RngKey kKey{77, 5, 9};
 template <typename T>
 ResidualLayerNorm<T> args(T* y, const std::vector<T>& bias, const std::vector<T>& res, int rows, int cols, float p,
                           const std::vector<T>& g, const std::vector<T>& b, T* out, T* mean, T* rstd) {
-  ResidualLayerNorm<T> a;
-  a.y = y;
-  a.bias = bias.data();
-  a.residual = res.data();
-  a.rows = rows;
-  a.cols = cols;
-  a.p = p;
-  a.key = kKey;
-  a.gamma = g.data();
-  a.beta = b.data();
-  a.out = out;
-  a.mean = mean;
-  a.rstd = rstd;
-  a.eps = T(1e-12);
-  return a;
+  return testing::residual_layernorm_args(y, bias.data(), res.data(), rows, cols, p, kKey, g.data(), b.data(), out,
+                                          mean, rstd);
 }
 
 TEST(ResidualLayerNorm, ForwardMatchesNaive) {

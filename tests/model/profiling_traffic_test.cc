@@ -13,6 +13,7 @@
 #include "lansbert/model/bert_model.h"
 #include "lansbert/model/flops.h"
 #include "model_test_util.h"
+#include "residual_layernorm_args.h"
 
 namespace lansbert {
 namespace {
@@ -64,19 +65,9 @@ TEST(ProfilingTraffic, ConversionsAreChargedToTheOpThatMadeThem) {
   // The residual pass and the LayerNorm as one op: the two ops' bytes but the LayerNorm's read
   // of the sum (y and the residual read, y and out written), with out's copy.
   std::vector<float> bias(n, 0.5f), residual(m * n, 1.0f);
-  ResidualLayerNorm<float> r;
-  r.y = c.data();
-  r.bias = bias.data();
-  r.residual = residual.data();
-  r.rows = m;
-  r.cols = n;
-  r.gamma = g.data();
-  r.beta = beta.data();
-  r.out = y.data();
-  r.mean = mean.data();
-  r.rstd = rstd.data();
-  r.keep_out = true;
-  p.residual_layernorm_forward(r);
+  p.residual_layernorm_forward(testing::residual_layernorm_args(c.data(), bias.data(), residual.data(), m, n, 0.0f,
+                                                                RngKey{}, g.data(), beta.data(), y.data(), mean.data(),
+                                                                rstd.data(), /*keep_out=*/true));
   EXPECT_EQ(p.entries().at("residual_layernorm_forward").bytes, 4.0 * (4 * m * n + 3 * n + 2 * m) + 2.0 * m * n);
   EXPECT_EQ(p.entries().count("bias_dropout_residual_forward"), 0u) << "charged once, to the fused op";
   p.drop_gemm_operand(y.data());

@@ -69,7 +69,7 @@ struct PrecisionSection {
   // fp32 | 16bit (dtype bf16/fp16, gemm_cast kernel): where the FFN's [N, I] pre-activation is
   // stored, and at what rounding its gradient is used (ModelLimits::half_activations). 16bit stores it
   // in the GEMMs' format, as Megatron-LM and NVIDIA's BERT store activations: 10 bytes of
-  // memory traffic fewer per element a step, 2 bytes more arena per element.
+  // memory traffic fewer per element a step, 2 bytes less arena per element.
   std::string activations = "fp32";
   LossScalerConfig scaler;          // scale settings (mode set by resolve)
 };
