@@ -43,7 +43,8 @@ struct ForwardResult {
 // backward, which computes it again, with the same dropout keys, just before the layer's
 // backward (the last layer's activations are still there and are not recomputed). The same
 // loss and gradient bits either way; per layer the arena holds about N(8H + 2I) + 2 B A S^2
-// floats without recomputation.
+// floats without recomputation (N(4H + I) + B A S^2 with 16-bit GEMMs and cast reuse:
+// OutputStorage).
 enum class Recompute {
   kNone,
   // The attention core (scores, softmax, dropout, P V) of all but the last layer: the layers
