@@ -13,7 +13,7 @@
 #                                        (train fp32/bf16/bf16 recomputing/bf16 with cuDNN attention + eval, bench-comm), and `lansbert bench --backend
 #                                        cuda` (bert-base/large, 128/20 and 512/80, fp32, TF32
 #                                        and bf16 (cast kernels and --gemm-cast cublas), the
-#                                        cuDNN fused attention, a --batch 0 probe and a
+#                                        cuDNN fused attention, --batch 0 probes and a
 #                                        --profile run with its roofline floor).
 #                                        Output goes to $OUT (or ./gpu-check-out).
 # Device call, for example:
@@ -246,6 +246,18 @@ bench_step() {
     timeout "$t" "$lb" bench --backend cuda --precision bf16 --model bert-large --seq-len 512 --max-pred 80 --batch 0 \
       --recompute $mode --steps 2 --warmup 1 2>&1 | tee "$out/bench-bert-large-512-probe-recompute-$mode.txt" || true
   done
+  # ... and for the fastest configuration by the roofline count (the flash attention with 16-bit
+  # activations, whose arena holds the least), at both lengths, when this build has it; with
+  # `--recompute attention`, which recomputes no flash layer but shares the probability slot
+  # that only a fallback would use.
+  if "$lb" bench --help 2>&1 | grep -q -- '--activations'; then
+    for spec in 128:20 512:80; do
+      timeout "$t" "$lb" bench --backend cuda --precision bf16 --attention flash --activations 16bit \
+        --recompute attention --model bert-large \
+        --seq-len "${spec%:*}" --max-pred "${spec#*:}" --batch 0 --steps 2 --warmup 1 2>&1 |
+        tee "$out/bench-bert-large-${spec%:*}-probe-flash-16bit.txt" || true
+    done
+  fi
   # Per op: time, achieved rate and the roofline floor on this GPU (the step's floor caps MFU).
   timeout "$t" "$lb" bench --backend cuda --precision bf16 --model bert-large --seq-len 128 --max-pred 20 --batch 32 \
     --steps 3 --profile 2>&1 | tee "$out/bench-bert-large-128-profile.txt" || true

@@ -35,6 +35,9 @@ expect_error() {  # rc substring args...
 expect_error 2 "batch.global_batch" train --config "$tmp/good.yaml" --set batch.global_batch=33
 expect_error 2 "optimizer.lrr: unknown key" train --config "$tmp/good.yaml" --set optimizer.lrr=1
 expect_error 2 "precision.dtype" train --config "$tmp/good.yaml" --set precision.dtype=fp8
+# `auto` on the CPU is the hand-written attention (cuDNN's never applies there): it trains.
+"$lb" train --config "$tmp/good.yaml" --set precision.attention=auto --set "checkpoint.dir=$tmp/ckpt-auto" \
+  --stop-at-step 1 >/dev/null 2>&1 || { echo "FAIL: precision.attention auto on the CPU"; fail=1; }
 expect_error 2 "TF32 is a CUDA option" train --config "$tmp/good.yaml" --set precision.tf32=true
 expect_error 2 "precision.activations: 16bit stores them in the GEMMs' format: needs dtype bf16 or fp16" \
   train --config "$tmp/good.yaml" --set precision.activations=16bit

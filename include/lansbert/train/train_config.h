@@ -147,6 +147,11 @@ struct TrainConfig {
   std::string metrics_path() const;
   // precision.attention parsed. REQUIRES: validate() ok.
   AttentionMode attention_mode() const;
+  // The attention the CPU backend runs for it: flash, or the hand-written one (cuDNN's never
+  // applies there, so `auto` is the hand-written attention; `cudnn` is refused by validate()).
+  AttentionMode cpu_attention_mode() const {
+    return attention_mode() == AttentionMode::kFlash ? AttentionMode::kFlash : AttentionMode::kNative;
+  }
   // precision.gemm_cast == "cublas". REQUIRES: validate() ok.
   bool cast_in_gemm() const { return precision.gemm_cast == "cublas"; }
   // 16-bit GEMMs whose operands lansbert's kernels convert (not cuBLAS): the kept 16-bit
