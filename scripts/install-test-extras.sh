@@ -16,7 +16,9 @@ if ! "$py" -c 'import torch' 2>/dev/null || ! "$py" -m pip --version >/dev/null 
   timeout 900 $SUDO apt-get install -y -qq --no-install-recommends python3-torch python3-pip python3-numpy \
     || echo "install-test-extras: apt-get could not install python3-torch/python3-pip (tests will skip)"
 fi
-# transformers 4.40 is the newest line that still supports Debian 12's torch 1.13.
-timeout 600 $SUDO "$py" -m pip install -q --break-system-packages "transformers==4.40.2" \
+# transformers 4.40 is the newest line that still supports Debian 12's torch 1.13. numpy<2: if
+# pip has to fetch numpy (Debian's was not installed yet), a 2.x would shadow Debian's 1.x and
+# break Debian's torch and matplotlib (the quickstart's plot) in this same Python.
+timeout 600 $SUDO "$py" -m pip install -q --break-system-packages "transformers==4.40.2" "numpy<2" \
   || echo "install-test-extras: pip could not install transformers (the export test will skip)"
 exit 0
