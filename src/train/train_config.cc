@@ -211,11 +211,9 @@ Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
   if (world > 1) p.reduce_bytes = n * (half_wire ? 2 : sizeof(float));
   // 16-bit GEMMs with our cast pass (cast reuse is always on in training) keep the GEMM-only
   // activations as 16-bit copies only, and the GEMM inputs as copies too.
-  OutputStorage storage = OutputStorage::for_device(config.converts_gemm_operands(), config.attention_mode());
-  // The CPU backend runs the hand-written attention for cudnn/auto: q/k/v and ctx only GEMMs read.
-  if (config.backend == "cpu" && config.attention_mode() != AttentionMode::kFlash)
-    storage.attention_reads_only_gemm_operands = true;
-  p.activation_bytes = BertModel<float>::activation_bytes_for(mc, config.model_limits(), storage);
+  p.activation_bytes = BertModel<float>::activation_bytes_for(
+      mc, config.model_limits(),
+      OutputStorage::for_plan(config.converts_gemm_operands(), config.backend_attention_mode()));
   // The fused attention keeps neither q/k/v nor probabilities, except where it falls back to
   // the hand-written one (no engine for the shape, a failed auto check): not counted then, so
   // the plan stays a lower bound. With attention dropout it stages one bf16 keep mask

@@ -456,7 +456,7 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   if (cfg.backend == "cpu") LB_RETURN_IF_ERROR(check_host_memory(cfg, comm));
   if (cfg.backend != "cpu") LB_RETURN_IF_ERROR(open_device(cfg, comm, opts, &run.device));
   run.ops = run.device ? run.device->make_ops(DeviceOptions{cfg.gemm_math(), cfg.attention_mode(), cfg.cast_in_gemm()})
-                       : cpu::make_ops<float>(cfg.gemm_math(), true, cfg.cpu_attention_mode());
+                       : cpu::make_ops<float>(cfg.gemm_math(), true, cfg.backend_attention_mode());
   if (!run.device && cfg.gemm_math() != GemmMath::kFp32 && opts.log && comm.rank() == 0)
     std::fprintf(opts.log, "backend cpu: %s GEMM operands emulated (rounded, fp32 products): for checking numerics, "
                  "not speed\n", gemm_math_name(cfg.gemm_math()));

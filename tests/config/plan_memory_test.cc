@@ -38,7 +38,7 @@ TEST(PlanMemory, ActivationBytesAreWhatTheCpuModelLaysOut) {
     BertConfig mc;
     ASSERT_TRUE(c.resolve_model(&mc).is_ok());
     // As the trainer makes them (cast reuse always on in training).
-    auto ops = cpu::make_ops<float>(c.gemm_math(), true, c.cpu_attention_mode());
+    auto ops = cpu::make_ops<float>(c.gemm_math(), true, c.backend_attention_mode());
     BertModel<float> model(mc, *ops, c.model_limits());
     EXPECT_EQ(plan.activation_bytes, model.activation_bytes());
   }

@@ -94,11 +94,11 @@ struct OutputStorage {
   static OutputStorage of(const Ops<T>& ops) {
     return {ops.kept_outputs_unwritten(), ops.attention_reads_only_gemm_operands()};
   }
-  // For plans made before any ops exist: CudaOps' answers for 16-bit GEMMs whose casts are
-  // kept (kept_outputs_unwritten) and the attention mode (the hand-written attention reads q/k/v
-  // and ctx only through GEMMs, the flash one through their copies where they are kept, cuDNN's
-  // in fp32).
-  static OutputStorage for_device(bool kept_outputs_unwritten, AttentionMode attention) {
+  // For plans made before any ops exist: the ops' answers for 16-bit GEMMs whose casts are
+  // kept (kept_outputs_unwritten) and the attention the backend runs (the hand-written attention
+  // reads q/k/v and ctx only through GEMMs, the flash one through their copies where they are
+  // kept, cuDNN's in fp32; CudaOps and CpuOps answer alike).
+  static OutputStorage for_plan(bool kept_outputs_unwritten, AttentionMode attention) {
     const bool gemm_only = attention == AttentionMode::kNative ||
                            (attention == AttentionMode::kFlash && kept_outputs_unwritten);
     return {kept_outputs_unwritten, gemm_only};

@@ -138,19 +138,20 @@ struct TrainConfig {
   // attention's statistics (ModelLimits::attention_stats); precision.activations 16bit
   // gives the FFN its 16-bit pre-activation buffers (ModelLimits::half_activations).
   ModelLimits model_limits() const {
-    const AttentionMode a = attention_mode();
     return {batch.micro_batch, data.seq_len, data.max_pred, batch.recompute,
-            a == AttentionMode::kFlash || (backend != "cpu" && a != AttentionMode::kNative),
-            precision.activations == "16bit"};
+            backend_attention_mode() != AttentionMode::kNative, precision.activations == "16bit"};
   }
   // The metrics file this run appends to ("" for none).
   std::string metrics_path() const;
   // precision.attention parsed. REQUIRES: validate() ok.
   AttentionMode attention_mode() const;
-  // The attention the CPU backend runs for it: flash, or the hand-written one (cuDNN's never
-  // applies there, so `auto` is the hand-written attention; `cudnn` is refused by validate()).
-  AttentionMode cpu_attention_mode() const {
-    return attention_mode() == AttentionMode::kFlash ? AttentionMode::kFlash : AttentionMode::kNative;
+  // The attention mode the configured backend runs: attention_mode() on CUDA; on the CPU flash,
+  // or the hand-written attention (cuDNN's never applies there, so `auto` is the hand-written
+  // one; `cudnn` is refused by validate()).
+  AttentionMode backend_attention_mode() const {
+    const AttentionMode a = attention_mode();
+    if (backend != "cpu") return a;
+    return a == AttentionMode::kFlash ? AttentionMode::kFlash : AttentionMode::kNative;
   }
   // precision.gemm_cast == "cublas". REQUIRES: validate() ok.
   bool cast_in_gemm() const { return precision.gemm_cast == "cublas"; }
