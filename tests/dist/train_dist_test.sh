@@ -7,8 +7,9 @@
 # batch.recompute), and a sharded 2-rank checkpoint resumes on 1 rank (replicated: the slices are
 # joined) and on 4 ranks (sharded: re-sliced) and ends where the uninterrupted 2-rank run
 # ends: same step, data position, micro-step count and parameters. Parameters are compared with compare_params
-# (relative 1e-6 per tensor; the attention key biases, whose true gradient is zero, are
-# reported, not compared: see compare_params.cc). The held-out evaluation at the end (90
+# (relative 1e-6 for the whole model, 1e-5 per tensor; measured about 3e-8 and 3e-7 under
+# each OpenBLAS kernel; the attention key biases, whose true gradient is zero, are reported,
+# not compared: see compare_params.cc). The held-out evaluation at the end (90
 # samples: micro-batches split unevenly over the ranks) reports the same sequences and the
 # same losses on every rank count. Runs with a bf16 gradient wire stay close to the fp32 one.
 # Usage: train_dist_test.sh LANSBERT MAKE_TRAIN_TEST_DATA COMPARE_PARAMS SCRATCH MPIEXEC FLAGS...
@@ -65,7 +66,7 @@ grep -q "optimizer.state.rank-00003" "$tmp/s4/latest/trainer.json" || { echo "FA
 # (so the wire was used), and the held-out losses stay within 1e-3 of the fp32 run's.
 for run in w2 ws2; do
   grep -q "gradients reduced in bf16" "$tmp/$run.log" || { echo "FAIL: $run does not report the bf16 wire"; fail=1; }
-  "$cmp" "$tmp/r2/latest/model.safetensors" "$tmp/$run/latest/model.safetensors" > "$tmp/$run.cmp" 2>&1 &&
+  "$cmp" "$tmp/r2/latest/model.safetensors" "$tmp/$run/latest/model.safetensors" 1e-6 1e-6 > "$tmp/$run.cmp" 2>&1 &&
     { echo "FAIL: $run has the parameters of the fp32 wire"; fail=1; }
   eval_close r2 $run 1e-3
 done

@@ -11,8 +11,9 @@ train() {  # NP NAME ARGS...: runs into $tmp/NAME, log in $tmp/NAME.log (NP 0: w
     echo "FAIL: $name (np $np) exited non-zero:"; tail -20 "$tmp/$name.log"; fail=1
   fi
 }
-same() {  # REF GOT [TOL]: final parameters agree (compare_params, default 1e-6)
+same() {  # REF GOT [TOL [TENSOR_TOL]]: final parameters agree (compare_params: the whole
+          # model within TOL, default 1e-6; each tensor within TENSOR_TOL, default 10 x TOL)
   echo "$2 vs $1:"
-  "$cmp" "$tmp/$1/latest/model.safetensors" "$tmp/$2/latest/model.safetensors" ${3:+"$3"} ||
+  "$cmp" "$tmp/$1/latest/model.safetensors" "$tmp/$2/latest/model.safetensors" "${@:3}" ||
     { echo "FAIL: $2 differs from $1"; fail=1; }
 }
