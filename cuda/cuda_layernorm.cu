@@ -2,7 +2,9 @@
 // variance, as the CPU twin), then the shared element pieces of lansbert/kernels/layernorm.h;
 // also with the residual block's bias, dropout and residual add before it in the same kernel
 // (residual_layernorm_forward).
-// dgamma/dbeta are fixed-order column sums over rows (launch.cuh).
+// The backward computes dx and dgamma/dbeta in one pass over dy and x where a row's columns
+// fit a warp's registers (layernorm_backward_kernel); wider rows take dx, then fixed-order
+// column sums over rows (launch.cuh). Both are deterministic: the order depends on the shape.
 #include "cuda_ops.cuh"
 #include "lansbert/kernels/dropout.h"
 #include "lansbert/kernels/half.h"
@@ -96,6 +98,87 @@ __global__ void layernorm_dx_kernel(const float* dy, const float* x, const float
   }
 }
 
+// The fused backward: block b owns rows [b * rows_per_block, ...), warp w of it rows w, w + 8,
+// ... of that range. Lane l keeps the dgamma/dbeta partials of columns l, l + 32, ... in
+// registers (kColsPerLane of them), adding each row's terms as it writes that row's dx; at the
+// end the warps add their partials into shared memory one warp after another (a fixed order),
+// and the block writes partial[b][k][c] for column_finish_kernel. dy and x are read once from
+// memory (the second read of a row, for dx, comes from cache), where the two-pass path reads
+// them again for the column sums: 12 bytes per element instead of 20.
+template <int kColsPerLane>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    layernorm_backward_kernel(const float* dy, const float* x, const float* gamma, const float* mean,
+                              const float* rstd, float* dx, int rows, int cols, int rows_per_block,
+                              float* partial) {
+  __shared__ float block_part[2 * 32 * kColsPerLane];  // [2][cols]: dgamma's partials, then dbeta's
+  const int lane = threadIdx.x, warp = threadIdx.y;
+  const int r0 = blockIdx.x * rows_per_block;
+  const int r1 = min(rows, r0 + rows_per_block);
+  float acc_g[kColsPerLane], acc_b[kColsPerLane];
+#pragma unroll
+  for (int j = 0; j < kColsPerLane; ++j) acc_g[j] = acc_b[j] = 0.0f;
+  for (int row = r0 + warp; row < r1; row += kWarpsPerBlock) {
+    const size_t base = size_t(row) * cols;
+    const float m = mean[row], rs = rstd[row];
+    float sum_g = 0, sum_gx = 0;
+    for (int c = lane; c < cols; c += 32) {
+      const float g = dy[base + c] * gamma[c];
+      sum_g += g;
+      sum_gx += g * (x[base + c] - m) * rs;
+    }
+    const float mean_g = warp_sum(sum_g) / float(cols), mean_gx = warp_sum(sum_gx) / float(cols);
+#pragma unroll
+    for (int j = 0; j < kColsPerLane; ++j) {
+      const int c = lane + 32 * j;
+      if (c < cols) {
+        const float d = dy[base + c], xhat = (x[base + c] - m) * rs;
+        dx[base + c] = kern::layernorm_dx(d, gamma[c], xhat, rs, mean_g, mean_gx);
+        acc_g[j] += d * xhat;
+        acc_b[j] += d;
+      }
+    }
+  }
+  for (int w = 0; w < kWarpsPerBlock; ++w) {
+    if (warp == w) {
+#pragma unroll
+      for (int j = 0; j < kColsPerLane; ++j) {
+        const int c = lane + 32 * j;
+        if (c < cols) {
+          block_part[c] = w == 0 ? acc_g[j] : block_part[c] + acc_g[j];
+          block_part[cols + c] = w == 0 ? acc_b[j] : block_part[cols + c] + acc_b[j];
+        }
+      }
+    }
+    __syncthreads();
+  }
+  const int t = warp * 32 + lane;
+  for (int c = t; c < 2 * cols; c += 32 * kWarpsPerBlock) partial[size_t(blockIdx.x) * 2 * cols + c] = block_part[c];
+}
+
+// Rows of one fused-backward block: 4 a warp, more when that would give more than 2 blocks per
+// SM of an H100/H200 (the column finish then adds fewer partials). Depends only on `rows`.
+int fused_backward_rows_per_block(int rows) {
+  constexpr int kMinRows = 4 * kWarpsPerBlock, kMaxBlocks = 2 * 132;
+  const int blocks = min((rows + kMinRows - 1) / kMinRows, kMaxBlocks);
+  return (rows + blocks - 1) / blocks;
+}
+
+template <int kColsPerLane>
+void launch_layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
+                               const float* rstd, float* dx, float* dgamma, float* dbeta, int rows, int cols,
+                               cudaStream_t s, DeviceBytes& workspace) {
+  const int per_block = fused_backward_rows_per_block(rows);
+  const int blocks = (rows + per_block - 1) / per_block;
+  workspace.reserve(size_t(blocks) * 2 * cols * sizeof(float));
+  float* partial = static_cast<float*>(workspace.get());
+  const dim3 block(32, kWarpsPerBlock);
+  layernorm_backward_kernel<kColsPerLane><<<blocks, block, 0, s>>>(
+      dy, x, gamma, mean, rstd, dx, rows, cols, per_block, partial);
+  LB_LAUNCH_CHECK();
+  column_finish_kernel<2><<<(cols + kThreads - 1) / kThreads, kThreads, 0, s>>>(cols, blocks, partial, dgamma, dbeta);
+  LB_LAUNCH_CHECK();
+}
+
 }  // namespace
 
 void CudaOps::layernorm_forward(const float* x, const float* gamma, const float* beta, float* y,
@@ -132,6 +215,20 @@ void CudaOps::layernorm_backward(const float* dy, const float* x, const float* g
                                  const float* mean, const float* rstd, float* dx, float* dgamma,
                                  float* dbeta, int rows, int cols) {
   if (rows <= 0) return;
+  // The fused pass where a lane's columns fit its registers (H up to 1024: bert-large).
+  const int per_lane = (cols + 31) / 32;
+  if (per_lane <= 8)
+    return launch_layernorm_backward<8>(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, cols, stream(),
+                                        column_partials_);
+  if (per_lane <= 16)
+    return launch_layernorm_backward<16>(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, cols, stream(),
+                                         column_partials_);
+  if (per_lane <= 24)
+    return launch_layernorm_backward<24>(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, cols, stream(),
+                                         column_partials_);
+  if (per_lane <= 32)
+    return launch_layernorm_backward<32>(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, cols, stream(),
+                                         column_partials_);
   const dim3 block(32, kWarpsPerBlock);
   layernorm_dx_kernel<<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, block, 0, stream()>>>(
       dy, x, gamma, mean, rstd, dx, rows, cols);

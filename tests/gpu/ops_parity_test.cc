@@ -213,9 +213,14 @@ TEST(GpuOps, FusedEpilogues) {
 TEST(GpuOps, LayerNorm) {
   LB_REQUIRE_GPU();
   Twins t;
-  // BERT's width, then 600 x 100: three row splits of the two-output column sums (dgamma,
-  // dbeta), a last column tile of 4, and rows that are not a multiple of the warp.
-  for (auto [rows, cols] : {std::pair{77, 768}, std::pair{600, 100}}) {
+  // The fused backward (dgamma/dbeta partials kept per block while dx is written) at BERT's
+  // widths: 77 x 768 (3 blocks, the last one short) and 33 x 1024 (a lane's 32 columns, the
+  // most it keeps); 600 x 100 (a last warp's columns cut off at 4; rows not a multiple of the
+  // warp); 8500 x 40 (past 264 blocks of 32 rows: 33 rows a block). 5 x 1100: too wide for
+  // the registers, so dx and then the column sums in two passes (the last of 35 column tiles
+  // cut at 12).
+  for (auto [rows, cols] : {std::pair{77, 768}, std::pair{33, 1024}, std::pair{600, 100}, std::pair{8500, 40},
+                            std::pair{5, 1100}}) {
     SCOPED_TRACE("rows " + std::to_string(rows) + " cols " + std::to_string(cols));
     const size_t n = size_t(rows) * cols;
     auto x = random_vector(n, 15, 2.0f), dy = random_vector(n, 16);
