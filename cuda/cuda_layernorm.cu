@@ -77,6 +77,20 @@ __global__ void residual_layernorm_kernel(ResidualLayerNorm<float> a, uint16_t* 
                 out16 ? out16 + base : nullptr, format);
 }
 
+// The row means of layernorm_dx's two reductions, dy * gamma and dy * gamma * xhat, summed by
+// one warp in the lane-strided order (every lane gets them).
+__device__ void layernorm_dx_means(const float* dyr, const float* xr, const float* gamma, float m, float rs,
+                                   int cols, float* mean_g, float* mean_gx) {
+  float sum_g = 0, sum_gx = 0;
+  for (int c = threadIdx.x; c < cols; c += 32) {
+    const float g = dyr[c] * gamma[c];
+    sum_g += g;
+    sum_gx += g * (xr[c] - m) * rs;
+  }
+  *mean_g = warp_sum(sum_g) / float(cols);
+  *mean_gx = warp_sum(sum_gx) / float(cols);
+}
+
 __global__ void layernorm_dx_kernel(const float* dy, const float* x, const float* gamma,
                                     const float* mean, const float* rstd, float* dx, int rows,
                                     int cols) {
@@ -85,13 +99,8 @@ __global__ void layernorm_dx_kernel(const float* dy, const float* x, const float
   const int lane = threadIdx.x;
   const size_t base = size_t(row) * cols;
   const float m = mean[row], rs = rstd[row];
-  float sum_g = 0, sum_gx = 0;
-  for (int c = lane; c < cols; c += 32) {
-    const float g = dy[base + c] * gamma[c];
-    sum_g += g;
-    sum_gx += g * (x[base + c] - m) * rs;
-  }
-  const float mean_g = warp_sum(sum_g) / float(cols), mean_gx = warp_sum(sum_gx) / float(cols);
+  float mean_g, mean_gx;
+  layernorm_dx_means(dy + base, x + base, gamma, m, rs, cols, &mean_g, &mean_gx);
   for (int c = lane; c < cols; c += 32) {
     const float xhat = (x[base + c] - m) * rs;
     dx[base + c] = kern::layernorm_dx(dy[base + c], gamma[c], xhat, rs, mean_g, mean_gx);
@@ -120,13 +129,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   for (int row = r0 + warp; row < r1; row += kWarpsPerBlock) {
     const size_t base = size_t(row) * cols;
     const float m = mean[row], rs = rstd[row];
-    float sum_g = 0, sum_gx = 0;
-    for (int c = lane; c < cols; c += 32) {
-      const float g = dy[base + c] * gamma[c];
-      sum_g += g;
-      sum_gx += g * (x[base + c] - m) * rs;
-    }
-    const float mean_g = warp_sum(sum_g) / float(cols), mean_gx = warp_sum(sum_gx) / float(cols);
+    float mean_g, mean_gx;
+    layernorm_dx_means(dy + base, x + base, gamma, m, rs, cols, &mean_g, &mean_gx);
 #pragma unroll
     for (int j = 0; j < kColsPerLane; ++j) {
       const int c = lane + 32 * j;
