@@ -5,6 +5,8 @@
 // The backward computes dx and dgamma/dbeta in one pass over dy and x where a row's columns
 // fit a warp's registers (layernorm_backward_kernel); wider rows take dx, then fixed-order
 // column sums over rows (launch.cuh). Both are deterministic: the order depends on the shape.
+#include <utility>
+
 #include "cuda_ops.cuh"
 #include "lansbert/kernels/dropout.h"
 #include "lansbert/kernels/half.h"
@@ -219,20 +221,17 @@ void CudaOps::layernorm_backward(const float* dy, const float* x, const float* g
                                  const float* mean, const float* rstd, float* dx, float* dgamma,
                                  float* dbeta, int rows, int cols) {
   if (rows <= 0) return;
-  // The fused pass where a lane's columns fit its registers (H up to 1024: bert-large).
-  const int per_lane = (cols + 31) / 32;
-  if (per_lane <= 8)
-    return launch_layernorm_backward<8>(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, cols, stream(),
-                                        column_partials_);
-  if (per_lane <= 16)
-    return launch_layernorm_backward<16>(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, cols, stream(),
-                                         column_partials_);
-  if (per_lane <= 24)
-    return launch_layernorm_backward<24>(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, cols, stream(),
-                                         column_partials_);
-  if (per_lane <= 32)
-    return launch_layernorm_backward<32>(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, cols, stream(),
-                                         column_partials_);
+  // The fused pass where a lane's columns fit its registers (H up to 1024: bert-large), in the
+  // narrowest instance that holds them.
+  using Launch = void (*)(const float*, const float*, const float*, const float*, const float*, float*, float*,
+                          float*, int, int, cudaStream_t, DeviceBytes&);
+  constexpr std::pair<int, Launch> kFused[] = {{8, launch_layernorm_backward<8>},
+                                               {16, launch_layernorm_backward<16>},
+                                               {24, launch_layernorm_backward<24>},
+                                               {32, launch_layernorm_backward<32>}};
+  for (const auto& [per_lane, launch] : kFused)
+    if (cols <= 32 * per_lane)
+      return launch(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, cols, stream(), column_partials_);
   const dim3 block(32, kWarpsPerBlock);
   layernorm_dx_kernel<<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, block, 0, stream()>>>(
       dy, x, gamma, mean, rstd, dx, rows, cols);
