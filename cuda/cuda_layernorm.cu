@@ -109,56 +109,84 @@ __global__ void layernorm_dx_kernel(const float* dy, const float* x, const float
   }
 }
 
+// What the fused backward does with the dx it writes, beyond the LayerNorm's own gradients:
+// for residual_layernorm_backward, the residual block's dropout and bias backward (dy16 =
+// dropout(dx) as its kept 16-bit copy, and dbias's partials). dy16 null: the plain backward.
+struct DropoutBiasGrad {
+  uint16_t* dy16 = nullptr;
+  float p = 0;
+  RngKey key{};
+  kern::HalfFormat format = kern::HalfFormat::kBf16;
+};
+
 // The fused backward: block b owns rows [b * rows_per_block, ...), warp w of it rows w, w + 8,
-// ... of that range. Lane l keeps the dgamma/dbeta partials of columns l, l + 32, ... in
-// registers (kColsPerLane of them), adding each row's terms as it writes that row's dx; at the
-// end the warps add their partials into shared memory one warp after another (a fixed order),
-// and the block writes partial[b][k][c] for column_finish_kernel. dy and x are read once from
-// memory (the second read of a row, for dx, comes from cache), where the two-pass path reads
-// them again for the column sums: 12 bytes per element instead of 20.
-template <int kColsPerLane>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+// ... of that range. Lane l owns the runs of four columns 4 l + 128 i .. + 3 (i < kRuns), so
+// one Philox call serves four dropout decisions; it keeps their parameter-gradient partials
+// (dgamma, dbeta and with kBias dbias) in registers, adding each row's terms as it writes that
+// row's dx. At the end the warps add their partials into shared memory one warp after another
+// (a fixed order), and the block writes partial[b][k][c] for column_finish_kernel. dy and x
+// are read once from memory (the second read of a row, for dx, comes from cache), where the
+// two-pass path reads them again for the column sums: 12 bytes per element instead of 20; and
+// the dropout-bias backward does not read dx back (4 more).
+// Two blocks per SM (16 warps) asked of ptxas: at 1024 columns with the dbias partials the
+// kernel then fits 128 registers with 184 bytes spilled to L1 (sm_90), where uncapped it takes
+// 157 and one block per SM (8 warps), too few loads in flight for a pass bound by bandwidth.
+// Which is faster has not been measured (no GPU lent yet); the other instances do not spill.
+template <int kRuns, bool kBias>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock, 2)
     layernorm_backward_kernel(const float* dy, const float* x, const float* gamma, const float* mean,
                               const float* rstd, float* dx, int rows, int cols, int rows_per_block,
-                              float* partial) {
-  __shared__ float block_part[2 * 32 * kColsPerLane];  // [2][cols]: dgamma's partials, then dbeta's
+                              DropoutBiasGrad bias_grad, float* partial) {
+  constexpr int K = kBias ? 3 : 2, kCols = 4 * kRuns;
+  __shared__ float block_part[K * 128 * kRuns];  // [K][cols]: dgamma's partials, dbeta's, dbias's
   const int lane = threadIdx.x, warp = threadIdx.y;
   const int r0 = blockIdx.x * rows_per_block;
   const int r1 = min(rows, r0 + rows_per_block);
-  float acc_g[kColsPerLane], acc_b[kColsPerLane];
+  float acc[K][kCols];
 #pragma unroll
-  for (int j = 0; j < kColsPerLane; ++j) acc_g[j] = acc_b[j] = 0.0f;
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) acc[k][j] = 0.0f;
   for (int row = r0 + warp; row < r1; row += kWarpsPerBlock) {
     const size_t base = size_t(row) * cols;
     const float m = mean[row], rs = rstd[row];
     float mean_g, mean_gx;
     layernorm_dx_means(dy + base, x + base, gamma, m, rs, cols, &mean_g, &mean_gx);
+    Philox4x32 bits{};  // the run's four dropout words (kBias: cols is a multiple of 4, so a run is a block)
 #pragma unroll
-    for (int j = 0; j < kColsPerLane; ++j) {
-      const int c = lane + 32 * j;
+    for (int j = 0; j < kCols; ++j) {
+      const int c = 128 * (j / 4) + 4 * lane + j % 4;
       if (c < cols) {
-        const float d = dy[base + c], xhat = (x[base + c] - m) * rs;
-        dx[base + c] = kern::layernorm_dx(d, gamma[c], xhat, rs, mean_g, mean_gx);
-        acc_g[j] += d * xhat;
-        acc_b[j] += d;
+        const size_t i = base + c;
+        if (kBias && j % 4 == 0 && bias_grad.p > 0.0f) bits = kern::dropout_block(bias_grad.key, i / 4);
+        const float d = dy[i], xhat = (x[i] - m) * rs;
+        const float g = kern::layernorm_dx(d, gamma[c], xhat, rs, mean_g, mean_gx);
+        dx[i] = g;
+        acc[0][j] += d * xhat;
+        acc[1][j] += d;
+        if constexpr (kBias) {
+          const float gy = bias_grad.p > 0.0f ? kern::dropout_scale(g, bits.v[j % 4], bias_grad.p) : g;
+          bias_grad.dy16[i] = kern::float_to_half(gy, bias_grad.format);
+          acc[K - 1][j] += gy;
+        }
       }
     }
   }
   for (int w = 0; w < kWarpsPerBlock; ++w) {
     if (warp == w) {
 #pragma unroll
-      for (int j = 0; j < kColsPerLane; ++j) {
-        const int c = lane + 32 * j;
-        if (c < cols) {
-          block_part[c] = w == 0 ? acc_g[j] : block_part[c] + acc_g[j];
-          block_part[cols + c] = w == 0 ? acc_b[j] : block_part[cols + c] + acc_b[j];
-        }
+      for (int j = 0; j < kCols; ++j) {
+        const int c = 128 * (j / 4) + 4 * lane + j % 4;
+        if (c < cols)
+#pragma unroll
+          for (int k = 0; k < K; ++k)
+            block_part[k * cols + c] = w == 0 ? acc[k][j] : block_part[k * cols + c] + acc[k][j];
       }
     }
     __syncthreads();
   }
   const int t = warp * 32 + lane;
-  for (int c = t; c < 2 * cols; c += 32 * kWarpsPerBlock) partial[size_t(blockIdx.x) * 2 * cols + c] = block_part[c];
+  for (int c = t; c < K * cols; c += 32 * kWarpsPerBlock) partial[size_t(blockIdx.x) * K * cols + c] = block_part[c];
 }
 
 // Rows of one fused-backward block: 4 a warp, more when that would give more than 2 blocks per
@@ -169,20 +197,46 @@ int fused_backward_rows_per_block(int rows) {
   return (rows + blocks - 1) / blocks;
 }
 
-template <int kColsPerLane>
-void launch_layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
-                               const float* rstd, float* dx, float* dgamma, float* dbeta, int rows, int cols,
-                               cudaStream_t s, DeviceBytes& workspace) {
-  const int per_block = fused_backward_rows_per_block(rows);
-  const int blocks = (rows + per_block - 1) / per_block;
-  workspace.reserve(size_t(blocks) * 2 * cols * sizeof(float));
+// The LayerNorm backward's arguments (and dbias, with a DropoutBiasGrad).
+struct LayerNormGrad {
+  const float *dy, *x, *gamma, *mean, *rstd;
+  float *dx, *dgamma, *dbeta, *dbias;
+  int rows, cols;
+};
+
+template <int kRuns, bool kBias>
+void launch_layernorm_backward(const LayerNormGrad& a, const DropoutBiasGrad& bias_grad, cudaStream_t s,
+                               DeviceBytes& workspace) {
+  constexpr int K = kBias ? 3 : 2;
+  const int per_block = fused_backward_rows_per_block(a.rows);
+  const int blocks = (a.rows + per_block - 1) / per_block;
+  workspace.reserve(size_t(blocks) * K * a.cols * sizeof(float));
   float* partial = static_cast<float*>(workspace.get());
   const dim3 block(32, kWarpsPerBlock);
-  layernorm_backward_kernel<kColsPerLane><<<blocks, block, 0, s>>>(
-      dy, x, gamma, mean, rstd, dx, rows, cols, per_block, partial);
+  layernorm_backward_kernel<kRuns, kBias><<<blocks, block, 0, s>>>(a.dy, a.x, a.gamma, a.mean, a.rstd, a.dx, a.rows,
+                                                                  a.cols, per_block, bias_grad, partial);
   LB_LAUNCH_CHECK();
-  column_finish_kernel<2><<<(cols + kThreads - 1) / kThreads, kThreads, 0, s>>>(cols, blocks, partial, dgamma, dbeta);
+  column_finish_kernel<K><<<(a.cols + kThreads - 1) / kThreads, kThreads, 0, s>>>(a.cols, blocks, partial, a.dgamma,
+                                                                                 a.dbeta, a.dbias);
   LB_LAUNCH_CHECK();
+}
+
+// The fused backward in the narrowest instance whose runs hold a row (up to 1024 columns:
+// bert-large); false, and nothing launched, for wider rows.
+template <bool kBias>
+bool launch_fused_layernorm_backward(const LayerNormGrad& a, const DropoutBiasGrad& bias_grad, cudaStream_t s,
+                                     DeviceBytes& workspace) {
+  using Launch = void (*)(const LayerNormGrad&, const DropoutBiasGrad&, cudaStream_t, DeviceBytes&);
+  constexpr std::pair<int, Launch> kInstances[] = {{2, launch_layernorm_backward<2, kBias>},
+                                                   {4, launch_layernorm_backward<4, kBias>},
+                                                   {6, launch_layernorm_backward<6, kBias>},
+                                                   {8, launch_layernorm_backward<8, kBias>}};
+  for (const auto& [runs, launch] : kInstances)
+    if (a.cols <= 128 * runs) {
+      launch(a, bias_grad, s, workspace);
+      return true;
+    }
+  return false;
 }
 
 }  // namespace
@@ -221,17 +275,8 @@ void CudaOps::layernorm_backward(const float* dy, const float* x, const float* g
                                  const float* mean, const float* rstd, float* dx, float* dgamma,
                                  float* dbeta, int rows, int cols) {
   if (rows <= 0) return;
-  // The fused pass where a lane's columns fit its registers (H up to 1024: bert-large), in the
-  // narrowest instance that holds them.
-  using Launch = void (*)(const float*, const float*, const float*, const float*, const float*, float*, float*,
-                          float*, int, int, cudaStream_t, DeviceBytes&);
-  constexpr std::pair<int, Launch> kFused[] = {{8, launch_layernorm_backward<8>},
-                                               {16, launch_layernorm_backward<16>},
-                                               {24, launch_layernorm_backward<24>},
-                                               {32, launch_layernorm_backward<32>}};
-  for (const auto& [per_lane, launch] : kFused)
-    if (cols <= 32 * per_lane)
-      return launch(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, cols, stream(), column_partials_);
+  const LayerNormGrad a{dy, x, gamma, mean, rstd, dx, dgamma, dbeta, nullptr, rows, cols};
+  if (launch_fused_layernorm_backward<false>(a, {}, stream(), column_partials_)) return;
   const dim3 block(32, kWarpsPerBlock);
   layernorm_dx_kernel<<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, block, 0, stream()>>>(
       dy, x, gamma, mean, rstd, dx, rows, cols);
@@ -244,6 +289,18 @@ void CudaOps::layernorm_backward(const float* dy, const float* x, const float* g
         v[1] = d;
       },
       dgamma, dbeta);
+}
+
+// One pass where copies are kept (only GEMMs read dy: its copy alone is written, as
+// dropout_bias_backward_kept does) and a row fits the fused kernel in whole Philox blocks
+// (cols a multiple of 4, as every BERT width); otherwise the two ops.
+void CudaOps::residual_layernorm_backward(const ResidualLayerNormGrad<float>& g) {
+  if (g.rows <= 0 || !keeps_copies() || g.cols > 1024 || g.cols % 4 != 0)
+    return Ops<float>::residual_layernorm_backward(g);
+  const LayerNormGrad a{g.dout, g.sum, g.gamma, g.mean, g.rstd, g.dsum, g.dgamma, g.dbeta, g.dbias, g.rows, g.cols};
+  const DropoutBiasGrad bias_grad{kept_output(g.dy, size_t(g.rows) * g.cols), g.p, g.key,
+                                  gemm_half_format(options_.math)};
+  LB_CHECK(launch_fused_layernorm_backward<true>(a, bias_grad, stream(), column_partials_));
 }
 
 }  // namespace lansbert::cuda

@@ -81,6 +81,7 @@ class CudaOps final : public Ops<float> {
                          float* mean, float* rstd, int rows, int cols, float eps) override;
   // The residual pass and the LayerNorm in one kernel, a warp per row (cuda_layernorm.cu).
   void residual_layernorm_forward(const ResidualLayerNorm<float>& a) override;
+  void residual_layernorm_backward(const ResidualLayerNormGrad<float>& g) override;
   void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
                           const float* rstd, float* dx, float* dgamma, float* dbeta, int rows,
                           int cols) override;

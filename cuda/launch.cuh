@@ -85,7 +85,8 @@ __device__ T block_max(T v, T* scratch) {
 //   1. block (column tile, split) owns 32 columns and a contiguous range of rows; thread
 //      (x, y) sums rows y, y + 32, ... of the range, then the 32 partials of a column are
 //      added in order and written to partial[split][k][c];
-//   2. one thread per column adds the splits in order and accumulates into out_k[c].
+//   2. one thread per column adds the splits in order and accumulates into out_k[c]
+//      (column_finish_kernel, which also finishes the fused LayerNorm backward's K = 3).
 // The splits depend only on `rows`, so the result does not change from run to run.
 constexpr int kColTile = 32;
 constexpr int kRowsPerSplit = 256;
@@ -123,10 +124,10 @@ __global__ void __launch_bounds__(kColTile* kColTile)
 
 template <int K>
 __global__ void column_finish_kernel(int cols, int splits, const float* partial, float* out0,
-                                     float* out1) {
+                                     float* out1, float* out2 = nullptr) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= cols) return;
-  float* outs[2] = {out0, out1};
+  float* outs[3] = {out0, out1, out2};
   for (int k = 0; k < K; ++k) {
     float s = 0;
     for (int sp = 0; sp < splits; ++sp) s += partial[(size_t(sp) * K + k) * cols + c];

@@ -87,6 +87,30 @@ ResidualLayerNorm<T> residual_norm(const BertState<T>& m, int l, int which, T* y
   return r;
 }
 
+// residual_norm's backward: d(out) to d(sum) (the residual's gradient) and d(y) (the dense
+// layer's output gradient), with the LayerNorm's and the bias's parameter gradients.
+template <typename T>
+ResidualLayerNormGrad<T> residual_norm_grad(const BertState<T>& m, int l, int which, const T* dout, const T* sum,
+                                            const LinearParams& ln, const T* mean, const T* rstd, T* dsum, T* dy,
+                                            T* dbias) {
+  ResidualLayerNormGrad<T> g;
+  g.dout = dout;
+  g.sum = sum;
+  g.gamma = m.p(ln.w);
+  g.mean = mean;
+  g.rstd = rstd;
+  g.dsum = dsum;
+  g.dy = dy;
+  g.dgamma = m.g(ln.w);
+  g.dbeta = m.g(ln.b);
+  g.dbias = dbias;
+  g.rows = m.N;
+  g.cols = m.config->hidden;
+  g.p = drop_p(m, m.config->hidden_dropout);
+  g.key = key(m, dropout_site(l, which));
+  return g;
+}
+
 }  // namespace
 
 template <typename T>
@@ -152,12 +176,11 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   const LayerParams& p = m.layer_params[l];
   LayerActs<T>& a = m.layers[l];
   const int N = m.N, H = c.hidden, I = c.intermediate;
-  const float p_hidden = drop_p(m, c.hidden_dropout);
 
-  // FFN block: dh = d(h2).
-  ops.layernorm_backward(m.dh, a.res2, m.p(p.ln2.w), a.mean2, a.rstd2, m.d_a, m.g(p.ln2.w), m.g(p.ln2.b), N, H);
-  // The output gradients of the dense layers come with their 16-bit copies (the *_kept ops).
-  ops.dropout_bias_backward_kept(m.d_a, m.d_b, m.g(p.out.b), N, H, p_hidden, key(m, dropout_site(l, 2)));
+  // FFN block: dh = d(h2). The output gradients of the dense layers come with their 16-bit
+  // copies (only GEMMs read them).
+  ops.residual_layernorm_backward(residual_norm_grad(m, l, 2, m.dh, a.res2, p.ln2, a.mean2, a.rstd2, m.d_a, m.d_b,
+                                                     m.g(p.out.b)));
   // d(act) is read next only by the GELU backward: with 16-bit FFN activations at its 16-bit
   // rounding, so its GEMM writes it as a kept copy (only the copy where outputs are unwritten).
   linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), m.d_ffn, m.g(p.out.w), nullptr, N, I, H,
@@ -174,8 +197,8 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   // Attention block: d_a = d(h1). d(res1) goes straight into dh (free since the FFN block read
   // it): it is the residual part of d(x), to which the projection's input gradient is added by
   // its GEMM (beta 1) instead of by a pass of its own.
-  ops.layernorm_backward(m.d_a, a.res1, m.p(p.ln1.w), a.mean1, a.rstd1, m.dh, m.g(p.ln1.w), m.g(p.ln1.b), N, H);
-  ops.dropout_bias_backward_kept(m.dh, m.d_c, m.g(p.attn_out.b), N, H, p_hidden, key(m, dropout_site(l, 1)));
+  ops.residual_layernorm_backward(residual_norm_grad(m, l, 1, m.d_a, a.res1, p.ln1, a.mean1, a.rstd1, m.dh, m.d_c,
+                                                     m.g(p.attn_out.b)));
   // d(ctx) is read only by the attention backward's GEMMs (when they are the hand-written ones).
   const bool kept = ops.attention_reads_only_gemm_operands();
   linear_backward(ops, m.d_c, a.ctx, m.p(p.attn_out.w), m.d_ctx, m.g(p.attn_out.w), nullptr, N, H, H,

@@ -1,8 +1,9 @@
 // Ops::residual_layernorm_forward, the end of a residual block (y = dropout(y + bias) +
 // residual, then LayerNorm): against a naive fp64 formula with the dropout decisions drawn
 // element by element (kern::dropout_keep), bit for bit against the two ops it stands for
-// (with and without the kept copy of its output), and its backward (layernorm_backward, then
-// dropout_bias_backward) against fp64 central differences for every input.
+// (with and without the kept copy of its output), and its backward (residual_layernorm_backward:
+// layernorm_backward, then dropout_bias_backward_kept) against fp64 central differences for
+// every input.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -101,8 +102,8 @@ TEST(ResidualLayerNorm, IsTheResidualPassThenTheLayerNorm) {
   expect_the_two_ops<float>(GemmMath::kBf16);
 }
 
-// loss = sum(w * out): the LayerNorm backward gives d(sum), which is the residual's gradient;
-// dropout_bias_backward turns it into y's and the bias's.
+// loss = sum(w * out): residual_layernorm_backward's LayerNorm part gives d(sum), which is the
+// residual's gradient; its dropout-bias part turns it into y's and the bias's.
 TEST(ResidualLayerNormGradient, MatchesFiniteDifferences) {
   auto ops = cpu::make_ops<double>();
   const int rows = 5, cols = 12;
@@ -121,9 +122,22 @@ TEST(ResidualLayerNormGradient, MatchesFiniteDifferences) {
   std::vector<double> y = y0, out(n), mean(rows), rstd(rows);
   ops->residual_layernorm_forward(args(y.data(), bias, res, rows, cols, p, g, b, out.data(), mean.data(), rstd.data()));
   std::vector<double> dsum(n), dy(n), dbias(cols, 0.0), dg(cols, 0.0), db(cols, 0.0);
-  ops->layernorm_backward(w.data(), y.data(), g.data(), mean.data(), rstd.data(), dsum.data(), dg.data(), db.data(), rows,
-                          cols);
-  ops->dropout_bias_backward(dsum.data(), dy.data(), dbias.data(), rows, cols, p, kKey);
+  ResidualLayerNormGrad<double> grad;
+  grad.dout = w.data();
+  grad.sum = y.data();
+  grad.gamma = g.data();
+  grad.mean = mean.data();
+  grad.rstd = rstd.data();
+  grad.dsum = dsum.data();
+  grad.dy = dy.data();
+  grad.dgamma = dg.data();
+  grad.dbeta = db.data();
+  grad.dbias = dbias.data();
+  grad.rows = rows;
+  grad.cols = cols;
+  grad.p = p;
+  grad.key = kKey;
+  ops->residual_layernorm_backward(grad);
   EXPECT_LT(check_gradient(y0, dy, loss), 1e-7);
   EXPECT_LT(check_gradient(bias, dbias, loss), 1e-7);
   EXPECT_LT(check_gradient(res, dsum, loss), 1e-7);

@@ -85,6 +85,19 @@ struct ResidualLayerNorm {
   bool keep_out = false;  // out is a GEMM operand kept from here (layernorm_forward_kept)
 };
 
+// The backward of residual_layernorm_forward's block end (Ops::residual_layernorm_backward).
+template <typename T>
+struct ResidualLayerNormGrad {
+  const T* dout;                     // [rows, cols]: d(out)
+  const T *sum, *gamma, *mean, *rstd;  // the forward's LayerNorm input (its y), parameters and statistics
+  T* dsum;                           // out [rows, cols]: d(sum), the residual's gradient
+  T* dy;                             // out [rows, cols]: the dense output's gradient, dropout(d(sum)); read only by GEMMs
+  T *dgamma, *dbeta, *dbias;         // [cols], accumulated
+  int rows = 0, cols = 0;
+  float p = 0;                       // the forward's dropout probability and key
+  RngKey key{};
+};
+
 template <typename T>
 class Ops {
  public:
@@ -226,14 +239,21 @@ class Ops {
   // bias_dropout_residual_forward, then layernorm_forward (layernorm_forward_kept where
   // keep_out) on its result: exactly those two ops, in that order. A backend may run them as
   // one pass that does not read the sum back from memory (CudaOps: a warp per row; 4 bytes
-  // per element fewer, twice a layer). Its backward is theirs: layernorm_backward, then
-  // dropout_bias_backward.
+  // per element fewer, twice a layer). Its backward: residual_layernorm_backward.
   virtual void residual_layernorm_forward(const ResidualLayerNorm<T>& a) {
     bias_dropout_residual_forward(a.y, a.bias, a.residual, a.rows, a.cols, a.p, a.key);
     if (a.keep_out)
       layernorm_forward_kept(a.y, a.gamma, a.beta, a.out, a.mean, a.rstd, a.rows, a.cols, a.eps);
     else
       layernorm_forward(a.y, a.gamma, a.beta, a.out, a.mean, a.rstd, a.rows, a.cols, a.eps);
+  }
+  // layernorm_backward, then dropout_bias_backward_kept on the d(sum) it wrote: exactly those
+  // two ops. A backend may run them as one pass that does not read d(sum) back from memory
+  // (CudaOps: rows up to 1024 wide with 16-bit copies kept; 4 bytes per element fewer, twice
+  // a layer).
+  virtual void residual_layernorm_backward(const ResidualLayerNormGrad<T>& a) {
+    layernorm_backward(a.dout, a.sum, a.gamma, a.mean, a.rstd, a.dsum, a.dgamma, a.dbeta, a.rows, a.cols);
+    dropout_bias_backward_kept(a.dsum, a.dy, a.dbias, a.rows, a.cols, a.p, a.key);
   }
   // The dense layers' output gradients (after the residual dropout): only their copy is written
   // where kept_outputs_unwritten() (4 bytes per element fewer; bert-large at 32 x 128: 4.2M

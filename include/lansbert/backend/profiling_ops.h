@@ -138,6 +138,12 @@ class ProfilingOps : public Ops<T> {
     time("residual_layernorm_forward", 0, E * (4.0 * a.rows * a.cols + 3.0 * a.cols + 2.0 * a.rows),
          [&] { inner_.residual_layernorm_forward(a); });
   }
+  // layernorm_backward's bytes, then the dropout-bias backward's less its read of d(sum).
+  void residual_layernorm_backward(const ResidualLayerNormGrad<T>& a) override {
+    const double r = a.rows, c = a.cols;
+    time("residual_layernorm_backward", 0, E * (3.0 * r * c + 2.0 * r + 5.0 * c) + kept_out() * r * c + 2.0 * E * c,
+         [&] { inner_.residual_layernorm_backward(a); });
+  }
   void dropout_bias_backward_kept(const T* dy, T* dx, T* db, int r, int c, float p, RngKey k) override {
     time("dropout_bias_backward", 0, (E + kept_out()) * r * c + 2.0 * E * c,
          [&] { inner_.dropout_bias_backward_kept(dy, dx, db, r, c, p, k); });
