@@ -71,6 +71,29 @@ TEST(ProfilingTraffic, ConversionsAreChargedToTheOpThatMadeThem) {
   EXPECT_EQ(p.entries().at("residual_layernorm_forward").bytes, 4.0 * (4 * m * n + 3 * n + 2 * m) + 2.0 * m * n);
   EXPECT_EQ(p.entries().count("bias_dropout_residual_forward"), 0u) << "charged once, to the fused op";
   p.drop_gemm_operand(y.data());
+  // Its backward as one op: the LayerNorm backward's bytes (d(out) and the sum read, d(sum)
+  // written; the statistics; gamma read, dgamma and dbeta updated), then d(y)'s copy and dbias
+  // updated, without the dropout-bias backward's read of d(sum).
+  std::vector<float> dout(m * n, 0.3f), dsum(m * n), dy(m * n), dgamma(n, 0.0f), dbeta(n, 0.0f), dbias(n, 0.0f);
+  ResidualLayerNormGrad<float> grad;
+  grad.dout = dout.data();
+  grad.sum = c.data();
+  grad.gamma = g.data();
+  grad.mean = mean.data();
+  grad.rstd = rstd.data();
+  grad.dsum = dsum.data();
+  grad.dy = dy.data();
+  grad.dgamma = dgamma.data();
+  grad.dbeta = dbeta.data();
+  grad.dbias = dbias.data();
+  grad.rows = m;
+  grad.cols = n;
+  p.residual_layernorm_backward(grad);
+  EXPECT_EQ(p.entries().at("residual_layernorm_backward").bytes,
+            4.0 * (3 * m * n + 2 * m + 5 * n) + 2.0 * m * n + 8.0 * n);
+  EXPECT_EQ(p.entries().count("layernorm_backward") + p.entries().count("dropout_bias_backward"), 0u)
+      << "charged once, to the fused op";
+  p.drop_gemm_operand(dy.data());
   // An output only GEMMs read is written as its copy alone where the backend says so.
   ASSERT_TRUE(cpu->kept_outputs_unwritten());
   std::vector<float> pre(m * n, 0.1f), act(m * n);
