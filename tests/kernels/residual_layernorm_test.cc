@@ -122,21 +122,9 @@ TEST(ResidualLayerNormGradient, MatchesFiniteDifferences) {
   std::vector<double> y = y0, out(n), mean(rows), rstd(rows);
   ops->residual_layernorm_forward(args(y.data(), bias, res, rows, cols, p, g, b, out.data(), mean.data(), rstd.data()));
   std::vector<double> dsum(n), dy(n), dbias(cols, 0.0), dg(cols, 0.0), db(cols, 0.0);
-  ResidualLayerNormGrad<double> grad;
-  grad.dout = w.data();
-  grad.sum = y.data();
-  grad.gamma = g.data();
-  grad.mean = mean.data();
-  grad.rstd = rstd.data();
-  grad.dsum = dsum.data();
-  grad.dy = dy.data();
-  grad.dgamma = dg.data();
-  grad.dbeta = db.data();
-  grad.dbias = dbias.data();
-  grad.rows = rows;
-  grad.cols = cols;
-  grad.p = p;
-  grad.key = kKey;
+  const auto grad = testing::residual_layernorm_grad_args(w.data(), y.data(), g.data(), mean.data(), rstd.data(),
+                                                         dsum.data(), dy.data(), dg.data(), db.data(), dbias.data(),
+                                                         rows, cols, p, kKey);
   ops->residual_layernorm_backward(grad);
   EXPECT_LT(check_gradient(y0, dy, loss), 1e-7);
   EXPECT_LT(check_gradient(bias, dbias, loss), 1e-7);

@@ -75,20 +75,9 @@ TEST(ProfilingTraffic, ConversionsAreChargedToTheOpThatMadeThem) {
   // written; the statistics; gamma read, dgamma and dbeta updated), then d(y)'s copy and dbias
   // updated, without the dropout-bias backward's read of d(sum).
   std::vector<float> dout(m * n, 0.3f), dsum(m * n), dy(m * n), dgamma(n, 0.0f), dbeta(n, 0.0f), dbias(n, 0.0f);
-  ResidualLayerNormGrad<float> grad;
-  grad.dout = dout.data();
-  grad.sum = c.data();
-  grad.gamma = g.data();
-  grad.mean = mean.data();
-  grad.rstd = rstd.data();
-  grad.dsum = dsum.data();
-  grad.dy = dy.data();
-  grad.dgamma = dgamma.data();
-  grad.dbeta = dbeta.data();
-  grad.dbias = dbias.data();
-  grad.rows = m;
-  grad.cols = n;
-  p.residual_layernorm_backward(grad);
+  p.residual_layernorm_backward(testing::residual_layernorm_grad_args(dout.data(), c.data(), g.data(), mean.data(),
+                                                                     rstd.data(), dsum.data(), dy.data(), dgamma.data(),
+                                                                     dbeta.data(), dbias.data(), m, n));
   EXPECT_EQ(p.entries().at("residual_layernorm_backward").bytes,
             4.0 * (3 * m * n + 2 * m + 5 * n) + 2.0 * m * n + 8.0 * n);
   EXPECT_EQ(p.entries().count("layernorm_backward") + p.entries().count("dropout_bias_backward"), 0u)
