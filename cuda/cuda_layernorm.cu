@@ -109,13 +109,9 @@ __global__ void layernorm_dx_kernel(const float* dy, const float* x, const float
   }
 }
 
-// What the fused backward does with the dx it writes, beyond the LayerNorm's own gradients:
-// for residual_layernorm_backward, the residual block's dropout and bias backward (dy16 =
-// dropout(dx) as its kept 16-bit copy, and dbias's partials). dy16 null: the plain backward.
-struct DropoutBiasGrad {
+// Where the fused backward with kBias writes d(y) = dropout(dx): its kept 16-bit copy.
+struct KeptGrad {
   uint16_t* dy16 = nullptr;
-  float p = 0;
-  RngKey key{};
   kern::HalfFormat format = kern::HalfFormat::kBf16;
 };
 
@@ -129,14 +125,14 @@ struct DropoutBiasGrad {
 // two-pass path reads them again for the column sums: 12 bytes per element instead of 20; and
 // the dropout-bias backward does not read dx back (4 more).
 // Two blocks per SM (16 warps) asked of ptxas: at 1024 columns with the dbias partials the
-// kernel then fits 128 registers with 184 bytes spilled to L1 (sm_90), where uncapped it takes
-// 157 and one block per SM (8 warps), too few loads in flight for a pass bound by bandwidth.
-// Which is faster has not been measured (no GPU lent yet); the other instances do not spill.
+// kernel then fits 128 registers without spills (sm_90); in an earlier form of this code it
+// took 157 uncapped, one block per SM (8 warps), too few loads in flight for a pass bound by
+// bandwidth. Whether it beats the two kernels has not been measured (no GPU lent yet).
 template <int kRuns, bool kBias>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, 2)
     layernorm_backward_kernel(const float* dy, const float* x, const float* gamma, const float* mean,
-                              const float* rstd, float* dx, int rows, int cols, int rows_per_block,
-                              DropoutBiasGrad bias_grad, float* partial) {
+                              const float* rstd, float* dx, int rows, int cols, float p, RngKey key, KeptGrad kept,
+                              int rows_per_block, float* partial) {
   constexpr int K = kBias ? 3 : 2, kCols = 4 * kRuns;
   __shared__ float block_part[K * 128 * kRuns];  // [K][cols]: dgamma's partials, dbeta's, dbias's
   const int lane = threadIdx.x, warp = threadIdx.y;
@@ -158,15 +154,15 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 2)
       const int c = 128 * (j / 4) + 4 * lane + j % 4;
       if (c < cols) {
         const size_t i = base + c;
-        if (kBias && j % 4 == 0 && bias_grad.p > 0.0f) bits = kern::dropout_block(bias_grad.key, i / 4);
+        if (kBias && j % 4 == 0 && p > 0.0f) bits = kern::dropout_block(key, i / 4);
         const float d = dy[i], xhat = (x[i] - m) * rs;
         const float g = kern::layernorm_dx(d, gamma[c], xhat, rs, mean_g, mean_gx);
         dx[i] = g;
         acc[0][j] += d * xhat;
         acc[1][j] += d;
         if constexpr (kBias) {
-          const float gy = bias_grad.p > 0.0f ? kern::dropout_scale(g, bits.v[j % 4], bias_grad.p) : g;
-          bias_grad.dy16[i] = kern::float_to_half(gy, bias_grad.format);
+          const float gy = p > 0.0f ? kern::dropout_scale(g, bits.v[j % 4], p) : g;
+          kept.dy16[i] = kern::float_to_half(gy, kept.format);
           acc[K - 1][j] += gy;
         }
       }
@@ -197,15 +193,9 @@ int fused_backward_rows_per_block(int rows) {
   return (rows + blocks - 1) / blocks;
 }
 
-// The LayerNorm backward's arguments (and dbias, with a DropoutBiasGrad).
-struct LayerNormGrad {
-  const float *dy, *x, *gamma, *mean, *rstd;
-  float *dx, *dgamma, *dbeta, *dbias;
-  int rows, cols;
-};
-
+// a: the LayerNorm backward's arguments, with kBias dy (its copy: kept), dbias, p and key.
 template <int kRuns, bool kBias>
-void launch_layernorm_backward(const LayerNormGrad& a, const DropoutBiasGrad& bias_grad, cudaStream_t s,
+void launch_layernorm_backward(const ResidualLayerNormGrad<float>& a, const KeptGrad& kept, cudaStream_t s,
                                DeviceBytes& workspace) {
   constexpr int K = kBias ? 3 : 2;
   const int per_block = fused_backward_rows_per_block(a.rows);
@@ -213,27 +203,27 @@ void launch_layernorm_backward(const LayerNormGrad& a, const DropoutBiasGrad& bi
   workspace.reserve(size_t(blocks) * K * a.cols * sizeof(float));
   float* partial = static_cast<float*>(workspace.get());
   const dim3 block(32, kWarpsPerBlock);
-  layernorm_backward_kernel<kRuns, kBias><<<blocks, block, 0, s>>>(a.dy, a.x, a.gamma, a.mean, a.rstd, a.dx, a.rows,
-                                                                  a.cols, per_block, bias_grad, partial);
+  layernorm_backward_kernel<kRuns, kBias><<<blocks, block, 0, s>>>(a.dout, a.sum, a.gamma, a.mean, a.rstd, a.dsum,
+                                                                  a.rows, a.cols, a.p, a.key, kept, per_block, partial);
   LB_LAUNCH_CHECK();
   column_finish_kernel<K><<<(a.cols + kThreads - 1) / kThreads, kThreads, 0, s>>>(a.cols, blocks, partial, a.dgamma,
-                                                                                 a.dbeta, a.dbias);
+                                                                                 a.dbeta, kBias ? a.dbias : nullptr);
   LB_LAUNCH_CHECK();
 }
 
 // The fused backward in the narrowest instance whose runs hold a row (up to 1024 columns:
 // bert-large); false, and nothing launched, for wider rows.
 template <bool kBias>
-bool launch_fused_layernorm_backward(const LayerNormGrad& a, const DropoutBiasGrad& bias_grad, cudaStream_t s,
+bool launch_fused_layernorm_backward(const ResidualLayerNormGrad<float>& a, const KeptGrad& kept, cudaStream_t s,
                                      DeviceBytes& workspace) {
-  using Launch = void (*)(const LayerNormGrad&, const DropoutBiasGrad&, cudaStream_t, DeviceBytes&);
+  using Launch = void (*)(const ResidualLayerNormGrad<float>&, const KeptGrad&, cudaStream_t, DeviceBytes&);
   constexpr std::pair<int, Launch> kInstances[] = {{2, launch_layernorm_backward<2, kBias>},
                                                    {4, launch_layernorm_backward<4, kBias>},
                                                    {6, launch_layernorm_backward<6, kBias>},
                                                    {8, launch_layernorm_backward<8, kBias>}};
   for (const auto& [runs, launch] : kInstances)
     if (a.cols <= 128 * runs) {
-      launch(a, bias_grad, s, workspace);
+      launch(a, kept, s, workspace);
       return true;
     }
   return false;
@@ -275,7 +265,9 @@ void CudaOps::layernorm_backward(const float* dy, const float* x, const float* g
                                  const float* mean, const float* rstd, float* dx, float* dgamma,
                                  float* dbeta, int rows, int cols) {
   if (rows <= 0) return;
-  const LayerNormGrad a{dy, x, gamma, mean, rstd, dx, dgamma, dbeta, nullptr, rows, cols};
+  ResidualLayerNormGrad<float> a{};  // the LayerNorm part only: no dy, dbias or dropout
+  a.dout = dy, a.sum = x, a.gamma = gamma, a.mean = mean, a.rstd = rstd;
+  a.dsum = dx, a.dgamma = dgamma, a.dbeta = dbeta, a.rows = rows, a.cols = cols;
   if (launch_fused_layernorm_backward<false>(a, {}, stream(), column_partials_)) return;
   const dim3 block(32, kWarpsPerBlock);
   layernorm_dx_kernel<<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, block, 0, stream()>>>(
@@ -297,10 +289,8 @@ void CudaOps::layernorm_backward(const float* dy, const float* x, const float* g
 void CudaOps::residual_layernorm_backward(const ResidualLayerNormGrad<float>& g) {
   if (g.rows <= 0 || !keeps_copies() || g.cols > 1024 || g.cols % 4 != 0)
     return Ops<float>::residual_layernorm_backward(g);
-  const LayerNormGrad a{g.dout, g.sum, g.gamma, g.mean, g.rstd, g.dsum, g.dgamma, g.dbeta, g.dbias, g.rows, g.cols};
-  const DropoutBiasGrad bias_grad{kept_output(g.dy, size_t(g.rows) * g.cols), g.p, g.key,
-                                  gemm_half_format(options_.math)};
-  LB_CHECK(launch_fused_layernorm_backward<true>(a, bias_grad, stream(), column_partials_));
+  const KeptGrad kept{kept_output(g.dy, size_t(g.rows) * g.cols), gemm_half_format(options_.math)};
+  LB_CHECK(launch_fused_layernorm_backward<true>(g, kept, stream(), column_partials_));
 }
 
 }  // namespace lansbert::cuda

@@ -11,6 +11,7 @@
 
 #include "gpu_test_util.h"
 #include "lansbert/backend/cpu_ops.h"
+#include "residual_layernorm_args.h"
 
 namespace lansbert {
 namespace {
@@ -30,30 +31,23 @@ struct Inputs {
 template <typename Fn>
 Grads run(Ops<float>& ops, bool on_device, const Inputs& in, int rows, int cols, float p, Fn&& step) {
   const size_t n = size_t(rows) * cols;
-  auto buffer = [&](const std::vector<float>& h) { return to_device(h); };
-  ResidualLayerNormGrad<float> g;
-  g.rows = rows;
-  g.cols = cols;
-  g.p = p;
-  g.key = kKey;
   if (on_device) {
-    auto dout = buffer(in.dout), sum = buffer(in.sum), gamma = buffer(in.gamma), mean = buffer(in.mean),
-         rstd = buffer(in.rstd), dgamma = buffer(in.dgamma), dbeta = buffer(in.dbeta), dbias = buffer(in.dbias),
-         w = buffer(in.w), dsum = buffer(std::vector<float>(n, 0.f)), dy = buffer(std::vector<float>(n, 0.f)),
-         read = buffer(std::vector<float>(size_t(rows) * kRead, 0.f));
-    g.dout = dout.data(), g.sum = sum.data(), g.gamma = gamma.data(), g.mean = mean.data(), g.rstd = rstd.data();
-    g.dsum = dsum.data(), g.dy = dy.data(), g.dgamma = dgamma.data(), g.dbeta = dbeta.data(), g.dbias = dbias.data();
-    step(g);
+    auto dout = to_device(in.dout), sum = to_device(in.sum), gamma = to_device(in.gamma), mean = to_device(in.mean),
+         rstd = to_device(in.rstd), dgamma = to_device(in.dgamma), dbeta = to_device(in.dbeta),
+         dbias = to_device(in.dbias), w = to_device(in.w), dsum = to_device(std::vector<float>(n, 0.f)),
+         dy = to_device(std::vector<float>(n, 0.f)), read = to_device(std::vector<float>(size_t(rows) * kRead, 0.f));
+    step(testing::residual_layernorm_grad_args(dout.data(), sum.data(), gamma.data(), mean.data(), rstd.data(),
+                                               dsum.data(), dy.data(), dgamma.data(), dbeta.data(), dbias.data(), rows,
+                                               cols, p, kKey));
     ops.gemm(Trans::kNo, Trans::kNo, rows, kRead, cols, 1.f, dy.data(), cols, w.data(), kRead, 0.f, read.data(), kRead);
     ops.drop_gemm_operand(dy.data());
     return {to_host(dsum), to_host(dgamma), to_host(dbeta), to_host(dbias), to_host(read)};
   }
   Grads r{std::vector<float>(n, 0.f), in.dgamma, in.dbeta, in.dbias, std::vector<float>(size_t(rows) * kRead, 0.f)};
   std::vector<float> dy(n, 0.f);
-  g.dout = in.dout.data(), g.sum = in.sum.data(), g.gamma = in.gamma.data(), g.mean = in.mean.data();
-  g.rstd = in.rstd.data(), g.dsum = r.dsum.data(), g.dy = dy.data(), g.dgamma = r.dgamma.data();
-  g.dbeta = r.dbeta.data(), g.dbias = r.dbias.data();
-  step(g);
+  step(testing::residual_layernorm_grad_args(in.dout.data(), in.sum.data(), in.gamma.data(), in.mean.data(),
+                                             in.rstd.data(), r.dsum.data(), dy.data(), r.dgamma.data(), r.dbeta.data(),
+                                             r.dbias.data(), rows, cols, p, kKey));
   ops.gemm(Trans::kNo, Trans::kNo, rows, kRead, cols, 1.f, dy.data(), cols, in.w.data(), kRead, 0.f, r.read.data(),
            kRead);
   ops.drop_gemm_operand(dy.data());
