@@ -40,6 +40,15 @@ FusedAttention& CudaOps::fused() {
   return *fused_;
 }
 
+bool CudaOps::attention_runs_flash(int head_dim) const {
+  if (options_.attention != AttentionMode::kFlash) return false;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  AttentionShape shape;
+  shape.head_dim = head_dim;
+  return flash_attention_check(shape, options_.math, compute_capability(device)).empty();
+}
+
 AttentionImpl CudaOps::attention_forward(const AttentionForward<float>& a) {
   if (options_.attention == AttentionMode::kNative) return native_attention_forward(*this, a);
   if (options_.attention == AttentionMode::kFlash) {
@@ -130,8 +139,8 @@ void CudaOps::attention_backward(const AttentionBackward<float>& a) {
       io.d_k = const_cast<uint16_t*>(kept_copy_of(a.d_k, n));
       io.d_v = const_cast<uint16_t*>(kept_copy_of(a.d_v, n));
     }
-    // d_probs is [B, A, S, S] scratch the flash attention does not otherwise need: its first
-    // B*A*S floats hold D.
+    // d_probs is scratch of at least B*A*S floats ([B, A, S] where the model lays out no
+    // probabilities, Ops::attention_runs_flash): its first B*A*S hold D.
     flash_attention_backward(a, gemm_half_format(options_.math), io, a.d_probs, stream());
     if (a.d_qkv_kept && !dqkv_copies)
       attention_detail::for_each_qkv_span(a.shape, a.d_q, a.d_k, a.d_v,

@@ -112,6 +112,8 @@ class CudaOps final : public Ops<float> {
   bool attention_keeps_input_gradients() const override {
     return options_.attention == AttentionMode::kFlash && converts_operands();
   }
+  // flash_attention_check on the current device: what attention_forward decides per call.
+  bool attention_runs_flash(int head_dim) const override;
   void bias_add_backward_of_kept(const float* dy, float* dbias, int rows, int cols) override;
   void gemm_bias_half(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
                       const float* bias, float* scratch, uint16_t* out) override;

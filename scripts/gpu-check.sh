@@ -247,13 +247,12 @@ bench_step() {
       --recompute $mode --steps 2 --warmup 1 2>&1 | tee "$out/bench-bert-large-512-probe-recompute-$mode.txt" || true
   done
   # ... and for the fastest configuration by the roofline count (the flash attention with 16-bit
-  # activations, whose arena holds the least), at both lengths, when this build has it; with
-  # `--recompute attention`, which recomputes no flash layer but shares the probability slot
-  # that only a fallback would use.
+  # activations, whose arena holds the least: no [B, A, S, S] memory without recomputation), at
+  # both lengths, when this build has it.
   if "$lb" bench --help 2>&1 | grep -q -- '--activations'; then
     for spec in 128:20 512:80; do
       timeout "$t" "$lb" bench --backend cuda --precision bf16 --attention flash --activations 16bit \
-        --recompute attention --model bert-large \
+        --model bert-large \
         --seq-len "${spec%:*}" --max-pred "${spec#*:}" --batch 0 --steps 2 --warmup 1 2>&1 |
         tee "$out/bench-bert-large-${spec%:*}-probe-flash-16bit.txt" || true
     done

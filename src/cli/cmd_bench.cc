@@ -128,6 +128,7 @@ struct FootprintOptions {
   bool with_moments = false;    // an optimizer's m and v
   bool fused_attention = false; // cuDNN's or the flash attention: statistics kept, no probabilities
   bool cudnn_staging = false;   // cuDNN's bf16 staging
+  bool flash_runs = false;      // the flash attention on every layer (Ops::attention_runs_flash)
   bool cast_operands = false;   // 16-bit GEMMs whose operands our kernels convert
   bool reuse = false;           // ... kept and reused (Ops::keep_gemm_operand)
   Recompute recompute = Recompute::kNone;  // ModelLimits::recompute
@@ -142,16 +143,17 @@ struct FootprintOptions {
   const size_t params = make_bert_param_table(cfg).total_elements();
   const size_t flat = params * sizeof(float) * (f.with_moments ? 4 : 2);
   // cuDNN's attention reads q/k/v and ctx in fp32; the others only as 16-bit copies where kept.
-  const OutputStorage storage{f.cast_operands && f.reuse, !f.cudnn_staging};
+  const OutputStorage storage{f.cast_operands && f.reuse, !f.cudnn_staging, f.flash_runs};
   const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P, f.recompute, f.fused_attention, f.half_activations},
                                                             storage);
   const size_t keep_mask = cfg.attention_dropout > 0 ? size_t(B) * cfg.heads * S * S * 2 : 0;
   const size_t fused = f.cudnn_staging ? size_t(B) * S * cfg.hidden * (8 * 2 + 4) + keep_mask : 0;
   // 16-bit GEMMs with our cast pass: the kept weights' copy, the layers' kept activations
   // (BertModel::kept_copy_bytes_for), and three operand workspaces (A, B, the held dY) sized
-  // for the largest operand: FFN activations, attention probabilities or the MLM logits.
+  // for the largest operand: FFN activations, attention probabilities (none with the flash
+  // attention) or the MLM logits.
   const size_t N = size_t(B) * S;
-  const size_t largest = std::max({N * cfg.intermediate, size_t(B) * cfg.heads * S * S,
+  const size_t largest = std::max({N * cfg.intermediate, f.flash_runs ? 0 : size_t(B) * cfg.heads * S * S,
                                    size_t(B) * P * cfg.vocab_size});
   const size_t kept =
       f.reuse ? 2 * params + BertModel<float>::kept_copy_bytes_for(cfg, {B, S, P, f.recompute},
@@ -269,7 +271,8 @@ int run_bench(const BenchOptions& o) {
     // Our cast pass: with cast reuse its kept copies, and the arena without fp32 memory for
     // the kept outputs (Ops::kept_outputs_unwritten); without reuse neither.
     B = probe_batch(cfg, o.seq_len, P,
-                    {time_opt, fused_attention, cudnn_staging, cast_operands, o.cast_reuse == "on", o.recompute_mode, half_activations},
+                    {time_opt, fused_attention, cudnn_staging, o.attention == "flash" && be.ops->attention_runs_flash(cfg.head_dim()),
+                     cast_operands, o.cast_reuse == "on", o.recompute_mode, half_activations},
                     &probe_free, &probe_need);
     if (B == 0) {
       report(Status::unsupported("bench: --batch 0: not even a micro-batch of 1 fits in the " +

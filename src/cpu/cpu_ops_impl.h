@@ -70,6 +70,8 @@ class CpuOps final : public Ops<T> {
   bool attention_reads_only_gemm_operands() const override {
     return attention_ != AttentionMode::kFlash || kept_outputs_unwritten();
   }
+  // The twin runs for every shape (the CUDA kernels need 16-bit GEMMs and head_dim 64).
+  bool attention_runs_flash(int) const override { return attention_ == AttentionMode::kFlash; }
   bool kept_outputs_unwritten() const override { return math_ != GemmMath::kFp32 && reuse_casts_; }
   void layernorm_forward_kept(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd, int rows, int cols,
                               T eps) override;

@@ -58,9 +58,17 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, OutputStorage storag
   // Outputs written only as their 16-bit copies get addresses to key them, no memory.
   auto take_output = [&](bool copy_only, size_t n) { return copy_only ? a.take_key<T>(n) : a.take<T>(n); };
   const bool attention_copy_only = kept_outputs_unwritten && storage.attention_reads_only_gemm_operands;
-  // A layer's attention probabilities, and everything else of it but its output h2 (which the
-  // next layer reads as its input).
+  // A layer's attention probabilities (only the flash statistics where the attention saves
+  // nothing else), and everything else of it but its output h2 (which the next layer reads as
+  // its input).
+  const bool stats_only = storage.attention_statistics_only;
+  const size_t BAS = B * c.heads * S;
   auto take_probs = [&](LayerActs<T>& l) {
+    if (stats_only) {
+      l.probs = l.probs_drop = nullptr;
+      l.stats = a.take<T>(BAS);
+      return;
+    }
     l.probs = a.take<T>(BASS);
     l.probs_drop = !attn_dropout ? nullptr : kept_outputs_unwritten ? l.probs : a.take<T>(BASS);
   };
@@ -88,17 +96,20 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, OutputStorage storag
   };
   // Recomputing whole layers, every layer's scratch is the same memory; recomputing the
   // attention, the probabilities are (ModelLimits::recompute).
+  // Recomputing the attention of layers that save only statistics recomputes nothing: they
+  // are laid out as without recomputation.
   LayerActs<T> shared;
-  if (lim.recompute != Recompute::kNone) take_probs(shared);
+  const bool share_probs = lim.recompute == Recompute::kLayers || (lim.recompute == Recompute::kAttention && !stats_only);
+  if (share_probs) take_probs(shared);
   if (lim.recompute == Recompute::kLayers) take_rest(shared);
   for (LayerActs<T>& l : layers) {
     if (lim.recompute == Recompute::kLayers) {
       l = shared;
     } else {
-      if (lim.recompute == Recompute::kAttention) {
+      if (share_probs) {
         l.probs = shared.probs;
         l.probs_drop = shared.probs_drop;
-        if (lim.attention_stats) l.stats = a.take<T>(size_t(B) * c.heads * S);
+        if (lim.attention_stats) l.stats = a.take<T>(BAS);
       } else {
         take_probs(l);
       }
@@ -127,8 +138,9 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, OutputStorage storag
   d_k = d_qkv + H;
   d_v = d_qkv + 2 * H;
   d_ffn = a.take<T>(N * I);
-  d_probs = a.take<T>(BASS);
-  d_scores = a.take<T>(BASS);
+  // The flash backward's scratch is one value per query row (CudaOps: D = d(ctx) . ctx).
+  d_probs = a.take<T>(stats_only ? BAS : BASS);
+  d_scores = stats_only ? nullptr : a.take<T>(BASS);
   d_mlm_logits = a.take<T>(Pt * V);
   d_m1 = a.take<T>(Pt * H);
   d_m2 = a.take<T>(Pt * H);
@@ -178,7 +190,7 @@ BertModel<T>::BertModel(const BertConfig& config, Ops<T>& ops, ModelLimits limit
   s.mlm_bias = entry(table_, "cls.predictions.bias");
   s.nsp = linear(table_, "cls.seq_relationship");
 
-  const OutputStorage storage = OutputStorage::of(ops);
+  const OutputStorage storage = OutputStorage::of(ops, config_);
   Arena counting;
   s.layout(counting, limits_, storage);
   arena_bytes_ = counting.required();

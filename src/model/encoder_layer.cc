@@ -166,6 +166,9 @@ void encoder_layer_attention_forward(BertState<T>& m, int l) {
   f.scores = m.d_scores;  // backward scratch: free in the forward, and before a layer's backward
   f.qkv_kept = f.ctx_kept = kept;
   a.attn_impl = ops.attention_forward(f);
+  // No probability slots were laid out because the ops said every forward runs flash.
+  LB_CHECK_MSG(a.probs || a.attn_impl == AttentionImpl::kFlash,
+               "attention: the ops promised the flash attention (Ops::attention_runs_flash) but ran another");
   if (!kept) ops.keep_gemm_operand(a.ctx, size_t(m.N) * m.config->hidden);
 }
 

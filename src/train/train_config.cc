@@ -213,7 +213,9 @@ Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
   // activations as 16-bit copies only, and the GEMM inputs as copies too.
   p.activation_bytes = BertModel<float>::activation_bytes_for(
       mc, config.model_limits(),
-      OutputStorage::for_plan(config.converts_gemm_operands(), config.backend_attention_mode()));
+      OutputStorage::for_plan(config.converts_gemm_operands(), config.backend_attention_mode(),
+                              flash_attention_planned(config.backend != "cpu", is_half_gemm(config.gemm_math()),
+                                                      mc.head_dim())));
   // The fused attention keeps neither q/k/v nor probabilities, except where it falls back to
   // the hand-written one (no engine for the shape, a failed auto check): not counted then, so
   // the plan stays a lower bound. With attention dropout it stages one bf16 keep mask

@@ -460,21 +460,6 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   if (!run.device && cfg.gemm_math() != GemmMath::kFp32 && opts.log && comm.rank() == 0)
     std::fprintf(opts.log, "backend cpu: %s GEMM operands emulated (rounded, fp32 products): for checking numerics, "
                  "not speed\n", gemm_math_name(cfg.gemm_math()));
-  // The flash attention needs no [B, A, S, S] probabilities, but without recomputation the
-  // arena keeps a slot per layer (for layers that might run the hand-written attention);
-  // batch.recompute: attention shares one and recomputes no flash layer, at no cost.
-  if (cfg.attention_mode() == AttentionMode::kFlash && cfg.batch.recompute == Recompute::kNone && opts.log &&
-      comm.rank() == 0) {
-    ModelLimits shared = cfg.model_limits();
-    shared.recompute = Recompute::kAttention;
-    const OutputStorage storage = OutputStorage::of(*run.ops);
-    const double freed = double(BertModel<float>::activation_bytes_for(run.mc, cfg.model_limits(), storage)) -
-                         double(BertModel<float>::activation_bytes_for(run.mc, shared, storage));
-    const bool gib = freed >= 1073741824.0;
-    std::fprintf(opts.log, "precision.attention flash: batch.recompute: attention would free %.1f %s of unused "
-                 "attention-probability slots per rank, recomputing nothing\n",
-                 freed / (gib ? 1073741824.0 : 1048576.0), gib ? "GiB" : "MiB");
-  }
   run.model = std::make_unique<BertModel<float>>(run.mc, *run.ops, cfg.model_limits());
   LB_RETURN_IF_ERROR(open_device_communicator(run.device.get(), comm, *run.ops, &run.device_comm));
   if (run.device)

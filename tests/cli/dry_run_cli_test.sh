@@ -2,8 +2,8 @@
 # `lansbert train --dry-run` from the command line, on the shipped bert-large phase-2 config:
 # the plan, --world planning a cluster's job from one process (the shipped config fits the
 # paper's 1,536 ranks; micro_batch 8 is refused there by name), --device-memory's largest
-# micro_batch for each recomputation setting, --gpu's precision check for a GPU model, the
-# flags refused without --dry-run, and nothing written.
+# micro_batch for each recomputation setting (and with the flash attention), --gpu's precision
+# check for a GPU model, the flags refused without --dry-run, and nothing written.
 # Usage: dry_run_cli_test.sh LANSBERT SOURCE_DIR
 set -uo pipefail
 lb=$(realpath "$1"); src=$(realpath "$2")
@@ -35,6 +35,9 @@ has "$out" "gradient reduction  : fp16"
 has "$out" "batch.recompute: none     : micro_batch 11 fits"
 has "$out" "batch.recompute: attention: micro_batch 22 fits"
 has "$out" "batch.recompute: layers   : micro_batch 22 fits"
+# The flash attention lays out no [B, A, S, S] slots, so as much fits without recomputation.
+out=$("$lb" train --config "$cfg" --dry-run --world 1536 --device-memory 32 --set precision.attention=flash)
+has "$out" "batch.recompute: none     : micro_batch 22 fits"
 out=$("$lb" train --config "$cfg" --dry-run --device-memory 1)
 has "$out" "batch.recompute: layers   : no micro_batch dividing the 33792 sequences per rank fits"
 expect_error 2 "is not a multiple of batch.micro_batch * world = 8 * 1536" \

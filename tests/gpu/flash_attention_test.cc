@@ -101,6 +101,11 @@ TEST(GpuFlashAttention, TracksTheHandWrittenAttention) {
 TEST(GpuFlashAttention, CallsItCannotTakeRunTheHandWrittenOne) {
   LB_REQUIRE_GPU();
   auto fp32 = cuda_ops(GemmMath::kFp32, AttentionMode::kFlash);
+  // What a model lays its arena out by (no probability slots only where every call runs flash).
+  EXPECT_FALSE(fp32->attention_runs_flash(64));
+  EXPECT_FALSE(cuda_ops(GemmMath::kBf16, AttentionMode::kFlash)->attention_runs_flash(32));
+  EXPECT_FALSE(cuda_ops(GemmMath::kBf16, AttentionMode::kNative)->attention_runs_flash(64));
+  EXPECT_TRUE(cuda_ops(GemmMath::kBf16, AttentionMode::kFlash)->attention_runs_flash(64));
   const auto r = run_attention(*fp32, AttentionCase<float>(1, 2, 16, 64, {16}, 0.f, 24));
   EXPECT_EQ(r.impl, AttentionImpl::kNative);
   EXPECT_NE(fp32->flash_fallback().find("16-bit"), std::string::npos) << fp32->flash_fallback();
@@ -115,7 +120,8 @@ TEST(GpuFlashAttention, CallsItCannotTakeRunTheHandWrittenOne) {
 
 // A bert-tiny bf16 step with cast reuse, where the model hands the flash attention kept 16-bit
 // copies of q, k, v, ctx and d(ctx) (FlashHalfIO): the device against the CPU twin doing the
-// same, loss and gradients (each tensor relative to its largest value).
+// same, loss and gradients (each tensor relative to its largest value). Both arenas hold no
+// [B, A, S, S] slots (Ops::attention_runs_flash), so the backward's scratch for D is [B, A, S].
 TEST(GpuFlashAttention, Bf16StepFromKeptCopiesMatchesTheTwin) {
   LB_REQUIRE_GPU();
   BertConfig cfg;
@@ -126,6 +132,9 @@ TEST(GpuFlashAttention, Bf16StepFromKeptCopiesMatchesTheTwin) {
   ASSERT_TRUE(gpu->attention_reads_only_gemm_operands());
   ASSERT_TRUE(twin->attention_reads_only_gemm_operands());
   BertModel<float> gm(cfg, *gpu, {B, S, P, Recompute::kNone, true}), cm(cfg, *twin, {B, S, P, Recompute::kNone, true});
+  ASSERT_EQ(gm.activation_bytes(), cm.activation_bytes());
+  ASSERT_LT(gm.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P, Recompute::kNone, true},
+                                                                          {true, true, false}));
   gm.init_params(8);
   cm.init_params(8);
   const Batch batch = testing::random_batch(B, S, P, cfg.vocab_size, 9);

@@ -212,8 +212,8 @@ TEST(BertModel, Bf16CastReuseSavesExactlyTheRepeatedCasts) {
   const size_t unbacked = L * (BASS + N * I + 4 * N * H) * sizeof(float);
   EXPECT_GE(saved, unbacked);
   EXPECT_LT(saved, unbacked + L * 4 * 256);  // the arena's alignment
-  EXPECT_EQ(reuse.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P}, OutputStorage::of(*ops_reuse)));
-  EXPECT_EQ(plain.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P}, OutputStorage::of(*ops_plain)));
+  EXPECT_EQ(reuse.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P}, OutputStorage::of(*ops_reuse, cfg)));
+  EXPECT_EQ(plain.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P}, OutputStorage::of(*ops_plain, cfg)));
   // New parameters: the next forward keeps (and casts) them again.
   reuse.init_params(8);
   plain.init_params(8);

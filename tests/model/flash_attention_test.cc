@@ -8,10 +8,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "attention_run.h"
 #include "lansbert/backend/cpu_ops.h"
+#include "lansbert/core/arena.h"
 #include "lansbert/backend/profiling_ops.h"
 #include "lansbert/model/bert_model.h"
 #include "lansbert/model/flops.h"
@@ -109,34 +111,113 @@ TEST(FlashAttention, Bf16ErrorIsOfTheHandWrittenOnesSize) {
   }
 }
 
-// A whole bert-tiny step (three layers, every dropout on) in fp64: the same loss and
-// gradients as with the hand-written attention, also recomputing attention (the flash
-// layers keep their statistics and are not recomputed).
-TEST(FlashAttention, BertStepMatchesTheHandWrittenAttention) {
+// bert-tiny with three layers; every dropout is on.
+BertConfig three_layer_tiny() {
   BertConfig cfg;
-  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  EXPECT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
   cfg.layers = 3;
-  ASSERT_GT(cfg.attention_dropout, 0.f);
+  EXPECT_GT(cfg.attention_dropout, 0.f);
+  return cfg;
+}
+
+// One fp64 training step from parameters of seed 17: its loss, gradients and arena size.
+struct StepOut {
+  double loss;
+  std::vector<double> grads;
+  size_t bytes;
+};
+StepOut step(const BertConfig& cfg, Ops<double>& ops, ModelLimits lim, const Batch& batch) {
+  BertModel<double> m(cfg, ops, lim);
+  m.init_params(17);
+  m.zero_grads();
+  StepOut o;
+  o.loss = m.forward(batch, StepContext{true, 5, 1}).total_loss;
+  m.backward(1.0, [](size_t, size_t) {});
+  o.grads.assign(m.grads(), m.grads() + m.table().total_elements());
+  o.bytes = m.activation_bytes();
+  return o;
+}
+
+// A whole bert-tiny step in fp64: the same loss and gradients as with the hand-written
+// attention, also recomputing attention (the flash layers keep their statistics and are not
+// recomputed).
+TEST(FlashAttention, BertStepMatchesTheHandWrittenAttention) {
+  const BertConfig cfg = three_layer_tiny();
   const int B = 3, S = 40, P = 4;
   const Batch batch = testing::random_batch(B, S, P, cfg.vocab_size, 31);
-  auto run = [&](AttentionMode mode, Recompute re, std::vector<double>* grads) {
+  auto run = [&](AttentionMode mode, Recompute re) {
     auto ops = cpu::make_ops<double>(GemmMath::kFp32, true, mode);
-    BertModel<double> m(cfg, *ops, {B, S, P, re, mode == AttentionMode::kFlash});
-    m.init_params(17);
-    m.zero_grads();
-    const double loss = m.forward(batch, StepContext{true, 5, 1}).total_loss;
-    m.backward(1.0, [](size_t, size_t) {});
-    grads->assign(m.grads(), m.grads() + m.table().total_elements());
-    return loss;
+    return step(cfg, *ops, {B, S, P, re, mode == AttentionMode::kFlash}, batch);
   };
-  std::vector<double> gn, gf, gr;
-  const double ln = run(AttentionMode::kNative, Recompute::kNone, &gn);
-  const double lf = run(AttentionMode::kFlash, Recompute::kNone, &gf);
-  const double lr = run(AttentionMode::kFlash, Recompute::kAttention, &gr);
-  EXPECT_NEAR(lf, ln, 1e-12 * std::abs(ln));
-  EXPECT_LT(rel_max_diff(gf, gn), 1e-10);
-  EXPECT_EQ(lr, lf);
-  EXPECT_EQ(0, std::memcmp(gr.data(), gf.data(), gf.size() * sizeof(double)));
+  const StepOut n = run(AttentionMode::kNative, Recompute::kNone), f = run(AttentionMode::kFlash, Recompute::kNone),
+                r = run(AttentionMode::kFlash, Recompute::kAttention);
+  EXPECT_NEAR(f.loss, n.loss, 1e-12 * std::abs(n.loss));
+  EXPECT_LT(rel_max_diff(f.grads, n.grads), 1e-10);
+  EXPECT_EQ(r.loss, f.loss);
+  EXPECT_EQ(0, std::memcmp(r.grads.data(), f.grads.data(), f.grads.size() * sizeof(double)));
+}
+
+// The ops as they are, but answering `flash` for Ops::attention_runs_flash: the model lays out
+// its arena by that answer.
+template <typename T>
+class FlashAnswerOps final : public ProfilingOps<T> {
+ public:
+  FlashAnswerOps(Ops<T>& inner, bool flash) : ProfilingOps<T>(inner), flash_(flash) {}
+  bool attention_runs_flash(int) const override { return flash_; }
+
+ private:
+  bool flash_;
+};
+
+size_t aligned(size_t bytes) { return (bytes + Arena::kAlign - 1) / Arena::kAlign * Arena::kAlign; }
+
+// Where every layer runs the flash attention (Ops::attention_runs_flash) the arena holds each
+// layer's statistics, [B, A, S], instead of its [B, A, S, S] probability slots, and [B, A, S]
+// of backward scratch instead of two [B, A, S, S] buffers: the same loss and gradient bits as
+// with the slots, in each batch.recompute mode, in exactly that much less memory; recomputing
+// the attention then lays out nothing else.
+TEST(FlashAttention, ArenaHoldsNoProbabilitySlots) {
+  const BertConfig cfg = three_layer_tiny();
+  const int B = 3, S = 40, P = 4;
+  const Batch batch = testing::random_batch(B, S, P, cfg.vocab_size, 37);
+  auto flash = cpu::make_ops<double>(GemmMath::kFp32, true, AttentionMode::kFlash);
+  ASSERT_TRUE(flash->attention_runs_flash(cfg.head_dim()));
+  EXPECT_FALSE(cpu::make_ops<double>(GemmMath::kFp32, true, AttentionMode::kNative)->attention_runs_flash(64));
+  FlashAnswerOps<double> slots(*flash, false);
+  const size_t L = cfg.layers, BASS = aligned(sizeof(double) * B * cfg.heads * S * S),
+               BAS = aligned(sizeof(double) * B * cfg.heads * S);
+  // Slots saved: per layer the probabilities and their dropped-out copy (one shared pair when
+  // recomputing), and d(probs), d(scores); statistics added: per layer (one shared set when
+  // recomputing layers, which had them inside the probabilities' slot), and D's scratch.
+  const std::map<Recompute, size_t> saved{{Recompute::kNone, (2 * L + 2) * BASS - (L + 1) * BAS},
+                                          {Recompute::kAttention, 4 * BASS - BAS},
+                                          {Recompute::kLayers, 4 * BASS - 2 * BAS}};
+  std::map<Recompute, StepOut> lean;
+  for (const auto& [re, fewer] : saved) {
+    SCOPED_TRACE(recompute_name(re));
+    lean[re] = step(cfg, *flash, {B, S, P, re, true}, batch);
+    const StepOut with_slots = step(cfg, slots, {B, S, P, re, true}, batch);
+    EXPECT_EQ(lean[re].loss, with_slots.loss);
+    EXPECT_EQ(0, std::memcmp(lean[re].grads.data(), with_slots.grads.data(), with_slots.grads.size() * sizeof(double)));
+    EXPECT_EQ(with_slots.bytes - lean[re].bytes, fewer);
+  }
+  EXPECT_EQ(lean[Recompute::kAttention].bytes, lean[Recompute::kNone].bytes);
+  EXPECT_EQ(lean[Recompute::kAttention].loss, lean[Recompute::kNone].loss);
+}
+
+// Ops that say they run the flash attention but run the hand-written one stop the run instead
+// of writing probabilities into slots the arena does not have.
+TEST(FlashAttentionDeathTest, BrokenPromiseStopsTheRun) {
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  const int B = 2, S = 16, P = 2;
+  auto native = cpu::make_ops<double>(GemmMath::kFp32, true, AttentionMode::kNative);
+  FlashAnswerOps<double> lying(*native, true);
+  BertModel<double> m(cfg, lying, {B, S, P});
+  m.init_params(1);
+  const Batch batch = testing::random_batch(B, S, P, cfg.vocab_size, 2);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a forked child of OpenMP threads would hang
+  EXPECT_DEATH(m.forward(batch, StepContext{true, 1, 1}), "Ops::attention_runs_flash");
 }
 
 // With emulated bf16 GEMMs and cast reuse the model makes q, k, v, ctx and d(ctx) as kept 16-bit

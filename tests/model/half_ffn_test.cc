@@ -116,7 +116,7 @@ TEST(HalfFfn, ArenaHoldsThePreActivationIn16BitsOnly) {
   auto ops = cpu::make_ops<float>(GemmMath::kBf16);
   BertModel<float> m(cfg, *ops, {B, S, P, Recompute::kNone, false, true});
   EXPECT_EQ(m.activation_bytes(), BertModel<float>::activation_bytes_for(cfg, {B, S, P, Recompute::kNone, false, true},
-                                                                          OutputStorage::of(*ops)));
+                                                                          OutputStorage::of(*ops, cfg)));
 }
 
 TEST(HalfFfnDeathTest, RefusedWithoutA16BitGemmFormat) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "lansbert/core/philox.h"
+#include "lansbert/kernels/flash_attention.h"
 
 namespace lansbert {
 
@@ -42,6 +43,14 @@ inline bool parse_attention_mode(const std::string& s, AttentionMode* out) {
       return true;
     }
   return false;
+}
+
+// What Ops::attention_runs_flash answers in AttentionMode::kFlash, for plans made before any
+// ops exist: the CPU twin runs for every shape, the CUDA kernels with 16-bit GEMMs and heads of
+// kern::kFlashHeadDim (and, in bf16, on sm_80 or newer, which the precision checks require
+// before a run starts). CudaOps asks flash_attention_check, which gives the reason.
+inline bool flash_attention_planned(bool cuda_backend, bool half_gemms, int head_dim) {
+  return !cuda_backend || (half_gemms && head_dim == kern::kFlashHeadDim);
 }
 
 // Which implementation ran a forward. attention_backward must be told, because what the
@@ -78,6 +87,7 @@ struct AttentionForward {
   // Saved for the backward, [B, A, S, S] each. kNative keeps the probabilities in `probs`
   // (and the dropped ones in `probs_drop`, null when dropout == 0); a fused implementation
   // keeps its own smaller statistics instead, in `stats` (below) or at the start of `probs`.
+  // Where Ops::attention_runs_flash the model passes no probability slots (null) and `stats`.
   T* probs = nullptr;
   T* probs_drop = nullptr;
   // [B, A, S] where a fused implementation saves its softmax statistics instead of at the
@@ -85,7 +95,7 @@ struct AttentionForward {
   // (ModelLimits::attention_stats). Null: the start of `probs` (stats_slot()).
   T* stats = nullptr;
   T* stats_slot() const { return stats ? stats : probs; }
-  T* scores = nullptr;     // scratch [B, A, S, S]
+  T* scores = nullptr;     // scratch [B, A, S, S]; null where Ops::attention_runs_flash
   // Set only where Ops::attention_reads_only_gemm_operands(). qkv_kept: the caller produced
   // q, k, v kept as GEMM operands (Ops::gemm_bias_kept over the spans for_each_qkv_span
   // names), so their fp32 values may be unwritten; they are not kept again here, and the
@@ -124,7 +134,9 @@ struct AttentionBackward {
   // be unwritten where Ops::kept_outputs_unwritten(). Only where
   // Ops::attention_keeps_input_gradients(); the hand-written path writes fp32 and keeps it.
   bool d_qkv_kept = false;
-  T* d_probs = nullptr;           // scratch [B, A, S, S] each
+  // Scratch, [B, A, S, S] each; where Ops::attention_runs_flash, d_probs only [B, A, S] and
+  // d_scores null.
+  T* d_probs = nullptr;
   T* d_scores = nullptr;
 };
 

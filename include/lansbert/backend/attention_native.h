@@ -73,6 +73,10 @@ AttentionImpl native_attention_forward(Ops<T>& ops, const AttentionForward<T>& a
   using namespace attention_detail;
   const AttentionShape& s = a.shape;
   const int S = s.seq, D = s.head_dim, H = s.ld, Q = s.qkv_stride();
+  // A model lays out no probability slots where the ops say every call runs the flash attention.
+  LB_CHECK_MSG(a.probs && a.scores && (a.probs_drop || a.dropout == 0),
+               "attention: the hand-written attention ran without [B, A, S, S] slots (Ops::attention_runs_flash "
+               "promised the flash attention)");
   // q, k, v and the (dropped-out) probabilities are GEMM operands again in the backward: kept
   // until native_attention_backward drops them (16-bit GEMMs cast each once).
   if (!a.qkv_kept)

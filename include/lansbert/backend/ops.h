@@ -192,6 +192,15 @@ class Ops {
   // kept_outputs_unwritten() (no fp32 written; the projection's backward reads 2 bytes per
   // element of d(qkv) instead of 4), and in fp32 otherwise.
   virtual bool attention_keeps_input_gradients() const { return false; }
+  // Whether attention_forward runs the flash attention (returns AttentionImpl::kFlash) on every
+  // call whose heads are head_dim wide. Such a forward saves only one statistic per query row
+  // and never touches AttentionForward::probs, probs_drop or scores, and its backward needs
+  // [B, A, S] of scratch (d_probs), not [B, A, S, S]; the model then lays out no
+  // probability slots at all (OutputStorage::attention_statistics_only).
+  virtual bool attention_runs_flash(int head_dim) const {
+    (void)head_dim;
+    return false;
+  }
 
   // y[r, c] += bias[c]                      | dbias[c] += sum_r dy[r, c]
   virtual void bias_add_forward(T* y, const T* bias, int rows, int cols) = 0;

@@ -97,6 +97,9 @@ class ProfilingOps : public Ops<T> {
   // tensors at 2 bytes (d(act) at 2 where read from its copy, else E and rounded in the pass).
   bool half_activations() const override { return inner_.half_activations(); }
   bool attention_keeps_input_gradients() const override { return inner_.attention_keeps_input_gradients(); }
+  bool attention_runs_flash(int head_dim) const override {
+    return !expand_attention_ && inner_.attention_runs_flash(head_dim);
+  }
   // d(q, k, v)'s bias sums from its copy: 2 bytes an element read where fp32 is unwritten.
   void bias_add_backward_of_kept(const T* dy, T* db, int r, int c) override {
     const double dy_bytes = inner_.kept_outputs_unwritten() ? 2 : E;

@@ -89,19 +89,27 @@ struct ModelLimits {
 struct OutputStorage {
   bool kept_outputs_unwritten = false;             // Ops::kept_outputs_unwritten()
   bool attention_reads_only_gemm_operands = true;  // Ops::attention_reads_only_gemm_operands()
+  // Ops::attention_runs_flash(head_dim): every layer's attention saves only its flash
+  // statistics, so the arena holds a [B, A, S] statistics buffer per layer and [B, A, S] of
+  // backward scratch instead of the [B, A, S, S] probability slots (one or two per layer, or
+  // one shared when recomputing) and the two [B, A, S, S] backward buffers. With the flash
+  // attention no batch.recompute mode is needed to save that memory.
+  bool attention_statistics_only = false;
 
   template <typename T>
-  static OutputStorage of(const Ops<T>& ops) {
-    return {ops.kept_outputs_unwritten(), ops.attention_reads_only_gemm_operands()};
+  static OutputStorage of(const Ops<T>& ops, const BertConfig& config) {
+    return {ops.kept_outputs_unwritten(), ops.attention_reads_only_gemm_operands(),
+            ops.attention_runs_flash(config.head_dim())};
   }
   // For plans made before any ops exist: the ops' answers for 16-bit GEMMs whose casts are
   // kept (kept_outputs_unwritten) and the attention the backend runs (the hand-written attention
   // reads q/k/v and ctx only through GEMMs, the flash one through their copies where they are
-  // kept, cuDNN's in fp32; CudaOps and CpuOps answer alike).
-  static OutputStorage for_plan(bool kept_outputs_unwritten, AttentionMode attention) {
+  // kept, cuDNN's in fp32; CudaOps and CpuOps answer alike). flash_runs: the backend's
+  // attention_runs_flash (flash_attention_planned).
+  static OutputStorage for_plan(bool kept_outputs_unwritten, AttentionMode attention, bool flash_runs) {
     const bool gemm_only = attention == AttentionMode::kNative ||
                            (attention == AttentionMode::kFlash && kept_outputs_unwritten);
-    return {kept_outputs_unwritten, gemm_only};
+    return {kept_outputs_unwritten, gemm_only, attention == AttentionMode::kFlash && flash_runs};
   }
 };
 
