@@ -139,12 +139,21 @@ void CudaOps::attention_backward(const AttentionBackward<float>& a) {
       io.d_k = const_cast<uint16_t*>(kept_copy_of(a.d_k, n));
       io.d_v = const_cast<uint16_t*>(kept_copy_of(a.d_v, n));
     }
+    // The projection's bias sums from the kernels' blocks where they write d(q, k, v) as copies.
+    float* bias_part = nullptr;
+    if (a.d_qkv_bias) attention_detail::check_qkv_bias_layout(a);
+    if (a.d_qkv_bias && dqkv_copies) {
+      column_partials_.reserve(flash_bias_partials(a.shape) * sizeof(float));
+      bias_part = static_cast<float*>(column_partials_.get());
+    }
     // d_probs is scratch of at least B*A*S floats ([B, A, S] where the model lays out no
     // probabilities, Ops::attention_runs_flash): its first B*A*S hold D.
-    flash_attention_backward(a, gemm_half_format(options_.math), io, a.d_probs, stream());
+    flash_attention_backward(a, gemm_half_format(options_.math), io, a.d_probs, bias_part, stream());
     if (a.d_qkv_kept && !dqkv_copies)
       attention_detail::for_each_qkv_span(a.shape, a.d_q, a.d_k, a.d_v,
                                           [&](const float* x, size_t m) { keep_gemm_operand(x, m); });
+    if (a.d_qkv_bias && !dqkv_copies)
+      bias_add_backward_of_kept(a.d_q, a.d_qkv_bias, a.shape.batch * a.shape.seq, 3 * a.shape.ld);
     if (a.d_ctx_kept) {
       drop_gemm_operand(a.d_ctx);
       attention_detail::for_each_qkv_span(a.shape, a.q, a.k, a.v, [&](const float* x, size_t) { drop_gemm_operand(x); });
@@ -152,6 +161,7 @@ void CudaOps::attention_backward(const AttentionBackward<float>& a) {
     return;
   }
   LB_CHECK_MSG(options_.attention != AttentionMode::kNative, "attention_backward: a fused forward on native ops");
+  LB_CHECK_MSG(!a.d_qkv_bias, "attention_backward: cuDNN's path does not take d_qkv_bias");
   FusedAttention& f = fused();
   const bool dropout = a.dropout > 0;
   const bool check = f.needs_backward_check(a.shape, dropout);

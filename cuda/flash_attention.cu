@@ -244,7 +244,26 @@ struct BackwardArgs {
   const float *lse, *row_d;
   const int32_t* mask;
   Out *d_q, *d_k, *d_v;
+  // Null, or [B * tiles][3 * ld]: each block's column sums of the d(q, k, v) rows it wrote, as
+  // written (16-bit), for column_finish_kernel (AttentionBackward::d_qkv_bias).
+  float* bias_part = nullptr;
 };
+
+// The block's kRows result rows (`rows`, ld kD, rows past the sequence left out): column t
+// rounded as its 16-bit copy holds it, added in row order, into this block's slot of the
+// bias sums' partials (`which`: 0 for d_q, 1 d_k, 2 d_v). Threads t < kD; the CPU twin adds
+// in the same order (cpu_flash_attention.cc).
+template <HalfFormat F, typename In, typename Out>
+__device__ void add_bias_partial(const BackwardArgs<In, Out>& a, const float* rows, int b, int h, int r0,
+                                 int which) {
+  const Layout& L = a.L;
+  const int t = threadIdx.x;
+  if (t >= kD) return;
+  float s = 0.f;
+  for (int r = 0; r < kRows && r0 + r < L.seq; ++r) s += kern::half_to_float(kern::float_to_half(rows[r * kD + t], F), F);
+  const int64_t split = int64_t(b) * gridDim.x + blockIdx.x;
+  a.bias_part[(split * 3 + which) * L.ld + int64_t(h) * kD + t] = s;
+}
 
 // d_k and d_v for a block of kRows keys; warp w owns keys j0 + 16 w .. + 16, lane c the query
 // c of each tile of kCols, walking the warp's 16 keys (consecutive dropout counters).
@@ -316,6 +335,11 @@ __device__ void dk_dv_body(const BackwardArgs<In, Out>& a) {
     __syncwarp();
     write_rows<F>(out, pass == 0 ? a.d_k : a.d_v, L.qkv_ld, L, b, h, j0 + warp * 16, 1.f);
     __syncwarp();
+    if (a.bias_part) {  // the same for every thread
+      __syncthreads();  // all four warps' rows are in `big`
+      add_bias_partial<F>(a, reinterpret_cast<const float*>(big), b, h, j0, 1 + pass);
+      __syncthreads();  // before the next pass overwrites them
+    }
   }
 }
 
@@ -376,6 +400,10 @@ __device__ void dq_body(const BackwardArgs<In, Out>& a) {
   for (int n = 0; n < kD / 16; ++n) wmma::store_matrix_sync(out + n * 16, dq[n], kD, wmma::mem_row_major);
   __syncwarp();
   write_rows<F>(out, a.d_q, L.qkv_ld, L, b, h, i0 + warp * 16, 1.f);
+  if (a.bias_part) {
+    __syncthreads();
+    add_bias_partial<F>(a, reinterpret_cast<const float*>(big), b, h, i0, 0);
+  }
 }
 
 template <HalfFormat F, typename In, typename Out>
@@ -421,34 +449,43 @@ namespace {
 
 template <HalfFormat F, typename In, typename Out>
 void launch_backward(const BackwardArgs<In, Out>& args, const In* ctx, const AttentionShape& s, float* row_d,
-                     cudaStream_t stream) {
+                     float* d_qkv_bias, cudaStream_t stream) {
   const size_t rows = size_t(s.batch) * s.heads * s.seq;
   flash_row_d_kernel<F><<<grid_for(rows), kThreads, 0, stream>>>(args.L, args.d_ctx, ctx, row_d);
   LB_LAUNCH_CHECK();
   flash_dk_dv_kernel<F><<<tiles_of(s), kBlock, 0, stream>>>(args);
   flash_dq_kernel<F><<<tiles_of(s), kBlock, 0, stream>>>(args);
   LB_LAUNCH_CHECK();
+  if (args.bias_part) {  // the blocks' partials added in (sequence, tile) order per column
+    const int cols = 3 * s.ld, splits = s.batch * int(tiles_of(s).x);
+    column_finish_kernel<1><<<(cols + kThreads - 1) / kThreads, kThreads, 0, stream>>>(cols, splits, args.bias_part,
+                                                                                      d_qkv_bias, nullptr);
+    LB_LAUNCH_CHECK();
+  }
 }
 
 }  // namespace
 
+size_t flash_bias_partials(const AttentionShape& s) { return size_t(s.batch) * tiles_of(s).x * 3 * s.ld; }
+
 void flash_attention_backward(const AttentionBackward<float>& a, HalfFormat format, const FlashHalfIO& io,
-                              float* row_d, cudaStream_t stream) {
+                              float* row_d, float* bias_part, cudaStream_t stream) {
+  LB_CHECK_MSG(!bias_part || (io.d_q && a.d_qkv_bias), "flash attention backward: bias sums only of 16-bit d(q, k, v)");
   const Layout L = layout_of(a);
   kern::with_half_format(format, [&](auto F) {
     constexpr HalfFormat kF = decltype(F)::value;
     if (io.q && io.d_q)
       launch_backward<kF>(BackwardArgs<uint16_t, uint16_t>{L, io.q, io.k, io.v, io.d_ctx, a.stats_slot(), row_d,
-                                                           a.key_mask, io.d_q, io.d_k, io.d_v},
-                          io.ctx_in, a.shape, row_d, stream);
+                                                           a.key_mask, io.d_q, io.d_k, io.d_v, bias_part},
+                          io.ctx_in, a.shape, row_d, a.d_qkv_bias, stream);
     else if (io.q)
       launch_backward<kF>(BackwardArgs<uint16_t>{L, io.q, io.k, io.v, io.d_ctx, a.stats_slot(), row_d, a.key_mask,
                                                  a.d_q, a.d_k, a.d_v},
-                          io.ctx_in, a.shape, row_d, stream);
+                          io.ctx_in, a.shape, row_d, nullptr, stream);
     else
       launch_backward<kF>(BackwardArgs<float>{L, a.q, a.k, a.v, a.d_ctx, a.stats_slot(), row_d, a.key_mask, a.d_q,
                                               a.d_k, a.d_v},
-                          a.ctx, a.shape, row_d, stream);
+                          a.ctx, a.shape, row_d, nullptr, stream);
   });
 }
 

@@ -39,8 +39,11 @@ struct FlashHalfIO {
 // REQUIRES: flash_attention_check(...) == "".
 void flash_attention_forward(const AttentionForward<float>& a, kern::HalfFormat format, const FlashHalfIO& io,
                              cudaStream_t stream);
-// row_d: scratch of batch * heads * seq floats (D = d(ctx) . ctx per row).
+// row_d: scratch of batch * heads * seq floats (D = d(ctx) . ctx per row). bias_part: null,
+// or (with a.d_qkv_bias, d(q, k, v) written as copies: io.d_q) scratch of
+// flash_bias_partials(a.shape) floats for the bias sums' per-tile partials.
 void flash_attention_backward(const AttentionBackward<float>& a, kern::HalfFormat format, const FlashHalfIO& io,
-                              float* row_d, cudaStream_t stream);
+                              float* row_d, float* bias_part, cudaStream_t stream);
+size_t flash_bias_partials(const AttentionShape& s);
 
 }  // namespace lansbert::cuda

@@ -37,6 +37,22 @@ void axpy(T alpha, const T* x, T* y, int n) {
   for (int i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
+// AttentionBackward::d_qkv_bias as the CUDA kernels add it: per sequence and tile of
+// kern::kFlashRowTile rows, each column's values in row order (add_bias_partial), then those
+// partials in (sequence, tile) order into sums[c] (column_finish_kernel). x: [batch * seq, cols].
+template <typename T>
+void add_tiled_column_sums(const T* x, int batch, int seq, int cols, T* sums) {
+  std::vector<T> total(cols, T(0)), part(cols);
+  for (int b = 0; b < batch; ++b)
+    for (int r0 = 0; r0 < seq; r0 += kern::kFlashRowTile) {
+      std::fill(part.begin(), part.end(), T(0));
+      for (int r = r0; r < std::min(seq, r0 + kern::kFlashRowTile); ++r)
+        for (int c = 0; c < cols; ++c) part[c] += x[(size_t(b) * seq + r) * cols + c];
+      for (int c = 0; c < cols; ++c) total[c] += part[c];
+    }
+  for (int c = 0; c < cols; ++c) sums[c] += total[c];
+}
+
 }  // namespace
 
 template <typename T>
@@ -180,6 +196,14 @@ void CpuOps<T>::flash_attention_backward(const AttentionBackward<T>& a) {
   for (auto [copy, m] : dqkv_spans) round_values(copy, m, copy);
   if (a.d_qkv_kept && dqkv_spans.empty())
     attention_detail::for_each_qkv_span(s, a.d_q, a.d_k, a.d_v, [&](const T* x, size_t m) { this->keep_gemm_operand(x, m); });
+  if (a.d_qkv_bias) {
+    attention_detail::check_qkv_bias_layout(a);
+    // As the device: summed from the copies where the kernels write them, else by the op.
+    if (!dqkv_spans.empty())
+      add_tiled_column_sums(d_q, s.batch, S, 3 * H, a.d_qkv_bias);
+    else
+      this->bias_add_backward_of_kept(a.d_q, a.d_qkv_bias, s.batch * S, 3 * H);
+  }
   if (kept) {  // the forward's copies, as the hand-written backward drops them (ctx: the model)
     this->drop_gemm_operand(a.d_ctx);
     attention_detail::for_each_qkv_span(s, a.q, a.k, a.v, [&](const T* x, size_t) { this->drop_gemm_operand(x); });

@@ -220,13 +220,17 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   // write it so (the flash attention with kept copies); the projection's backward reads that.
   const bool dqkv_kept = m.half_activations && ops.attention_keeps_input_gradients();
   b.d_qkv_kept = dqkv_kept;
+  // ... and then the attention also sums them into the projection's bias gradient (the flash
+  // kernels as they write them, instead of a pass reading them back).
+  T* const qkv_bias_grad = m.g(p.qkv.b);
+  b.d_qkv_bias = dqkv_kept ? qkv_bias_grad : nullptr;
   b.d_probs = m.d_probs;
   b.d_scores = m.d_scores;
   ops.attention_backward(b);
   ops.drop_gemm_operand(a.ctx);  // after: the flash backward reads ctx's copy (D = d(ctx) . ctx)
 
   // d(x) = residual (already in dh) + the projection's input gradient.
-  linear_backward(ops, m.d_qkv, x, m.p(p.qkv.w), m.dh, m.g(p.qkv.w), m.g(p.qkv.b), N, H, 3 * H,
+  linear_backward(ops, m.d_qkv, x, m.p(p.qkv.w), m.dh, m.g(p.qkv.w), dqkv_kept ? nullptr : qkv_bias_grad, N, H, 3 * H,
                   {.accumulate_dx = true, .dy_kept = dqkv_kept});
   ops.drop_gemm_operand(x);
 }

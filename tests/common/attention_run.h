@@ -27,6 +27,9 @@ struct AttentionCase {
   // GEMM with the identity (exact: what GEMMs see, the copy where one is kept).
   bool kept_io = false;
   bool d_qkv_kept = false;
+  // AttentionBackward::d_qkv_bias (with d_qkv_kept): the sums are added to bias_init.
+  bool qkv_bias = false;
+  T bias_init = T(0.5);
 
   // Random inputs of the given scale; key lengths per sequence (the rest masked).
   AttentionCase(int B, int A, int S, int D, const std::vector<int>& lengths, float p, uint32_t seed, double sd = 1.0) {
@@ -48,7 +51,16 @@ template <typename T>
 struct AttentionResult {
   AttentionImpl impl = AttentionImpl::kNative;
   std::vector<T> ctx, d_qkv, stats;  // stats: [B, A, S], what a fused forward saved
+  std::vector<T> d_qkv_bias;         // [3H] with AttentionCase::qkv_bias
 };
+
+// bias_init + the column sums of d_qkv [rows, cols], in double: what d_qkv_bias should hold.
+template <typename T>
+std::vector<double> column_sums(const std::vector<T>& d_qkv, int cols, double init) {
+  std::vector<double> s(cols, init);
+  for (size_t i = 0; i < d_qkv.size(); ++i) s[i % cols] += double(d_qkv[i]);
+  return s;
+}
 
 // x [rows, cols] as GEMMs read it: x times the identity.
 template <typename T>
@@ -70,7 +82,7 @@ AttentionResult<T> run_attention(Ops<T>& ops, const AttentionCase<T>& c) {
   const size_t NH = size_t(s.batch) * s.seq * s.ld, P = size_t(s.batch) * s.heads * s.seq * s.seq;
   Allocator& al = ops.allocator();
   Buffer<T> qkv(3 * NH, al), ctx(NH, al), d_ctx(NH, al), d_qkv(3 * NH, al), probs(P, al), probs_drop(P, al),
-      scores(P, al), d_probs(P, al), d_scores(P, al), stats(size_t(s.batch) * s.heads * s.seq, al);
+      scores(P, al), d_probs(P, al), d_scores(P, al), stats(size_t(s.batch) * s.heads * s.seq, al), bias(3 * s.ld, al);
   Buffer<int32_t> mask(c.mask.size(), al);
   al.copy_from_host(qkv.data(), c.qkv.data(), qkv.bytes());
   al.copy_from_host(d_ctx.data(), c.d_ctx.data(), d_ctx.bytes());
@@ -118,6 +130,11 @@ AttentionResult<T> run_attention(Ops<T>& ops, const AttentionCase<T>& c) {
   b.d_scores = d_scores.data();
   b.d_ctx_kept = c.kept_io;
   b.d_qkv_kept = c.d_qkv_kept;
+  if (c.qkv_bias) {
+    const std::vector<T> init(bias.size(), c.bias_init);
+    al.copy_from_host(bias.data(), init.data(), bias.bytes());
+    b.d_qkv_bias = bias.data();
+  }
   ops.attention_backward(b);
   auto to_host = [&](const Buffer<T>& x) {
     std::vector<T> h(x.size());
@@ -127,6 +144,7 @@ AttentionResult<T> run_attention(Ops<T>& ops, const AttentionCase<T>& c) {
   if (!c.kept_io) r.ctx = to_host(ctx);
   r.d_qkv = c.d_qkv_kept ? read_by_gemm(ops, d_qkv.data(), rows, 3 * s.ld) : to_host(d_qkv);
   r.stats = to_host(stats);
+  if (c.qkv_bias) r.d_qkv_bias = to_host(bias);
   ops.drop_gemm_operand(ctx.data());
   ops.drop_gemm_operand(d_qkv.data());
   return r;

@@ -98,6 +98,30 @@ TEST(GpuFlashAttention, TracksTheHandWrittenAttention) {
   EXPECT_LT(rel_max_diff(f.d_qkv, n.d_qkv), 5e-2);
 }
 
+// AttentionBackward::d_qkv_bias on the device: the kernels' per-tile partials and their finish
+// give the column sums of the d(q, k, v) copies they wrote (one tile and a tail per sequence,
+// masked rows included), added to what the bias held; and the CPU twin's sums of its own copies.
+TEST(GpuFlashAttention, QkvBiasSumsAreTheColumnSumsOfTheWrittenCopies) {
+  LB_REQUIRE_GPU();
+  AttentionCase<float> c(2, 2, 100, 64, {100, 57}, 0.1f, 44);
+  c.kept_io = c.d_qkv_kept = c.qkv_bias = true;
+  auto gpu = cuda_ops(GemmMath::kBf16, AttentionMode::kFlash);
+  auto twin = cpu::make_ops<float>(GemmMath::kBf16, true, AttentionMode::kFlash);
+  const auto g = run_attention(*gpu, c), t = run_attention(*twin, c);
+  ASSERT_EQ(g.impl, AttentionImpl::kFlash) << gpu->flash_fallback();
+  const std::vector<double> want = testing::column_sums(g.d_qkv, 3 * c.shape.ld, c.bias_init);
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::abs(double(g.d_qkv_bias[i]) - want[i]));
+    scale = std::max(scale, std::abs(want[i] - c.bias_init));
+  }
+  std::printf("flash d(qkv) bias sums: max error %.2e of %.2e; device vs twin %.2e relative\n", worst, scale,
+              rel_max_diff(g.d_qkv_bias, t.d_qkv_bias));
+  EXPECT_GT(scale, 1e-3);
+  EXPECT_LT(worst, 1e-5 * scale);
+  EXPECT_LT(rel_max_diff(g.d_qkv_bias, t.d_qkv_bias), 2e-2);
+}
+
 TEST(GpuFlashAttention, CallsItCannotTakeRunTheHandWrittenOne) {
   LB_REQUIRE_GPU();
   auto fp32 = cuda_ops(GemmMath::kFp32, AttentionMode::kFlash);

@@ -296,6 +296,30 @@ TEST(FlashAttention, KeptInputGradientsAreTheRoundedFp32) {
     }
 }
 
+// AttentionBackward::d_qkv_bias: the projection's bias gradient is added to the column sums of
+// d(q, k, v) as GEMMs read them, by the flash twin from the copies it writes (in the kernels'
+// tile order: 100 rows are a tile of 64 and a tail) and by the hand-written attention through
+// bias_add_backward_of_kept; an fp32 sum of ~200 values against the same sums in double.
+TEST(FlashAttention, QkvBiasSumsAreTheColumnSumsOfTheKeptGradients) {
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16})
+    for (AttentionMode mode : {AttentionMode::kFlash, AttentionMode::kNative}) {
+      SCOPED_TRACE(std::string(gemm_math_name(math)) + (mode == AttentionMode::kFlash ? " flash" : " native"));
+      AttentionCase<float> c(2, 2, 100, 16, {100, 57}, 0.1f, 43);
+      c.kept_io = c.d_qkv_kept = c.qkv_bias = true;
+      auto ops = cpu::make_ops<float>(math, true, mode);
+      const auto r = run_attention(*ops, c);
+      const std::vector<double> want = testing::column_sums(r.d_qkv, 3 * c.shape.ld, c.bias_init);
+      ASSERT_EQ(r.d_qkv_bias.size(), want.size());
+      double worst = 0, scale = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        worst = std::max(worst, std::abs(double(r.d_qkv_bias[i]) - want[i]));
+        scale = std::max(scale, std::abs(want[i] - c.bias_init));
+      }
+      EXPECT_GT(scale, 1e-3);  // not trivially the initial values
+      EXPECT_LT(worst, 1e-5 * scale);
+    }
+}
+
 // bench --profile's rows: the flash rows replace the attention's, with two GEMMs' FLOPs
 // forward and seven backward (each backward kernel recomputes the scores and d(pd)), so a
 // step counts three attention GEMMs per layer more than the model's FLOPs (flops.h).

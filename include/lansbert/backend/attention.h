@@ -134,6 +134,12 @@ struct AttentionBackward {
   // be unwritten where Ops::kept_outputs_unwritten(). Only where
   // Ops::attention_keeps_input_gradients(); the hand-written path writes fp32 and keeps it.
   bool d_qkv_kept = false;
+  // [3 * ld], the q/k/v projection's bias gradient: where set (only with d_qkv_kept, d_q, d_k,
+  // d_v the column blocks of one [B*S, 3 * ld] tensor, d_q first) the backward also adds the
+  // column sums of d(q, k, v) as GEMMs read them (the values Ops::bias_add_backward_of_kept
+  // sums) into it. The flash attention sums what it writes, as it writes it, saving the
+  // separate pass's read of d(q, k, v); the hand-written one calls bias_add_backward_of_kept.
+  T* d_qkv_bias = nullptr;
   // Scratch, [B, A, S, S] each; where Ops::attention_runs_flash, d_probs only [B, A, S] and
   // d_scores null.
   T* d_probs = nullptr;

@@ -66,6 +66,14 @@ void for_each_qkv_span(const AttentionShape& s, const T* q, const T* k, const T*
   for (const T* p : {q, k, v}) f(p, rows * H);
 }
 
+// AttentionBackward::d_qkv_bias's layout: d_q, d_k, d_v the column blocks of one tensor.
+template <typename T>
+void check_qkv_bias_layout(const AttentionBackward<T>& a) {
+  const AttentionShape& s = a.shape;
+  LB_CHECK_MSG(a.d_qkv_kept && s.qkv_stride() == 3 * s.ld && a.d_k == a.d_q + s.ld && a.d_v == a.d_q + 2 * s.ld,
+               "attention backward: d_qkv_bias needs d(q, k, v) kept, packed as one [B*S, 3 * ld] tensor");
+}
+
 }  // namespace attention_detail
 
 template <typename T>
@@ -124,6 +132,10 @@ void native_attention_backward(Ops<T>& ops, const AttentionBackward<T>& a) {
   for_each_qkv_span(s, a.q, a.k, a.v, [&](const T* x, size_t) { ops.drop_gemm_operand(x); });
   if (a.d_qkv_kept)  // a fused backend's fallback: the contract of AttentionBackward::d_qkv_kept
     for_each_qkv_span(s, a.d_q, a.d_k, a.d_v, [&](const T* x, size_t n) { ops.keep_gemm_operand(x, n); });
+  if (a.d_qkv_bias) {
+    check_qkv_bias_layout(a);
+    ops.bias_add_backward_of_kept(a.d_q, a.d_qkv_bias, s.batch * S, 3 * H);
+  }
 }
 
 template <typename T>

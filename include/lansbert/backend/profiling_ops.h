@@ -296,6 +296,10 @@ class ProfilingOps : public Ops<T> {
   // 2-byte writes the backend counts). Its dropout mask is drawn in the kernels, never stored.
   // FLOPs: two GEMMs forward, seven backward (the scores and d(pd) are computed by both
   // backward kernels). K and V tiles re-read by other query tiles are assumed to hit cache.
+  // With AttentionBackward::d_qkv_bias the kernels also sum what they write into per-tile
+  // partials (4 bytes each, written and read back once) and add those to the bias; where
+  // d(q, k, v) is not written as copies, a bias_add_backward_of_kept pass inside the backend
+  // reads it again (charged here, to the same row).
   AttentionImpl attention_forward(const AttentionForward<T>& a) override {
     if (expand_attention_) return native_attention_forward(*this, a);
     const AttentionShape& s = a.shape;
@@ -317,12 +321,21 @@ class ProfilingOps : public Ops<T> {
     if (a.impl == AttentionImpl::kFlash) {
       // d_q, d_k, d_v written into their kept copies (d_qkv_kept, from copies): counted by the
       // backend as copy writes.
-      const double in = a.d_ctx_kept ? 2 : E, out = a.d_qkv_kept && a.d_ctx_kept ? 0 : 3 * E;
+      const bool copies = a.d_qkv_kept && a.d_ctx_kept;
+      const double in = a.d_ctx_kept ? 2 : E, out = copies ? 0 : 3 * E;
+      double bias = 0;
+      if (a.d_qkv_bias) {
+        const double cols = 3.0 * s.ld, tiles = (s.seq + kern::kFlashRowTile - 1) / kern::kFlashRowTile;
+        const double summed = copies ? 8.0 * s.batch * tiles * cols : (inner_.kept_outputs_unwritten() ? 2 : E) * tokens(s) * cols;
+        bias = summed + 2.0 * E * cols;
+      }
       time("flash_attention_backward", 7 * attention_gemm_flops(s),
-           (10 * in + out) * tokens(s) * s.ld + 8.0 * tokens(s) + 20.0 * rows(s), [&] { inner_.attention_backward(a); });
+           (10 * in + out) * tokens(s) * s.ld + 8.0 * tokens(s) + 20.0 * rows(s) + bias, [&] { inner_.attention_backward(a); });
       return;
     }
-    const double bytes = 82.0 * tokens(s) * s.ld + 8.0 * rows(s) + mask_bytes(s, a.dropout);
+    // (d_qkv_bias: the backend's bias_add_backward_of_kept pass, as in the flash row.)
+    const double bias = a.d_qkv_bias ? (inner_.kept_outputs_unwritten() ? 2 : E) * tokens(s) * 3.0 * s.ld + 6.0 * E * s.ld : 0;
+    const double bytes = 82.0 * tokens(s) * s.ld + 8.0 * rows(s) + mask_bytes(s, a.dropout) + bias;
     const int gemms = a.impl == AttentionImpl::kFused ? 5 : 4;
     time("attention_backward", gemms * attention_gemm_flops(s), bytes, [&] { inner_.attention_backward(a); });
   }
