@@ -21,7 +21,7 @@ constexpr int kWarpsPerBlock = 8;
 
 // One row's LayerNorm by one warp: the statistics in the lane-strided order (two passes, mean
 // then variance around it, as the CPU twin), y and, when y16 is set, y's kept 16-bit copy in
-// the same pass (layernorm_forward_kept).
+// the same pass (layernorm_forward_kept); with a copy, yr may be null (the copy only).
 __device__ void layernorm_row(const float* xr, const float* gamma, const float* beta, float* yr, float* mean,
                               float* rstd, int cols, float eps, uint16_t* hr, kern::HalfFormat format) {
   const int lane = threadIdx.x;
@@ -34,7 +34,7 @@ __device__ void layernorm_row(const float* xr, const float* gamma, const float* 
   if (hr) {
     for (int c = lane; c < cols; c += 32) {
       const float out = kern::layernorm_out(xr[c], m, rs, gamma[c], beta[c]);
-      yr[c] = out;
+      if (yr) yr[c] = out;
       hr[c] = kern::float_to_half(out, format);
     }
   } else {
@@ -61,22 +61,27 @@ __global__ void layernorm_forward_kernel(const float* x, const float* gamma, con
 // written (the LayerNorm backward reads it) and read back by the same warp, from cache, instead
 // of by a second kernel from memory. The residual pass walks runs of four elements per lane
 // (kern::for_lane_runs) so that one Philox call serves four dropout decisions; the LayerNorm
-// then runs in layernorm_row's order, so the result is the two kernels' bits.
-__global__ void residual_layernorm_kernel(ResidualLayerNorm<float> a, uint16_t* out16, kern::HalfFormat format) {
+// then runs in layernorm_row's order, so the result is the two kernels' bits. With
+// a.residual_half the residual is used at its 16-bit rounding: res16, its kept copy, widened,
+// or without one a.residual rounded here; with a.out_copy_only only out16 is written.
+__global__ void residual_layernorm_kernel(ResidualLayerNorm<float> a, const uint16_t* res16, uint16_t* out16,
+                                          kern::HalfFormat format) {
   const int row = blockIdx.x * kWarpsPerBlock + threadIdx.y;
   if (row >= a.rows) return;
   const int cols = a.cols;
   const size_t base = size_t(row) * cols;
   float* yr = a.y + base;
-  const float* rr = a.residual + base;
   kern::DropoutBits bits(a.key);
   kern::for_lane_runs(threadIdx.x, cols, [&](int c) {
     const float z = yr[c] + a.bias[c];
-    yr[c] = (a.p > 0.0f ? kern::dropout_scale(z, bits(base + c), a.p) : z) + rr[c];
+    const float r = res16 ? kern::half_to_float(res16[base + c], format)
+                    : a.residual_half ? kern::half_to_float(kern::float_to_half(a.residual[base + c], format), format)
+                                      : a.residual[base + c];
+    yr[c] = (a.p > 0.0f ? kern::dropout_scale(z, bits(base + c), a.p) : z) + r;
   });
   __syncwarp();  // the lanes read each other's sums
-  layernorm_row(yr, a.gamma, a.beta, a.out + base, a.mean + row, a.rstd + row, cols, a.eps,
-                out16 ? out16 + base : nullptr, format);
+  layernorm_row(yr, a.gamma, a.beta, a.out_copy_only ? nullptr : a.out + base, a.mean + row, a.rstd + row, cols,
+                a.eps, out16 ? out16 + base : nullptr, format);
 }
 
 // The row means of layernorm_dx's two reductions, dy * gamma and dy * gamma * xhat, summed by
@@ -252,10 +257,14 @@ void CudaOps::layernorm_forward_kept(const float* x, const float* gamma, const f
 
 void CudaOps::residual_layernorm_forward(const ResidualLayerNorm<float>& a) {
   if (a.rows <= 0) return;
-  uint16_t* out16 = a.keep_out ? kept_output(a.out, size_t(a.rows) * a.cols) : nullptr;
+  const size_t n = size_t(a.rows) * a.cols;
+  uint16_t* out16 = a.keep_out ? kept_output(a.out, n) : nullptr;
+  const uint16_t* res16 = a.residual_half ? kept_copy_of(a.residual, n) : nullptr;
+  LB_CHECK_MSG((!a.residual_half || converts_operands()) && (!a.out_copy_only || out16),
+               "residual_layernorm_forward: 16-bit residuals need 16-bit GEMMs (and kept copies for out_copy_only)");
   const dim3 block(32, kWarpsPerBlock);
   residual_layernorm_kernel<<<(a.rows + kWarpsPerBlock - 1) / kWarpsPerBlock, block, 0, stream()>>>(
-      a, out16, gemm_half_format(options_.math));
+      a, res16, out16, gemm_half_format(options_.math));
   LB_LAUNCH_CHECK();
   // Kept without a copy written in the pass (no converted operands): kept as layernorm_forward_kept does.
   if (a.keep_out && !out16) keep_gemm_operand(a.out, size_t(a.rows) * a.cols);

@@ -1,5 +1,6 @@
-// 16-bit FFN activations on the CPU (ops.h, Ops::half_activations): the twins of
-// cuda/cuda_half_activations.cu. The 16-bit buffers hold real bf16/fp16 bits (kern::half.h),
+// 16-bit activations on the CPU (ops.h, Ops::half_activations; the FFN, and the residual
+// stream's residual_layernorm_forward): the twins of cuda/cuda_half_activations.cu and
+// cuda/cuda_layernorm.cu. The 16-bit buffers hold real bf16/fp16 bits (kern::half.h),
 // as on the device; values are widened into T scratch and the existing fp32 passes run on
 // them, so the arithmetic is the same expressions in the same order as the fp32-stored path,
 // only on rounded inputs.
@@ -57,6 +58,40 @@ void CpuOps<T>::bias_add_backward_of_kept(const T* dy, T* dbias, int rows, int c
   if (grad_scratch_.size() < n) grad_scratch_.resize(n);
   round_values(dy, n, grad_scratch_.data());
   bias_add_backward(grad_scratch_.data(), dbias, rows, cols);
+}
+
+template <typename T>
+void CpuOps<T>::residual_layernorm_forward(const ResidualLayerNorm<T>& a) {
+  if (!a.residual_half && !a.out_copy_only) return Ops<T>::residual_layernorm_forward(a);
+  LB_CHECK_MSG(half_activations() && (!a.out_copy_only || (a.keep_out && kept_outputs_unwritten())),
+               "residual_layernorm_forward: 16-bit residuals need 16-bit GEMMs (and kept copies for out_copy_only)");
+  const size_t n = size_t(a.rows) * a.cols;
+  // A copy holds the residual's rounded values as T, the bits the device kernel widens;
+  // without one the residual is rounded into scratch (the same values).
+  const T* residual = a.residual;
+  if (a.residual_half) {
+    size_t offset = 0;
+    const std::vector<T>* copy = kept_.find(a.residual, n, &offset);
+    if (copy) {
+      residual = copy->data() + offset;
+    } else {
+      if (grad_scratch_.size() < n) grad_scratch_.resize(n);
+      round_values(a.residual, n, grad_scratch_.data());
+      residual = grad_scratch_.data();
+    }
+  }
+  bias_dropout_residual_forward(a.y, a.bias, residual, a.rows, a.cols, a.p, a.key);
+  if (!a.out_copy_only) {
+    if (a.keep_out)
+      layernorm_forward_kept(a.y, a.gamma, a.beta, a.out, a.mean, a.rstd, a.rows, a.cols, a.eps);
+    else
+      layernorm_forward(a.y, a.gamma, a.beta, a.out, a.mean, a.rstd, a.rows, a.cols, a.eps);
+    return;
+  }
+  // Into the copy's store and rounded there, out left unwritten (as the kernel leaves it).
+  std::vector<T>* copy = kept_output(a.out, n);
+  layernorm_forward(a.y, a.gamma, a.beta, copy->data(), a.mean, a.rstd, a.rows, a.cols, a.eps);
+  round_values(copy->data(), n, copy->data());
 }
 
 template class CpuOps<float>;

@@ -73,6 +73,9 @@ class CpuOps final : public Ops<T> {
   // The twin runs for every shape (the CUDA kernels need 16-bit GEMMs and head_dim 64).
   bool attention_runs_flash(int) const override { return attention_ == AttentionMode::kFlash; }
   bool kept_outputs_unwritten() const override { return math_ != GemmMath::kFp32 && reuse_casts_; }
+  // The residual read from its kept copy, out written only as its copy (ResidualLayerNorm's
+  // 16-bit flags); otherwise the composition.
+  void residual_layernorm_forward(const ResidualLayerNorm<T>& a) override;
   void layernorm_forward_kept(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd, int rows, int cols,
                               T eps) override;
   void dropout_bias_backward_kept(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) override;

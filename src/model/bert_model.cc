@@ -58,6 +58,8 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, OutputStorage storag
   // Outputs written only as their 16-bit copies get addresses to key them, no memory.
   auto take_output = [&](bool copy_only, size_t n) { return copy_only ? a.take_key<T>(n) : a.take<T>(n); };
   const bool attention_copy_only = kept_outputs_unwritten && storage.attention_reads_only_gemm_operands;
+  half_residual = lim.half_activations;
+  residual_copy_only = half_residual && kept_outputs_unwritten && lim.recompute != Recompute::kLayers;
   // A layer's attention probabilities (only the flash statistics where the attention saves
   // nothing else), and everything else of it but its output h2 (which the next layer reads as
   // its input).
@@ -81,7 +83,7 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, OutputStorage storag
     l.res1 = a.take<T>(N * H);
     l.mean1 = a.take<T>(N);
     l.rstd1 = a.take<T>(N);
-    l.h1 = a.take<T>(N * H);
+    l.h1 = take_output(residual_copy_only, N * H);
     if (lim.half_activations) {
       l.ffn_pre = nullptr;
       l.ffn_pre16 = a.take<uint16_t>(N * I);
@@ -115,7 +117,8 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, OutputStorage storag
       }
       take_rest(l);
     }
-    l.h2 = a.take<T>(N * H);
+    const bool last = &l == &layers.back();
+    l.h2 = take_output(residual_copy_only && !last, N * H);
   }
   mlm_x = a.take<T>(Pt * H);
   mlm_pre = a.take<T>(Pt * H);

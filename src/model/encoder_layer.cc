@@ -84,6 +84,10 @@ ResidualLayerNorm<T> residual_norm(const BertState<T>& m, int l, int which, T* y
   r.rstd = rstd;
   r.eps = T(m.config->layernorm_eps);
   r.keep_out = keep_out;
+  // 16-bit residual stream (BertState::half_residual): the residual is the previous
+  // LayerNorm's output (not the embeddings'), and out is written only as its copy where kept.
+  r.residual_half = m.half_residual && (which == 2 || l > 0);
+  r.out_copy_only = m.residual_copy_only && keep_out;
   return r;
 }
 

@@ -103,5 +103,55 @@ TEST(GpuResidualLayerNorm, IsTheTwoKernelsAndTracksTheCpuTwin) {
         }
 }
 
+// 16-bit activations (ResidualLayerNorm::residual_half, out_copy_only): the residual used at
+// its bf16 rounding, from its kept copy or rounded in the pass (the same sums, bit for bit),
+// and out written only as its copy (its fp32 memory untouched); against the CPU twin doing
+// the same.
+TEST(GpuResidualLayerNorm, SixteenBitResidualAndCopyOnlyOutput) {
+  LB_REQUIRE_GPU();
+  const int rows = 37;
+  for (int cols : {1024, 70}) {
+    SCOPED_TRACE("cols " + std::to_string(cols));
+    const size_t n = size_t(rows) * cols;
+    const auto y0 = random_vector(n, 11), res = random_vector(n, 12), w = random_vector(size_t(cols) * 8, 13);
+    const auto bias = random_vector(cols, 14), gamma = random_vector(cols, 15), beta = random_vector(cols, 16);
+    cuda::OpsOptions oo;
+    oo.math = GemmMath::kBf16;
+    auto from_copy = cuda::make_ops(oo), rounded = cuda::make_ops(oo);
+    auto cpu = cpu::make_ops<float>(GemmMath::kBf16);
+    ASSERT_TRUE(from_copy->kept_outputs_unwritten());
+    auto bd = to_device(bias), gd = to_device(gamma), betad = to_device(beta);
+    auto step = [&](Ops<float>& ops, bool keep_residual, const float* b, const float* g, const float* be) {
+      return [&ops, keep_residual, b, g, be, rows, cols, n](float* y, const float* r, float* out, float* mean,
+                                                             float* rstd) {
+        if (keep_residual) ops.keep_gemm_operand(r, n);
+        auto a = testing::residual_layernorm_args(y, b, r, rows, cols, 0.1f, kKey, g, be, out, mean, rstd, true, 1e-12f);
+        a.residual_half = a.out_copy_only = true;
+        ops.residual_layernorm_forward(a);
+        if (keep_residual) ops.drop_gemm_operand(r);
+      };
+    };
+    const Outputs k = run(*from_copy, true, y0, res, w, rows, cols, step(*from_copy, true, bd.data(), gd.data(), betad.data()));
+    const Outputs p = run(*rounded, true, y0, res, w, rows, cols, step(*rounded, false, bd.data(), gd.data(), betad.data()));
+    const Outputs c = run(*cpu, false, y0, res, w, rows, cols, step(*cpu, true, bias.data(), gamma.data(), beta.data()));
+    expect_close("sum, copy vs rounded in the pass", k.y, p.y, 0.0);
+    expect_close("GEMM of out, copy vs rounded in the pass", k.read, p.read, 0.0);
+    expect_close("sum vs the CPU twin", k.y, c.y, 1e-6);
+    expect_close("GEMM of out vs the CPU twin", k.read, c.read, 1e-2);
+    // The residual was used rounded: the sums with the fp32 residual differ, by bf16 rounding.
+    auto fp32_residual = cuda::make_ops(oo);
+    const Outputs f = run(*fp32_residual, true, y0, res, w, rows, cols,
+                          [&](float* y, const float* r, float* out, float* mean, float* rstd) {
+                            fp32_residual->residual_layernorm_forward(testing::residual_layernorm_args(
+                                y, bd.data(), r, rows, cols, 0.1f, kKey, gd.data(), betad.data(), out, mean, rstd,
+                                true, 1e-12f));
+                          });
+    const auto moved = testing::compare(k.y, f.y);
+    EXPECT_GT(moved.max_abs, 0.0);
+    EXPECT_LT(moved.rel(), 1e-2);
+    for (float x : k.out) ASSERT_EQ(x, 0.f) << "out's fp32 memory was written";
+  }
+}
+
 }  // namespace
 }  // namespace lansbert

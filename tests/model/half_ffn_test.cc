@@ -99,18 +99,22 @@ TEST(HalfFfn, CastReuseChangesNoBits) {
 
 // Each layer holds the FFN's pre-activation in 2 bytes an element instead of 4: the fp32
 // buffer is gone (the GELU output's fp32 span, where only its copy is written, is an address
-// range that costs nothing either way).
+// range that costs nothing either way). Where only copies are written, the LayerNorm outputs
+// read by GEMMs and the next residual add (h1 of each layer, h2 of all but the last) hold no
+// fp32 either, except when whole layers are recomputed (BertState::half_residual).
 TEST(HalfFfn, ArenaHoldsThePreActivationIn16BitsOnly) {
   const BertConfig cfg = two_layers();
   const int B = 2, S = 32, P = 4;
-  const size_t NI2 = size_t(B) * S * cfg.intermediate * 2;
+  const size_t NI2 = size_t(B) * S * cfg.intermediate * 2, NH4 = size_t(B) * S * cfg.hidden * 4;
   ASSERT_EQ(NI2 % Arena::kAlign, 0u);
+  ASSERT_EQ(NH4 % Arena::kAlign, 0u);
   for (bool unwritten : {false, true}) {
     for (Recompute r : {Recompute::kNone, Recompute::kAttention, Recompute::kLayers}) {
       const size_t base = BertModel<float>::activation_bytes_for(cfg, {B, S, P, r}, {unwritten});
       const size_t half = BertModel<float>::activation_bytes_for(cfg, {B, S, P, r, false, true}, {unwritten});
       // Recomputing layers, the layers share one set of buffers.
-      EXPECT_EQ(base - half, (r == Recompute::kLayers ? 1 : cfg.layers) * NI2) << recompute_name(r);
+      const size_t residual = unwritten && r != Recompute::kLayers ? (2 * cfg.layers - 1) * NH4 : 0;
+      EXPECT_EQ(base - half, (r == Recompute::kLayers ? 1 : cfg.layers) * NI2 + residual) << recompute_name(r);
     }
   }
   auto ops = cpu::make_ops<float>(GemmMath::kBf16);

@@ -83,6 +83,15 @@ struct ResidualLayerNorm {
   T *mean, *rstd;     // [rows]
   T eps = T(1e-12);
   bool keep_out = false;  // out is a GEMM operand kept from here (layernorm_forward_kept)
+  // 16-bit activations (Ops::half_activations; the defaults refuse both). residual_half: the
+  // residual is used at the GEMMs' 16-bit rounding, read through its kept copy where it has one
+  // (its fp32 memory may then be unwritten) and rounded in the pass otherwise (the same values).
+  // out_copy_only (with keep_out, where kept_outputs_unwritten): only out's copy is written,
+  // out being the copy's key. The LayerNorm outputs that only GEMMs and the next residual add
+  // read (BertState::half_residual) then move 2 bytes an element where they moved 4 and 4
+  // (read, written), and hold no fp32 memory.
+  bool residual_half = false;
+  bool out_copy_only = false;
 };
 
 // The backward of residual_layernorm_forward's block end (Ops::residual_layernorm_backward).
@@ -250,6 +259,8 @@ class Ops {
   // one pass that does not read the sum back from memory (CudaOps: a warp per row; 4 bytes
   // per element fewer, twice a layer). Its backward: residual_layernorm_backward.
   virtual void residual_layernorm_forward(const ResidualLayerNorm<T>& a) {
+    LB_CHECK_MSG(!a.residual_half && !a.out_copy_only,
+                 "residual_layernorm_forward: this backend has no 16-bit activations (Ops::half_activations)");
     bias_dropout_residual_forward(a.y, a.bias, a.residual, a.rows, a.cols, a.p, a.key);
     if (a.keep_out)
       layernorm_forward_kept(a.y, a.gamma, a.beta, a.out, a.mean, a.rstd, a.rows, a.cols, a.eps);

@@ -136,9 +136,12 @@ class ProfilingOps : public Ops<T> {
   }
   // y and the residual read, y and out written per element (out's kept copy through the
   // backend's counters); the bias, gamma and beta read per column, mean and rstd written per
-  // row: the two ops' bytes less the LayerNorm's read of the sum.
+  // row: the two ops' bytes less the LayerNorm's read of the sum. A 16-bit residual is read at
+  // 2 bytes, and out written only as its copy costs nothing here.
   void residual_layernorm_forward(const ResidualLayerNorm<T>& a) override {
-    time("residual_layernorm_forward", 0, E * (4.0 * a.rows * a.cols + 3.0 * a.cols + 2.0 * a.rows),
+    const double residual = a.residual_half && inner_.kept_outputs_unwritten() ? 2 : E, out = a.out_copy_only ? 0 : E;
+    time("residual_layernorm_forward", 0,
+         (2 * E + residual + out) * a.rows * a.cols + E * (3.0 * a.cols + 2.0 * a.rows),
          [&] { inner_.residual_layernorm_forward(a); });
   }
   // layernorm_backward's bytes, then the dropout-bias backward's less its read of d(sum).
