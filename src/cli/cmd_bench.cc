@@ -271,7 +271,7 @@ int run_bench(const BenchOptions& o) {
     // Our cast pass: with cast reuse its kept copies, and the arena without fp32 memory for
     // the kept outputs (Ops::kept_outputs_unwritten); without reuse neither.
     B = probe_batch(cfg, o.seq_len, P,
-                    {time_opt, fused_attention, cudnn_staging, o.attention == "flash" && be.ops->attention_runs_flash(cfg.head_dim()),
+                    {time_opt, fused_attention, cudnn_staging, be.ops->attention_runs_flash(cfg.head_dim()),
                      cast_operands, o.cast_reuse == "on", o.recompute_mode, half_activations},
                     &probe_free, &probe_need);
     if (B == 0) {

@@ -58,8 +58,7 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, OutputStorage storag
   // Outputs written only as their 16-bit copies get addresses to key them, no memory.
   auto take_output = [&](bool copy_only, size_t n) { return copy_only ? a.take_key<T>(n) : a.take<T>(n); };
   const bool attention_copy_only = kept_outputs_unwritten && storage.attention_reads_only_gemm_operands;
-  half_residual = lim.half_activations;
-  residual_copy_only = half_residual && kept_outputs_unwritten && lim.recompute != Recompute::kLayers;
+  residual_copy_only = lim.half_activations && kept_outputs_unwritten && lim.recompute != Recompute::kLayers;
   // A layer's attention probabilities (only the flash statistics where the attention saves
   // nothing else), and everything else of it but its output h2 (which the next layer reads as
   // its input).

@@ -65,16 +65,16 @@ struct BertState {
   LinearParams pooler, mlm_dense, mlm_ln, nsp;
   const ParamEntry* mlm_bias;
 
-  // ModelLimits::half_activations: the FFN's 16-bit pre-activation (LayerActs::ffn_pre16), and
-  // d(q, k, v) kept in 16 bits where the attention can write it so.
+  // ModelLimits::half_activations: the FFN's 16-bit pre-activation (LayerActs::ffn_pre16),
+  // d(q, k, v) kept in 16 bits where the attention can write it so, and the encoder's residual
+  // adds using the previous LayerNorm's output at its 16-bit rounding
+  // (ResidualLayerNorm::residual_half), as Megatron-LM keeps the residual stream in bf16.
   bool half_activations = false;
-  // With 16-bit activations the encoder's residual adds use the previous LayerNorm's output
-  // at its 16-bit rounding (ResidualLayerNorm::residual_half), as Megatron-LM keeps the
-  // residual stream in bf16; where kept copies' fp32 is unwritten and no whole layer is
-  // recomputed (which drops the layer inputs' copies), those outputs (h1, and h2 but the last
+  // With 16-bit activations, kept copies whose fp32 is unwritten and no whole layer recomputed
+  // (which drops the layer inputs' copies): those LayerNorm outputs (h1, and h2 but the last
   // layer's, which the heads read) are written only as their copies and hold no fp32 memory
-  // (out_copy_only). Set by layout().
-  bool half_residual = false, residual_copy_only = false;
+  // (ResidualLayerNorm::out_copy_only). Set by layout().
+  bool residual_copy_only = false;
   // Sizes of the current forward.
   int B = 0, S = 0, P = 0, N = 0, Pt = 0;
   StepContext ctx;

@@ -101,7 +101,7 @@ TEST(HalfFfn, CastReuseChangesNoBits) {
 // buffer is gone (the GELU output's fp32 span, where only its copy is written, is an address
 // range that costs nothing either way). Where only copies are written, the LayerNorm outputs
 // read by GEMMs and the next residual add (h1 of each layer, h2 of all but the last) hold no
-// fp32 either, except when whole layers are recomputed (BertState::half_residual).
+// fp32 either, except when whole layers are recomputed (BertState::residual_copy_only).
 TEST(HalfFfn, ArenaHoldsThePreActivationIn16BitsOnly) {
   const BertConfig cfg = two_layers();
   const int B = 2, S = 32, P = 4;

@@ -88,7 +88,7 @@ struct ResidualLayerNorm {
   // (its fp32 memory may then be unwritten) and rounded in the pass otherwise (the same values).
   // out_copy_only (with keep_out, where kept_outputs_unwritten): only out's copy is written,
   // out being the copy's key. The LayerNorm outputs that only GEMMs and the next residual add
-  // read (BertState::half_residual) then move 2 bytes an element where they moved 4 and 4
+  // read (BertState::residual_copy_only) then move 2 bytes an element where they moved 4 and 4
   // (read, written), and hold no fp32 memory.
   bool residual_half = false;
   bool out_copy_only = false;

@@ -102,8 +102,7 @@ class ProfilingOps : public Ops<T> {
   }
   // d(q, k, v)'s bias sums from its copy: 2 bytes an element read where fp32 is unwritten.
   void bias_add_backward_of_kept(const T* dy, T* db, int r, int c) override {
-    const double dy_bytes = inner_.kept_outputs_unwritten() ? 2 : E;
-    time("bias_add_backward", 0, dy_bytes * r * c + 2.0 * E * c, [&] { inner_.bias_add_backward_of_kept(dy, db, r, c); });
+    time("bias_add_backward", 0, kept_bias_sum_bytes(r, c), [&] { inner_.bias_add_backward_of_kept(dy, db, r, c); });
   }
   void gemm_bias_half(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
                       const T* bias, T* scratch, uint16_t* out) override {
@@ -329,15 +328,14 @@ class ProfilingOps : public Ops<T> {
       double bias = 0;
       if (a.d_qkv_bias) {
         const double cols = 3.0 * s.ld, tiles = (s.seq + kern::kFlashRowTile - 1) / kern::kFlashRowTile;
-        const double summed = copies ? 8.0 * s.batch * tiles * cols : (inner_.kept_outputs_unwritten() ? 2 : E) * tokens(s) * cols;
-        bias = summed + 2.0 * E * cols;
+        bias = copies ? 8.0 * s.batch * tiles * cols + 2.0 * E * cols : kept_bias_sum_bytes(tokens(s), cols);
       }
       time("flash_attention_backward", 7 * attention_gemm_flops(s),
            (10 * in + out) * tokens(s) * s.ld + 8.0 * tokens(s) + 20.0 * rows(s) + bias, [&] { inner_.attention_backward(a); });
       return;
     }
     // (d_qkv_bias: the backend's bias_add_backward_of_kept pass, as in the flash row.)
-    const double bias = a.d_qkv_bias ? (inner_.kept_outputs_unwritten() ? 2 : E) * tokens(s) * 3.0 * s.ld + 6.0 * E * s.ld : 0;
+    const double bias = a.d_qkv_bias ? kept_bias_sum_bytes(tokens(s), 3.0 * s.ld) : 0;
     const double bytes = 82.0 * tokens(s) * s.ld + 8.0 * rows(s) + mask_bytes(s, a.dropout) + bias;
     const int gemms = a.impl == AttentionImpl::kFused ? 5 : 4;
     time("attention_backward", gemms * attention_gemm_flops(s), bytes, [&] { inner_.attention_backward(a); });
@@ -355,6 +353,11 @@ class ProfilingOps : public Ops<T> {
   static double layernorm_forward_bytes(int r, int c) { return E * (2.0 * r * c + 2.0 * r + 2.0 * c); }
   static double scores(int b, int h, int s) { return double(b) * h * s * s; }
   static double tokens(const AttentionShape& s) { return double(s.batch) * s.seq; }
+  // bias_add_backward_of_kept's bytes: dy read (2 bytes from its copy where fp32 is unwritten),
+  // the bias read and written.
+  double kept_bias_sum_bytes(double rows, double cols) const {
+    return (inner_.kept_outputs_unwritten() ? 2 : E) * rows * cols + 2.0 * E * cols;
+  }
   static double rows(const AttentionShape& s) { return double(s.batch) * s.heads * s.seq; }
   static double attention_gemm_flops(const AttentionShape& s) { return 2.0 * rows(s) * s.seq * s.head_dim; }
   static double mask_bytes(const AttentionShape& s, float dropout) {
