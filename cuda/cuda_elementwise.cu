@@ -44,7 +44,8 @@ void CudaOps::accumulate(float* dst, const float* src, size_t n) {
 }
 
 void CudaOps::gelu_forward(const float* x, float* y, size_t n) {
-  launch_map(n, stream(), [=] __device__(size_t i) { y[i] = kern::gelu(x[i]); });
+  const kern::GeluForm form = gelu_form_;
+  launch_map(n, stream(), [=] __device__(size_t i) { y[i] = kern::gelu(x[i], form); });
 }
 
 // y written only as its kept 16-bit copy where operands are converted (ops.h).
@@ -52,11 +53,13 @@ void CudaOps::gelu_forward_kept(const float* x, float* y, size_t n) {
   uint16_t* h = kept_output(y, n);
   if (!h) return Ops<float>::gelu_forward_kept(x, y, n);
   const kern::HalfFormat format = gemm_half_format(options_.math);
-  launch_map(n, stream(), [=] __device__(size_t i) { h[i] = kern::float_to_half(kern::gelu(x[i]), format); });
+  const kern::GeluForm form = gelu_form_;
+  launch_map(n, stream(), [=] __device__(size_t i) { h[i] = kern::float_to_half(kern::gelu(x[i], form), format); });
 }
 
 void CudaOps::gelu_backward(const float* dy, const float* x, float* dx, size_t n) {
-  launch_map(n, stream(), [=] __device__(size_t i) { dx[i] = kern::gelu_grad(dy[i], x[i]); });
+  const kern::GeluForm form = gelu_form_;
+  launch_map(n, stream(), [=] __device__(size_t i) { dx[i] = kern::gelu_grad(dy[i], x[i], form); });
 }
 
 void CudaOps::tanh_forward(const float* x, float* y, size_t n) {

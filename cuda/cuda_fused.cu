@@ -18,10 +18,11 @@ namespace lansbert::cuda {
 // pre += bias, then the GELU into act (the MLM head's transform; the FFN takes its bias in the
 // GEMM's epilogue and runs gelu_forward_kept).
 void CudaOps::bias_gelu_forward(float* pre, const float* bias, float* act, int rows, int cols) {
+  const kern::GeluForm form = gelu_form_;
   launch_map(size_t(rows) * cols, stream(), [=] __device__(size_t i) {
     const float x = pre[i] + bias[i % size_t(cols)];
     pre[i] = x;
-    act[i] = kern::gelu(x);
+    act[i] = kern::gelu(x, form);
   });
 }
 
@@ -31,12 +32,13 @@ namespace {
 // the same pass (the *_kept ops; the GELU backward then writes only the copy). Free functions: an extended __device__ lambda may not live
 // in a private member. The uniform `if (h)` costs nothing next to the memory traffic.
 void gelu_bias_backward_pass(const float* dact, const float* pre, float* dpre, float* dbias, int rows, int cols,
-                             cudaStream_t s, DeviceBytes& partials, uint16_t* h, kern::HalfFormat format) {
+                             cudaStream_t s, DeviceBytes& partials, uint16_t* h, kern::HalfFormat format,
+                             kern::GeluForm form) {
   launch_column_sums<1>(
       rows, cols, s, partials,
       [=] __device__(int r, int c, float* v) {
         const size_t i = size_t(r) * cols + c;
-        const float g = kern::gelu_grad(dact[i], pre[i]);
+        const float g = kern::gelu_grad(dact[i], pre[i], form);
         if (h)  // only GEMMs read it from here on (ops.h): no fp32 write
           h[i] = kern::float_to_half(g, format);
         else
@@ -126,7 +128,7 @@ bool dropout_pass(const float* dy, float* dx, int rows, int cols, float p, RngKe
 void CudaOps::bias_gelu_backward(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
                                  int cols) {
   gelu_bias_backward_pass(dact, pre, dpre, dbias, rows, cols, stream(), column_partials_, nullptr,
-                          kern::HalfFormat::kBf16);
+                          kern::HalfFormat::kBf16, gelu_form_);
 }
 
 void CudaOps::bias_gelu_backward_kept(const float* dact, const float* pre, float* dpre, float* dbias, int rows,
@@ -134,7 +136,7 @@ void CudaOps::bias_gelu_backward_kept(const float* dact, const float* pre, float
   uint16_t* h = kept_output(dpre, size_t(rows) * cols);
   if (!h) return Ops<float>::bias_gelu_backward_kept(dact, pre, dpre, dbias, rows, cols);
   gelu_bias_backward_pass(dact, pre, dpre, dbias, rows, cols, stream(), column_partials_, h,
-                          gemm_half_format(options_.math));
+                          gemm_half_format(options_.math), gelu_form_);
 }
 
 void CudaOps::bias_dropout_residual_forward(float* y, const float* bias, const float* residual, int rows,

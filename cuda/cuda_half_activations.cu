@@ -16,15 +16,15 @@ namespace {
 // (dact16) or, where none is kept, from fp32 rounded here; d(pre) into its copy (h) or fp32.
 // A free function: an extended __device__ lambda may not live in a private member.
 void half_gelu_backward_pass(const float* dact, const uint16_t* dact16, const uint16_t* pre, float* dpre,
-                             uint16_t* h, float* dbias, int rows, int cols, kern::HalfFormat format, cudaStream_t s,
-                             DeviceBytes& partials) {
+                             uint16_t* h, float* dbias, int rows, int cols, kern::HalfFormat format,
+                             kern::GeluForm form, cudaStream_t s, DeviceBytes& partials) {
   launch_column_sums<1>(
       rows, cols, s, partials,
       [=] __device__(int r, int c, float* v) {
         const size_t i = size_t(r) * cols + c;
         const float d = dact16 ? kern::half_to_float(dact16[i], format)
                                : kern::half_to_float(kern::float_to_half(dact[i], format), format);
-        const float g = kern::gelu_grad(d, kern::half_to_float(pre[i], format));
+        const float g = kern::gelu_grad(d, kern::half_to_float(pre[i], format), form);
         if (h)
           h[i] = kern::float_to_half(g, format);
         else
@@ -68,13 +68,14 @@ void CudaOps::gemm_bias_half(Trans ta, Trans tb, int m, int n, int k, const floa
 void CudaOps::gelu_forward_half_kept(const uint16_t* x, float* y, size_t n) {
   LB_CHECK_MSG(half_activations(), "gelu_forward_half_kept: 16-bit activations need bf16/fp16 GEMMs");
   const kern::HalfFormat format = gemm_half_format(options_.math);
+  const kern::GeluForm form = gelu_form_;
   if (uint16_t* h = kept_output(y, n)) {
     launch_map(n, stream(), [=] __device__(size_t i) {
-      h[i] = kern::float_to_half(kern::gelu(kern::half_to_float(x[i], format)), format);
+      h[i] = kern::float_to_half(kern::gelu(kern::half_to_float(x[i], format), form), format);
     });
     return;
   }
-  launch_map(n, stream(), [=] __device__(size_t i) { y[i] = kern::gelu(kern::half_to_float(x[i], format)); });
+  launch_map(n, stream(), [=] __device__(size_t i) { y[i] = kern::gelu(kern::half_to_float(x[i], format), form); });
   keep_gemm_operand(y, n);
 }
 
@@ -90,8 +91,8 @@ void CudaOps::bias_gelu_backward_half_kept(const float* dact, const uint16_t* pr
   // Where dpre aliases dact this re-keeps the same span: the same store, read and written
   // element by element in place.
   uint16_t* h = kept_output(dpre, n);
-  half_gelu_backward_pass(dact, dact16, pre, dpre, h, dbias, rows, cols, gemm_half_format(options_.math), stream(),
-                          column_partials_);
+  half_gelu_backward_pass(dact, dact16, pre, dpre, h, dbias, rows, cols, gemm_half_format(options_.math), gelu_form_,
+                          stream(), column_partials_);
   if (!h) keep_gemm_operand(dpre, n);
 }
 

@@ -126,6 +126,14 @@ Status get_enum(const YAML::Node& n, E* out, Status (*parse)(const std::string&,
   return Status::invalid_argument(colon == std::string::npos ? m : m.substr(colon + 2));
 }
 
+template <typename E>
+Status get_opt_enum(const YAML::Node& n, std::optional<E>* out, Status (*parse)(const std::string&, E*)) {
+  E v{};
+  LB_RETURN_IF_ERROR(get_enum(n, &v, parse));
+  *out = v;
+  return Status::ok();
+}
+
 #define LB_F(path, expr) Field{path, [](const YAML::Node& n, TrainConfig& c) { return expr; }}
 
 const std::vector<Field>& schema() {
@@ -140,6 +148,7 @@ const std::vector<Field>& schema() {
       LB_F("model.hidden_dropout", get_opt_float(n, &c.model.hidden_dropout)),
       LB_F("model.attention_dropout", get_opt_float(n, &c.model.attention_dropout)),
       LB_F("model.init_std", get_opt_float(n, &c.model.init_std)),
+      LB_F("model.hidden_act", get_opt_enum(n, &c.model.hidden_act, parse_hidden_act)),
       LB_F("data.train", get_list(n, &c.data.train)),
       LB_F("data.eval", get_list(n, &c.data.eval)),
       LB_F("data.format", get_str(n, &c.data.format)),

@@ -47,14 +47,18 @@ void CpuOps<T>::accumulate(T* dst, const T* src, size_t n) {
 
 template <typename T>
 void CpuOps<T>::gelu_forward(const T* x, T* y, size_t n) {
+  kern::with_gelu_form(this->gelu_form_, [&](auto gelu) {
 #pragma omp parallel for schedule(static) if (worth_threads(n))
-  for (size_t i = 0; i < n; ++i) y[i] = kern::gelu(x[i]);
+    for (size_t i = 0; i < n; ++i) y[i] = gelu.fwd(x[i]);
+  });
 }
 
 template <typename T>
 void CpuOps<T>::gelu_backward(const T* dy, const T* x, T* dx, size_t n) {
+  kern::with_gelu_form(this->gelu_form_, [&](auto gelu) {
 #pragma omp parallel for schedule(static) if (worth_threads(n))
-  for (size_t i = 0; i < n; ++i) dx[i] = kern::gelu_grad(dy[i], x[i]);
+    for (size_t i = 0; i < n; ++i) dx[i] = gelu.grad(dy[i], x[i]);
+  });
 }
 
 template <typename T>

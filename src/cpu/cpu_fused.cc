@@ -13,15 +13,17 @@ namespace lansbert::cpu {
 
 template <typename T>
 void CpuOps<T>::bias_gelu_forward(T* pre, const T* bias, T* act, int rows, int cols) {
+  kern::with_gelu_form(this->gelu_form_, [&](auto gelu) {
 #pragma omp parallel for schedule(static) if (worth_threads(size_t(rows) * cols))
-  for (int r = 0; r < rows; ++r) {
-    T* x = pre + size_t(r) * cols;
-    T* y = act + size_t(r) * cols;
-    for (int c = 0; c < cols; ++c) {
-      x[c] += bias[c];
-      y[c] = kern::gelu(x[c]);
+    for (int r = 0; r < rows; ++r) {
+      T* x = pre + size_t(r) * cols;
+      T* y = act + size_t(r) * cols;
+      for (int c = 0; c < cols; ++c) {
+        x[c] += bias[c];
+        y[c] = gelu.fwd(x[c]);
+      }
     }
-  }
+  });
 }
 
 // The twin of the CUDA kernel that writes the kept copy of y instead of y (ops.h).
@@ -36,19 +38,21 @@ void CpuOps<T>::gelu_forward_kept(const T* x, T* y, size_t n) {
 template <typename T>
 void CpuOps<T>::bias_gelu_backward(const T* dact, const T* pre, T* dpre, T* dbias, int rows, int cols) {
   // Column blocks, rows in order: the bias sums have bias_add_backward's order.
+  kern::with_gelu_form(this->gelu_form_, [&](auto gelu) {
 #pragma omp parallel for schedule(static) if (worth_threads(size_t(rows) * cols))
-  for (int blk = 0; blk < column_blocks(cols); ++blk) {
-    int c0, c1;
-    column_block(cols, blk, &c0, &c1);
-    for (int r = 0; r < rows; ++r) {
-      const size_t row = size_t(r) * cols;
-      for (int c = c0; c < c1; ++c) {
-        const T g = kern::gelu_grad(dact[row + c], pre[row + c]);
-        dpre[row + c] = g;
-        dbias[c] += g;
+    for (int blk = 0; blk < column_blocks(cols); ++blk) {
+      int c0, c1;
+      column_block(cols, blk, &c0, &c1);
+      for (int r = 0; r < rows; ++r) {
+        const size_t row = size_t(r) * cols;
+        for (int c = c0; c < c1; ++c) {
+          const T g = gelu.grad(dact[row + c], pre[row + c]);
+          dpre[row + c] = g;
+          dbias[c] += g;
+        }
       }
     }
-  }
+  });
 }
 
 template <typename T>

@@ -41,6 +41,21 @@ constexpr Preset kPresets[] = {
 };
 }  // namespace
 
+const char* hidden_act_name(kern::GeluForm f) { return f == kern::GeluForm::kTanh ? "gelu_tanh" : "gelu"; }
+const char* hf_hidden_act_name(kern::GeluForm f) { return f == kern::GeluForm::kTanh ? "gelu_new" : "gelu"; }
+
+Status parse_hidden_act(const std::string& s, kern::GeluForm* out) {
+  if (s == "gelu") {
+    *out = kern::GeluForm::kErf;
+  } else if (s == "gelu_tanh" || s == "gelu_new") {
+    *out = kern::GeluForm::kTanh;
+  } else {
+    return Status::invalid_argument("model.hidden_act: unknown activation '" + s +
+                                    "' (expected gelu, the erf form, or gelu_tanh, the tanh approximation)");
+  }
+  return Status::ok();
+}
+
 Status bert_preset(const std::string& name, BertConfig* out) {
   for (const Preset& p : kPresets) {
     if (name == p.name) {

@@ -349,6 +349,7 @@ ForwardResult BertModel<T>::forward(const Batch& batch, const StepContext& ctx) 
   BertState<T>& s = *state_;
   const int B = batch.batch, S = batch.seq_len, P = batch.max_pred;
   LB_CHECK(B > 0 && B <= limits_.max_batch && S > 0 && S <= limits_.max_seq && P > 0 && P <= limits_.max_pred);
+  s.ops->set_gelu_form(config_.hidden_act);
   const size_t N = size_t(B) * S, Pt = size_t(B) * P;
   LB_CHECK(batch.input_ids.size() == N && batch.segment_ids.size() == N && batch.input_mask.size() == N);
   LB_CHECK(batch.masked_positions.size() == Pt && batch.masked_ids.size() == Pt && batch.nsp_labels.size() == size_t(B));
@@ -446,6 +447,7 @@ template <typename T>
 void BertModel<T>::backward(T loss_weight, const GradReadyFn& on_ready) {
   BertState<T>& s = *state_;
   LB_CHECK_MSG(s.N > 0, "backward without a forward");
+  s.ops->set_gelu_form(config_.hidden_act);
   auto index = [&](const ParamEntry* e) { return size_t(e - table_.entries().data()); };
   heads_backward(s, loss_weight);
   if (on_ready) on_ready(index(s.pooler.w), table_.size());

@@ -121,7 +121,7 @@ std::string hf_config_json(const BertConfig& c) {
       {"architectures", {"BertForPreTraining"}},
       {"model_type", "bert"},
       {"attention_probs_dropout_prob", decimal_of(c.attention_dropout)},
-      {"hidden_act", "gelu"},
+      {"hidden_act", hf_hidden_act_name(c.hidden_act)},
       {"hidden_dropout_prob", decimal_of(c.hidden_dropout)},
       {"hidden_size", c.hidden},
       {"initializer_range", decimal_of(c.init_std)},

@@ -26,6 +26,7 @@ Status TrainConfig::resolve_model(BertConfig* out) const {
   if (model.hidden_dropout) c.hidden_dropout = *model.hidden_dropout;
   if (model.attention_dropout) c.attention_dropout = *model.attention_dropout;
   if (model.init_std) c.init_std = *model.init_std;
+  if (model.hidden_act) c.hidden_act = *model.hidden_act;
   *out = c;
   return Status::ok();
 }
@@ -268,7 +269,8 @@ std::string config_to_json(const TrainConfig& c, int indent) {
                 {"hidden", mc.hidden},               {"layers", mc.layers},
                 {"heads", mc.heads},                 {"intermediate", mc.intermediate},
                 {"max_positions", mc.max_positions}, {"hidden_dropout", decimal_of(mc.hidden_dropout)},
-                {"attention_dropout", decimal_of(mc.attention_dropout)}, {"init_std", decimal_of(mc.init_std)}};
+                {"attention_dropout", decimal_of(mc.attention_dropout)}, {"init_std", decimal_of(mc.init_std)},
+                {"hidden_act", hidden_act_name(mc.hidden_act)}};
   j["data"] = {{"train", c.data.train},       {"eval", c.data.eval},
                {"format", c.data.format},     {"seq_len", c.data.seq_len},
                {"max_pred", c.data.max_pred}, {"masking", c.data.masking},

@@ -214,6 +214,8 @@ Status Run::restore() {
   auto mine = nlohmann::json::parse(config_to_json(cfg));
   // batch.recompute changes memory and time, not results (and older checkpoints lack it).
   for (auto* j : {&saved, &mine}) (*j)["batch"].erase("recompute");
+  // Checkpoints written before model.hidden_act existed were all trained with the erf GELU.
+  if (saved["model"].is_object() && !saved["model"].contains("hidden_act")) saved["model"]["hidden_act"] = "gelu";
   for (const char* key : {"model", "batch"})
     if (!same_values(saved[key], mine[key]))
       return Status::invalid_argument(dir + ": incompatible checkpoint: its " + key + " section " +

@@ -105,6 +105,27 @@ expect_error 2 "data.whole_word: the data.train shards were masked by prep witho
 "$lb" export --checkpoint "$tmp/padded" --out "$tmp/padded-hf" >/dev/null ||
   { echo "FAIL: export of a padded vocab_size"; fail=1; }
 grep -q '"vocab_size": 72' "$tmp/padded-hf/config.json" || { echo "FAIL: padded export config.json"; fail=1; }
+# model.hidden_act: gelu_tanh trains, exports as Hugging Face's "gelu_new", and a checkpoint of
+# one form does not resume as the other.
+"$lb" train --config "$tmp/good.yaml" --set model.hidden_act=gelu_tanh --set "checkpoint.dir=$tmp/tanh" \
+  --stop-at-step 1 >/dev/null 2>&1 || { echo "FAIL: model.hidden_act: gelu_tanh did not train"; fail=1; }
+"$lb" export --checkpoint "$tmp/tanh" --out "$tmp/tanh-hf" >/dev/null || { echo "FAIL: export of gelu_tanh"; fail=1; }
+grep -q '"hidden_act": "gelu_new"' "$tmp/tanh-hf/config.json" || { echo "FAIL: gelu_tanh export config.json"; fail=1; }
+expect_error 2 "incompatible checkpoint" \
+  train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/tanh" --resume latest --stop-at-step 2
+# A checkpoint written before model.hidden_act existed (no such key, and no checksum yet, as
+# then) resumes as the erf GELU it was trained with, and only as that.
+mkdir -p "$tmp/pre-act" && cp -r "$tmp/ckpt/step-000000002" "$tmp/pre-act/" &&
+python3 - "$tmp/pre-act/step-000000002/trainer.json" <<'PY' || { echo "FAIL: making a pre-hidden_act checkpoint"; fail=1; }
+import json, sys
+j = json.load(open(sys.argv[1]))
+del j["config"]["model"]["hidden_act"], j["checksum"]
+open(sys.argv[1], "w").write(json.dumps(j, indent=2) + "\n")
+PY
+"$lb" train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/pre-act" --resume "$tmp/pre-act/step-000000002" \
+  --stop-at-step 3 >/dev/null 2>&1 || { echo "FAIL: a checkpoint without model.hidden_act did not resume"; fail=1; }
+expect_error 2 "incompatible checkpoint" train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/pre-act" \
+  --set model.hidden_act=gelu_tanh --resume "$tmp/pre-act/step-000000002" --stop-at-step 3
 
 # precision.attention flash on the CPU (the flash attention's twin, any head size): the same
 # training as the hand-written attention (fp32: the same function with the same dropout masks).

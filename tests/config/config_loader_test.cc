@@ -75,6 +75,17 @@ TEST(ConfigLoader, GoodFileAndOverrides) {
   st = parse_train_config(config_to_json(c), "trainer.json", {}, 1, &back);
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   EXPECT_EQ(config_to_json(back), config_to_json(c));
+  EXPECT_EQ(mc.hidden_act, kern::GeluForm::kErf);  // the presets' GELU
+  for (const char* name : {"gelu_tanh", "gelu_new"}) {  // ours, and Hugging Face's name
+    TrainConfig t;
+    st = parse_train_config(kGood, "good.yaml", {std::string("model.hidden_act=") + name}, 1, &t);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    ASSERT_TRUE(t.resolve_model(&mc).is_ok());
+    EXPECT_EQ(mc.hidden_act, kern::GeluForm::kTanh);
+    TrainConfig t_back;
+    ASSERT_TRUE(parse_train_config(config_to_json(t), "trainer.json", {}, 1, &t_back).is_ok());
+    EXPECT_NE(config_to_json(t_back).find("\"hidden_act\":\"gelu_tanh\""), std::string::npos) << config_to_json(t_back);
+  }
 }
 
 TEST(ConfigLoader, EveryShippedConfigPlans) {
@@ -163,6 +174,8 @@ TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
       {"  hidden: 100\n  heads: 3\n", "  vocab_size: 64\n", {}, {"bad.yaml:3:", "model.hidden", "heads"}},
       {"  train: [a/*.lbs\n", "  train: [a/*.lbs]\n", {}, {"bad.yaml:", "YAML syntax error"}},
       {"", "", {"seed=-3"}, {"--set seed=-3", "seed", "out of range"}},
+      {"  vocab_size: 64\n  hidden_act: relu\n", "  vocab_size: 64\n", {},
+       {"bad.yaml:4:", "model.hidden_act", "'relu'", "gelu_tanh"}},
       {"", "", {"distributed.reduction_order=ring"}, {"--set distributed.reduction_order", "fast or fixed", "ring"}},
       {"", "", {"distributed.bucket_mb=0"}, {"--set distributed.bucket_mb", "(0, 4096]"}},
       {"", "", {"distributed.grad_reduce_dtype=int8"}, {"distributed.grad_reduce_dtype", "fp32, bf16 or fp16", "int8"}},

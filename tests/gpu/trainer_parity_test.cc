@@ -7,6 +7,8 @@
 // backend's emulation of the same GEMMs. Skipped without a device.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "cuda_device_backend.h"
@@ -22,9 +24,13 @@ namespace {
 namespace fs = std::filesystem;
 
 // Under the system temp directory, not the build tree: the gpu-check bundle runs on another
-// machine where this build's paths do not exist.
+// machine where this build's paths do not exist. A folder per process and test: ctest -j runs
+// these tests (and their emulator builds) side by side, and one's set-up must not remove
+// another's files.
 std::string scratch(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / "lansbert-gpu-trainer" / name;
+  const fs::path p = fs::temp_directory_path() /
+                     ("lansbert-gpu-trainer-" + std::to_string(::getpid())) /
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name() / name;
   fs::remove_all(p);
   fs::create_directories(p);
   return p.string();

@@ -65,6 +65,30 @@ TEST(Gelu, ForwardMatchesErfFormAndBackwardMatchesFiniteDifferences) {
   EXPECT_LT(check_gradient(x, dx, loss), 1e-8);
 }
 
+// model.hidden_act: gelu_tanh. The naive reference is the textbook formula with std::tanh.
+TEST(Gelu, TanhFormMatchesItsFormulaAndBackwardMatchesFiniteDifferences) {
+  auto ops = cpu::make_ops<double>();
+  ops->set_gelu_form(kern::GeluForm::kTanh);
+  auto x = random_vec(101, 4, -6, 6), w = random_vec(101, 5);
+  std::vector<double> y(101), dx(101);
+  ops->gelu_forward(x.data(), y.data(), x.size());
+  double farthest_from_erf = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double u = std::sqrt(2 / M_PI) * (x[i] + 0.044715 * x[i] * x[i] * x[i]);
+    EXPECT_NEAR(y[i], 0.5 * x[i] * (1 + std::tanh(u)), 1e-15);
+    farthest_from_erf = std::max(farthest_from_erf, std::abs(y[i] - 0.5 * x[i] * (1 + std::erf(x[i] / std::sqrt(2.0)))));
+  }
+  EXPECT_GT(farthest_from_erf, 1e-5);  // the form reached the loop: not the erf GELU
+  EXPECT_LT(farthest_from_erf, 4.8e-4);
+  ops->gelu_backward(w.data(), x.data(), dx.data(), x.size());
+  auto loss = [&] {
+    std::vector<double> yy(x.size());
+    ops->gelu_forward(x.data(), yy.data(), x.size());
+    return weighted_sum(yy, w);
+  };
+  EXPECT_LT(check_gradient(x, dx, loss), 1e-8);
+}
+
 TEST(Tanh, ForwardAndBackward) {
   auto ops = cpu::make_ops<double>();
   auto x = random_vec(37, 6, -3, 3), w = random_vec(37, 7);

@@ -54,6 +54,28 @@ TEST(FastMath, NormalCdfRelativeErrorBelowThreeMillionths) {
   EXPECT_LT(worst_tail, 1e-20);
 }
 
+// The float tanh form (a logistic through exp_f32) against the double textbook formula, in
+// relative terms down the lower tail where 1 + tanh cancels (1 + tanh(u) = 2 / (1 + e^-2u)).
+// There exp(-2u) magnifies u's float rounding by |2u| (u = -26 at x = -9): the looser bound.
+TEST(FastMath, FloatTanhGeluTracksDoubleTanhGelu) {
+  double worst = 0, worst_far = 0, worst_grad = 0;
+  for (double x = -9.0; x <= 9.0; x += 0.0013) {
+    const float xf = float(x);
+    const double xd = xf, u = std::sqrt(2 / M_PI) * (xd + 0.044715 * xd * xd * xd);
+    const double s = 1 / (1 + std::exp(-2 * u));
+    const double g = xd * s;
+    const double dg = s + 2 * xd * s * (1 - s) * std::sqrt(2 / M_PI) * (1 + 3 * 0.044715 * xd * xd);
+    double& w = x >= -5 ? worst : worst_far;
+    if (g != 0) w = std::max(w, std::abs(kern::gelu_tanh(xf) - g) / std::abs(g));
+    worst_grad = std::max(worst_grad, std::abs(kern::gelu_tanh_grad(1.0f, xf) - dg));
+    EXPECT_EQ(kern::gelu(xf, kern::GeluForm::kTanh), kern::gelu_tanh(xf));
+    EXPECT_EQ(kern::gelu_grad(1.0f, xf, kern::GeluForm::kErf), kern::gelu_grad(1.0f, xf));
+  }
+  EXPECT_LT(worst, 3e-6);
+  EXPECT_LT(worst_far, 1e-5);
+  EXPECT_LT(worst_grad, 3e-6);
+}
+
 TEST(FastMath, FloatGeluTracksDoubleGelu) {
   for (double x = -9.0; x <= 9.0; x += 0.0013) {
     const float xf = float(x);

@@ -70,9 +70,12 @@ TYPED_TEST(FusedTest, BiasDropoutResidualEqualsTheThreeOps) {
   }
 }
 
-// loss = sum(w * act) with act = gelu(x + bias): dpre = dL/dx, dbias = dL/dbias.
-TEST(FusedGradient, BiasGeluMatchesFiniteDifferences) {
+// loss = sum(w * act) with act = gelu(x + bias): dpre = dL/dx, dbias = dL/dbias; both forms.
+class FusedGeluGradient : public ::testing::TestWithParam<kern::GeluForm> {};
+INSTANTIATE_TEST_SUITE_P(Forms, FusedGeluGradient, ::testing::Values(kern::GeluForm::kErf, kern::GeluForm::kTanh));
+TEST_P(FusedGeluGradient, BiasGeluMatchesFiniteDifferences) {
   auto ops = cpu::make_ops<double>();
+  ops->set_gelu_form(GetParam());
   const int rows = 5, cols = 7;
   const size_t n = size_t(rows) * cols;
   auto x = random_vec(n, 10, -2, 2), bias = random_vec(cols, 11);

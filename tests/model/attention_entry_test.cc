@@ -257,6 +257,10 @@ class RecordingOps final : public Ops<float> {
   }
 
   Allocator& allocator() override { return inner_->allocator(); }
+  void set_gelu_form(kern::GeluForm f) override {
+    Ops<float>::set_gelu_form(f);
+    inner_->set_gelu_form(f);
+  }
   void zero(float* p, size_t n) override { inner_->zero(p, n); }
   void gemm(Trans ta, Trans tb, int m, int n, int k, float al, const float* a, int lda, const float* b, int ldb,
             float be, float* c, int ldc) override {

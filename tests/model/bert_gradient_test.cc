@@ -17,10 +17,11 @@ namespace {
 
 constexpr int kB = 2, kS = 12, kP = 3;
 
-void check_all_tensors(float dropout) {
+void check_all_tensors(float dropout, kern::GeluForm gelu = kern::GeluForm::kErf) {
   BertConfig cfg;
   ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
   cfg.hidden_dropout = cfg.attention_dropout = dropout;
+  cfg.hidden_act = gelu;
   // A wider initialisation than BERT's 0.02 gives attention that is far from uniform, so the
   // query/key gradients are large enough to compare tightly.
   cfg.init_std = 0.1f;
@@ -69,6 +70,28 @@ void check_all_tensors(float dropout) {
 TEST(BertGradient, EveryTensorMatchesFiniteDifferencesWithoutDropout) { check_all_tensors(0.0f); }
 
 TEST(BertGradient, EveryTensorMatchesFiniteDifferencesWithDropout) { check_all_tensors(0.1f); }
+
+// model.hidden_act: gelu_tanh, in the FFN and the MLM transform.
+TEST(BertGradient, EveryTensorMatchesFiniteDifferencesWithTanhGelu) { check_all_tensors(0.0f, kern::GeluForm::kTanh); }
+
+// The form reaches the model's loss: the same parameters and batch give another loss.
+TEST(BertGradient, TanhGeluChangesTheLoss) {
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  cfg.hidden_dropout = cfg.attention_dropout = 0;
+  cfg.init_std = 0.5f;  // pre-activations of a few units, where the two forms differ by ~1e-4
+  auto ops = cpu::make_ops<double>();
+  const Batch batch = testing::random_batch(kB, kS, kP, cfg.vocab_size, 3);
+  double loss[2];
+  for (kern::GeluForm f : {kern::GeluForm::kErf, kern::GeluForm::kTanh}) {
+    cfg.hidden_act = f;
+    BertModel<double> model(cfg, *ops, {kB, kS, kP});
+    model.init_params(17);
+    loss[int(f)] = model.forward(batch, {false, 99, 4}).total_loss;
+  }
+  EXPECT_GT(std::abs(loss[0] - loss[1]), 1e-7 * std::abs(loss[0]));
+  EXPECT_LT(std::abs(loss[0] - loss[1]), 1e-2 * std::abs(loss[0]));
+}
 
 TEST(BertGradient, LossWeightScalesGradientLinearly) {
   BertConfig cfg;

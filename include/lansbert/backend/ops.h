@@ -12,6 +12,7 @@
 #include "lansbert/core/allocator.h"
 #include "lansbert/core/check.h"
 #include "lansbert/core/philox.h"
+#include "lansbert/kernels/activations.h"
 #include "lansbert/kernels/half.h"
 
 namespace lansbert {
@@ -113,6 +114,12 @@ class Ops {
   virtual ~Ops() = default;
   virtual Allocator& allocator() = 0;
   virtual void zero(T* p, size_t n) = 0;
+
+  // The GELU every GELU op below computes (BertConfig::hidden_act): the model sets it before
+  // each forward and backward, so ops shared by models of either form stay right. A wrapper
+  // (ProfilingOps) passes it on to the ops it wraps.
+  virtual void set_gelu_form(kern::GeluForm f) { gelu_form_ = f; }
+  kern::GeluForm gelu_form() const { return gelu_form_; }
 
   // C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C
   virtual void gemm(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a, int lda,
@@ -439,6 +446,9 @@ class Ops {
   // the composition where its kernel does not apply. The backward gets the forward's result.
   virtual AttentionImpl attention_forward(const AttentionForward<T>& args);
   virtual void attention_backward(const AttentionBackward<T>& args);
+
+ protected:
+  kern::GeluForm gelu_form_ = kern::GeluForm::kErf;
 };
 
 // Keeps x[0, n) as a GEMM operand (Ops::keep_gemm_operand) for the lifetime of the guard; with

@@ -56,6 +56,10 @@ class ProfilingOps : public Ops<T> {
   void set_roofline(const Roofline& r) { roofline_ = r; }
 
   Allocator& allocator() override { return inner_.allocator(); }
+  void set_gelu_form(kern::GeluForm f) override {
+    Ops<T>::set_gelu_form(f);
+    inner_.set_gelu_form(f);
+  }
   void zero(T* p, size_t n) override { time("zero", 0, E * n, [&] { inner_.zero(p, n); }); }
   void gemm(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta,
             T* c, int ldc) override {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lansbert/core/status.h"
+#include "lansbert/kernels/activations.h"
 #include "lansbert/model/param_table.h"
 
 namespace lansbert {
@@ -23,6 +24,12 @@ struct BertConfig {
   float hidden_dropout = 0.1f;     // embeddings, attention output, FFN output
   float attention_dropout = 0.1f;  // attention probabilities
   float init_std = 0.02f;
+  // The FFN's and the MLM transform's activation: GELU in its erf form (Hugging Face's "gelu",
+  // the default) or its tanh approximation (`model.hidden_act: gelu_tanh`; Hugging Face's
+  // "gelu_new", what Google's original BERT code computes). With bf16/fp16 GEMMs and 16-bit
+  // activations the CUDA backend fuses the tanh form into the FFN's GEMMs (cuBLASLt's GELU
+  // epilogues, which have no erf form): two passes over [N, I] fewer a layer.
+  kern::GeluForm hidden_act = kern::GeluForm::kErf;
 
   int head_dim() const { return hidden / heads; }
   // Checks divisibility and positivity; names the offending field.
@@ -34,6 +41,13 @@ struct BertConfig {
 // better"), bert-base (L12 H768 A12 I3072) and bert-large (L24 H1024 A16 I4096) as in Devlin
 // et al. 2019.
 Status bert_preset(const std::string& name, BertConfig* out);
+
+// "gelu" / "gelu_tanh": the config's names of the forms. parse_hidden_act also takes Hugging
+// Face's name of the tanh form, "gelu_new"; its error lists the names.
+const char* hidden_act_name(kern::GeluForm f);
+Status parse_hidden_act(const std::string& s, kern::GeluForm* out);
+// Hugging Face's config.json name of the form ("gelu" / "gelu_new").
+const char* hf_hidden_act_name(kern::GeluForm f);
 std::vector<std::string> bert_preset_names();
 
 // The parameter table of BertForPreTraining in Hugging Face order and names. The MLM decoder

@@ -25,6 +25,7 @@ struct ModelSection {
   // Explicit sizes override the preset.
   std::optional<int> vocab_size, hidden, layers, heads, intermediate, max_positions;
   std::optional<float> hidden_dropout, attention_dropout, init_std;
+  std::optional<kern::GeluForm> hidden_act;  // gelu (the preset's) | gelu_tanh
 };
 
 struct DataSection {
