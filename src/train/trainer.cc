@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "lansbert/backend/cpu_ops.h"
@@ -246,11 +247,36 @@ Status Run::check_outputs() {
   return agree_across_ranks(comm, st, "checking checkpoint.dir and logging.metrics_file", &Status::invalid_argument);
 }
 
+namespace {
+// A phase that starts from another run's weights must compute the GELU they were trained with:
+// `saved` is that run's name for it (lansbert's, or Hugging Face's config.json "hidden_act").
+Status check_same_gelu(const std::string& where, const std::string& saved, kern::GeluForm mine) {
+  kern::GeluForm theirs;
+  if (saved == "gelu_pytorch_tanh") {
+    theirs = kern::GeluForm::kTanh;
+  } else if (!parse_hidden_act(saved, &theirs).is_ok()) {
+    return Status::invalid_argument(where + ": the weights were trained with the activation '" + saved +
+                                    "', which lansbert does not compute (model.hidden_act: gelu or gelu_tanh)");
+  }
+  if (theirs == mine) return Status::ok();
+  return Status::invalid_argument(where + ": the weights were trained with hidden_act '" + saved +
+                                  "' but the config sets model.hidden_act: " + hidden_act_name(mine));
+}
+}  // namespace
+
 Status Run::init_from(const std::string& spec) {
   std::string dir;
   if (resolve_checkpoint(spec, &dir).is_ok()) {
     CheckpointMeta meta;
     LB_RETURN_IF_ERROR(read_checkpoint_meta(dir, &meta));
+    // Checkpoints from before model.hidden_act were all trained with the erf GELU.
+    const auto saved = nlohmann::json::parse(meta.config_json);
+    const auto& saved_model = saved["model"];
+    LB_RETURN_IF_ERROR(check_same_gelu("--init-from " + dir,
+                                       saved_model.is_object() && saved_model.contains("hidden_act")
+                                           ? saved_model["hidden_act"].get<std::string>()
+                                           : "gelu",
+                                       mc.hidden_act));
     LB_RETURN_IF_ERROR(load_params(dir));
     micro = meta.micro_step;  // dropout masks continue, never repeat phase 1's
     if (cfg.phase_start == PhaseStart::kKeepMoments) {
@@ -261,7 +287,16 @@ Status Run::init_from(const std::string& spec) {
     }
     LB_RETURN_IF_ERROR(updater->begin_phase(cfg.schedule, flat(), dp->state_elements()));
   } else {
-    // A Hugging Face directory: weights only, a fresh optimizer.
+    // A Hugging Face directory: weights only, a fresh optimizer; its config.json (where there
+    // is one) names the activation.
+    const std::filesystem::path hf_config = std::filesystem::path(spec) / "config.json";
+    std::string text;
+    if (std::filesystem::exists(hf_config) && read_file(hf_config.string(), &text).is_ok()) {
+      const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("hidden_act") && j["hidden_act"].is_string())
+        LB_RETURN_IF_ERROR(check_same_gelu("--init-from " + hf_config.string(), j["hidden_act"].get<std::string>(),
+                                           mc.hidden_act));
+    }
     Status st = load_params(spec);
     if (!st.is_ok()) return Status(st.code() == StatusCode::kNotFound
                                        ? Status::not_found("--init-from " + spec + ": neither a lansbert checkpoint nor a directory with model.safetensors")

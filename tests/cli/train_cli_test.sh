@@ -113,6 +113,14 @@ grep -q '"vocab_size": 72' "$tmp/padded-hf/config.json" || { echo "FAIL: padded 
 grep -q '"hidden_act": "gelu_new"' "$tmp/tanh-hf/config.json" || { echo "FAIL: gelu_tanh export config.json"; fail=1; }
 expect_error 2 "incompatible checkpoint" \
   train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/tanh" --resume latest --stop-at-step 2
+# Nor does a phase start from weights of the other form: a lansbert checkpoint, or a Hugging
+# Face directory whose config.json names it.
+expect_error 2 "the weights were trained with hidden_act 'gelu_tanh' but the config sets model.hidden_act: gelu" \
+  train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/from-tanh" --init-from "$tmp/tanh" --stop-at-step 1
+expect_error 2 "config.json: the weights were trained with hidden_act 'gelu_new'" \
+  train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/from-tanh-hf" --init-from "$tmp/tanh-hf" --stop-at-step 1
+"$lb" train --config "$tmp/good.yaml" --set model.hidden_act=gelu_tanh --set "checkpoint.dir=$tmp/from-tanh-hf" \
+  --init-from "$tmp/tanh-hf" --stop-at-step 1 >/dev/null 2>&1 || { echo "FAIL: gelu_tanh from its own export"; fail=1; }
 # A checkpoint written before model.hidden_act existed (no such key, and no checksum yet, as
 # then) resumes as the erf GELU it was trained with, and only as that.
 mkdir -p "$tmp/pre-act" && cp -r "$tmp/ckpt/step-000000002" "$tmp/pre-act/" &&

@@ -5,7 +5,8 @@ Usage: check_hf_export.py HF_DIR BATCH_JSON
 BATCH_JSON is `lansbert eval --dump-batch` output: one micro-batch and lansbert's eval-mode
 losses on it. The export must load as BertForPreTraining with no missing or unexpected keys
 (the MLM decoder weight is tied to the word embeddings) and give the same total loss
-(MLM + NSP) to 1e-5 relative. Exits 77 (CTest skip) when torch/transformers are missing.
+(MLM + NSP) to 1e-5 relative, and closer than the other GELU form gives (config.json's
+hidden_act is the form lansbert computed). Exits 77 (CTest skip) when torch/transformers are missing.
 """
 import json
 import sys
@@ -34,11 +35,24 @@ for r in range(B):
     for k in range(P):
         if mids[r, k] >= 0:
             labels[r, pos[r, k]] = mids[r, k]
-with torch.no_grad():
-    out = model(input_ids=ids, token_type_ids=torch.tensor(b["segment_ids"]).view(B, S),
+
+
+def hf_loss(m):
+    with torch.no_grad():
+        out = m(input_ids=ids, token_type_ids=torch.tensor(b["segment_ids"]).view(B, S),
                 attention_mask=torch.tensor(b["input_mask"]).view(B, S), labels=labels,
                 next_sentence_label=torch.tensor(b["nsp_labels"]))
-ours, theirs = b["total_loss"], float(out.loss)
+    return float(out.loss)
+
+
+ours, theirs = b["total_loss"], hf_loss(model)
 rel = abs(ours - theirs) / max(abs(ours), 1e-12)
 print(f"lansbert loss {ours:.8f}, transformers loss {theirs:.8f}, relative difference {rel:.2e}")
-sys.exit(0 if rel <= 1e-5 else 1)
+# The config's hidden_act must be the GELU lansbert computed: the same weights under the other
+# form (erf "gelu" <-> tanh "gelu_new") must land further from lansbert's loss.
+other = "gelu" if model.config.hidden_act == "gelu_new" else "gelu_new"
+swapped = BertForPreTraining.from_pretrained(hf_dir, hidden_act=other)
+swapped.eval()
+rel_other = abs(ours - hf_loss(swapped)) / max(abs(ours), 1e-12)
+print(f"hidden_act {model.config.hidden_act}; with {other} instead: relative difference {rel_other:.2e}")
+sys.exit(0 if rel <= 1e-5 and rel_other > 2 * rel else 1)

@@ -10,15 +10,22 @@ fi
 rm -rf "$tmp"; mkdir -p "$tmp"
 export OMP_NUM_THREADS=1
 "$mk" "$tmp/data" >/dev/null
+# init_std 0.2 (not 0.02): pre-activations large enough for the two GELU forms to give losses
+# 1.6e-5 apart, far above the export's agreement (~1e-7), so the form's name is checked too.
 cat > "$tmp/c.yaml" <<YAML
-model: {preset: bert-tiny, vocab_size: 64, hidden: 64, heads: 2, intermediate: 128, max_positions: 64}
+model: {preset: bert-tiny, vocab_size: 64, hidden: 64, heads: 2, intermediate: 128, max_positions: 64, init_std: 0.2}
 data: {train: ["$tmp/data/shards/*.lbs"], vocab: $tmp/data/vocab.txt, seq_len: 32, max_pred: 5}
 batch: {global_batch: 32, micro_batch: 16}
 schedule: {total_steps: 5}
 checkpoint: {dir: $tmp/ckpt}
 YAML
-"$lb" train --config "$tmp/c.yaml" >/dev/null
-"$lb" eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs" --micro-batch 8 --max-sequences 8 \
-  --dump-batch "$tmp/batch.json" >/dev/null
-"$lb" export --checkpoint "$tmp/ckpt" --out "$tmp/hf" >/dev/null
-"$py" "$(dirname "$0")/check_hf_export.py" "$tmp/hf" "$tmp/batch.json"
+# Both GELU forms: model.hidden_act gelu_tanh exports as Hugging Face's "gelu_new", which
+# transformers must then compute to give lansbert's loss.
+for act in gelu gelu_tanh; do
+  "$lb" train --config "$tmp/c.yaml" --set model.hidden_act=$act --set "checkpoint.dir=$tmp/ckpt-$act" >/dev/null
+  "$lb" eval --checkpoint "$tmp/ckpt-$act" --data "$tmp/data/shards/*.lbs" --micro-batch 8 --max-sequences 8 \
+    --dump-batch "$tmp/batch-$act.json" >/dev/null
+  "$lb" export --checkpoint "$tmp/ckpt-$act" --out "$tmp/hf-$act" >/dev/null
+  echo "model.hidden_act: $act"
+  "$py" "$(dirname "$0")/check_hf_export.py" "$tmp/hf-$act" "$tmp/batch-$act.json"
+done
