@@ -175,30 +175,31 @@ void CudaOps::gemm(Trans ta, Trans tb, int m, int n, int k, float alpha, const f
 // epilogue writes the 16-bit copy; the fallback then computes the fp32 accumulator into c, or
 // where c is null (gemm_bias_kept: c's span may be addresses only) into a scratch of its own,
 // and rounds it + bias into the copy in one pass, the order the CPU twin computes in.
-void CudaOps::gemm_bias_into(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b,
-                             int ldb, const float* bias, float* c, int ldc, uint16_t* copy) {
-  LB_CHECK_MSG(ldc == n, "gemm_bias: C must be contiguous rows (ldc == n)");
-  if (m <= 0 || n <= 0) return;
-  cudaDataType_t ta_type, tb_type;
-  const void* ha = half_operand(a, gemm_operand_extent(ta, m, k, lda), half_a_, &ta_type);
-  const void* hb = half_operand(b, gemm_operand_extent(tb, k, n, ldb), half_b_, &tb_type);
+LtBiasMatmul::Call CudaOps::lt_call(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda,
+                                    const float* b, int ldb) {
   LtBiasMatmul::Call call;
   call.ta = ta;
   call.tb = tb;
   call.m = m;
   call.n = n;
   call.k = k;
-  call.a = ha;
-  call.a_type = ta_type;
+  call.a = half_operand(a, gemm_operand_extent(ta, m, k, lda), half_a_, &call.a_type);
   call.lda = lda;
-  call.b = hb;
-  call.b_type = tb_type;
+  call.b = half_operand(b, gemm_operand_extent(tb, k, n, ldb), half_b_, &call.b_type);
   call.ldb = ldb;
+  call.compute = compute_type();
+  return call;
+}
+
+void CudaOps::gemm_bias_into(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b,
+                             int ldb, const float* bias, float* c, int ldc, uint16_t* copy) {
+  LB_CHECK_MSG(ldc == n, "gemm_bias: C must be contiguous rows (ldc == n)");
+  if (m <= 0 || n <= 0) return;
+  LtBiasMatmul::Call call = lt_call(ta, tb, m, n, k, a, lda, b, ldb);
   call.bias = bias;
   call.c = copy ? static_cast<void*>(copy) : c;
   call.c_type = copy ? half_type() : CUDA_R_32F;
   call.ldc = ldc;
-  call.compute = compute_type();
   // A 16-bit copy takes the epilogue only while its one-time check has not disagreed.
   const bool may_fuse = !copy || half_bias_epilogue_ != Checked::kDisagrees;
   if (may_fuse && lt_.run(call, stream()) &&
@@ -211,7 +212,7 @@ void CudaOps::gemm_bias_into(Trans ta, Trans tb, int m, int n, int k, const floa
     bias_fallback_.reserve(size_t(m) * n * sizeof(float));
     c = static_cast<float*>(bias_fallback_.get());
   }
-  gemm_ex(ta, tb, m, n, k, 1.0f, ha, ta_type, lda, hb, tb_type, ldb, 0.0f, c, CUDA_R_32F, ldc);
+  gemm_ex(ta, tb, m, n, k, 1.0f, call.a, call.a_type, lda, call.b, call.b_type, ldb, 0.0f, c, CUDA_R_32F, ldc);
   if (copy)
     bias_add_into_copy(c, bias, copy, m, n, gemm_half_format(options_.math), stream());
   else

@@ -34,6 +34,14 @@ void half_gelu_backward_pass(const float* dact, const uint16_t* dact16, const ui
       dbias, nullptr);
 }
 
+// h = gelu(x widened), rounded: the GELU output written only as its kept copy.
+void gelu_half_into(const uint16_t* x, uint16_t* h, size_t n, kern::HalfFormat format, kern::GeluForm form,
+                    cudaStream_t s) {
+  launch_map(n, s, [=] __device__(size_t i) {
+    h[i] = kern::float_to_half(kern::gelu(kern::half_to_float(x[i], format), form), format);
+  });
+}
+
 // dbias += column sums of a 16-bit tensor (a kept copy, x16), or of fp32 x rounded to 16 bits.
 void half_column_sums(const float* x, const uint16_t* x16, float* dbias, int rows, int cols, kern::HalfFormat format,
                       cudaStream_t s, DeviceBytes& partials) {
@@ -69,12 +77,7 @@ void CudaOps::gelu_forward_half_kept(const uint16_t* x, float* y, size_t n) {
   LB_CHECK_MSG(half_activations(), "gelu_forward_half_kept: 16-bit activations need bf16/fp16 GEMMs");
   const kern::HalfFormat format = gemm_half_format(options_.math);
   const kern::GeluForm form = gelu_form_;
-  if (uint16_t* h = kept_output(y, n)) {
-    launch_map(n, stream(), [=] __device__(size_t i) {
-      h[i] = kern::float_to_half(kern::gelu(kern::half_to_float(x[i], format), form), format);
-    });
-    return;
-  }
+  if (uint16_t* h = kept_output(y, n)) return gelu_half_into(x, h, n, format, form, stream());
   launch_map(n, stream(), [=] __device__(size_t i) { y[i] = kern::gelu(kern::half_to_float(x[i], format), form); });
   keep_gemm_operand(y, n);
 }
@@ -94,6 +97,63 @@ void CudaOps::bias_gelu_backward_half_kept(const float* dact, const uint16_t* pr
   half_gelu_backward_pass(dact, dact16, pre, dpre, h, dbias, rows, cols, gemm_half_format(options_.math), gelu_form_,
                           stream(), column_partials_);
   if (!h) keep_gemm_operand(dpre, n);
+}
+
+// The tanh GELU in the FFN's GEMMs (ops.h): D is the kept copy the unfused kernels would write
+// (act's, d(pre)'s), aux the 16-bit pre-activation. Where cuBLASLt refuses a call, or its
+// first result disagreed with the unfused kernels, the same outputs come from those kernels.
+void CudaOps::gemm_bias_gelu_half(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b,
+                                  int ldb, const float* bias, float* scratch, uint16_t* pre, float* act) {
+  LB_CHECK_MSG(half_activations(), "gemm_bias_gelu_half: 16-bit activations need bf16/fp16 GEMMs");
+  const bool fuse = gelu_form_ == kern::GeluForm::kTanh && gelu_epilogue_[0] != Checked::kDisagrees && m > 0 &&
+                    n > 0;
+  uint16_t* act16 = fuse ? kept_output(act, size_t(m) * n) : nullptr;
+  if (!act16) return Ops<float>::gemm_bias_gelu_half(ta, tb, m, n, k, a, lda, b, ldb, bias, scratch, pre, act);
+  LtBiasMatmul::Call call = lt_call(ta, tb, m, n, k, a, lda, b, ldb);
+  call.epilogue = LtBiasMatmul::Epilogue::kGeluAuxBias;
+  call.bias = bias;
+  call.c = act16;
+  call.c_type = half_type();
+  call.ldc = n;
+  call.aux = pre;
+  if (lt_.run(call, stream()) && gelu_epilogue_agrees(call)) {
+    ++fused_gelu_gemms_;
+    return;
+  }
+  ++unfused_gelu_gemms_;
+  gemm_bias_into(ta, tb, m, n, k, a, lda, b, ldb, bias, scratch, n, pre);
+  gelu_half_into(pre, act16, size_t(m) * n, gemm_half_format(options_.math), gelu_form_, stream());
+}
+
+// The bias gradient comes out of the epilogue written, not accumulated: into bias_grad_, then
+// added to dbias (micro-steps accumulate there).
+void CudaOps::gemm_dgelu_bias_half(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b,
+                                   int ldb, const uint16_t* pre, float* dpre, float* dbias) {
+  LB_CHECK_MSG(half_activations(), "gemm_dgelu_bias_half: 16-bit activations need bf16/fp16 GEMMs");
+  const bool fuse = gelu_form_ == kern::GeluForm::kTanh && gelu_epilogue_[1] != Checked::kDisagrees && m > 0 &&
+                    n > 0;
+  uint16_t* d16 = fuse ? kept_output(dpre, size_t(m) * n) : nullptr;
+  if (!d16) return Ops<float>::gemm_dgelu_bias_half(ta, tb, m, n, k, a, lda, b, ldb, pre, dpre, dbias);
+  bias_grad_.reserve(size_t(n) * sizeof(float));
+  float* bias_grad = static_cast<float*>(bias_grad_.get());
+  LtBiasMatmul::Call call = lt_call(ta, tb, m, n, k, a, lda, b, ldb);
+  call.epilogue = LtBiasMatmul::Epilogue::kDGeluBgrad;
+  call.bias = bias_grad;
+  call.c = d16;
+  call.c_type = half_type();
+  call.ldc = n;
+  call.aux = const_cast<uint16_t*>(pre);  // read only: DGELU's aux is an input
+  if (lt_.run(call, stream()) && gelu_epilogue_agrees(call)) {
+    ++fused_gelu_gemms_;
+    accumulate(dbias, bias_grad, size_t(n));
+    return;
+  }
+  ++unfused_gelu_gemms_;
+  // d(act) into the copy, then the GELU backward over it in place (gemm_kept, then
+  // bias_gelu_backward_half_kept: the default's kernels on the copy already made).
+  gemm_ex(ta, tb, m, n, k, 1.0f, call.a, call.a_type, lda, call.b, call.b_type, ldb, 0.0f, d16, half_type(), n);
+  half_gelu_backward_pass(nullptr, d16, pre, nullptr, d16, dbias, m, n, gemm_half_format(options_.math), gelu_form_,
+                          stream(), column_partials_);
 }
 
 }  // namespace lansbert::cuda

@@ -28,6 +28,8 @@ struct KeptCopy {
 // and its check (half_bias_check.cu).
 void bias_add_into_copy(const float* c, const float* bias, uint16_t* copy, int rows, int cols,
                         kern::HalfFormat format, cudaStream_t s);
+// bias[j] = 1.0, 1.25, ..., 2.5 repeating (half_bias_check.cu): the epilogue checks' probe bias.
+void fill_probe_bias(float* bias, int n, cudaStream_t s);
 
 class CudaOps final : public Ops<float> {
  public:
@@ -120,6 +122,16 @@ class CudaOps final : public Ops<float> {
   void gelu_forward_half_kept(const uint16_t* x, float* y, size_t n) override;
   void bias_gelu_backward_half_kept(const float* dact, const uint16_t* pre, float* dpre, float* dbias, int rows,
                                     int cols) override;
+  // For the tanh GELU: one GEMM each through cuBLASLt's GELU_AUX_BIAS / DGELU_BGRAD epilogues
+  // (checked once against the unfused kernels, gelu_epilogue_check.cu); the erf form, and
+  // calls cuBLASLt refuses, run the unfused ops (cuda_half_activations.cu).
+  void gemm_bias_gelu_half(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b,
+                           int ldb, const float* bias, float* scratch, uint16_t* pre, float* act) override;
+  void gemm_dgelu_bias_half(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b,
+                            int ldb, const uint16_t* pre, float* dpre, float* dbias) override;
+  // Those two ops' calls served by the epilogues and by the unfused kernels (tests, profiles).
+  size_t fused_gelu_gemms() const { return fused_gelu_gemms_; }
+  size_t unfused_gelu_gemms() const { return unfused_gelu_gemms_; }
   void gelu_backward(const float* dy, const float* x, float* dx, size_t n) override;
   void tanh_forward(const float* x, float* y, size_t n) override;
   void tanh_backward(const float* dy, const float* y, float* dx, size_t n) override;
@@ -191,6 +203,15 @@ class CudaOps final : public Ops<float> {
   // and gemm_bias_half, c its scratch).
   void gemm_bias_into(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
                       const float* bias, float* c, int ldc, uint16_t* copy);
+  // An LtBiasMatmul call for op(A) op(B) [m, n] with its operands converted (half_operand);
+  // the caller sets the epilogue, bias, output and aux.
+  LtBiasMatmul::Call lt_call(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b,
+                             int ldb);
+  // gelu_epilogue_check.cu: after cuBLASLt ran `call` (GELU_AUX_BIAS, or DGELU_BGRAD), whether
+  // its outputs agree with the unfused computation from an fp32 GEMM of the same operands
+  // (GELU_AUX_BIAS: with the call's bias and a non-zero probe bias); checked on the first call
+  // of each, the answer kept in gelu_epilogue_ for the later ones.
+  bool gelu_epilogue_agrees(const LtBiasMatmul::Call& call);
   // half_bias_check.cu: after cuBLASLt's epilogue ran `call` (16-bit D, fp32 bias), whether
   // the fallback's computation (using c as fp32 scratch, or a scratch of its own where c is
   // null) agrees, with the call's bias and with a non-zero probe bias; checked on the first
@@ -208,6 +229,9 @@ class CudaOps final : public Ops<float> {
   size_t fused_bias_gemms_ = 0, unfused_bias_gemms_ = 0;
   enum class Checked { kNotYet, kAgrees, kDisagrees };
   Checked half_bias_epilogue_ = Checked::kNotYet;  // the fp32-bias epilogue with a 16-bit D
+  Checked gelu_epilogue_[2] = {Checked::kNotYet, Checked::kNotYet};  // GELU_AUX_BIAS, DGELU_BGRAD
+  size_t fused_gelu_gemms_ = 0, unfused_gelu_gemms_ = 0;
+  DeviceBytes bias_grad_;                            // DGELU_BGRAD's bias gradient, then added to dbias
   // scatter workspaces, grown on first use: the sort, and the pieces of rows that cross chunks
   DeviceBytes sort_keys_, sort_values_, sort_temp_, scatter_pieces_;
   DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums

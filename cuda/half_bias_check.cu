@@ -13,14 +13,14 @@
 
 namespace lansbert::cuda {
 
-namespace {
-
 // 1.0, 1.25, ..., 2.5 repeating: exact in every format; as fp32 bit patterns their low halves
 // are zero and their high halves the value, so a bias read as 16-bit pairs puts zeros in every
 // other column, off by >= 1.
 void fill_probe_bias(float* bias, int n, cudaStream_t s) {
   launch_map(size_t(n), s, [=] __device__(size_t j) { bias[j] = 1.0f + 0.25f * float(j % 7); });
 }
+
+namespace {
 
 // Counts the elements where the epilogue's 16-bit output `got` is further from the fallback's
 // `want` = round(acc + bias) than the rounding of `want` itself (|want| * 2^-mantissa bits)

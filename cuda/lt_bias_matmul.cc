@@ -53,20 +53,47 @@ struct LtBiasMatmul::Plan {
 LtBiasMatmul::LtBiasMatmul() = default;
 LtBiasMatmul::~LtBiasMatmul() = default;
 
+namespace {
+
+// cublasLt.h, EPILOGUE_AUX_LD: the GELU input's leading dimension "must be divisible by 8".
+constexpr int kAuxLdMultiple = 8;
+
+cublasLtEpilogue_t to_lt(LtBiasMatmul::Epilogue e) {
+  switch (e) {
+    case LtBiasMatmul::Epilogue::kGeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case LtBiasMatmul::Epilogue::kDGeluBgrad: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    default: return CUBLASLT_EPILOGUE_BIAS;
+  }
+}
+
+// The pointers set per call (and before the heuristic, which reads their alignment).
+void set_pointers(cublasLtMatmulDesc_t desc, const LtBiasMatmul::Call& c) {
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias, sizeof c.bias));
+  if (c.aux)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux, sizeof c.aux));
+}
+
+}  // namespace
+
 bool LtBiasMatmul::run(const Call& c, cudaStream_t stream) {
   if (c.m <= 0 || c.n <= 0 || c.k <= 0 || !c.bias) return false;
+  const bool gelu = c.epilogue != Epilogue::kBias;
+  // The GELU epilogues: a 16-bit aux beside a 16-bit C, with a leading dimension cuBLASLt takes.
+  if (gelu && (!c.aux || c.c_type == CUDA_R_32F || c.ldc % kAuxLdMultiple != 0)) return false;
   const int align_bias = alignment(c.bias);
   if (align_bias < kBiasAlignment) return false;
   const int align_a = alignment(c.a), align_b = alignment(c.b), align_c = alignment(c.c);
-  const Key key{int(c.ta),     int(c.tb),     c.m,       c.n,     c.k,     c.lda,   c.ldb,   c.ldc,
-                int(c.a_type), int(c.b_type), int(c.c_type), int(c.compute), align_a, align_b, align_c, align_bias};
+  const int align_aux = c.aux ? alignment(c.aux) : 0;
+  const Key key{int(c.epilogue), int(c.ta),     int(c.tb),     c.m,           c.n,            c.k,
+                c.lda,           c.ldb,         c.ldc,         int(c.a_type), int(c.b_type),  int(c.c_type),
+                int(c.compute),  align_a,       align_b,       align_c,       align_bias,     align_aux};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     auto plan = std::make_unique<Plan>();
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, c.compute, CUDA_R_32F));
     // Column-major view: D^T [n, m] = op(B^T) [n, k] * op(A^T) [k, m]: B is cuBLASLt's A.
     const cublasOperation_t op_a = to_op(c.tb), op_b = to_op(c.ta);
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    const cublasLtEpilogue_t epilogue = to_lt(c.epilogue);
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
@@ -86,10 +113,17 @@ bool LtBiasMatmul::run(const Call& c, cudaStream_t stream) {
       plans_.emplace(key, nullptr);
       return false;
     }
-    // The heuristic takes the bias pointer's alignment from the pointer itself (cublasLt.h,
-    // BIAS_POINTER; there is no preference for it), so it is set before the query too.
-    CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias, sizeof c.bias));
+    // The aux matrix is column-major [n, m] like C, at C's leading dimension, in C's type (the
+    // default AUX_DATA_TYPE).
+    if (gelu) {
+      const int64_t aux_ld = c.ldc;
+      CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
+    }
+    // The heuristic takes the bias and aux pointers' alignment from the pointers themselves
+    // (cublasLt.h, BIAS_POINTER and EPILOGUE_AUX_POINTER; there is no preference for them), so
+    // they are set before the query too.
+    set_pointers(plan->desc, c);
     Preference pref;
     const size_t ws = handle_.workspace_bytes();
     const uint32_t aa = uint32_t(align_b), ab = uint32_t(align_a), ac = uint32_t(align_c);  // swapped, as above
@@ -112,11 +146,12 @@ bool LtBiasMatmul::run(const Call& c, cudaStream_t stream) {
                                                              plan->lc, pref.p, 1, &result, &found);
     if (st != CUBLAS_STATUS_NOT_SUPPORTED && c.c_type == CUDA_R_32F) CUBLAS_CHECK(st);
     if ((st != CUBLAS_STATUS_SUCCESS || found == 0) && c.c_type != CUDA_R_32F) {
-      static bool said = false;  // once per process: every such shape takes the same fallback
-      if (!said)
-        std::fprintf(stderr, "lansbert: cuBLASLt: no 16-bit-output algorithm with an fp32 bias (%s): fallback\n",
-                     st == CUBLAS_STATUS_SUCCESS ? "none found" : cublasGetStatusName(st));
-      said = true;
+      static bool said[3] = {};  // once per process and epilogue: every such shape takes the same fallback
+      const char* names[3] = {"bias", "GELU_AUX_BIAS", "DGELU_BGRAD"};
+      if (!said[int(c.epilogue)])
+        std::fprintf(stderr, "lansbert: cuBLASLt: no 16-bit-output %s algorithm with an fp32 bias (%s): fallback\n",
+                     names[int(c.epilogue)], st == CUBLAS_STATUS_SUCCESS ? "none found" : cublasGetStatusName(st));
+      said[int(c.epilogue)] = true;
     }
     if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
       plan->algo = result.algo;
@@ -127,8 +162,7 @@ bool LtBiasMatmul::run(const Call& c, cudaStream_t stream) {
   }
   Plan* plan = it->second.get();
   if (!plan) return false;
-  CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias, sizeof c.bias));
+  set_pointers(plan->desc, c);
   const float alpha = 1.0f, beta = 0.0f;
   const cublasStatus_t st = cublasLtMatmul(handle_.get(), plan->desc, &alpha, c.b, plan->la, c.a, plan->lb, &beta,
                                            c.c, plan->lc, c.c, plan->lc, &plan->algo, handle_.workspace(),

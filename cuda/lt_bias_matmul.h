@@ -1,5 +1,10 @@
 // LtBiasMatmul: row-major C = op(A) op(B) + bias (per column of C) through cuBLASLt's bias
-// epilogue, for CudaOps::gemm_bias (a linear layer's forward without a second pass over C).
+// epilogue, for CudaOps::gemm_bias (a linear layer's forward without a second pass over C);
+// and the FFN's two GELU epilogues (CudaOps::gemm_bias_gelu_half, gemm_dgelu_bias_half):
+//   kGeluAuxBias  aux = op(A) op(B) + bias, C = gelu(aux)  (aux 16-bit, [m, n] like C)
+//   kDGeluBgrad   C = gelu'(aux) * op(A) op(B), bias = column sums of C  (aux read; bias fp32,
+//                 written, not accumulated)
+// cuBLASLt's GELU is its own (the tanh approximation, cublasLt.h names no other form).
 // Row-major C is computed as column-major C^T = op(B)^T op(A)^T, as in cuda_gemm.cu; the
 // bias then runs along the column-major rows, i.e. along our n (the output features).
 //
@@ -23,7 +28,9 @@ namespace lansbert::cuda {
 
 class LtBiasMatmul {
  public:
+  enum class Epilogue { kBias, kGeluAuxBias, kDGeluBgrad };
   struct Call {
+    Epilogue epilogue = Epilogue::kBias;
     Trans ta = Trans::kNo, tb = Trans::kNo;
     int m = 0, n = 0, k = 0;
     const void* a = nullptr;
@@ -32,7 +39,8 @@ class LtBiasMatmul {
     const void* b = nullptr;
     cudaDataType_t b_type = CUDA_R_32F;
     int ldb = 0;
-    const float* bias = nullptr;  // fp32 whatever c's type
+    const float* bias = nullptr;  // fp32 whatever c's type; kDGeluBgrad writes it
+    void* aux = nullptr;          // the GELU epilogues': c's 16-bit type, leading dimension ldc
     void* c = nullptr;
     cudaDataType_t c_type = CUDA_R_32F;  // or a 16-bit type: the sum rounded once (CudaOps::gemm_bias_kept)
     int ldc = 0;
@@ -49,8 +57,9 @@ class LtBiasMatmul {
 
  private:
   struct Plan;
-  // (ta, tb, m, n, k, lda, ldb, ldc, a_type, b_type, c_type, compute, alignments of a, b, c, bias)
-  using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int>;
+  // (epilogue, ta, tb, m, n, k, lda, ldb, ldc, a_type, b_type, c_type, compute, alignments of a,
+  // b, c, bias, aux)
+  using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int>;
 
   CublasLtHandle handle_;
   std::map<Key, std::unique_ptr<Plan>> plans_;  // a null plan: no algorithm for that key

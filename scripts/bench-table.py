@@ -17,7 +17,8 @@ COLUMNS = [
      + (f" (recompute {r['recompute']})" if isinstance(r.get("recompute"), str) and r["recompute"] != "none" else "")),
     ("GEMMs", lambda r: r["precision"] + (" (in-cuBLAS cast)" if r.get("gemm_cast") == "cublas" else "")
      + (" (no cast reuse)" if r.get("cast_reuse") == "off" else "")
-     + (", 16-bit activations" if r.get("activations") == "16bit" else "")),
+     + (", 16-bit activations" if r.get("activations") == "16bit" else "")
+     + (", tanh GELU" if r.get("hidden_act") == "gelu_tanh" else "")),
     ("attention", lambda r: r.get("attention", "native")),
     ("fwd ms", lambda r: f"{r['forward_ms']:.1f}"),
     ("bwd ms", lambda r: f"{r['backward_ms']:.1f}"),

@@ -239,6 +239,14 @@ bench_step() {
       bench_json flash-ffn16 "flash + 16-bit FFN" "$spec" --precision bf16 --attention flash --activations 16bit
     done
   fi
+  # ... and with the tanh GELU in the FFN GEMMs' cuBLASLt epilogues (the .err files say whether
+  # the one-time checks let them in).
+  if "$lb" bench --help 2>&1 | grep -q -- '--hidden-act'; then
+    for spec in bert-large:128:20:32 bert-large:512:80:8; do
+      bench_json flash-ffn16-tanh "flash + 16-bit FFN + tanh GELU epilogues" "$spec" --precision bf16 \
+        --attention flash --activations 16bit --hidden-act gelu_tanh
+    done
+  fi
   timeout "$t" "$lb" bench --backend cuda --precision bf16 --model bert-large --seq-len 512 --max-pred 80 --batch 0 \
     --steps 2 --warmup 1 2>&1 | tee "$out/bench-bert-large-512-probe.txt" || true
   # The same probe with activation recomputation: how much larger a micro-batch fits, at what MFU.

@@ -68,6 +68,7 @@ struct BenchOptions {
   std::string gemm_cast = "kernel";  // cuda, bf16/fp16: kernel | cublas (precision.gemm_cast)
   std::string cast_reuse = "on";     // bf16/fp16 with kernel casts: on | off (Ops::keep_gemm_operand)
   std::string activations = "fp32";  // fp32 | 16bit (precision.activations, ModelLimits::half_activations)
+  std::string hidden_act = "gelu";   // gelu | gelu_tanh (model.hidden_act)
 };
 
 // What differs between the backends: the ops, how to wait for queued work, where the flat
@@ -221,6 +222,7 @@ double median(std::vector<double> v) {
 int run_bench(const BenchOptions& o) {
   BertConfig cfg;
   Status s = bert_preset(o.model, &cfg);
+  if (s.is_ok()) s = parse_hidden_act(o.hidden_act, &cfg.hidden_act);
   if (!s.is_ok()) {
     report(s);
     return exit_code();
@@ -370,10 +372,10 @@ int run_bench(const BenchOptions& o) {
         "{\"model\":\"%s\",\"backend\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"batch\":%d,\"seq_len\":%d,\"max_pred\":%d,"
         "\"params\":%zu,\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"step_ms\":%.3f,\"tokens_per_s\":%.1f,"
         "\"sequences_per_s\":%.2f,\"gflops\":%.2f,\"mfu\":%.4f,\"loss\":%.5f,\"recompute\":\"%s\","
-        "\"activation_bytes\":%zu,\"activations\":\"%s\"",
+        "\"activation_bytes\":%zu,\"activations\":\"%s\",\"hidden_act\":\"%s\"",
         o.model.c_str(), o.backend.c_str(), gemm_math_name(o.math), threads, B, o.seq_len, P, model.table().parameter_count(), tf * 1e3,
         tb * 1e3, step * 1e3, tokens / step, B / step, gflops, mfu, loss, recompute_name(o.recompute_mode),
-        model.activation_bytes(), o.activations.c_str());
+        model.activation_bytes(), o.activations.c_str(), hidden_act_name(cfg.hidden_act));
     if (opt) std::printf(",\"optimizer\":\"%s\",\"optimizer_ms\":%.3f", opt_name.c_str(), tu * 1e3);
     if (casts > 0)
       std::printf(",\"gemm_cast_elements_per_step\":%.0f,\"gemm_copy_writes_per_step\":%.0f,\"cast_reuse\":\"%s\","
@@ -389,16 +391,18 @@ int run_bench(const BenchOptions& o) {
     if (o.profile) print_profile_json(profiler, o.steps, bert_train_flops(cfg, B, o.seq_len, P), target);
     std::printf("}\n");
   } else {
+    const char* tanh_note = cfg.hidden_act == kern::GeluForm::kTanh ? ", tanh GELU" : "";
     if (o.backend == "cuda")
-      std::printf("lansbert bench: %s (%zu parameters), cuda backend on %s, %s GEMMs%s, %s attention%s\n",
+      std::printf("lansbert bench: %s (%zu parameters), cuda backend on %s, %s GEMMs%s, %s attention%s%s\n",
                   o.model.c_str(), model.table().parameter_count(), be.device.c_str(), gemm_math_name(o.math),
                   o.gemm_cast == "cublas" ? " (operands converted inside cuBLAS)" : "", o.attention.c_str(),
-                  half_activations ? ", 16-bit activations" : "");
+                  half_activations ? ", 16-bit activations" : "", tanh_note);
     else
-      std::printf("lansbert bench: %s (%zu parameters), cpu backend, %d threads%s%s%s\n", o.model.c_str(),
+      std::printf("lansbert bench: %s (%zu parameters), cpu backend, %d threads%s%s%s%s\n", o.model.c_str(),
                   model.table().parameter_count(), threads,
                   o.math == GemmMath::kFp32 ? "" : o.math == GemmMath::kBf16 ? ", bf16 GEMMs emulated" : ", fp16 GEMMs emulated",
-                  o.attention == "flash" ? ", flash attention" : "", half_activations ? ", 16-bit activations" : "");
+                  o.attention == "flash" ? ", flash attention" : "", half_activations ? ", 16-bit activations" : "",
+                  tanh_note);
     if (o.batch == 0)
       std::printf("  largest micro-batch that fits: %d (estimated %.2f GiB of %.2f GiB free)\n", B, probe_need,
                   probe_free);
@@ -465,6 +469,10 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--activations", o->activations,
                   "fp32 (default) or 16bit (bf16/fp16 with kernel casts): store the FFN's pre-activation in the "
                   "GEMMs' 16-bit format and use its gradient at that rounding (precision.activations)")
+      ->capture_default_str();
+  sub->add_option("--hidden-act", o->hidden_act,
+                  "gelu (erf, default) or gelu_tanh (model.hidden_act; with --activations 16bit the CUDA backend "
+                  "takes the tanh GELU in the FFN GEMMs' epilogues)")
       ->capture_default_str();
   sub->add_option("--optimizer", o->optimizer,
                   "Also time this rule's update (lans, lamb, adamw; none to skip). Default: lans on cuda, none on cpu");

@@ -145,10 +145,10 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
   // GEMMs: kept.
   // With 16-bit FFN activations the GEMM writes pre in 16 bits only, and the GELU reads that;
   // its fp32 scratch (where the backend needs one) is d(act)'s buffer, free in a forward.
+  // One op (the GEMM's GELU epilogue where the backend has it).
   if (a.ffn_pre16) {
-    ops.gemm_bias_half(Trans::kNo, Trans::kYes, N, I, H, a.h1, H, m.p(p.inter.w), H, m.p(p.inter.b), m.d_ffn,
-                       a.ffn_pre16);
-    ops.gelu_forward_half_kept(a.ffn_pre16, a.ffn_act, size_t(N) * I);
+    ops.gemm_bias_gelu_half(Trans::kNo, Trans::kYes, N, I, H, a.h1, H, m.p(p.inter.w), H, m.p(p.inter.b), m.d_ffn,
+                            a.ffn_pre16, a.ffn_act);
   } else {
     linear_forward(ops, a.h1, m.p(p.inter.w), m.p(p.inter.b), a.ffn_pre, N, H, I);
     ops.gelu_forward_kept(a.ffn_pre, a.ffn_act, size_t(N) * I);
@@ -185,15 +185,21 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   // copies (only GEMMs read them).
   ops.residual_layernorm_backward(residual_norm_grad(m, l, 2, m.dh, a.res2, p.ln2, a.mean2, a.rstd2, m.d_a, m.d_b,
                                                      m.g(p.out.b)));
-  // d(act) is read next only by the GELU backward: with 16-bit FFN activations at its 16-bit
-  // rounding, so its GEMM writes it as a kept copy (only the copy where outputs are unwritten).
-  linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), m.d_ffn, m.g(p.out.w), nullptr, N, I, H,
-                  {.dy_kept = true, .dx_kept = a.ffn_pre16 != nullptr});
-  ops.drop_gemm_operand(a.ffn_act);
-  if (a.ffn_pre16)
-    ops.bias_gelu_backward_half_kept(m.d_ffn, a.ffn_pre16, m.d_ffn, m.g(p.inter.b), N, I);
-  else
+  // With 16-bit FFN activations d(act) is read only by the GELU backward, at its 16-bit
+  // rounding: the data GEMM and the GELU backward are one op (gemm_dgelu_bias_half: the GEMM's
+  // DGELU epilogue where the backend has it, else d(act) written as a kept copy and read back),
+  // run while d_b's copy is still held, then the weight GEMM (which drops it).
+  if (a.ffn_pre16) {
+    ops.gemm_dgelu_bias_half(Trans::kNo, Trans::kNo, N, I, H, m.d_b, H, m.p(p.out.w), I, a.ffn_pre16, m.d_ffn,
+                             m.g(p.inter.b));
+    linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), static_cast<T*>(nullptr), m.g(p.out.w), nullptr, N, I, H,
+                    {.dy_kept = true});
+    ops.drop_gemm_operand(a.ffn_act);
+  } else {
+    linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), m.d_ffn, m.g(p.out.w), nullptr, N, I, H, {.dy_kept = true});
+    ops.drop_gemm_operand(a.ffn_act);
     ops.bias_gelu_backward_kept(m.d_ffn, a.ffn_pre, m.d_ffn, m.g(p.inter.b), N, I);
+  }
   // d_a holds the residual part of d(h1); the FFN input gradient is added to it.
   linear_backward(ops, m.d_ffn, a.h1, m.p(p.inter.w), m.d_a, m.g(p.inter.w), nullptr, N, H, I, {.accumulate_dx = true, .dy_kept = true});
   ops.drop_gemm_operand(a.h1);

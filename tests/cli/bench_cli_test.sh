@@ -139,6 +139,24 @@ hfj=$("$bin" "${tiny[@]}" --precision fp16 --activations 16bit --json)
 [[ $(python3 "$src/scripts/bench-table.py" <<< "$hfj" | sed -n 3p) == *'| fp16, 16-bit activations |'* ]] ||
   fail "bench-table does not mark the 16-bit FFN row"
 
+# --hidden-act gelu_tanh with 16-bit activations: the FFN's GEMMs are charged with the GELU in
+# their epilogues (rows of their own, FLOP-bound), no gelu_forward / bias_gelu_backward passes of
+# the encoder's FFN remain (the MLM transform's stay), and the JSON and the
+# table say so; an unknown activation is refused.
+th=$("$bin" "${tiny[@]}" --precision bf16 --activations 16bit --hidden-act gelu_tanh --profile --roofline h200)
+[[ $th == *"tanh GELU"* ]] || fail "bench header does not say tanh GELU: $th"
+for op in gemm_bias_gelu gemm_dgelu_bias; do
+  awk -v op=$op '$1 == op && $5 > 0 {ok = 1} END {exit !ok}' <<< "$th" || fail "no FLOP-bound $op row: $th"
+done
+! grep -q "^  gelu_forward " <<< "$th" || fail "a tanh run still has the FFN's gelu_forward pass: $th"
+awk '$1 == "bias_gelu_backward" && $3 == 1 {ok = 1} END {exit !ok}' <<< "$th" ||
+  fail "a tanh run still has the FFN's GELU backward passes (the MLM transform's is the one left): $th"
+thj=$("$bin" "${tiny[@]}" --precision bf16 --activations 16bit --hidden-act gelu_tanh --json)
+[[ $thj == *'"hidden_act":"gelu_tanh"'* ]] || fail "--json does not report hidden_act: $thj"
+[[ $(python3 "$src/scripts/bench-table.py" <<< "$thj" | sed -n 3p) == *'| bf16, 16-bit activations, tanh GELU |'* ]] ||
+  fail "bench-table does not mark the tanh GELU row"
+expect_error "model.hidden_act: unknown activation 'relu'" --hidden-act relu
+
 # expect_fail WANT RC CMD...: CMD exits with RC, WANT in stderr+stdout.
 expect_fail() {
   local want=$1 want_rc=$2; shift 2

@@ -1,15 +1,18 @@
 // The CUDA emulator's host stand-in for cuBLASLt, for tests only (the cuBLAS one and the
 // shared numerics: emu_blas.cc, emu_gemm.h): the descriptors, the heuristic and
-// cublasLtMatmul with the default and bias epilogues, with the signatures <cublasLt.h>
+// cublasLtMatmul with the default, bias, GELU_AUX_BIAS and DGELU_BGRAD epilogues (the last
+// two with a 16-bit D and aux of D's type, as lansbert asks), with the signatures <cublasLt.h>
 // declares. Descriptors are read when cublasLtMatmul is called, as cuBLASLt does; the
 // arithmetic is queued on the call's stream (emu_streams.h).
 #include <cublasLt.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
 #include "emu_gemm.h"
+#include "emu_state.h"
 #include "emu_streams.h"
 
 using namespace emu::blas;
@@ -32,6 +35,9 @@ struct LtDesc {
   uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   const void* bias = nullptr;
   int32_t bias_type = -1;  // -1: D's type (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE)
+  void* aux = nullptr;     // EPILOGUE_AUX_POINTER
+  int64_t aux_ld = 0;      // EPILOGUE_AUX_LD
+  int32_t aux_type = -1;   // -1: D's type (EPILOGUE_AUX_DATA_TYPE)
 };
 struct LtLayout {
   cublasLtMatrixLayoutOpaque_t opaque;
@@ -86,11 +92,23 @@ cublasStatus_t make_lt(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, cublasLtMa
   g->a = {nullptr, A.type, A.ld}, g->b = {nullptr, B.type, B.ld}, g->c = {nullptr, C.type, C.ld};
   g->d_type = D.type, g->ldd = D.ld, g->compute = cublasComputeType_t(s.compute);
   if (s.epilogue == CUBLASLT_EPILOGUE_DEFAULT) return kOk;
-  if (s.epilogue != CUBLASLT_EPILOGUE_BIAS) return kUnsupported;
+  const bool gelu_aux = s.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS, dgelu = s.epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+  if (s.epilogue != CUBLASLT_EPILOGUE_BIAS && !gelu_aux && !dgelu) return kUnsupported;
   // The bias has D's type unless told otherwise; a 16-bit D may take an fp32 bias.
   const cudaDataType_t bt = s.bias_type == -1 ? D.type : cudaDataType_t(s.bias_type);
   if (bt != D.type && !(is_half(D.type) && bt == CUDA_R_32F)) return kUnsupported;
   g->bias = s.bias, g->bias_type = bt;
+  // A fault to inject (tests of lansbert's one-time epilogue checks): an fp32 bias beside a
+  // 16-bit D accepted, then read and written as D's type, as a library that ignored
+  // BIAS_DATA_TYPE would.
+  if (const char* v = std::getenv("LANSBERT_EMU_LT_BIAS_AS_D_TYPE"); v && *v == '1' && bt != D.type)
+    g->bias_type = D.type;
+  if (!gelu_aux && !dgelu) return kOk;
+  // cublasLt.h, EPILOGUE_AUX_LD: "divisible by 8 and no less than the number of rows" of D.
+  if (s.aux_ld < int64_t(m) || s.aux_ld % 8 != 0) return kBad;
+  if (!is_half(D.type) || (s.aux_type != -1 && s.aux_type != D.type)) return kUnsupported;
+  g->epilogue = gelu_aux ? Epilogue::kGeluAux : Epilogue::kDGelu;
+  g->aux = s.aux, g->aux_ld = s.aux_ld;
   return kOk;
 }
 
@@ -147,6 +165,12 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
       return store_attr(&d->bias, buf, sizeInBytes);
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
       return store_attr(&d->bias_type, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+      return store_attr(&d->aux, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+      return store_attr(&d->aux_ld, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
+      return store_attr(&d->aux_type, buf, sizeInBytes);
     default:
       return buf ? kOk : kBad;
   }
@@ -212,12 +236,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   if (cublasStatus_t st = make_lt(lightHandle, computeDesc, Adesc, Bdesc, Cdesc, Ddesc, &g);
       st != kOk)
     return st;
-  if (!alpha || !beta || (of(computeDesc)->epilogue == CUBLASLT_EPILOGUE_BIAS && !g.bias))
+  if (!alpha || !beta || (of(computeDesc)->epilogue != CUBLASLT_EPILOGUE_DEFAULT && !g.bias) ||
+      (g.epilogue != Epilogue::kNone && !g.aux))
     return kBad;
   // In place needs one layout for both: a column of C is read just before D's is written.
   if (C == D && of(Cdesc)->ld != of(Ddesc)->ld) return kBad;
   g.alpha = *static_cast<const float*>(alpha), g.beta = *static_cast<const float*>(beta);
   check_operands("cublasLtMatmul", A, B, C, D, g.bias);
+  if (g.aux) emu::check_device_pointer("cublasLtMatmul aux", g.aux);
   g.a.p = A, g.b.p = B, g.c.p = C, g.d = D;
   if (g.m > 0 && g.n > 0) emu::enqueue(stream, [g] { run_gemm(g); });  // descriptors are read now, as cuBLASLt does
   return kOk;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,8 +79,19 @@ cublasStatus_t check_op(int op) {
 // op(A) is gathered once into an fp32 k x m panel (row p = column p of op(A)), so the inner
 // loop runs over contiguous memory and vectorises; one column of D is accumulated at a time.
 // A column of C is read before the same column of D is written, so C == D (same ld) is safe.
+namespace {
+float gelu_tanh_textbook(float x) {
+  return 0.5f * x * (1.0f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
+}
+float gelu_tanh_slope(float x) {
+  const float t = std::tanh(0.7978845608f * (x + 0.044715f * x * x * x));
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608f * (1.0f + 0.134145f * x * x);
+}
+}  // namespace
+
 void run_gemm(const Gemm& g) {
   const int64_t m = g.m, n = g.n, k = g.k;
+  std::vector<double> bias_grad(g.epilogue == Epilogue::kDGelu ? size_t(m) : 0, 0.0);
   const bool product = g.alpha != 0.0f && k > 0;
   std::vector<float> a(product ? size_t(m * k) : 0), bcol(product ? size_t(k) : 0);
   std::vector<double> acc(static_cast<size_t>(m));
@@ -101,10 +113,21 @@ void run_gemm(const Gemm& g) {
     for (int64_t i = 0; i < m; ++i) {
       float v = product ? g.alpha * float(acc[size_t(i)]) : 0.0f;
       if (g.beta != 0.0f) v += g.beta * load(g.c.p, g.c.type, i + j * g.c.ld);
-      if (g.bias) v += load(g.bias, g.bias_type, i);
+      if (g.epilogue == Epilogue::kDGelu) {  // the bias pointer is the gradient's output
+        v *= gelu_tanh_slope(load(g.aux, g.d_type, i + j * g.aux_ld));
+        bias_grad[size_t(i)] += v;
+      } else if (g.bias) {
+        v += load(g.bias, g.bias_type, i);
+      }
+      if (g.epilogue == Epilogue::kGeluAux) {
+        store(g.aux, g.d_type, i + j * g.aux_ld, v);
+        v = gelu_tanh_textbook(v);
+      }
       store(g.d, g.d_type, i + j * g.ldd, v);
     }
   }
+  for (int64_t i = 0; i < int64_t(bias_grad.size()); ++i)
+    store(const_cast<void*>(g.bias), g.bias_type, i, float(bias_grad[size_t(i)]));
 }
 
 void check_operands(const char* what, const void* a, const void* b, const void* c, const void* d,

@@ -41,7 +41,14 @@ struct Mat {
   int64_t ld = 0;
 };
 
-// D = alpha * op(A) op(B) + beta * C (+ bias[row]), column-major, D m x n, op(A) m x k.
+// What follows the sum in cuBLASLt's GELU epilogues (cublasLt.h): kGeluAux stores the sum in
+// aux and D = gelu(sum); kDGelu stores D = gelu'(aux) * sum and, into `bias`, D's row sums
+// (its bias gradient). Their GELU is the tanh approximation, evaluated here by the textbook
+// formula with tanhf (another evaluation than lansbert's kernels: the checks must allow for it).
+enum class Epilogue { kNone, kGeluAux, kDGelu };
+
+// D = alpha * op(A) op(B) + beta * C (+ bias[row]), column-major, D m x n, op(A) m x k; then
+// the epilogue, with aux (D's type, m x n, leading dimension aux_ld).
 struct Gemm {
   bool ta = false, tb = false;
   int64_t m = 0, n = 0, k = 0;
@@ -53,6 +60,9 @@ struct Gemm {
   const void* bias = nullptr;
   cudaDataType_t bias_type = CUDA_R_32F;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  Epilogue epilogue = Epilogue::kNone;
+  void* aux = nullptr;
+  int64_t aux_ld = 0;
 };
 
 // Runs the GEMM now (callers queue it on a stream).

@@ -3,7 +3,7 @@
 // bias_gelu_backward_half_kept) against the CPU's on the same inputs, with cast reuse (copies
 // kept, fp32 outputs unwritten) and without, and the bias sums of a kept 16-bit gradient; then
 // a bert-tiny step with 16-bit activations against the CPU twin, with the hand-written and the
-// flash attention. Skipped without a device.
+// flash attention, and with the tanh GELU in the GEMMs' epilogues. Skipped without a device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -110,12 +110,16 @@ TEST(GpuHalfActivations, OpsMatchTheCpuTwin) {
 // orders, and a last-bit difference before a 16-bit rounding moves that rounding a whole
 // step, so the bounds are the 16-bit paths' (docs/cuda.md), not fp32's 1e-4.
 // With the flash attention (bert-tiny's head_dim is 64) d(q, k, v) is kept in 16 bits too.
+// With model.hidden_act: gelu_tanh the device's FFN GEMMs take the GELU in cuBLASLt's epilogues
+// (gelu_epilogue_test.cc), and the CPU runs the unfused ops: the same bounds hold.
 TEST(GpuHalfActivations, TinyStepMatchesTheCpuTwin) {
   LB_REQUIRE_GPU();
-  for (bool flash : {false, true}) {
-  SCOPED_TRACE(flash ? "flash attention" : "hand-written attention");
+  for (int variant = 0; variant < 3; ++variant) {
+  const bool flash = variant == 1, tanh = variant == 2;
+  SCOPED_TRACE(flash ? "flash attention" : tanh ? "hand-written attention, gelu_tanh" : "hand-written attention");
   BertConfig cfg;
   ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  if (tanh) cfg.hidden_act = kern::GeluForm::kTanh;
   const int B = 4, S = 64, P = 10;
   cuda::OpsOptions oo;
   oo.math = GemmMath::kBf16;

@@ -372,6 +372,26 @@ class Ops {
     (void)dact, (void)pre, (void)dpre, (void)dbias, (void)rows, (void)cols;
     LB_CHECK_MSG(false, "this backend has no 16-bit activations (Ops::half_activations)");
   }
+  // The FFN's first layer with 16-bit activations, as one op: pre = op(A) op(B) + bias in 16
+  // bits (gemm_bias_half), act = gelu(pre) kept as a GEMM operand (gelu_forward_half_kept).
+  // The default is exactly those two ops. CudaOps, for the tanh form, runs them as one GEMM
+  // with cuBLASLt's GELU_AUX_BIAS epilogue (pre is its aux output, act its D), which computes
+  // the GELU from the fp32 sum before rounding it: not the default's bits, within a rounding.
+  virtual void gemm_bias_gelu_half(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b,
+                                   int ldb, const T* bias, T* scratch, uint16_t* pre, T* act) {
+    gemm_bias_half(ta, tb, m, n, k, a, lda, b, ldb, bias, scratch, pre);
+    gelu_forward_half_kept(pre, act, size_t(m) * n);
+  }
+  // Its backward's data GEMM, as one op: dpre = gelu'(pre) * (op(A) op(B)) [m, n], kept as a
+  // GEMM operand (only its copy written where kept_outputs_unwritten()), dbias += its column
+  // sums. The default is exactly gemm_kept into dpre then bias_gelu_backward_half_kept in
+  // place. CudaOps, for the tanh form, runs it as one GEMM with cuBLASLt's DGELU_BGRAD
+  // epilogue (pre its aux input), so d(act) is never stored: within a rounding of the default.
+  virtual void gemm_dgelu_bias_half(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b,
+                                    int ldb, const uint16_t* pre, T* dpre, T* dbias) {
+    gemm_kept(ta, tb, m, n, k, a, lda, b, ldb, dpre, n);
+    bias_gelu_backward_half_kept(dpre, pre, dpre, dbias, m, n);
+  }
 
   virtual void gelu_forward(const T* x, T* y, size_t n) = 0;
   virtual void gelu_backward(const T* dy, const T* x, T* dx, size_t n) = 0;

@@ -121,6 +121,24 @@ class ProfilingOps : public Ops<T> {
     time("bias_gelu_backward", 0, (dact_bytes + 2 + kept_out()) * r * c + 2.0 * E * c,
          [&] { inner_.bias_gelu_backward_half_kept(dact, pre, dpre, db, r, c); });
   }
+  // The FFN's GEMMs with the GELU in their epilogues: for the tanh form, charged as CUDA runs
+  // them (one GEMM each: the forward writes pre and act's copy, 2 bytes each; the backward
+  // reads pre as its aux input and writes d(pre)'s copy and the bias gradient, then adds that
+  // into dbias); for the erf form, the two ops each is made of, on their own rows.
+  void gemm_bias_gelu_half(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
+                           const T* bias, T* scratch, uint16_t* pre, T* act) override {
+    if (this->gelu_form_ != kern::GeluForm::kTanh)
+      return Ops<T>::gemm_bias_gelu_half(ta, tb, m, n, k, a, lda, b, ldb, bias, scratch, pre, act);
+    time("gemm_bias_gelu", gemm_flops(m, n, k), gemm_bytes(m, n, k, 2 + kept_out()) + E * n,
+         [&] { inner_.gemm_bias_gelu_half(ta, tb, m, n, k, a, lda, b, ldb, bias, scratch, pre, act); });
+  }
+  void gemm_dgelu_bias_half(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
+                            const uint16_t* pre, T* dpre, T* db) override {
+    if (this->gelu_form_ != kern::GeluForm::kTanh)
+      return Ops<T>::gemm_dgelu_bias_half(ta, tb, m, n, k, a, lda, b, ldb, pre, dpre, db);
+    time("gemm_dgelu_bias", gemm_flops(m, n, k), gemm_bytes(m, n, k, 2 + kept_out()) + 4.0 * E * n,
+         [&] { inner_.gemm_dgelu_bias_half(ta, tb, m, n, k, a, lda, b, ldb, pre, dpre, db); });
+  }
   void keep_gemm_operand(const T* x, size_t n) override {
     time("keep_gemm_operand", 0, 0, [&] { inner_.keep_gemm_operand(x, n); });
   }
