@@ -34,6 +34,18 @@ void half_gelu_backward_pass(const float* dact, const uint16_t* dact16, const ui
       dbias, nullptr);
 }
 
+// The GELU epilogues' part of an LtBiasMatmul call: D (16-bit, [m, n] row-major) and aux
+// beside it, with the bias (or the bias gradient's output).
+void gelu_epilogue(LtBiasMatmul::Call* call, LtBiasMatmul::Epilogue e, const float* bias, uint16_t* d, uint16_t* aux,
+                   cudaDataType_t type) {
+  call->epilogue = e;
+  call->bias = bias;
+  call->c = d;
+  call->c_type = type;
+  call->ldc = call->n;
+  call->aux = aux;
+}
+
 // h = gelu(x widened), rounded: the GELU output written only as its kept copy.
 void gelu_half_into(const uint16_t* x, uint16_t* h, size_t n, kern::HalfFormat format, kern::GeluForm form,
                     cudaStream_t s) {
@@ -110,12 +122,7 @@ void CudaOps::gemm_bias_gelu_half(Trans ta, Trans tb, int m, int n, int k, const
   uint16_t* act16 = fuse ? kept_output(act, size_t(m) * n) : nullptr;
   if (!act16) return Ops<float>::gemm_bias_gelu_half(ta, tb, m, n, k, a, lda, b, ldb, bias, scratch, pre, act);
   LtBiasMatmul::Call call = lt_call(ta, tb, m, n, k, a, lda, b, ldb);
-  call.epilogue = LtBiasMatmul::Epilogue::kGeluAuxBias;
-  call.bias = bias;
-  call.c = act16;
-  call.c_type = half_type();
-  call.ldc = n;
-  call.aux = pre;
+  gelu_epilogue(&call, LtBiasMatmul::Epilogue::kGeluAuxBias, bias, act16, pre, half_type());
   if (lt_.run(call, stream()) && gelu_epilogue_agrees(call)) {
     ++fused_gelu_gemms_;
     return;
@@ -137,12 +144,8 @@ void CudaOps::gemm_dgelu_bias_half(Trans ta, Trans tb, int m, int n, int k, cons
   bias_grad_.reserve(size_t(n) * sizeof(float));
   float* bias_grad = static_cast<float*>(bias_grad_.get());
   LtBiasMatmul::Call call = lt_call(ta, tb, m, n, k, a, lda, b, ldb);
-  call.epilogue = LtBiasMatmul::Epilogue::kDGeluBgrad;
-  call.bias = bias_grad;
-  call.c = d16;
-  call.c_type = half_type();
-  call.ldc = n;
-  call.aux = const_cast<uint16_t*>(pre);  // read only: DGELU's aux is an input
+  // (DGELU reads its aux: the const is cast away for the Call's one pointer type only.)
+  gelu_epilogue(&call, LtBiasMatmul::Epilogue::kDGeluBgrad, bias_grad, d16, const_cast<uint16_t*>(pre), half_type());
   if (lt_.run(call, stream()) && gelu_epilogue_agrees(call)) {
     ++fused_gelu_gemms_;
     accumulate(dbias, bias_grad, size_t(n));

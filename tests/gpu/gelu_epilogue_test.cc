@@ -20,12 +20,7 @@ namespace {
 using testing::random_vector;
 using testing::to_device;
 using testing::to_host;
-
-std::vector<float> widen(const std::vector<uint16_t>& h, kern::HalfFormat f) {
-  std::vector<float> x(h.size());
-  for (size_t i = 0; i < h.size(); ++i) x[i] = kern::half_to_float(h[i], f);
-  return x;
-}
+using testing::widen;
 
 struct Case {
   GemmMath math;

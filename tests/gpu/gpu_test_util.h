@@ -16,6 +16,7 @@
 
 #include "cuda_api.h"
 #include "lansbert/core/buffer.h"
+#include "lansbert/kernels/half.h"
 
 #define LB_REQUIRE_GPU()                                                              \
   do {                                                                                \
@@ -52,6 +53,13 @@ std::vector<T> to_host(const Buffer<T>& d) {
 // first run of the parity tests failed on exactly these tensors and no others).
 inline bool zero_in_exact_arithmetic(const std::string& tensor) {
   return tensor.ends_with("attention.self.key.bias");
+}
+
+// 16-bit values (a GEMM's 16-bit output, read back) widened to fp32.
+inline std::vector<float> widen(const std::vector<uint16_t>& h, kern::HalfFormat f) {
+  std::vector<float> x(h.size());
+  for (size_t i = 0; i < h.size(); ++i) x[i] = kern::half_to_float(h[i], f);
+  return x;
 }
 
 inline std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {

@@ -130,22 +130,17 @@ TEST(GpuOps, Activations) {
   auto dx_d = to_device(x), ddy = to_device(dy);
   Buffer<float> y_d(n, cuda::device_allocator()), g_d(n, cuda::device_allocator());
   std::vector<float> y(n), g(n);
-  t.cpu->gelu_forward(x.data(), y.data(), n);
-  t.gpu->gelu_forward(dx_d.data(), y_d.data(), n);
-  expect_close("gelu_forward", to_host(y_d), y, kTol);
-  t.cpu->gelu_backward(dy.data(), x.data(), g.data(), n);
-  t.gpu->gelu_backward(ddy.data(), dx_d.data(), g_d.data(), n);
-  expect_close("gelu_backward", to_host(g_d), g, kTol);
-  for (auto* o : {static_cast<Ops<float>*>(t.cpu.get()), static_cast<Ops<float>*>(t.gpu.get())})
-    o->set_gelu_form(kern::GeluForm::kTanh);
-  t.cpu->gelu_forward(x.data(), y.data(), n);
-  t.gpu->gelu_forward(dx_d.data(), y_d.data(), n);
-  expect_close("gelu_forward tanh", to_host(y_d), y, kTol);
-  t.cpu->gelu_backward(dy.data(), x.data(), g.data(), n);
-  t.gpu->gelu_backward(ddy.data(), dx_d.data(), g_d.data(), n);
-  expect_close("gelu_backward tanh", to_host(g_d), g, kTol);
-  for (auto* o : {static_cast<Ops<float>*>(t.cpu.get()), static_cast<Ops<float>*>(t.gpu.get())})
-    o->set_gelu_form(kern::GeluForm::kErf);
+  for (kern::GeluForm form : {kern::GeluForm::kErf, kern::GeluForm::kTanh}) {  // model.hidden_act
+    const std::string name = form == kern::GeluForm::kTanh ? " (tanh)" : " (erf)";
+    t.cpu->set_gelu_form(form);
+    t.gpu->set_gelu_form(form);
+    t.cpu->gelu_forward(x.data(), y.data(), n);
+    t.gpu->gelu_forward(dx_d.data(), y_d.data(), n);
+    expect_close("gelu_forward" + name, to_host(y_d), y, kTol);
+    t.cpu->gelu_backward(dy.data(), x.data(), g.data(), n);
+    t.gpu->gelu_backward(ddy.data(), dx_d.data(), g_d.data(), n);
+    expect_close("gelu_backward" + name, to_host(g_d), g, kTol);
+  }
   t.cpu->tanh_forward(x.data(), y.data(), n);
   t.gpu->tanh_forward(dx_d.data(), y_d.data(), n);
   expect_close("tanh_forward", to_host(y_d), y, kTol);
