@@ -251,9 +251,13 @@ namespace {
 // A phase that starts from another run's weights must compute the GELU they were trained with:
 // `saved` is that run's name for it (lansbert's, or Hugging Face's config.json "hidden_act").
 Status check_same_gelu(const std::string& where, const std::string& saved, kern::GeluForm mine) {
+  // Hugging Face's other names of the same two functions (transformers' activations.py:
+  // gelu_pytorch_tanh and gelu_fast compute the tanh form, gelu_python the erf form).
   kern::GeluForm theirs;
-  if (saved == "gelu_pytorch_tanh") {
+  if (saved == "gelu_pytorch_tanh" || saved == "gelu_fast") {
     theirs = kern::GeluForm::kTanh;
+  } else if (saved == "gelu_python") {
+    theirs = kern::GeluForm::kErf;
   } else if (!parse_hidden_act(saved, &theirs).is_ok()) {
     return Status::invalid_argument(where + ": the weights were trained with the activation '" + saved +
                                     "', which lansbert does not compute (model.hidden_act: gelu or gelu_tanh)");
