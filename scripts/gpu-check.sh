@@ -246,6 +246,9 @@ bench_step() {
       bench_json flash-ffn16-tanh "flash + 16-bit FFN + tanh GELU epilogues" "$spec" --precision bf16 \
         --attention flash --activations 16bit --hidden-act gelu_tanh
     done
+    # What cuBLASLt said of the epilogues (offered? agreeing with the unfused kernels?).
+    cat "$out"/bench-*-flash-ffn16-tanh.err 2>/dev/null | grep "cuBLASLt" | sort -u | sed 's/^/epilogues: /' |
+      tee -a "$out/summary.txt" || true
   fi
   timeout "$t" "$lb" bench --backend cuda --precision bf16 --model bert-large --seq-len 512 --max-pred 80 --batch 0 \
     --steps 2 --warmup 1 2>&1 | tee "$out/bench-bert-large-512-probe.txt" || true
