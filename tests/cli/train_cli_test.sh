@@ -121,6 +121,14 @@ expect_error 2 "config.json: the weights were trained with hidden_act 'gelu_new'
   train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/from-tanh-hf" --init-from "$tmp/tanh-hf" --stop-at-step 1
 "$lb" train --config "$tmp/good.yaml" --set model.hidden_act=gelu_tanh --set "checkpoint.dir=$tmp/from-tanh-hf" \
   --init-from "$tmp/tanh-hf" --stop-at-step 1 >/dev/null 2>&1 || { echo "FAIL: gelu_tanh from its own export"; fail=1; }
+# transformers' other names of the tanh form are the tanh form; an activation lansbert does not
+# compute is refused by name.
+cp -r "$tmp/tanh-hf" "$tmp/fast-hf" && sed -i 's/"gelu_new"/"gelu_fast"/' "$tmp/fast-hf/config.json"
+"$lb" train --config "$tmp/good.yaml" --set model.hidden_act=gelu_tanh --set "checkpoint.dir=$tmp/from-fast-hf" \
+  --init-from "$tmp/fast-hf" --stop-at-step 1 >/dev/null 2>&1 || { echo "FAIL: gelu_tanh from gelu_fast weights"; fail=1; }
+cp -r "$tmp/tanh-hf" "$tmp/relu-hf" && sed -i 's/"gelu_new"/"relu"/' "$tmp/relu-hf/config.json"
+expect_error 2 "trained with the activation 'relu', which lansbert does not compute" \
+  train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/from-relu-hf" --init-from "$tmp/relu-hf" --stop-at-step 1
 # A checkpoint written before model.hidden_act existed (no such key, and no checksum yet, as
 # then) resumes as the erf GELU it was trained with, and only as that.
 mkdir -p "$tmp/pre-act" && cp -r "$tmp/ckpt/step-000000002" "$tmp/pre-act/" &&

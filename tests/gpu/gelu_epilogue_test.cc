@@ -95,8 +95,13 @@ TEST(GpuGeluEpilogue, FusedAndUnfusedPathsMatchTheCpuTwin) {
     gpu.gemm(Trans::kNo, Trans::kNo, rows, out, cols, 1.f, dpre_d.data(), cols, w3d.data(), out, 0.f, z_d.data(), out);
     cpu->gemm(Trans::kNo, Trans::kNo, rows, out, cols, 1.f, dpre.data(), cols, w3.data(), out, 0.f, z.data(), out);
     testing::expect_close(what + " d(pre), read by a GEMM", to_host(z_d), z, tol);
-    EXPECT_EQ(gpu.fused_gelu_gemms(), c.fused);
-    EXPECT_EQ(gpu.unfused_gelu_gemms(), c.tanh ? 2 - c.fused : 0);  // the erf form never tries
+    std::printf("  %s: %zu calls through the GELU epilogues, %zu through the unfused kernels\n", what.c_str(),
+                gpu.fused_gelu_gemms(), gpu.unfused_gelu_gemms());
+    // The emulator's cuBLASLt takes every call with a width cuBLASLt documents; a GPU's may
+    // decline an fp32 bias beside a 16-bit D (the unfused kernels then serve, as checked above).
+    if (testing::on_emulator()) EXPECT_EQ(gpu.fused_gelu_gemms(), c.fused);
+    EXPECT_LE(gpu.fused_gelu_gemms(), c.fused);
+    EXPECT_EQ(gpu.fused_gelu_gemms() + gpu.unfused_gelu_gemms(), c.tanh ? 2u : 0u);  // the erf form never tries
   }
 }
 
@@ -106,9 +111,7 @@ TEST(GpuGeluEpilogue, FusedAndUnfusedPathsMatchTheCpuTwin) {
 // the emulator's (LANSBERT_EMU_LT_BIAS_AS_D_TYPE), so this runs under the emulator only.
 TEST(GpuGeluEpilogue, AnEpilogueThatMisreadsTheBiasIsNotUsed) {
   LB_REQUIRE_GPU();
-  cudaDeviceProp prop{};
-  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
-  if (std::string(prop.name).find("emulator") == std::string::npos) GTEST_SKIP() << "the fault is the emulator's";
+  if (!testing::on_emulator()) GTEST_SKIP() << "the fault is the emulator's";
   ::setenv("LANSBERT_EMU_LT_BIAS_AS_D_TYPE", "1", 1);
   const int rows = 64, k = 32, cols = 96, out = 16;
   const size_t n = size_t(rows) * cols;

@@ -55,6 +55,10 @@ inline bool zero_in_exact_arithmetic(const std::string& tensor) {
   return tensor.ends_with("attention.self.key.bias");
 }
 
+// Whether the device is lansbert's CUDA emulator (tests/emu), whose libraries' behaviour is
+// known, rather than a GPU, whose cuBLASLt may decline what the emulator computes.
+inline bool on_emulator() { return cuda::device_description(0).find("emulator") != std::string::npos; }
+
 // 16-bit values (a GEMM's 16-bit output, read back) widened to fp32.
 inline std::vector<float> widen(const std::vector<uint16_t>& h, kern::HalfFormat f) {
   std::vector<float> x(h.size());
