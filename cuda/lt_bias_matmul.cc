@@ -1,4 +1,4 @@
-// LtBiasMatmul (lt_bias_matmul.h): plans cached per shape, the bias epilogue, and the
+// LtBiasMatmul (lt_bias_matmul.h): plans cached per shape, the bias and GELU epilogues, and the
 // fallback signal when cuBLASLt has no algorithm.
 #include "lt_bias_matmul.h"
 
@@ -36,25 +36,6 @@ struct Preference {
   }
 };
 
-}  // namespace
-
-struct LtBiasMatmul::Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  ~Plan() {
-    if (lc) cublasLtMatrixLayoutDestroy(lc);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
-};
-
-LtBiasMatmul::LtBiasMatmul() = default;
-LtBiasMatmul::~LtBiasMatmul() = default;
-
-namespace {
-
 // cublasLt.h, EPILOGUE_AUX_LD: the GELU input's leading dimension "must be divisible by 8".
 constexpr int kAuxLdMultiple = 8;
 
@@ -74,6 +55,21 @@ void set_pointers(cublasLtMatmulDesc_t desc, const LtBiasMatmul::Call& c) {
 }
 
 }  // namespace
+
+struct LtBiasMatmul::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+LtBiasMatmul::LtBiasMatmul() = default;
+LtBiasMatmul::~LtBiasMatmul() = default;
 
 bool LtBiasMatmul::run(const Call& c, cudaStream_t stream) {
   if (c.m <= 0 || c.n <= 0 || c.k <= 0 || !c.bias) return false;

@@ -188,18 +188,14 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   // With 16-bit FFN activations d(act) is read only by the GELU backward, at its 16-bit
   // rounding: the data GEMM and the GELU backward are one op (gemm_dgelu_bias_half: the GEMM's
   // DGELU epilogue where the backend has it, else d(act) written as a kept copy and read back),
-  // run while d_b's copy is still held, then the weight GEMM (which drops it).
-  if (a.ffn_pre16) {
+  // run while d_b's copy is still held; the weight GEMM (which drops it) then computes dW only.
+  if (a.ffn_pre16)
     ops.gemm_dgelu_bias_half(Trans::kNo, Trans::kNo, N, I, H, m.d_b, H, m.p(p.out.w), I, a.ffn_pre16, m.d_ffn,
                              m.g(p.inter.b));
-    linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), static_cast<T*>(nullptr), m.g(p.out.w), nullptr, N, I, H,
-                    {.dy_kept = true});
-    ops.drop_gemm_operand(a.ffn_act);
-  } else {
-    linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), m.d_ffn, m.g(p.out.w), nullptr, N, I, H, {.dy_kept = true});
-    ops.drop_gemm_operand(a.ffn_act);
-    ops.bias_gelu_backward_kept(m.d_ffn, a.ffn_pre, m.d_ffn, m.g(p.inter.b), N, I);
-  }
+  linear_backward(ops, m.d_b, a.ffn_act, m.p(p.out.w), a.ffn_pre16 ? nullptr : m.d_ffn, m.g(p.out.w), nullptr, N, I,
+                  H, {.dy_kept = true});
+  ops.drop_gemm_operand(a.ffn_act);
+  if (!a.ffn_pre16) ops.bias_gelu_backward_kept(m.d_ffn, a.ffn_pre, m.d_ffn, m.g(p.inter.b), N, I);
   // d_a holds the residual part of d(h1); the FFN input gradient is added to it.
   linear_backward(ops, m.d_ffn, a.h1, m.p(p.inter.w), m.d_a, m.g(p.inter.w), nullptr, N, H, I, {.accumulate_dx = true, .dy_kept = true});
   ops.drop_gemm_operand(a.h1);

@@ -197,6 +197,13 @@ bool same_values(const nlohmann::json& a, const nlohmann::json& b) {
   }
   return a == b;
 }
+
+// Checkpoints written before model.hidden_act existed were all trained with the erf GELU: their
+// stored config (trainer.json's "config") gets that key.
+void fill_pre_hidden_act(nlohmann::json* config) {
+  nlohmann::json& model = (*config)["model"];
+  if (model.is_object() && !model.contains("hidden_act")) model["hidden_act"] = "gelu";
+}
 }  // namespace
 
 Status Run::restore() {
@@ -215,8 +222,7 @@ Status Run::restore() {
   auto mine = nlohmann::json::parse(config_to_json(cfg));
   // batch.recompute changes memory and time, not results (and older checkpoints lack it).
   for (auto* j : {&saved, &mine}) (*j)["batch"].erase("recompute");
-  // Checkpoints written before model.hidden_act existed were all trained with the erf GELU.
-  if (saved["model"].is_object() && !saved["model"].contains("hidden_act")) saved["model"]["hidden_act"] = "gelu";
+  fill_pre_hidden_act(&saved);
   for (const char* key : {"model", "batch"})
     if (!same_values(saved[key], mine[key]))
       return Status::invalid_argument(dir + ": incompatible checkpoint: its " + key + " section " +
@@ -273,13 +279,9 @@ Status Run::init_from(const std::string& spec) {
   if (resolve_checkpoint(spec, &dir).is_ok()) {
     CheckpointMeta meta;
     LB_RETURN_IF_ERROR(read_checkpoint_meta(dir, &meta));
-    // Checkpoints from before model.hidden_act were all trained with the erf GELU.
-    const auto saved = nlohmann::json::parse(meta.config_json);
-    const auto& saved_model = saved["model"];
-    LB_RETURN_IF_ERROR(check_same_gelu("--init-from " + dir,
-                                       saved_model.is_object() && saved_model.contains("hidden_act")
-                                           ? saved_model["hidden_act"].get<std::string>()
-                                           : "gelu",
+    auto saved = nlohmann::json::parse(meta.config_json);
+    fill_pre_hidden_act(&saved);
+    LB_RETURN_IF_ERROR(check_same_gelu("--init-from " + dir, saved["model"].value("hidden_act", std::string()),
                                        mc.hidden_act));
     LB_RETURN_IF_ERROR(load_params(dir));
     micro = meta.micro_step;  // dropout masks continue, never repeat phase 1's
