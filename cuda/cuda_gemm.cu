@@ -116,6 +116,13 @@ const uint16_t* CudaOps::kept_copy_of(const float* x, size_t n) const {
   return copy ? copy->data() + offset : nullptr;
 }
 
+uint16_t* CudaOps::rewritable_copy(const float* x, size_t n) {
+  size_t offset = 0;
+  const KeptCopy* copy = kept_.find(x, n, &offset);
+  if (!copy || offset != 0 || copy->external) return nullptr;
+  return static_cast<uint16_t*>(copy->owned.get());
+}
+
 // The *_kept ops: the kernel writes the copy itself (counted as copy writes, not casts).
 uint16_t* CudaOps::kept_output(const float* x, size_t n) {
   if (!keeps_copies() || n == 0) return nullptr;

@@ -21,30 +21,45 @@ constexpr int kWarpsPerBlock = 8;
 
 // One row's LayerNorm by one warp: the statistics in the lane-strided order (two passes, mean
 // then variance around it, as the CPU twin), y and, when y16 is set, y's kept 16-bit copy in
-// the same pass (layernorm_forward_kept); with a copy, yr may be null (the copy only).
-__device__ void layernorm_row(const float* xr, const float* gamma, const float* beta, float* yr, float* mean,
-                              float* rstd, int cols, float eps, uint16_t* hr, kern::HalfFormat format) {
+// the same pass (layernorm_forward_kept); with a copy, yr may be null (the copy only). x(c) is
+// the row's input at column c (an fp32 row, or a 16-bit one widened).
+template <typename Row>
+__device__ void layernorm_row(Row x, const float* gamma, const float* beta, float* yr, float* mean, float* rstd,
+                              int cols, float eps, uint16_t* hr, kern::HalfFormat format) {
   const int lane = threadIdx.x;
   float s = 0;
-  for (int c = lane; c < cols; c += 32) s += xr[c];
+  for (int c = lane; c < cols; c += 32) s += x(c);
   const float m = warp_sum(s) / float(cols);
   float v = 0;
-  for (int c = lane; c < cols; c += 32) v += (xr[c] - m) * (xr[c] - m);
+  for (int c = lane; c < cols; c += 32) v += (x(c) - m) * (x(c) - m);
   const float rs = kern::layernorm_rstd(warp_sum(v) / float(cols), eps);
   if (hr) {
     for (int c = lane; c < cols; c += 32) {
-      const float out = kern::layernorm_out(xr[c], m, rs, gamma[c], beta[c]);
+      const float out = kern::layernorm_out(x(c), m, rs, gamma[c], beta[c]);
       if (yr) yr[c] = out;
       hr[c] = kern::float_to_half(out, format);
     }
   } else {
-    for (int c = lane; c < cols; c += 32) yr[c] = kern::layernorm_out(xr[c], m, rs, gamma[c], beta[c]);
+    for (int c = lane; c < cols; c += 32) yr[c] = kern::layernorm_out(x(c), m, rs, gamma[c], beta[c]);
   }
   if (lane == 0) {
     *mean = m;
     *rstd = rs;
   }
 }
+
+// An fp32 row, and a 16-bit one read widened, as layernorm_row's input.
+struct Fp32Row {
+  const float* x;
+  __device__ float operator()(int c) const { return x[c]; }
+};
+struct HalfRow {
+  const uint16_t* x;
+  kern::HalfFormat format;
+  __device__ float operator()(int c) const { return kern::half_to_float(x[c], format); }
+};
+__device__ inline Fp32Row row_of(const float* x, kern::HalfFormat) { return {x}; }
+__device__ inline HalfRow row_of(const uint16_t* x, kern::HalfFormat format) { return {x, format}; }
 
 __global__ void layernorm_forward_kernel(const float* x, const float* gamma, const float* beta,
                                          float* y, float* mean, float* rstd, int rows, int cols,
@@ -53,8 +68,8 @@ __global__ void layernorm_forward_kernel(const float* x, const float* gamma, con
   const int row = blockIdx.x * kWarpsPerBlock + threadIdx.y;
   if (row >= rows) return;
   const size_t base = size_t(row) * cols;
-  layernorm_row(x + base, gamma, beta, y + base, mean + row, rstd + row, cols, eps, y16 ? y16 + base : nullptr,
-                format);
+  layernorm_row(Fp32Row{x + base}, gamma, beta, y + base, mean + row, rstd + row, cols, eps,
+                y16 ? y16 + base : nullptr, format);
 }
 
 // bias_dropout_residual_forward and layernorm_forward of one row by one warp: the sum is
@@ -63,36 +78,50 @@ __global__ void layernorm_forward_kernel(const float* x, const float* gamma, con
 // (kern::for_lane_runs) so that one Philox call serves four dropout decisions; the LayerNorm
 // then runs in layernorm_row's order, so the result is the two kernels' bits. With
 // a.residual_half the residual is used at its 16-bit rounding: res16, its kept copy, widened,
-// or without one a.residual rounded here; with a.out_copy_only only out16 is written.
+// or without one a.residual rounded here; with a.out_copy_only only out16 is written. With
+// a.sum_half y and the sum are used rounded: with sum16 (a.sum_copy_only: y's kept copy) y is
+// read from it and the sum written back into it, else both are rounded here, in fp32 memory.
 __global__ void residual_layernorm_kernel(ResidualLayerNorm<float> a, const uint16_t* res16, uint16_t* out16,
-                                          kern::HalfFormat format) {
+                                          uint16_t* sum16, kern::HalfFormat format) {
   const int row = blockIdx.x * kWarpsPerBlock + threadIdx.y;
   if (row >= a.rows) return;
   const int cols = a.cols;
   const size_t base = size_t(row) * cols;
   float* yr = a.y + base;
+  uint16_t* sr = sum16 ? sum16 + base : nullptr;
+  auto rounded = [format](float x) { return kern::half_to_float(kern::float_to_half(x, format), format); };
   kern::DropoutBits bits(a.key);
   kern::for_lane_runs(threadIdx.x, cols, [&](int c) {
-    const float z = yr[c] + a.bias[c];
+    const float y = sr ? kern::half_to_float(sr[c], format) : a.sum_half ? rounded(yr[c]) : yr[c];
+    const float z = y + a.bias[c];
     const float r = res16 ? kern::half_to_float(res16[base + c], format)
-                    : a.residual_half ? kern::half_to_float(kern::float_to_half(a.residual[base + c], format), format)
+                    : a.residual_half ? rounded(a.residual[base + c])
                                       : a.residual[base + c];
-    yr[c] = (a.p > 0.0f ? kern::dropout_scale(z, bits(base + c), a.p) : z) + r;
+    const float sum = (a.p > 0.0f ? kern::dropout_scale(z, bits(base + c), a.p) : z) + r;
+    if (sr)
+      sr[c] = kern::float_to_half(sum, format);
+    else
+      yr[c] = a.sum_half ? rounded(sum) : sum;
   });
   __syncwarp();  // the lanes read each other's sums
-  layernorm_row(yr, a.gamma, a.beta, a.out_copy_only ? nullptr : a.out + base, a.mean + row, a.rstd + row, cols,
-                a.eps, out16 ? out16 + base : nullptr, format);
+  float* const out = a.out_copy_only ? nullptr : a.out + base;
+  uint16_t* const out_copy = out16 ? out16 + base : nullptr;
+  if (sr)
+    layernorm_row(HalfRow{sr, format}, a.gamma, a.beta, out, a.mean + row, a.rstd + row, cols, a.eps, out_copy, format);
+  else
+    layernorm_row(Fp32Row{yr}, a.gamma, a.beta, out, a.mean + row, a.rstd + row, cols, a.eps, out_copy, format);
 }
 
 // The row means of layernorm_dx's two reductions, dy * gamma and dy * gamma * xhat, summed by
 // one warp in the lane-strided order (every lane gets them).
-__device__ void layernorm_dx_means(const float* dyr, const float* xr, const float* gamma, float m, float rs,
-                                   int cols, float* mean_g, float* mean_gx) {
+template <typename Row>
+__device__ void layernorm_dx_means(const float* dyr, Row x, const float* gamma, float m, float rs, int cols,
+                                   float* mean_g, float* mean_gx) {
   float sum_g = 0, sum_gx = 0;
   for (int c = threadIdx.x; c < cols; c += 32) {
     const float g = dyr[c] * gamma[c];
     sum_g += g;
-    sum_gx += g * (xr[c] - m) * rs;
+    sum_gx += g * (x(c) - m) * rs;
   }
   *mean_g = warp_sum(sum_g) / float(cols);
   *mean_gx = warp_sum(sum_gx) / float(cols);
@@ -107,7 +136,7 @@ __global__ void layernorm_dx_kernel(const float* dy, const float* x, const float
   const size_t base = size_t(row) * cols;
   const float m = mean[row], rs = rstd[row];
   float mean_g, mean_gx;
-  layernorm_dx_means(dy + base, x + base, gamma, m, rs, cols, &mean_g, &mean_gx);
+  layernorm_dx_means(dy + base, Fp32Row{x + base}, gamma, m, rs, cols, &mean_g, &mean_gx);
   for (int c = lane; c < cols; c += 32) {
     const float xhat = (x[base + c] - m) * rs;
     dx[base + c] = kern::layernorm_dx(dy[base + c], gamma[c], xhat, rs, mean_g, mean_gx);
@@ -133,9 +162,11 @@ struct KeptGrad {
 // kernel then fits 128 registers without spills (sm_90); in an earlier form of this code it
 // took 157 uncapped, one block per SM (8 warps), too few loads in flight for a pass bound by
 // bandwidth. Whether it beats the two kernels has not been measured (no GPU lent yet).
-template <int kRuns, bool kBias>
+// The sums x are fp32, or (Sum uint16_t: ResidualLayerNormGrad::sum_copy_only) a kept 16-bit
+// copy, widened as read.
+template <int kRuns, bool kBias, typename Sum>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, 2)
-    layernorm_backward_kernel(const float* dy, const float* x, const float* gamma, const float* mean,
+    layernorm_backward_kernel(const float* dy, const Sum* x, const float* gamma, const float* mean,
                               const float* rstd, float* dx, int rows, int cols, float p, RngKey key, KeptGrad kept,
                               int rows_per_block, float* partial) {
   constexpr int K = kBias ? 3 : 2, kCols = 4 * kRuns;
@@ -152,7 +183,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 2)
     const size_t base = size_t(row) * cols;
     const float m = mean[row], rs = rstd[row];
     float mean_g, mean_gx;
-    layernorm_dx_means(dy + base, x + base, gamma, m, rs, cols, &mean_g, &mean_gx);
+    const auto xr = row_of(x + base, kept.format);
+    layernorm_dx_means(dy + base, xr, gamma, m, rs, cols, &mean_g, &mean_gx);
     Philox4x32 bits{};  // the run's four dropout words (kBias: cols is a multiple of 4, so a run is a block)
 #pragma unroll
     for (int j = 0; j < kCols; ++j) {
@@ -160,7 +192,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 2)
       if (c < cols) {
         const size_t i = base + c;
         if (kBias && j % 4 == 0 && p > 0.0f) bits = kern::dropout_block(key, i / 4);
-        const float d = dy[i], xhat = (x[i] - m) * rs;
+        const float d = dy[i], xhat = (xr(c) - m) * rs;
         const float g = kern::layernorm_dx(d, gamma[c], xhat, rs, mean_g, mean_gx);
         dx[i] = g;
         acc[0][j] += d * xhat;
@@ -198,18 +230,20 @@ int fused_backward_rows_per_block(int rows) {
   return (rows + blocks - 1) / blocks;
 }
 
-// a: the LayerNorm backward's arguments, with kBias dy (its copy: kept), dbias, p and key.
-template <int kRuns, bool kBias>
-void launch_layernorm_backward(const ResidualLayerNormGrad<float>& a, const KeptGrad& kept, cudaStream_t s,
-                               DeviceBytes& workspace) {
+// a: the LayerNorm backward's arguments, with kBias dy (its copy: kept), dbias, p and key; the
+// sums read from `sum` (a.sum, or its 16-bit copy).
+template <int kRuns, bool kBias, typename Sum>
+void launch_layernorm_backward(const ResidualLayerNormGrad<float>& a, const Sum* sum, const KeptGrad& kept,
+                               cudaStream_t s, DeviceBytes& workspace) {
   constexpr int K = kBias ? 3 : 2;
   const int per_block = fused_backward_rows_per_block(a.rows);
   const int blocks = (a.rows + per_block - 1) / per_block;
   workspace.reserve(size_t(blocks) * K * a.cols * sizeof(float));
   float* partial = static_cast<float*>(workspace.get());
   const dim3 block(32, kWarpsPerBlock);
-  layernorm_backward_kernel<kRuns, kBias><<<blocks, block, 0, s>>>(a.dout, a.sum, a.gamma, a.mean, a.rstd, a.dsum,
-                                                                  a.rows, a.cols, a.p, a.key, kept, per_block, partial);
+  layernorm_backward_kernel<kRuns, kBias, Sum><<<blocks, block, 0, s>>>(a.dout, sum, a.gamma, a.mean, a.rstd, a.dsum,
+                                                                       a.rows, a.cols, a.p, a.key, kept, per_block,
+                                                                       partial);
   LB_LAUNCH_CHECK();
   column_finish_kernel<K><<<(a.cols + kThreads - 1) / kThreads, kThreads, 0, s>>>(a.cols, blocks, partial, a.dgamma,
                                                                                  a.dbeta, kBias ? a.dbias : nullptr);
@@ -218,17 +252,18 @@ void launch_layernorm_backward(const ResidualLayerNormGrad<float>& a, const Kept
 
 // The fused backward in the narrowest instance whose runs hold a row (up to 1024 columns:
 // bert-large); false, and nothing launched, for wider rows.
-template <bool kBias>
-bool launch_fused_layernorm_backward(const ResidualLayerNormGrad<float>& a, const KeptGrad& kept, cudaStream_t s,
-                                     DeviceBytes& workspace) {
-  using Launch = void (*)(const ResidualLayerNormGrad<float>&, const KeptGrad&, cudaStream_t, DeviceBytes&);
-  constexpr std::pair<int, Launch> kInstances[] = {{2, launch_layernorm_backward<2, kBias>},
-                                                   {4, launch_layernorm_backward<4, kBias>},
-                                                   {6, launch_layernorm_backward<6, kBias>},
-                                                   {8, launch_layernorm_backward<8, kBias>}};
+template <bool kBias, typename Sum>
+bool launch_fused_layernorm_backward(const ResidualLayerNormGrad<float>& a, const Sum* sum, const KeptGrad& kept,
+                                     cudaStream_t s, DeviceBytes& workspace) {
+  using Launch = void (*)(const ResidualLayerNormGrad<float>&, const Sum*, const KeptGrad&, cudaStream_t,
+                          DeviceBytes&);
+  constexpr std::pair<int, Launch> kInstances[] = {{2, launch_layernorm_backward<2, kBias, Sum>},
+                                                   {4, launch_layernorm_backward<4, kBias, Sum>},
+                                                   {6, launch_layernorm_backward<6, kBias, Sum>},
+                                                   {8, launch_layernorm_backward<8, kBias, Sum>}};
   for (const auto& [runs, launch] : kInstances)
     if (a.cols <= 128 * runs) {
-      launch(a, kept, s, workspace);
+      launch(a, sum, kept, s, workspace);
       return true;
     }
   return false;
@@ -260,11 +295,14 @@ void CudaOps::residual_layernorm_forward(const ResidualLayerNorm<float>& a) {
   const size_t n = size_t(a.rows) * a.cols;
   uint16_t* out16 = a.keep_out ? kept_output(a.out, n) : nullptr;
   const uint16_t* res16 = a.residual_half ? kept_copy_of(a.residual, n) : nullptr;
-  LB_CHECK_MSG((!a.residual_half || converts_operands()) && (!a.out_copy_only || out16),
-               "residual_layernorm_forward: 16-bit residuals need 16-bit GEMMs (and kept copies for out_copy_only)");
+  uint16_t* sum16 = a.sum_copy_only ? rewritable_copy(a.y, n) : nullptr;
+  LB_CHECK_MSG((!a.residual_half || converts_operands()) && (!a.sum_half || converts_operands()) &&
+                   (!a.out_copy_only || out16) && (!a.sum_copy_only || (a.sum_half && sum16)),
+               "residual_layernorm_forward: 16-bit residuals need 16-bit GEMMs (and kept copies for out_copy_only, "
+               "y kept by its GEMM for sum_copy_only)");
   const dim3 block(32, kWarpsPerBlock);
   residual_layernorm_kernel<<<(a.rows + kWarpsPerBlock - 1) / kWarpsPerBlock, block, 0, stream()>>>(
-      a, res16, out16, gemm_half_format(options_.math));
+      a, res16, out16, sum16, gemm_half_format(options_.math));
   LB_LAUNCH_CHECK();
   // Kept without a copy written in the pass (no converted operands): kept as layernorm_forward_kept does.
   if (a.keep_out && !out16) keep_gemm_operand(a.out, size_t(a.rows) * a.cols);
@@ -277,7 +315,7 @@ void CudaOps::layernorm_backward(const float* dy, const float* x, const float* g
   ResidualLayerNormGrad<float> a{};  // the LayerNorm part only: no dy, dbias or dropout
   a.dout = dy, a.sum = x, a.gamma = gamma, a.mean = mean, a.rstd = rstd;
   a.dsum = dx, a.dgamma = dgamma, a.dbeta = dbeta, a.rows = rows, a.cols = cols;
-  if (launch_fused_layernorm_backward<false>(a, {}, stream(), column_partials_)) return;
+  if (launch_fused_layernorm_backward<false>(a, x, {}, stream(), column_partials_)) return;
   const dim3 block(32, kWarpsPerBlock);
   layernorm_dx_kernel<<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, block, 0, stream()>>>(
       dy, x, gamma, mean, rstd, dx, rows, cols);
@@ -294,12 +332,28 @@ void CudaOps::layernorm_backward(const float* dy, const float* x, const float* g
 
 // One pass where copies are kept (only GEMMs read dy: its copy alone is written, as
 // dropout_bias_backward_kept does) and a row fits the fused kernel in whole Philox blocks
-// (cols a multiple of 4, as every BERT width); otherwise the two ops.
+// (cols a multiple of 4, as every BERT width); otherwise the two ops, on the sums widened into
+// scratch where they are held only as their 16-bit copy.
 void CudaOps::residual_layernorm_backward(const ResidualLayerNormGrad<float>& g) {
-  if (g.rows <= 0 || !keeps_copies() || g.cols > 1024 || g.cols % 4 != 0)
-    return Ops<float>::residual_layernorm_backward(g);
-  const KeptGrad kept{kept_output(g.dy, size_t(g.rows) * g.cols), gemm_half_format(options_.math)};
-  LB_CHECK(launch_fused_layernorm_backward<true>(g, kept, stream(), column_partials_));
+  if (g.rows <= 0) return;
+  const size_t n = size_t(g.rows) * g.cols;
+  const uint16_t* sum16 = g.sum_copy_only ? kept_copy_of(g.sum, n) : nullptr;
+  LB_CHECK_MSG(!g.sum_copy_only || sum16, "residual_layernorm_backward: sum_copy_only, but the sum has no kept copy");
+  const kern::HalfFormat format = gemm_half_format(options_.math);
+  if (!keeps_copies() || g.cols > 1024 || g.cols % 4 != 0) {
+    if (!sum16) return Ops<float>::residual_layernorm_backward(g);
+    widened_sums_.reserve(n * sizeof(float));
+    float* sum = static_cast<float*>(widened_sums_.get());
+    launch_map(n, stream(), [=] __device__(size_t i) { sum[i] = kern::half_to_float(sum16[i], format); });
+    ResidualLayerNormGrad<float> widened = g;
+    widened.sum = sum;
+    widened.sum_copy_only = false;
+    return Ops<float>::residual_layernorm_backward(widened);
+  }
+  const KeptGrad kept{kept_output(g.dy, n), format};
+  const bool launched = sum16 ? launch_fused_layernorm_backward<true>(g, sum16, kept, stream(), column_partials_)
+                              : launch_fused_layernorm_backward<true>(g, g.sum, kept, stream(), column_partials_);
+  LB_CHECK(launched);
 }
 
 }  // namespace lansbert::cuda

@@ -190,6 +190,10 @@ class CudaOps final : public Ops<float> {
   uint16_t* kept_output(const float* x, size_t n);
   // The 16-bit copy of x[0, n) where a kept span holds it (at x's offset), else null.
   const uint16_t* kept_copy_of(const float* x, size_t n) const;
+  // The copy of the kept span that starts at x and holds n elements, where it is this CudaOps's
+  // own (a producing op's), for an op to rewrite in place (residual_layernorm_forward's
+  // sum_copy_only); else null.
+  uint16_t* rewritable_copy(const float* x, size_t n);
   // cublasGemmEx on operands half_operand returned (row-major, swapped for column-major), into
   // c of type c_type (fp32, or the operands' 16-bit type for the *_kept GEMMs).
   void gemm_ex(Trans ta, Trans tb, int m, int n, int k, float alpha, const void* a, cudaDataType_t a_type, int lda,
@@ -235,6 +239,7 @@ class CudaOps final : public Ops<float> {
   // scatter workspaces, grown on first use: the sort, and the pieces of rows that cross chunks
   DeviceBytes sort_keys_, sort_values_, sort_temp_, scatter_pieces_;
   DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums
+  DeviceBytes widened_sums_;                         // 16-bit LayerNorm sums widened for the unfused backward
   DeviceBytes bias_fallback_;                        // gemm_bias_kept's fp32 result where the epilogue is not used
   DeviceBytes half_a_, half_b_;                      // 16-bit GEMM operands
   KeptOperands<float, KeptCopy> kept_;               // keep_gemm_operand's 16-bit copies

@@ -157,8 +157,9 @@ struct FootprintOptions {
   const size_t largest = std::max({N * cfg.intermediate, f.flash_runs ? 0 : size_t(B) * cfg.heads * S * S,
                                    size_t(B) * P * cfg.vocab_size});
   const size_t kept =
-      f.reuse ? 2 * params + BertModel<float>::kept_copy_bytes_for(cfg, {B, S, P, f.recompute},
-                                                                   !f.cudnn_staging, !f.fused_attention)
+      f.reuse ? 2 * params + BertModel<float>::kept_copy_bytes_for(
+                                 cfg, {B, S, P, f.recompute, f.fused_attention, f.half_activations}, !f.cudnn_staging,
+                                 !f.fused_attention)
               : 0;
   const size_t casts = f.cast_operands ? kept + 3 * 2 * largest : 0;
   return flat + act + act / 20 + fused + casts + (size_t(512) << 20);

@@ -1,7 +1,7 @@
 // 16-bit activations on the CPU (ops.h, Ops::half_activations; the FFN, and the residual
-// stream's residual_layernorm_forward): the twins of cuda/cuda_half_activations.cu and
-// cuda/cuda_layernorm.cu. The 16-bit buffers hold real bf16/fp16 bits (kern::half.h),
-// as on the device; values are widened into T scratch and the existing fp32 passes run on
+// stream's residual_layernorm_forward and, for sums held in 16 bits, its backward): the twins of
+// cuda/cuda_half_activations.cu and cuda/cuda_layernorm.cu. The 16-bit buffers hold real
+// bf16/fp16 bits (kern::half.h), as on the device; values are widened into T scratch and the existing fp32 passes run on
 // them, so the arithmetic is the same expressions in the same order as the fp32-stored path,
 // only on rounded inputs.
 #include "cpu_ops_impl.h"
@@ -62,9 +62,12 @@ void CpuOps<T>::bias_add_backward_of_kept(const T* dy, T* dbias, int rows, int c
 
 template <typename T>
 void CpuOps<T>::residual_layernorm_forward(const ResidualLayerNorm<T>& a) {
-  if (!a.residual_half && !a.out_copy_only) return Ops<T>::residual_layernorm_forward(a);
-  LB_CHECK_MSG(half_activations() && (!a.out_copy_only || (a.keep_out && kept_outputs_unwritten())),
-               "residual_layernorm_forward: 16-bit residuals need 16-bit GEMMs (and kept copies for out_copy_only)");
+  if (!a.residual_half && !a.out_copy_only && !a.sum_half && !a.sum_copy_only)
+    return Ops<T>::residual_layernorm_forward(a);
+  LB_CHECK_MSG(half_activations() && (!a.out_copy_only || (a.keep_out && kept_outputs_unwritten())) &&
+                   (!a.sum_copy_only || (a.sum_half && kept_outputs_unwritten())),
+               "residual_layernorm_forward: 16-bit residuals need 16-bit GEMMs (and kept copies for out_copy_only "
+               "and sum_copy_only)");
   const size_t n = size_t(a.rows) * a.cols;
   // A copy holds the residual's rounded values as T, the bits the device kernel widens;
   // without one the residual is rounded into scratch (the same values).
@@ -80,18 +83,42 @@ void CpuOps<T>::residual_layernorm_forward(const ResidualLayerNorm<T>& a) {
       residual = grad_scratch_.data();
     }
   }
-  bias_dropout_residual_forward(a.y, a.bias, residual, a.rows, a.cols, a.p, a.key);
+  // The sum: in y, or with sum_copy_only in y's copy (the GEMM's rounded output) as the kernel
+  // rewrites the 16-bit copy in place; with sum_half y is used rounded and the sum is rounded
+  // where it is stored, so the LayerNorm reads the rounded sums.
+  T* sum = a.y;
+  if (a.sum_copy_only) {
+    size_t offset = 0;
+    LB_CHECK_MSG(kept_.find(a.y, n, &offset) && offset == 0,
+                 "residual_layernorm_forward: sum_copy_only needs y kept by the GEMM that wrote it (gemm_kept)");
+    sum = sized_copy(a.y, n).data();  // kept again: its contents change
+  } else if (a.sum_half) {
+    round_values(sum, n, sum);
+  }
+  bias_dropout_residual_forward(sum, a.bias, residual, a.rows, a.cols, a.p, a.key);
+  if (a.sum_half) round_values(sum, n, sum);
   if (!a.out_copy_only) {
     if (a.keep_out)
-      layernorm_forward_kept(a.y, a.gamma, a.beta, a.out, a.mean, a.rstd, a.rows, a.cols, a.eps);
+      layernorm_forward_kept(sum, a.gamma, a.beta, a.out, a.mean, a.rstd, a.rows, a.cols, a.eps);
     else
-      layernorm_forward(a.y, a.gamma, a.beta, a.out, a.mean, a.rstd, a.rows, a.cols, a.eps);
+      layernorm_forward(sum, a.gamma, a.beta, a.out, a.mean, a.rstd, a.rows, a.cols, a.eps);
     return;
   }
   // Into the copy's store and rounded there, out left unwritten (as the kernel leaves it).
   std::vector<T>* copy = kept_output(a.out, n);
-  layernorm_forward(a.y, a.gamma, a.beta, copy->data(), a.mean, a.rstd, a.rows, a.cols, a.eps);
+  layernorm_forward(sum, a.gamma, a.beta, copy->data(), a.mean, a.rstd, a.rows, a.cols, a.eps);
   round_values(copy->data(), n, copy->data());
+}
+
+// With sum_copy_only the sums are read from their kept copy (the rounded values the forward
+// normalised); the rest is the default's two ops.
+template <typename T>
+void CpuOps<T>::residual_layernorm_backward(const ResidualLayerNormGrad<T>& g) {
+  if (!g.sum_copy_only) return Ops<T>::residual_layernorm_backward(g);
+  ResidualLayerNormGrad<T> from_copy = g;
+  from_copy.sum = kept_copy_of(g.sum, size_t(g.rows) * g.cols);
+  from_copy.sum_copy_only = false;
+  Ops<T>::residual_layernorm_backward(from_copy);
 }
 
 template class CpuOps<float>;

@@ -76,6 +76,7 @@ class CpuOps final : public Ops<T> {
   // The residual read from its kept copy, out written only as its copy (ResidualLayerNorm's
   // 16-bit flags); otherwise the composition.
   void residual_layernorm_forward(const ResidualLayerNorm<T>& a) override;
+  void residual_layernorm_backward(const ResidualLayerNormGrad<T>& g) override;
   void layernorm_forward_kept(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd, int rows, int cols,
                               T eps) override;
   void dropout_bias_backward_kept(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) override;

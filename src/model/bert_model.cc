@@ -79,7 +79,7 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, OutputStorage storag
     l.k = l.qkv + H;
     l.v = l.qkv + 2 * H;
     l.ctx = take_output(attention_copy_only, N * H);
-    l.res1 = a.take<T>(N * H);
+    l.res1 = take_output(residual_copy_only, N * H);
     l.mean1 = a.take<T>(N);
     l.rstd1 = a.take<T>(N);
     l.h1 = take_output(residual_copy_only, N * H);
@@ -91,7 +91,7 @@ void BertState<T>::layout(Arena& a, const ModelLimits& lim, OutputStorage storag
       l.ffn_pre = a.take<T>(N * I);
       l.ffn_act = kept_outputs_unwritten ? l.ffn_pre : a.take<T>(N * I);
     }
-    l.res2 = a.take<T>(N * H);
+    l.res2 = take_output(residual_copy_only, N * H);
     l.mean2 = a.take<T>(N);
     l.rstd2 = a.take<T>(N);
   };
@@ -209,7 +209,8 @@ BertModel<T>::~BertModel() {
   const BertState<T>& s = *state_;
   ops_.drop_gemm_operand(s.emb_out);
   for (const LayerActs<T>& a : s.layers)
-    for (const T* x : {a.qkv, a.probs, a.probs_drop, a.ctx, a.h1, a.ffn_act, a.h2}) ops_.drop_gemm_operand(x);
+    for (const T* x : {a.qkv, a.probs, a.probs_drop, a.ctx, a.res1, a.h1, a.ffn_act, a.res2, a.h2})
+      ops_.drop_gemm_operand(x);
 }
 
 const char* recompute_name(Recompute r) {
@@ -276,10 +277,13 @@ size_t BertModel<T>::kept_copy_bytes_for(const BertConfig& c, ModelLimits lim, b
   const size_t B = lim.max_batch, S = lim.max_seq, N = B * S, H = c.hidden, I = c.intermediate, L = c.layers;
   const size_t Pt = B * lim.max_pred, BASS = attention_keeps_probabilities ? B * c.heads * S * S : 0;
   const size_t attention = attention_keeps_operands ? 3 * N * H + BASS : 0;  // q/k/v, P (or d(scores))
-  // Forward: x, ctx, h1 and the GELU output per layer; recomputing layers, one layer's set (x
+  // Forward: x, ctx, h1 and the GELU output per layer (and the sums below); recomputing layers, one layer's set (x
   // aside) and the L layer inputs (the embeddings' output, h2 of all but the last layer);
   // recomputing the attention, one layer's probabilities.
-  const size_t layer = N * (3 * H + I) + attention;
+  // With 16-bit activations (and no whole layer recomputed) the two LayerNorm input sums too
+  // (BertState::residual_copy_only).
+  const size_t sums = lim.half_activations && lim.recompute != Recompute::kLayers ? 2 * N * H : 0;
+  const size_t layer = N * (3 * H + I) + sums + attention;
   size_t forward = L * layer;
   if (lim.recompute == Recompute::kLayers) forward = layer - N * H + L * N * H;
   if (lim.recompute == Recompute::kAttention && attention_keeps_operands) forward = L * (layer - BASS) + BASS;

@@ -18,7 +18,10 @@
 // cast each once per micro-step; an eval forward's are kept until the next forward keeps
 // them again or the model ends (BertModel::~BertModel). q/k/v, ctx and d(ctx) are read only
 // by GEMMs (with the hand-written attention): their GEMMs produce them kept (Ops::*_kept GEMMs),
-// as 16-bit copies only where the backend converts operands.
+// as 16-bit copies only where the backend converts operands. With 16-bit activations the dense
+// outputs res1 and res2 are produced the same way (dense_output_gemm), though no GEMM reads
+// them: the copy is where the residual pass writes the LayerNorm's input sum and its backward
+// reads it (BertState::residual_copy_only).
 #include <cmath>
 
 #include "bert_model_impl.h"
@@ -88,7 +91,22 @@ ResidualLayerNorm<T> residual_norm(const BertState<T>& m, int l, int which, T* y
   // LayerNorm's output (not the embeddings'), and out is written only as its copy where kept.
   r.residual_half = m.half_activations && (which == 2 || l > 0);
   r.out_copy_only = m.residual_copy_only && keep_out;
+  r.sum_half = m.half_activations;
+  r.sum_copy_only = m.residual_copy_only;
   return r;
+}
+
+// The dense layer before residual block end `y` (its bias comes in residual_norm's pass):
+// y = x W^T [N, H], x being [N, in]. Where the residual stream is copies only, y is produced
+// as its kept 16-bit copy only (residual_norm sums into it; the backward reads it there and
+// drops it).
+template <typename T>
+void dense_output_gemm(BertState<T>& m, const T* x, const T* w, T* y, int in) {
+  const int N = m.N, H = m.config->hidden;
+  if (m.residual_copy_only)
+    m.ops->gemm_kept(Trans::kNo, Trans::kYes, N, H, in, x, in, w, in, y, H);
+  else
+    linear_gemm(*m.ops, x, w, y, N, in, H);
 }
 
 // residual_norm's backward: d(out) to d(sum) (the residual's gradient) and d(y) (the dense
@@ -112,6 +130,7 @@ ResidualLayerNormGrad<T> residual_norm_grad(const BertState<T>& m, int l, int wh
   g.cols = m.config->hidden;
   g.p = drop_p(m, m.config->hidden_dropout);
   g.key = key(m, dropout_site(l, which));
+  g.sum_copy_only = m.residual_copy_only;
   return g;
 }
 
@@ -137,7 +156,7 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
   else
     linear_forward(ops, x, m.p(p.qkv.w), m.p(p.qkv.b), a.qkv, N, H, 3 * H);
   encoder_layer_attention_forward(m, l);
-  linear_gemm(ops, a.ctx, m.p(p.attn_out.w), a.res1, N, H, H);
+  dense_output_gemm(m, a.ctx, m.p(p.attn_out.w), a.res1, H);
   // h1 feeds the FFN's GEMM (and its dW) and, in fp32, the second residual: kept as written.
   ops.residual_layernorm_forward(residual_norm(m, l, 1, a.res1, m.p(p.attn_out.b), x, p.ln1, a.h1, a.mean1, a.rstd1,
                                                /*keep_out=*/true));
@@ -153,7 +172,7 @@ void encoder_layer_forward(BertState<T>& m, int l, const T* x) {
     linear_forward(ops, a.h1, m.p(p.inter.w), m.p(p.inter.b), a.ffn_pre, N, H, I);
     ops.gelu_forward_kept(a.ffn_pre, a.ffn_act, size_t(N) * I);
   }
-  linear_gemm(ops, a.ffn_act, m.p(p.out.w), a.res2, N, I, H);
+  dense_output_gemm(m, a.ffn_act, m.p(p.out.w), a.res2, I);
   // h2 is kept as the next layer's x.
   ops.residual_layernorm_forward(residual_norm(m, l, 2, a.res2, m.p(p.out.b), a.h1, p.ln2, a.h2, a.mean2, a.rstd2,
                                                /*keep_out=*/l + 1 < c.layers));
@@ -185,6 +204,7 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   // copies (only GEMMs read them).
   ops.residual_layernorm_backward(residual_norm_grad(m, l, 2, m.dh, a.res2, p.ln2, a.mean2, a.rstd2, m.d_a, m.d_b,
                                                      m.g(p.out.b)));
+  ops.drop_gemm_operand(a.res2);  // kept only where the residual stream is copies only
   // With 16-bit FFN activations d(act) is read only by the GELU backward, at its 16-bit
   // rounding: the data GEMM and the GELU backward are one op (gemm_dgelu_bias_half: the GEMM's
   // DGELU epilogue where the backend has it, else d(act) written as a kept copy and read back),
@@ -205,6 +225,7 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
   // its GEMM (beta 1) instead of by a pass of its own.
   ops.residual_layernorm_backward(residual_norm_grad(m, l, 1, m.d_a, a.res1, p.ln1, a.mean1, a.rstd1, m.dh, m.d_c,
                                                      m.g(p.attn_out.b)));
+  ops.drop_gemm_operand(a.res1);
   // d(ctx) is read only by the attention backward's GEMMs (when they are the hand-written ones).
   const bool kept = ops.attention_reads_only_gemm_operands();
   linear_backward(ops, m.d_c, a.ctx, m.p(p.attn_out.w), m.d_ctx, m.g(p.attn_out.w), nullptr, N, H, H,

@@ -3,7 +3,8 @@
 // element by element (kern::dropout_keep), bit for bit against the two ops it stands for
 // (with and without the kept copy of its output), and its backward (residual_layernorm_backward:
 // layernorm_backward, then dropout_bias_backward_kept) against fp64 central differences for
-// every input.
+// every input. With 16-bit sums (sum_half): the dense output and the sum used at bf16
+// rounding, held only as y's kept copy or rounded in fp32 memory, the same bits either way.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "residual_layernorm_args.h"
 #include "lansbert/backend/cpu_ops.h"
 #include "lansbert/kernels/dropout.h"
+#include "lansbert/kernels/half.h"
 
 namespace lansbert {
 namespace {
@@ -131,6 +133,101 @@ TEST(ResidualLayerNormGradient, MatchesFiniteDifferences) {
   EXPECT_LT(check_gradient(res, dsum, loss), 1e-7);
   EXPECT_LT(check_gradient(g, dg, loss), 1e-7);
   EXPECT_LT(check_gradient(b, db, loss), 1e-7);
+}
+
+// 16-bit activations (ResidualLayerNorm::sum_half): y (a GEMM's output) and the sum used at
+// their bf16 rounding. Held only in y's kept copy (sum_copy_only: the GEMM wrote only the
+// copy, the pass rewrites it, the backward reads it) or, without cast reuse, rounded in y's
+// fp32 memory: the same sums, statistics, outputs and gradients, bit for bit; the sums are the
+// naive formula on rounded values, rounded; y's fp32 memory is left alone in the copy path.
+struct HalfSumRun {
+  std::vector<float> y, sums, out, mean, rstd, dsum, dy, dg, db, dbias;
+};
+
+HalfSumRun half_sum_run(bool copy, const std::vector<float>& x, const std::vector<float>& w, int k,
+                        const std::vector<float>& bias, const std::vector<float>& res, const std::vector<float>& g,
+                        const std::vector<float>& b, const std::vector<float>& dout, int rows, int cols, float p) {
+  auto ops = cpu::make_ops<float>(GemmMath::kBf16, /*reuse_casts=*/copy);
+  EXPECT_EQ(ops->kept_outputs_unwritten(), copy);
+  const size_t n = size_t(rows) * cols;
+  HalfSumRun r{std::vector<float>(n, -7.0f), std::vector<float>(n), std::vector<float>(n), std::vector<float>(rows),
+               std::vector<float>(rows), std::vector<float>(n), std::vector<float>(n), std::vector<float>(cols, 0.f),
+               std::vector<float>(cols, 0.f), std::vector<float>(cols, 0.f)};
+  if (copy)
+    ops->gemm_kept(Trans::kNo, Trans::kNo, rows, cols, k, x.data(), k, w.data(), cols, r.y.data(), cols);
+  else
+    ops->gemm(Trans::kNo, Trans::kNo, rows, cols, k, 1.0f, x.data(), k, w.data(), cols, 0.0f, r.y.data(), cols);
+  auto a = args(r.y.data(), bias, res, rows, cols, p, g, b, r.out.data(), r.mean.data(), r.rstd.data());
+  a.sum_half = true;
+  a.sum_copy_only = copy;
+  ops->residual_layernorm_forward(a);
+  // What a GEMM reads at y (its copy, or its fp32 memory rounded) and at dy, through an
+  // identity: exact.
+  std::vector<float> eye(size_t(cols) * cols, 0.0f), dy_fp32(n, 0.0f);
+  for (int c = 0; c < cols; ++c) eye[size_t(c) * cols + c] = 1.0f;
+  auto read = [&](const float* v, std::vector<float>* into) {
+    ops->gemm(Trans::kNo, Trans::kNo, rows, cols, cols, 1.0f, v, cols, eye.data(), cols, 0.0f, into->data(), cols);
+  };
+  read(r.y.data(), &r.sums);
+  auto grad = testing::residual_layernorm_grad_args(dout.data(), r.y.data(), g.data(), r.mean.data(), r.rstd.data(),
+                                                    r.dsum.data(), dy_fp32.data(), r.dg.data(), r.db.data(),
+                                                    r.dbias.data(), rows, cols, p, kKey);
+  grad.sum_copy_only = copy;
+  ops->residual_layernorm_backward(grad);
+  read(dy_fp32.data(), &r.dy);
+  ops->drop_gemm_operand(dy_fp32.data());
+  ops->drop_gemm_operand(r.y.data());
+  return r;
+}
+
+TEST(ResidualLayerNorm, SixteenBitSumsAreTheSameInTheCopyAndInFp32) {
+  const int rows = 7, cols = 40, k = 24;
+  const size_t n = size_t(rows) * cols;
+  const float p = 0.1f;
+  const auto x = testing::cast<float>(random_vec(size_t(rows) * k, 21));
+  const auto w = testing::cast<float>(random_vec(size_t(k) * cols, 22));
+  const auto bias = testing::cast<float>(random_vec(cols, 23)), res = testing::cast<float>(random_vec(n, 24));
+  const auto g = testing::cast<float>(random_vec(cols, 25)), b = testing::cast<float>(random_vec(cols, 26));
+  const auto dout = testing::cast<float>(random_vec(n, 27));
+  const HalfSumRun c = half_sum_run(true, x, w, k, bias, res, g, b, dout, rows, cols, p);
+  const HalfSumRun f = half_sum_run(false, x, w, k, bias, res, g, b, dout, rows, cols, p);
+  EXPECT_EQ(c.sums, f.sums);
+  EXPECT_EQ(c.out, f.out);
+  EXPECT_EQ(c.mean, f.mean);
+  EXPECT_EQ(c.rstd, f.rstd);
+  EXPECT_EQ(c.dsum, f.dsum);
+  EXPECT_EQ(c.dy, f.dy);
+  EXPECT_EQ(c.dg, f.dg);
+  EXPECT_EQ(c.db, f.db);
+  EXPECT_EQ(c.dbias, f.dbias);
+  for (float v : c.y) ASSERT_EQ(v, -7.0f) << "y's fp32 memory was written in the copy path";
+  // Naive: the bf16 GEMM's fp32 result (bf16 operands, fp32 sums in double here), rounded,
+  // plus the bias, dropout, plus the residual, rounded.
+  const kern::HalfFormat bf = kern::HalfFormat::kBf16;
+  auto rounded = [&](double v) { return double(kern::half_to_float(kern::float_to_half(float(v), bf), bf)); };
+  size_t moved = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int col = 0; col < cols; ++col) {
+      const size_t i = size_t(r) * cols + col;
+      double acc = 0;
+      for (int j = 0; j < k; ++j) acc += rounded(x[size_t(r) * k + j]) * rounded(w[size_t(j) * cols + col]);
+      const double z = kern::dropout_keep(kKey, i, p) ? (rounded(acc) + bias[col]) / (1.0 - double(p)) : 0.0;
+      const double want = rounded(z + res[i]);
+      // One bf16 step of slack: the fp32 sums (GEMM, dropout scale) may round the other way.
+      EXPECT_NEAR(c.sums[i], want, 0x1p-7 * std::fabs(want)) << "at " << i;
+      EXPECT_EQ(float(rounded(c.sums[i])), c.sums[i]) << "the stored sum is not a bf16 value at " << i;
+      moved += double(c.sums[i]) != z + res[i];
+    }
+  EXPECT_GT(moved, n / 2) << "the sums were not rounded";
+  // The LayerNorm normalised the rounded sums.
+  for (int r = 0; r < rows; ++r) {
+    double m = 0, v = 0;
+    for (int col = 0; col < cols; ++col) m += c.sums[size_t(r) * cols + col] / double(cols);
+    for (int col = 0; col < cols; ++col) v += std::pow(c.sums[size_t(r) * cols + col] - m, 2) / cols;
+    EXPECT_NEAR(c.mean[r], m, 1e-6);
+    for (int col = 0; col < cols; ++col)
+      EXPECT_NEAR(c.out[size_t(r) * cols + col], (c.sums[size_t(r) * cols + col] - m) / std::sqrt(v + 1e-12) * g[col] + b[col], 1e-5);
+  }
 }
 
 }  // namespace

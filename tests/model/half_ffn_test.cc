@@ -100,8 +100,9 @@ TEST(HalfFfn, CastReuseChangesNoBits) {
 // Each layer holds the FFN's pre-activation in 2 bytes an element instead of 4: the fp32
 // buffer is gone (the GELU output's fp32 span, where only its copy is written, is an address
 // range that costs nothing either way). Where only copies are written, the LayerNorm outputs
-// read by GEMMs and the next residual add (h1 of each layer, h2 of all but the last) hold no
-// fp32 either, except when whole layers are recomputed (BertState::residual_copy_only).
+// read by GEMMs and the next residual add (h1 of each layer, h2 of all but the last) and the
+// LayerNorms' input sums (res1, res2: kept copies only) hold no fp32 either, except when whole
+// layers are recomputed (BertState::residual_copy_only).
 TEST(HalfFfn, ArenaHoldsThePreActivationIn16BitsOnly) {
   const BertConfig cfg = two_layers();
   const int B = 2, S = 32, P = 4;
@@ -113,7 +114,8 @@ TEST(HalfFfn, ArenaHoldsThePreActivationIn16BitsOnly) {
       const size_t base = BertModel<float>::activation_bytes_for(cfg, {B, S, P, r}, {unwritten});
       const size_t half = BertModel<float>::activation_bytes_for(cfg, {B, S, P, r, false, true}, {unwritten});
       // Recomputing layers, the layers share one set of buffers.
-      const size_t residual = unwritten && r != Recompute::kLayers ? (2 * cfg.layers - 1) * NH4 : 0;
+      // h1 and h2 (but the last layer's), and the LayerNorm input sums res1 and res2.
+      const size_t residual = unwritten && r != Recompute::kLayers ? (4 * cfg.layers - 1) * NH4 : 0;
       EXPECT_EQ(base - half, (r == Recompute::kLayers ? 1 : cfg.layers) * NI2 + residual) << recompute_name(r);
     }
   }

@@ -120,6 +120,32 @@ TEST(ProfilingTraffic, HalfFfnActivationsAreCountedAtTwoBytes) {
   for (const float* x : {a.data(), b.data(), act.data(), d.data()}) p.drop_gemm_operand(x);
 }
 
+// 16-bit LayerNorm input sums held as the dense output's copy (sum_copy_only): the pass reads
+// y and writes the sum at 2 bytes each, the backward reads the sum at 2.
+TEST(ProfilingTraffic, SixteenBitSumsAreCountedAtTwoBytes) {
+  auto cpu = cpu::make_ops<float>(GemmMath::kBf16, true);
+  ProfilingOps<float> p(*cpu, nullptr, 2);
+  const int m = 4, n = 8, k = 8;
+  const double mn = double(m) * n;
+  std::vector<float> a(m * k, 1.0f), w(k * n, 0.5f), y(m * n), bias(n, 0.1f), residual(m * n, 1.0f);
+  std::vector<float> g(n, 1.0f), beta(n, 0.0f), out(m * n), mean(m), rstd(m);
+  p.gemm_kept(Trans::kNo, Trans::kNo, m, n, k, a.data(), k, w.data(), n, y.data(), n);
+  auto f = testing::residual_layernorm_args(y.data(), bias.data(), residual.data(), m, n, 0.0f, RngKey{}, g.data(),
+                                            beta.data(), out.data(), mean.data(), rstd.data());
+  f.sum_half = f.sum_copy_only = true;
+  p.residual_layernorm_forward(f);
+  EXPECT_EQ(p.entries().at("residual_layernorm_forward").bytes, (2.0 + 2.0 + 4.0 + 4.0) * mn + 4.0 * (3 * n + 2 * m));
+  std::vector<float> dout(m * n, 0.3f), dsum(m * n), dy(m * n), dgamma(n, 0.0f), dbeta(n, 0.0f), dbias(n, 0.0f);
+  auto b = testing::residual_layernorm_grad_args(dout.data(), y.data(), g.data(), mean.data(), rstd.data(), dsum.data(),
+                                                 dy.data(), dgamma.data(), dbeta.data(), dbias.data(), m, n);
+  b.sum_copy_only = true;
+  p.residual_layernorm_backward(b);
+  // d(out) read, d(sum) written, the sum read from its copy, d(y)'s copy written.
+  EXPECT_EQ(p.entries().at("residual_layernorm_backward").bytes,
+            (4.0 + 4.0 + 2.0 + 2.0) * mn + 4.0 * (2 * m + 5 * n) + 8.0 * n);
+  for (const float* x : {a.data(), w.data(), y.data(), dy.data()}) p.drop_gemm_operand(x);
+}
+
 // A training step's GEMM FLOPs, summed over the profile's rows, are the FLOPs MFU counts;
 // with the hand-written attention expanded or timed as one entry point (forward two GEMMs,
 // backward four); the expansion gives the same loss and gradients, bit for bit.

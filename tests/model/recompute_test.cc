@@ -184,7 +184,8 @@ TEST(Recompute, KeptCopyEstimateMatchesWhatTheBackendHolds) {
       m.forward(b, StepContext{true, 11, 1});
       m.backward(1.0f);
       const size_t held = ops->kept_copy_bytes();
-      const size_t estimate = BertModel<float>::kept_copy_bytes_for(cfg, {B, S, P, recompute}, true, !flash) +
+      const size_t estimate = BertModel<float>::kept_copy_bytes_for(cfg, {B, S, P, recompute, flash, half_activations}, true,
+                                                                        !flash) +
                               2 * m.table().total_elements();
       SCOPED_TRACE(std::string(recompute_name(recompute)) + (flash ? ", flash" : "") + (half_activations ? ", 16-bit FFN" : ""));
       EXPECT_EQ(held, estimate);

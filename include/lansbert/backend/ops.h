@@ -84,7 +84,7 @@ struct ResidualLayerNorm {
   T *mean, *rstd;     // [rows]
   T eps = T(1e-12);
   bool keep_out = false;  // out is a GEMM operand kept from here (layernorm_forward_kept)
-  // 16-bit activations (Ops::half_activations; the defaults refuse both). residual_half: the
+  // 16-bit activations (Ops::half_activations; the defaults refuse them). residual_half: the
   // residual is used at the GEMMs' 16-bit rounding, read through its kept copy where it has one
   // (its fp32 memory may then be unwritten) and rounded in the pass otherwise (the same values).
   // out_copy_only (with keep_out, where kept_outputs_unwritten): only out's copy is written,
@@ -93,6 +93,17 @@ struct ResidualLayerNorm {
   // (read, written), and hold no fp32 memory.
   bool residual_half = false;
   bool out_copy_only = false;
+  // sum_half (16-bit activations): the dense output y and the sum are used at the 16-bit
+  // rounding, so the LayerNorm normalises the rounded sum its backward reads. With
+  // sum_copy_only (where kept_outputs_unwritten) y is a *_kept GEMM's output held only as its
+  // 16-bit copy (Ops::gemm_kept): the pass reads y from that copy and writes the sum back into
+  // it, y's fp32 memory neither read nor written (its address keys the copy, kept until the
+  // backward drops it; ResidualLayerNormGrad::sum_copy_only). Without, y is rounded in the pass
+  // and the rounded sum written to y in fp32: the same values. The copy saves 8 bytes per
+  // element over a step: the GEMM's write and this pass's read of y, its write of the sum and
+  // the backward's read, each 4 -> 2.
+  bool sum_half = false;
+  bool sum_copy_only = false;
 };
 
 // The backward of residual_layernorm_forward's block end (Ops::residual_layernorm_backward).
@@ -106,6 +117,7 @@ struct ResidualLayerNormGrad {
   int rows = 0, cols = 0;
   float p = 0;                       // the forward's dropout probability and key
   RngKey key{};
+  bool sum_copy_only = false;        // sum is held only as its kept 16-bit copy (ResidualLayerNorm::sum_copy_only)
 };
 
 template <typename T>
@@ -266,7 +278,7 @@ class Ops {
   // one pass that does not read the sum back from memory (CudaOps: a warp per row; 4 bytes
   // per element fewer, twice a layer). Its backward: residual_layernorm_backward.
   virtual void residual_layernorm_forward(const ResidualLayerNorm<T>& a) {
-    LB_CHECK_MSG(!a.residual_half && !a.out_copy_only,
+    LB_CHECK_MSG(!a.residual_half && !a.out_copy_only && !a.sum_half && !a.sum_copy_only,
                  "residual_layernorm_forward: this backend has no 16-bit activations (Ops::half_activations)");
     bias_dropout_residual_forward(a.y, a.bias, a.residual, a.rows, a.cols, a.p, a.key);
     if (a.keep_out)
@@ -279,6 +291,7 @@ class Ops {
   // (CudaOps: rows up to 1024 wide with 16-bit copies kept; 4 bytes per element fewer, twice
   // a layer).
   virtual void residual_layernorm_backward(const ResidualLayerNormGrad<T>& a) {
+    LB_CHECK_MSG(!a.sum_copy_only, "residual_layernorm_backward: this backend has no 16-bit activations (Ops::half_activations)");
     layernorm_backward(a.dout, a.sum, a.gamma, a.mean, a.rstd, a.dsum, a.dgamma, a.dbeta, a.rows, a.cols);
     dropout_bias_backward_kept(a.dsum, a.dy, a.dbias, a.rows, a.cols, a.p, a.key);
   }

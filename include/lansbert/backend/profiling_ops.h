@@ -158,17 +158,22 @@ class ProfilingOps : public Ops<T> {
   // y and the residual read, y and out written per element (out's kept copy through the
   // backend's counters); the bias, gamma and beta read per column, mean and rstd written per
   // row: the two ops' bytes less the LayerNorm's read of the sum. A 16-bit residual is read at
-  // 2 bytes, and out written only as its copy costs nothing here.
+  // 2 bytes, and out written only as its copy costs nothing here; 16-bit sums (y read from its
+  // copy, the sum written back into it) 2 bytes each.
   void residual_layernorm_forward(const ResidualLayerNorm<T>& a) override {
-    const double residual = a.residual_half && inner_.kept_outputs_unwritten() ? 2 : E, out = a.out_copy_only ? 0 : E;
+    const bool unwritten = inner_.kept_outputs_unwritten();
+    const double residual = a.residual_half && unwritten ? 2 : E, out = a.out_copy_only ? 0 : E;
+    const double y_and_sum = a.sum_copy_only && unwritten ? 4 : 2 * E;
     time("residual_layernorm_forward", 0,
-         (2 * E + residual + out) * a.rows * a.cols + E * (3.0 * a.cols + 2.0 * a.rows),
+         (y_and_sum + residual + out) * a.rows * a.cols + E * (3.0 * a.cols + 2.0 * a.rows),
          [&] { inner_.residual_layernorm_forward(a); });
   }
-  // layernorm_backward's bytes, then the dropout-bias backward's less its read of d(sum).
+  // layernorm_backward's bytes (the sum read at 2 bytes from its copy where 16-bit), then the
+  // dropout-bias backward's less its read of d(sum).
   void residual_layernorm_backward(const ResidualLayerNormGrad<T>& a) override {
-    const double r = a.rows, c = a.cols;
-    time("residual_layernorm_backward", 0, E * (3.0 * r * c + 2.0 * r + 5.0 * c) + kept_out() * r * c + 2.0 * E * c,
+    const double r = a.rows, c = a.cols, sum = a.sum_copy_only && inner_.kept_outputs_unwritten() ? 2 : E;
+    time("residual_layernorm_backward", 0,
+         (2.0 * E + sum + kept_out()) * r * c + E * (2.0 * r + 5.0 * c) + 2.0 * E * c,
          [&] { inner_.residual_layernorm_backward(a); });
   }
   void dropout_bias_backward_kept(const T* dy, T* dx, T* db, int r, int c, float p, RngKey k) override {

@@ -1,0 +1,127 @@
+// The LayerNorm input sums in 16 bits (ResidualLayerNorm::sum_half, sum_copy_only), forward and
+// backward, as the model runs them with 16-bit activations: the dense output produced as its
+// kept bf16 copy only (gemm_kept), summed in place by residual_layernorm_forward, read back by
+// residual_layernorm_backward. Against the CPU twin doing the same, and against the device
+// without cast reuse (the sums rounded in fp32 memory: the same values), at BERT's width (the
+// fused backward reads the 16-bit sums) and at 70 columns (the two-op backward on the sums
+// widened into scratch).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "gpu_test_util.h"
+#include "lansbert/backend/cpu_ops.h"
+#include "residual_layernorm_args.h"
+
+namespace lansbert {
+namespace {
+
+const RngKey kKey{41, 2, 9};
+
+struct Inputs {
+  int rows = 0, cols = 0, k = 0;
+  std::vector<float> x, w, bias, res, gamma, beta, dout, eye;
+};
+
+struct Outputs {
+  std::vector<float> y, sums, out, mean, rstd, dsum, dy, dgamma, dbeta, dbias;
+};
+
+Inputs make_inputs(int rows, int cols, int k) {
+  Inputs in{rows, cols, k};
+  const size_t n = size_t(rows) * cols;
+  in.x = random_vector(size_t(rows) * k, 1);
+  in.w = random_vector(size_t(k) * cols, 2);
+  in.bias = random_vector(cols, 3);
+  in.res = random_vector(n, 4);
+  in.gamma = random_vector(cols, 5);
+  in.beta = random_vector(cols, 6);
+  in.dout = random_vector(n, 7);
+  in.eye.assign(size_t(cols) * cols, 0.0f);
+  for (int c = 0; c < cols; ++c) in.eye[size_t(c) * cols + c] = 1.0f;
+  return in;
+}
+
+// The forward and backward on `ops` (device pointers from `put`, results through `get`); the
+// sums and dy as GEMMs read them (through an identity: exact).
+template <typename Put, typename Get>
+Outputs run(Ops<float>& ops, const Inputs& in, bool copy_only, Put&& put, Get&& get) {
+  const int rows = in.rows, cols = in.cols, k = in.k;
+  const size_t n = size_t(rows) * cols;
+  auto x = put(in.x), w = put(in.w), bias = put(in.bias), res = put(in.res), gamma = put(in.gamma),
+       beta = put(in.beta), dout = put(in.dout), eye = put(in.eye);
+  auto y = put(std::vector<float>(n, -7.0f)), sums = put(std::vector<float>(n, 0.0f)),
+       out = put(std::vector<float>(n, 0.0f)), mean = put(std::vector<float>(rows, 0.0f)),
+       rstd = put(std::vector<float>(rows, 0.0f)), dsum = put(std::vector<float>(n, 0.0f)),
+       dy = put(std::vector<float>(n, 0.0f)), dy_read = put(std::vector<float>(n, 0.0f)),
+       dgamma = put(std::vector<float>(cols, 0.0f)), dbeta = put(std::vector<float>(cols, 0.0f)),
+       dbias = put(std::vector<float>(cols, 0.0f));
+  if (copy_only)
+    ops.gemm_kept(Trans::kNo, Trans::kNo, rows, cols, k, x.data(), k, w.data(), cols, y.data(), cols);
+  else
+    ops.gemm(Trans::kNo, Trans::kNo, rows, cols, k, 1.0f, x.data(), k, w.data(), cols, 0.0f, y.data(), cols);
+  auto a = testing::residual_layernorm_args(y.data(), bias.data(), res.data(), rows, cols, 0.1f, kKey, gamma.data(),
+                                            beta.data(), out.data(), mean.data(), rstd.data(), false, 1e-12f);
+  a.sum_half = true;
+  a.sum_copy_only = copy_only;
+  ops.residual_layernorm_forward(a);
+  ops.gemm(Trans::kNo, Trans::kNo, rows, cols, cols, 1.0f, y.data(), cols, eye.data(), cols, 0.0f, sums.data(), cols);
+  auto g = testing::residual_layernorm_grad_args(dout.data(), y.data(), gamma.data(), mean.data(), rstd.data(),
+                                                 dsum.data(), dy.data(), dgamma.data(), dbeta.data(), dbias.data(),
+                                                 rows, cols, 0.1f, kKey);
+  g.sum_copy_only = copy_only;
+  ops.residual_layernorm_backward(g);
+  ops.gemm(Trans::kNo, Trans::kNo, rows, cols, cols, 1.0f, dy.data(), cols, eye.data(), cols, 0.0f, dy_read.data(),
+           cols);
+  ops.drop_gemm_operand(dy.data());
+  ops.drop_gemm_operand(y.data());
+  return {get(y), get(sums), get(out), get(mean), get(rstd), get(dsum), get(dy_read), get(dgamma), get(dbeta),
+          get(dbias)};
+}
+
+Outputs on_device(Ops<float>& ops, const Inputs& in, bool copy_only) {
+  return run(ops, in, copy_only, [](const std::vector<float>& v) { return to_device(v); },
+             [](const Buffer<float>& b) { return to_host(b); });
+}
+
+Outputs on_host(Ops<float>& ops, const Inputs& in) {
+  return run(ops, in, true, [](const std::vector<float>& v) { return v; },
+             [](const std::vector<float>& v) { return v; });
+}
+
+TEST(GpuResidualSums16, ForwardAndBackwardMatchTheCpuTwinAndTheFp32HeldSums) {
+  LB_REQUIRE_GPU();
+  for (int cols : {1024, 70}) {
+    SCOPED_TRACE("cols " + std::to_string(cols));
+    const Inputs in = make_inputs(29, cols, 48);
+    cuda::OpsOptions oo;
+    oo.math = GemmMath::kBf16;
+    auto copies = cuda::make_ops(oo);
+    ASSERT_TRUE(copies->kept_outputs_unwritten());
+    oo.reuse_casts = false;
+    auto no_reuse = cuda::make_ops(oo);
+    auto cpu = cpu::make_ops<float>(GemmMath::kBf16);
+    const Outputs d = on_device(*copies, in, true), f = on_device(*no_reuse, in, false), c = on_host(*cpu, in);
+    for (float v : d.y) ASSERT_EQ(v, -7.0f) << "y's fp32 memory was written";
+    // The same sums and statistics from the same kernel body; the GEMM's rounding to bf16 may
+    // fall the other way where cuBLAS sums in another order: one bf16 step (2^-8) at most.
+    expect_close("sums vs the CPU twin", d.sums, c.sums, 0x1p-8);
+    expect_close("sums vs fp32-held sums", d.sums, f.sums, 0x1p-8);
+    expect_close("out vs the CPU twin", d.out, c.out, 1e-2);
+    expect_close("out vs fp32-held sums", d.out, f.out, 1e-2);
+    expect_close("d(sum) vs the CPU twin", d.dsum, c.dsum, 1e-2);
+    expect_close("d(sum) vs fp32-held sums", d.dsum, f.dsum, 1e-2);
+    expect_close("dy (as read) vs the CPU twin", d.dy, c.dy, 1e-2);
+    expect_close("dgamma vs the CPU twin", d.dgamma, c.dgamma, 1e-2);
+    expect_close("dbeta vs the CPU twin", d.dbeta, c.dbeta, 1e-4);
+    expect_close("dbias vs the CPU twin", d.dbias, c.dbias, 1e-2);
+    // Every stored sum is a bf16 value.
+    for (float v : d.sums) {
+      const float r = kern::half_to_float(kern::float_to_half(v, kern::HalfFormat::kBf16), kern::HalfFormat::kBf16);
+      ASSERT_EQ(r, v) << "a sum is not a bf16 value";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lansbert
