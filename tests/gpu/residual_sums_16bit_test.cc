@@ -28,7 +28,10 @@ struct Outputs {
 };
 
 Inputs make_inputs(int rows, int cols, int k) {
-  Inputs in{rows, cols, k};
+  Inputs in;
+  in.rows = rows;
+  in.cols = cols;
+  in.k = k;
   const size_t n = size_t(rows) * cols;
   in.x = random_vector(size_t(rows) * k, 1);
   in.w = random_vector(size_t(k) * cols, 2);
