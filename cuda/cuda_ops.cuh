@@ -30,6 +30,10 @@ void bias_add_into_copy(const float* c, const float* bias, uint16_t* copy, int r
                         kern::HalfFormat format, cudaStream_t s);
 // bias[j] = 1.0, 1.25, ..., 2.5 repeating (half_bias_check.cu): the epilogue checks' probe bias.
 void fill_probe_bias(float* bias, int n, cudaStream_t s);
+// The epilogue checks' ending (half_bias_check.cu): the count of elements found apart, which
+// their kernels added into *count, read after the stream drains (the check's one
+// synchronisation; its scratch may be freed once this returns).
+unsigned count_after_drain(const unsigned* count, cudaStream_t s);
 
 class CudaOps final : public Ops<float> {
  public:

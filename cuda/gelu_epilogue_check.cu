@@ -102,9 +102,7 @@ bool CudaOps::gelu_epilogue_agrees(const LtBiasMatmul::Call& call) {
   } else {
     count_dgelu_far(d, call.bias, aux, acc, m, n, f, count, stream());
   }
-  unsigned far = 0;
-  CUDA_CHECK(cudaMemcpyAsync(&far, count, sizeof far, cudaMemcpyDeviceToHost, stream()));
-  CUDA_CHECK(cudaStreamSynchronize(stream()));  // also: scratch is freed on return
+  const unsigned far = count_after_drain(count, stream());  // scratch is freed on return
   const bool agrees = probed && far == 0;
   const char* name = forward ? "GELU_AUX_BIAS" : "DGELU_BGRAD";
   if (agrees)

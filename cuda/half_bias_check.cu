@@ -20,6 +20,13 @@ void fill_probe_bias(float* bias, int n, cudaStream_t s) {
   launch_map(size_t(n), s, [=] __device__(size_t j) { bias[j] = 1.0f + 0.25f * float(j % 7); });
 }
 
+unsigned count_after_drain(const unsigned* count, cudaStream_t s) {
+  unsigned far = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&far, count, sizeof far, cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  return far;
+}
+
 namespace {
 
 // Counts the elements where the epilogue's 16-bit output `got` is further from the fallback's
@@ -67,9 +74,7 @@ bool CudaOps::half_bias_epilogue_agrees(const LtBiasMatmul::Call& call, float* c
   CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(unsigned), stream()));
   count_far_apart(static_cast<const uint16_t*>(call.c), want, c, call.bias, m, n, f, count, stream());
   if (probed) count_far_apart(probe_got, probe_want, c, probe_bias, m, n, f, count, stream());
-  unsigned far = 0;
-  CUDA_CHECK(cudaMemcpyAsync(&far, count, sizeof far, cudaMemcpyDeviceToHost, stream()));
-  CUDA_CHECK(cudaStreamSynchronize(stream()));  // also: scratch is freed on return
+  const unsigned far = count_after_drain(count, stream());  // scratch is freed on return
   const bool agrees = probed && far == 0;
   if (agrees)
     std::fprintf(stderr, "lansbert: cuBLASLt: 16-bit GEMM output with an fp32 bias checked (%dx%dx%d, with a "
