@@ -504,6 +504,15 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
     std::fprintf(opts.log, "backend cpu: %s GEMM operands emulated (rounded, fp32 products): for checking numerics, "
                  "not speed\n", gemm_math_name(cfg.gemm_math()));
   run.model = std::make_unique<BertModel<float>>(run.mc, *run.ops, cfg.model_limits());
+  // What decides the numerics and the speed, once, where a user looks first.
+  if (opts.log && comm.rank() == 0)
+    std::fprintf(opts.log,
+                 "model: %s, %zu parameters (%d layers, hidden %d); micro-batch %d x %d, %d per update; %s "
+                 "GEMMs, attention %s, activations %s, hidden_act %s, recompute %s\n",
+                 cfg.model.preset.c_str(), run.model->table().total_elements(), run.mc.layers, run.mc.hidden,
+                 cfg.batch.micro_batch, cfg.data.seq_len, run.accum, gemm_math_name(cfg.gemm_math()),
+                 attention_mode_name(cfg.attention_mode()), cfg.precision.activations.c_str(),
+                 hidden_act_name(run.mc.hidden_act), recompute_name(cfg.batch.recompute));
   LB_RETURN_IF_ERROR(open_device_communicator(run.device.get(), comm, *run.ops, &run.device_comm));
   if (run.device)
     LB_RETURN_IF_ERROR(make_device_updater(*run.device, cfg.updater_config(), &run.updater));

@@ -156,9 +156,13 @@ native4=$(step4 native) flash4=$(step4 flash)
 # rounding of the fp32-stored FFN's (that the bits differ: tests/model/half_activations_test.cc).
 ffn4() {
   "$lb" train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/ffn-$1" --set logging.every_steps=2 \
-    --set precision.dtype=bf16 --set precision.activations=$1 --stop-at-step 4 2>&1 | grep -o "step 4/400 | loss [0-9.]*"
+    --set precision.dtype=bf16 --set precision.activations=$1 --stop-at-step 4 2>&1 | tee "$tmp/ffn-$1.log" |
+    grep -o "step 4/400 | loss [0-9.]*"
 }
 ffn32=$(ffn4 fp32) ffn16=$(ffn4 16bit)
+# The start-up line that says what decides the numerics.
+grep -q "^model: .*; bf16 GEMMs, attention native, activations 16bit, hidden_act gelu, recompute none$" \
+  "$tmp/ffn-16bit.log" || { echo "FAIL: the model line: $(grep '^model:' "$tmp/ffn-16bit.log")"; fail=1; }
 python3 -c 'import sys; a, b = (float(x.split()[-1]) for x in sys.argv[1:]); sys.exit(not abs(a - b) < 1e-2 * b)' \
   "$ffn16" "$ffn32" || { echo "FAIL: 16-bit FFN activations '$ffn16' vs fp32-stored '$ffn32'"; fail=1; }
 
