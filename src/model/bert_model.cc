@@ -277,9 +277,9 @@ size_t BertModel<T>::kept_copy_bytes_for(const BertConfig& c, ModelLimits lim, b
   const size_t B = lim.max_batch, S = lim.max_seq, N = B * S, H = c.hidden, I = c.intermediate, L = c.layers;
   const size_t Pt = B * lim.max_pred, BASS = attention_keeps_probabilities ? B * c.heads * S * S : 0;
   const size_t attention = attention_keeps_operands ? 3 * N * H + BASS : 0;  // q/k/v, P (or d(scores))
-  // Forward: x, ctx, h1 and the GELU output per layer (and the sums below); recomputing layers, one layer's set (x
-  // aside) and the L layer inputs (the embeddings' output, h2 of all but the last layer);
-  // recomputing the attention, one layer's probabilities.
+  // Forward: x, ctx, h1 and the GELU output per layer (and the sums below); recomputing
+  // layers, one layer's set (x aside) and the L layer inputs (the embeddings' output, h2 of
+  // all but the last layer); recomputing the attention, one layer's probabilities.
   // With 16-bit activations (and no whole layer recomputed) the two LayerNorm input sums too
   // (BertState::residual_copy_only).
   const size_t sums = lim.half_activations && lim.recompute != Recompute::kLayers ? 2 * N * H : 0;

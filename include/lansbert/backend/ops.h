@@ -291,7 +291,8 @@ class Ops {
   // (CudaOps: rows up to 1024 wide with 16-bit copies kept; 4 bytes per element fewer, twice
   // a layer).
   virtual void residual_layernorm_backward(const ResidualLayerNormGrad<T>& a) {
-    LB_CHECK_MSG(!a.sum_copy_only, "residual_layernorm_backward: this backend has no 16-bit activations (Ops::half_activations)");
+    LB_CHECK_MSG(!a.sum_copy_only,
+                 "residual_layernorm_backward: this backend has no 16-bit activations (Ops::half_activations)");
     layernorm_backward(a.dout, a.sum, a.gamma, a.mean, a.rstd, a.dsum, a.dgamma, a.dbeta, a.rows, a.cols);
     dropout_bias_backward_kept(a.dsum, a.dy, a.dbias, a.rows, a.cols, a.p, a.key);
   }
