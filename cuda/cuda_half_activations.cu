@@ -23,7 +23,7 @@ void half_gelu_backward_pass(const float* dact, const uint16_t* dact16, const ui
       [=] __device__(int r, int c, float* v) {
         const size_t i = size_t(r) * cols + c;
         const float d = dact16 ? kern::half_to_float(dact16[i], format)
-                               : kern::half_to_float(kern::float_to_half(dact[i], format), format);
+                               : kern::round_to_half(dact[i], format);
         const float g = kern::gelu_grad(d, kern::half_to_float(pre[i], format), form);
         if (h)
           h[i] = kern::float_to_half(g, format);

@@ -89,19 +89,18 @@ __global__ void residual_layernorm_kernel(ResidualLayerNorm<float> a, const uint
   const size_t base = size_t(row) * cols;
   float* yr = a.y + base;
   uint16_t* sr = sum16 ? sum16 + base : nullptr;
-  auto rounded = [format](float x) { return kern::half_to_float(kern::float_to_half(x, format), format); };
   kern::DropoutBits bits(a.key);
   kern::for_lane_runs(threadIdx.x, cols, [&](int c) {
-    const float y = sr ? kern::half_to_float(sr[c], format) : a.sum_half ? rounded(yr[c]) : yr[c];
+    const float y = sr ? kern::half_to_float(sr[c], format) : a.sum_half ? kern::round_to_half(yr[c], format) : yr[c];
     const float z = y + a.bias[c];
     const float r = res16 ? kern::half_to_float(res16[base + c], format)
-                    : a.residual_half ? rounded(a.residual[base + c])
+                    : a.residual_half ? kern::round_to_half(a.residual[base + c], format)
                                       : a.residual[base + c];
     const float sum = (a.p > 0.0f ? kern::dropout_scale(z, bits(base + c), a.p) : z) + r;
     if (sr)
       sr[c] = kern::float_to_half(sum, format);
     else
-      yr[c] = a.sum_half ? rounded(sum) : sum;
+      yr[c] = a.sum_half ? kern::round_to_half(sum, format) : sum;
   });
   __syncwarp();  // the lanes read each other's sums
   float* const out = a.out_copy_only ? nullptr : a.out + base;

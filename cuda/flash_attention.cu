@@ -260,7 +260,7 @@ __device__ void add_bias_partial(const BackwardArgs<In, Out>& a, const float* ro
   const int t = threadIdx.x;
   if (t >= kD) return;
   float s = 0.f;
-  for (int r = 0; r < kRows && r0 + r < L.seq; ++r) s += kern::half_to_float(kern::float_to_half(rows[r * kD + t], F), F);
+  for (int r = 0; r < kRows && r0 + r < L.seq; ++r) s += kern::round_to_half(rows[r * kD + t], F);
   const int64_t split = int64_t(b) * gridDim.x + blockIdx.x;
   a.bias_part[(split * 3 + which) * L.ld + int64_t(h) * kD + t] = s;
 }

@@ -32,8 +32,8 @@ void count_gelu_far(const uint16_t* d, const uint16_t* aux, const float* acc, co
   launch_map(size_t(rows) * cols, s, [=] __device__(size_t i) {
     const float b = bias[i % size_t(cols)], v = acc[i] + b;
     const float slack = kOrderSlack * (fabsf(acc[i]) + fabsf(b));
-    const float want_aux = kern::half_to_float(kern::float_to_half(v, f), f);
-    const float want_d = kern::half_to_float(kern::float_to_half(kern::gelu_tanh(v), f), f);
+    const float want_aux = kern::round_to_half(v, f);
+    const float want_d = kern::round_to_half(kern::gelu_tanh(v), f);
     const float got_aux = kern::half_to_float(aux[i], f), got_d = kern::half_to_float(d[i], f);
     const bool aux_ok = fabsf(got_aux - want_aux) <= eps * fabsf(want_aux) + slack;
     const bool d_ok = fabsf(got_d - want_d) <= eps * fabsf(want_d) + 1.2f * slack + 0x1p-10f * fabsf(v);
@@ -49,7 +49,7 @@ void count_dgelu_far(const uint16_t* d, const float* bias_grad, const uint16_t* 
   const float eps = rounding_of(f);
   launch_map(size_t(rows) * cols, s, [=] __device__(size_t i) {
     const float slope = kern::gelu_tanh_grad(1.0f, kern::half_to_float(aux[i], f));
-    const float want = kern::half_to_float(kern::float_to_half(slope * acc[i], f), f);
+    const float want = kern::round_to_half(slope * acc[i], f);
     const float got = kern::half_to_float(d[i], f);
     if (!(fabsf(got - want) <= eps * fabsf(want) + kOrderSlack * fabsf(acc[i]) * (fabsf(slope) + 0.25f)))
       atomicAdd(count, 1u);

@@ -59,7 +59,7 @@ template <typename T>
 T CpuOps<T>::gemm_rounded(T x) const {
   if (!is_half_gemm(math_)) return x;
   const kern::HalfFormat f = gemm_half_format(math_);
-  return static_cast<T>(kern::half_to_float(kern::float_to_half(static_cast<float>(x), f), f));
+  return static_cast<T>(kern::round_to_half(static_cast<float>(x), f));
 }
 
 template <typename T>

@@ -39,7 +39,7 @@ void CpuOps<T>::round_values(const T* x, size_t n, T* out) const {
   kern::with_half_format(gemm_half_format(math_), [&](auto F) {
 #pragma omp parallel for schedule(static) if (worth_threads(n))
     for (size_t i = 0; i < n; ++i)
-      out[i] = static_cast<T>(kern::half_to_float(kern::float_to_half(static_cast<float>(x[i]), F), F));
+      out[i] = static_cast<T>(kern::round_to_half(static_cast<float>(x[i]), F));
   });
 }
 

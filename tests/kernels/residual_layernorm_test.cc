@@ -204,7 +204,7 @@ TEST(ResidualLayerNorm, SixteenBitSumsAreTheSameInTheCopyAndInFp32) {
   // Naive: the bf16 GEMM's fp32 result (bf16 operands, fp32 sums in double here), rounded,
   // plus the bias, dropout, plus the residual, rounded.
   const kern::HalfFormat bf = kern::HalfFormat::kBf16;
-  auto rounded = [&](double v) { return double(kern::half_to_float(kern::float_to_half(float(v), bf), bf)); };
+  auto rounded = [&](double v) { return double(kern::round_to_half(float(v), bf)); };
   size_t moved = 0;
   for (int r = 0; r < rows; ++r)
     for (int col = 0; col < cols; ++col) {

@@ -91,6 +91,8 @@ LB_HOST_DEVICE uint16_t float_to_half(float x, HalfFormat f) {
 LB_HOST_DEVICE float half_to_float(uint16_t h, HalfFormat f) {
   return f == HalfFormat::kBf16 ? bf16_to_float(h) : fp16_to_float(h);
 }
+// x at its rounding to f (round_to_bf16 / round_to_fp16 by a format chosen at run time).
+LB_HOST_DEVICE float round_to_half(float x, HalfFormat f) { return half_to_float(float_to_half(x, f), f); }
 
 // Calls fn(std::integral_constant<HalfFormat, f>{}): the format becomes a constant inside fn,
 // so a host loop there converts without a per-element format test and vectorises.
