@@ -468,8 +468,9 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   sub->add_option("--activations", o->activations,
-                  "fp32 (default) or 16bit (bf16/fp16 with kernel casts): store the FFN's pre-activation in the "
-                  "GEMMs' 16-bit format and use its gradient at that rounding (precision.activations)")
+                  "fp32 (default) or 16bit (bf16/fp16 with kernel casts): store the FFN's activations, the residual "
+                  "stream, the LayerNorm input sums and some gradients in the GEMMs' 16-bit format, and use them at "
+                  "that rounding (precision.activations)")
       ->capture_default_str();
   sub->add_option("--hidden-act", o->hidden_act,
                   "gelu (erf, default) or gelu_tanh (model.hidden_act; with --activations 16bit the CUDA backend "

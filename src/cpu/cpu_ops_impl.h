@@ -51,7 +51,7 @@ class CpuOps final : public Ops<T> {
 
   void bias_gelu_forward(T* pre, const T* bias, T* act, int rows, int cols) override;
   void gelu_forward_kept(const T* x, T* y, size_t n) override;
-  // cpu_half_activations.cc: 16-bit FFN activations (twins of cuda_half_activations.cu).
+  // cpu_half_activations.cc: 16-bit activations (twins of cuda_half_activations.cu).
   bool half_activations() const override { return is_half_gemm(math_); }
   bool attention_keeps_input_gradients() const override {
     return attention_ == AttentionMode::kFlash && is_half_gemm(math_);

@@ -158,7 +158,8 @@ BertModel<T>::BertModel(const BertConfig& config, Ops<T>& ops, ModelLimits limit
   LB_CHECK(limits.max_batch > 0 && limits.max_seq > 0 && limits.max_pred > 0);
   LB_CHECK_MSG(limits.max_seq <= config.max_positions, "sequence longer than the position table");
   LB_CHECK_MSG(!limits.half_activations || ops.half_activations(),
-               "16-bit FFN activations need bf16/fp16 GEMMs whose operands lansbert rounds (Ops::half_activations)");
+               "16-bit activations (precision.activations: 16bit) need bf16/fp16 GEMMs whose operands lansbert rounds "
+               "(Ops::half_activations)");
   params_ = Buffer<T>(table_.total_elements(), ops.allocator());
   grads_ = Buffer<T>(table_.total_elements(), ops.allocator());
   params_.zero();

@@ -63,8 +63,8 @@ TEST(HalfActivations, GemmBiasHalfIsTheFp32ResultRoundedOnce) {
     ops->gemm_bias_half(Trans::kNo, Trans::kYes, m, n, k, a.data(), k, w.data(), k, bias.data(), scratch.data(),
                         out.data());
     std::vector<double> ar(a.size()), wr(w.size());
-    for (size_t i = 0; i < a.size(); ++i) ar[i] = kern::half_to_float(kern::float_to_half(a[i], f), f);
-    for (size_t i = 0; i < w.size(); ++i) wr[i] = kern::half_to_float(kern::float_to_half(w[i], f), f);
+    for (size_t i = 0; i < a.size(); ++i) ar[i] = kern::round_to_half(a[i], f);
+    for (size_t i = 0; i < w.size(); ++i) wr[i] = kern::round_to_half(w[i], f);
     std::vector<double> ref(size_t(m) * n, 0.0);
     testing::naive_gemm(Trans::kNo, Trans::kYes, m, n, k, 1.0, ar.data(), k, wr.data(), k, 0.0, ref.data(), n);
     for (size_t i = 0; i < out.size(); ++i) {
@@ -134,7 +134,7 @@ TEST(HalfActivations, GeluBackwardUsesTheRoundedGradientEitherWay) {
     auto plain = cpu::make_ops<float>(math, false);
     std::vector<float> d(n), db(cols, 0.25f), z(size_t(rows) * 4);
     plain->gemm(Trans::kNo, Trans::kNo, rows, cols, in, 1.f, dy.data(), in, wt.data(), cols, 0.f, d.data(), cols);
-    for (float& v : d) v = kern::half_to_float(kern::float_to_half(v, f), f);
+    for (float& v : d) v = kern::round_to_half(v, f);
     const auto pw = widen(pre16, f);
     const std::vector<float> pf(pw.begin(), pw.end());
     plain->bias_gelu_backward(d.data(), pf.data(), d.data(), db.data(), rows, cols);
@@ -197,7 +197,7 @@ TEST(HalfActivations, BiasSumsOfAKeptGradientUseItsRounding) {
     auto plain = cpu::make_ops<float>(math, false);
     std::vector<float> r = g, db(cols, 0.5f);
     if (is_half_gemm(math))
-      for (float& v : r) v = kern::half_to_float(kern::float_to_half(v, gemm_half_format(math)), gemm_half_format(math));
+      for (float& v : r) v = kern::round_to_half(v, gemm_half_format(math));
     plain->bias_add_backward(r.data(), db.data(), rows, cols);
     EXPECT_TRUE(same_bits(sums[1], db)) << gemm_math_name(math);
   }

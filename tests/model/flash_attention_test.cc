@@ -264,7 +264,7 @@ TEST(FlashAttention, Bf16StepFromKeptCopiesTracksTheFp32Path) {
 std::vector<float> rounded(const std::vector<float>& x, GemmMath math) {
   std::vector<float> r(x.size());
   for (size_t i = 0; i < x.size(); ++i)
-    r[i] = kern::half_to_float(kern::float_to_half(x[i], gemm_half_format(math)), gemm_half_format(math));
+    r[i] = kern::round_to_half(x[i], gemm_half_format(math));
   return r;
 }
 

@@ -129,7 +129,7 @@ TEST(HalfFfnDeathTest, RefusedWithoutA16BitGemmFormat) {
   const BertConfig cfg = two_layers();
   auto ops = cpu::make_ops<float>(GemmMath::kFp32);
   EXPECT_DEATH(BertModel<float>(cfg, *ops, {2, 16, 2, Recompute::kNone, false, true}),
-               "16-bit FFN activations need bf16/fp16 GEMMs");
+               "16-bit activations \\(precision.activations: 16bit\\) need bf16/fp16 GEMMs");
 }
 
 }  // namespace
