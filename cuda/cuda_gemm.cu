@@ -244,6 +244,21 @@ void CudaOps::gemm_kept(Trans ta, Trans tb, int m, int n, int k, const float* a,
   gemm_ex(ta, tb, m, n, k, 1.0f, ha, ta_type, lda, hb, tb_type, ldb, 0.0f, copy, half_type(), ldc);
 }
 
+// cuBLAS with a 16-bit C read and written (beta 1): C's copy plus the fp32 accumulator, rounded
+// once, as the CPU twin rounds gemm (beta 1) into the copy's values.
+void CudaOps::gemm_accumulate_kept(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda,
+                                   const float* b, int ldb, float* c, int ldc) {
+  LB_CHECK_MSG(keeps_copies() && ldc == n,
+               "gemm_accumulate_kept: needs kept 16-bit outputs (Ops::kept_outputs_unwritten) and ldc == n");
+  if (m <= 0 || n <= 0) return;
+  uint16_t* copy = rewritable_copy(c, size_t(m) * n);
+  LB_CHECK_MSG(copy, "gemm_accumulate_kept: C is not kept (its copy holds what the product is added to)");
+  cudaDataType_t ta_type, tb_type;
+  const void* ha = half_operand(a, gemm_operand_extent(ta, m, k, lda), half_a_, &ta_type);
+  const void* hb = half_operand(b, gemm_operand_extent(tb, k, n, ldb), half_b_, &tb_type);
+  gemm_ex(ta, tb, m, n, k, 1.0f, ha, ta_type, lda, hb, tb_type, ldb, 1.0f, copy, half_type(), ldc);
+}
+
 void CudaOps::gemm_bias_kept(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b,
                              int ldb, const float* bias, float* c, int ldc) {
   if (!keeps_copies() || m <= 0 || n <= 0)

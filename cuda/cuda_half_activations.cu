@@ -1,5 +1,5 @@
 // 16-bit FFN activations on the GPU (ops.h, Ops::half_activations; CPU twins in
-// src/cpu/cpu_half_activations.cc). The pre-activation is written by the FFN's first GEMM
+// src/cpu/cpu_half_activations.cc), and the ends of the 16-bit gradient stream. The pre-activation is written by the FFN's first GEMM
 // straight into its 16-bit buffer (cuBLASLt's bias epilogue with a 16-bit D, as
 // gemm_bias_kept), the GELU reads it there, and the backward reads it and d(act)'s kept copy:
 // 2 bytes per element each way where the fp32-stored path moves 4.
@@ -157,6 +157,29 @@ void CudaOps::gemm_dgelu_bias_half(Trans ta, Trans tb, int m, int n, int k, cons
   gemm_ex(ta, tb, m, n, k, 1.0f, call.a, call.a_type, lda, call.b, call.b_type, ldb, 0.0f, d16, half_type(), n);
   half_gelu_backward_pass(nullptr, d16, pre, nullptr, d16, dbias, m, n, gemm_half_format(options_.math), gelu_form_,
                           stream(), column_partials_);
+}
+
+// The gradient stream's ends (ops.h): rounded in place where it is stored in fp32, widened out
+// of its copy where it is held as one. (Free functions for the lambdas, as above.)
+namespace {
+void round_in_place(float* x, size_t n, kern::HalfFormat format, cudaStream_t s) {
+  launch_map(n, s, [=] __device__(size_t i) { x[i] = kern::round_to_half(x[i], format); });
+}
+void widen_into(const uint16_t* h, float* x, size_t n, kern::HalfFormat format, cudaStream_t s) {
+  launch_map(n, s, [=] __device__(size_t i) { x[i] = kern::half_to_float(h[i], format); });
+}
+}  // namespace
+
+void CudaOps::round_to_gemm_half(float* x, size_t n) {
+  LB_CHECK_MSG(converts_operands(), "round_to_gemm_half: needs bf16/fp16 GEMMs with lansbert's casts");
+  if (n) round_in_place(x, n, gemm_half_format(options_.math), stream());
+}
+
+void CudaOps::widen_kept(float* x, size_t n) {
+  if (n == 0) return;
+  const uint16_t* h = kept_copy_of(x, n);
+  LB_CHECK_MSG(h, "widen_kept: x has no kept copy");
+  widen_into(h, x, n, gemm_half_format(options_.math), stream());
 }
 
 }  // namespace lansbert::cuda

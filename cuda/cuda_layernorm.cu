@@ -61,6 +61,23 @@ struct HalfRow {
 __device__ inline Fp32Row row_of(const float* x, kern::HalfFormat) { return {x}; }
 __device__ inline HalfRow row_of(const uint16_t* x, kern::HalfFormat format) { return {x, format}; }
 
+// The gradient stream's rows (ResidualLayerNormGrad::grad_half): d(out) read from fp32 (rounded
+// as read with grad_half) or from its 16-bit copy; d(sum) stored into fp32 or into its copy.
+struct Fp32GradRow {
+  const float* x;
+  bool round;
+  kern::HalfFormat format;
+  __device__ float operator()(int c) const { return round ? kern::round_to_half(x[c], format) : x[c]; }
+};
+__device__ inline Fp32GradRow grad_row_of(const float* x, bool round, kern::HalfFormat format) {
+  return {x, round, format};
+}
+__device__ inline HalfRow grad_row_of(const uint16_t* x, bool, kern::HalfFormat format) { return {x, format}; }
+__device__ inline void store_grad(float* p, float v, kern::HalfFormat) { *p = v; }
+__device__ inline void store_grad(uint16_t* p, float v, kern::HalfFormat format) {
+  *p = kern::float_to_half(v, format);
+}
+
 __global__ void layernorm_forward_kernel(const float* x, const float* gamma, const float* beta,
                                          float* y, float* mean, float* rstd, int rows, int cols,
                                          float eps, uint16_t* y16 = nullptr,
@@ -113,12 +130,12 @@ __global__ void residual_layernorm_kernel(ResidualLayerNorm<float> a, const uint
 
 // The row means of layernorm_dx's two reductions, dy * gamma and dy * gamma * xhat, summed by
 // one warp in the lane-strided order (every lane gets them).
-template <typename Row>
-__device__ void layernorm_dx_means(const float* dyr, Row x, const float* gamma, float m, float rs, int cols,
+template <typename DyRow, typename Row>
+__device__ void layernorm_dx_means(DyRow dyr, Row x, const float* gamma, float m, float rs, int cols,
                                    float* mean_g, float* mean_gx) {
   float sum_g = 0, sum_gx = 0;
   for (int c = threadIdx.x; c < cols; c += 32) {
-    const float g = dyr[c] * gamma[c];
+    const float g = dyr(c) * gamma[c];
     sum_g += g;
     sum_gx += g * (x(c) - m) * rs;
   }
@@ -135,7 +152,7 @@ __global__ void layernorm_dx_kernel(const float* dy, const float* x, const float
   const size_t base = size_t(row) * cols;
   const float m = mean[row], rs = rstd[row];
   float mean_g, mean_gx;
-  layernorm_dx_means(dy + base, Fp32Row{x + base}, gamma, m, rs, cols, &mean_g, &mean_gx);
+  layernorm_dx_means(Fp32Row{dy + base}, Fp32Row{x + base}, gamma, m, rs, cols, &mean_g, &mean_gx);
   for (int c = lane; c < cols; c += 32) {
     const float xhat = (x[base + c] - m) * rs;
     dx[base + c] = kern::layernorm_dx(dy[base + c], gamma[c], xhat, rs, mean_g, mean_gx);
@@ -162,12 +179,13 @@ struct KeptGrad {
 // took 157 uncapped, one block per SM (8 warps), too few loads in flight for a pass bound by
 // bandwidth. Whether it beats the two kernels has not been measured (no GPU lent yet).
 // The sums x are fp32, or (Sum uint16_t: ResidualLayerNormGrad::sum_copy_only) a kept 16-bit
-// copy, widened as read.
-template <int kRuns, bool kBias, typename Sum>
+// copy, widened as read. So are dy (d(out)) and dx (d(sum)): fp32, rounded as read and written
+// with grad_half, or (Grad uint16_t: grad_copy_only, grad_half implied) their 16-bit copies.
+template <int kRuns, bool kBias, typename Sum, typename Grad>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, 2)
-    layernorm_backward_kernel(const float* dy, const Sum* x, const float* gamma, const float* mean,
-                              const float* rstd, float* dx, int rows, int cols, float p, RngKey key, KeptGrad kept,
-                              int rows_per_block, float* partial) {
+    layernorm_backward_kernel(const Grad* dy, const Sum* x, const float* gamma, const float* mean,
+                              const float* rstd, Grad* dx, int rows, int cols, float p, RngKey key, KeptGrad kept,
+                              bool grad_half, int rows_per_block, float* partial) {
   constexpr int K = kBias ? 3 : 2, kCols = 4 * kRuns;
   __shared__ float block_part[K * 128 * kRuns];  // [K][cols]: dgamma's partials, dbeta's, dbias's
   const int lane = threadIdx.x, warp = threadIdx.y;
@@ -183,7 +201,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 2)
     const float m = mean[row], rs = rstd[row];
     float mean_g, mean_gx;
     const auto xr = row_of(x + base, kept.format);
-    layernorm_dx_means(dy + base, xr, gamma, m, rs, cols, &mean_g, &mean_gx);
+    const auto dyr = grad_row_of(dy + base, grad_half, kept.format);
+    layernorm_dx_means(dyr, xr, gamma, m, rs, cols, &mean_g, &mean_gx);
     Philox4x32 bits{};  // the run's four dropout words (kBias: cols is a multiple of 4, so a run is a block)
 #pragma unroll
     for (int j = 0; j < kCols; ++j) {
@@ -191,9 +210,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 2)
       if (c < cols) {
         const size_t i = base + c;
         if (kBias && j % 4 == 0 && p > 0.0f) bits = kern::dropout_block(key, i / 4);
-        const float d = dy[i], xhat = (xr(c) - m) * rs;
-        const float g = kern::layernorm_dx(d, gamma[c], xhat, rs, mean_g, mean_gx);
-        dx[i] = g;
+        const float d = dyr(c), xhat = (xr(c) - m) * rs;
+        float g = kern::layernorm_dx(d, gamma[c], xhat, rs, mean_g, mean_gx);
+        if (grad_half) g = kern::round_to_half(g, kept.format);  // d(sum) as stored, for dy and dbias too
+        store_grad(dx + i, g, kept.format);
         acc[0][j] += d * xhat;
         acc[1][j] += d;
         if constexpr (kBias) {
@@ -230,19 +250,20 @@ int fused_backward_rows_per_block(int rows) {
 }
 
 // a: the LayerNorm backward's arguments, with kBias dy (its copy: kept), dbias, p and key; the
-// sums read from `sum` (a.sum, or its 16-bit copy).
-template <int kRuns, bool kBias, typename Sum>
-void launch_layernorm_backward(const ResidualLayerNormGrad<float>& a, const Sum* sum, const KeptGrad& kept,
-                               cudaStream_t s, DeviceBytes& workspace) {
+// sums read from `sum` (a.sum, or its 16-bit copy), d(out) from dout and d(sum) written to dsum
+// (a.dout and a.dsum, or their copies).
+template <int kRuns, bool kBias, typename Sum, typename Grad>
+void launch_layernorm_backward(const ResidualLayerNormGrad<float>& a, const Sum* sum, const Grad* dout, Grad* dsum,
+                               const KeptGrad& kept, cudaStream_t s, DeviceBytes& workspace) {
   constexpr int K = kBias ? 3 : 2;
   const int per_block = fused_backward_rows_per_block(a.rows);
   const int blocks = (a.rows + per_block - 1) / per_block;
   workspace.reserve(size_t(blocks) * K * a.cols * sizeof(float));
   float* partial = static_cast<float*>(workspace.get());
   const dim3 block(32, kWarpsPerBlock);
-  layernorm_backward_kernel<kRuns, kBias, Sum><<<blocks, block, 0, s>>>(a.dout, sum, a.gamma, a.mean, a.rstd, a.dsum,
-                                                                       a.rows, a.cols, a.p, a.key, kept, per_block,
-                                                                       partial);
+  layernorm_backward_kernel<kRuns, kBias, Sum, Grad><<<blocks, block, 0, s>>>(dout, sum, a.gamma, a.mean, a.rstd,
+                                                                             dsum, a.rows, a.cols, a.p, a.key, kept,
+                                                                             a.grad_half, per_block, partial);
   LB_LAUNCH_CHECK();
   column_finish_kernel<K><<<(a.cols + kThreads - 1) / kThreads, kThreads, 0, s>>>(a.cols, blocks, partial, a.dgamma,
                                                                                  a.dbeta, kBias ? a.dbias : nullptr);
@@ -251,18 +272,18 @@ void launch_layernorm_backward(const ResidualLayerNormGrad<float>& a, const Sum*
 
 // The fused backward in the narrowest instance whose runs hold a row (up to 1024 columns:
 // bert-large); false, and nothing launched, for wider rows.
-template <bool kBias, typename Sum>
-bool launch_fused_layernorm_backward(const ResidualLayerNormGrad<float>& a, const Sum* sum, const KeptGrad& kept,
-                                     cudaStream_t s, DeviceBytes& workspace) {
-  using Launch = void (*)(const ResidualLayerNormGrad<float>&, const Sum*, const KeptGrad&, cudaStream_t,
-                          DeviceBytes&);
-  constexpr std::pair<int, Launch> kInstances[] = {{2, launch_layernorm_backward<2, kBias, Sum>},
-                                                   {4, launch_layernorm_backward<4, kBias, Sum>},
-                                                   {6, launch_layernorm_backward<6, kBias, Sum>},
-                                                   {8, launch_layernorm_backward<8, kBias, Sum>}};
+template <bool kBias, typename Sum, typename Grad = float>
+bool launch_fused_layernorm_backward(const ResidualLayerNormGrad<float>& a, const Sum* sum, const Grad* dout,
+                                     Grad* dsum, const KeptGrad& kept, cudaStream_t s, DeviceBytes& workspace) {
+  using Launch = void (*)(const ResidualLayerNormGrad<float>&, const Sum*, const Grad*, Grad*, const KeptGrad&,
+                          cudaStream_t, DeviceBytes&);
+  constexpr std::pair<int, Launch> kInstances[] = {{2, launch_layernorm_backward<2, kBias, Sum, Grad>},
+                                                   {4, launch_layernorm_backward<4, kBias, Sum, Grad>},
+                                                   {6, launch_layernorm_backward<6, kBias, Sum, Grad>},
+                                                   {8, launch_layernorm_backward<8, kBias, Sum, Grad>}};
   for (const auto& [runs, launch] : kInstances)
     if (a.cols <= 128 * runs) {
-      launch(a, sum, kept, s, workspace);
+      launch(a, sum, dout, dsum, kept, s, workspace);
       return true;
     }
   return false;
@@ -314,7 +335,7 @@ void CudaOps::layernorm_backward(const float* dy, const float* x, const float* g
   ResidualLayerNormGrad<float> a{};  // the LayerNorm part only: no dy, dbias or dropout
   a.dout = dy, a.sum = x, a.gamma = gamma, a.mean = mean, a.rstd = rstd;
   a.dsum = dx, a.dgamma = dgamma, a.dbeta = dbeta, a.rows = rows, a.cols = cols;
-  if (launch_fused_layernorm_backward<false>(a, x, {}, stream(), column_partials_)) return;
+  if (launch_fused_layernorm_backward<false>(a, x, dy, dx, {}, stream(), column_partials_)) return;
   const dim3 block(32, kWarpsPerBlock);
   layernorm_dx_kernel<<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, block, 0, stream()>>>(
       dy, x, gamma, mean, rstd, dx, rows, cols);
@@ -331,27 +352,55 @@ void CudaOps::layernorm_backward(const float* dy, const float* x, const float* g
 
 // One pass where copies are kept (only GEMMs read dy: its copy alone is written, as
 // dropout_bias_backward_kept does) and a row fits the fused kernel in whole Philox blocks
-// (cols a multiple of 4, as every BERT width); otherwise the two ops, on the sums widened into
-// scratch where they are held only as their 16-bit copy.
+// (cols a multiple of 4, as every BERT width); otherwise the two ops, on the sums and d(out)
+// widened (or rounded) into scratch where they are 16-bit, with d(sum) rounded in fp32 between
+// them and cast into its copy after.
 void CudaOps::residual_layernorm_backward(const ResidualLayerNormGrad<float>& g) {
   if (g.rows <= 0) return;
   const size_t n = size_t(g.rows) * g.cols;
   const uint16_t* sum16 = g.sum_copy_only ? kept_copy_of(g.sum, n) : nullptr;
+  const uint16_t* dout16 = g.grad_copy_only ? kept_copy_of(g.dout, n) : nullptr;
   LB_CHECK_MSG(!g.sum_copy_only || sum16, "residual_layernorm_backward: sum_copy_only, but the sum has no kept copy");
+  LB_CHECK_MSG((!g.grad_half || converts_operands()) && (!g.grad_copy_only || (g.grad_half && dout16)),
+               "residual_layernorm_backward: 16-bit gradients need 16-bit GEMMs (and d(out) kept for grad_copy_only)");
   const kern::HalfFormat format = gemm_half_format(options_.math);
-  if (!keeps_copies() || g.cols > 1024 || g.cols % 4 != 0) {
-    if (!sum16) return Ops<float>::residual_layernorm_backward(g);
-    widened_sums_.reserve(n * sizeof(float));
-    float* sum = static_cast<float*>(widened_sums_.get());
-    launch_map(n, stream(), [=] __device__(size_t i) { sum[i] = kern::half_to_float(sum16[i], format); });
-    ResidualLayerNormGrad<float> widened = g;
-    widened.sum = sum;
-    widened.sum_copy_only = false;
-    return Ops<float>::residual_layernorm_backward(widened);
+  // The fused kernel reads 16-bit gradients only beside 16-bit sums (the model's pairing).
+  const bool fused = keeps_copies() && g.cols <= 1024 && g.cols % 4 == 0 && (!g.grad_copy_only || sum16);
+  if (!fused) {
+    if (!sum16 && !g.grad_half) return Ops<float>::residual_layernorm_backward(g);
+    const float* sum = g.sum;
+    if (sum16) {
+      widened_sums_.reserve(n * sizeof(float));
+      float* w = static_cast<float*>(widened_sums_.get());
+      launch_map(n, stream(), [=] __device__(size_t i) { w[i] = kern::half_to_float(sum16[i], format); });
+      sum = w;
+    }
+    const float* dout = g.dout;
+    if (g.grad_half) {
+      widened_grads_.reserve(n * sizeof(float));
+      float* w = static_cast<float*>(widened_grads_.get());
+      const float* d32 = g.dout;
+      if (dout16)
+        launch_map(n, stream(), [=] __device__(size_t i) { w[i] = kern::half_to_float(dout16[i], format); });
+      else
+        launch_map(n, stream(), [=] __device__(size_t i) { w[i] = kern::round_to_half(d32[i], format); });
+      dout = w;
+    }
+    layernorm_backward(dout, sum, g.gamma, g.mean, g.rstd, g.dsum, g.dgamma, g.dbeta, g.rows, g.cols);
+    if (g.grad_half) round_to_gemm_half(g.dsum, n);
+    dropout_bias_backward_kept(g.dsum, g.dy, g.dbias, g.rows, g.cols, g.p, g.key);
+    if (g.grad_copy_only) keep_gemm_operand(g.dsum, n);  // the rounded values: an exact cast
+    return;
   }
   const KeptGrad kept{kept_output(g.dy, n), format};
-  const bool launched = sum16 ? launch_fused_layernorm_backward<true>(g, sum16, kept, stream(), column_partials_)
-                              : launch_fused_layernorm_backward<true>(g, g.sum, kept, stream(), column_partials_);
+  bool launched = false;
+  if (g.grad_copy_only)
+    launched = launch_fused_layernorm_backward<true>(g, sum16, dout16, kept_output(g.dsum, n), kept, stream(),
+                                                     column_partials_);
+  else if (sum16)
+    launched = launch_fused_layernorm_backward<true>(g, sum16, g.dout, g.dsum, kept, stream(), column_partials_);
+  else
+    launched = launch_fused_layernorm_backward<true>(g, g.sum, g.dout, g.dsum, kept, stream(), column_partials_);
   LB_CHECK(launched);
 }
 

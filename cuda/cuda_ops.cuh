@@ -57,6 +57,8 @@ class CudaOps final : public Ops<float> {
   size_t unfused_bias_gemms() const { return unfused_bias_gemms_; }
   // With 16-bit GEMMs and cast reuse: the GEMM's output type is the operands' 16-bit type and
   // it writes the kept copy of c directly (cuda_gemm.cu); c is left unwritten.
+  void gemm_accumulate_kept(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b,
+                            int ldb, float* c, int ldc) override;
   void gemm_kept(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
                  float* c, int ldc) override;
   void gemm_bias_kept(Trans ta, Trans tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
@@ -88,6 +90,8 @@ class CudaOps final : public Ops<float> {
   // The residual pass and the LayerNorm in one kernel, a warp per row (cuda_layernorm.cu).
   void residual_layernorm_forward(const ResidualLayerNorm<float>& a) override;
   void residual_layernorm_backward(const ResidualLayerNormGrad<float>& g) override;
+  void round_to_gemm_half(float* x, size_t n) override;
+  void widen_kept(float* x, size_t n) override;
   void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
                           const float* rstd, float* dx, float* dgamma, float* dbeta, int rows,
                           int cols) override;
@@ -244,6 +248,7 @@ class CudaOps final : public Ops<float> {
   DeviceBytes sort_keys_, sort_values_, sort_temp_, scatter_pieces_;
   DeviceBytes column_partials_;                      // bias/LayerNorm parameter-gradient sums
   DeviceBytes widened_sums_;                         // 16-bit LayerNorm sums widened for the unfused backward
+  DeviceBytes widened_grads_;                        // its d(out), widened or rounded, likewise
   DeviceBytes bias_fallback_;                        // gemm_bias_kept's fp32 result where the epilogue is not used
   DeviceBytes half_a_, half_b_;                      // 16-bit GEMM operands
   KeptOperands<float, KeptCopy> kept_;               // keep_gemm_operand's 16-bit copies

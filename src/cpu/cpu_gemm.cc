@@ -197,6 +197,21 @@ bool CpuOps<T>::gemm_into_kept_copy(const T* c, size_t span, Gemm&& run) {
 }
 
 template <typename T>
+void CpuOps<T>::gemm_accumulate_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b,
+                                     int ldb, T* c, int ldc) {
+  LB_CHECK_MSG(kept_outputs_unwritten() && ldc == n,
+               "gemm_accumulate_kept: needs kept 16-bit outputs (Ops::kept_outputs_unwritten) and ldc == n");
+  if (m <= 0 || n <= 0) return;
+  const size_t span = size_t(m) * n;
+  size_t offset = 0;
+  LB_CHECK_MSG(kept_.find(c, span, &offset) && offset == 0,
+               "gemm_accumulate_kept: C is not kept (its copy holds what the product is added to)");
+  T* copy = sized_copy(c, span).data();  // kept again: its contents change
+  gemm(ta, tb, m, n, k, T(1), a, lda, b, ldb, T(1), copy, n);
+  round_values(copy, span, copy);
+}
+
+template <typename T>
 void CpuOps<T>::gemm_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb, T* c,
                           int ldc) {
   const size_t span = gemm_operand_extent(Trans::kNo, m, n, ldc);

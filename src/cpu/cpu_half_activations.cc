@@ -1,9 +1,12 @@
 // 16-bit activations on the CPU (ops.h, Ops::half_activations; the FFN, and the residual
-// stream's residual_layernorm_forward and, for sums held in 16 bits, its backward): the twins
+// stream's residual_layernorm_forward and, for sums and gradients in 16 bits, its backward,
+// with the gradient stream's ends): the twins
 // of cuda/cuda_half_activations.cu and cuda/cuda_layernorm.cu. The 16-bit buffers hold real
 // bf16/fp16 bits (kern::half.h), as on the device; values are widened into T scratch and the
 // existing fp32 passes run on them, so the arithmetic is the same expressions in the same
 // order as the fp32-stored path, only on rounded inputs.
+#include <algorithm>
+
 #include "cpu_ops_impl.h"
 
 namespace lansbert::cpu {
@@ -110,15 +113,43 @@ void CpuOps<T>::residual_layernorm_forward(const ResidualLayerNorm<T>& a) {
   round_values(copy->data(), n, copy->data());
 }
 
-// With sum_copy_only the sums are read from their kept copy (the rounded values the forward
-// normalised); the rest is the default's two ops.
+// The default's two ops on 16-bit inputs: the sums from their kept copy (sum_copy_only), d(out)
+// from its copy (grad_copy_only) or rounded into scratch (grad_half); d(sum) into dsum's copy
+// store or into dsum, rounded there before the dropout-bias backward reads it.
 template <typename T>
 void CpuOps<T>::residual_layernorm_backward(const ResidualLayerNormGrad<T>& g) {
-  if (!g.sum_copy_only) return Ops<T>::residual_layernorm_backward(g);
-  ResidualLayerNormGrad<T> from_copy = g;
-  from_copy.sum = kept_copy_of(g.sum, size_t(g.rows) * g.cols);
-  from_copy.sum_copy_only = false;
-  Ops<T>::residual_layernorm_backward(from_copy);
+  if (!g.sum_copy_only && !g.grad_half && !g.grad_copy_only) return Ops<T>::residual_layernorm_backward(g);
+  LB_CHECK_MSG(half_activations() && (!g.grad_copy_only || (g.grad_half && kept_outputs_unwritten())) &&
+                   (!g.sum_copy_only || kept_outputs_unwritten()),
+               "residual_layernorm_backward: 16-bit sums and gradients need 16-bit GEMMs (and kept copies for "
+               "sum_copy_only and grad_copy_only)");
+  const size_t n = size_t(g.rows) * g.cols;
+  T* dsum = g.dsum;
+  if (g.grad_copy_only) dsum = kept_output(g.dsum, n)->data();
+  const T* sum = g.sum_copy_only ? kept_copy_of(g.sum, n) : g.sum;
+  const T* dout = g.dout;
+  if (g.grad_copy_only) {
+    dout = kept_copy_of(g.dout, n);
+  } else if (g.grad_half) {
+    if (grad_scratch_.size() < n) grad_scratch_.resize(n);
+    round_values(g.dout, n, grad_scratch_.data());
+    dout = grad_scratch_.data();
+  }
+  layernorm_backward(dout, sum, g.gamma, g.mean, g.rstd, dsum, g.dgamma, g.dbeta, g.rows, g.cols);
+  if (g.grad_half) round_values(dsum, n, dsum);
+  dropout_bias_backward_kept(dsum, g.dy, g.dbias, g.rows, g.cols, g.p, g.key);
+}
+
+template <typename T>
+void CpuOps<T>::round_to_gemm_half(T* x, size_t n) {
+  LB_CHECK_MSG(half_activations(), "round_to_gemm_half: needs bf16/fp16 GEMMs");
+  round_values(x, n, x);
+}
+
+template <typename T>
+void CpuOps<T>::widen_kept(T* x, size_t n) {
+  const T* copy = kept_copy_of(x, n);
+  std::copy(copy, copy + n, x);
 }
 
 template class CpuOps<float>;

@@ -29,6 +29,9 @@ class CpuOps final : public Ops<T> {
                       const T* bias, T* c, int ldc) override;
   void gemm_batched_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb, T* c,
                          int ldc, const GemmBatch& batch) override;
+  // Into the copy's store with beta 1 (it holds the rounded values), then rounded there.
+  void gemm_accumulate_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
+                            T* c, int ldc) override;
   void keep_gemm_operand(const T* x, size_t n) override;
   void keep_converted_gemm_operand(const T* x, size_t n, const uint16_t* converted,
                                    kern::HalfFormat format) override;
@@ -77,6 +80,8 @@ class CpuOps final : public Ops<T> {
   // 16-bit flags); otherwise the composition.
   void residual_layernorm_forward(const ResidualLayerNorm<T>& a) override;
   void residual_layernorm_backward(const ResidualLayerNormGrad<T>& g) override;
+  void round_to_gemm_half(T* x, size_t n) override;
+  void widen_kept(T* x, size_t n) override;
   void layernorm_forward_kept(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd, int rows, int cols,
                               T eps) override;
   void dropout_bias_backward_kept(const T* dy, T* dx, T* dbias, int rows, int cols, float p, RngKey key) override;

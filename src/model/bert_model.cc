@@ -292,7 +292,8 @@ size_t BertModel<T>::kept_copy_bytes_for(const BertConfig& c, ModelLimits lim, b
   // and d(q/k/v) (N x 6H), the FFN's (N x I), d(scores); the heads' output gradients (the
   // MLM decoder's and transform's, the NSP classifier's and the pooler's).
   const size_t heads = Pt * (c.vocab_size + H) + B * (H + 2);
-  const size_t backward = N * (6 * H + I) + (attention_keeps_operands ? BASS : 0) + heads;
+  // With 16-bit activations (as the sums above) the gradient stream's two copies, d(x) and d(h1).
+  const size_t backward = N * (6 * H + I) + (sums ? 2 * N * H : 0) + (attention_keeps_operands ? BASS : 0) + heads;
   return 2 * (forward + backward);
 }
 
@@ -455,6 +456,11 @@ void BertModel<T>::backward(T loss_weight, const GradReadyFn& on_ready) {
   s.ops->set_gelu_form(config_.hidden_act);
   auto index = [&](const ParamEntry* e) { return size_t(e - table_.entries().data()); };
   heads_backward(s, loss_weight);
+  // The gradient stream between the layers in 16 bits (16-bit activations): held as copies
+  // where the residual stream is (the heads' fp32 d(hidden) cast into its copy here), rounded
+  // as read and stored otherwise; the embeddings then read it in fp32 at that rounding.
+  const size_t NH = size_t(s.N) * config_.hidden;
+  if (s.residual_copy_only) s.ops->keep_gemm_operand(s.dh, NH);
   if (on_ready) on_ready(index(s.pooler.w), table_.size());
   for (int l = config_.layers - 1; l >= 0; --l) {
     const T* x = l == 0 ? s.emb_out : s.layers[l - 1].h2;
@@ -462,6 +468,13 @@ void BertModel<T>::backward(T loss_weight, const GradReadyFn& on_ready) {
     encoder_layer_backward(s, l, x);
     const LayerParams& p = s.layer_params[l];
     if (on_ready) on_ready(index(p.qkv.w), index(p.ln2.b) + 1);
+  }
+  if (s.residual_copy_only) {
+    s.ops->widen_kept(s.dh, NH);
+    s.ops->drop_gemm_operand(s.dh);
+    s.ops->drop_gemm_operand(s.d_a);
+  } else if (s.half_activations) {
+    s.ops->round_to_gemm_half(s.dh, NH);
   }
   embeddings_backward(s);  // the word embeddings also took the tied decoder's gradient
   if (on_ready) on_ready(0, index(s.layer_params.empty() ? s.pooler.w : s.layer_params[0].qkv.w));

@@ -69,7 +69,9 @@ struct BertState {
   // d(q, k, v) kept in 16 bits where the attention can write it so, and the encoder's residual
   // adds using the previous LayerNorm's output at its 16-bit rounding
   // (ResidualLayerNorm::residual_half), and the LayerNorms' input sums at that rounding
-  // (ResidualLayerNorm::sum_half), as Megatron-LM keeps the residual stream in bf16.
+  // (ResidualLayerNorm::sum_half), as Megatron-LM keeps the residual stream in bf16; in the
+  // backward the gradient stream between the block ends (dh, d_a) at that rounding too
+  // (ResidualLayerNormGrad::grad_half).
   bool half_activations = false;
   // With 16-bit activations, kept copies whose fp32 is unwritten and no whole layer recomputed
   // (which drops the layer inputs' copies): those LayerNorm outputs (h1, and h2 but the last
@@ -77,7 +79,9 @@ struct BertState {
   // (ResidualLayerNorm::out_copy_only). So are the dense layers' outputs res1 and res2, the
   // LayerNorms' input sums: produced as kept 16-bit copies (Ops::gemm_kept), summed in place and
   // read back by the backward from there (ResidualLayerNorm::sum_copy_only); each is dropped
-  // once its backward has read it. Set by layout().
+  // once its backward has read it. In the backward the gradient stream dh / d_a is held only as
+  // copies too (ResidualLayerNormGrad::grad_copy_only, Ops::gemm_accumulate_kept), from the
+  // heads' d(hidden) to the embeddings' input gradient. Set by layout().
   bool residual_copy_only = false;
   // Sizes of the current forward.
   int B = 0, S = 0, P = 0, N = 0, Pt = 0;

@@ -131,6 +131,9 @@ ResidualLayerNormGrad<T> residual_norm_grad(const BertState<T>& m, int l, int wh
   g.p = drop_p(m, m.config->hidden_dropout);
   g.key = key(m, dropout_site(l, which));
   g.sum_copy_only = m.residual_copy_only;
+  // The gradient stream (dout, dsum) in 16 bits too, held as copies where the residual stream is.
+  g.grad_half = m.half_activations;
+  g.grad_copy_only = m.residual_copy_only;
   return g;
 }
 
@@ -216,8 +219,10 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
                   H, {.dy_kept = true});
   ops.drop_gemm_operand(a.ffn_act);
   if (!a.ffn_pre16) ops.bias_gelu_backward_kept(m.d_ffn, a.ffn_pre, m.d_ffn, m.g(p.inter.b), N, I);
-  // d_a holds the residual part of d(h1); the FFN input gradient is added to it.
-  linear_backward(ops, m.d_ffn, a.h1, m.p(p.inter.w), m.d_a, m.g(p.inter.w), nullptr, N, H, I, {.accumulate_dx = true, .dy_kept = true});
+  // d_a holds the residual part of d(h1); the FFN input gradient is added to it (into its
+  // 16-bit copy where the gradient stream is copies only).
+  linear_backward(ops, m.d_ffn, a.h1, m.p(p.inter.w), m.d_a, m.g(p.inter.w), nullptr, N, H, I,
+                  {.accumulate_dx = true, .dy_kept = true, .dx_kept = m.residual_copy_only});
   ops.drop_gemm_operand(a.h1);
 
   // Attention block: d_a = d(h1). d(res1) goes straight into dh (free since the FFN block read
@@ -255,7 +260,7 @@ void encoder_layer_backward(BertState<T>& m, int l, const T* x) {
 
   // d(x) = residual (already in dh) + the projection's input gradient.
   linear_backward(ops, m.d_qkv, x, m.p(p.qkv.w), m.dh, m.g(p.qkv.w), dqkv_kept ? nullptr : qkv_bias_grad, N, H, 3 * H,
-                  {.accumulate_dx = true, .dy_kept = dqkv_kept});
+                  {.accumulate_dx = true, .dy_kept = dqkv_kept, .dx_kept = m.residual_copy_only});
   ops.drop_gemm_operand(x);
 }
 

@@ -32,7 +32,9 @@ void linear_forward_kept(Ops<T>& ops, const T* x, const T* w, const T* b, T* y, 
 //                  bias sums read that copy where dy's fp32 may be unwritten
 //                  (Ops::bias_add_backward_of_kept);
 //   dx_kept        dx is read only by GEMMs until its reader drops it: produced kept
-//                  (Ops::gemm_kept, fp32 maybe unwritten). Not with accumulate_dx.
+//                  (Ops::gemm_kept, fp32 maybe unwritten). With accumulate_dx: dx is held
+//                  only as its kept copy, which dy W is added into (Ops::gemm_accumulate_kept:
+//                  the 16-bit gradient stream).
 struct LinearGradFlags {
   bool accumulate_dx = false;
   bool dy_kept = false;
@@ -47,12 +49,13 @@ struct LinearGradFlags {
 template <typename T>
 void linear_backward(Ops<T>& ops, const T* dy, const T* x, const T* w, T* dx, T* dw, std::type_identity_t<T>* db, int n,
                      int in, int out, LinearGradFlags flags = {}) {
-  LB_CHECK_MSG(!(flags.dx_kept && flags.accumulate_dx), "linear_backward: a kept dx cannot be accumulated");
   // Where dy has no copy yet, the bias-gradient sums run first and write it as they read dy.
   const bool sums_keep = db && !flags.dy_kept;
   if (sums_keep) ops.bias_add_backward_kept(dy, db, n, out);
   HeldGemmOperand<T> held(ops, dy, size_t(n) * size_t(out), flags.dy_kept || sums_keep);
-  if (dx && flags.dx_kept)
+  if (dx && flags.dx_kept && flags.accumulate_dx)
+    ops.gemm_accumulate_kept(Trans::kNo, Trans::kNo, n, in, out, dy, out, w, in, dx, in);
+  else if (dx && flags.dx_kept)
     ops.gemm_kept(Trans::kNo, Trans::kNo, n, in, out, dy, out, w, in, dx, in);
   else if (dx)
     ops.gemm(Trans::kNo, Trans::kNo, n, in, out, T(1), dy, out, w, in, flags.accumulate_dx ? T(1) : T(0), dx, in);

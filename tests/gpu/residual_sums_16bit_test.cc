@@ -4,10 +4,12 @@
 // residual_layernorm_backward. Against the CPU twin doing the same, and against the device
 // without cast reuse (the sums rounded in fp32 memory: the same values), at BERT's width (the
 // fused backward reads the 16-bit sums) and at 70 columns (the two-op backward on the sums
-// widened into scratch).
+// widened into scratch). Then the same with the gradient stream in 16 bits (grad_half,
+// grad_copy_only, gemm_accumulate_kept and the stream's ends) every way the device runs it.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "gpu_test_util.h"
 #include "lansbert/backend/cpu_ops.h"
@@ -47,8 +49,12 @@ Inputs make_inputs(int rows, int cols, int k) {
 
 // The forward and backward on `ops` (device pointers from `put`, results through `get`); the
 // sums and dy as GEMMs read them (through an identity: exact).
+// With grads, the gradient stream in 16 bits too (ResidualLayerNormGrad::grad_half; with copy_only
+// grad_copy_only: d(out) cast into its kept copy first, as the model casts the heads' output
+// gradient), then the layer input's gradient x w added into d(sum) (gemm_accumulate_kept, or
+// gemm beta 1 and round_to_gemm_half) and the end read in fp32 (widen_kept): dsum is that end.
 template <typename Put, typename Get>
-Outputs run(Ops<float>& ops, const Inputs& in, bool copy_only, Put&& put, Get&& get) {
+Outputs run(Ops<float>& ops, const Inputs& in, bool copy_only, bool grads, Put&& put, Get&& get) {
   const int rows = in.rows, cols = in.cols, k = in.k;
   const size_t n = size_t(rows) * cols;
   auto x = put(in.x), w = put(in.w), bias = put(in.bias), res = put(in.res), gamma = put(in.gamma),
@@ -73,22 +79,34 @@ Outputs run(Ops<float>& ops, const Inputs& in, bool copy_only, Put&& put, Get&& 
                                                  dsum.data(), dy.data(), dgamma.data(), dbeta.data(), dbias.data(),
                                                  rows, cols, 0.1f, kKey);
   g.sum_copy_only = copy_only;
+  g.grad_half = grads;
+  g.grad_copy_only = grads && copy_only;
+  if (g.grad_copy_only) ops.keep_gemm_operand(dout.data(), n);
   ops.residual_layernorm_backward(g);
   ops.gemm(Trans::kNo, Trans::kNo, rows, cols, cols, 1.0f, dy.data(), cols, eye.data(), cols, 0.0f, dy_read.data(),
            cols);
   ops.drop_gemm_operand(dy.data());
   ops.drop_gemm_operand(y.data());
+  if (g.grad_copy_only) {
+    ops.gemm_accumulate_kept(Trans::kNo, Trans::kNo, rows, cols, k, x.data(), k, w.data(), cols, dsum.data(), cols);
+    ops.widen_kept(dsum.data(), n);
+    ops.drop_gemm_operand(dsum.data());
+    ops.drop_gemm_operand(dout.data());
+  } else if (grads) {
+    ops.gemm(Trans::kNo, Trans::kNo, rows, cols, k, 1.0f, x.data(), k, w.data(), cols, 1.0f, dsum.data(), cols);
+    ops.round_to_gemm_half(dsum.data(), n);
+  }
   return {get(y), get(sums), get(out), get(mean), get(rstd), get(dsum), get(dy_read), get(dgamma), get(dbeta),
           get(dbias)};
 }
 
-Outputs on_device(Ops<float>& ops, const Inputs& in, bool copy_only) {
-  return run(ops, in, copy_only, [](const std::vector<float>& v) { return to_device(v); },
+Outputs on_device(Ops<float>& ops, const Inputs& in, bool copy_only, bool grads = false) {
+  return run(ops, in, copy_only, grads, [](const std::vector<float>& v) { return to_device(v); },
              [](const Buffer<float>& b) { return to_host(b); });
 }
 
-Outputs on_host(Ops<float>& ops, const Inputs& in) {
-  return run(ops, in, true, [](const std::vector<float>& v) { return v; },
+Outputs on_host(Ops<float>& ops, const Inputs& in, bool grads = false) {
+  return run(ops, in, true, grads, [](const std::vector<float>& v) { return v; },
              [](const std::vector<float>& v) { return v; });
 }
 
@@ -121,6 +139,38 @@ TEST(GpuResidualSums16, ForwardAndBackwardMatchTheCpuTwinAndTheFp32HeldSums) {
     // Every stored sum is a bf16 value.
     for (float v : d.sums)
       ASSERT_EQ(kern::round_to_half(v, kern::HalfFormat::kBf16), v) << "a sum is not a bf16 value";
+  }
+}
+
+// The gradient stream in 16 bits as well: held as copies (the fused backward reading d(out)'s
+// copy and writing d(sum)'s, at 1024 columns; the two-op path on them widened, at 70), in fp32
+// with rounding through the fused kernel (cast reuse on, no copies asked for), and without cast
+// reuse (the two-op path, rounding in fp32). Each against the CPU twin with copies.
+TEST(GpuGradientStream16, BlockEndAndAccumulationMatchTheCpuTwinEveryWay) {
+  LB_REQUIRE_GPU();
+  for (int cols : {1024, 70}) {
+    SCOPED_TRACE("cols " + std::to_string(cols));
+    const Inputs in = make_inputs(21, cols, 40);
+    cuda::OpsOptions oo;
+    oo.math = GemmMath::kBf16;
+    auto copies = cuda::make_ops(oo);
+    oo.reuse_casts = false;
+    auto no_reuse = cuda::make_ops(oo);
+    auto cpu = cpu::make_ops<float>(GemmMath::kBf16);
+    const Outputs c = on_host(*cpu, in, true);
+    const std::pair<const char*, Outputs> runs[] = {{"copies", on_device(*copies, in, true, true)},
+                                                    {"fp32 with reuse", on_device(*copies, in, false, true)},
+                                                    {"fp32 without reuse", on_device(*no_reuse, in, false, true)}};
+    for (const auto& [name, d] : runs) {
+      SCOPED_TRACE(name);
+      expect_close("the stream's end vs the CPU twin", d.dsum, c.dsum, 1e-2);
+      expect_close("dy (as read) vs the CPU twin", d.dy, c.dy, 1e-2);
+      expect_close("dgamma vs the CPU twin", d.dgamma, c.dgamma, 1e-2);
+      expect_close("dbeta vs the CPU twin", d.dbeta, c.dbeta, 1e-2);
+      expect_close("dbias vs the CPU twin", d.dbias, c.dbias, 1e-2);
+      for (float v : d.dsum)
+        ASSERT_EQ(kern::round_to_half(v, kern::HalfFormat::kBf16), v) << "the stream's end is not a bf16 value";
+    }
   }
 }
 

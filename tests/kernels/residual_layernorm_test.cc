@@ -4,9 +4,11 @@
 // (with and without the kept copy of its output), and its backward (residual_layernorm_backward:
 // layernorm_backward, then dropout_bias_backward_kept) against fp64 central differences for
 // every input. With 16-bit sums (sum_half): the dense output and the sum used at bf16
-// rounding, held only as y's kept copy or rounded in fp32 memory, the same bits either way.
+// rounding, held only as y's kept copy or rounded in fp32 memory, the same bits either way; so
+// is the 16-bit gradient stream (grad_half, grad_copy_only) and its accumulation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "fd.h"
@@ -228,6 +230,106 @@ TEST(ResidualLayerNorm, SixteenBitSumsAreTheSameInTheCopyAndInFp32) {
     for (int col = 0; col < cols; ++col)
       EXPECT_NEAR(c.out[size_t(r) * cols + col], (c.sums[size_t(r) * cols + col] - m) / std::sqrt(v + 1e-12) * g[col] + b[col], 1e-5);
   }
+}
+
+// The gradient stream in 16 bits (ResidualLayerNormGrad::grad_half, grad_copy_only): d(out)
+// held as its kept copy (cast from fp32, as the model casts the heads' d(hidden)), d(sum)
+// written only into its copy, the layer input's gradient added into that copy
+// (gemm_accumulate_kept), and widened out at the end (widen_kept); or, without cast reuse, d(out)
+// rounded as read, d(sum) rounded in fp32 memory, the GEMM adding in fp32 and the end rounded
+// in place (round_to_gemm_half). The same bits either way, and the copy path never touches
+// d(out)'s or d(sum)'s fp32 memory before the end.
+struct HalfGradRun {
+  std::vector<float> dsum, dy, dg, db, dbias, end;
+  bool fp32_untouched = true;
+};
+
+HalfGradRun half_grad_run(bool copy, const std::vector<float>& sum, const std::vector<float>& g,
+                          const std::vector<float>& mean, const std::vector<float>& rstd,
+                          const std::vector<float>& dout, const std::vector<float>& a, const std::vector<float>& w,
+                          int k, int rows, int cols, float p) {
+  auto ops = cpu::make_ops<float>(GemmMath::kBf16, /*reuse_casts=*/copy);
+  const size_t n = size_t(rows) * cols;
+  HalfGradRun r{std::vector<float>(n), std::vector<float>(n), std::vector<float>(cols, 0.f),
+                std::vector<float>(cols, 0.f), std::vector<float>(cols, 0.f), std::vector<float>(n)};
+  std::vector<float> dout_mem = dout, dsum_mem(n, -7.0f), dy(n, 0.0f);
+  if (copy) {
+    ops->keep_gemm_operand(dout_mem.data(), n);
+    std::fill(dout_mem.begin(), dout_mem.end(), std::nanf(""));  // only the copy may be read
+  }
+  auto grad = testing::residual_layernorm_grad_args(dout_mem.data(), sum.data(), g.data(), mean.data(), rstd.data(),
+                                                    dsum_mem.data(), dy.data(), r.dg.data(), r.db.data(),
+                                                    r.dbias.data(), rows, cols, p, kKey);
+  grad.grad_half = true;
+  grad.grad_copy_only = copy;
+  ops->residual_layernorm_backward(grad);
+  std::vector<float> eye(size_t(cols) * cols, 0.0f);
+  for (int c = 0; c < cols; ++c) eye[size_t(c) * cols + c] = 1.0f;
+  auto read = [&](const float* v, std::vector<float>* into) {  // as a GEMM reads it: exact
+    ops->gemm(Trans::kNo, Trans::kNo, rows, cols, cols, 1.0f, v, cols, eye.data(), cols, 0.0f, into->data(), cols);
+  };
+  read(dsum_mem.data(), &r.dsum);
+  read(dy.data(), &r.dy);
+  if (copy) {
+    ops->gemm_accumulate_kept(Trans::kNo, Trans::kNo, rows, cols, k, a.data(), k, w.data(), cols, dsum_mem.data(),
+                              cols);
+    for (float v : dsum_mem) r.fp32_untouched = r.fp32_untouched && v == -7.0f;
+    ops->widen_kept(dsum_mem.data(), n);
+  } else {
+    ops->gemm(Trans::kNo, Trans::kNo, rows, cols, k, 1.0f, a.data(), k, w.data(), cols, 1.0f, dsum_mem.data(), cols);
+    ops->round_to_gemm_half(dsum_mem.data(), n);
+  }
+  r.end = dsum_mem;
+  return r;
+}
+
+TEST(ResidualLayerNorm, SixteenBitGradientStreamIsTheSameInTheCopyAndInFp32) {
+  const int rows = 6, cols = 36, k = 20;
+  const size_t n = size_t(rows) * cols;
+  const float p = 0.1f;
+  const auto sum = testing::cast<float>(random_vec(n, 31)), g = testing::cast<float>(random_vec(cols, 32));
+  const auto beta = testing::cast<float>(random_vec(cols, 33)), dout = testing::cast<float>(random_vec(n, 34));
+  const auto a = testing::cast<float>(random_vec(size_t(rows) * k, 35));
+  const auto w = testing::cast<float>(random_vec(size_t(k) * cols, 36));
+  std::vector<float> out(n), mean(rows), rstd(rows);
+  cpu::make_ops<float>()->layernorm_forward(sum.data(), g.data(), beta.data(), out.data(), mean.data(), rstd.data(),
+                                            rows, cols, 1e-12f);
+  const HalfGradRun c = half_grad_run(true, sum, g, mean, rstd, dout, a, w, k, rows, cols, p);
+  const HalfGradRun f = half_grad_run(false, sum, g, mean, rstd, dout, a, w, k, rows, cols, p);
+  EXPECT_TRUE(c.fp32_untouched) << "d(sum)'s fp32 memory was written in the copy path";
+  EXPECT_EQ(c.dsum, f.dsum);
+  EXPECT_EQ(c.dy, f.dy);
+  EXPECT_EQ(c.dg, f.dg);
+  EXPECT_EQ(c.db, f.db);
+  EXPECT_EQ(c.dbias, f.dbias);
+  EXPECT_EQ(c.end, f.end);
+  // Naive, in double: the LayerNorm's dx of the rounded d(out), rounded; then plus the bf16
+  // GEMM's product, rounded. One bf16 step of slack where fp32 sums may round the other way.
+  const kern::HalfFormat bf = kern::HalfFormat::kBf16;
+  auto rounded = [&](double v) { return double(kern::round_to_half(float(v), bf)); };
+  size_t moved = 0;
+  for (int r = 0; r < rows; ++r) {
+    double mg = 0, mgx = 0;
+    for (int col = 0; col < cols; ++col) {
+      const size_t i = size_t(r) * cols + col;
+      const double xhat = (sum[i] - double(mean[r])) * rstd[r];
+      mg += rounded(dout[i]) * g[col] / cols;
+      mgx += rounded(dout[i]) * g[col] * xhat / cols;
+    }
+    for (int col = 0; col < cols; ++col) {
+      const size_t i = size_t(r) * cols + col;
+      const double xhat = (sum[i] - double(mean[r])) * rstd[r];
+      const double dx = rstd[r] * (rounded(dout[i]) * g[col] - mg - xhat * mgx);
+      EXPECT_NEAR(c.dsum[i], rounded(dx), 0x1p-7 * std::fabs(dx) + 1e-6) << "d(sum) at " << i;
+      EXPECT_EQ(float(rounded(c.dsum[i])), c.dsum[i]) << "d(sum) is not a bf16 value at " << i;
+      double acc = c.dsum[i];
+      for (int j = 0; j < k; ++j) acc += rounded(a[size_t(r) * k + j]) * rounded(w[size_t(j) * cols + col]);
+      EXPECT_NEAR(c.end[i], rounded(acc), 0x1p-7 * std::fabs(acc) + 1e-6) << "the stream's end at " << i;
+      EXPECT_EQ(float(rounded(c.end[i])), c.end[i]) << "the stream's end is not a bf16 value at " << i;
+      moved += double(c.dsum[i]) != float(dx);
+    }
+  }
+  EXPECT_GT(moved, n / 2) << "d(sum) was not rounded";
 }
 
 }  // namespace

@@ -146,6 +146,34 @@ TEST(ProfilingTraffic, SixteenBitSumsAreCountedAtTwoBytes) {
   for (const float* x : {a.data(), w.data(), y.data(), dy.data()}) p.drop_gemm_operand(x);
 }
 
+// The 16-bit gradient stream held as copies (grad_copy_only): the block end reads d(out) and
+// writes d(sum) at 2 bytes each (8 an element with the sum and d(y), where the fp32 stream moves
+// 12); the layer input's GEMM reads and writes d(sum)'s copy at 2 bytes each; the stream's end
+// reads the copy and writes fp32.
+TEST(ProfilingTraffic, SixteenBitGradientStreamIsCountedAtTwoBytes) {
+  auto cpu = cpu::make_ops<float>(GemmMath::kBf16, true);
+  ProfilingOps<float> p(*cpu, nullptr, 2);
+  const int m = 4, n = 8, k = 8;
+  const double mn = double(m) * n;
+  std::vector<float> a(m * k, 1.0f), w(k * n, 0.5f), y(m * n), g(n, 1.0f), mean(m, 0.0f), rstd(m, 1.0f);
+  std::vector<float> dout(m * n, 0.3f), dsum(m * n), dy(m * n), dgamma(n, 0.0f), dbeta(n, 0.0f), dbias(n, 0.0f);
+  p.gemm_kept(Trans::kNo, Trans::kNo, m, n, k, a.data(), k, w.data(), n, y.data(), n);
+  p.keep_gemm_operand(dout.data(), dout.size());
+  auto b = testing::residual_layernorm_grad_args(dout.data(), y.data(), g.data(), mean.data(), rstd.data(), dsum.data(),
+                                                 dy.data(), dgamma.data(), dbeta.data(), dbias.data(), m, n);
+  b.sum_copy_only = b.grad_half = b.grad_copy_only = true;
+  p.residual_layernorm_backward(b);
+  EXPECT_EQ(p.entries().at("residual_layernorm_backward").bytes,
+            (2.0 + 2.0 + 2.0 + 2.0) * mn + 4.0 * (2 * m + 5 * n) + 8.0 * n);
+  const double gemm_before = p.entries().at("gemm").bytes;
+  p.gemm_accumulate_kept(Trans::kNo, Trans::kNo, m, n, k, a.data(), k, w.data(), n, dsum.data(), n);
+  // A and B (not kept: cast for this GEMM, 6 bytes an element) read at 2, C's copy at 2 + 2.
+  EXPECT_EQ(p.entries().at("gemm").bytes - gemm_before, (6.0 + 2.0) * (m * k + k * n) + 4.0 * mn);
+  p.widen_kept(dsum.data(), dsum.size());
+  EXPECT_EQ(p.entries().at("gradient_stream_ends").bytes, 6.0 * mn);
+  for (const float* x : {a.data(), w.data(), y.data(), dy.data(), dout.data(), dsum.data()}) p.drop_gemm_operand(x);
+}
+
 // A training step's GEMM FLOPs, summed over the profile's rows, are the FLOPs MFU counts;
 // with the hand-written attention expanded or timed as one entry point (forward two GEMMs,
 // backward four); the expansion gives the same loss and gradients, bit for bit.

@@ -118,6 +118,16 @@ struct ResidualLayerNormGrad {
   float p = 0;                       // the forward's dropout probability and key
   RngKey key{};
   bool sum_copy_only = false;        // sum is held only as its kept 16-bit copy (ResidualLayerNorm::sum_copy_only)
+  // The residual gradient stream in 16 bits (16-bit activations; the defaults refuse both).
+  // grad_half: d(out) is used at the GEMMs' 16-bit rounding and d(sum) is rounded where it is
+  // stored, before dy and dbias are taken from it. grad_copy_only (with grad_half, where
+  // kept_outputs_unwritten): d(out) is read from its kept copy and d(sum) written only into
+  // dsum's kept copy (kept from here: the layer's input GEMM adds into it, gemm_accumulate_kept,
+  // and the next block end down reads it as its d(out)), their fp32 memory neither read nor
+  // written. Without, d(out) is rounded as read and the rounded d(sum) written in fp32: the same
+  // values. Per element and block end: d(out) read and d(sum) written at 2 bytes, not 4.
+  bool grad_half = false;
+  bool grad_copy_only = false;
 };
 
 template <typename T>
@@ -202,6 +212,28 @@ class Ops {
                               const T* bias, T* c, int ldc) {
     gemm_bias(ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc);
     keep_gemm_operand(c, gemm_operand_extent(Trans::kNo, m, n, ldc));
+  }
+  // The 16-bit gradient stream's accumulation (ResidualLayerNormGrad::grad_copy_only): c's
+  // kept copy (c[m, n], ldc == n, kept with its fp32 memory unwritten) becomes copy + op(A)
+  // op(B), summed in fp32 and rounded once: the bits of gemm (beta 1) into fp32 memory holding
+  // the copy's values, then rounding. A 16-bit C read and written instead of an fp32 one.
+  // Where kept_outputs_unwritten() only; the default refuses.
+  virtual void gemm_accumulate_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b,
+                                    int ldb, T* c, int ldc) {
+    (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc;
+    LB_CHECK_MSG(false, "gemm_accumulate_kept: this backend keeps no 16-bit outputs (Ops::kept_outputs_unwritten)");
+  }
+  // The gradient stream's ends (16-bit activations): round_to_gemm_half rounds x[0, n) in place
+  // to the GEMMs' 16-bit format (where the stream is stored in fp32), widen_kept writes x[0, n)
+  // from its kept copy (where it is held as that copy), so that the op after the stream reads
+  // fp32 values either way. The defaults refuse (no 16-bit GEMMs).
+  virtual void round_to_gemm_half(T* x, size_t n) {
+    (void)x, (void)n;
+    LB_CHECK_MSG(false, "round_to_gemm_half: this backend has no 16-bit GEMMs (Ops::half_activations)");
+  }
+  virtual void widen_kept(T* x, size_t n) {
+    (void)x, (void)n;
+    LB_CHECK_MSG(false, "widen_kept: this backend keeps no 16-bit copies (Ops::kept_outputs_unwritten)");
   }
   virtual void gemm_batched_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
                                  T* c, int ldc, const GemmBatch& batch) {
@@ -291,7 +323,7 @@ class Ops {
   // (CudaOps: rows up to 1024 wide with 16-bit copies kept; 4 bytes per element fewer, twice
   // a layer).
   virtual void residual_layernorm_backward(const ResidualLayerNormGrad<T>& a) {
-    LB_CHECK_MSG(!a.sum_copy_only,
+    LB_CHECK_MSG(!a.sum_copy_only && !a.grad_half && !a.grad_copy_only,
                  "residual_layernorm_backward: this backend has no 16-bit activations (Ops::half_activations)");
     layernorm_backward(a.dout, a.sum, a.gamma, a.mean, a.rstd, a.dsum, a.dgamma, a.dbeta, a.rows, a.cols);
     dropout_bias_backward_kept(a.dsum, a.dy, a.dbias, a.rows, a.cols, a.p, a.key);

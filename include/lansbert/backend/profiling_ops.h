@@ -85,6 +85,12 @@ class ProfilingOps : public Ops<T> {
     time("gemm", gemm_flops(m, n, k), gemm_bytes(m, n, k, kept_out()),
          [&] { inner_.gemm_kept(ta, tb, m, n, k, a, lda, b, ldb, c, ldc); });
   }
+  // C's copy read and written at 2 bytes each (beta 1 into a 16-bit C).
+  void gemm_accumulate_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb, T* c,
+                            int ldc) override {
+    time("gemm", gemm_flops(m, n, k), gemm_bytes(m, n, k, 4),
+         [&] { inner_.gemm_accumulate_kept(ta, tb, m, n, k, a, lda, b, ldb, c, ldc); });
+  }
   void gemm_bias_kept(Trans ta, Trans tb, int m, int n, int k, const T* a, int lda, const T* b, int ldb,
                       const T* bias, T* c, int ldc) override {
     time("gemm_bias", gemm_flops(m, n, k), gemm_bytes(m, n, k, kept_out()) + E * n,
@@ -169,12 +175,22 @@ class ProfilingOps : public Ops<T> {
          [&] { inner_.residual_layernorm_forward(a); });
   }
   // layernorm_backward's bytes (the sum read at 2 bytes from its copy where 16-bit), then the
-  // dropout-bias backward's less its read of d(sum).
+  // dropout-bias backward's less its read of d(sum). With the gradient stream in copies d(out)
+  // is read at 2 bytes and d(sum) written only as its copy (the backend counts that write).
   void residual_layernorm_backward(const ResidualLayerNormGrad<T>& a) override {
-    const double r = a.rows, c = a.cols, sum = a.sum_copy_only && inner_.kept_outputs_unwritten() ? 2 : E;
+    const bool unwritten = inner_.kept_outputs_unwritten();
+    const double r = a.rows, c = a.cols, sum = a.sum_copy_only && unwritten ? 2 : E;
+    const double grads = a.grad_copy_only && unwritten ? 2 : 2 * E;  // d(out) read, d(sum) written
     time("residual_layernorm_backward", 0,
-         (2.0 * E + sum + kept_out()) * r * c + E * (2.0 * r + 5.0 * c) + 2.0 * E * c,
+         (grads + sum + kept_out()) * r * c + E * (2.0 * r + 5.0 * c) + 2.0 * E * c,
          [&] { inner_.residual_layernorm_backward(a); });
+  }
+  // The gradient stream's ends (ops.h): a pass over fp32 memory, or from the copy into it.
+  void round_to_gemm_half(T* x, size_t n) override {
+    time("gradient_stream_ends", 0, 2.0 * E * n, [&] { inner_.round_to_gemm_half(x, n); });
+  }
+  void widen_kept(T* x, size_t n) override {
+    time("gradient_stream_ends", 0, (2.0 + E) * n, [&] { inner_.widen_kept(x, n); });
   }
   void dropout_bias_backward_kept(const T* dy, T* dx, T* db, int r, int c, float p, RngKey k) override {
     time("dropout_bias_backward", 0, (E + kept_out()) * r * c + 2.0 * E * c,
