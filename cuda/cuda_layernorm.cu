@@ -181,11 +181,18 @@ struct KeptGrad {
 // The sums x are fp32, or (Sum uint16_t: ResidualLayerNormGrad::sum_copy_only) a kept 16-bit
 // copy, widened as read. So are dy (d(out)) and dx (d(sum)): fp32, rounded as read and written
 // with grad_half, or (Grad uint16_t: grad_copy_only, grad_half implied) their 16-bit copies.
-template <int kRuns, bool kBias, typename Sum, typename Grad>
+// The 16-bit format (kF; kept.format is ignored here) and whether fp32 gradients are rounded
+// (kRound: grad_half) are template arguments: as run-time values the all-16-bit instance at
+// 1024 columns spilled 208 bytes (ptxas -v, sm_90, 128 registers); as constants each
+// conversion has one form, and the bf16 instances the model runs spill nothing (the rounding
+// fp32 one at 1024 columns, 8 bytes). The fp16 ones at 768 and 1024 columns still spill
+// (150 to 230 bytes: kern::float_to_fp16 computes four candidates); fp16 is the V100's format,
+// compiled for sm_70 by CUDA 12 with other register counts. None of it has been timed.
+template <int kRuns, bool kBias, typename Sum, typename Grad, bool kRound, kern::HalfFormat kF>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, 2)
     layernorm_backward_kernel(const Grad* dy, const Sum* x, const float* gamma, const float* mean,
                               const float* rstd, Grad* dx, int rows, int cols, float p, RngKey key, KeptGrad kept,
-                              bool grad_half, int rows_per_block, float* partial) {
+                              int rows_per_block, float* partial) {
   constexpr int K = kBias ? 3 : 2, kCols = 4 * kRuns;
   __shared__ float block_part[K * 128 * kRuns];  // [K][cols]: dgamma's partials, dbeta's, dbias's
   const int lane = threadIdx.x, warp = threadIdx.y;
@@ -200,8 +207,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 2)
     const size_t base = size_t(row) * cols;
     const float m = mean[row], rs = rstd[row];
     float mean_g, mean_gx;
-    const auto xr = row_of(x + base, kept.format);
-    const auto dyr = grad_row_of(dy + base, grad_half, kept.format);
+    const auto xr = row_of(x + base, kF);
+    const auto dyr = grad_row_of(dy + base, kRound, kF);
     layernorm_dx_means(dyr, xr, gamma, m, rs, cols, &mean_g, &mean_gx);
     Philox4x32 bits{};  // the run's four dropout words (kBias: cols is a multiple of 4, so a run is a block)
 #pragma unroll
@@ -212,13 +219,13 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 2)
         if (kBias && j % 4 == 0 && p > 0.0f) bits = kern::dropout_block(key, i / 4);
         const float d = dyr(c), xhat = (xr(c) - m) * rs;
         float g = kern::layernorm_dx(d, gamma[c], xhat, rs, mean_g, mean_gx);
-        if (grad_half) g = kern::round_to_half(g, kept.format);  // d(sum) as stored, for dy and dbias too
-        store_grad(dx + i, g, kept.format);
+        if (kRound) g = kern::round_to_half(g, kF);  // d(sum) as stored, for dy and dbias too
+        store_grad(dx + i, g, kF);
         acc[0][j] += d * xhat;
         acc[1][j] += d;
         if constexpr (kBias) {
           const float gy = p > 0.0f ? kern::dropout_scale(g, bits.v[j % 4], p) : g;
-          kept.dy16[i] = kern::float_to_half(gy, kept.format);
+          kept.dy16[i] = kern::float_to_half(gy, kF);
           acc[K - 1][j] += gy;
         }
       }
@@ -252,7 +259,7 @@ int fused_backward_rows_per_block(int rows) {
 // a: the LayerNorm backward's arguments, with kBias dy (its copy: kept), dbias, p and key; the
 // sums read from `sum` (a.sum, or its 16-bit copy), d(out) from dout and d(sum) written to dsum
 // (a.dout and a.dsum, or their copies).
-template <int kRuns, bool kBias, typename Sum, typename Grad>
+template <int kRuns, bool kBias, typename Sum, typename Grad, bool kRound>
 void launch_layernorm_backward(const ResidualLayerNormGrad<float>& a, const Sum* sum, const Grad* dout, Grad* dsum,
                                const KeptGrad& kept, cudaStream_t s, DeviceBytes& workspace) {
   constexpr int K = kBias ? 3 : 2;
@@ -261,9 +268,13 @@ void launch_layernorm_backward(const ResidualLayerNormGrad<float>& a, const Sum*
   workspace.reserve(size_t(blocks) * K * a.cols * sizeof(float));
   float* partial = static_cast<float*>(workspace.get());
   const dim3 block(32, kWarpsPerBlock);
-  layernorm_backward_kernel<kRuns, kBias, Sum, Grad><<<blocks, block, 0, s>>>(dout, sum, a.gamma, a.mean, a.rstd,
-                                                                             dsum, a.rows, a.cols, a.p, a.key, kept,
-                                                                             a.grad_half, per_block, partial);
+  constexpr kern::HalfFormat kBf16 = kern::HalfFormat::kBf16, kFp16 = kern::HalfFormat::kFp16;
+  if (!kBias || kept.format == kBf16)  // without kBias nothing is converted: one instance
+    layernorm_backward_kernel<kRuns, kBias, Sum, Grad, kRound, kBf16><<<blocks, block, 0, s>>>(
+        dout, sum, a.gamma, a.mean, a.rstd, dsum, a.rows, a.cols, a.p, a.key, kept, per_block, partial);
+  else if constexpr (kBias)
+    layernorm_backward_kernel<kRuns, kBias, Sum, Grad, kRound, kFp16><<<blocks, block, 0, s>>>(
+        dout, sum, a.gamma, a.mean, a.rstd, dsum, a.rows, a.cols, a.p, a.key, kept, per_block, partial);
   LB_LAUNCH_CHECK();
   column_finish_kernel<K><<<(a.cols + kThreads - 1) / kThreads, kThreads, 0, s>>>(a.cols, blocks, partial, a.dgamma,
                                                                                  a.dbeta, kBias ? a.dbias : nullptr);
@@ -272,15 +283,15 @@ void launch_layernorm_backward(const ResidualLayerNormGrad<float>& a, const Sum*
 
 // The fused backward in the narrowest instance whose runs hold a row (up to 1024 columns:
 // bert-large); false, and nothing launched, for wider rows.
-template <bool kBias, typename Sum, typename Grad = float>
+template <bool kBias, typename Sum, typename Grad = float, bool kRound = false>
 bool launch_fused_layernorm_backward(const ResidualLayerNormGrad<float>& a, const Sum* sum, const Grad* dout,
                                      Grad* dsum, const KeptGrad& kept, cudaStream_t s, DeviceBytes& workspace) {
   using Launch = void (*)(const ResidualLayerNormGrad<float>&, const Sum*, const Grad*, Grad*, const KeptGrad&,
                           cudaStream_t, DeviceBytes&);
-  constexpr std::pair<int, Launch> kInstances[] = {{2, launch_layernorm_backward<2, kBias, Sum, Grad>},
-                                                   {4, launch_layernorm_backward<4, kBias, Sum, Grad>},
-                                                   {6, launch_layernorm_backward<6, kBias, Sum, Grad>},
-                                                   {8, launch_layernorm_backward<8, kBias, Sum, Grad>}};
+  constexpr std::pair<int, Launch> kInstances[] = {{2, launch_layernorm_backward<2, kBias, Sum, Grad, kRound>},
+                                                   {4, launch_layernorm_backward<4, kBias, Sum, Grad, kRound>},
+                                                   {6, launch_layernorm_backward<6, kBias, Sum, Grad, kRound>},
+                                                   {8, launch_layernorm_backward<8, kBias, Sum, Grad, kRound>}};
   for (const auto& [runs, launch] : kInstances)
     if (a.cols <= 128 * runs) {
       launch(a, sum, dout, dsum, kept, s, workspace);
@@ -364,8 +375,10 @@ void CudaOps::residual_layernorm_backward(const ResidualLayerNormGrad<float>& g)
   LB_CHECK_MSG((!g.grad_half || converts_operands()) && (!g.grad_copy_only || (g.grad_half && dout16)),
                "residual_layernorm_backward: 16-bit gradients need 16-bit GEMMs (and d(out) kept for grad_copy_only)");
   const kern::HalfFormat format = gemm_half_format(options_.math);
-  // The fused kernel reads 16-bit gradients only beside 16-bit sums (the model's pairing).
-  const bool fused = keeps_copies() && g.cols <= 1024 && g.cols % 4 == 0 && (!g.grad_copy_only || sum16);
+  // The fused kernel's instances: 16-bit gradients beside 16-bit sums (the model's pairing),
+  // fp32 gradients rounded beside fp32 sums, unrounded beside either.
+  const bool pairing = g.grad_copy_only ? sum16 != nullptr : !(g.grad_half && sum16);
+  const bool fused = keeps_copies() && g.cols <= 1024 && g.cols % 4 == 0 && pairing;
   if (!fused) {
     if (!sum16 && !g.grad_half) return Ops<float>::residual_layernorm_backward(g);
     const float* sum = g.sum;
@@ -395,10 +408,13 @@ void CudaOps::residual_layernorm_backward(const ResidualLayerNormGrad<float>& g)
   const KeptGrad kept{kept_output(g.dy, n), format};
   bool launched = false;
   if (g.grad_copy_only)
-    launched = launch_fused_layernorm_backward<true>(g, sum16, dout16, kept_output(g.dsum, n), kept, stream(),
-                                                     column_partials_);
+    launched = launch_fused_layernorm_backward<true, uint16_t, uint16_t, true>(g, sum16, dout16, kept_output(g.dsum, n),
+                                                                           kept, stream(), column_partials_);
   else if (sum16)
     launched = launch_fused_layernorm_backward<true>(g, sum16, g.dout, g.dsum, kept, stream(), column_partials_);
+  else if (g.grad_half)
+    launched = launch_fused_layernorm_backward<true, float, float, true>(g, g.sum, g.dout, g.dsum, kept, stream(),
+                                                                      column_partials_);
   else
     launched = launch_fused_layernorm_backward<true>(g, g.sum, g.dout, g.dsum, kept, stream(), column_partials_);
   LB_CHECK(launched);

@@ -146,17 +146,21 @@ TEST(GpuResidualSums16, ForwardAndBackwardMatchTheCpuTwinAndTheFp32HeldSums) {
 // copy and writing d(sum)'s, at 1024 columns; the two-op path on them widened, at 70), in fp32
 // with rounding through the fused kernel (cast reuse on, no copies asked for), and without cast
 // reuse (the two-op path, rounding in fp32). Each against the CPU twin with copies.
+// fp16 (the V100's format; the kernel's fp16 instances) with copies at 1024 columns too.
 TEST(GpuGradientStream16, BlockEndAndAccumulationMatchTheCpuTwinEveryWay) {
   LB_REQUIRE_GPU();
+  for (GemmMath math : {GemmMath::kBf16, GemmMath::kFp16})
   for (int cols : {1024, 70}) {
-    SCOPED_TRACE("cols " + std::to_string(cols));
+    if (math == GemmMath::kFp16 && cols != 1024) continue;
+    SCOPED_TRACE(std::string(gemm_math_name(math)) + ", cols " + std::to_string(cols));
+    const kern::HalfFormat format = gemm_half_format(math);
     const Inputs in = make_inputs(21, cols, 40);
     cuda::OpsOptions oo;
-    oo.math = GemmMath::kBf16;
+    oo.math = math;
     auto copies = cuda::make_ops(oo);
     oo.reuse_casts = false;
     auto no_reuse = cuda::make_ops(oo);
-    auto cpu = cpu::make_ops<float>(GemmMath::kBf16);
+    auto cpu = cpu::make_ops<float>(math);
     const Outputs c = on_host(*cpu, in, true);
     const std::pair<const char*, Outputs> runs[] = {{"copies", on_device(*copies, in, true, true)},
                                                     {"fp32 with reuse", on_device(*copies, in, false, true)},
@@ -169,7 +173,7 @@ TEST(GpuGradientStream16, BlockEndAndAccumulationMatchTheCpuTwinEveryWay) {
       expect_close("dbeta vs the CPU twin", d.dbeta, c.dbeta, 1e-2);
       expect_close("dbias vs the CPU twin", d.dbias, c.dbias, 1e-2);
       for (float v : d.dsum)
-        ASSERT_EQ(kern::round_to_half(v, kern::HalfFormat::kBf16), v) << "the stream's end is not a bf16 value";
+        ASSERT_EQ(kern::round_to_half(v, format), v) << "the stream's end is not a 16-bit value";
     }
   }
 }
