@@ -186,7 +186,7 @@ struct KeptGrad {
 // 1024 columns spilled 208 bytes (ptxas -v, sm_90, 128 registers); as constants each
 // conversion has one form, and the bf16 instances the model runs spill nothing (the rounding
 // fp32 one at 1024 columns, 8 bytes). The fp16 ones at 768 and 1024 columns still spill
-// (150 to 230 bytes: kern::float_to_fp16 computes four candidates); fp16 is the V100's format,
+// (up to 232 bytes: kern::float_to_fp16 computes four candidates); fp16 is the V100's format,
 // compiled for sm_70 by CUDA 12 with other register counts. None of it has been timed.
 template <int kRuns, bool kBias, typename Sum, typename Grad, bool kRound, kern::HalfFormat kF>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, 2)
