@@ -178,7 +178,7 @@ __device__ void forward_body(Layout L, const In* q, const In* k, const In* v, co
     __syncthreads();  // the previous tile's k_s, v_s, mask_s are no longer read
     stage_rows<F>(k, L.qkv_ld, L, b, h, k0, kCols, k_s);
     stage_rows<F>(v, L.qkv_ld, L, b, h, k0, kCols, v_s);
-    if (threadIdx.x < kCols) mask_s[threadIdx.x] = k0 + threadIdx.x < L.seq && mask[b * L.seq + k0 + threadIdx.x] != 0;
+    if (threadIdx.x < kCols) mask_s[threadIdx.x] = k0 + int(threadIdx.x) < L.seq && mask[b * L.seq + k0 + threadIdx.x] != 0;
     __syncthreads();
     times_rows_transposed<F>(qa, k_s, s_s[warp]);
     __syncwarp();
@@ -286,7 +286,7 @@ __device__ void dk_dv_body(const BackwardArgs<In, Out>& a) {
   uint16_t* v_stage = k_stage + kRows * kD;
   stage_rows<F>(a.k, L.qkv_ld, L, b, h, j0, kRows, k_stage);
   stage_rows<F>(a.v, L.qkv_ld, L, b, h, j0, kRows, v_stage);
-  if (threadIdx.x < kRows) keymask_s[threadIdx.x] = j0 + threadIdx.x < L.seq && a.mask[b * L.seq + j0 + threadIdx.x] != 0;
+  if (threadIdx.x < kRows) keymask_s[threadIdx.x] = j0 + int(threadIdx.x) < L.seq && a.mask[b * L.seq + j0 + threadIdx.x] != 0;
   __syncthreads();
   FragA<F, wmma::row_major> ka[kD / 16], va[kD / 16];
   load_a<F>(ka, k_stage + warp * 16 * kD);
@@ -381,7 +381,7 @@ __device__ void dq_body(const BackwardArgs<In, Out>& a) {
     __syncthreads();
     stage_rows<F>(a.k, L.qkv_ld, L, b, h, k0, kCols, k_s);
     stage_rows<F>(a.v, L.qkv_ld, L, b, h, k0, kCols, v_s);
-    if (threadIdx.x < kCols) mask_s[threadIdx.x] = k0 + threadIdx.x < L.seq && a.mask[b * L.seq + k0 + threadIdx.x] != 0;
+    if (threadIdx.x < kCols) mask_s[threadIdx.x] = k0 + int(threadIdx.x) < L.seq && a.mask[b * L.seq + k0 + threadIdx.x] != 0;
     __syncthreads();
     times_rows_transposed<F>(qa, k_s, s);
     times_rows_transposed<F>(doa, v_s, dpd);

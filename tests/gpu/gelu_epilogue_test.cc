@@ -99,7 +99,9 @@ TEST(GpuGeluEpilogue, FusedAndUnfusedPathsMatchTheCpuTwin) {
                 gpu.fused_gelu_gemms(), gpu.unfused_gelu_gemms());
     // The emulator's cuBLASLt takes every call with a width cuBLASLt documents; a GPU's may
     // decline an fp32 bias beside a 16-bit D (the unfused kernels then serve, as checked above).
-    if (testing::on_emulator()) EXPECT_EQ(gpu.fused_gelu_gemms(), c.fused);
+    if (testing::on_emulator()) {
+      EXPECT_EQ(gpu.fused_gelu_gemms(), c.fused);
+    }
     EXPECT_LE(gpu.fused_gelu_gemms(), c.fused);
     EXPECT_EQ(gpu.fused_gelu_gemms() + gpu.unfused_gelu_gemms(), c.tanh ? 2u : 0u);  // the erf form never tries
   }

@@ -98,7 +98,9 @@ TEST(GpuResidualLayerNorm, IsTheTwoKernelsAndTracksTheCpuTwin) {
             ASSERT_EQ(f.y[i] == res[i], c.y[i] == res[i]) << "mask differs at " << i;
             dropped += f.y[i] == res[i];
           }
-          if (p > 0) EXPECT_GT(dropped, n / 20);
+          if (p > 0) {
+            EXPECT_GT(dropped, n / 20);
+          }
           EXPECT_EQ(fused->gemm_operand_conversions(), plain->gemm_operand_conversions());
         }
 }

@@ -59,7 +59,9 @@ TEST(ResidualLayerNorm, ForwardMatchesNaive) {
       for (int c = 0; c < cols; ++c)
         EXPECT_NEAR(out[size_t(r) * cols + c], (x[c] - m) / std::sqrt(v + 1e-12) * g[c] + b[c], 1e-11);
     }
-    if (p > 0) EXPECT_GT(dropped, 0);
+    if (p > 0) {
+      EXPECT_GT(dropped, 0);
+    }
   }
 }
 
