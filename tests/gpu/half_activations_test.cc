@@ -100,27 +100,31 @@ TEST(GpuHalfActivations, OpsMatchTheCpuTwin) {
     }
 }
 
-// bert-tiny, bf16 GEMMs with cast reuse and 16-bit FFN activations: a training micro-step on
+// bert-tiny, bf16 GEMMs with cast reuse and 16-bit activations: a training micro-step on
 // the device against the CPU twin (the emulation of the same roundings). The sums run in other
 // orders, and a last-bit difference before a 16-bit rounding moves that rounding a whole
 // step, so the bounds are the 16-bit paths' (docs/cuda.md), not fp32's 1e-4.
 // With the flash attention (bert-tiny's head_dim is 64) d(q, k, v) is kept in 16 bits too.
 // With model.hidden_act: gelu_tanh the device's FFN GEMMs take the GELU in cuBLASLt's epilogues
-// (gelu_epilogue_test.cc), and the CPU runs the unfused ops: the same bounds hold.
+// (gelu_epilogue_test.cc), and the CPU runs the unfused ops: the same bounds hold. And in fp16
+// with the flash attention (the V100's format: the kernels' fp16 instances, the gradient
+// stream's included).
 TEST(GpuHalfActivations, TinyStepMatchesTheCpuTwin) {
   LB_REQUIRE_GPU();
-  for (int variant = 0; variant < 3; ++variant) {
-  const bool flash = variant == 1, tanh = variant == 2;
-  SCOPED_TRACE(flash ? "flash attention" : tanh ? "hand-written attention, gelu_tanh" : "hand-written attention");
+  for (int variant = 0; variant < 4; ++variant) {
+  const bool fp16 = variant == 3, flash = variant == 1 || fp16, tanh = variant == 2;
+  SCOPED_TRACE(fp16 ? "fp16, flash attention" : flash ? "flash attention"
+               : tanh ? "hand-written attention, gelu_tanh" : "hand-written attention");
+  const GemmMath math = fp16 ? GemmMath::kFp16 : GemmMath::kBf16;
   BertConfig cfg;
   ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
   if (tanh) cfg.hidden_act = kern::GeluForm::kTanh;
   const int B = 4, S = 64, P = 10;
   cuda::OpsOptions oo;
-  oo.math = GemmMath::kBf16;
+  oo.math = math;
   oo.attention = flash ? AttentionMode::kFlash : AttentionMode::kNative;
   auto gpu_ops = cuda::make_ops(oo);
-  auto cpu_ops = cpu::make_ops<float>(GemmMath::kBf16, true, oo.attention);
+  auto cpu_ops = cpu::make_ops<float>(math, true, oo.attention);
   ASSERT_EQ(gpu_ops->attention_keeps_input_gradients(), flash);
   const ModelLimits lim{B, S, P, Recompute::kNone, flash, true};
   BertModel<float> gm(cfg, *gpu_ops, lim), cm(cfg, *cpu_ops, lim);
