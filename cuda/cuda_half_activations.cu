@@ -1,8 +1,9 @@
 // 16-bit FFN activations on the GPU (ops.h, Ops::half_activations; CPU twins in
-// src/cpu/cpu_half_activations.cc), and the ends of the 16-bit gradient stream. The pre-activation is written by the FFN's first GEMM
-// straight into its 16-bit buffer (cuBLASLt's bias epilogue with a 16-bit D, as
-// gemm_bias_kept), the GELU reads it there, and the backward reads it and d(act)'s kept copy:
-// 2 bytes per element each way where the fp32-stored path moves 4.
+// src/cpu/cpu_half_activations.cc), and the ends of the 16-bit gradient stream. The
+// pre-activation is written by the FFN's first GEMM straight into its 16-bit buffer (cuBLASLt's
+// bias epilogue with a 16-bit D, as gemm_bias_kept), the GELU reads it there, and the backward
+// reads it and d(act)'s kept copy: 2 bytes per element each way where the fp32-stored path
+// moves 4.
 #include "cuda_ops.cuh"
 #include "lansbert/kernels/activations.h"
 #include "lansbert/kernels/half.h"
@@ -159,27 +160,26 @@ void CudaOps::gemm_dgelu_bias_half(Trans ta, Trans tb, int m, int n, int k, cons
                           stream(), column_partials_);
 }
 
-// The gradient stream's ends (ops.h): rounded in place where it is stored in fp32, widened out
-// of its copy where it is held as one. (Free functions for the lambdas, as above.)
-namespace {
-void round_in_place(float* x, size_t n, kern::HalfFormat format, cudaStream_t s) {
-  launch_map(n, s, [=] __device__(size_t i) { x[i] = kern::round_to_half(x[i], format); });
-}
-void widen_into(const uint16_t* h, float* x, size_t n, kern::HalfFormat format, cudaStream_t s) {
+// (Free functions for the lambdas, as above.)
+void widen_half(const uint16_t* h, float* x, size_t n, kern::HalfFormat format, cudaStream_t s) {
   launch_map(n, s, [=] __device__(size_t i) { x[i] = kern::half_to_float(h[i], format); });
 }
-}  // namespace
+void round_half_into(const float* x, float* out, size_t n, kern::HalfFormat format, cudaStream_t s) {
+  launch_map(n, s, [=] __device__(size_t i) { out[i] = kern::round_to_half(x[i], format); });
+}
 
+// The gradient stream's ends (ops.h): rounded in place where it is stored in fp32, widened out
+// of its copy where it is held as one.
 void CudaOps::round_to_gemm_half(float* x, size_t n) {
   LB_CHECK_MSG(converts_operands(), "round_to_gemm_half: needs bf16/fp16 GEMMs with lansbert's casts");
-  if (n) round_in_place(x, n, gemm_half_format(options_.math), stream());
+  if (n) round_half_into(x, x, n, gemm_half_format(options_.math), stream());
 }
 
 void CudaOps::widen_kept(float* x, size_t n) {
   if (n == 0) return;
   const uint16_t* h = kept_copy_of(x, n);
   LB_CHECK_MSG(h, "widen_kept: x has no kept copy");
-  widen_into(h, x, n, gemm_half_format(options_.math), stream());
+  widen_half(h, x, n, gemm_half_format(options_.math), stream());
 }
 
 }  // namespace lansbert::cuda

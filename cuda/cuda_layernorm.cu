@@ -385,18 +385,17 @@ void CudaOps::residual_layernorm_backward(const ResidualLayerNormGrad<float>& g)
     if (sum16) {
       widened_sums_.reserve(n * sizeof(float));
       float* w = static_cast<float*>(widened_sums_.get());
-      launch_map(n, stream(), [=] __device__(size_t i) { w[i] = kern::half_to_float(sum16[i], format); });
+      widen_half(sum16, w, n, format, stream());
       sum = w;
     }
     const float* dout = g.dout;
     if (g.grad_half) {
       widened_grads_.reserve(n * sizeof(float));
       float* w = static_cast<float*>(widened_grads_.get());
-      const float* d32 = g.dout;
       if (dout16)
-        launch_map(n, stream(), [=] __device__(size_t i) { w[i] = kern::half_to_float(dout16[i], format); });
+        widen_half(dout16, w, n, format, stream());
       else
-        launch_map(n, stream(), [=] __device__(size_t i) { w[i] = kern::round_to_half(d32[i], format); });
+        round_half_into(g.dout, w, n, format, stream());
       dout = w;
     }
     layernorm_backward(dout, sum, g.gamma, g.mean, g.rstd, g.dsum, g.dgamma, g.dbeta, g.rows, g.cols);

@@ -28,6 +28,11 @@ struct KeptCopy {
 // and its check (half_bias_check.cu).
 void bias_add_into_copy(const float* c, const float* bias, uint16_t* copy, int rows, int cols,
                         kern::HalfFormat format, cudaStream_t s);
+// x[i] = h[i] widened, and out[i] = x[i] rounded to `format` (out may be x), for i < n
+// (cuda_half_activations.cu): the 16-bit gradient stream's ends and the LayerNorm backward's
+// two-op fallback.
+void widen_half(const uint16_t* h, float* x, size_t n, kern::HalfFormat format, cudaStream_t s);
+void round_half_into(const float* x, float* out, size_t n, kern::HalfFormat format, cudaStream_t s);
 // bias[j] = 1.0, 1.25, ..., 2.5 repeating (half_bias_check.cu): the epilogue checks' probe bias.
 void fill_probe_bias(float* bias, int n, cudaStream_t s);
 // The epilogue checks' ending (half_bias_check.cu): the count of elements found apart, which

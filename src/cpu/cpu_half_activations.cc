@@ -1,7 +1,7 @@
 // 16-bit activations on the CPU (ops.h, Ops::half_activations; the FFN, and the residual
 // stream's residual_layernorm_forward and, for sums and gradients in 16 bits, its backward,
-// with the gradient stream's ends): the twins
-// of cuda/cuda_half_activations.cu and cuda/cuda_layernorm.cu. The 16-bit buffers hold real
+// with the gradient stream's ends): the twins of cuda/cuda_half_activations.cu and
+// cuda/cuda_layernorm.cu. The 16-bit buffers hold real
 // bf16/fp16 bits (kern::half.h), as on the device; values are widened into T scratch and the
 // existing fp32 passes run on them, so the arithmetic is the same expressions in the same
 // order as the fp32-stored path, only on rounded inputs.
