@@ -340,7 +340,15 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
     m.data.consumed = uint64_t(count(j.at("data").at("consumed"), "data.consumed", 0));
     m.seed = j.at("seed").get<uint64_t>();
     m.world = int(count(j.at("world"), "world", 1));
-    m.config_json = j.at("config").dump();
+    // The sections a resume or --init-from compares field by field must be objects: a hand
+    // edit that makes one a number is this file's error, not an exception in the comparison.
+    const nlohmann::json& config = j.at("config");
+    if (!config.is_object()) throw std::out_of_range("config is not an object");
+    for (const char* section : {"model", "batch"})
+      if (!config.at(section).is_object()) throw std::out_of_range(std::string("config.") + section + " is not an object");
+    if (config["model"].contains("hidden_act") && !config["model"]["hidden_act"].is_string())
+      throw std::out_of_range("config.model.hidden_act is not a string");
+    m.config_json = config.dump();
     LB_RETURN_IF_ERROR(state_from_json(j.at("optimizer").dump(), &m.optimizer));
     for (const auto& [f, want] : j.at("files").items()) {
       nlohmann::json got;

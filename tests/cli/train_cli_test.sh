@@ -243,6 +243,20 @@ sed -i 's/"step": [0-9]*/"step": -5/' "$meta"
 expect_error 4 "trainer.json: checksum mismatch" train --config "$tmp/good.yaml" --resume latest
 sed -z -i 's/,\n  "checksum": "crc32c:[0-9a-f]*"\n}/\n}/' "$meta"
 expect_error 4 "trainer.json: step = -5, expected at least 0" train --config "$tmp/good.yaml" --resume latest
+# Sections a resume or --init-from compares that are not objects (they once ended in an
+# uncaught JSON exception): the file's error, before anything is loaded.
+edit_meta() {  # python expression on j
+  /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); j.pop('checksum',None); $1; json.dump(j,open(sys.argv[1],'w'),indent=2)" "$meta"
+}
+cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['config']=2"
+expect_error 4 "trainer.json: config is not an object" train --config "$tmp/good.yaml" --resume latest
+cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['config']['batch']='x'"
+expect_error 4 "trainer.json: config.batch is not an object" train --config "$tmp/good.yaml" --resume latest
+cp "$tmp/trainer.json.orig" "$meta"; edit_meta "del j['config']['batch']"
+expect_error 4 "key 'batch' not found" train --config "$tmp/good.yaml" --resume latest
+cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['config']['model']['hidden_act']=3"
+expect_error 4 "config.model.hidden_act is not a string" train --config "$tmp/good.yaml" \
+  --init-from "$(dirname "$meta")" --set "checkpoint.dir=$tmp/ckpt-init"
 cp "$tmp/trainer.json.orig" "$meta"
 
 # Corrupt checkpoint: a flipped byte is a clear error (exit 4).
