@@ -13,6 +13,7 @@
 // lansbert's own fused attention (both backends; on the CPU its twin); --gemm-cast cublas lets
 // cuBLAS round bf16/fp16 operands inside the GEMM instead of lansbert's cast kernels.
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -23,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_footprint.h"
 #include "bench_profile.h"
 #include "commands.h"
 #include "lansbert/backend/cpu_ops.h"
@@ -124,70 +126,13 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
 #endif
 }
 
-// What a micro-batch's device footprint depends on besides its size.
-struct FootprintOptions {
-  bool with_moments = false;    // an optimizer's m and v
-  bool fused_attention = false; // cuDNN's or the flash attention: statistics kept, no probabilities
-  bool cudnn_staging = false;   // cuDNN's bf16 staging
-  bool flash_runs = false;      // the flash attention on every layer (Ops::attention_runs_flash)
-  bool cast_operands = false;   // 16-bit GEMMs whose operands our kernels convert
-  bool reuse = false;           // ... kept and reused (Ops::keep_gemm_operand)
-  Recompute recompute = Recompute::kNone;  // ModelLimits::recompute
-  bool half_activations = false;                   // ModelLimits::half_activations
-};
-
-// Bytes a micro-batch of B needs on the device: params, grads, m, v (fp32), the activation
-// arena, and a margin for cuBLAS workspaces, the embedding sort's scratch and fragmentation;
-// the fused attention adds its bf16 staging (8 tensors of B*S*H), fp32 dQ accumulator and,
-// with attention dropout, its bf16 keep mask of B*A*S*S.
-[[maybe_unused]] size_t device_bytes_for(const BertConfig& cfg, int B, int S, int P, const FootprintOptions& f) {
-  const size_t params = make_bert_param_table(cfg).total_elements();
-  const size_t flat = params * sizeof(float) * (f.with_moments ? 4 : 2);
-  // cuDNN's attention reads q/k/v and ctx in fp32; the others only as 16-bit copies where kept.
-  const OutputStorage storage{f.cast_operands && f.reuse, !f.cudnn_staging, f.flash_runs};
-  const size_t act = BertModel<float>::activation_bytes_for(cfg, {B, S, P, f.recompute, f.fused_attention, f.half_activations},
-                                                            storage);
-  const size_t keep_mask = cfg.attention_dropout > 0 ? size_t(B) * cfg.heads * S * S * 2 : 0;
-  const size_t fused = f.cudnn_staging ? size_t(B) * S * cfg.hidden * (8 * 2 + 4) + keep_mask : 0;
-  // 16-bit GEMMs with our cast pass: the kept weights' copy, the layers' kept activations
-  // (BertModel::kept_copy_bytes_for), and three operand workspaces (A, B, the held dY) sized
-  // for the largest operand: FFN activations, attention probabilities (none with the flash
-  // attention) or the MLM logits.
-  const size_t N = size_t(B) * S;
-  const size_t largest = std::max({N * cfg.intermediate, f.flash_runs ? 0 : size_t(B) * cfg.heads * S * S,
-                                   size_t(B) * P * cfg.vocab_size});
-  const size_t kept =
-      f.reuse ? 2 * params + BertModel<float>::kept_copy_bytes_for(
-                                 cfg, {B, S, P, f.recompute, f.fused_attention, f.half_activations}, !f.cudnn_staging,
-                                 !f.fused_attention)
-              : 0;
-  const size_t casts = f.cast_operands ? kept + 3 * 2 * largest : 0;
-  return flat + act + act / 20 + fused + casts + (size_t(512) << 20);
-}
-
-// --batch 0: the largest micro-batch (from 4096 down, powers of two and 1.5x between) whose
-// estimate is below the free device memory and can actually be allocated in one piece. Never
-// fatal: allocation failures are caught (cuda::try_allocate). 0 when none fits.
-int probe_batch(const BertConfig& cfg, int S, int P, const FootprintOptions& f, double* free_gib, double* need_gib) {
+// Bytes a --batch may take: the host's memory on the CPU, the device's free memory on cuda
+// (0 where unknown: no check).
+double available_bytes(const std::string& backend) {
+  if (backend != "cuda") return double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
 #ifdef LANSBERT_HAVE_CUDA
   size_t free_b = 0, total_b = 0;
-  if (!cuda::memory_info(&free_b, &total_b)) return 0;
-  *free_gib = free_b / 1073741824.0;
-  std::vector<int> candidates;
-  for (int b = 4096; b >= 2; b /= 2) {
-    candidates.push_back(b);
-    if (b >= 4) candidates.push_back(b / 2 + b / 4);
-  }
-  candidates.push_back(1);
-  for (int b : candidates) {
-    const size_t need = device_bytes_for(cfg, b, S, P, f);
-    if (need > free_b) continue;
-    if (!cuda::try_allocate(need)) continue;
-    *need_gib = need / 1073741824.0;
-    return b;
-  }
-#else
-  (void)cfg, (void)S, (void)P, (void)f, (void)free_gib, (void)need_gib;
+  if (cuda::memory_info(&free_b, &total_b)) return double(free_b);
 #endif
   return 0;
 }
@@ -270,16 +215,24 @@ int run_bench(const BenchOptions& o) {
   }
   int B = o.batch;
   double probe_free = 0, probe_need = 0;
+  // Our cast pass: with cast reuse its kept copies, and the arena without fp32 memory for the
+  // kept outputs (Ops::kept_outputs_unwritten); without reuse neither.
+  const FootprintOptions footprint{time_opt,      fused_attention,     cudnn_staging,
+                                   be.ops->attention_runs_flash(cfg.head_dim()),
+                                   cast_operands, o.cast_reuse == "on", o.recompute_mode,
+                                   half_activations};
   if (B == 0) {
-    // Our cast pass: with cast reuse its kept copies, and the arena without fp32 memory for
-    // the kept outputs (Ops::kept_outputs_unwritten); without reuse neither.
-    B = probe_batch(cfg, o.seq_len, P,
-                    {time_opt, fused_attention, cudnn_staging, be.ops->attention_runs_flash(cfg.head_dim()),
-                     cast_operands, o.cast_reuse == "on", o.recompute_mode, half_activations},
-                    &probe_free, &probe_need);
+    B = probe_batch(cfg, o.seq_len, P, footprint, &probe_free, &probe_need);
     if (B == 0) {
       report(Status::unsupported("bench: --batch 0: not even a micro-batch of 1 fits in the " +
                                  std::to_string(probe_free) + " GiB free on " + be.device));
+      return exit_code();
+    }
+  } else {
+    s = check_batch_fits(cfg, B, o.seq_len, P, footprint, available_bytes(o.backend),
+                         o.backend == "cuda" ? "the free memory of " + be.device : "this host's memory");
+    if (!s.is_ok()) {
+      report(s);
       return exit_code();
     }
   }

@@ -168,6 +168,11 @@ expect_fail() {
   [[ $err == *"$want"* ]] || fail "for '$*' expected '$want' in: $err"
 }
 
+# A micro-batch no host holds is refused before anything is allocated (it once ended in a
+# fatal allocation failure), with exit 2 and a --batch that fits here.
+expect_fail "bench: --batch 1000000 needs about" 2 "$bin" bench --model bert-large --batch 1000000
+expect_fail "of this host's memory; --batch " 2 "$bin" bench --model bert-large --batch 1000000
+
 # bench-comm --order: the config's names (distributed.reduction_order: fast | fixed), and
 # native | fixed_order as aliases; the header names the order in the config's words.
 comm=(bench-comm --max-bytes 1K --iters 1 --warmup 0)
