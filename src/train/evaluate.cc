@@ -1,6 +1,9 @@
 // run_eval and export_hf (see evaluate.h).
 #include "lansbert/train/evaluate.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -33,6 +36,29 @@ Status dump_batch(const std::string& path, const Batch& b, const ForwardResult& 
 }
 
 }  // namespace
+
+ModelLimits eval_limits(int micro_batch, int seq_len, int max_pred) {
+  return ModelLimits{micro_batch, seq_len, max_pred, Recompute::kLayers};
+}
+
+Status check_eval_batch_fits(const BertConfig& mc, int micro_batch, int seq_len, int max_pred, double have,
+                             const std::string& where) {
+  const double weights = double(make_bert_param_table(mc).total_elements() * sizeof(float));
+  const auto need = [&](int b) {
+    return weights + double(BertModel<float>::activation_bytes_for(mc, eval_limits(b, seq_len, max_pred)));
+  };
+  if (have <= 0 || need(micro_batch) <= have) return Status::ok();
+  int fits = micro_batch;
+  while (fits > 1 && need(fits) > have) fits /= 2;
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "eval: a micro-batch of %d sequences needs about %.1f GiB (weights and activations), more than the "
+                "%.1f GiB of %s; %s",
+                micro_batch, need(micro_batch) / 1073741824.0, have / 1073741824.0, where.c_str(),
+                need(fits) <= have ? ("pass --micro-batch " + std::to_string(fits)).c_str()
+                                   : "not even one sequence fits");
+  return Status::invalid_argument(buf);
+}
 
 EvalResult EvalSums::result() const {
   EvalResult r;
@@ -105,9 +131,14 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
     dopts.cast_in_gemm = opts.cast_in_gemm;
     ops = device->make_ops(dopts);
   }
-  // Forward passes only: the layers may share their activation memory (the recomputing
-  // layout; nothing is recomputed without a backward).
-  BertModel<float> model(mc, *ops, ModelLimits{micro_batch, set->seq_len(), set->max_pred(), Recompute::kLayers});
+  // The micro-batch must fit before the model allocates it (a failed allocation is fatal).
+  size_t free_b = 0, total_b = 0;
+  const double have = !device ? double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE))
+                      : device->memory_info(&free_b, &total_b) ? double(free_b)
+                                                               : 0;
+  LB_RETURN_IF_ERROR(check_eval_batch_fits(mc, micro_batch, set->seq_len(), set->max_pred(), have,
+                                           !device ? "this host's memory" : "free memory on " + device->description()));
+  BertModel<float> model(mc, *ops, eval_limits(micro_batch, set->seq_len(), set->max_pred()));
   LB_RETURN_IF_ERROR(load_params_to(device.get(), dir, model.table(), model.params()));
   EvalSums sums;
   LB_RETURN_IF_ERROR(evaluate_samples(model, *set, n, micro_batch, 0, 1, &sums, opts.dump_batch));

@@ -57,6 +57,16 @@ struct EvalSums {
 Status evaluate_samples(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, int rank, int world,
                         EvalSums* sums, const std::string& dump_first = "");
 
+// What an evaluation's model is laid out for: forward passes only, so the layers may share
+// their activation memory (the recomputing layout; nothing is recomputed without a backward).
+ModelLimits eval_limits(int micro_batch, int seq_len, int max_pred);
+// run_eval's check before the model allocates (a failed allocation there is fatal): the fp32
+// weights and the forward arena of `micro_batch` sequences (an estimate: a half-precision
+// run's 16-bit copies come on top) against `have` bytes of `where` ("this host's memory").
+// invalid_argument naming both sizes and a --micro-batch that fits; have <= 0: no check.
+Status check_eval_batch_fits(const BertConfig& model, int micro_batch, int seq_len, int max_pred, double have,
+                             const std::string& where);
+
 // `model` gives the sizes; params come from the checkpoint directory `dir`.
 Status run_eval(const BertConfig& model, const std::string& dir, const EvalOptions& opts,
                 EvalResult* result);
