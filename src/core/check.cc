@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace lansbert {
 
@@ -20,9 +21,11 @@ void set_fatal_rank(int rank) { g_rank.store(rank); }
 void fatal_error(const char* file, int line, const char* statement, const std::string& detail, int exit_code) {
   char host[256] = "?";
   gethostname(host, sizeof(host) - 1);
-  int rank = g_rank.load();
-  std::fprintf(stderr, "lansbert fatal [rank %d on %s] %s:%d: %s%s%s\n", rank, host, file, line,
-               statement, detail.empty() ? "" : ": ", detail.c_str());
+  // A process outside a job (no rank set) names only its host.
+  const int rank = g_rank.load();
+  const std::string where = rank >= 0 ? "rank " + std::to_string(rank) + " on " + host : std::string(host);
+  std::fprintf(stderr, "lansbert fatal [%s] %s:%d: %s%s%s\n", where.c_str(), file, line, statement,
+               detail.empty() ? "" : ": ", detail.c_str());
   std::fflush(stderr);
   if (AbortHook hook = g_abort_hook.load()) hook(exit_code);
   std::abort();

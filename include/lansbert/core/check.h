@@ -9,8 +9,9 @@
 
 namespace lansbert {
 
-// Prints "lansbert fatal [rank R on HOST] FILE:LINE: STATEMENT: DETAIL" and aborts; under
-// MPI the job's exit status is `exit_code` (a Status's, when bad input ends a multi-rank run).
+// Prints "lansbert fatal [rank R on HOST] FILE:LINE: STATEMENT: DETAIL" ([HOST] before a rank
+// is set) and aborts; under MPI the job's exit status is `exit_code` (a Status's, when bad
+// input ends a multi-rank run).
 [[noreturn]] void fatal_error(const char* file, int line, const char* statement,
                               const std::string& detail, int exit_code = 1);
 
