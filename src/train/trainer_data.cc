@@ -1,0 +1,92 @@
+// Run::open_data: the training and held-out shards against the config (sequence length,
+// masked slots, masking mode) and the model's vocab_size (trainer_run.h).
+#include <algorithm>
+
+#include "lansbert/data/vocab.h"
+#include "trainer_run.h"
+
+namespace lansbert::trainer_detail {
+
+// The model's vocab_size against the number of tokens of the data's vocabulary: fewer rows
+// than tokens cannot hold the ids; more rows only when model.vocab_size asks for them
+// (padding, as NVIDIA's 30528 for tensor-core multiples). A preset's 30522 with a vocab of
+// your own would train thousands of rows no id reaches and fail at export.
+Status Run::check_vocab_size(int64_t tokens, const std::string& source) const {
+  const std::string fix = "set model.vocab_size: " + std::to_string(tokens);
+  if (tokens > mc.vocab_size)
+    return Status::invalid_argument("model.vocab_size: " + std::to_string(mc.vocab_size) + " rows cannot hold the " +
+                                    std::to_string(tokens) + " tokens of " + source + "; " + fix);
+  // Only for a new run: a run started (before this check) with a preset's size and a
+  // smaller vocab resumes with the layout it has.
+  const bool fresh = opts.resume.empty() && opts.init_from.empty();
+  if (tokens < mc.vocab_size && !cfg.model.vocab_size && fresh)
+    return Status::invalid_argument("model.vocab_size: preset " + cfg.model.preset + " has " +
+                                    std::to_string(mc.vocab_size) + ", " + source + " has " + std::to_string(tokens) +
+                                    " tokens; " + fix + " (or larger, to pad the embedding)");
+  return Status::ok();
+}
+
+Status Run::open_data(std::vector<bool>* is_continuation) {
+  ShardSetOptions so;
+  so.training_only = cfg.data.format == "hdf5";
+  if (!cfg.data.vocab.empty()) {
+    Vocab vocab;
+    Status st = Vocab::load(cfg.data.vocab, &vocab);
+    if (!st.is_ok()) return Status(st.code() == StatusCode::kNotFound ? Status::not_found("data.vocab: " + st.message())
+                                                                      : Status::invalid_argument("data.vocab: " + st.message()));
+    so.vocab_hash = vocab.hash();
+    is_continuation->resize(vocab.size());
+    for (int i = 0; i < vocab.size(); ++i) (*is_continuation)[i] = vocab.token(i).rfind("##", 0) == 0;
+  }
+  so.token_limit = mc.vocab_size;
+  Status st = ShardSet::open(cfg.data.train, so, &shards);
+  if (!st.is_ok()) return st.with_prefix("data.train: ");
+  // With data.vocab the shards were made with it (ShardSet::open compared the hashes), so
+  // its size is theirs; the one check covers both.
+  if (!is_continuation->empty())
+    LB_RETURN_IF_ERROR(check_vocab_size(int64_t(is_continuation->size()), "data.vocab " + cfg.data.vocab));
+  else if (shards->info())
+    LB_RETURN_IF_ERROR(check_vocab_size(shards->info()->vocab_size, "the vocab the data.train shards were made with"));
+  auto mismatch = [&](const char* key, long long want, long long got) {
+    return Status::invalid_argument(std::string(key) + ": config says " + std::to_string(want) +
+                                    ", the shards hold " + std::to_string(got));
+  };
+  if (shards->seq_len() != cfg.data.seq_len) return mismatch("data.seq_len", cfg.data.seq_len, shards->seq_len());
+  if (shards->max_pred() != cfg.data.max_pred) return mismatch("data.max_pred", cfg.data.max_pred, shards->max_pred());
+  if (cfg.data.masking != "auto" && (cfg.data.masking == "dynamic") != shards->dynamic_masking())
+    return Status::invalid_argument("data.masking: config says " + cfg.data.masking + ", the shards are " +
+                                    (shards->dynamic_masking() ? "unmasked (dynamic)" : "masked (static)"));
+  // data.whole_word forces whole-word masking where masks are drawn at load time; shards
+  // masked at prep time must have been masked that way already.
+  if (cfg.data.whole_word && !shards->info())
+    return Status::invalid_argument("data.whole_word: HDF5 shards are masked already and record no masking mode; "
+                                    "drop data.whole_word");
+  if (cfg.data.whole_word && !shards->dynamic_masking() && !shards->info()->whole_word)
+    return Status::invalid_argument(
+        "data.whole_word: the data.train shards were masked by prep without --whole-word; prep them with "
+        "--whole-word (or --dynamic-masking, to mask at load time), or drop data.whole_word");
+  if (shards->count() < cfg.batch.global_batch)
+    return Status::invalid_argument("batch.global_batch: " + std::to_string(cfg.batch.global_batch) +
+                                    " exceeds the " + std::to_string(shards->count()) + " samples of data.train");
+  if (cfg.data.eval.empty()) return Status::ok();
+  st = ShardSet::open(cfg.data.eval, so, &eval_shards);
+  if (!st.is_ok()) return st.with_prefix("data.eval: ");
+  if (eval_shards->seq_len() != cfg.data.seq_len)
+    return mismatch("data.eval: data.seq_len", cfg.data.seq_len, eval_shards->seq_len());
+  if (eval_shards->max_pred() != cfg.data.max_pred)
+    return mismatch("data.eval: data.max_pred", cfg.data.max_pred, eval_shards->max_pred());
+  if (eval_shards->dynamic_masking())
+    return Status::invalid_argument("data.eval: the shards are stored unmasked; evaluation needs statically masked "
+                                    "shards (lansbert prep without dynamic masking), so every run scores the same "
+                                    "positions");
+  // Every sample the evaluations will read, checked now (checksum and field ranges: a few
+  // milliseconds) rather than found damaged after hours of training.
+  int64_t n = eval_shards->count();
+  if (cfg.evaluation.max_sequences > 0) n = std::min(n, cfg.evaluation.max_sequences);
+  Batch one;
+  one.resize(1, eval_shards->seq_len(), eval_shards->max_pred());
+  for (int64_t i = 0; i < n; ++i) LB_RETURN_IF_ERROR(eval_shards->read(i, &one, 0).with_prefix("data.eval: "));
+  return Status::ok();
+}
+
+}  // namespace lansbert::trainer_detail

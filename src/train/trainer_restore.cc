@@ -1,0 +1,174 @@
+// Run::restore (--resume), Run::init_from (a later phase from a checkpoint or a Hugging Face
+// directory) and Run::save: checkpoints against the run's config and model (trainer_run.h).
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "lansbert/core/file_io.h"
+#include "lansbert/train/checkpoint.h"
+#include "device_run.h"
+#include "trainer_run.h"
+
+namespace lansbert::trainer_detail {
+
+Status Run::load_params(const std::string& dir) {
+  return load_params_to(device.get(), dir, model->table(), model->params());
+}
+
+Status Run::load_optimizer(const std::string& dir, OptimizerState* state) {
+  if (!device) return dp->load_optimizer(dir, state, m.data(), v.data());
+  std::vector<float> hm(dp->state_elements()), hv(dp->state_elements());
+  LB_RETURN_IF_ERROR(dp->load_optimizer(dir, state, hm.data(), hv.data()));
+  device->allocator().copy_from_host(m.data(), hm.data(), hm.size() * sizeof(float));
+  device->allocator().copy_from_host(v.data(), hv.data(), hv.size() * sizeof(float));
+  return Status::ok();
+}
+
+namespace {
+// JSON equality where fractional numbers are compared as the floats they configure: older
+// checkpoints wrote a float's binary expansion (0.10000000149011612), newer ones its decimal
+// form (0.1), and the two are one model.
+bool same_values(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.is_number_float() || b.is_number_float())
+    return a.is_number() && b.is_number() && float(a.get<double>()) == float(b.get<double>());
+  if (a.is_object() && b.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto it = a.begin(); it != a.end(); ++it)
+      if (!b.contains(it.key()) || !same_values(it.value(), b.at(it.key()))) return false;
+    return true;
+  }
+  if (a.is_array() && b.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!same_values(a[i], b[i])) return false;
+    return true;
+  }
+  return a == b;
+}
+
+// Checkpoints written before model.hidden_act existed were all trained with the erf GELU: their
+// stored config (trainer.json's "config") gets that key.
+void fill_pre_hidden_act(nlohmann::json* config) {
+  nlohmann::json& model = (*config)["model"];
+  if (model.is_object() && !model.contains("hidden_act")) model["hidden_act"] = "gelu";
+}
+}  // namespace
+
+Status Run::restore() {
+  std::string dir;
+  if (!opts.resume.empty()) {
+    LB_RETURN_IF_ERROR(resolve_checkpoint(opts.resume == "latest" ? cfg.checkpoint.dir : opts.resume, &dir));
+  } else if (!opts.init_from.empty()) {
+    return init_from(opts.init_from);
+  } else {
+    model->init_params(cfg.seed);
+    return Status::ok();
+  }
+  CheckpointMeta meta;
+  LB_RETURN_IF_ERROR(read_checkpoint_meta(dir, &meta));
+  auto saved = nlohmann::json::parse(meta.config_json);
+  auto mine = nlohmann::json::parse(config_to_json(cfg));
+  // batch.recompute changes memory and time, not results (and older checkpoints lack it).
+  for (auto* j : {&saved, &mine}) (*j)["batch"].erase("recompute");
+  fill_pre_hidden_act(&saved);
+  for (const char* key : {"model", "batch"})
+    if (!same_values(saved[key], mine[key]))
+      return Status::invalid_argument(dir + ": incompatible checkpoint: its " + key + " section " +
+                                      saved[key].dump() + " differs from the config's " + mine[key].dump());
+  if (meta.step > cfg.schedule.total_steps)
+    return Status::invalid_argument(dir + ": the checkpoint is at step " + std::to_string(meta.step) +
+                                    ", beyond schedule.total_steps " + std::to_string(cfg.schedule.total_steps) +
+                                    " (raise schedule.total_steps to train on)");
+  LB_RETURN_IF_ERROR(check_param_layout(dir, meta, model->table()));
+  LB_RETURN_IF_ERROR(load_params(dir));
+  OptimizerState state;
+  LB_RETURN_IF_ERROR(load_optimizer(dir, &state));
+  LB_RETURN_IF_ERROR(updater->set_state(state));
+  step = meta.step;
+  micro = meta.micro_step;
+  pos = meta.data;
+  if (opts.log && rank0())
+    std::fprintf(opts.log, "resuming from %s at step %lld\n", dir.c_str(), (long long)step);
+  return Status::ok();
+}
+
+namespace {
+// A phase that starts from another run's weights must compute the GELU they were trained with:
+// `saved` is that run's name for it (lansbert's, or Hugging Face's config.json "hidden_act").
+Status check_same_gelu(const std::string& where, const std::string& saved, kern::GeluForm mine) {
+  // Hugging Face's other names of the same two functions (transformers' activations.py:
+  // gelu_pytorch_tanh and gelu_fast compute the tanh form, gelu_python the erf form).
+  kern::GeluForm theirs;
+  if (saved == "gelu_pytorch_tanh" || saved == "gelu_fast") {
+    theirs = kern::GeluForm::kTanh;
+  } else if (saved == "gelu_python") {
+    theirs = kern::GeluForm::kErf;
+  } else if (!parse_hidden_act(saved, &theirs).is_ok()) {
+    return Status::invalid_argument(where + ": the weights were trained with the activation '" + saved +
+                                    "', which lansbert does not compute (model.hidden_act: gelu or gelu_tanh)");
+  }
+  if (theirs == mine) return Status::ok();
+  return Status::invalid_argument(where + ": the weights were trained with hidden_act '" + saved +
+                                  "' but the config sets model.hidden_act: " + hidden_act_name(mine));
+}
+}  // namespace
+
+Status Run::init_from(const std::string& spec) {
+  std::string dir;
+  if (resolve_checkpoint(spec, &dir).is_ok()) {
+    CheckpointMeta meta;
+    LB_RETURN_IF_ERROR(read_checkpoint_meta(dir, &meta));
+    auto saved = nlohmann::json::parse(meta.config_json);
+    fill_pre_hidden_act(&saved);
+    LB_RETURN_IF_ERROR(check_same_gelu("--init-from " + dir, saved["model"].value("hidden_act", std::string()),
+                                       mc.hidden_act));
+    LB_RETURN_IF_ERROR(load_params(dir));
+    micro = meta.micro_step;  // dropout masks continue, never repeat phase 1's
+    if (cfg.phase_start == PhaseStart::kKeepMoments) {
+      LB_RETURN_IF_ERROR(check_param_layout(dir, meta, model->table()));
+      OptimizerState state;
+      LB_RETURN_IF_ERROR(load_optimizer(dir, &state));
+      LB_RETURN_IF_ERROR(updater->set_state(state));
+    }
+    LB_RETURN_IF_ERROR(updater->begin_phase(cfg.schedule, flat(), dp->state_elements()));
+  } else {
+    // A Hugging Face directory: weights only, a fresh optimizer; its config.json (where there
+    // is one) names the activation.
+    const std::filesystem::path hf_config = std::filesystem::path(spec) / "config.json";
+    std::string text;
+    if (std::filesystem::exists(hf_config) && read_file(hf_config.string(), &text).is_ok()) {
+      const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("hidden_act") && j["hidden_act"].is_string())
+        LB_RETURN_IF_ERROR(check_same_gelu("--init-from " + hf_config.string(), j["hidden_act"].get<std::string>(),
+                                           mc.hidden_act));
+    }
+    Status st = load_params(spec);
+    if (!st.is_ok()) return Status(st.code() == StatusCode::kNotFound
+                                       ? Status::not_found("--init-from " + spec + ": neither a lansbert checkpoint nor a directory with model.safetensors")
+                                       : st);
+    if (opts.log && rank0() && cfg.phase_start == PhaseStart::kKeepMoments)
+      std::fprintf(opts.log, "note: %s holds weights only: the optimizer starts fresh (phase.phase_start "
+                             "keep_moments needs a lansbert checkpoint)\n", spec.c_str());
+  }
+  if (opts.log && rank0()) std::fprintf(opts.log, "initialised from %s\n", spec.c_str());
+  return Status::ok();
+}
+
+Status Run::save(bool final) {
+  const double t0 = now_s();
+  CheckpointMeta meta;
+  meta.step = step;
+  meta.micro_step = micro;
+  meta.data = pos;
+  meta.seed = cfg.seed;
+  meta.world = comm.world();
+  meta.config_json = config_to_json(cfg);
+  meta.optimizer = updater->state();
+  HostCopies h(device.get(), model->params(), elements(), m.data(), v.data(), dp->state_elements());
+  Status st = dp->save(cfg.checkpoint.dir, meta, h.params, h.m, h.v, cfg.checkpoint.keep_last, final,
+                       &result->checkpoint);
+  result->t_checkpoint += now_s() - t0;
+  return st;
+}
+
+}  // namespace lansbert::trainer_detail

@@ -1,0 +1,77 @@
+// The state of one `lansbert train` run and the steps it takes, shared by the files that
+// implement them: trainer.cc (setup, output checks, evaluation and the step loop),
+// trainer_data.cc (the shards against the config and the model) and trainer_restore.cc
+// (resume, --init-from and saving checkpoints). Private to src/train.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lansbert/core/buffer.h"
+#include "lansbert/data/loader.h"
+#include "lansbert/model/bert_model.h"
+#include "lansbert/train/data_parallel.h"
+#include "lansbert/train/device_backend.h"
+#include "lansbert/train/metrics.h"
+#include "lansbert/train/trainer.h"
+
+namespace lansbert::trainer_detail {
+
+// Seconds on a monotonic clock (phase timings of TrainResult).
+double now_s();
+
+// One run_training call: the config, the ranks, the backend, model, optimizer and data, and
+// where the run stands (step, micro-step, data position).
+struct Run {
+  Run(const TrainConfig& c, Communicator& k, const TrainOptions& o) : cfg(c), comm(k), opts(o) {}
+  const TrainConfig& cfg;
+  Communicator& comm;
+  const TrainOptions& opts;
+  BertConfig mc;
+  int accum = 1;
+  std::unique_ptr<DeviceBackend> device;  // backend: cuda (null: the CPU); see device_run.h
+  std::unique_ptr<Ops<float>> ops;
+  // Gradient collectives over device buffers (NCCL) when several ranks train on devices;
+  // null otherwise (comm carries them). Declared after ops: destroyed before the stream.
+  std::unique_ptr<Communicator> device_comm;
+  std::unique_ptr<BertModel<float>> model;
+  Buffer<float> m, v;
+  std::unique_ptr<Updater> updater;
+  std::unique_ptr<DataParallel> dp;  // gradient reduction + update over the ranks
+  std::unique_ptr<ShardSet> shards;
+  std::unique_ptr<ShardSet> eval_shards;  // data.eval, null without
+  std::unique_ptr<Loader> loader;
+  int64_t step = 0;
+  uint64_t micro = 0;  // micro-batches of micro_batch sequences done by all ranks together
+  DataPosition pos;
+  TrainResult* result = nullptr;
+
+  FlatBuffers flat() {
+    FlatBuffers b{model->params(), model->grads(), m.data(), v.data()};
+    b.half_params = model->weight_copy();  // null unless enabled (run_training)
+    b.half_format = model->weight_copy_format();
+    return b;
+  }
+  size_t elements() const { return model->table().total_elements(); }
+  bool rank0() const { return comm.rank() == 0; }
+
+  Status open_data(std::vector<bool>* is_continuation);
+  // Checkpoint I/O through host staging when the buffers live on a device.
+  Status load_params(const std::string& dir);
+  Status load_optimizer(const std::string& dir, OptimizerState* state);
+  Status restore();
+  // After restore(): the output paths can be written and no checkpoint would be overwritten
+  // (check_checkpoint_root). Collective: every rank learns of rank 0's refusal.
+  Status check_outputs();
+  Status check_vocab_size(int64_t tokens, const std::string& source) const;
+  Status init_from(const std::string& spec);
+  Status save(bool final);
+  // One pass over data.eval (the first evaluation.max_sequences samples), split over the
+  // ranks, reduced, logged by rank 0. Returns its wall time in *seconds.
+  Status evaluate(MetricsLog& log, int64_t total, double* seconds);
+  Status loop();
+};
+
+}  // namespace lansbert::trainer_detail
