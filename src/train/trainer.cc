@@ -15,6 +15,7 @@
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/device_peaks.h"
 #include "lansbert/train/device_ranks.h"
+#include "lansbert/train/rank_agreement.h"
 #include "device_run.h"
 #include "trainer_run.h"
 
@@ -199,6 +200,10 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   run.accum = int(cfg.batch.global_batch / (int64_t(cfg.batch.micro_batch) * comm.world()));
   std::vector<bool> is_continuation;
   LB_RETURN_IF_ERROR(run.open_data(&is_continuation));
+  LB_RETURN_IF_ERROR(check_same_as_rank0(comm, run.view_of_the_job(),
+                                         "resolved config, command line or view of the shards",
+                                         "every rank must read the same config file contents with the same --set "
+                                         "options and the same shards"));
   if (cfg.backend == "cpu") LB_RETURN_IF_ERROR(check_host_memory(cfg, comm));
   if (cfg.backend != "cpu") LB_RETURN_IF_ERROR(open_device(cfg, comm, opts, &run.device));
   run.ops = run.device ? run.device->make_ops(DeviceOptions{cfg.gemm_math(), cfg.attention_mode(), cfg.cast_in_gemm()})
@@ -239,6 +244,10 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   run.m.zero();
   run.v.zero();
   LB_RETURN_IF_ERROR(run.restore());
+  LB_RETURN_IF_ERROR(check_same_as_rank0(
+      comm, {{"step", run.step}, {"micro_step", run.micro}, {"data_epoch", run.pos.epoch}, {"data_consumed", run.pos.consumed}},
+      "position in the run", "every rank must resume the same checkpoint: put checkpoint.dir on a file system every "
+                             "host shares, or pass the same --resume directory"));
   LB_RETURN_IF_ERROR(run.check_outputs());
   LoaderOptions lo;
   lo.world = comm.world();

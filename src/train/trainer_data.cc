@@ -2,6 +2,8 @@
 // masked slots, masking mode) and the model's vocab_size (trainer_run.h).
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "lansbert/data/vocab.h"
 #include "trainer_run.h"
 
@@ -87,6 +89,17 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
   one.resize(1, eval_shards->seq_len(), eval_shards->max_pred());
   for (int64_t i = 0; i < n; ++i) LB_RETURN_IF_ERROR(eval_shards->read(i, &one, 0).with_prefix("data.eval: "));
   return Status::ok();
+}
+
+nlohmann::json Run::view_of_the_job() const {
+  nlohmann::json j = nlohmann::json::parse(config_to_json(cfg));
+  j["command_line"] = {{"resume", opts.resume}, {"init_from", opts.init_from}, {"stop_at_step", opts.stop_at_step}};
+  j["shards"] = {{"train_samples", shards->count()}, {"train_files", shards->num_shards()}};
+  if (eval_shards) {
+    j["shards"]["eval_samples"] = eval_shards->count();
+    j["shards"]["eval_files"] = eval_shards->num_shards();
+  }
+  return j;
 }
 
 }  // namespace lansbert::trainer_detail

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "lansbert/core/buffer.h"
 #include "lansbert/data/loader.h"
 #include "lansbert/model/bert_model.h"
@@ -58,6 +60,9 @@ struct Run {
   bool rank0() const { return comm.rank() == 0; }
 
   Status open_data(std::vector<bool>* is_continuation);
+  // After open_data: what every rank must agree on before the model is built (the resolved
+  // config, the command line's resume options and the shards' sizes; rank_agreement.h).
+  nlohmann::json view_of_the_job() const;
   // Checkpoint I/O through host staging when the buffers live on a device.
   Status load_params(const std::string& dir);
   Status load_optimizer(const std::string& dir, OptimizerState* state);

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# `lansbert train` under mpirun refuses ranks that do not see the same job (rank_agreement.h):
+# an MPMD launch where rank 1 has another --set exits 2 naming the differing keys with both
+# values; ranks started in different working directories, so that one relative
+# checkpoint.dir holds a different checkpoint on each (as a checkpoint.dir on node-local
+# disks would), exit 2 naming the positions; the same launch with identical views trains.
+# Usage: rank_agreement_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH MPIEXEC FLAGS...
+set -uo pipefail
+lb=$1; mk=$2; tmp=$3; mpiexec=$4; shift 4; flags=("$@")
+rm -rf "$tmp"; mkdir -p "$tmp/a" "$tmp/b"
+export OMP_NUM_THREADS=1
+"$mk" "$tmp/data" >/dev/null || { echo "FAIL: make data"; exit 1; }
+fail=0
+cat > "$tmp/tiny.yaml" <<YAML
+model: {preset: bert-tiny, vocab_size: 64, hidden: 64, heads: 2, intermediate: 128, max_positions: 64}
+data: {train: ["$tmp/data/shards/*.lbs"], vocab: $tmp/data/vocab.txt, seq_len: 32, max_pred: 5}
+batch: {global_batch: 16, micro_batch: 8}
+schedule: {total_steps: 6}
+checkpoint: {dir: ck, every_steps: 0}
+logging: {every_steps: 1}
+YAML
+run=("$lb" train --config "$tmp/tiny.yaml")
+# expect NAME RC TEXT...: the log of the last launch ($tmp/NAME.log) ended with RC and holds each TEXT.
+expect() {
+  local name=$1 want=$2 got=$3; shift 3
+  (( got == want )) || { echo "FAIL: $name exited $got (want $want)"; tail -5 "$tmp/$name.log"; fail=1; }
+  for text in "$@"; do
+    grep -qF -- "$text" "$tmp/$name.log" || { echo "FAIL: $name: no '$text' in its output"; tail -5 "$tmp/$name.log"; fail=1; }
+  done
+}
+
+# Rank 1 with another learning rate and seed.
+(cd "$tmp/a" && "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS -np 1 "${run[@]}" : -np 1 "${run[@]}" \
+  --set optimizer.lr=0.5 --set seed=3) > "$tmp/set.log" 2>&1
+expect set 2 $? "rank 1 (host " "resolved config, command line or view of the shards differs from rank 0's" \
+  "optimizer.lr is 0.5 here, 0.007 on rank 0; seed is 3 here, 12345 on rank 0"
+[[ ! -e $tmp/a/ck/final ]] || { echo "FAIL: a refused launch wrote a checkpoint"; fail=1; }
+
+# One relative checkpoint.dir, two directories: rank 0 finds step 2, rank 1 step 3.
+(cd "$tmp/a" && "${run[@]}" --stop-at-step 2 > /dev/null) && (cd "$tmp/b" && "${run[@]}" --stop-at-step 3 > /dev/null) ||
+  { echo "FAIL: single-rank runs"; fail=1; }
+"$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS -np 1 -wdir "$tmp/a" "${run[@]}" --resume latest : \
+  -np 1 -wdir "$tmp/b" "${run[@]}" --resume latest > "$tmp/position.log" 2>&1
+expect position 2 $? "rank 1 (host " "position in the run differs from rank 0's" "step is 3 here, 2 on rank 0" \
+  "put checkpoint.dir on a file system every host shares"
+
+# The same view on both ranks (rank 1 at step 2 as well) trains on.
+rm -rf "$tmp/b/ck" && cp -r "$tmp/a/ck" "$tmp/b/ck"
+"$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS -np 1 -wdir "$tmp/a" "${run[@]}" --resume latest : \
+  -np 1 -wdir "$tmp/b" "${run[@]}" --resume latest > "$tmp/same.log" 2>&1
+expect same 0 $? "step 6/6"
+(( fail )) && exit 1
+echo "rank agreement: ok"
