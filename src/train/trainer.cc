@@ -200,7 +200,9 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   run.accum = int(cfg.batch.global_batch / (int64_t(cfg.batch.micro_batch) * comm.world()));
   std::vector<bool> is_continuation;
   LB_RETURN_IF_ERROR(run.open_data(&is_continuation));
-  LB_RETURN_IF_ERROR(check_same_as_rank0(comm, run.view_of_the_job(),
+  nlohmann::json view;
+  LB_RETURN_IF_ERROR(run.view_of_the_job(&view));
+  LB_RETURN_IF_ERROR(check_same_as_rank0(comm, view,
                                          "resolved config, command line or view of the shards",
                                          "every rank must read the same config file contents with the same --set "
                                          "options and the same shards"));

@@ -61,8 +61,9 @@ struct Run {
 
   Status open_data(std::vector<bool>* is_continuation);
   // After open_data: what every rank must agree on before the model is built (the resolved
-  // config, the command line's resume options and the shards' sizes; rank_agreement.h).
-  nlohmann::json view_of_the_job() const;
+  // config, the command line's resume options, the shards' sizes and a digest of three of
+  // their samples; rank_agreement.h).
+  Status view_of_the_job(nlohmann::json* out) const;
   // Checkpoint I/O through host staging when the buffers live on a device.
   Status load_params(const std::string& dir);
   Status load_optimizer(const std::string& dir, OptimizerState* state);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `lansbert train` under mpirun refuses ranks that do not see the same job (rank_agreement.h):
 # an MPMD launch where rank 1 has another --set exits 2 naming the differing keys with both
-# values; ranks started in different working directories, so that one relative
-# checkpoint.dir holds a different checkpoint on each (as a checkpoint.dir on node-local
-# disks would), exit 2 naming the positions; the same launch with identical views trains.
+# values; ranks started in different working directories, so that one relative data.train
+# holds other shards of as many samples, or one relative checkpoint.dir a different checkpoint
+# on each (as node-local disks would), exit 2 naming the digest or the positions; the same
+# launch with identical views trains.
 # Usage: rank_agreement_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH MPIEXEC FLAGS...
 set -uo pipefail
 lb=$1; mk=$2; tmp=$3; mpiexec=$4; shift 4; flags=("$@")
@@ -35,6 +36,19 @@ expect() {
 expect set 2 $? "rank 1 (host " "resolved config, command line or view of the shards differs from rank 0's" \
   "optimizer.lr is 0.5 here, 0.007 on rank 0; seed is 3 here, 12345 on rank 0"
 [[ ! -e $tmp/a/ck/final ]] || { echo "FAIL: a refused launch wrote a checkpoint"; fail=1; }
+
+# One relative data.train, two directories holding shards of the same text and sample count,
+# masked at another rate (as shards copied from another prep run would be): their digests differ.
+printf 'w%d w%d w%d w%d w%d w%d .\n' $(seq 5 4000 | awk '{print 5 + ($1 * 7919) % 59}') > "$tmp/text.txt"
+for d in a:0.15 b:0.1; do
+  "$lb" prep --vocab "$tmp/data/vocab.txt" --input "$tmp/text.txt" --out "$tmp/${d%%:*}/data" --seq-len 32 --max-pred 5 \
+    --masked-lm-prob "${d#*:}" --no-progress > /dev/null || { echo "FAIL: prep ${d%%:*}"; fail=1; }
+done
+rel=(--set 'data.train=[data/*.lbs]' --set checkpoint.dir=ck-data)
+"$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS -np 1 -wdir "$tmp/a" "${run[@]}" "${rel[@]}" : \
+  -np 1 -wdir "$tmp/b" "${run[@]}" "${rel[@]}" > "$tmp/data.log" 2>&1
+expect data 2 $? "rank 1 (host " "shards.train_digest is "
+grep -q "shards.train_samples" "$tmp/data.log" && { echo "FAIL: the two preps were meant to hold as many samples"; fail=1; }
 
 # One relative checkpoint.dir, two directories: rank 0 finds step 2, rank 1 step 3.
 (cd "$tmp/a" && "${run[@]}" --stop-at-step 2 > /dev/null) && (cd "$tmp/b" && "${run[@]}" --stop-at-step 3 > /dev/null) ||
