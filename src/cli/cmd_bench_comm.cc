@@ -14,6 +14,7 @@
 #include "lansbert/dist/mpi_session.h"
 #include "lansbert/dist/rank_roles.h"
 #include "lansbert/train/device_ranks.h"
+#include "lansbert/train/rank_agreement.h"
 
 namespace lansbert::cli {
 
@@ -66,6 +67,16 @@ int run_bench_comm(const BenchCommOptions& o) {
     return 2;
   }
   std::unique_ptr<Communicator> comm = make_communicator(copt);
+  // Ranks started with other sizes or counts would wait forever in a collective the others
+  // never start: every rank runs rank 0's measurement or the job ends naming the difference.
+  const nlohmann::json view = {{"--min-bytes", lo},    {"--max-bytes", hi},       {"--iters", o.iters},
+                               {"--warmup", o.warmup}, {"--order", reduction_order_name(copt.order)},
+                               {"--backend", o.backend}, {"--dtype", o.dtype}, {"--no-baseline", !o.baseline}};
+  if (Status st = check_same_as_rank0(*comm, view, "bench-comm options", "start every rank with the same options");
+      !st.is_ok()) {
+    report(st);
+    return exit_code();
+  }
   // --backend cuda: this rank's GPU and the device communicator over it (NCCL), opened as
   // the trainer opens them (collectively: one rank's failure fails all).
   std::unique_ptr<DeviceBackend> device;

@@ -51,7 +51,7 @@ Status check_same_as_rank0(Communicator& comm, const nlohmann::json& mine, const
     std::string list;
     for (const std::string& d : json_differences(mine, parsed, 4)) list += (list.empty() ? "" : "; ") + d;
     st = Status::invalid_argument("rank " + std::to_string(comm.rank()) + " (host " + comm.hostname() + "): " + what +
-                                  " differs from rank 0's: " + (list.empty() ? "its text differs" : list) + " (" + fix +
+                                  " not as on rank 0: " + (list.empty() ? "the texts differ" : list) + " (" + fix +
                                   ")");
   }
   return agree_across_ranks(comm, st, "checking that every rank has rank 0's " + what, &Status::invalid_argument);

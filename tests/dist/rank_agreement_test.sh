@@ -4,7 +4,7 @@
 # values; ranks started in different working directories, so that one relative data.train
 # holds other shards of as many samples, or one relative checkpoint.dir a different checkpoint
 # on each (as node-local disks would), exit 2 naming the digest or the positions; the same
-# launch with identical views trains.
+# launch with identical views trains; and bench-comm ranks with other options exit 2.
 # Usage: rank_agreement_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH MPIEXEC FLAGS...
 set -uo pipefail
 lb=$1; mk=$2; tmp=$3; mpiexec=$4; shift 4; flags=("$@")
@@ -33,7 +33,7 @@ expect() {
 # Rank 1 with another learning rate and seed.
 (cd "$tmp/a" && "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS -np 1 "${run[@]}" : -np 1 "${run[@]}" \
   --set optimizer.lr=0.5 --set seed=3) > "$tmp/set.log" 2>&1
-expect set 2 $? "rank 1 (host " "resolved config, command line or view of the shards differs from rank 0's" \
+expect set 2 $? "rank 1 (host " "resolved config, command line or view of the shards not as on rank 0: " \
   "optimizer.lr is 0.5 here, 0.007 on rank 0; seed is 3 here, 12345 on rank 0"
 [[ ! -e $tmp/a/ck/final ]] || { echo "FAIL: a refused launch wrote a checkpoint"; fail=1; }
 
@@ -55,7 +55,7 @@ grep -q "shards.train_samples" "$tmp/data.log" && { echo "FAIL: the two preps we
   { echo "FAIL: single-rank runs"; fail=1; }
 "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS -np 1 -wdir "$tmp/a" "${run[@]}" --resume latest : \
   -np 1 -wdir "$tmp/b" "${run[@]}" --resume latest > "$tmp/position.log" 2>&1
-expect position 2 $? "rank 1 (host " "position in the run differs from rank 0's" "step is 3 here, 2 on rank 0" \
+expect position 2 $? "rank 1 (host " "position in the run not as on rank 0: " "step is 3 here, 2 on rank 0" \
   "put checkpoint.dir on a file system every host shares"
 
 # The same view on both ranks (rank 1 at step 2 as well) trains on.
@@ -63,5 +63,11 @@ rm -rf "$tmp/b/ck" && cp -r "$tmp/a/ck" "$tmp/b/ck"
 "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS -np 1 -wdir "$tmp/a" "${run[@]}" --resume latest : \
   -np 1 -wdir "$tmp/b" "${run[@]}" --resume latest > "$tmp/same.log" 2>&1
 expect same 0 $? "step 6/6"
+# bench-comm with another size on rank 1 (it once waited forever in a collective rank 0 never
+# started): exit 2 naming the option, well inside the timeout.
+comm=("$lb" bench-comm --iters 1 --warmup 0 --no-baseline)
+timeout 60 "$mpiexec" "${flags[@]}" -np 1 "${comm[@]}" --max-bytes 1K : -np 1 "${comm[@]}" --max-bytes 64K \
+  > "$tmp/comm.log" 2>&1
+expect comm 2 $? "rank 1 (host " "bench-comm options not as on rank 0: --max-bytes is 65536 here, 1024 on rank 0"
 (( fail )) && exit 1
 echo "rank agreement: ok"

@@ -1,7 +1,8 @@
 // Under mpirun every rank reads its own config file, command line, shards and checkpoint. A
 // config file that differs between hosts (a stale copy, another --set), shards that differ, or
 // a checkpoint directory that is not shared would train replicas that drift apart without an
-// error: each rank's view is compared with rank 0's before the first step.
+// error: each rank's view is compared with rank 0's before the first step. `bench-comm`
+// compares its options the same way (other sizes on one rank would hang the job).
 #pragma once
 
 #include <string>
