@@ -3,10 +3,12 @@
 // temporary name, flushed, fsynced and renamed, so a crash never leaves a torn state file.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "lansbert/optim/updater.h"
@@ -94,10 +96,13 @@ Status save_state(const std::string& path, const OptimizerState& state, const fl
             write_all(f, v, elements * sizeof(float), &sum);
   ok = ok && std::fwrite(&sum.h, sizeof(sum.h), 1, f) == 1;
   ok = ok && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+  // The cause of the first failure (a full disk, a quota), before fclose can change errno.
+  std::string why = ok ? "" : std::strerror(errno);
   ok = (std::fclose(f) == 0) && ok;
   if (!ok) {
+    if (why.empty()) why = std::strerror(errno);
     std::remove(tmp.c_str());
-    return Status::io_error(tmp + ": write failed");
+    return Status::io_error(tmp + ": write failed: " + why);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());

@@ -179,6 +179,11 @@ Status create_checkpoint_tmp(const std::string& root, const std::string& tmp) {
   return Status::ok();
 }
 
+void remove_checkpoint_tmp(const std::string& tmp) {
+  std::error_code ec;
+  fs::remove_all(tmp, ec);  // best effort: the write's own error is what gets reported
+}
+
 Status write_optimizer_slice(const std::string& tmp, int rank, const OptimizerState& state,
                              const float* m, const float* v, size_t begin, size_t end,
                              OptimizerSlice* slice) {
@@ -238,11 +243,12 @@ Status write_checkpoint(const std::string& root, const CheckpointMeta& meta,
                         const ParamTable& table, const float* params, const float* m,
                         const float* v, int keep_last, bool final, std::string* written) {
   const fs::path tmp = checkpoint_tmp_dir(root, meta.step, ::getpid());
-  LB_RETURN_IF_ERROR(create_checkpoint_tmp(root, tmp.string()));
-  LB_RETURN_IF_ERROR(save_state((tmp / kOptimizerFile).string(), meta.optimizer, m, v,
-                                table.total_elements()));
-  LB_RETURN_IF_ERROR(fsync_path((tmp / kOptimizerFile).string()));
-  return commit(root, tmp, meta, table, params, {kOptimizerFile}, keep_last, final, written);
+  Status st = create_checkpoint_tmp(root, tmp.string());
+  if (st.is_ok()) st = save_state((tmp / kOptimizerFile).string(), meta.optimizer, m, v, table.total_elements());
+  if (st.is_ok()) st = fsync_path((tmp / kOptimizerFile).string());
+  if (st.is_ok()) st = commit(root, tmp, meta, table, params, {kOptimizerFile}, keep_last, final, written);
+  if (!st.is_ok()) remove_checkpoint_tmp(tmp.string());
+  return st;
 }
 
 Status commit_sharded_checkpoint(const std::string& root, const std::string& tmp,

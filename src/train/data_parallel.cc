@@ -85,11 +85,15 @@ Status DataParallel::save(const std::string& root, const CheckpointMeta& meta, c
   const std::string tmp = checkpoint_tmp_dir(root, meta.step, int64_t(tag));
   LB_RETURN_IF_ERROR(agree(rank0 ? create_checkpoint_tmp(root, tmp) : Status::ok(), "creating the temporary directory"));
   // 2. Every rank writes and fsyncs its slice; the collective is the barrier after which
-  // every part is on disk.
+  // every part is on disk. On any rank's failure rank 0 removes the partial directory.
   OptimizerSlice mine;
-  LB_RETURN_IF_ERROR(agree(write_optimizer_slice(tmp, comm_.rank(), meta.optimizer, m, v,
-                                                 state_begin(), state_end(), &mine),
-                           "writing an optimizer slice"));
+  Status written_slice = agree(write_optimizer_slice(tmp, comm_.rank(), meta.optimizer, m, v, state_begin(),
+                                                     state_end(), &mine),
+                               "writing an optimizer slice");
+  if (!written_slice.is_ok()) {
+    if (rank0) remove_checkpoint_tmp(tmp);
+    return written_slice;
+  }
   // 3. Rank 0 commits: manifest, model, trainer.json, rename, `latest`.
   const int W = comm_.world();
   std::vector<double> ranges(2 * size_t(W), 0.0);
@@ -102,6 +106,7 @@ Status DataParallel::save(const std::string& root, const CheckpointMeta& meta, c
     for (int r = 0; r < W; ++r)
       slices[r] = {size_t(ranges[2 * r]), size_t(ranges[2 * r + 1]), optimizer_slice_file(r)};
     st = commit_sharded_checkpoint(root, tmp, meta, table_, params, slices, keep_last, final, written);
+    if (!st.is_ok()) remove_checkpoint_tmp(tmp);
   }
   LB_RETURN_IF_ERROR(agree(st, "committing on rank 0"));
   *written = checkpoint_step_dir(root, meta.step);

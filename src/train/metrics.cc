@@ -1,7 +1,9 @@
 // The console line and the JSON-lines record of a metrics window.
 #include "lansbert/train/metrics.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <string>
 #include <filesystem>
@@ -97,7 +99,7 @@ Status MetricsLog::append(const std::string& line) {
     if (!file_) return Status::io_error(path_ + ": cannot open the metrics file for appending");
   }
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
-    return Status::io_error(path_ + ": write failed");
+    return Status::io_error(path_ + ": write failed: " + std::strerror(errno));
   return Status::ok();
 }
 

@@ -168,6 +168,11 @@ Status Run::save(bool final) {
   Status st = dp->save(cfg.checkpoint.dir, meta, h.params, h.m, h.v, cfg.checkpoint.keep_last, final,
                        &result->checkpoint);
   result->t_checkpoint += now_s() - t0;
+  if (!st.is_ok())
+    return st.with_prefix("checkpoint of step " + std::to_string(step) + " not written (" +
+                          (result->checkpoint.empty() ? std::string("no earlier one in this run")
+                                                      : "the last one, " + result->checkpoint + ", is intact") +
+                          "): ");
   return st;
 }
 

@@ -259,6 +259,16 @@ expect_error 4 "config.model.hidden_act is not a string" train --config "$tmp/go
   --init-from "$(dirname "$meta")" --set "checkpoint.dir=$tmp/ckpt-init"
 cp "$tmp/trainer.json.orig" "$meta"
 
+# A checkpoint write that fails (a full disk, here a 400 KiB file size limit with SIGXFSZ
+# ignored, so the 660 KiB optimizer.state write fails with EFBIG): exit 5 naming the file,
+# and the partial temporary directory is removed (its space given back).
+(trap '' XFSZ; ulimit -f 400; exec "$lb" train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/ckpt-full" \
+  --stop-at-step 1) > "$tmp/full.log" 2>&1
+rc=$?
+[[ $rc == 5 ]] && grep -q "optimizer.state.tmp: write failed: File too large" "$tmp/full.log" ||
+  { echo "FAIL: a failed checkpoint write -> rc $rc: $(tail -2 "$tmp/full.log")"; fail=1; }
+compgen -G "$tmp/ckpt-full/.tmp-*" > /dev/null && { echo "FAIL: a failed checkpoint write left $(ls -a "$tmp/ckpt-full")"; fail=1; }
+
 # Corrupt checkpoint: a flipped byte is a clear error (exit 4).
 latest=$(readlink -f "$tmp/ckpt/latest")
 printf '\x01' | dd of="$latest/model.safetensors" bs=1 seek=200 conv=notrunc 2>/dev/null

@@ -68,6 +68,9 @@ std::string optimizer_slice_file(int rank);
 std::string checkpoint_tmp_dir(const std::string& root, int64_t step, int64_t tag);
 // Rank 0: creates root (if needed) and an empty tmp directory.
 Status create_checkpoint_tmp(const std::string& root, const std::string& tmp);
+// Rank 0, after a failed write: removes tmp and what it holds (a full disk gets its space
+// back; a later run would ignore the directory anyway). Best effort, never fails.
+void remove_checkpoint_tmp(const std::string& tmp);
 // Every rank: writes its slice of m and v (end-begin floats each) with the scalars into
 // tmp/optimizer_slice_file(rank) and fsyncs it.
 Status write_optimizer_slice(const std::string& tmp, int rank, const OptimizerState& state,
