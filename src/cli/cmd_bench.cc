@@ -13,7 +13,6 @@
 // lansbert's own fused attention (both backends; on the CPU its twin); --gemm-cast cublas lets
 // cuBLAS round bf16/fp16 operands inside the GEMM instead of lansbert's cast kernels.
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,6 +28,7 @@
 #include "commands.h"
 #include "lansbert/backend/cpu_ops.h"
 #include "lansbert/backend/profiling_ops.h"
+#include "lansbert/core/allocator.h"
 #include "lansbert/model/bert_model.h"
 #include "lansbert/model/flops.h"
 #include "lansbert/optim/optimizer.h"
@@ -129,7 +129,7 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
 // Bytes a --batch may take: the host's memory on the CPU, the device's free memory on cuda
 // (0 where unknown: no check).
 double available_bytes(const std::string& backend) {
-  if (backend != "cuda") return double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
+  if (backend != "cuda") return host_memory_bytes();
 #ifdef LANSBERT_HAVE_CUDA
   size_t free_b = 0, total_b = 0;
   if (cuda::memory_info(&free_b, &total_b)) return double(free_b);

@@ -1,4 +1,6 @@
 // The host allocator: 256-byte aligned malloc, memcpy and memset.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -30,5 +32,7 @@ Allocator& host_allocator() {
   static HostAllocator a;
   return a;
 }
+
+double host_memory_bytes() { return double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE)); }
 
 }  // namespace lansbert

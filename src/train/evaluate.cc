@@ -1,13 +1,12 @@
 // run_eval and export_hf (see evaluate.h).
 #include "lansbert/train/evaluate.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "lansbert/backend/cpu_ops.h"
+#include "lansbert/core/allocator.h"
 #include "lansbert/core/file_io.h"
 #include "lansbert/core/float_text.h"
 #include "lansbert/data/dataset.h"
@@ -133,7 +132,7 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
   }
   // The micro-batch must fit before the model allocates it (a failed allocation is fatal).
   size_t free_b = 0, total_b = 0;
-  const double have = !device ? double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE))
+  const double have = !device ? host_memory_bytes()
                       : device->memory_info(&free_b, &total_b) ? double(free_b)
                                                                : 0;
   LB_RETURN_IF_ERROR(check_eval_batch_fits(mc, micro_batch, set->seq_len(), set->max_pred(), have,

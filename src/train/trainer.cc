@@ -4,12 +4,11 @@
 // checks are in trainer_data.cc, resume and saving in trainer_restore.cc (trainer_run.h).
 #include "lansbert/train/trainer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 
 #include "lansbert/backend/cpu_ops.h"
+#include "lansbert/core/allocator.h"
 #include "lansbert/core/file_io.h"
 #include "lansbert/core/stop_signals.h"
 #include "lansbert/train/checkpoint.h"
@@ -184,8 +183,7 @@ Status Run::loop() {
 Status check_host_memory(const TrainConfig& cfg, Communicator& comm) {
   TrainPlan plan;
   LB_RETURN_IF_ERROR(make_plan(cfg, comm.world(), &plan));
-  const double have = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
-  return check_plan_fits(cfg, plan, have, std::max(comm.local_world(), 1), "this host's memory");
+  return check_plan_fits(cfg, plan, host_memory_bytes(), std::max(comm.local_world(), 1), "this host's memory");
 }
 
 }  // namespace trainer_detail

@@ -25,5 +25,8 @@ class Allocator {
 
 // Returns the process-wide host allocator (aligned malloc).
 Allocator& host_allocator();
+// This host's physical memory in bytes (sysconf): what plans and --batch checks on the CPU
+// are measured against before anything is allocated.
+double host_memory_bytes();
 
 }  // namespace lansbert
