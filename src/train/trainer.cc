@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 
 #include "lansbert/backend/cpu_ops.h"
 #include "lansbert/core/allocator.h"
@@ -27,11 +28,34 @@ double now_s() {
 
 Status Run::check_outputs() {
   // Rank 0 writes both (and its creation probes must not race another rank's).
-  Status st;
-  if (rank0()) st = check_checkpoint_root(cfg.checkpoint.dir, opts.resume.empty() ? -1 : step);
-  if (st.is_ok() && rank0() && !cfg.metrics_path().empty())
-    st = check_can_create(cfg.metrics_path(), PathKind::kFile, "logging.metrics_file");
+  const Status st = rank0() ? lock_and_check_outputs() : Status::ok();
   return agree_across_ranks(comm, st, "checking checkpoint.dir and logging.metrics_file", &Status::invalid_argument);
+}
+
+// A checkpoint.dir that exists is locked before its checkpoints are looked at, so that a run
+// started beside another one is refused as such rather than told that the other's
+// checkpoints are an earlier run's. A new one is made (by the lock) only once every check has
+// passed: a refused run creates nothing.
+Status Run::lock_and_check_outputs() {
+  const std::string& dir = cfg.checkpoint.dir;
+  const int64_t resumed = opts.resume.empty() ? -1 : step;
+  bool tried = false;
+  auto lock = [&] {
+    tried = true;
+    std::string unlocked;
+    Status st = checkpoint_lock.acquire(dir, "checkpoint.dir", DirLock::holder_record("lansbert train"), &unlocked);
+    if (!unlocked.empty() && opts.log) std::fprintf(opts.log, "note: %s\n", unlocked.c_str());
+    return st;
+  };
+  LB_RETURN_IF_ERROR(check_can_create(dir, PathKind::kDirectory, "checkpoint.dir"));
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir, ec)) LB_RETURN_IF_ERROR(lock());
+  LB_RETURN_IF_ERROR(check_checkpoint_root(dir, resumed));
+  if (!cfg.metrics_path().empty())
+    LB_RETURN_IF_ERROR(check_can_create(cfg.metrics_path(), PathKind::kFile, "logging.metrics_file"));
+  if (tried) return Status::ok();
+  LB_RETURN_IF_ERROR(lock());
+  return check_checkpoint_root(dir, resumed);  // another run may have made it (and written) first
 }
 
 Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/buffer.h"
+#include "lansbert/core/dir_lock.h"
 #include "lansbert/data/loader.h"
 #include "lansbert/model/bert_model.h"
 #include "lansbert/train/data_parallel.h"
@@ -49,6 +50,7 @@ struct Run {
   uint64_t micro = 0;  // micro-batches of micro_batch sequences done by all ranks together
   DataPosition pos;
   TrainResult* result = nullptr;
+  DirLock checkpoint_lock;  // rank 0's, on checkpoint.dir, for the whole run (check_outputs)
 
   FlatBuffers flat() {
     FlatBuffers b{model->params(), model->grads(), m.data(), v.data()};
@@ -68,9 +70,11 @@ struct Run {
   Status load_params(const std::string& dir);
   Status load_optimizer(const std::string& dir, OptimizerState* state);
   Status restore();
-  // After restore(): the output paths can be written and no checkpoint would be overwritten
-  // (check_checkpoint_root). Collective: every rank learns of rank 0's refusal.
+  // After restore(): rank 0 locks checkpoint.dir (no other run writes it while this one
+  // does), then checks that the output paths can be written and that no checkpoint would be
+  // overwritten (check_checkpoint_root). Collective: every rank learns of rank 0's refusal.
   Status check_outputs();
+  Status lock_and_check_outputs();  // rank 0's part
   Status check_vocab_size(int64_t tokens, const std::string& source) const;
   Status init_from(const std::string& spec);
   Status save(bool final);
