@@ -25,21 +25,48 @@ def import_pyplot():
     return plt
 
 
+def read_records(path):
+    """The JSON records of a metrics file. A line that is not one (the torn tail of a run that
+    died on a full disk) is named on stderr and skipped, so the runs around it still plot."""
+    records = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                record = None
+                why = e.msg
+            else:
+                why = "not a record with a step"
+            if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+                print(f"{path}:{number}: skipped: {why}: {line.strip()[:80]}", file=sys.stderr)
+                continue
+            records.append(record)
+    return records
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
-    plt = import_pyplot()
-    if plt is None:
-        return 1
     path = sys.argv[1]
     out = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(os.path.abspath(path))
-    records = [json.loads(l) for l in open(path) if l.strip()]
+    # The file is read before matplotlib is looked for: what is wrong with it is said first.
+    try:
+        records = read_records(path)
+    except OSError as e:
+        print(f"{path}: cannot read: {e.strerror}", file=sys.stderr)
+        return 1
     # Training windows have no "type"; held-out evaluations are {"type": "eval", ...}.
     rows = [r for r in records if "type" not in r]
     evals = [r for r in records if r.get("type") == "eval"]
     if not rows:
-        print(f"{path}: no records")
+        print(f"{path}: no training records", file=sys.stderr)
+        return 1
+    plt = import_pyplot()
+    if plt is None:
         return 1
     # A resumed run appends: keep the last record of each step.
     by_step = {r["step"]: r for r in rows}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/plot-metrics.py with Debian's python3: without matplotlib it exits non-zero with one
 # line naming the package to install (not a traceback); with it, it draws the three PNGs from
-# a metrics file holding training and held-out lines.
+# a metrics file holding training and held-out lines; a torn line is named and skipped, a
+# missing file is one line.
 # Usage: plot_metrics_test.sh SOURCE_DIR
 set -euo pipefail
 src=$1
@@ -31,9 +32,27 @@ set -e
 (( $(wc -l <<< "$err") == 1 )) || fail "more than one line: $err"
 [[ ! -e $tmp/none ]] || fail "created the output directory without matplotlib"
 
+# A torn line (a run that died on a full disk) is named by its line number and skipped; the
+# file is read before matplotlib is looked for, so this is checked without it too.
+{ head -1 "$tmp/metrics.jsonl"; printf '{"step": 15, "loss": 10.'; echo; tail -2 "$tmp/metrics.jsonl"; } > "$tmp/torn.jsonl"
+set +e
+err=$(PYTHONPATH="$tmp/shim" "$py" "$src/scripts/plot-metrics.py" "$tmp/torn.jsonl" "$tmp/none" 2>&1 >/dev/null)
+set -e
+[[ $err == *"torn.jsonl:2: skipped: "*'{"step": 15, "loss": 10.'* ]] || fail "torn line not named: $err"
+[[ $err == *"apt-get install python3-matplotlib"* ]] || fail "the torn line stopped the run: $err"
+[[ $err != *Traceback* ]] || fail "a traceback for a torn line: $err"
+# A missing file is one line, not a traceback.
+set +e
+err=$("$py" "$src/scripts/plot-metrics.py" "$tmp/missing.jsonl" 2>&1 >/dev/null); rc=$?
+set -e
+(( rc == 1 )) && [[ $err == *"missing.jsonl: cannot read: No such file or directory" && $err != *Traceback* ]] ||
+  fail "missing file: rc $rc: $err"
+
 if "$py" -c 'import matplotlib' 2>/dev/null; then
   "$py" "$src/scripts/plot-metrics.py" "$tmp/metrics.jsonl" "$tmp/plots" > /dev/null
   for f in loss accuracy lr; do [[ -s $tmp/plots/$f.png ]] || fail "no $f.png"; done
+  "$py" "$src/scripts/plot-metrics.py" "$tmp/torn.jsonl" "$tmp/torn-plots" > /dev/null 2>&1 || fail "torn file not plotted"
+  for f in loss accuracy lr; do [[ -s $tmp/torn-plots/$f.png ]] || fail "no $f.png from the torn file"; done
 else
   echo "note: matplotlib not installed; the drawing half was skipped"
 fi
