@@ -73,6 +73,7 @@ done <<< "$settings"
 # Its #SBATCH header asks for what srun is told.
 grep -q '^#SBATCH --ntasks-per-node=8$' "$src/scripts/launch/p3dn.sbatch" || fail "#SBATCH --ntasks-per-node"
 grep -q '^#SBATCH --cpus-per-task=6$' "$src/scripts/launch/p3dn.sbatch" || fail "#SBATCH --cpus-per-task"
+grep -q '^#SBATCH --signal=TERM@300$' "$src/scripts/launch/p3dn.sbatch" || fail "#SBATCH --signal (checkpoint before the time limit)"
 set +e
 err=$(sbatch_run 2>&1 >/dev/null); rc=$?
 set -e
