@@ -95,8 +95,16 @@ Status MetricsLog::append(const std::string& line) {
     std::error_code ec;
     const auto parent = std::filesystem::path(path_).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    file_ = std::fopen(path_.c_str(), "a");
+    file_ = std::fopen(path_.c_str(), "a+");
     if (!file_) return Status::io_error(path_ + ": cannot open the metrics file for appending");
+    // A run that died mid-line (its disk full) left a torn record: this run's first starts
+    // on a line of its own, so only the torn one is lost to a reader.
+    if (std::fseek(file_, -1, SEEK_END) == 0) {
+      const int last = std::fgetc(file_);
+      std::fseek(file_, 0, SEEK_END);  // a stream turns from reading to writing at a seek
+      if (last != '\n' && std::fputc('\n', file_) == EOF)
+        return Status::io_error(path_ + ": write failed: " + std::strerror(errno));
+    }
   }
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
     return Status::io_error(path_ + ": write failed: " + std::strerror(errno));

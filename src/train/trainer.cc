@@ -58,7 +58,7 @@ Status Run::lock_and_check_outputs() {
   return check_checkpoint_root(dir, resumed);  // another run may have made it (and written) first
 }
 
-Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds) {
+Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds, Status* logged) {
   const double t0 = now_s();
   int64_t n = eval_shards->count();
   if (cfg.evaluation.max_sequences > 0) n = std::min(n, cfg.evaluation.max_sequences);
@@ -69,7 +69,23 @@ Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds) {
   result->eval = sums.result();
   ++result->evaluations;
   *seconds = now_s() - t0;
-  return log.write_eval(step, total, result->eval, *seconds);
+  *logged = agree_across_ranks(comm, log.write_eval(step, total, result->eval, *seconds),
+                               "writing logging.metrics_file", &Status::io_error);
+  return Status::ok();
+}
+
+// A metrics file that cannot take another line (a full disk, a quota, a file size limit)
+// ends the run, but the training since the last checkpoint is not lost to a log file.
+Status Run::stop_for_metrics(const Status& failed) {
+  if (saved_step != step) {
+    const Status saved = save(step == cfg.schedule.total_steps);
+    if (!saved.is_ok()) return Status::io_error(failed.message() + "; and the " + saved.message());
+    saved_step = step;
+  }
+  return Status::io_error(failed.message() + "; the run stopped after step " + std::to_string(step) +
+                          " with its checkpoint written (" + result->checkpoint +
+                          "): make room for logging.metrics_file (or point it elsewhere) and continue "
+                          "with --resume latest");
 }
 
 Status Run::loop() {
@@ -153,7 +169,8 @@ Status Run::loop() {
       rec.t_allreduce = w_allreduce / dt;
       rec.t_optimizer = w_opt / dt;
       rec.t_other = std::max(0.0, 1 - rec.t_data - rec.t_compute - rec.t_allreduce - rec.t_optimizer);
-      LB_RETURN_IF_ERROR(log.write(rec));
+      const Status logged = agree_across_ranks(comm, log.write(rec), "writing logging.metrics_file", &Status::io_error);
+      if (!logged.is_ok()) return stop_for_metrics(logged);
       if (first_window) result->first_loss = rec.loss;
       first_window = false;
       result->loss = rec.loss;
@@ -173,6 +190,7 @@ Status Run::loop() {
     const bool periodic = cfg.checkpoint.every_steps > 0 && step % cfg.checkpoint.every_steps == 0;
     if (periodic || flags[1] != 0 || flags[0] != 0 || step == stop_at) {
       LB_RETURN_IF_ERROR(save(step == total));
+      saved_step = step;
       t_last_ckpt = now_s();
     }
     // Held-out evaluation: every evaluation.every_steps and when the run reaches its last
@@ -182,7 +200,9 @@ Status Run::loop() {
     const bool eval_due = cfg.evaluation.every_steps > 0 && step % cfg.evaluation.every_steps == 0;
     if (eval_shards && (eval_due || step == total) && flags[0] == 0) {
       double seconds = 0;
-      LB_RETURN_IF_ERROR(evaluate(log, total, &seconds));
+      Status logged;
+      LB_RETURN_IF_ERROR(evaluate(log, total, &seconds, &logged));
+      if (!logged.is_ok()) return stop_for_metrics(logged);
       t_window += seconds;
     }
     if (flags[0] != 0) {

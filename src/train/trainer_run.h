@@ -50,6 +50,7 @@ struct Run {
   uint64_t micro = 0;  // micro-batches of micro_batch sequences done by all ranks together
   DataPosition pos;
   TrainResult* result = nullptr;
+  int64_t saved_step = -1;  // the step of this run's last checkpoint
   DirLock checkpoint_lock;  // rank 0's, on checkpoint.dir, for the whole run (check_outputs)
 
   FlatBuffers flat() {
@@ -80,7 +81,12 @@ struct Run {
   Status save(bool final);
   // One pass over data.eval (the first evaluation.max_sequences samples), split over the
   // ranks, reduced, logged by rank 0. Returns its wall time in *seconds.
-  Status evaluate(MetricsLog& log, int64_t total, double* seconds);
+  // Runs the held-out evaluation and logs it; *logged is the log write's status, agreed
+  // across ranks (the return value is the evaluation's).
+  Status evaluate(MetricsLog& log, int64_t total, double* seconds, Status* logged);
+  // After a metrics line could not be written (agreed across ranks): the step's checkpoint,
+  // unless it is written already, then the error, saying where the run can resume.
+  Status stop_for_metrics(const Status& failed);
   Status loop();
 };
 

@@ -4,7 +4,8 @@
 # run into a used checkpoint.dir, a resume behind later checkpoints and unwritable output
 # paths are refused before the first step; a real
 # SIGTERM mid-run ends with exit 0 and a loadable checkpoint; SIGKILL during a checkpoint
-# write leaves the previous one loadable and resumable; eval and export work.
+# write leaves the previous one loadable and resumable; a metrics file that cannot be written
+# stops the run after a checkpoint; eval and export work.
 # Usage: train_cli_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH
 set -uo pipefail
 lb=$1; mk=$2; tmp=$3
@@ -268,6 +269,31 @@ rc=$?
 [[ $rc == 5 ]] && grep -q "optimizer.state.tmp: write failed: File too large" "$tmp/full.log" ||
   { echo "FAIL: a failed checkpoint write -> rc $rc: $(tail -2 "$tmp/full.log")"; fail=1; }
 compgen -G "$tmp/ckpt-full/.tmp-*" > /dev/null && { echo "FAIL: a failed checkpoint write left $(ls -a "$tmp/ckpt-full")"; fail=1; }
+
+# A metrics line that cannot be written (the same limit, 200 KiB, reached by the metrics file
+# of a model whose checkpoint files stay under it) ends the run with exit 5, but after the
+# step's checkpoint; the resumed run appends to the torn file on a line of its own.
+small=(--set model.hidden=32 --set model.layers=1 --set model.intermediate=64 --set schedule.total_steps=5000
+       --set logging.every_steps=1 --set "checkpoint.dir=$tmp/ckpt-metrics")
+(trap '' XFSZ; ulimit -f 200; exec "$lb" train --config "$tmp/good.yaml" "${small[@]}") > "$tmp/mfull.log" 2>&1
+rc=$?
+stopped=$(sed -n 's/.*metrics.jsonl: write failed: File too large; the run stopped after step \([0-9]*\) with its checkpoint written.*/\1/p' "$tmp/mfull.log")
+[[ $rc == 5 && -n $stopped && -d $tmp/ckpt-metrics/step-$(printf %09d "${stopped:-0}") ]] ||
+  { echo "FAIL: a failed metrics write -> rc $rc: $(tail -1 "$tmp/mfull.log")"; fail=1; }
+"$lb" train --config "$tmp/good.yaml" "${small[@]}" --resume latest --stop-at-step $((stopped + 2)) > /dev/null 2>&1 ||
+  { echo "FAIL: resuming after a failed metrics write"; fail=1; }
+python3 - "$tmp/ckpt-metrics/metrics.jsonl" "$stopped" <<'PY' || { echo "FAIL: the metrics file after the resume"; fail=1; }
+import json, sys
+bad, steps = [], []
+for n, line in enumerate(open(sys.argv[1]), 1):
+    try:
+        steps.append(json.loads(line)["step"])
+    except ValueError:
+        bad.append(n)
+stopped = int(sys.argv[2])
+assert len(bad) == 1, f"unreadable lines {bad}"
+assert steps[-2:] == [stopped + 1, stopped + 2], steps[-4:]
+PY
 
 # Corrupt checkpoint: a flipped byte is a clear error (exit 4).
 latest=$(readlink -f "$tmp/ckpt/latest")
