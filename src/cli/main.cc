@@ -26,6 +26,7 @@ void report(const Status& s) {
 
 int main(int argc, char** argv) {
   lansbert::restore_default_signal_actions();  // before any thread exists (stop_signals.h)
+  lansbert::ignore_file_size_signal();
 #ifdef LANSBERT_HAVE_CUDA
   lansbert::register_device_backend("cuda", lansbert::cuda::make_device_backend);
 #endif

@@ -38,6 +38,8 @@ void restore_default_signal_actions() {
   }
 }
 
+void ignore_file_size_signal() { std::signal(SIGXFSZ, SIG_IGN); }
+
 StopSignals::StopSignals(bool on) : on_(on) {
   g_stop_signal.store(0);
   if (!on_) return;

@@ -2,7 +2,8 @@
 # One rank of a `lansbert train` job fails on its own (here: rank 1 is given a config file
 # that does not exist, through mpirun's MPMD syntax) while rank 0 goes on into the
 # collectives. The job must end, non-zero, within 60 s, with a message naming the rank and
-# the cause and exit status 3 (the missing file's), instead of rank 0 waiting forever.
+# the cause and exit status 3 (the missing file's), instead of rank 0 waiting forever. And a
+# metrics file that rank 0 cannot write stops every rank after a checkpoint (exit 5).
 # Usage: train_rank_failure_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH MPIEXEC FLAGS...
 set -uo pipefail
 lb=$1; mk=$2; tmp=$3; mpiexec=$4; shift 4; flags=("$@")
@@ -31,3 +32,18 @@ grep -q "rank 1 on" "$tmp/log" && grep -q "missing.yaml" "$tmp/log" \
   || { echo "FAIL: no message naming rank 1 and the missing config"; fail=1; }
 (( fail )) && { cat "$tmp/log"; exit 1; }
 echo "rank failure: job ended with exit $rc in ${elapsed}s"
+
+# Rank 0 alone writes the metrics file: when it cannot (here a 200 KiB file size limit on the
+# ranks, not on mpirun, whose shared memory needs more), every rank learns of it, they write
+# the step's checkpoint together, and every rank exits 5.
+timeout 120 "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS=1 -np 2 bash -c 'ulimit -f 200; exec "$0" "$@"' \
+  "$lb" train --config "$tmp/tiny.yaml" --set model.hidden=32 --set model.layers=1 --set model.intermediate=64 \
+  --set logging.metrics_file="$tmp/metrics.jsonl" --set logging.every_steps=1 --set schedule.total_steps=5000 \
+  --set batch.micro_batch=16 > "$tmp/mlog" 2>&1
+rc=$?
+step=$(sed -n 's/.*\[rank 1 on .*the run stopped after step \([0-9]*\) with its checkpoint written.*/\1/p' "$tmp/mlog")
+if (( rc != 5 )) || [[ -z $step || ! -d $tmp/ckpt/step-$(printf %09d "${step:-0}") ]] ||
+   ! grep -q "\[rank 0 on .*metrics.jsonl: write failed: File too large; the run stopped after step $step " "$tmp/mlog"; then
+  echo "FAIL: a metrics file rank 0 cannot write: exit $rc, step '${step}'"; grep -v '^$' "$tmp/mlog" | tail -8; exit 1
+fi
+echo "metrics failure: job ended with exit 5 after the checkpoint of step $step"

@@ -20,6 +20,12 @@ namespace lansbert {
 
 void restore_default_signal_actions();
 
+// SIGXFSZ ignored, first thing in main too: a write past a file size limit (`ulimit -f`, a
+// batch system's RLIMIT_FSIZE) then fails with EFBIG, which lansbert reports naming the file
+// (the trainer after writing a checkpoint where it can), instead of the process dying of the
+// signal with no message. Launchers (mpirun's daemons) do not pass an inherited SIG_IGN on.
+void ignore_file_size_signal();
+
 class StopSignals {
  public:
   // on = false: a no-op guard (library callers that leave signals to the program).
