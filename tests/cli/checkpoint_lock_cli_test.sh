@@ -4,12 +4,7 @@
 # pid, host) and changes nothing in the directory; once the first has ended (here by
 # SIGTERM, which checkpoints), the second resumes it. A --dry-run never takes the lock.
 # Usage: checkpoint_lock_cli_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH
-set -uo pipefail
-lb=$1; mk=$2; tmp=$3
-rm -rf "$tmp"; mkdir -p "$tmp"
-export OMP_NUM_THREADS=1
-"$mk" "$tmp/data" >/dev/null || { echo "FAIL: make data"; exit 1; }
-fail=0
+source "$(dirname "$0")/train_test_setup.sh" "$@"
 cat > "$tmp/run.yaml" <<YAML
 model: {preset: bert-tiny, vocab_size: 64, hidden: 32, layers: 1, heads: 2, intermediate: 64, max_positions: 64}
 data: {train: ["$tmp/data/shards/*.lbs"], vocab: $tmp/data/vocab.txt, seq_len: 32, max_pred: 5}

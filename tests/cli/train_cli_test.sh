@@ -7,12 +7,7 @@
 # write leaves the previous one loadable and resumable; a metrics file that cannot be written
 # stops the run after a checkpoint; eval and export work.
 # Usage: train_cli_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH
-set -uo pipefail
-lb=$1; mk=$2; tmp=$3
-rm -rf "$tmp"; mkdir -p "$tmp"
-export OMP_NUM_THREADS=1
-"$mk" "$tmp/data" >/dev/null || { echo "FAIL: make data"; exit 1; }
-fail=0
+source "$(dirname "$0")/train_test_setup.sh" "$@"
 cat > "$tmp/good.yaml" <<YAML
 model: {preset: bert-tiny, vocab_size: 64, hidden: 64, heads: 2, intermediate: 128, max_positions: 64}
 data: {train: ["$tmp/data/shards/*.lbs"], vocab: $tmp/data/vocab.txt, seq_len: 32, max_pred: 5}

@@ -6,12 +6,9 @@
 # on each (as node-local disks would), exit 2 naming the digest or the positions; the same
 # launch with identical views trains; and bench-comm ranks with other options exit 2.
 # Usage: rank_agreement_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH MPIEXEC FLAGS...
-set -uo pipefail
-lb=$1; mk=$2; tmp=$3; mpiexec=$4; shift 4; flags=("$@")
-rm -rf "$tmp"; mkdir -p "$tmp/a" "$tmp/b"
-export OMP_NUM_THREADS=1
-"$mk" "$tmp/data" >/dev/null || { echo "FAIL: make data"; exit 1; }
-fail=0
+source "$(dirname "$0")/../cli/train_test_setup.sh" "$@"
+mpiexec=$4; shift 4; flags=("$@")
+mkdir -p "$tmp/a" "$tmp/b"
 cat > "$tmp/tiny.yaml" <<YAML
 model: {preset: bert-tiny, vocab_size: 64, hidden: 64, heads: 2, intermediate: 128, max_positions: 64}
 data: {train: ["$tmp/data/shards/*.lbs"], vocab: $tmp/data/vocab.txt, seq_len: 32, max_pred: 5}

@@ -5,10 +5,8 @@
 # the cause and exit status 3 (the missing file's), instead of rank 0 waiting forever. And a
 # metrics file that rank 0 cannot write stops every rank after a checkpoint (exit 5).
 # Usage: train_rank_failure_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH MPIEXEC FLAGS...
-set -uo pipefail
-lb=$1; mk=$2; tmp=$3; mpiexec=$4; shift 4; flags=("$@")
-rm -rf "$tmp"; mkdir -p "$tmp"
-"$mk" "$tmp/data" >/dev/null || { echo "FAIL: make data"; exit 1; }
+source "$(dirname "$0")/../cli/train_test_setup.sh" "$@"
+mpiexec=$4; shift 4; flags=("$@")
 cat > "$tmp/tiny.yaml" <<YAML
 model: {preset: bert-tiny, vocab_size: 64, hidden: 64, heads: 2, intermediate: 128, max_positions: 64}
 data: {train: ["$tmp/data/shards/*.lbs"], vocab: $tmp/data/vocab.txt, seq_len: 32, max_pred: 5}
