@@ -8,10 +8,14 @@ namespace lansbert {
 Status agree_across_ranks(Communicator& comm, const Status& st, const std::string& what,
                           Status (*other_rank)(std::string)) {
   if (comm.world() == 1) return st;
-  double failed = st.is_ok() ? 0 : 1;
+  double failed = st.is_ok() ? 0 : double(static_cast<int>(st.code()));
   comm.all_reduce(&failed, 1, ReduceOp::kMax);
   if (!st.is_ok()) return st;
-  if (failed != 0) return other_rank(what + " failed on another rank (its error is in that rank's output)");
+  if (failed != 0) {
+    std::string message = what + " failed on another rank (its error is in that rank's output)";
+    if (other_rank) return other_rank(std::move(message));
+    return Status::with_code(static_cast<StatusCode>(static_cast<int>(failed)), std::move(message));
+  }
   return Status::ok();
 }
 

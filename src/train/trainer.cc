@@ -64,7 +64,7 @@ Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds, Status* lo
   if (cfg.evaluation.max_sequences > 0) n = std::min(n, cfg.evaluation.max_sequences);
   EvalSums sums;
   Status st = evaluate_samples(*model, *eval_shards, n, cfg.batch.micro_batch, comm.rank(), comm.world(), &sums);
-  LB_RETURN_IF_ERROR(agree_across_ranks(comm, st, "evaluation on data.eval"));
+  LB_RETURN_IF_ERROR(agree_across_ranks(comm, st, "evaluation on data.eval", nullptr));
   comm.all_reduce(sums.v, EvalSums::kCount, ReduceOp::kSum);
   result->eval = sums.result();
   ++result->evaluations;
@@ -74,21 +74,27 @@ Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds, Status* lo
   return Status::ok();
 }
 
-// A metrics file that cannot take another line (a full disk, a quota, a file size limit)
-// ends the run, but the training since the last checkpoint is not lost to a log file.
-Status Run::stop_for_metrics(const Status& failed) {
+// A metrics file that cannot take another line (a full disk, a quota, a file size limit), a
+// data.train record that cannot be read (a damaged shard, a file system's I/O error) or a
+// failed evaluation ends the run, but not the training since the last checkpoint with it.
+// The exit code stays the error's.
+Status Run::stop_after_checkpoint(const Status& failed, const std::string& fix) {
+  auto with = [&](const std::string& more) { return Status::with_code(failed.code(), failed.message() + more); };
+  if (step == first_step)  // nothing trained in this run, nothing to keep
+    return with("; " + fix + ", then " + (opts.resume.empty() ? "start the run again" : "resume it again"));
   if (saved_step != step) {
     const Status saved = save(step == cfg.schedule.total_steps);
-    if (!saved.is_ok()) return Status::io_error(failed.message() + "; and the " + saved.message());
+    if (!saved.is_ok()) return with("; and the " + saved.message());
     saved_step = step;
   }
-  return Status::io_error(failed.message() + "; the run stopped after step " + std::to_string(step) +
-                          " with its checkpoint written (" + result->checkpoint +
-                          "): make room for logging.metrics_file (or point it elsewhere) and continue "
-                          "with --resume latest");
+  return with("; the run stopped after step " + std::to_string(step) + " with its checkpoint written (" +
+              result->checkpoint + "): " + fix + " and continue with --resume latest");
 }
 
+constexpr const char* kMetricsFix = "make room for logging.metrics_file (or point it elsewhere)";
+
 Status Run::loop() {
+  first_step = step;
   const int64_t total = cfg.schedule.total_steps;
   const int64_t stop_at = opts.stop_at_step >= 0 ? std::min(opts.stop_at_step, total) : total;
   const double flops_seq = training_flops_per_sequence(mc, cfg.data.seq_len, cfg.data.max_pred);
@@ -109,7 +115,10 @@ Status Run::loop() {
     model->zero_grads();
     for (int k = 0; k < accum; ++k) {
       double t0 = now_s();
-      LB_RETURN_IF_ERROR(loader->next(&batch, &info));
+      // Agreed before the forward pass, whose collectives a rank without a batch would miss.
+      const Status read = agree_across_ranks(comm, loader->next(&batch, &info), "reading data.train", nullptr);
+      if (!read.is_ok())
+        return stop_after_checkpoint(read, "mend or replace the shard it names (lansbert prep writes it again)");
       const double t1 = now_s();
       // Dropout keys by the micro-batch's index in the global batch (rank r holds indices
       // r*accum ...), so the masks of a sample do not depend on the rank count.
@@ -170,7 +179,7 @@ Status Run::loop() {
       rec.t_optimizer = w_opt / dt;
       rec.t_other = std::max(0.0, 1 - rec.t_data - rec.t_compute - rec.t_allreduce - rec.t_optimizer);
       const Status logged = agree_across_ranks(comm, log.write(rec), "writing logging.metrics_file", &Status::io_error);
-      if (!logged.is_ok()) return stop_for_metrics(logged);
+      if (!logged.is_ok()) return stop_after_checkpoint(logged, kMetricsFix);
       if (first_window) result->first_loss = rec.loss;
       first_window = false;
       result->loss = rec.loss;
@@ -201,8 +210,10 @@ Status Run::loop() {
     if (eval_shards && (eval_due || step == total) && flags[0] == 0) {
       double seconds = 0;
       Status logged;
-      LB_RETURN_IF_ERROR(evaluate(log, total, &seconds, &logged));
-      if (!logged.is_ok()) return stop_for_metrics(logged);
+      const Status evaluated = evaluate(log, total, &seconds, &logged);
+      if (!evaluated.is_ok())
+        return stop_after_checkpoint(evaluated, "mend data.eval (or set evaluation.every_steps: 0 and no data.eval)");
+      if (!logged.is_ok()) return stop_after_checkpoint(logged, kMetricsFix);
       t_window += seconds;
     }
     if (flags[0] != 0) {

@@ -50,6 +50,7 @@ struct Run {
   uint64_t micro = 0;  // micro-batches of micro_batch sequences done by all ranks together
   DataPosition pos;
   TrainResult* result = nullptr;
+  int64_t first_step = 0;   // where this run's loop started (0, or the resumed step)
   int64_t saved_step = -1;  // the step of this run's last checkpoint
   DirLock checkpoint_lock;  // rank 0's, on checkpoint.dir, for the whole run (check_outputs)
 
@@ -82,11 +83,12 @@ struct Run {
   // One pass over data.eval (the first evaluation.max_sequences samples), split over the
   // ranks, reduced, logged by rank 0. Returns its wall time in *seconds.
   // Runs the held-out evaluation and logs it; *logged is the log write's status, agreed
-  // across ranks (the return value is the evaluation's).
+  // across ranks (the return value is the evaluation's, also agreed).
   Status evaluate(MetricsLog& log, int64_t total, double* seconds, Status* logged);
-  // After a metrics line could not be written (agreed across ranks): the step's checkpoint,
-  // unless it is written already, then the error, saying where the run can resume.
-  Status stop_for_metrics(const Status& failed);
+  // After an error (agreed across ranks) that left the model and optimizer as the last step
+  // did: that step's checkpoint, unless written already, then the error with `fix` and
+  // where the run can continue.
+  Status stop_after_checkpoint(const Status& failed, const std::string& fix);
   Status loop();
 };
 

@@ -5,7 +5,8 @@
 # paths are refused before the first step; a real
 # SIGTERM mid-run ends with exit 0 and a loadable checkpoint; SIGKILL during a checkpoint
 # write leaves the previous one loadable and resumable; a metrics file that cannot be written
-# stops the run after a checkpoint; eval and export work.
+# or a data.train record that cannot be read stops the run after a checkpoint; eval and
+# export work.
 # Usage: train_cli_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH
 source "$(dirname "$0")/train_test_setup.sh" "$@"
 cat > "$tmp/good.yaml" <<YAML
@@ -289,6 +290,29 @@ stopped = int(sys.argv[2])
 assert len(bad) == 1, f"unreadable lines {bad}"
 assert steps[-2:] == [stopped + 1, stopped + 2], steps[-4:]
 PY
+
+# A data.train record that cannot be read mid-run (a flipped byte in the middle of the
+# shard, found when the sampler reaches it) ends the run with exit 4 naming the record, after
+# the last completed step's checkpoint; with the shard mended the run continues from there
+# exactly as one that never stopped.
+mkdir -p "$tmp/rot" && cp "$tmp/data/shards/"*.lbs "$tmp/rot/"
+rotten=$(ls "$tmp/rot/"*.lbs | head -1)
+printf '\x01' | dd of="$rotten" bs=1 seek=$(( $(stat -c %s "$rotten") / 2 )) conv=notrunc 2>/dev/null
+"$lb" train --config "$tmp/good.yaml" "${small[@]}" --set "checkpoint.dir=$tmp/ckpt-rot" --set "data.train=$tmp/rot/*.lbs" \
+  --set logging.metrics_file=- > "$tmp/rot.log" 2>&1
+rc=$?
+stopped=$(sed -n 's/.*record [0-9]* (byte offsets .*checksum mismatch.*the run stopped after step \([0-9]*\) with its checkpoint written.*/\1/p' "$tmp/rot.log")
+if [[ $rc != 4 || -z $stopped ]]; then
+  echo "FAIL: an unreadable data.train record mid-run -> rc $rc: $(tail -1 "$tmp/rot.log")"; fail=1
+else
+  "$lb" train --config "$tmp/good.yaml" "${small[@]}" --set "checkpoint.dir=$tmp/ckpt-rot" --set logging.metrics_file=- \
+    --resume latest --stop-at-step $((stopped + 3)) > /dev/null 2>&1 || { echo "FAIL: resuming with the shard mended"; fail=1; }
+  "$lb" train --config "$tmp/good.yaml" "${small[@]}" --set "checkpoint.dir=$tmp/ckpt-straight" --set logging.metrics_file=- \
+    --stop-at-step $((stopped + 3)) > /dev/null 2>&1 || { echo "FAIL: the uninterrupted run"; fail=1; }
+  step_dir=step-$(printf %09d $((stopped + 3)))
+  cmp -s "$tmp/ckpt-rot/$step_dir/model.safetensors" "$tmp/ckpt-straight/$step_dir/model.safetensors" ||
+    { echo "FAIL: stopped at an unreadable record and resumed, the weights differ from an uninterrupted run's"; fail=1; }
+fi
 
 # Corrupt checkpoint: a flipped byte is a clear error (exit 4).
 latest=$(readlink -f "$tmp/ckpt/latest")

@@ -3,7 +3,8 @@
 # that does not exist, through mpirun's MPMD syntax) while rank 0 goes on into the
 # collectives. The job must end, non-zero, within 60 s, with a message naming the rank and
 # the cause and exit status 3 (the missing file's), instead of rank 0 waiting forever. And a
-# metrics file that rank 0 cannot write stops every rank after a checkpoint (exit 5).
+# metrics file that rank 0 cannot write stops every rank after a checkpoint (exit 5), as does
+# a damaged data.train record (exit 4).
 # Usage: train_rank_failure_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH MPIEXEC FLAGS...
 source "$(dirname "$0")/../cli/train_test_setup.sh" "$@"
 mpiexec=$4; shift 4; flags=("$@")
@@ -45,3 +46,19 @@ if (( rc != 5 )) || [[ -z $step || ! -d $tmp/ckpt/step-$(printf %09d "${step:-0}
   echo "FAIL: a metrics file rank 0 cannot write: exit $rc, step '${step}'"; grep -v '^$' "$tmp/mlog" | tail -8; exit 1
 fi
 echo "metrics failure: job ended with exit 5 after the checkpoint of step $step"
+
+# A damaged data.train record that one rank's sampler reaches mid-run: every rank stops after
+# the last completed step's checkpoint, and every rank exits 4, the damage's code.
+mkdir -p "$tmp/rot" && cp "$tmp/data/shards/"*.lbs "$tmp/rot/"
+rotten=$(ls "$tmp/rot/"*.lbs | head -1)
+printf '\x01' | dd of="$rotten" bs=1 seek=$(( $(stat -c %s "$rotten") / 2 )) conv=notrunc 2>/dev/null
+timeout 120 "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS=1 -np 2 "$lb" train --config "$tmp/tiny.yaml" \
+  --set "data.train=$tmp/rot/*.lbs" --set "checkpoint.dir=$tmp/ckpt-rot" --set model.hidden=32 --set model.layers=1 \
+  --set model.intermediate=64 --set batch.micro_batch=16 --set schedule.total_steps=5000 > "$tmp/rlog" 2>&1
+rc=$?
+ranks=$(grep -c "corrupt: .*the run stopped after step [0-9]* with its checkpoint written" "$tmp/rlog")
+if (( rc != 4 || ranks != 2 )) || ! compgen -G "$tmp/ckpt-rot/step-*" > /dev/null; then
+  echo "FAIL: a damaged record mid-run on 2 ranks: exit $rc, $ranks ranks stopped after a checkpoint"
+  grep -v '^$' "$tmp/rlog" | tail -8; exit 1
+fi
+echo "damaged record: both ranks ended with exit 4 after $(basename "$(readlink "$tmp/ckpt-rot/latest")")"

@@ -31,6 +31,8 @@ class [[nodiscard]] Status {
   static Status unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
   static Status internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
   static Status interrupted(std::string m) { return {StatusCode::kInterrupted, std::move(m)}; }
+  // A status of a code known only at run time (one received from another rank).
+  static Status with_code(StatusCode c, std::string m) { return {c, std::move(m)}; }
 
   bool is_ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

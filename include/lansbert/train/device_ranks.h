@@ -14,7 +14,9 @@ namespace lansbert {
 
 // Every rank learns whether any rank failed: returns this rank's error, or, when only
 // another rank failed, `other_rank` of a message naming `what` (unsupported by default; the
-// checkpoint writer reports I/O errors). Collective over `comm`.
+// checkpoint writer reports I/O errors); with other_rank null, a status of the failing rank's
+// own code (the highest, when several fail), so every rank exits as it does. Collective
+// over `comm`.
 Status agree_across_ranks(Communicator& comm, const Status& st, const std::string& what,
                           Status (*other_rank)(std::string) = &Status::unsupported);
 
