@@ -26,6 +26,7 @@
 #include "bench_footprint.h"
 #include "bench_profile.h"
 #include "commands.h"
+#include "lansbert/backend/blas_kernels.h"
 #include "lansbert/backend/cpu_ops.h"
 #include "lansbert/backend/profiling_ops.h"
 #include "lansbert/core/allocator.h"
@@ -96,6 +97,8 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
     if (o.gemm_cast != "kernel") return Status::invalid_argument("bench: --gemm-cast " + o.gemm_cast + " needs --backend cuda");
     b->ops = cpu::make_ops<float>(o.math, o.cast_reuse == "on", attention);
     b->make_optimizer = make_optimizer;
+    // To stderr: --json keeps stdout to one line.
+    if (const std::string w = blas_kernel_warning(); !w.empty()) std::fprintf(stderr, "warning: %s\n", w.c_str());
     return Status::ok();
   }
   if (o.backend != "cuda") return Status::invalid_argument("bench: --backend: expected cpu or cuda, got '" + o.backend + "'");

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "lansbert/backend/blas_kernels.h"
 #include "lansbert/dist/fabric_probe.h"
 #include "lansbert/dist/mpi_session.h"
 #ifdef LANSBERT_HAVE_CUDA
@@ -29,6 +30,7 @@ int run_info() {
 #endif
   std::printf("  BLAS          : %s (%d threads)\n", openblas_get_config(),
               openblas_get_num_threads());
+  if (const std::string w = blas_kernel_warning(); !w.empty()) std::printf("  BLAS warning  : %s\n", w.c_str());
   std::printf("  OpenMP threads: %d (hardware threads %u)\n", omp_get_max_threads(),
               std::thread::hardware_concurrency());
 #ifdef LANSBERT_HAVE_CUDA

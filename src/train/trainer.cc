@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "lansbert/backend/blas_kernels.h"
 #include "lansbert/backend/cpu_ops.h"
 #include "lansbert/core/allocator.h"
 #include "lansbert/core/file_io.h"
@@ -263,6 +264,9 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   if (cfg.backend != "cpu") LB_RETURN_IF_ERROR(open_device(cfg, comm, opts, &run.device));
   run.ops = run.device ? run.device->make_ops(DeviceOptions{cfg.gemm_math(), cfg.attention_mode(), cfg.cast_in_gemm()})
                        : cpu::make_ops<float>(cfg.gemm_math(), true, cfg.backend_attention_mode());
+  if (!run.device && opts.log && comm.rank() == 0) {
+    if (const std::string w = blas_kernel_warning(); !w.empty()) std::fprintf(opts.log, "warning: %s\n", w.c_str());
+  }
   if (!run.device && cfg.gemm_math() != GemmMath::kFp32 && opts.log && comm.rank() == 0)
     std::fprintf(opts.log, "backend cpu: %s GEMM operands emulated (rounded, fp32 products): for checking numerics, "
                  "not speed\n", gemm_math_name(cfg.gemm_math()));
