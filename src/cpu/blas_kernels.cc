@@ -20,8 +20,8 @@ std::string blas_kernel_warning_for(const std::string& corename, bool cpu_has_av
     if (core == c) return "";
   return "OpenBLAS chose its '" + corename +
          "' kernels, which use no AVX2, on a CPU that has AVX2 and FMA (this OpenBLAS does not know the CPU "
-         "model): the CPU backend's GEMMs run several times slower than they can. Set OPENBLAS_CORETYPE=Haswell "
-         "(AVX2) or SkylakeX (AVX-512) in the environment of the run";
+         "model): the CPU backend runs 2 to 4 times slower than it can. Set OPENBLAS_CORETYPE=SkylakeX (a CPU "
+         "with AVX-512) or Haswell (AVX2) in the environment of the run";
 }
 
 std::string blas_kernel_warning() {

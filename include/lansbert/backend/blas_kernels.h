@@ -1,9 +1,10 @@
 // Which kernels OpenBLAS picked for this CPU, and a warning when they waste it. Debian 12's
 // OpenBLAS (0.3.21, DYNAMIC_ARCH) names the core at load time from the CPU model; a model
 // newer than the library (an Intel Xeon of family 6, model 207, for one) falls back to its
-// SSE3 "Prescott" kernels even where AVX2 and AVX-512 are there, and the CPU backend's GEMMs
-// run about 4x slower (bert-base 128 x 8, 2 threads: 111 against 454 tokens/s). The choice
-// is made before main, so lansbert can only say so, and how to choose: OPENBLAS_CORETYPE.
+// SSE3 "Prescott" kernels even where AVX2 and AVX-512 are there, and the CPU backend runs
+// 2.3x (Haswell kernels) to 3.8x (SkylakeX) slower than it can: bert-base 128 x 8 on 2
+// threads, 111 against 251 and 425 tokens/s (docs/performance.md). The choice is made before
+// main, so lansbert can only say so, and how to choose: OPENBLAS_CORETYPE.
 #pragma once
 
 #include <string>
