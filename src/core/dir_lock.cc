@@ -1,5 +1,6 @@
 // DirLock: a record lock on DIR/.lansbert.lock, with the holder's name inside.
 #include "lansbert/core/dir_lock.h"
+#include "lansbert/core/host_name.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -49,15 +50,12 @@ void DirLock::release() {
 }
 
 std::string DirLock::holder_record(const std::string& program) {
-  char host[256] = "?";
-  ::gethostname(host, sizeof(host) - 1);
-  host[sizeof(host) - 1] = '\0';
   const std::time_t now = std::time(nullptr);
   std::tm utc{};
   ::gmtime_r(&now, &utc);
   char when[32];
   std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return fmt::format("{}, pid {} on {}, since {}", program, static_cast<long>(::getpid()), host, when);
+  return fmt::format("{}, pid {} on {}, since {}", program, static_cast<long>(::getpid()), host_name(), when);
 }
 
 Status DirLock::acquire(const std::string& dir, const std::string& field, const std::string& holder,

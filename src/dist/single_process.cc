@@ -1,8 +1,7 @@
 // The single-process communicator: what a run without mpirun uses; the wire-format names.
-#include <unistd.h>
-
 #include <cstring>
 
+#include "lansbert/core/host_name.h"
 #include "lansbert/dist/communicator.h"
 
 namespace lansbert {
@@ -14,11 +13,7 @@ class SingleProcess final : public Communicator {
   int world() const override { return 1; }
   int local_rank() const override { return 0; }
   int local_world() const override { return 1; }
-  std::string hostname() const override {
-    char h[256] = "?";
-    gethostname(h, sizeof(h) - 1);
-    return h;
-  }
+  std::string hostname() const override { return host_name(); }
   const char* kind() const override { return "single"; }
   void all_reduce(float*, size_t, ReduceOp) override {}
   void all_reduce(double*, size_t, ReduceOp) override {}
