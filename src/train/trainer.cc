@@ -86,7 +86,6 @@ Status Run::stop_after_checkpoint(const Status& failed, const std::string& fix) 
   if (saved_step != step) {
     const Status saved = save(step == cfg.schedule.total_steps);
     if (!saved.is_ok()) return with("; and the " + saved.message());
-    saved_step = step;
   }
   return with("; the run stopped after step " + std::to_string(step) + " with its checkpoint written (" +
               result->checkpoint + "): " + fix + " and continue with --resume latest");
@@ -200,7 +199,6 @@ Status Run::loop() {
     const bool periodic = cfg.checkpoint.every_steps > 0 && step % cfg.checkpoint.every_steps == 0;
     if (periodic || flags[1] != 0 || flags[0] != 0 || step == stop_at) {
       LB_RETURN_IF_ERROR(save(step == total));
-      saved_step = step;
       t_last_ckpt = now_s();
     }
     // Held-out evaluation: every evaluation.every_steps and when the run reaches its last

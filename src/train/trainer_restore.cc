@@ -173,6 +173,7 @@ Status Run::save(bool final) {
                           (result->checkpoint.empty() ? std::string("no earlier one in this run")
                                                       : "the last one, " + result->checkpoint + ", is intact") +
                           "): ");
+  saved_step = step;
   return st;
 }
 

@@ -51,7 +51,7 @@ struct Run {
   DataPosition pos;
   TrainResult* result = nullptr;
   int64_t first_step = 0;   // where this run's loop started (0, or the resumed step)
-  int64_t saved_step = -1;  // the step of this run's last checkpoint
+  int64_t saved_step = -1;  // the step of this run's last checkpoint (set by save())
   DirLock checkpoint_lock;  // rank 0's, on checkpoint.dir, for the whole run (check_outputs)
 
   FlatBuffers flat() {
