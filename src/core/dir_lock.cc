@@ -28,6 +28,17 @@ std::string read_record(int fd) {
   return s;
 }
 
+// The whole file (a record line, or empty): what abandon() puts back.
+std::string read_all(int fd) {
+  std::string s;
+  char buf[512];
+  for (off_t at = 0;; at += sizeof(buf)) {
+    const ssize_t n = ::pread(fd, buf, sizeof(buf), at);
+    if (n <= 0) return s;
+    s.append(buf, static_cast<size_t>(n));
+  }
+}
+
 bool no_locks_here(int err) { return err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP; }
 
 }  // namespace
@@ -47,6 +58,14 @@ DirLock::~DirLock() { release(); }
 void DirLock::release() {
   if (fd_ >= 0) ::close(fd_);  // closing the file releases the record lock
   fd_ = -1;
+  previous_.clear();
+}
+
+void DirLock::abandon() {
+  if (fd_ >= 0 && ::ftruncate(fd_, 0) == 0 && !previous_.empty()) {
+    [[maybe_unused]] const ssize_t n = ::pwrite(fd_, previous_.data(), previous_.size(), 0);
+  }
+  release();
 }
 
 std::string DirLock::holder_record(const std::string& program) {
@@ -91,6 +110,7 @@ Status DirLock::acquire(const std::string& dir, const std::string& field, const 
     return Status::ok();
   }
   // The record is a courtesy for the message above; a failure to write it costs nothing else.
+  previous_ = read_all(fd);
   const std::string line = holder + "\n";
   if (::ftruncate(fd, 0) == 0) {
     [[maybe_unused]] const ssize_t n = ::pwrite(fd, line.data(), line.size(), 0);

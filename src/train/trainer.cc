@@ -36,27 +36,34 @@ Status Run::check_outputs() {
 // A checkpoint.dir that exists is locked before its checkpoints are looked at, so that a run
 // started beside another one is refused as such rather than told that the other's
 // checkpoints are an earlier run's. A new one is made (by the lock) only once every check has
-// passed: a refused run creates nothing.
+// passed: a refused run creates nothing. A run refused after it took the lock puts the lock
+// file's earlier record back (DirLock::abandon), so it leaves the directory as it found it.
 Status Run::lock_and_check_outputs() {
   const std::string& dir = cfg.checkpoint.dir;
   const int64_t resumed = opts.resume.empty() ? -1 : step;
-  bool tried = false;
   auto lock = [&] {
-    tried = true;
     std::string unlocked;
     Status st = checkpoint_lock.acquire(dir, "checkpoint.dir", DirLock::holder_record("lansbert train"), &unlocked);
     if (!unlocked.empty() && opts.log) std::fprintf(opts.log, "note: %s\n", unlocked.c_str());
     return st;
   };
+  auto checks = [&] {
+    LB_RETURN_IF_ERROR(check_checkpoint_root(dir, resumed));
+    if (!cfg.metrics_path().empty())
+      LB_RETURN_IF_ERROR(check_can_create(cfg.metrics_path(), PathKind::kFile, "logging.metrics_file"));
+    return Status::ok();
+  };
   LB_RETURN_IF_ERROR(check_can_create(dir, PathKind::kDirectory, "checkpoint.dir"));
   std::error_code ec;
-  if (std::filesystem::is_directory(dir, ec)) LB_RETURN_IF_ERROR(lock());
-  LB_RETURN_IF_ERROR(check_checkpoint_root(dir, resumed));
-  if (!cfg.metrics_path().empty())
-    LB_RETURN_IF_ERROR(check_can_create(cfg.metrics_path(), PathKind::kFile, "logging.metrics_file"));
-  if (tried) return Status::ok();
-  LB_RETURN_IF_ERROR(lock());
-  return check_checkpoint_root(dir, resumed);  // another run may have made it (and written) first
+  const bool existed = std::filesystem::is_directory(dir, ec);
+  if (existed) LB_RETURN_IF_ERROR(lock());
+  Status st = checks();
+  if (st.is_ok() && !existed) {
+    LB_RETURN_IF_ERROR(lock());
+    st = check_checkpoint_root(dir, resumed);  // another run may have made it (and written) first
+  }
+  if (!st.is_ok()) checkpoint_lock.abandon();
+  return st;
 }
 
 Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds, Status* logged) {

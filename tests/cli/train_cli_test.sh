@@ -19,7 +19,8 @@ checkpoint: {dir: $tmp/ckpt, every_steps: 0}
 logging: {every_steps: 50}
 YAML
 "$lb" train --config "$tmp/good.yaml" --stop-at-step 2 >/dev/null || { echo "FAIL: first run"; fail=1; }
-snapshot() { (cd "$tmp/ckpt" && find . -printf '%p %s %l\n' | sort && cat */trainer.json) | md5sum; }
+# The lock file's record is part of it: a refused run must not leave its pid there.
+snapshot() { (cd "$tmp/ckpt" && find . -printf '%p %s %l\n' | sort && cat */trainer.json .lansbert.lock) | md5sum; }
 before=$(snapshot)
 
 expect_error() {  # rc substring args...

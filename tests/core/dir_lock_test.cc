@@ -10,6 +10,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 namespace lansbert {
@@ -123,6 +124,37 @@ TEST(DirLock, ReleaseLetsAnotherProcessIn) {
   Holder child(d);  // its constructor expects the child to get the lock
   child.finish();
   fs::remove_all(d);
+}
+
+// A run refused after it took the lock (its checkpoints do not fit, say) leaves the file as
+// it found it: the earlier run's record, byte for byte, and no record of its own.
+std::string file_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+TEST(DirLock, AbandonPutsTheEarlierRecordBack) {
+  const fs::path d = fresh_dir("abandon");
+  {
+    DirLock first;
+    ASSERT_TRUE(first.acquire(d.string(), "checkpoint.dir", "lansbert train, pid 999 on a, since then").is_ok());
+  }
+  const std::string before = file_text(d / DirLock::kFileName);
+  ASSERT_EQ(before, "lansbert train, pid 999 on a, since then\n");
+  DirLock refused;
+  ASSERT_TRUE(refused.acquire(d.string(), "checkpoint.dir", "pid 12345678").is_ok());
+  EXPECT_EQ(file_text(d / DirLock::kFileName), "pid 12345678\n");
+  refused.abandon();
+  EXPECT_FALSE(refused.held());
+  EXPECT_EQ(file_text(d / DirLock::kFileName), before);
+  // A lock file that was new (empty) is empty again.
+  const fs::path e = fresh_dir("abandon-new");
+  DirLock fresh;
+  ASSERT_TRUE(fresh.acquire(e.string(), "checkpoint.dir", "pid 1").is_ok());
+  fresh.abandon();
+  EXPECT_EQ(file_text(e / DirLock::kFileName), "");
+  fs::remove_all(d);
+  fs::remove_all(e);
 }
 
 TEST(DirLock, APathUnderAFileIsAnIoErrorNamingTheField) {

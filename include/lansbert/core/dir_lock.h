@@ -9,7 +9,8 @@
 // where a cluster keeps its checkpoints. The kernel or the lock manager releases it when
 // the process dies, so a crash leaves no stale lock; the file itself stays (unlinking it
 // would let a third run lock a new file while a second holds the old one). The holder
-// writes who it is into the file, so a refused run can name it. Record locks belong to the
+// writes who it is into the file as soon as it holds the lock, so a refused run can name
+// it; a holder that turns out to be refused itself puts the earlier record back. Record locks belong to the
 // process: they never conflict within one, and closing any descriptor of the file drops
 // them, so nothing else in the process opens the lock file.
 #pragma once
@@ -41,12 +42,17 @@ class DirLock {
                  std::string* unlocked_why = nullptr);
   bool held() const { return fd_ >= 0; }
   void release();
+  // For a run refused after it took the lock: puts back the record the file held before
+  // acquire() (a refused run must not leave its pid there, nor change the directory), then
+  // releases.
+  void abandon();
 
   // "PROGRAM, pid P on HOST, since UTC-TIME": this process's record for the lock file.
   static std::string holder_record(const std::string& program);
 
  private:
   int fd_ = -1;
+  std::string previous_;  // the file's content before acquire() wrote this holder's record
 };
 
 }  // namespace lansbert
