@@ -437,6 +437,53 @@ TEST_F(TrainerTest, HeldOutEvaluationDuringTrainingMatchesLansbertEval) {
   EXPECT_EQ(key, "evaluation.max_sequences");
 }
 
+// A data.eval record that goes bad after the start-up check (a disk error, a file rewritten
+// under the run) fails the evaluation at step 5: the run ends with the read's exit code and
+// a message saying what to do, after step 5's checkpoint. Mended, the run resumes from it and
+// ends where an uninterrupted run does.
+TEST_F(TrainerTest, AFailedEvaluationMidRunEndsAfterTheStepsCheckpoint) {
+  const std::string eval_dir = scratch("eval_fail_shards");
+  fs::copy_file(*data_ + "/shards/shard-00000.lbs", eval_dir + "/e.lbs");
+  TrainConfig c = testing::tiny_config(*data_, scratch("eval_fail"), 8);
+  c.data.eval = {eval_dir + "/*.lbs"};
+  c.evaluation.every_steps = 5;
+  c.evaluation.max_sequences = 32;
+  // Flips one byte of the first record in place (the same file, which the run has mapped).
+  auto flip = [&] {
+    std::fstream f(eval_dir + "/e.lbs", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(300);
+    const char b = char(f.get() ^ 0x01);
+    f.seekp(300);
+    f.put(b);
+  };
+  TrainResult r;
+  const Status st = train(c, &r, "", -1, [&](int64_t step) {
+    if (step == 3) flip();
+  });
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_EQ(st.exit_code(), 4) << st.message();
+  EXPECT_NE(st.message().find("e.lbs"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("the run stopped after step 5 with its checkpoint written"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("mend data.eval"), std::string::npos) << st.message();
+  std::printf("%s\n", st.message().c_str());
+  std::string latest;
+  CheckpointMeta meta;
+  ASSERT_TRUE(resolve_checkpoint(c.checkpoint.dir, &latest).is_ok());
+  ASSERT_TRUE(read_checkpoint_meta(latest, &meta).is_ok());
+  EXPECT_EQ(meta.step, 5);
+  flip();  // mended
+  TrainResult resumed, straight;
+  ASSERT_TRUE(train(c, &resumed, "latest").is_ok());
+  TrainConfig s = c;
+  s.checkpoint.dir = scratch("eval_fail_straight");
+  ASSERT_TRUE(train(s, &straight).is_ok());
+  EXPECT_EQ(resumed.step, 8);
+  EXPECT_EQ(resumed.loss, straight.loss);
+  EXPECT_EQ(resumed.eval.mlm_loss, straight.eval.mlm_loss);
+  EXPECT_EQ(resumed.eval.nsp_loss, straight.eval.nsp_loss);
+}
+
 // fp16 started at a loss scale of 2^24: the scaled output gradients exceed fp16's 65504 in
 // the GEMM operands, become inf, and the dynamic scaler skips those steps and backs off
 // until they fit; training then proceeds as usual.
