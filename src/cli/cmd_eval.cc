@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "lansbert/config/config_loader.h"
+#include "lansbert/core/file_io.h"
 #include "lansbert/data/vocab.h"
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/evaluate.h"
@@ -63,6 +64,7 @@ Status run_eval_cmd(const EvalArgs& a) {
     if (Vocab::load(cfg.data.vocab, &vocab).is_ok()) o.vocab_hash = vocab.hash();
   }
   o.dump_batch = a.dump_batch;
+  if (!o.dump_batch.empty()) LB_RETURN_IF_ERROR(check_can_create(o.dump_batch, PathKind::kFile, "--dump-batch"));
   // The backend asked for; the GEMM precision the checkpoint was trained with (on the CPU,
   // bf16/fp16 are emulated; TF32 becomes fp32 there).
   o.backend = a.backend.empty() ? "cpu" : a.backend;

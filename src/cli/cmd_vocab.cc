@@ -30,6 +30,8 @@ Status run_vocab(const VocabArgs& a) {
   if (!a.force && std::filesystem::exists(a.out)) {
     return Status::invalid_argument(a.out + ": exists (use --force to overwrite)");
   }
+  // Before the corpus is read, which may take hours: an --out that cannot be written fails now.
+  LB_RETURN_IF_ERROR(check_can_create(a.out, PathKind::kFile, "--out"));
   WordPieceTrainerOptions opts;
   opts.vocab_size = a.size;
   opts.min_frequency = a.min_frequency;
@@ -54,6 +56,7 @@ Status run_vocab(const VocabArgs& a) {
   std::vector<std::string_view> lines;  // token, newline, token, ...
   lines.reserve(2 * tokens.size());
   for (const std::string& t : tokens) lines.insert(lines.end(), {t, "\n"});
+  LB_RETURN_IF_ERROR(create_parent_directories(a.out, "--out"));
   LB_RETURN_IF_ERROR(write_file_atomic(a.out, lines));
   std::fprintf(stderr, "lansbert vocab: %zu distinct words, wrote %zu tokens to %s\n",
                trainer.distinct_words(), tokens.size(), a.out.c_str());

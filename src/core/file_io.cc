@@ -42,6 +42,14 @@ Status read_file(const std::string& path, std::string* out) {
   return Status::ok();
 }
 
+Status create_parent_directories(const std::string& path, const std::string& field) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec) return Status::io_error(field + ": " + path + ": cannot create " + parent.string() + ": " + ec.message());
+  return Status::ok();
+}
+
 Status fsync_directory(const std::string& dir) {
   const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return Status::io_error(dir + ": cannot open directory: " + errno_text());

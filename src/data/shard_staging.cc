@@ -52,7 +52,7 @@ Status ShardStaging::open(const std::string& out_dir) {
   std::error_code ec;
   created_out_ = !fs::exists(out_dir, ec);
   fs::create_directories(out_dir, ec);
-  if (ec) return Status::io_error(fmt::format("{}: cannot create output directory: {}", out_dir, ec.message()));
+  if (ec) return Status::io_error(fmt::format("prep: --out {}: cannot create the directory: {}", out_dir, ec.message()));
   // The lock is on the directory itself, so it leaves no file behind.
   lock_fd_ = ::open(out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (lock_fd_ < 0) return Status::io_error(fmt::format("{}: cannot open: {}", out_dir, std::strerror(errno)));

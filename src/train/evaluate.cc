@@ -31,6 +31,7 @@ Status dump_batch(const std::string& path, const Batch& b, const ForwardResult& 
       {"nsp_labels", b.nsp_labels}, {"mlm_loss", r.mlm_loss},
       {"nsp_loss", r.nsp_loss},     {"total_loss", r.total_loss}};
   const std::string text = j.dump(1) + "\n";
+  LB_RETURN_IF_ERROR(create_parent_directories(path, "--dump-batch"));
   return write_file_atomic(path, {text});
 }
 
@@ -170,9 +171,10 @@ std::string hf_config_json(const BertConfig& c) {
 }  // namespace
 
 Status export_hf(const TrainConfig& cfg, const std::string& dir, const ExportOptions& opts) {
+  // Before the weights are read: a --out that can never be a directory (a file, a path under
+  // one, an unwritable parent) fails naming the flag, not with a bare OS message.
+  LB_RETURN_IF_ERROR(check_can_create(opts.out, PathKind::kDirectory, "--out"));
   std::error_code ec;
-  if (fs::exists(opts.out, ec) && !fs::is_directory(opts.out, ec))
-    return Status::invalid_argument("--out " + opts.out + ": exists and is not a directory");
   if (fs::exists(opts.out, ec) && !fs::is_empty(opts.out, ec) && !opts.force)
     return Status::invalid_argument("--out " + opts.out + ": directory exists and is not empty (use --force to overwrite)");
   BertConfig mc;
@@ -195,7 +197,7 @@ Status export_hf(const TrainConfig& cfg, const std::string& dir, const ExportOpt
     if (t.size() && t[0] != '[')
       for (char ch : t) cased = cased || (ch >= 'A' && ch <= 'Z');
   fs::create_directories(opts.out, ec);
-  if (ec) return Status::io_error(opts.out + ": " + ec.message());
+  if (ec) return Status::io_error("--out " + opts.out + ": " + ec.message());
   const fs::path out(opts.out);
   LB_RETURN_IF_ERROR(write_safetensors((out / "model.safetensors").string(), table, params.data(), {{"format", "pt"}}));
   LB_RETURN_IF_ERROR(write_file_atomic((out / "config.json").string(), {hf_config_json(mc)}));

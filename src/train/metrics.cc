@@ -6,8 +6,9 @@
 #include <cstring>
 #include <cstdio>
 #include <string>
-#include <filesystem>
 #include <nlohmann/json.hpp>
+
+#include "lansbert/core/file_io.h"
 
 namespace lansbert {
 
@@ -92,9 +93,7 @@ Status MetricsLog::write_eval(int64_t step, int64_t total_steps, const EvalResul
 Status MetricsLog::append(const std::string& line) {
   if (path_.empty()) return Status::ok();
   if (!file_) {
-    std::error_code ec;
-    const auto parent = std::filesystem::path(path_).parent_path();
-    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    LB_RETURN_IF_ERROR(create_parent_directories(path_, "logging.metrics_file"));
     file_ = std::fopen(path_.c_str(), "a+");
     if (!file_) return Status::io_error(path_ + ": cannot open the metrics file for appending");
     // A run that died mid-line (its disk full) left a torn record: this run's first starts

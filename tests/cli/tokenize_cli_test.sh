@@ -43,6 +43,15 @@ set -e
 (( rc != 0 )) || fail "vocab overwrote without --force"
 "$bin" vocab --input "$tmp/corpus.txt" --size 150 --out "$tmp/v.txt" --force 2>/dev/null
 [[ -z $(ls "$tmp" | grep '\.tmp\.') ]] || fail "temporary file left behind"
+# An --out that can never be written is refused before the corpus is read, naming the flag;
+# one in a new directory creates it.
+set +e
+err=$("$bin" vocab --input "$tmp/corpus.txt" --size 150 --out "$tmp/v.txt/sub/v.txt" 2>&1); rc=$?
+set -e
+(( rc == 2 )) && [[ $err == *"--out: $tmp/v.txt/sub/v.txt: cannot be created, $tmp/v.txt is not a directory"* ]] ||
+  fail "vocab --out under a file: exit $rc, $err"
+"$bin" vocab --input "$tmp/corpus.txt" --size 150 --out "$tmp/new/dir/v.txt" 2>/dev/null
+cmp -s "$tmp/v.txt" "$tmp/new/dir/v.txt" || fail "vocab --out in a new directory"
 out=$("$bin" tokenize --vocab "$tmp/v.txt" --tokens --no-special "$tmp/corpus.txt" | grep -c UNK || true)
 [[ $out == 0 ]] || fail "trained vocab gives [UNK] on its own text"
 # vocab --help shows each default (BERT's: 30522 tokens, 99 [unusedN]) beside its option.

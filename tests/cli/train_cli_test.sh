@@ -175,6 +175,11 @@ fi
 "$lb" eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs" --max-sequences 64 \
   --dump-batch "$tmp/batch.json" > "$tmp/eval.log" || { echo "FAIL: eval"; fail=1; }
 grep -q "mlm_loss" "$tmp/eval.log" || { echo "FAIL: eval output"; fail=1; }
+expect_error 2 "--dump-batch: $tmp/good.yaml/b.json: cannot be created" \
+  eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs" --dump-batch "$tmp/good.yaml/b.json"
+"$lb" eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs" --max-sequences 16 \
+  --dump-batch "$tmp/dumps/new/batch.json" > /dev/null && cmp -s "$tmp/batch.json" "$tmp/dumps/new/batch.json" ||
+  { echo "FAIL: eval --dump-batch into a new directory"; fail=1; }
 # eval checks its data against the checkpoint's model as train does (here: sequences longer
 # than max_positions 64) instead of tripping an internal check.
 "$mk" "$tmp/data128" 128 20 >/dev/null || { echo "FAIL: make data128"; fail=1; }
@@ -200,6 +205,8 @@ grep -q "^sequences 48," "$tmp/rel-eval.log" || { echo "FAIL: plain eval: $(cat 
   expect_error 3 "pass --vocab" export --checkpoint "$tmp/relck" --out "$tmp/rel-hf" && exit $fail) || fail=1
 "$lb" export --checkpoint "$tmp/ckpt" --out "$tmp/hf" >/dev/null || { echo "FAIL: export"; fail=1; }
 expect_error 2 "not empty" export --checkpoint "$tmp/ckpt" --out "$tmp/hf"
+expect_error 2 "--out: $tmp/good.yaml/hf: cannot be created, $tmp/good.yaml is not a directory" \
+  export --checkpoint "$tmp/ckpt" --out "$tmp/good.yaml/hf"
 # A Hugging Face directory starts a phase with weights only; keep_moments cannot apply, and
 # the run says so.
 "$lb" train --config "$tmp/good.yaml" --init-from "$tmp/hf" --set "checkpoint.dir=$tmp/from-hf" --stop-at-step 1 \

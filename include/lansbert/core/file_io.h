@@ -25,6 +25,11 @@ Status write_file_atomic(const std::string& path, const std::vector<std::string_
 enum class PathKind { kDirectory, kFile };
 Status check_can_create(const std::string& path, PathKind kind, const std::string& field);
 
+// Creates the directories above `path` that are missing, so that an output file may name a new
+// directory (`--out vocab/vocab.txt`), as checkpoint.dir and logging.metrics_file may. Errors
+// name `field` and the path.
+Status create_parent_directories(const std::string& path, const std::string& field);
+
 // fsyncs a directory so that a rename inside it is durable.
 Status fsync_directory(const std::string& dir);
 
