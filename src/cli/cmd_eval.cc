@@ -7,9 +7,12 @@
 
 #include "commands.h"
 #include "lansbert/config/config_loader.h"
+#include "lansbert/core/check.h"
 #include "lansbert/core/file_io.h"
+#include "lansbert/dist/mpi_session.h"
 #include "lansbert/data/vocab.h"
 #include "lansbert/train/checkpoint.h"
+#include "lansbert/train/device_ranks.h"
 #include "lansbert/train/evaluate.h"
 
 namespace lansbert::cli {
@@ -43,19 +46,26 @@ struct EvalArgs {
   std::string backend;  // default: cpu
 };
 
-Status run_eval_cmd(const EvalArgs& a) {
-  std::string dir;
+// What the evaluation reads and how, from the flags and the checkpoint's config.
+struct EvalPlan {
+  std::string dir;  // the checkpoint
+  EvalOptions options;
+  BertConfig model;
+  bool own_eval = false;  // the run's data.eval (no --data)
+};
+
+Status plan_eval(const EvalArgs& a, EvalPlan* p) {
   TrainConfig cfg;
-  LB_RETURN_IF_ERROR(open_checkpoint(a.checkpoint, &dir, &cfg));
-  EvalOptions o;
+  LB_RETURN_IF_ERROR(open_checkpoint(a.checkpoint, &p->dir, &cfg));
+  EvalOptions& o = p->options;
   // Without --data, the run's own held-out set, as many sequences and in the same
   // micro-batches as its evaluations during training: the same numbers.
-  const bool own_eval = a.data.empty();
-  o.data = own_eval ? cfg.data.eval : a.data;
+  p->own_eval = a.data.empty();
+  o.data = p->own_eval ? cfg.data.eval : a.data;
   if (o.data.empty()) return Status::invalid_argument("eval: no --data given and the config has no data.eval");
   o.micro_batch = a.micro_batch.value_or(cfg.batch.micro_batch);
   if (o.micro_batch <= 0) return Status::invalid_argument("--micro-batch must be positive");
-  o.max_sequences = a.max_sequences.value_or(own_eval ? cfg.evaluation.max_sequences : -1);
+  o.max_sequences = a.max_sequences.value_or(p->own_eval ? cfg.evaluation.max_sequences : -1);
   if (o.max_sequences == 0 || o.max_sequences < -1)
     return Status::invalid_argument("--max-sequences must be positive, or -1 for every sequence");
   // The vocab the model was trained with, if its file is still where the config said.
@@ -64,25 +74,47 @@ Status run_eval_cmd(const EvalArgs& a) {
     if (Vocab::load(cfg.data.vocab, &vocab).is_ok()) o.vocab_hash = vocab.hash();
   }
   o.dump_batch = a.dump_batch;
-  if (!o.dump_batch.empty()) LB_RETURN_IF_ERROR(check_can_create(o.dump_batch, PathKind::kFile, "--dump-batch"));
   // The backend asked for; the GEMM precision the checkpoint was trained with (on the CPU,
   // bf16/fp16 are emulated; TF32 becomes fp32 there).
   o.backend = a.backend.empty() ? "cpu" : a.backend;
   o.math = cfg.gemm_math();
   if (o.backend == "cpu" && o.math == GemmMath::kTf32) o.math = GemmMath::kFp32;
   o.cast_in_gemm = o.backend != "cpu" && cfg.cast_in_gemm();  // the CPU emulates the cast kernels
-  BertConfig mc;
-  LB_RETURN_IF_ERROR(cfg.resolve_model(&mc));
+  return cfg.resolve_model(&p->model);
+}
+
+// Under mpirun the ranks share the micro-batches (run_eval), each on its local rank's device;
+// rank 0 prints. Every step that can fail on one rank is agreed on by all (none is left
+// waiting in a collective), and a failure ends the job as train's do.
+Status run_eval_on(const EvalArgs& a, Communicator& comm) {
+  EvalPlan p;
+  LB_RETURN_IF_ERROR(agree_across_ranks(comm, plan_eval(a, &p), "reading the checkpoint", nullptr));
+  // Rank 0 writes it (its probe file must not race another rank's).
+  if (!p.options.dump_batch.empty())
+    LB_RETURN_IF_ERROR(agree_across_ranks(
+        comm, comm.rank() == 0 ? check_can_create(p.options.dump_batch, PathKind::kFile, "--dump-batch") : Status::ok(),
+        "checking --dump-batch", nullptr));
   EvalResult r;
-  Status st = run_eval(mc, dir, o, &r);
-  if (own_eval) st = hint_relative_path(st, o.data, "data.eval", "--data");
+  Status st = run_eval(p.model, p.dir, p.options, comm, &r);
+  if (p.own_eval) st = hint_relative_path(st, p.options.data, "data.eval", "--data");
   LB_RETURN_IF_ERROR(st);
-  std::printf("checkpoint %s (%s backend, %s GEMMs%s)\n", dir.c_str(), o.backend.c_str(), gemm_math_name(o.math),
-              o.cast_in_gemm ? ", operands converted inside cuBLAS" : "");
+  if (comm.rank() != 0) return Status::ok();
+  const EvalOptions& o = p.options;
+  const std::string ranks = comm.world() > 1 ? ", " + std::to_string(comm.world()) + " ranks" : "";
+  std::printf("checkpoint %s (%s backend, %s GEMMs%s%s)\n", p.dir.c_str(), o.backend.c_str(), gemm_math_name(o.math),
+              o.cast_in_gemm ? ", operands converted inside cuBLAS" : "", ranks.c_str());
   std::printf("sequences %lld, masked tokens %lld\n", (long long)r.sequences, (long long)r.masked);
   std::printf("mlm_loss %.6f mlm_accuracy %.4f nsp_loss %.6f nsp_accuracy %.4f\n", r.mlm_loss,
               r.mlm_accuracy, r.nsp_loss, r.nsp_accuracy);
   return Status::ok();
+}
+
+Status run_eval_cmd(const EvalArgs& a) {
+  const std::unique_ptr<Communicator> comm = make_communicator();
+  const Status st = run_eval_on(a, *comm);
+  if (!st.is_ok() && comm->world() > 1)
+    fatal_error(__FILE__, __LINE__, "lansbert eval", st.to_string(), st.exit_code());
+  return st;
 }
 
 struct ExportArgs {
@@ -113,7 +145,7 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--max-sequences", a->max_sequences,
                   "Evaluate at most this many sequences; -1: all (default: the run's evaluation.max_sequences "
                   "without --data, all with it)");
-  sub->add_option("--backend", a->backend, "cpu (default) or cuda (device 0)")
+  sub->add_option("--backend", a->backend, "cpu (default) or cuda (under mpirun each rank on its local rank's GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--dump-batch", a->dump_batch, "Write the first micro-batch and its losses as JSON")
       ->group("");

@@ -16,6 +16,7 @@
 #include "lansbert/model/safetensors.h"
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/device_backend.h"
+#include "lansbert/train/device_ranks.h"
 #include "device_run.h"
 
 namespace lansbert {
@@ -71,6 +72,8 @@ EvalResult EvalSums::result() const {
   return r;
 }
 
+namespace {
+
 Status evaluate_samples(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, int rank, int world,
                         EvalSums* sums, const std::string& dump_first) {
   Batch batch;
@@ -92,58 +95,101 @@ Status evaluate_samples(BertModel<float>& model, ShardSet& set, int64_t n, int m
   return Status::ok();
 }
 
-Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions& opts,
-                EvalResult* result) {
-  std::unique_ptr<ShardSet> set;
+}  // namespace
+
+Status evaluate_on_ranks(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, Communicator& comm,
+                         EvalResult* result, const std::string& dump_first) {
+  EvalSums sums;
+  const Status st = evaluate_samples(model, set, n, micro_batch, comm.rank(), comm.world(), &sums, dump_first);
+  LB_RETURN_IF_ERROR(agree_across_ranks(comm, st, "the evaluation", nullptr));
+  comm.all_reduce(sums.v, EvalSums::kCount, ReduceOp::kSum);
+  *result = sums.result();
+  return Status::ok();
+}
+
+namespace {
+
+// The held-out shards, checked against the checkpoint's model as `lansbert train` checks its data.
+Status open_eval_set(const BertConfig& mc, const EvalOptions& opts, std::unique_ptr<ShardSet>* out) {
   ShardSetOptions so;
   so.vocab_hash = opts.vocab_hash;
   so.token_limit = mc.vocab_size;
-  LB_RETURN_IF_ERROR(ShardSet::open(opts.data, so, &set).with_prefix("eval: "));
-  if (set->dynamic_masking())
+  LB_RETURN_IF_ERROR(ShardSet::open(opts.data, so, out).with_prefix("eval: "));
+  const ShardSet& set = **out;
+  if (set.dynamic_masking())
     return Status::unsupported("eval: the shards are stored unmasked; evaluate on statically masked shards");
-  // What `lansbert train` checks of its data, against the checkpoint's model.
-  if (set->seq_len() > mc.max_positions)
-    return Status::invalid_argument("eval: the shards hold sequences of " + std::to_string(set->seq_len()) +
+  if (set.seq_len() > mc.max_positions)
+    return Status::invalid_argument("eval: the shards hold sequences of " + std::to_string(set.seq_len()) +
                                     " tokens, more than the model's max_positions " + std::to_string(mc.max_positions));
-  if (set->info() && set->info()->vocab_size > mc.vocab_size)
+  if (set.info() && set.info()->vocab_size > mc.vocab_size)
     return Status::invalid_argument("eval: the shards were made with a vocab of " +
-                                    std::to_string(set->info()->vocab_size) + " tokens, the model has " +
+                                    std::to_string(set.info()->vocab_size) + " tokens, the model has " +
                                     std::to_string(mc.vocab_size));
+  return Status::ok();
+}
+
+// The device's ops, once the checkpoint's GEMM precision is known to run there.
+Status open_eval_ops(DeviceBackend& device, const EvalOptions& opts, std::unique_ptr<Ops<float>>* ops) {
+  std::string note;  // tf32 below sm_80 is fp32 there: the numbers are still right
+  LB_RETURN_IF_ERROR(check_gemm_math_on_device(opts.math, device.compute_capability(), device.description(),
+                                               "eval: the checkpoint's precision.dtype",
+                                               "evaluate with --backend cpu (bf16 emulated exactly)", &note));
+  DeviceOptions dopts;
+  dopts.math = opts.math;
+  dopts.cast_in_gemm = opts.cast_in_gemm;
+  *ops = device.make_ops(dopts);
+  return Status::ok();
+}
+
+}  // namespace
+
+// Each step that can fail on one rank alone (its files, its device, its memory) is agreed on
+// by all before the next collective, so no rank is left waiting for one that gave up.
+Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions& opts, Communicator& comm,
+                EvalResult* result) {
+  std::unique_ptr<ShardSet> set;
+  LB_RETURN_IF_ERROR(agree_across_ranks(comm, open_eval_set(mc, opts, &set), "opening the eval data", nullptr));
   int64_t n = set->count();
   if (opts.max_sequences >= 0) n = std::min(n, opts.max_sequences);
+  // Ranks that read different files (a node-local path of another content) would add up a
+  // mix: the same count everywhere is the least they must share.
+  double counts[2] = {double(n), -double(n)};
+  comm.all_reduce(counts, 2, ReduceOp::kMax);
+  if (counts[0] != -counts[1])
+    return Status::invalid_argument("eval: the ranks see different data: between " + std::to_string(int64_t(-counts[1])) +
+                                    " and " + std::to_string(int64_t(counts[0])) +
+                                    " sequences to evaluate; give every rank the same --data");
   // No larger than the data: the model's buffers are sized for a micro-batch.
   const int micro_batch = int(std::clamp<int64_t>(n, 1, opts.micro_batch));
-  // The CPU, or device 0 of a registered backend with the weights staged through the host.
+  // The CPU, or this rank's device of a registered backend (device 0 on one process), the
+  // weights staged through the host.
   std::unique_ptr<DeviceBackend> device;
   std::unique_ptr<Ops<float>> ops;
   if (opts.backend == "cpu") {
     ops = cpu::make_ops<float>(opts.math);
   } else {
-    LB_RETURN_IF_ERROR(make_device_backend(opts.backend, &device));
-    if (device->visible_devices() < 1) return Status::unsupported("eval: backend " + opts.backend + ": no device");
-    LB_RETURN_IF_ERROR(device->use_device(0));
-    std::string note;  // tf32 below sm_80 is fp32 there: the numbers are still right
-    LB_RETURN_IF_ERROR(check_gemm_math_on_device(opts.math, device->compute_capability(), device->description(),
-                                                 "eval: the checkpoint's precision.dtype",
-                                                 "evaluate with --backend cpu (bf16 emulated exactly)", &note));
-    DeviceOptions dopts;
-    dopts.math = opts.math;
-    dopts.cast_in_gemm = opts.cast_in_gemm;
-    ops = device->make_ops(dopts);
+    LB_RETURN_IF_ERROR(open_device_backend(opts.backend, comm, &device));
+    LB_RETURN_IF_ERROR(agree_across_ranks(comm, open_eval_ops(*device, opts, &ops), "opening the device", nullptr));
   }
   // The micro-batch must fit before the model allocates it (a failed allocation is fatal).
   size_t free_b = 0, total_b = 0;
   const double have = !device ? host_memory_bytes()
                       : device->memory_info(&free_b, &total_b) ? double(free_b)
                                                                : 0;
-  LB_RETURN_IF_ERROR(check_eval_batch_fits(mc, micro_batch, set->seq_len(), set->max_pred(), have,
-                                           !device ? "this host's memory" : "free memory on " + device->description()));
+  LB_RETURN_IF_ERROR(agree_across_ranks(
+      comm,
+      check_eval_batch_fits(mc, micro_batch, set->seq_len(), set->max_pred(), have,
+                            !device ? "this host's memory" : "free memory on " + device->description()),
+      "the memory check", nullptr));
   BertModel<float> model(mc, *ops, eval_limits(micro_batch, set->seq_len(), set->max_pred()));
-  LB_RETURN_IF_ERROR(load_params_to(device.get(), dir, model.table(), model.params()));
-  EvalSums sums;
-  LB_RETURN_IF_ERROR(evaluate_samples(model, *set, n, micro_batch, 0, 1, &sums, opts.dump_batch));
-  *result = sums.result();
-  return Status::ok();
+  LB_RETURN_IF_ERROR(agree_across_ranks(comm, load_params_to(device.get(), dir, model.table(), model.params()),
+                                        "loading the checkpoint's weights", nullptr));
+  return evaluate_on_ranks(model, *set, n, micro_batch, comm, result, opts.dump_batch);
+}
+
+Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions& opts, EvalResult* result) {
+  const std::unique_ptr<Communicator> one = make_single_process_communicator();
+  return run_eval(mc, dir, opts, *one, result);
 }
 
 namespace {

@@ -4,10 +4,10 @@
 # on 2 emulated devices (NcclCommunicator over the emulator's NCCL, its stream and events,
 # the bucketed reduction, the sharded update, a bf16 gradient wire, bf16 GEMMs with the
 # layers recomputed) it matches the 1-rank device run, also after a sharded 2-rank
-# checkpoint is resumed on 1 device; `eval --backend cuda` prints the CPU's numbers; on an
-# emulated V100 bf16 is refused and fp16 trains; `bench --backend cuda --profile` (its FLOP and
-# byte counts equal the CPU backend's),
-# `bench --batch 0`, `bench-comm --backend cuda` and `info` run.
+# checkpoint is resumed on 1 device; `eval --backend cuda` prints the CPU's numbers, on one
+# device and on two ranks; on an emulated V100 bf16 is refused and fp16 trains; `bench
+# --backend cuda --profile` (its FLOP and byte counts equal the CPU backend's), `bench --batch 0`,
+# `bench-comm --backend cuda` and `info` run.
 # Parameters are compared with compare_params (the attention key biases, whose true gradient
 # is zero, are reported, not compared).
 # Usage: cli_emu_test.sh LANSBERT_EMU MAKE_TRAIN_TEST_DATA COMPARE_PARAMS SCRATCH MPIEXEC FLAGS...
@@ -91,6 +91,10 @@ same dev2s part 1e-7 1e-6
 ev_dev=$("$lb" eval --checkpoint "$tmp/dev1" --backend cuda 2>&1 | grep "^mlm_loss") || { echo "FAIL: eval --backend cuda"; fail=1; }
 ev_cpu=$("$lb" eval --checkpoint "$tmp/dev1" --backend cpu 2>&1 | grep "^mlm_loss")
 [[ -n $ev_dev && $ev_dev == "$ev_cpu" ]] || { echo "FAIL: eval on the device: '$ev_dev', on the cpu: '$ev_cpu'"; fail=1; }
+# And on two ranks, each on its own emulated device.
+ev_dev2=$("$mpiexec" -np 2 "${flags[@]}" -x LANSBERT_EMU_DEVICES "$lb" eval --checkpoint "$tmp/dev1" --backend cuda \
+  2>&1 | grep "^mlm_loss") || { echo "FAIL: eval --backend cuda on 2 ranks"; fail=1; }
+[[ $ev_dev2 == "$ev_cpu" ]] || { echo "FAIL: eval on 2 devices: '$ev_dev2', on the cpu: '$ev_cpu'"; fail=1; }
 
 # A V100 (sm_70, LANSBERT_EMU_SM): bf16 is refused before anything is written, with the
 # setting and the way out named; fp16 with the dynamic loss scaler trains.

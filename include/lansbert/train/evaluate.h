@@ -14,6 +14,7 @@
 
 #include "lansbert/core/status.h"
 #include "lansbert/data/dataset.h"
+#include "lansbert/dist/communicator.h"
 #include "lansbert/model/bert_model.h"
 #include "lansbert/train/train_config.h"
 
@@ -51,11 +52,14 @@ struct EvalSums {
 };
 
 // Evaluates samples [0, n) of `set` with `model` in eval mode (no dropout), in micro-batches
-// of at most `micro_batch` consecutive samples; micro-batch c runs on rank c % world, so the
-// ranks' sums add up to one pass over the n samples. dump_first: as EvalOptions::dump_batch
-// (rank 0's first micro-batch). REQUIRES: the set's seq_len/max_pred within the model's limits.
-Status evaluate_samples(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, int rank, int world,
-                        EvalSums* sums, const std::string& dump_first = "");
+// of at most `micro_batch` consecutive samples; micro-batch c runs on rank c % world and the
+// ranks' sums are added, so every rank count evaluates the same micro-batches (the result
+// differs only by the order of the final sums). dump_first: as EvalOptions::dump_batch (rank
+// 0's first micro-batch). A rank's failure (an unreadable record) is every rank's, with its
+// exit code. Collective over `comm`. REQUIRES: the set's seq_len/max_pred within the model's
+// limits.
+Status evaluate_on_ranks(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, Communicator& comm,
+                         EvalResult* result, const std::string& dump_first = "");
 
 // What an evaluation's model is laid out for: forward passes only, so the layers may share
 // their activation memory (the recomputing layout; nothing is recomputed without a backward).
@@ -67,7 +71,13 @@ ModelLimits eval_limits(int micro_batch, int seq_len, int max_pred);
 Status check_eval_batch_fits(const BertConfig& model, int micro_batch, int seq_len, int max_pred, double have,
                              const std::string& where);
 
-// `model` gives the sizes; params come from the checkpoint directory `dir`.
+// `model` gives the sizes; params come from the checkpoint directory `dir`. Under mpirun
+// (`comm` of several ranks) the micro-batches are spread over the ranks as in
+// evaluate_on_ranks, each rank on the device of its local rank; every rank gets the result,
+// and an error on any rank is every rank's. Collective over `comm`.
+Status run_eval(const BertConfig& model, const std::string& dir, const EvalOptions& opts, Communicator& comm,
+                EvalResult* result);
+// One process.
 Status run_eval(const BertConfig& model, const std::string& dir, const EvalOptions& opts,
                 EvalResult* result);
 

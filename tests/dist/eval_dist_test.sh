@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# `lansbert eval` under mpirun: the ranks share the micro-batches (7 sequences each here, so
+# they split unevenly over 2 and 3 ranks), rank 0 alone prints, and the numbers are the ones
+# one process prints; --dump-batch writes rank 0's first micro-batch, as one process does. A
+# rank that sees other data, or none, ends the job with a message naming why and the exit
+# code of its error, instead of a mix of two data sets or a job left waiting.
+# Usage: eval_dist_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH MPIEXEC FLAGS...
+source "$(dirname "$0")/../cli/train_test_setup.sh" "$@"
+mpiexec=$4; shift 4; flags=("$@")
+cat > "$tmp/tiny.yaml" <<YAML
+model: {preset: bert-tiny, vocab_size: 64, hidden: 64, heads: 2, intermediate: 128, max_positions: 64}
+data: {train: ["$tmp/data/shards/*.lbs"], vocab: $tmp/data/vocab.txt, seq_len: 32, max_pred: 5}
+batch: {global_batch: 32, micro_batch: 16}
+schedule: {total_steps: 3}
+checkpoint: {dir: $tmp/ckpt}
+logging: {metrics_file: "-"}
+YAML
+"$lb" train --config "$tmp/tiny.yaml" > /dev/null || { echo "FAIL: training the checkpoint"; exit 1; }
+base=(eval --checkpoint "$tmp/ckpt" --micro-batch 7)
+ev=("${base[@]}" --data "$tmp/data/shards/*.lbs" --max-sequences 200)
+"$lb" "${ev[@]}" --dump-batch "$tmp/one.json" > "$tmp/one.log" || { echo "FAIL: eval on one process"; exit 1; }
+numbers() { grep -v '^checkpoint' "$1"; }
+for np in 2 3; do
+  timeout 120 "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS=1 -np $np "$lb" "${ev[@]}" --dump-batch "$tmp/np$np.json" \
+    > "$tmp/np$np.log" 2>&1 || { echo "FAIL: eval on $np ranks: $(cat "$tmp/np$np.log")"; fail=1; continue; }
+  grep -q "^checkpoint .*, $np ranks)" "$tmp/np$np.log" || { echo "FAIL: $np ranks: header: $(cat "$tmp/np$np.log")"; fail=1; }
+  [[ $(grep -c '^mlm_loss' "$tmp/np$np.log") == 1 ]] || { echo "FAIL: $np ranks: not rank 0 alone printed"; fail=1; }
+  [[ $(numbers "$tmp/np$np.log") == "$(numbers "$tmp/one.log")" ]] ||
+    { echo "FAIL: $np ranks: $(numbers "$tmp/np$np.log") differs from one process: $(numbers "$tmp/one.log")"; fail=1; }
+  cmp -s "$tmp/one.json" "$tmp/np$np.json" || { echo "FAIL: $np ranks: --dump-batch differs"; fail=1; }
+done
+grep -q "^sequences 200, " "$tmp/one.log" || { echo "FAIL: one process: $(cat "$tmp/one.log")"; fail=1; }
+
+# expect_job RC MESSAGE -- MPMD ARGS: the job must end with RC and print MESSAGE.
+expect_job() {
+  local want=$1 msg=$2; shift 3
+  timeout 120 "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS=1 "$@" > "$tmp/job.log" 2>&1
+  local rc=$?
+  if (( rc != want )) || ! grep -qF -- "$msg" "$tmp/job.log"; then
+    echo "FAIL: job exit $rc (want $want), output lacks '$msg':"; grep -v '^$' "$tmp/job.log" | head -8; fail=1
+  fi
+}
+expect_job 2 "eval: the ranks see different data: between 100 and 200 sequences to evaluate" -- \
+  -np 1 "$lb" "${ev[@]}" : -np 1 "$lb" "${base[@]}" --data "$tmp/data/shards/*.lbs" --max-sequences 100
+expect_job 3 "[rank 1 on" -- -np 1 "$lb" "${ev[@]}" : -np 1 "$lb" "${base[@]}" --data "$tmp/none/*.lbs"
+grep -q "no shard files match $tmp/none/\*.lbs" "$tmp/job.log" || { echo "FAIL: the missing data is not named"; fail=1; }
+exit $fail
