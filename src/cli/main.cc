@@ -22,6 +22,40 @@ void report(const Status& s) {
   std::fprintf(stderr, "lansbert: error: %s\n", s.to_string().c_str());
   set_exit_code(s.exit_code());
 }
+
+namespace {
+// The commands that are one process each. A launcher that starts several copies (mpirun -np
+// N, srun in a step of N tasks) would have them write the same output or share one device:
+// why, for the message that refuses it; null for the commands that run on many ranks.
+const char* why_one_process(CLI::App& app) {
+  if (app.got_subcommand("prep"))
+    return "the copies would write the same --out directory (prep uses this host's cores itself: --threads)";
+  if (app.got_subcommand("vocab")) return "the copies would write the same --out file";
+  if (app.got_subcommand("export")) return "the copies would write the same --out directory";
+  if (app.got_subcommand("tokenize")) return "the copies would each write the whole output";
+  if (app.got_subcommand("bench") && app.get_subcommand("bench")->count("--comm") == 0)
+    return "the copies would share device 0 or this host's cores, and each measure less than it would alone (bench "
+           "--comm and bench-comm are the measurements across ranks)";
+  return nullptr;
+}
+
+// LANSBERT_COMM=single says each copy is meant to run on its own (a script that srun starts
+// once per task, each copy with its own --input and --out).
+Status check_started_once(CLI::App& app) {
+  const char* why = why_one_process(app);
+  if (!why) return Status::ok();
+  std::string from;
+  const int copies = launcher_world_size(&from);
+  if (copies <= 1) return Status::ok();
+  CommChoice choice;
+  LB_RETURN_IF_ERROR(comm_choice_from_env(&choice));
+  if (choice == CommChoice::kSingle) return Status::ok();
+  return Status::invalid_argument("lansbert " + app.get_subcommands().front()->get_name() +
+                                  " runs as one process, but the launcher started " + std::to_string(copies) + " (" +
+                                  from + "): " + why + "; run it once, without mpirun or srun (or with srun -n 1), or "
+                                  "set LANSBERT_COMM=single where each copy writes its own output");
+}
+}  // namespace
 }  // namespace lansbert::cli
 
 int main(int argc, char** argv) {
@@ -42,17 +76,22 @@ int main(int argc, char** argv) {
   lansbert::cli::add_eval_command(app);
   lansbert::cli::add_export_command(app);
   lansbert::cli::add_bench_comm_command(app);
-  // LANSBERT_COMM picks the communicator of train, bench-comm and bench --comm. A misspelt
+  // LANSBERT_COMM picks the communicator of train, eval, bench-comm and bench --comm. A misspelt
   // value is refused once the command line is parsed (so --help still works) and before the
   // command runs: a job then fails before it loads its config or waits for other ranks. Only
   // the commands that may make a communicator look at it (bench: with or without --comm).
+  // A command that is one process, started as several, is refused here too.
   app.parse_complete_callback([&app] {
-    if (!app.got_subcommand("train") && !app.got_subcommand("bench-comm") && !app.got_subcommand("bench")) return;
-    lansbert::CommChoice choice;
-    if (lansbert::Status st = lansbert::comm_choice_from_env(&choice); !st.is_ok()) {
+    auto refuse = [](const lansbert::Status& st) {
       lansbert::cli::report(st);
       throw CLI::RuntimeError(lansbert::cli::exit_code());  // exits quietly with that code
-    }
+    };
+    if (lansbert::Status st = lansbert::cli::check_started_once(app); !st.is_ok()) refuse(st);
+    if (!app.got_subcommand("train") && !app.got_subcommand("bench-comm") && !app.got_subcommand("bench") &&
+        !app.got_subcommand("eval"))
+      return;
+    lansbert::CommChoice choice;
+    if (lansbert::Status st = lansbert::comm_choice_from_env(&choice); !st.is_ok()) refuse(st);
   });
 
   // CLI11 reports a misspelt command as a missing one: name it, and the commands there are.

@@ -74,6 +74,16 @@ bool launched_by_mpi_launcher() {
   return env_set("SLURM_STEP_ID") && env_set("SLURM_NTASKS");
 }
 
+int launcher_world_size(std::string* from) {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || v[0] == '\0') continue;
+    if (from) *from = std::string(name) + "=" + v;
+    return std::atoi(v);
+  }
+  return 0;
+}
+
 Status comm_choice_from_env(CommChoice* out) {
   const char* v = std::getenv("LANSBERT_COMM");
   if (v == nullptr || v[0] == '\0') {

@@ -44,6 +44,12 @@ bool launched_by_mpi_launcher();
 // The MPI communicator over MPI_COMM_WORLD (a duplicate). Holds the session.
 std::unique_ptr<Communicator> make_mpi_communicator(const CommOptions& options = {});
 
+// How many processes the launcher started, as its environment says (OMPI_COMM_WORLD_SIZE of
+// Open MPI, PMI_SIZE of MPICH, Intel MPI and Slurm's PMI2, SLURM_STEP_NUM_TASKS inside an srun
+// step), with *from set to "NAME=VALUE"; 0 when none says (no launcher, or a batch script's
+// own process). For the commands that are one process, to refuse being started as several.
+int launcher_world_size(std::string* from = nullptr);
+
 // What LANSBERT_COMM asks make_communicator for: kAuto when it is unset or empty (the
 // launcher decides), kSingle for "single", kMpi for "mpi".
 enum class CommChoice { kAuto, kSingle, kMpi };

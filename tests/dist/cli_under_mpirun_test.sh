@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# `lansbert eval` under mpirun: the ranks share the micro-batches (7 sequences each here, so
+# The commands under mpirun. `lansbert eval`: the ranks share the micro-batches (7 sequences each here, so
 # they split unevenly over 2 and 3 ranks), rank 0 alone prints, and the numbers are the ones
 # one process prints; --dump-batch writes rank 0's first micro-batch, as one process does. A
 # rank that sees other data, or none, ends the job with a message naming why and the exit
-# code of its error, instead of a mix of two data sets or a job left waiting.
-# Usage: eval_dist_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH MPIEXEC FLAGS...
+# code of its error, instead of a mix of two data sets or a job left waiting. The commands that
+# are one process (prep, vocab, export, tokenize, bench without --comm) refuse to be started as
+# several copies, which would write one output together, unless LANSBERT_COMM=single says each
+# copy is on its own.
+# Usage: cli_under_mpirun_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH MPIEXEC FLAGS...
 source "$(dirname "$0")/../cli/train_test_setup.sh" "$@"
 mpiexec=$4; shift 4; flags=("$@")
 cat > "$tmp/tiny.yaml" <<YAML
@@ -44,4 +47,22 @@ expect_job 2 "eval: the ranks see different data: between 100 and 200 sequences 
   -np 1 "$lb" "${ev[@]}" : -np 1 "$lb" "${base[@]}" --data "$tmp/data/shards/*.lbs" --max-sequences 100
 expect_job 3 "[rank 1 on" -- -np 1 "$lb" "${ev[@]}" : -np 1 "$lb" "${base[@]}" --data "$tmp/none/*.lbs"
 grep -q "no shard files match $tmp/none/\*.lbs" "$tmp/job.log" || { echo "FAIL: the missing data is not named"; fail=1; }
+
+# One-process commands started twice: refused before anything is written.
+expect_job 2 "lansbert export runs as one process, but the launcher started 2 (OMPI_COMM_WORLD_SIZE=2)" -- \
+  -np 2 "$lb" export --checkpoint "$tmp/ckpt" --out "$tmp/hf"
+[[ -e $tmp/hf ]] && { echo "FAIL: a refused export wrote $tmp/hf"; fail=1; }
+printf 'w5 w6 w7\n' > "$tmp/text.txt"
+expect_job 2 "lansbert prep runs as one process" -- \
+  -np 2 "$lb" prep --vocab "$tmp/data/vocab.txt" --input "$tmp/text.txt" --out "$tmp/p" --no-progress
+[[ -e $tmp/p ]] && { echo "FAIL: a refused prep wrote $tmp/p"; fail=1; }
+expect_job 2 "lansbert vocab runs as one process" -- -np 2 "$lb" vocab --input "$tmp/text.txt" --out "$tmp/v.txt"
+expect_job 2 "lansbert tokenize runs as one process" -- -np 2 "$lb" tokenize --vocab "$tmp/data/vocab.txt" "$tmp/text.txt"
+expect_job 2 "lansbert bench runs as one process" -- -np 2 "$lb" bench --model bert-tiny --seq-len 8 --batch 1 --steps 1
+# Each copy with its own output, as the user says: allowed.
+timeout 120 "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS=1 -x LANSBERT_COMM=single -np 2 bash -c \
+  'exec "$0" prep --vocab "$1" --input "$2" --out "$3/p$OMPI_COMM_WORLD_RANK" --no-progress' \
+  "$lb" "$tmp/data/vocab.txt" "$tmp/text.txt" "$tmp" > "$tmp/own.log" 2>&1 &&
+  compgen -G "$tmp/p0/*.lbs" > /dev/null && compgen -G "$tmp/p1/*.lbs" > /dev/null ||
+  { echo "FAIL: prep copies with LANSBERT_COMM=single: $(cat "$tmp/own.log")"; fail=1; }
 exit $fail
