@@ -120,6 +120,7 @@ std::string meta_to_json(const CheckpointMeta& m, const ParamTable& table, const
   j["step"] = m.step;
   j["micro_step"] = m.micro_step;
   j["data"] = {{"epoch", m.data.epoch}, {"consumed", m.data.consumed}};
+  if (!m.train_data_json.empty()) j["train_data"] = nlohmann::ordered_json::parse(m.train_data_json);
   j["seed"] = m.seed;
   j["world"] = m.world;
   j["optimizer"] = nlohmann::ordered_json::parse(state_to_json(m.optimizer));
@@ -344,6 +345,10 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
     m.micro_step = uint64_t(count(j.at("micro_step"), "micro_step", 0));
     m.data.epoch = uint64_t(count(j.at("data").at("epoch"), "data.epoch", 0));
     m.data.consumed = uint64_t(count(j.at("data").at("consumed"), "data.consumed", 0));
+    if (j.contains("train_data")) {
+      if (!j["train_data"].is_object()) throw std::out_of_range("train_data is not an object");
+      m.train_data_json = j["train_data"].dump();
+    }
     m.seed = j.at("seed").get<uint64_t>();
     m.world = int(count(j.at("world"), "world", 1));
     // The sections a resume or --init-from compares field by field must be objects: a hand

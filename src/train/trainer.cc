@@ -257,6 +257,8 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   LB_RETURN_IF_ERROR(run.open_data(&is_continuation));
   nlohmann::json view;
   LB_RETURN_IF_ERROR(run.view_of_the_job(&view));
+  const nlohmann::json& seen = view["shards"];
+  run.train_data = {{"samples", seen["train_samples"]}, {"files", seen["train_files"]}, {"digest", seen["train_digest"]}};
   LB_RETURN_IF_ERROR(check_same_as_rank0(comm, view,
                                          "resolved config, command line or view of the shards",
                                          "every rank must read the same config file contents with the same --set "

@@ -46,6 +46,28 @@ bool same_values(const nlohmann::json& a, const nlohmann::json& b) {
   return a == b;
 }
 
+// A resume continues the interrupted run's data order only over the same samples: the
+// position (epoch, samples consumed) indexes a permutation of data.train's samples. Shards
+// added, removed or rewritten with other contents in between are allowed (a corpus may grow
+// between phases' restarts) but said, since the run is no longer the uninterrupted one; shards
+// moved to another path are the same data. Empty when they are the same, or when the
+// checkpoint predates the record.
+std::string train_data_note(const std::string& saved_json, const nlohmann::json& now) {
+  if (saved_json.empty()) return "";
+  const nlohmann::json saved = nlohmann::json::parse(saved_json);
+  if (saved == now) return "";
+  auto describe = [](const nlohmann::json& d) {
+    char digest[16];
+    std::snprintf(digest, sizeof digest, "%08x", d.value("digest", 0u));
+    const int files = d.value("files", 0);
+    return std::to_string(d.value("samples", int64_t(0))) + " samples in " + std::to_string(files) +
+           (files == 1 ? " file" : " files") + ", sample digest " + digest;
+  };
+  return "data.train is not the data the checkpoint's run read (it read " + describe(saved) + "; now " +
+         describe(now) + "): the run goes on from the same position in the new data's order, so from here it reads "
+         "other samples than the interrupted run would have";
+}
+
 // Checkpoints written before model.hidden_act existed were all trained with the erf GELU: their
 // stored config (trainer.json's "config") gets that key.
 void fill_pre_hidden_act(nlohmann::json* config) {
@@ -87,8 +109,11 @@ Status Run::restore() {
   step = meta.step;
   micro = meta.micro_step;
   pos = meta.data;
-  if (opts.log && rank0())
+  if (opts.log && rank0()) {
     std::fprintf(opts.log, "resuming from %s at step %lld\n", dir.c_str(), (long long)step);
+    if (const std::string note = train_data_note(meta.train_data_json, train_data); !note.empty())
+      std::fprintf(opts.log, "note: %s\n", note.c_str());
+  }
   return Status::ok();
 }
 
@@ -163,6 +188,7 @@ Status Run::save(bool final) {
   meta.seed = cfg.seed;
   meta.world = comm.world();
   meta.config_json = config_to_json(cfg);
+  meta.train_data_json = train_data.dump();
   meta.optimizer = updater->state();
   HostCopies h(device.get(), model->params(), elements(), m.data(), v.data(), dp->state_elements());
   Status st = dp->save(cfg.checkpoint.dir, meta, h.params, h.m, h.v, cfg.checkpoint.keep_last, final,

@@ -49,6 +49,9 @@ struct Run {
   int64_t step = 0;
   uint64_t micro = 0;  // micro-batches of micro_batch sequences done by all ranks together
   DataPosition pos;
+  // {"samples", "files", "digest"} of data.train (from view_of_the_job): written into each
+  // checkpoint, compared on resume (restore()).
+  nlohmann::json train_data;
   TrainResult* result = nullptr;
   int64_t first_step = 0;   // where this run's loop started (0, or the resumed step)
   int64_t saved_step = -1;  // the step of this run's last checkpoint (set by save())

@@ -322,6 +322,23 @@ else
     { echo "FAIL: stopped at an unreadable record and resumed, the weights differ from an uninterrupted run's"; fail=1; }
 fi
 
+# A resume over other data.train than the checkpoint's run read says so (the position then
+# indexes another order: the run is no longer the uninterrupted one); the same shards moved
+# to another directory are the same data and resume without a note.
+mkdir -p "$tmp/moved" "$tmp/more" && cp "$tmp/data/shards/"*.lbs "$tmp/moved/" &&
+  for c in a b; do cp "$(ls "$tmp/data/shards/"*.lbs | head -1)" "$tmp/more/$c.lbs"; done
+resume_straight() {  # DATA_GLOB LOG: one more step of ckpt-straight over DATA_GLOB
+  local at; at=$(sed -n 's/^ *"step": \([0-9]*\),*$/\1/p' "$tmp/ckpt-straight/latest/trainer.json" | head -1)
+  "$lb" train --config "$tmp/good.yaml" "${small[@]}" --set "checkpoint.dir=$tmp/ckpt-straight" --set logging.metrics_file=- \
+    --set "data.train=$1" --resume latest --stop-at-step $((at + 1)) > "$2" 2>&1 || { echo "FAIL: resume over $1"; fail=1; }
+}
+resume_straight "$tmp/moved/*.lbs" "$tmp/moved.log"
+grep -q "^resuming from" "$tmp/moved.log" && ! grep -q "note: data.train" "$tmp/moved.log" ||
+  { echo "FAIL: resuming over moved shards: $(cat "$tmp/moved.log")"; fail=1; }
+resume_straight "$tmp/more/*.lbs" "$tmp/more.log"
+grep -q "note: data.train is not the data the checkpoint's run read (it read [0-9]* samples in 1 file, .*; now [0-9]* samples in 2 files" \
+  "$tmp/more.log" || { echo "FAIL: resuming over more shards is not said: $(cat "$tmp/more.log")"; fail=1; }
+
 # Corrupt checkpoint: a flipped byte is a clear error (exit 4).
 latest=$(readlink -f "$tmp/ckpt/latest")
 printf '\x01' | dd of="$latest/model.safetensors" bs=1 seek=200 conv=notrunc 2>/dev/null

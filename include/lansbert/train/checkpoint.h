@@ -50,6 +50,10 @@ struct CheckpointMeta {
   uint64_t seed = 0;
   int world = 1;
   std::string config_json;  // the resolved config (train_config.h config_to_json)
+  // What data.train held: {"samples", "files", "digest"} (a CRC32C of three samples), so that
+  // a resume can tell whether it reads the data the position refers to. Empty in checkpoints
+  // written before it was recorded.
+  std::string train_data_json;
   OptimizerState optimizer;
 };
 
