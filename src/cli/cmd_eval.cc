@@ -120,17 +120,18 @@ Status run_eval_cmd(const EvalArgs& a) {
 struct ExportArgs {
   std::string checkpoint, out, vocab;
   bool force = false;
+  std::string dtype = "fp32";
 };
 
 Status run_export_cmd(const ExportArgs& a) {
   std::string dir;
   TrainConfig cfg;
   LB_RETURN_IF_ERROR(open_checkpoint(a.checkpoint, &dir, &cfg));
-  ExportOptions o{a.out, a.force, a.vocab};
+  ExportOptions o{a.out, a.force, a.vocab, a.dtype};
   Status st = export_hf(cfg, dir, o);
   if (a.vocab.empty()) st = hint_relative_path(st, {cfg.data.vocab}, "data.vocab", "--vocab");
   LB_RETURN_IF_ERROR(st);
-  std::printf("exported %s to %s (BertForPreTraining)\n", dir.c_str(), a.out.c_str());
+  std::printf("exported %s to %s (BertForPreTraining, %s weights)\n", dir.c_str(), a.out.c_str(), a.dtype.c_str());
   return Status::ok();
 }
 
@@ -159,6 +160,10 @@ void add_export_command(CLI::App& app) {
   sub->add_option("--out", a->out, "Output directory")->required();
   sub->add_option("--vocab", a->vocab, "vocab.txt to include (default: the config's data.vocab)");
   sub->add_flag("--force", a->force, "Write into a non-empty output directory");
+  sub->add_option("--dtype", a->dtype,
+                  "Weights as fp32 (the checkpoint's values), bf16 or fp16 (rounded to nearest: half the bytes)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
   sub->callback([a] { report(run_export_cmd(*a)); });
 }
 

@@ -2,10 +2,12 @@
 #include "lansbert/model/safetensors.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/file_io.h"
+#include "lansbert/kernels/half.h"
 
 namespace lansbert {
 
@@ -125,14 +127,40 @@ Status read_safetensors(const std::string& path, SafetensorsFile* out) {
   return parse_safetensors(std::move(bytes), path, out);
 }
 
+namespace {
+// The bytes of `n` floats as BF16 or F16, or an error naming the first finite value the
+// format cannot hold.
+Status encode_half(const std::string& path, const std::string& name, const float* x, size_t n, StDtype dtype,
+                   std::string* out) {
+  out->resize(n * 2);
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t h = dtype == StDtype::kBF16 ? kern::float_to_bf16(x[i]) : kern::float_to_fp16(x[i]);
+    const float stored = dtype == StDtype::kBF16 ? kern::bf16_to_float(h) : kern::fp16_to_float(h);
+    if (std::isfinite(x[i]) && !std::isfinite(stored))
+      return Status::invalid_argument(path + ": tensor '" + name + "' element " + std::to_string(i) + " is " +
+                                      std::to_string(x[i]) + ", beyond what " +
+                                      (dtype == StDtype::kBF16 ? "BF16" : "F16 (at most 65504)") + " holds: not written");
+    std::memcpy(out->data() + 2 * i, &h, 2);  // little-endian hosts (x86-64, aarch64)
+  }
+  return Status::ok();
+}
+}  // namespace
+
 Status write_safetensors(const std::string& path, const ParamTable& table, const float* params,
-                         const std::map<std::string, std::string>& metadata) {
+                         const std::map<std::string, std::string>& metadata, StDtype dtype) {
+  if (dtype != StDtype::kF32 && dtype != StDtype::kBF16 && dtype != StDtype::kF16)
+    return Status::invalid_argument(path + ": weights are written as F32, BF16 or F16");
+  const bool half = dtype != StDtype::kF32;
+  const char* dtype_name = !half ? "F32" : dtype == StDtype::kBF16 ? "BF16" : "F16";
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<std::string> halves(half ? table.entries().size() : 0);  // F32 is written from params
   uint64_t offset = 0;
-  for (const ParamEntry& e : table.entries()) {
-    const uint64_t bytes = e.numel * 4;
-    header[e.name] = {{"dtype", "F32"}, {"shape", e.shape}, {"data_offsets", {offset, offset + bytes}}};
+  for (size_t k = 0; k < table.entries().size(); ++k) {
+    const ParamEntry& e = table.entries()[k];
+    if (half) LB_RETURN_IF_ERROR(encode_half(path, e.name, params + e.offset, e.numel, dtype, &halves[k]));
+    const uint64_t bytes = e.numel * (half ? 2 : 4);
+    header[e.name] = {{"dtype", dtype_name}, {"shape", e.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string h = header.dump();
@@ -141,37 +169,16 @@ Status write_safetensors(const std::string& path, const ParamTable& table, const
   uint64_t n = h.size();
   for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   std::vector<std::string_view> parts = {std::string_view(len, 8), h};
-  for (const ParamEntry& e : table.entries())
-    parts.emplace_back(reinterpret_cast<const char*>(params + e.offset), e.numel * 4);
+  for (size_t k = 0; k < table.entries().size(); ++k) {
+    const ParamEntry& e = table.entries()[k];
+    parts.emplace_back(half ? std::string_view(halves[k])
+                            : std::string_view(reinterpret_cast<const char*>(params + e.offset), e.numel * 4));
+  }
   return write_file_atomic(path, parts);
 }
 
 namespace {
 
-float half_to_float(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      exp = 127 - 15 + 1;
-      while (!(mant & 0x400)) {
-        mant <<= 1;
-        --exp;
-      }
-      bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 Status copy_as_float(const SafetensorsFile& f, const std::string& name, const StTensor& t, float* dst, size_t n) {
   const char* src = f.data(t);
@@ -192,7 +199,7 @@ Status copy_as_float(const SafetensorsFile& f, const std::string& name, const St
         uint16_t h;
         std::memcpy(&h, src + 2 * i, 2);
         if (t.dtype == StDtype::kF16) {
-          dst[i] = half_to_float(h);
+          dst[i] = kern::fp16_to_float(h);
         } else {
           const uint32_t bits = uint32_t(h) << 16;
           std::memcpy(&dst[i], &bits, 4);

@@ -193,7 +193,22 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
 }
 
 namespace {
-std::string hf_config_json(const BertConfig& c) {
+// The safetensors dtype and transformers' torch_dtype name of an --dtype.
+struct ExportDtype {
+  const char* flag;
+  StDtype stored;
+  const char* torch_name;
+};
+constexpr ExportDtype kExportDtypes[] = {
+    {"fp32", StDtype::kF32, "float32"}, {"bf16", StDtype::kBF16, "bfloat16"}, {"fp16", StDtype::kF16, "float16"}};
+
+const ExportDtype* export_dtype(const std::string& flag) {
+  for (const ExportDtype& d : kExportDtypes)
+    if (flag == d.flag) return &d;
+  return nullptr;
+}
+
+std::string hf_config_json(const BertConfig& c, const char* torch_dtype) {
   nlohmann::ordered_json j = {
       {"architectures", {"BertForPreTraining"}},
       {"model_type", "bert"},
@@ -210,6 +225,7 @@ std::string hf_config_json(const BertConfig& c) {
       {"pad_token_id", 0},
       {"position_embedding_type", "absolute"},
       {"tie_word_embeddings", true},
+      {"torch_dtype", torch_dtype},
       {"type_vocab_size", c.type_vocab},
       {"vocab_size", c.vocab_size}};
   return j.dump(2) + "\n";
@@ -219,6 +235,8 @@ std::string hf_config_json(const BertConfig& c) {
 Status export_hf(const TrainConfig& cfg, const std::string& dir, const ExportOptions& opts) {
   // Before the weights are read: a --out that can never be a directory (a file, a path under
   // one, an unwritable parent) fails naming the flag, not with a bare OS message.
+  const ExportDtype* dtype = export_dtype(opts.dtype);
+  if (!dtype) return Status::invalid_argument("--dtype " + opts.dtype + ": expected fp32, bf16 or fp16");
   LB_RETURN_IF_ERROR(check_can_create(opts.out, PathKind::kDirectory, "--out"));
   std::error_code ec;
   if (fs::exists(opts.out, ec) && !fs::is_empty(opts.out, ec) && !opts.force)
@@ -245,8 +263,10 @@ Status export_hf(const TrainConfig& cfg, const std::string& dir, const ExportOpt
   fs::create_directories(opts.out, ec);
   if (ec) return Status::io_error("--out " + opts.out + ": " + ec.message());
   const fs::path out(opts.out);
-  LB_RETURN_IF_ERROR(write_safetensors((out / "model.safetensors").string(), table, params.data(), {{"format", "pt"}}));
-  LB_RETURN_IF_ERROR(write_file_atomic((out / "config.json").string(), {hf_config_json(mc)}));
+  LB_RETURN_IF_ERROR(write_safetensors((out / "model.safetensors").string(), table, params.data(), {{"format", "pt"}},
+                                       dtype->stored)
+                         .with_prefix("--dtype " + opts.dtype + ": "));
+  LB_RETURN_IF_ERROR(write_file_atomic((out / "config.json").string(), {hf_config_json(mc, dtype->torch_name)}));
   std::string vocab_text;
   LB_RETURN_IF_ERROR(read_file(vocab_path, &vocab_text));
   LB_RETURN_IF_ERROR(write_file_atomic((out / "vocab.txt").string(), {vocab_text}));

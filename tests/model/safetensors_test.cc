@@ -8,6 +8,7 @@
 #include <random>
 
 #include "lansbert/core/file_io.h"
+#include "lansbert/kernels/half.h"
 #include "lansbert/model/bert_config.h"
 #include "lansbert/model/safetensors.h"
 
@@ -66,6 +67,39 @@ TEST_F(SafetensorsTest, RoundTripKeepsNamesShapesValuesAndMetadata) {
   std::vector<float> back(table_.total_elements(), 0.0f);
   ASSERT_TRUE(load_params(f, table_, back.data()).is_ok());
   EXPECT_EQ(back, params_);
+}
+
+// 16-bit writes: half the data bytes, each value the kernels' round-to-nearest of the fp32
+// one (so a read back equals round_to_bf16 / round_to_fp16 exactly, subnormal fp16 included);
+// an fp16 write of a value beyond 65504 is refused, naming the tensor, and writes nothing.
+TEST_F(SafetensorsTest, HalfWritesHoldTheRoundedValuesAndRefuseOverflow) {
+  params_[1] = 1.0f / 3.0f;
+  params_[2] = 3.0e-6f;  // fp16 subnormal
+  params_[3] = 65519.0f;  // rounds down to 65504 in fp16
+  for (const StDtype dtype : {StDtype::kBF16, StDtype::kF16}) {
+    const std::string p = path(dtype == StDtype::kBF16 ? "b.safetensors" : "h.safetensors");
+    ASSERT_TRUE(write_safetensors(p, table_, params_.data(), {}, dtype).is_ok());
+    SafetensorsFile f;
+    ASSERT_TRUE(read_safetensors(p, &f).is_ok());
+    EXPECT_EQ(f.tensors.at("a.weight").dtype, dtype);
+    EXPECT_EQ(f.tensors.at("a.weight").end - f.tensors.at("a.weight").begin, 15u * 2);
+    std::vector<float> back(table_.total_elements(), 0.0f);
+    ASSERT_TRUE(load_params(f, table_, back.data()).is_ok());
+    for (size_t i = 0; i < params_.size(); ++i)
+      ASSERT_EQ(back[i], dtype == StDtype::kBF16 ? kern::round_to_bf16(params_[i]) : kern::round_to_fp16(params_[i]))
+          << "element " << i;
+  }
+  const ParamEntry* bias = nullptr;
+  for (const ParamEntry& e : table_.entries())
+    if (e.name == "a.bias") bias = &e;
+  ASSERT_NE(bias, nullptr);
+  params_[bias->offset + 1] = 70000.0f;
+  const std::string p = path("over.safetensors");
+  const Status st = write_safetensors(p, table_, params_.data(), {}, StDtype::kF16);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("tensor 'a.bias' element 1 is 70000"), std::string::npos) << st.message();
+  EXPECT_FALSE(fs::exists(p));
+  EXPECT_TRUE(write_safetensors(p, table_, params_.data(), {}, StDtype::kBF16).is_ok());  // bf16 holds it
 }
 
 TEST_F(SafetensorsTest, TruncatedFilesAreRejected) {

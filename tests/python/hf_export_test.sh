@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Trains a few steps of a tiny model, exports it, dumps a batch with lansbert's loss and
-# runs check_hf_export.py with Debian's python3 (exit 77 = skipped: no torch/transformers).
+# runs check_hf_export.py with Debian's python3 (exit 77 = skipped: no torch/transformers);
+# then the bf16 and fp16 exports against the fp32 one (check_hf_dtype.py).
 set -euo pipefail
 lb=$1; mk=$2; tmp=$3
 py=/usr/bin/python3; [[ -x $py ]] || py=python3
@@ -28,4 +29,9 @@ for act in gelu gelu_tanh; do
   "$lb" export --checkpoint "$tmp/ckpt-$act" --out "$tmp/hf-$act" >/dev/null
   echo "model.hidden_act: $act"
   "$py" "$(dirname "$0")/check_hf_export.py" "$tmp/hf-$act" "$tmp/batch-$act.json"
+done
+# --dtype bf16 and fp16: every weight the fp32 export's, rounded as torch rounds it.
+for dtype in bf16 fp16; do
+  "$lb" export --checkpoint "$tmp/ckpt-gelu" --out "$tmp/hf-$dtype" --dtype $dtype >/dev/null
+  "$py" "$(dirname "$0")/check_hf_dtype.py" "$tmp/hf-gelu" "$tmp/hf-$dtype" $dtype
 done

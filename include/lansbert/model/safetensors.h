@@ -37,9 +37,12 @@ Status read_safetensors(const std::string& path, SafetensorsFile* out);
 // The same over bytes already in memory; `name` is used in messages.
 Status parse_safetensors(std::string bytes, const std::string& name, SafetensorsFile* out);
 
-// Writes every tensor of `table` from the host fp32 buffer `params` as F32, atomically.
+// Writes every tensor of `table` from the host fp32 buffer `params`, atomically, as `dtype`:
+// F32, or BF16 / F16 rounded to nearest, ties to even (kernels/half.h). A value that F16
+// cannot hold (beyond 65504, or a NaN/infinity in any format) is an error naming the tensor:
+// an export must not turn weights into infinities unnoticed.
 Status write_safetensors(const std::string& path, const ParamTable& table, const float* params,
-                         const std::map<std::string, std::string>& metadata);
+                         const std::map<std::string, std::string>& metadata, StDtype dtype = StDtype::kF32);
 
 // Copies the tensors of `file` into `params` by name, converting F32/F16/BF16/F64 to fp32.
 // Every table entry must be present with its exact shape; a name not in the table is an

@@ -85,6 +85,10 @@ struct ExportOptions {
   std::string out;
   bool force = false;  // allow a non-empty out directory
   std::string vocab;   // vocab.txt to copy (default: the config's data.vocab)
+  // What model.safetensors stores: fp32 (the checkpoint's values), or bf16 / fp16 (rounded
+  // to nearest, half the bytes; config.json's torch_dtype says which). fp16 refuses weights
+  // beyond 65504.
+  std::string dtype = "fp32";
 };
 
 Status export_hf(const TrainConfig& cfg, const std::string& dir, const ExportOptions& opts);
