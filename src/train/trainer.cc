@@ -279,7 +279,7 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
     std::fprintf(opts.log,
                  "model: %s, %zu parameters (%d layers, hidden %d); micro-batch %d x %d, %d per update; %s "
                  "GEMMs, attention %s, activations %s, hidden_act %s, recompute %s\n",
-                 cfg.model.preset.c_str(), run.model->table().total_elements(), run.mc.layers, run.mc.hidden,
+                 cfg.model.preset.c_str(), run.model->table().parameter_count(), run.mc.layers, run.mc.hidden,
                  cfg.batch.micro_batch, cfg.data.seq_len, run.accum, gemm_math_name(cfg.gemm_math()),
                  attention_mode_name(cfg.attention_mode()), cfg.precision.activations.c_str(),
                  hidden_act_name(run.mc.hidden_act), recompute_name(cfg.batch.recompute));
