@@ -2,8 +2,8 @@
 // parameter table: three updates from the same parameters, gradients and moments; params, m
 // and v within 1e-5 relative per tensor and the reported gradient norm and clip divisor
 // within 1e-9 relative. The sharded (ZeRO-1) device update is checked the same way, with
-// two shards updated from two host threads standing in for two ranks. Skipped without a
-// device.
+// four slices (one empty) updated from four host threads standing in for four ranks.
+// Skipped without a device.
 #include <gtest/gtest.h>
 
 #include <barrier>
