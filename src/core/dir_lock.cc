@@ -17,26 +17,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// What the lock file says, trimmed to its first line: written by the holder after it took
-// the lock, so it may be empty for the instant between the two.
-std::string read_record(int fd) {
-  char buf[512];
-  const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
-  if (n <= 0) return "";
-  std::string s(buf, static_cast<size_t>(n));
-  if (const size_t eol = s.find('\n'); eol != std::string::npos) s.resize(eol);
-  return s;
-}
-
 // The whole file (a record line, or empty): what abandon() puts back.
 std::string read_all(int fd) {
   std::string s;
   char buf[512];
-  for (off_t at = 0;; at += sizeof(buf)) {
-    const ssize_t n = ::pread(fd, buf, sizeof(buf), at);
+  for (;;) {
+    const ssize_t n = ::pread(fd, buf, sizeof(buf), static_cast<off_t>(s.size()));
     if (n <= 0) return s;
     s.append(buf, static_cast<size_t>(n));
   }
+}
+
+// What the lock file says, trimmed to its first line: written by the holder after it took
+// the lock, so it may be empty for the instant between the two.
+std::string read_record(int fd) {
+  std::string s = read_all(fd);
+  if (const size_t eol = s.find('\n'); eol != std::string::npos) s.resize(eol);
+  return s;
 }
 
 bool no_locks_here(int err) { return err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP; }

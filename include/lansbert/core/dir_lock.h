@@ -10,9 +10,9 @@
 // the process dies, so a crash leaves no stale lock; the file itself stays (unlinking it
 // would let a third run lock a new file while a second holds the old one). The holder
 // writes who it is into the file as soon as it holds the lock, so a refused run can name
-// it; a holder that turns out to be refused itself puts the earlier record back. Record locks belong to the
-// process: they never conflict within one, and closing any descriptor of the file drops
-// them, so nothing else in the process opens the lock file.
+// it; a holder that turns out to be refused itself puts the earlier record back. Record
+// locks belong to the process: they never conflict within one, and closing any descriptor
+// of the file drops them, so nothing else in the process opens the lock file.
 #pragma once
 
 #include <string>

@@ -38,9 +38,9 @@ Status read_safetensors(const std::string& path, SafetensorsFile* out);
 Status parse_safetensors(std::string bytes, const std::string& name, SafetensorsFile* out);
 
 // Writes every tensor of `table` from the host fp32 buffer `params`, atomically, as `dtype`:
-// F32, or BF16 / F16 rounded to nearest, ties to even (kernels/half.h). A value that F16
-// cannot hold (beyond 65504, or a NaN/infinity in any format) is an error naming the tensor:
-// an export must not turn weights into infinities unnoticed.
+// F32, or BF16 / F16 rounded to nearest, ties to even (kernels/half.h). A finite value that
+// rounds to infinity (F16: beyond 65504) is an error naming the tensor and element: an
+// export must not turn weights into infinities unnoticed. NaN and infinities are kept.
 Status write_safetensors(const std::string& path, const ParamTable& table, const float* params,
                          const std::map<std::string, std::string>& metadata, StDtype dtype = StDtype::kF32);
 
