@@ -5,9 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 namespace lansbert {
 
@@ -15,31 +17,63 @@ namespace {
 std::string errno_text() { return std::strerror(errno); }
 }  // namespace
 
-Status read_file(const std::string& path, std::string* out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+namespace {
+// Opens `path` for reading; it must be a regular file. Errors name the path.
+Status open_regular_file(const std::string& path, int* fd, size_t* size) {
+  *fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (*fd < 0) {
     if (errno == ENOENT) return Status::not_found(path + ": no such file");
     return Status::io_error(path + ": cannot open: " + errno_text());
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
+  if (::fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(*fd);
     return Status::io_error(path + ": not a regular file");
   }
-  out->resize(static_cast<size_t>(st.st_size));
-  size_t done = 0;
-  while (done < out->size()) {
-    const ssize_t n = ::read(fd, out->data() + done, out->size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      return Status::io_error(path + ": read failed at byte " + std::to_string(done) + ": " +
-                              (n == 0 ? std::string("unexpected end of file") : errno_text()));
-    }
-    done += static_cast<size_t>(n);
+  *size = static_cast<size_t>(st.st_size);
+  return Status::ok();
+}
+
+// Fills [buf, buf + n) from fd at its current offset; `done` is where in the file buf starts.
+Status read_fully(int fd, const std::string& path, char* buf, size_t n, size_t done) {
+  for (size_t got = 0; got < n;) {
+    const ssize_t r = ::read(fd, buf + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      return Status::io_error(path + ": read failed at byte " + std::to_string(done + got) + ": " +
+                              (r == 0 ? std::string("unexpected end of file") : errno_text()));
+    got += static_cast<size_t>(r);
+  }
+  return Status::ok();
+}
+}  // namespace
+
+Status read_file(const std::string& path, std::string* out) {
+  int fd = -1;
+  size_t size = 0;
+  LB_RETURN_IF_ERROR(open_regular_file(path, &fd, &size));
+  out->resize(size);
+  const Status st = read_fully(fd, path, out->data(), size, 0);
+  ::close(fd);
+  return st;
+}
+
+Status read_file_in_chunks(const std::string& path, size_t chunk_bytes,
+                           const std::function<void(const char*, size_t)>& consume, size_t* total) {
+  int fd = -1;
+  size_t size = 0;
+  LB_RETURN_IF_ERROR(open_regular_file(path, &fd, &size));
+  std::vector<char> buf(std::min(std::max<size_t>(chunk_bytes, 1), std::max<size_t>(size, 1)));
+  Status st;
+  for (size_t done = 0; done < size && st.is_ok();) {
+    const size_t n = std::min(buf.size(), size - done);
+    st = read_fully(fd, path, buf.data(), n, done);
+    if (st.is_ok()) consume(buf.data(), n);
+    done += n;
   }
   ::close(fd);
-  return Status::ok();
+  if (st.is_ok()) *total = size;
+  return st;
 }
 
 Status create_parent_directories(const std::string& path, const std::string& field) {

@@ -21,10 +21,10 @@ namespace lansbert {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kModelFile = "model.safetensors";
-constexpr const char* kOptimizerFile = "optimizer.state";
-constexpr const char* kMetaFile = "trainer.json";
-constexpr const char* kManifestFile = "optimizer.manifest.json";
+using checkpoint_file::kManifest;
+using checkpoint_file::kMeta;
+using checkpoint_file::kModel;
+using checkpoint_file::kOptimizer;
 
 std::string step_name(int64_t step) {
   char buf[32];
@@ -32,10 +32,21 @@ std::string step_name(int64_t step) {
   return buf;
 }
 
+// In pieces of 8 MiB: the optimizer state of bert-large is 2.7 GB, and eight ranks of a node
+// each holding a copy just to checksum it would be 21 GB of host memory.
+Status file_digest(const std::string& path, FileDigest* out) {
+  uint32_t crc = 0;
+  size_t bytes = 0;
+  LB_RETURN_IF_ERROR(read_file_in_chunks(
+      path, size_t(8) << 20, [&](const char* p, size_t n) { crc = crc32c(p, n, crc); }, &bytes));
+  *out = {bytes, crc};
+  return Status::ok();
+}
+
 Status file_digest(const std::string& path, nlohmann::json* out) {
-  std::string bytes;
-  LB_RETURN_IF_ERROR(read_file(path, &bytes));
-  *out = {{"bytes", bytes.size()}, {"crc32c", crc32c(bytes.data(), bytes.size())}};
+  FileDigest d;
+  LB_RETURN_IF_ERROR(file_digest(path, &d));
+  *out = {{"bytes", d.bytes}, {"crc32c", d.crc32c}};
   return Status::ok();
 }
 
@@ -145,7 +156,7 @@ std::string param_layout_fingerprint(const ParamTable& table) {
 Status check_param_layout(const std::string& dir, const CheckpointMeta& meta, const ParamTable& table) {
   const std::string mine = param_layout_fingerprint(table);
   if (meta.param_layout == mine) return Status::ok();
-  const std::string path = (fs::path(dir) / kMetaFile).string();
+  const std::string path = (fs::path(dir) / kMeta).string();
   if (meta.format_version < 2)
     return Status::unsupported(path + ": format version " + std::to_string(meta.format_version) +
                                " checkpoint: its optimizer state predates the packed query/key/value layout and "
@@ -209,10 +220,10 @@ Status commit(const std::string& root, const fs::path& tmp, const CheckpointMeta
   const fs::path final_dir = fs::path(root) / name;
   const std::map<std::string, std::string> st_meta = {
       {"format", "pt"}, {"lansbert_step", std::to_string(meta.step)}};
-  LB_RETURN_IF_ERROR(write_safetensors((tmp / kModelFile).string(), table, params, st_meta));
-  LB_RETURN_IF_ERROR(fsync_path((tmp / kModelFile).string()));
+  LB_RETURN_IF_ERROR(write_safetensors((tmp / kModel).string(), table, params, st_meta));
+  LB_RETURN_IF_ERROR(fsync_path((tmp / kModel).string()));
   nlohmann::json files;
-  LB_RETURN_IF_ERROR(file_digest((tmp / kModelFile).string(), &files[kModelFile]));
+  LB_RETURN_IF_ERROR(file_digest((tmp / kModel).string(), &files[kModel]));
   for (const std::string& f : optimizer_files) {
     if (!fs::exists(tmp / f, ec))
       return Status::io_error((tmp / f).string() + ": missing (checkpoint directories must be on a "
@@ -220,7 +231,7 @@ Status commit(const std::string& root, const fs::path& tmp, const CheckpointMeta
     LB_RETURN_IF_ERROR(file_digest((tmp / f).string(), &files[f]));
   }
   const std::string json = meta_to_json(meta, table, files);
-  LB_RETURN_IF_ERROR(write_file_atomic((tmp / kMetaFile).string(), {json}));
+  LB_RETURN_IF_ERROR(write_file_atomic((tmp / kMeta).string(), {json}));
   LB_RETURN_IF_ERROR(fsync_directory(tmp.string()));
   if (const char* s = std::getenv("LANSBERT_TEST_CHECKPOINT_SLEEP")) ::sleep(std::atoi(s));
   if (fs::exists(final_dir)) {
@@ -245,9 +256,9 @@ Status write_checkpoint(const std::string& root, const CheckpointMeta& meta,
                         const float* v, int keep_last, bool final, std::string* written) {
   const fs::path tmp = checkpoint_tmp_dir(root, meta.step, ::getpid());
   Status st = create_checkpoint_tmp(root, tmp.string());
-  if (st.is_ok()) st = save_state((tmp / kOptimizerFile).string(), meta.optimizer, m, v, table.total_elements());
-  if (st.is_ok()) st = fsync_path((tmp / kOptimizerFile).string());
-  if (st.is_ok()) st = commit(root, tmp, meta, table, params, {kOptimizerFile}, keep_last, final, written);
+  if (st.is_ok()) st = save_state((tmp / kOptimizer).string(), meta.optimizer, m, v, table.total_elements());
+  if (st.is_ok()) st = fsync_path((tmp / kOptimizer).string());
+  if (st.is_ok()) st = commit(root, tmp, meta, table, params, {kOptimizer}, keep_last, final, written);
   if (!st.is_ok()) remove_checkpoint_tmp(tmp.string());
   return st;
 }
@@ -274,8 +285,8 @@ Status commit_sharded_checkpoint(const std::string& root, const std::string& tmp
   if (next != table.total_elements())
     return Status::internal("optimizer slices end at " + std::to_string(next) + ", not at " +
                             std::to_string(table.total_elements()));
-  LB_RETURN_IF_ERROR(write_file_atomic((fs::path(tmp) / kManifestFile).string(), {man.dump(2) + "\n"}));
-  files.push_back(kManifestFile);
+  LB_RETURN_IF_ERROR(write_file_atomic((fs::path(tmp) / kManifest).string(), {man.dump(2) + "\n"}));
+  files.push_back(kManifest);
   return commit(root, tmp, meta, table, params, files, keep_last, final, written);
 }
 
@@ -302,12 +313,12 @@ Status check_checkpoint_root(const std::string& root, int64_t resumed_step) {
 
 Status resolve_checkpoint(const std::string& spec, std::string* dir) {
   std::error_code ec;
-  if (fs::exists(fs::path(spec) / kMetaFile, ec)) {
+  if (fs::exists(fs::path(spec) / kMeta, ec)) {
     *dir = spec;
     return Status::ok();
   }
   const fs::path latest = fs::path(spec) / "latest";
-  if (fs::exists(latest / kMetaFile, ec)) {
+  if (fs::exists(latest / kMeta, ec)) {
     *dir = fs::canonical(latest, ec).string();
     return Status::ok();
   }
@@ -316,7 +327,7 @@ Status resolve_checkpoint(const std::string& spec, std::string* dir) {
 }
 
 Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
-  const std::string path = (fs::path(dir) / kMetaFile).string();
+  const std::string path = (fs::path(dir) / kMeta).string();
   std::string text;
   LB_RETURN_IF_ERROR(read_file(path, &text));
   LB_RETURN_IF_ERROR(check_own_checksum(path, text));
@@ -361,13 +372,9 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
       throw std::out_of_range("config.model.hidden_act is not a string");
     m.config_json = config.dump();
     LB_RETURN_IF_ERROR(state_from_json(j.at("optimizer").dump(), &m.optimizer));
-    for (const auto& [f, want] : j.at("files").items()) {
-      nlohmann::json got;
-      LB_RETURN_IF_ERROR(file_digest((fs::path(dir) / f).string(), &got));
-      if (got["bytes"] != want.at("bytes") || got["crc32c"] != want.at("crc32c"))
-        return Status::corrupt((fs::path(dir) / f).string() + ": size or CRC32C differs from " +
-                               path + " (the file is damaged or was replaced)");
-    }
+    for (const auto& [f, want] : j.at("files").items())
+      m.files[f] = {want.at("bytes").get<uint64_t>(), want.at("crc32c").get<uint32_t>()};
+    LB_RETURN_IF_ERROR(verify_checkpoint_file(dir, m, kModel));
     *meta = std::move(m);
     return Status::ok();
   } catch (const nlohmann::json::exception& e) {
@@ -379,75 +386,21 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
 
 Status load_checkpoint_params(const std::string& dir, const ParamTable& table, float* params) {
   SafetensorsFile file;
-  LB_RETURN_IF_ERROR(read_safetensors((fs::path(dir) / kModelFile).string(), &file));
+  LB_RETURN_IF_ERROR(read_safetensors((fs::path(dir) / kModel).string(), &file));
   return load_params(file, table, params);
 }
 
-Status load_checkpoint_optimizer(const std::string& dir, size_t elements, OptimizerState* state,
-                                 float* m, float* v) {
-  return load_checkpoint_optimizer_range(dir, elements, 0, elements, state, m, v);
-}
-
-Status load_checkpoint_optimizer_range(const std::string& dir, size_t elements, size_t begin,
-                                       size_t end, OptimizerState* state, float* m, float* v) {
-  if (begin > end || end > elements) return Status::internal("optimizer range out of bounds");
-  const fs::path manifest = fs::path(dir) / kManifestFile;
-  std::error_code ec;
-  if (!fs::exists(manifest, ec)) {
-    const std::string path = (fs::path(dir) / kOptimizerFile).string();
-    if (begin == 0 && end == elements) return load_state(path, state, m, v, elements);
-    std::vector<float> fm(elements), fv(elements);
-    LB_RETURN_IF_ERROR(load_state(path, state, fm.data(), fv.data(), elements));
-    std::copy(fm.begin() + begin, fm.begin() + end, m);
-    std::copy(fv.begin() + begin, fv.begin() + end, v);
-    return Status::ok();
-  }
-  std::string text;
-  LB_RETURN_IF_ERROR(read_file(manifest.string(), &text));
-  struct Part {
-    size_t begin, end;
-    std::string file;
-  };
-  std::vector<Part> parts;
-  try {
-    const nlohmann::json j = nlohmann::json::parse(text);
-    if (j.value("format", "") != "lansbert-optimizer-slices")
-      return Status::corrupt(manifest.string() + ": not a lansbert optimizer manifest");
-    if (j.at("elements").get<size_t>() != elements)
-      return Status::corrupt(manifest.string() + ": " + j.at("elements").dump() +
-                             " optimizer elements, the model has " + std::to_string(elements));
-    size_t next = 0;
-    for (const auto& s : j.at("slices")) {
-      Part p{s.at("begin").get<size_t>(), s.at("end").get<size_t>(), s.at("file").get<std::string>()};
-      if (p.begin != next || p.end < p.begin || p.file.find('/') != std::string::npos)
-        return Status::corrupt(manifest.string() + ": slices do not tile the buffer");
-      next = p.end;
-      parts.push_back(std::move(p));
-    }
-    if (next != elements || parts.empty())
-      return Status::corrupt(manifest.string() + ": slices do not cover the buffer");
-  } catch (const nlohmann::json::exception& e) {
-    return Status::corrupt(manifest.string() + ": malformed: " + e.what());
-  }
-  // Every slice that overlaps [begin, end) is read whole and cut; the scalars (the same in
-  // every slice file) come from the first slice read.
-  std::vector<float> sm, sv;
-  bool have_state = false;
-  for (const Part& p : parts) {
-    const bool overlaps = p.begin < end && begin < p.end;
-    if (!overlaps && (have_state || p.end == p.begin)) continue;
-    sm.resize(p.end - p.begin);
-    sv.resize(p.end - p.begin);
-    OptimizerState st;
-    LB_RETURN_IF_ERROR(load_state((fs::path(dir) / p.file).string(), &st, sm.data(), sv.data(),
-                                  p.end - p.begin));
-    if (!have_state) *state = st;
-    have_state = true;
-    if (!overlaps) continue;
-    const size_t lo = std::max(begin, p.begin), hi = std::min(end, p.end);
-    std::copy(sm.begin() + (lo - p.begin), sm.begin() + (hi - p.begin), m + (lo - begin));
-    std::copy(sv.begin() + (lo - p.begin), sv.begin() + (hi - p.begin), v + (lo - begin));
-  }
+Status verify_checkpoint_file(const std::string& dir, const CheckpointMeta& meta, const std::string& name) {
+  const std::string path = (fs::path(dir) / name).string();
+  const auto want = meta.files.find(name);
+  if (want == meta.files.end())
+    return Status::corrupt(path + ": not listed in " + (fs::path(dir) / kMeta).string() +
+                           ", so it cannot be checked (the checkpoint was altered)");
+  FileDigest got;
+  LB_RETURN_IF_ERROR(file_digest(path, &got));
+  if (got.bytes != want->second.bytes || got.crc32c != want->second.crc32c)
+    return Status::corrupt(path + ": size or CRC32C differs from " + (fs::path(dir) / kMeta).string() +
+                           " (the file is damaged or was replaced)");
   return Status::ok();
 }
 

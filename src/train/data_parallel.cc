@@ -113,10 +113,10 @@ Status DataParallel::save(const std::string& root, const CheckpointMeta& meta, c
   return Status::ok();
 }
 
-Status DataParallel::load_optimizer(const std::string& dir, OptimizerState* state, float* m,
-                                    float* v) const {
-  return load_checkpoint_optimizer_range(dir, table_.total_elements(), state_begin(), state_end(),
-                                         state, m, v);
+Status DataParallel::load_optimizer(const std::string& dir, const CheckpointMeta& meta, OptimizerState* state,
+                                    float* m, float* v) const {
+  return load_checkpoint_optimizer_range(dir, meta, table_.total_elements(), state_begin(), state_end(), state, m,
+                                         v);
 }
 
 }  // namespace lansbert

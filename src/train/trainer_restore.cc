@@ -15,10 +15,10 @@ Status Run::load_params(const std::string& dir) {
   return load_params_to(device.get(), dir, model->table(), model->params());
 }
 
-Status Run::load_optimizer(const std::string& dir, OptimizerState* state) {
-  if (!device) return dp->load_optimizer(dir, state, m.data(), v.data());
+Status Run::load_optimizer(const std::string& dir, const CheckpointMeta& meta, OptimizerState* state) {
+  if (!device) return dp->load_optimizer(dir, meta, state, m.data(), v.data());
   std::vector<float> hm(dp->state_elements()), hv(dp->state_elements());
-  LB_RETURN_IF_ERROR(dp->load_optimizer(dir, state, hm.data(), hv.data()));
+  LB_RETURN_IF_ERROR(dp->load_optimizer(dir, meta, state, hm.data(), hv.data()));
   device->allocator().copy_from_host(m.data(), hm.data(), hm.size() * sizeof(float));
   device->allocator().copy_from_host(v.data(), hv.data(), hv.size() * sizeof(float));
   return Status::ok();
@@ -104,7 +104,7 @@ Status Run::restore() {
   LB_RETURN_IF_ERROR(check_param_layout(dir, meta, model->table()));
   LB_RETURN_IF_ERROR(load_params(dir));
   OptimizerState state;
-  LB_RETURN_IF_ERROR(load_optimizer(dir, &state));
+  LB_RETURN_IF_ERROR(load_optimizer(dir, meta, &state));
   LB_RETURN_IF_ERROR(updater->set_state(state));
   step = meta.step;
   micro = meta.micro_step;
@@ -152,7 +152,7 @@ Status Run::init_from(const std::string& spec) {
     if (cfg.phase_start == PhaseStart::kKeepMoments) {
       LB_RETURN_IF_ERROR(check_param_layout(dir, meta, model->table()));
       OptimizerState state;
-      LB_RETURN_IF_ERROR(load_optimizer(dir, &state));
+      LB_RETURN_IF_ERROR(load_optimizer(dir, meta, &state));
       LB_RETURN_IF_ERROR(updater->set_state(state));
     }
     LB_RETURN_IF_ERROR(updater->begin_phase(cfg.schedule, flat(), dp->state_elements()));

@@ -73,7 +73,7 @@ struct Run {
   Status view_of_the_job(nlohmann::json* out) const;
   // Checkpoint I/O through host staging when the buffers live on a device.
   Status load_params(const std::string& dir);
-  Status load_optimizer(const std::string& dir, OptimizerState* state);
+  Status load_optimizer(const std::string& dir, const CheckpointMeta& meta, OptimizerState* state);
   Status restore();
   // After restore(): rank 0 locks checkpoint.dir (no other run writes it while this one
   // does), then checks that the output paths can be written and that no checkpoint would be

@@ -339,6 +339,15 @@ resume_straight "$tmp/more/*.lbs" "$tmp/more.log"
 grep -q "note: data.train is not the data the checkpoint's run read (it read [0-9]* samples in 1 file, .*; now [0-9]* samples in 2 files" \
   "$tmp/more.log" || { echo "FAIL: resuming over more shards is not said: $(cat "$tmp/more.log")"; fail=1; }
 
+# Damaged moments: eval reads only the weights and works; a resume, which loads the moments,
+# is a clear error naming the file (exit 4).
+state=$(readlink -f "$tmp/ckpt-straight/latest")/optimizer.state
+printf '\x01' | dd of="$state" bs=1 seek=$(( $(stat -c %s "$state") - 1 )) conv=notrunc 2>/dev/null
+"$lb" eval --checkpoint "$tmp/ckpt-straight" --data "$tmp/data/shards/*.lbs" > "$tmp/eval-moments.log" 2>&1 &&
+  grep -q "^mlm_loss" "$tmp/eval-moments.log" || { echo "FAIL: eval with damaged moments: $(cat "$tmp/eval-moments.log")"; fail=1; }
+expect_error 4 "$state: size or CRC32C differs" train --config "$tmp/good.yaml" "${small[@]}" \
+  --set "checkpoint.dir=$tmp/ckpt-straight" --set logging.metrics_file=- --resume latest
+
 # Corrupt checkpoint: a flipped byte is a clear error (exit 4).
 latest=$(readlink -f "$tmp/ckpt/latest")
 printf '\x01' | dd of="$latest/model.safetensors" bs=1 seek=200 conv=notrunc 2>/dev/null

@@ -58,8 +58,10 @@ Saved load(const std::string& root, const ParamTable& table) {
   s.p.assign(table.total_elements(), 0.f);
   s.m.assign(table.total_elements(), 0.f);
   s.v.assign(table.total_elements(), 0.f);
+  CheckpointMeta meta;
+  EXPECT_TRUE(read_checkpoint_meta(dir, &meta).is_ok()) << dir;
   EXPECT_TRUE(load_checkpoint_params(dir, table, s.p.data()).is_ok());
-  EXPECT_TRUE(load_checkpoint_optimizer(dir, table.total_elements(), &s.state, s.m.data(), s.v.data()).is_ok());
+  EXPECT_TRUE(load_checkpoint_optimizer(dir, meta, table.total_elements(), &s.state, s.m.data(), s.v.data()).is_ok());
   return s;
 }
 

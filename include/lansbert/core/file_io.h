@@ -3,6 +3,7 @@
 // any point leaves either the old file or the new one, never a torn mix.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,12 @@ namespace lansbert {
 
 // Reads all of `path` into `out`. Errors name the path.
 Status read_file(const std::string& path, std::string* out);
+
+// Reads `path` front to back in pieces of at most `chunk_bytes`, handing each to `consume`,
+// so that a checksum of a multi-gigabyte file needs no buffer of its size; `total` is the
+// file's size. Errors name the path (and the byte a read failed at).
+Status read_file_in_chunks(const std::string& path, size_t chunk_bytes,
+                           const std::function<void(const char*, size_t)>& consume, size_t* total);
 
 // Atomically replaces `path` with the concatenation of `parts`.
 Status write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts);

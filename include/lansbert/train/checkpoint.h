@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,20 @@ namespace lansbert {
 // still read, but their optimizer state is refused (it predates the packed q/k/v layout).
 inline constexpr int kCheckpointFormatVersion = 2;
 inline constexpr int kOldestCheckpointFormatVersion = 1;
+
+// The files of a checkpoint directory.
+namespace checkpoint_file {
+inline constexpr const char* kModel = "model.safetensors";
+inline constexpr const char* kOptimizer = "optimizer.state";      // replicated state
+inline constexpr const char* kManifest = "optimizer.manifest.json";  // sharded state
+inline constexpr const char* kMeta = "trainer.json";
+}  // namespace checkpoint_file
+
+// A file's size and CRC32C as trainer.json records them.
+struct FileDigest {
+  uint64_t bytes = 0;
+  uint32_t crc32c = 0;
+};
 
 // Where each tensor sits in the flat buffers, as a short text: CRC32C over every entry's
 // name, offset and size. The optimizer's m and v are flat buffers, so a checkpoint's moments
@@ -55,6 +70,8 @@ struct CheckpointMeta {
   // written before it was recorded.
   std::string train_data_json;
   OptimizerState optimizer;
+  // Every file trainer.json lists (all but itself), by name.
+  std::map<std::string, FileDigest> files;
 };
 
 // One rank's part of sharded optimizer state: elements [begin, end) of the flat buffer.
@@ -107,22 +124,32 @@ Status check_checkpoint_root(const std::string& root, int64_t resumed_step);
 // `latest` leads to one. Fails (not found) when there is none.
 Status resolve_checkpoint(const std::string& spec, std::string* dir);
 
-// Reads trainer.json and checks the format version and every file's size and CRC32C.
+// Reads trainer.json (checking its own checksum and format version) and checks the size and
+// CRC32C of model.safetensors, which every reader of a checkpoint loads. The optimizer files
+// are checked as they are loaded (load_checkpoint_optimizer_range), and only those: eval,
+// export and a phase that starts fresh moments read none of them, and each rank of a sharded
+// resume reads only the slices it needs, not every rank's (1,536 of them on the LANS cluster).
 Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta);
+
+// Checks that DIR/name has the size and CRC32C trainer.json (`meta`) records; a file it does
+// not list is an error too. Reads the file in pieces: memory stays small for any file size.
+Status verify_checkpoint_file(const std::string& dir, const CheckpointMeta& meta, const std::string& name);
 
 // Loads model.safetensors of a checkpoint (or of a Hugging Face directory) into params.
 Status load_checkpoint_params(const std::string& dir, const ParamTable& table, float* params);
-// Loads optimizer.state into state, m and v (elements floats each), from either layout.
 // Ok when the checkpoint in `dir` (its meta already read) recorded the parameter layout of
 // `table`, so that its optimizer state fits; otherwise an error naming DIR/trainer.json that
 // says how to start from its weights instead.
 Status check_param_layout(const std::string& dir, const CheckpointMeta& meta, const ParamTable& table);
-Status load_checkpoint_optimizer(const std::string& dir, size_t elements, OptimizerState* state,
-                                 float* m, float* v);
+// Loads the optimizer state into state, m and v (elements floats each), from either layout;
+// each file is verified against `meta` (read_checkpoint_meta of the same dir) before it is read.
+Status load_checkpoint_optimizer(const std::string& dir, const CheckpointMeta& meta, size_t elements,
+                                 OptimizerState* state, float* m, float* v);
 // Loads the moments of flat elements [begin, end) (of `elements` in all) into m and v
 // (end-begin floats each) and the scalars into state, from optimizer.state or from the slice
-// files of a sharded checkpoint written on any rank count.
-Status load_checkpoint_optimizer_range(const std::string& dir, size_t elements, size_t begin,
-                                       size_t end, OptimizerState* state, float* m, float* v);
+// files of a sharded checkpoint written on any rank count: the manifest and the slices that
+// overlap [begin, end), each verified against `meta` first.
+Status load_checkpoint_optimizer_range(const std::string& dir, const CheckpointMeta& meta, size_t elements,
+                                       size_t begin, size_t end, OptimizerState* state, float* m, float* v);
 
 }  // namespace lansbert

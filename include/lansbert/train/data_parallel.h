@@ -71,8 +71,10 @@ class DataParallel {
   Status save(const std::string& root, const CheckpointMeta& meta, const float* params,
               const float* m, const float* v, int keep_last, bool final, std::string* written);
   // This rank's moments [state_begin, state_end) and the scalars, from a checkpoint of
-  // either layout written on any rank count.
-  Status load_optimizer(const std::string& dir, OptimizerState* state, float* m, float* v) const;
+  // either layout written on any rank count (meta: read_checkpoint_meta of dir); only the
+  // files this rank's range needs are read and checked.
+  Status load_optimizer(const std::string& dir, const CheckpointMeta& meta, OptimizerState* state, float* m,
+                        float* v) const;
 
  private:
   // Max over ranks of "failed"; returns st, or an error when another rank failed.

@@ -1,0 +1,181 @@
+// Which checkpoint files a reader checks and reads: read_checkpoint_meta checks the weights;
+// the optimizer files are checked as they are loaded, and a rank of a sharded resume touches
+// only the slices its range overlaps, so a damaged slice of another rank is not its error.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "lansbert/train/checkpoint.h"
+
+namespace lansbert {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kRanks = 3;
+
+struct Fixture {
+  fs::path root;
+  ParamTable table;
+  std::vector<float> params, m, v;
+  std::vector<OptimizerSlice> slices;  // the sharded layout's, when written sharded
+  std::string dir;                     // the checkpoint's directory
+};
+
+CheckpointMeta test_meta(int64_t step) {
+  CheckpointMeta meta;
+  meta.step = step;
+  meta.config_json = R"({"model": {}, "batch": {}})";
+  meta.optimizer.step = step;
+  meta.optimizer.schedule_step = step;
+  return meta;
+}
+
+// Writes a checkpoint of a three-tensor table (m[i] = i, v[i] = -i), replicated or sharded
+// over kRanks slices as the trainer's ranks would.
+Fixture write_fixture(const std::string& name, bool sharded) {
+  Fixture f;
+  f.root = fs::temp_directory_path() / ("lansbert_ckpt_files_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(f.root);
+  f.table.add("a.weight", {4, 8}, ParamRole::kWeight);
+  f.table.add("b.weight", {8, 8}, ParamRole::kWeight);
+  f.table.add("c.bias", {8}, ParamRole::kBias);
+  const size_t n = f.table.total_elements();
+  f.params.assign(n, 0.5f);
+  f.m.resize(n);
+  f.v.resize(n);
+  for (size_t i = 0; i < n; ++i) f.m[i] = float(i), f.v[i] = -float(i);
+  const CheckpointMeta meta = test_meta(7);
+  if (!sharded) {
+    EXPECT_TRUE(write_checkpoint(f.root.string(), meta, f.table, f.params.data(), f.m.data(), f.v.data(), 2, false,
+                                 &f.dir).is_ok());
+    return f;
+  }
+  const std::string tmp = checkpoint_tmp_dir(f.root.string(), meta.step, ::getpid());
+  EXPECT_TRUE(create_checkpoint_tmp(f.root.string(), tmp).is_ok());
+  for (int r = 0; r < kRanks; ++r) {
+    const size_t begin = n * r / kRanks, end = n * (r + 1) / kRanks;
+    OptimizerSlice s;
+    EXPECT_TRUE(write_optimizer_slice(tmp, r, meta.optimizer, f.m.data() + begin, f.v.data() + begin, begin, end, &s)
+                    .is_ok());
+    f.slices.push_back(s);
+  }
+  EXPECT_TRUE(commit_sharded_checkpoint(f.root.string(), tmp, meta, f.table, f.params.data(), f.slices, 2, false,
+                                        &f.dir).is_ok());
+  return f;
+}
+
+void flip_a_byte(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  ASSERT_FALSE(bytes.empty()) << path;
+  bytes[bytes.size() - 1] ^= 0x01;  // inside the data, past every header
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// Loads [begin, end) of the moments; on success checks them against m[i] = i, v[i] = -i.
+Status load_range(const Fixture& f, const CheckpointMeta& meta, size_t begin, size_t end) {
+  std::vector<float> m(end - begin, 99.f), v(end - begin, 99.f);
+  OptimizerState state;
+  const Status st =
+      load_checkpoint_optimizer_range(f.dir, meta, f.table.total_elements(), begin, end, &state, m.data(), v.data());
+  if (!st.is_ok()) return st;
+  EXPECT_EQ(state.step, 7);
+  for (size_t i = begin; i < end; ++i) {
+    EXPECT_EQ(m[i - begin], float(i));
+    EXPECT_EQ(v[i - begin], -float(i));
+  }
+  return st;
+}
+
+TEST(CheckpointFiles, ADamagedSliceIsAnErrorOnlyForTheRanksThatReadIt) {
+  const Fixture f = write_fixture("slice", true);
+  ASSERT_EQ(f.slices.size(), size_t(kRanks));
+  const std::string damaged = f.dir + "/" + f.slices[2].file;
+  flip_a_byte(damaged);
+  CheckpointMeta meta;
+  ASSERT_TRUE(read_checkpoint_meta(f.dir, &meta).is_ok());  // the weights are whole
+  // A rank whose range lies in slices 0 and 1 loads them and never opens slice 2.
+  EXPECT_TRUE(load_range(f, meta, f.slices[0].begin + 1, f.slices[1].end).is_ok());
+  // A range of no elements reads the scalars from the first slice.
+  EXPECT_TRUE(load_range(f, meta, f.slices[1].end, f.slices[1].end).is_ok());
+  // Any range that overlaps slice 2 (on this rank count or another) names the file.
+  for (size_t begin : {f.slices[2].begin, f.slices[1].end - 1, size_t(0)}) {
+    const Status st = load_range(f, meta, begin, f.slices[2].end);
+    EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
+    EXPECT_NE(st.message().find(damaged + ": size or CRC32C differs"), std::string::npos) << st.message();
+  }
+  // A missing slice is "not found" for the ranks that need it, and nobody else's concern.
+  fs::remove(f.dir + "/" + f.slices[0].file);
+  EXPECT_TRUE(load_range(f, meta, f.slices[1].begin, f.slices[1].end).is_ok());
+  const Status st = load_range(f, meta, 0, 1);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound) << st.to_string();
+  EXPECT_NE(st.message().find(f.slices[0].file), std::string::npos) << st.message();
+  fs::remove_all(f.root);
+}
+
+TEST(CheckpointFiles, TheManifestIsCheckedBeforeItChoosesTheSlices) {
+  const Fixture f = write_fixture("manifest", true);
+  const std::string manifest = f.dir + "/" + checkpoint_file::kManifest;
+  std::ifstream in(manifest);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  // Same length, other ranges: a manifest that passed unchecked would cut the moments wrong.
+  const size_t at = text.find("\"end\": " + std::to_string(f.slices[0].end));
+  ASSERT_NE(at, std::string::npos) << text;
+  text[at + 7] = text[at + 7] == '1' ? '2' : '1';
+  std::ofstream(manifest, std::ios::trunc) << text;
+  CheckpointMeta meta;
+  ASSERT_TRUE(read_checkpoint_meta(f.dir, &meta).is_ok());
+  const Status st = load_range(f, meta, 0, 1);
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
+  EXPECT_NE(st.message().find(manifest + ": size or CRC32C differs"), std::string::npos) << st.message();
+  fs::remove_all(f.root);
+}
+
+TEST(CheckpointFiles, WeightsAreCheckedOnOpeningTheOptimizerStateOnLoading) {
+  Fixture f = write_fixture("replicated", false);
+  const size_t n = f.table.total_elements();
+  CheckpointMeta meta;
+  ASSERT_TRUE(read_checkpoint_meta(f.dir, &meta).is_ok());
+  EXPECT_TRUE(load_range(f, meta, 0, n).is_ok());
+  EXPECT_TRUE(load_range(f, meta, 5, 9).is_ok());
+  // A stray manifest that trainer.json does not list is not read: the layout is the one written.
+  std::ofstream(f.dir + "/" + checkpoint_file::kManifest) << "{}";
+  EXPECT_TRUE(load_range(f, meta, 0, n).is_ok());
+  // Damaged moments: the checkpoint still opens (eval and export need only its weights) ...
+  const std::string state = f.dir + "/" + checkpoint_file::kOptimizer;
+  flip_a_byte(state);
+  ASSERT_TRUE(read_checkpoint_meta(f.dir, &meta).is_ok());
+  // ... and loading them is the error, naming the file.
+  const Status st = load_range(f, meta, 0, n);
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
+  EXPECT_NE(st.message().find(state + ": size or CRC32C differs"), std::string::npos) << st.message();
+  // Damaged weights are refused on opening.
+  const std::string model = f.dir + "/" + checkpoint_file::kModel;
+  flip_a_byte(model);
+  const Status opened = read_checkpoint_meta(f.dir, &meta);
+  EXPECT_EQ(opened.code(), StatusCode::kCorrupt) << opened.to_string();
+  EXPECT_NE(opened.message().find(model), std::string::npos) << opened.message();
+  fs::remove_all(f.root);
+}
+
+TEST(CheckpointFiles, AFileTrainerJsonDoesNotListIsRefused) {
+  const Fixture f = write_fixture("unlisted", false);
+  CheckpointMeta meta;
+  ASSERT_TRUE(read_checkpoint_meta(f.dir, &meta).is_ok());
+  meta.files.erase(checkpoint_file::kOptimizer);
+  const Status st = verify_checkpoint_file(f.dir, meta, checkpoint_file::kOptimizer);
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
+  EXPECT_NE(st.message().find("not listed in " + f.dir + "/trainer.json"), std::string::npos) << st.message();
+  fs::remove_all(f.root);
+}
+
+}  // namespace
+}  // namespace lansbert
