@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "lansbert/core/check.h"
+#include "lansbert/data/crc32c.h"
 #include "lansbert/data/hdf5_shard.h"
 
 namespace lansbert {
@@ -84,6 +85,20 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
     set->shards_.push_back(std::move(r));
   }
   *out = std::move(set);
+  return Status::ok();
+}
+
+Status ShardSet::sample_digest(uint32_t* out) {
+  Batch b;
+  b.resize(1, seq_len(), max_pred());
+  uint32_t crc = 0;
+  for (int64_t i : {int64_t(0), count() / 2, count() - 1}) {
+    LB_RETURN_IF_ERROR(read(i, &b, 0));
+    for (const std::vector<int32_t>* v :
+         {&b.input_ids, &b.segment_ids, &b.input_mask, &b.masked_positions, &b.masked_ids, &b.nsp_labels})
+      crc = crc32c(v->data(), v->size() * sizeof(int32_t), crc);
+  }
+  *out = crc;
   return Status::ok();
 }
 

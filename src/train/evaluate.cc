@@ -17,6 +17,7 @@
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/device_backend.h"
 #include "lansbert/train/device_ranks.h"
+#include "lansbert/train/rank_agreement.h"
 #include "device_run.h"
 
 namespace lansbert {
@@ -152,13 +153,13 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
   int64_t n = set->count();
   if (opts.max_sequences >= 0) n = std::min(n, opts.max_sequences);
   // Ranks that read different files (a node-local path of another content) would add up a
-  // mix: the same count everywhere is the least they must share.
-  double counts[2] = {double(n), -double(n)};
-  comm.all_reduce(counts, 2, ReduceOp::kMax);
-  if (counts[0] != -counts[1])
-    return Status::invalid_argument("eval: the ranks see different data: between " + std::to_string(int64_t(-counts[1])) +
-                                    " and " + std::to_string(int64_t(counts[0])) +
-                                    " sequences to evaluate; give every rank the same --data");
+  // mix: each must see rank 0's samples, as the trainer's ranks do (their count, files and a
+  // digest of three of them), and evaluate as many.
+  uint32_t digest = 0;
+  LB_RETURN_IF_ERROR(agree_across_ranks(comm, set->sample_digest(&digest), "reading the eval data", nullptr));
+  LB_RETURN_IF_ERROR(check_same_as_rank0(
+      comm, {{"sequences", n}, {"samples", set->count()}, {"files", set->num_shards()}, {"sample_digest", digest}},
+      "eval data", "give every rank the same --data and --max-sequences"));
   // No larger than the data: the model's buffers are sized for a micro-batch.
   const int micro_batch = int(std::clamp<int64_t>(n, 1, opts.micro_batch));
   // The CPU, or this rank's device of a registered backend (device 0 on one process), the

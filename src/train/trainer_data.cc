@@ -4,7 +4,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lansbert/data/crc32c.h"
 #include "lansbert/data/vocab.h"
 #include "trainer_run.h"
 
@@ -92,32 +91,14 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
   return Status::ok();
 }
 
-namespace {
-// The CRC32C of three samples (the first, the middle and the last, as read): shards made from
-// other text, or with another seed or masking, differ here even where their counts agree.
-Status sample_digest(ShardSet& set, uint32_t* out) {
-  Batch b;
-  b.resize(1, set.seq_len(), set.max_pred());
-  uint32_t crc = 0;
-  for (int64_t i : {int64_t(0), set.count() / 2, set.count() - 1}) {
-    LB_RETURN_IF_ERROR(set.read(i, &b, 0));
-    for (const std::vector<int32_t>* v :
-         {&b.input_ids, &b.segment_ids, &b.input_mask, &b.masked_positions, &b.masked_ids, &b.nsp_labels})
-      crc = crc32c(v->data(), v->size() * sizeof(int32_t), crc);
-  }
-  *out = crc;
-  return Status::ok();
-}
-}  // namespace
-
 Status Run::view_of_the_job(nlohmann::json* out) const {
   nlohmann::json j = nlohmann::json::parse(config_to_json(cfg));
   j["command_line"] = {{"resume", opts.resume}, {"init_from", opts.init_from}, {"stop_at_step", opts.stop_at_step}};
   uint32_t digest = 0;
-  LB_RETURN_IF_ERROR(sample_digest(*shards, &digest).with_prefix("data.train: "));
+  LB_RETURN_IF_ERROR(shards->sample_digest(&digest).with_prefix("data.train: "));
   j["shards"] = {{"train_samples", shards->count()}, {"train_files", shards->num_shards()}, {"train_digest", digest}};
   if (eval_shards) {
-    LB_RETURN_IF_ERROR(sample_digest(*eval_shards, &digest).with_prefix("data.eval: "));
+    LB_RETURN_IF_ERROR(eval_shards->sample_digest(&digest).with_prefix("data.eval: "));
     j["shards"]["eval_samples"] = eval_shards->count();
     j["shards"]["eval_files"] = eval_shards->num_shards();
     j["shards"]["eval_digest"] = digest;

@@ -43,8 +43,18 @@ expect_job() {
     echo "FAIL: job exit $rc (want $want), output lacks '$msg':"; grep -v '^$' "$tmp/job.log" | head -8; fail=1
   fi
 }
-expect_job 2 "eval: the ranks see different data: between 100 and 200 sequences to evaluate" -- \
+expect_job 2 "eval data not as on rank 0: sequences is 100 here, 200 on rank 0 (give every rank the same --data" -- \
   -np 1 "$lb" "${ev[@]}" : -np 1 "$lb" "${base[@]}" --data "$tmp/data/shards/*.lbs" --max-sequences 100
+# As many sequences of other content (the same text masked at another rate, as shards of
+# another prep run under the same node-local path would be): the digests differ.
+printf 'w%d w%d w%d w%d w%d w%d .\n' $(seq 5 3000 | awk '{print 5 + ($1 * 7919) % 59}') > "$tmp/text.txt"
+for d in a:0.15 b:0.1; do
+  "$lb" prep --vocab "$tmp/data/vocab.txt" --input "$tmp/text.txt" --out "$tmp/${d%%:*}" --seq-len 32 --max-pred 5 \
+    --masked-lm-prob "${d#*:}" --no-progress > /dev/null || { echo "FAIL: prep ${d%%:*}"; fail=1; }
+done
+expect_job 2 "eval data not as on rank 0: sample_digest is " -- \
+  -np 1 "$lb" "${base[@]}" --data "$tmp/a/*.lbs" : -np 1 "$lb" "${base[@]}" --data "$tmp/b/*.lbs"
+grep -qE "sequences is|samples is" "$tmp/job.log" && { echo "FAIL: the two preps were meant to hold as many samples"; fail=1; }
 expect_job 3 "[rank 1 on" -- -np 1 "$lb" "${ev[@]}" : -np 1 "$lb" "${base[@]}" --data "$tmp/none/*.lbs"
 grep -q "no shard files match $tmp/none/\*.lbs" "$tmp/job.log" || { echo "FAIL: the missing data is not named"; fail=1; }
 

@@ -49,6 +49,11 @@ class ShardSet {
   // proves a record is as written, not that its writer was right).
   Status read(int64_t index, Batch* batch, int row);
 
+  // The CRC32C of three samples (the first, the middle and the last, as read): shards made
+  // from other text, or with another seed or masking, differ here even where their counts
+  // agree. Ranks compare it to make sure they read the same data.
+  Status sample_digest(uint32_t* out);
+
  private:
   Status check_row(const ShardReader& shard, int64_t local, const Batch& batch, int row) const;
 
