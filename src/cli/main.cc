@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   lansbert::cli::add_train_command(app);
   lansbert::cli::add_eval_command(app);
   lansbert::cli::add_export_command(app);
+  lansbert::cli::add_verify_command(app);
   lansbert::cli::add_bench_comm_command(app);
   // LANSBERT_COMM picks the communicator of train, eval, bench-comm and bench --comm. A misspelt
   // value is refused once the command line is parsed (so --help still works) and before the

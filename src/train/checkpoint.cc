@@ -293,12 +293,7 @@ Status commit_sharded_checkpoint(const std::string& root, const std::string& tmp
 Status check_checkpoint_root(const std::string& root, int64_t resumed_step) {
   LB_RETURN_IF_ERROR(check_can_create(root, PathKind::kDirectory, "checkpoint.dir"));
   int64_t newest = -1;
-  for (const std::string& n : step_dirs(root)) {
-    long long step = -1;
-    char tail = 0;
-    if (std::sscanf(n.c_str(), "step-%lld%c", &step, &tail) == 1 && n == step_name(step))
-      newest = std::max<int64_t>(newest, step);
-  }
+  for (const std::string& n : checkpoint_step_dirs(root)) newest = std::max<int64_t>(newest, std::stoll(n.substr(5)));
   if (newest < 0) return Status::ok();
   const std::string found = root + " (checkpoint.dir) holds " + step_name(newest);
   if (resumed_step < 0)
@@ -388,6 +383,16 @@ Status load_checkpoint_params(const std::string& dir, const ParamTable& table, f
   SafetensorsFile file;
   LB_RETURN_IF_ERROR(read_safetensors((fs::path(dir) / kModel).string(), &file));
   return load_params(file, table, params);
+}
+
+std::vector<std::string> checkpoint_step_dirs(const std::string& root) {
+  std::vector<std::string> out;
+  for (const std::string& n : step_dirs(root)) {
+    long long step = -1;
+    char tail = 0;
+    if (std::sscanf(n.c_str(), "step-%lld%c", &step, &tail) == 1 && n == step_name(step)) out.push_back(n);
+  }
+  return out;
 }
 
 Status verify_checkpoint_file(const std::string& dir, const CheckpointMeta& meta, const std::string& name) {

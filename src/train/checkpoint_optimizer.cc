@@ -1,9 +1,10 @@
-// Loading a checkpoint's optimizer state: optimizer.state (replicated), or the manifest and
-// the slice files of sharded state written on any rank count, cut to the range a rank holds.
-// Each file is checked against trainer.json just before it is read, so a rank reads and
-// checks only what it loads.
+// A checkpoint's optimizer files: loading the state, from optimizer.state (replicated) or the
+// manifest and the slice files of sharded state written on any rank count, cut to the range a
+// rank holds; each file is checked against trainer.json just before it is read, so a rank
+// reads and checks only what it loads. And the check of a whole checkpoint (lansbert verify).
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/file_io.h"
@@ -19,8 +20,9 @@ struct Slice {
   std::string file;
 };
 
-// Reads DIR/optimizer.manifest.json (already verified): slices that tile [0, elements).
-Status read_manifest(const std::string& dir, size_t elements, std::vector<Slice>* slices) {
+// Reads DIR/optimizer.manifest.json (already verified): slices that tile [0, elements), or
+// [0, the manifest's own element count) when `elements` is not given.
+Status read_manifest(const std::string& dir, std::optional<size_t> given, std::vector<Slice>* slices) {
   const std::string path = (fs::path(dir) / checkpoint_file::kManifest).string();
   std::string text;
   LB_RETURN_IF_ERROR(read_file(path, &text));
@@ -28,6 +30,7 @@ Status read_manifest(const std::string& dir, size_t elements, std::vector<Slice>
     const nlohmann::json j = nlohmann::json::parse(text);
     if (j.value("format", "") != "lansbert-optimizer-slices")
       return Status::corrupt(path + ": not a lansbert optimizer manifest");
+    const size_t elements = given.value_or(j.at("elements").get<size_t>());
     if (j.at("elements").get<size_t>() != elements)
       return Status::corrupt(path + ": " + j.at("elements").dump() + " optimizer elements, the model has " +
                              std::to_string(elements));
@@ -72,6 +75,32 @@ Status load_replicated(const std::string& dir, const CheckpointMeta& meta, size_
 }
 
 }  // namespace
+
+Status verify_whole_checkpoint(const std::string& dir, CheckpointInventory* out) {
+  CheckpointMeta meta;
+  LB_RETURN_IF_ERROR(read_checkpoint_meta(dir, &meta));
+  CheckpointInventory inv;
+  inv.step = meta.step;
+  inv.world = meta.world;
+  for (const auto& [name, digest] : meta.files) {
+    LB_RETURN_IF_ERROR(verify_checkpoint_file(dir, meta, name));
+    ++inv.files;
+    inv.bytes += digest.bytes;
+  }
+  // The optimizer state must be there, whole: optimizer.state, or a manifest whose slices
+  // tile the buffer and are each listed (and so were checked above).
+  if (meta.files.count(checkpoint_file::kManifest)) {
+    std::vector<Slice> slices;
+    LB_RETURN_IF_ERROR(read_manifest(dir, std::nullopt, &slices));
+    for (const Slice& s : slices)
+      if (!meta.files.count(s.file)) LB_RETURN_IF_ERROR(verify_checkpoint_file(dir, meta, s.file));
+    inv.slices = int(slices.size());
+  } else if (!meta.files.count(checkpoint_file::kOptimizer)) {
+    LB_RETURN_IF_ERROR(verify_checkpoint_file(dir, meta, checkpoint_file::kOptimizer));  // names what is missing
+  }
+  *out = inv;
+  return Status::ok();
+}
 
 Status load_checkpoint_optimizer(const std::string& dir, const CheckpointMeta& meta, size_t elements,
                                  OptimizerState* state, float* m, float* v) {

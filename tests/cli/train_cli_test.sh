@@ -347,6 +347,14 @@ printf '\x01' | dd of="$state" bs=1 seek=$(( $(stat -c %s "$state") - 1 )) conv=
   grep -q "^mlm_loss" "$tmp/eval-moments.log" || { echo "FAIL: eval with damaged moments: $(cat "$tmp/eval-moments.log")"; fail=1; }
 expect_error 4 "$state: size or CRC32C differs" train --config "$tmp/good.yaml" "${small[@]}" \
   --set "checkpoint.dir=$tmp/ckpt-straight" --set logging.metrics_file=- --resume latest
+# lansbert verify checks every file: the damage is found, in the one checkpoint that has it.
+expect_error 4 "$state: size or CRC32C differs" verify --checkpoint "$tmp/ckpt-straight"
+"$lb" verify --checkpoint "$tmp/ckpt-straight" --all > "$tmp/verify.log" 2> "$tmp/verify.err"
+rc=$?
+[[ $rc == 4 && $(grep -c "^ok $tmp/ckpt-straight/step-[0-9]*: step [0-9]* of a 1-rank run, 2 files of [0-9]* bytes checked (replicated optimizer state)$" "$tmp/verify.log") -ge 1 &&
+   $(grep -c "^damaged " "$tmp/verify.log") == 1 && $(grep -c "^damaged ${state%/*}: $state: size or CRC32C differs" "$tmp/verify.log") == 1 ]] &&
+  grep -q "1 of [0-9]* checkpoints in $tmp/ckpt-straight are damaged" "$tmp/verify.err" ||
+  { echo "FAIL: verify --all -> rc $rc: $(cat "$tmp/verify.log" "$tmp/verify.err")"; fail=1; }
 
 # Corrupt checkpoint: a flipped byte is a clear error (exit 4).
 latest=$(readlink -f "$tmp/ckpt/latest")

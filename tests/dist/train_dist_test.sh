@@ -81,5 +81,10 @@ for run in part1 part4; do
   [[ $(position $run) == "$(position s2)" ]] || { echo "FAIL: $run ends at $(position $run), s2 at $(position s2)"; fail=1; }
   same s2 $run
 done
+# lansbert verify checks every file of each: part4 holds the 2-rank step 3 and its 4-rank end.
+"$lb" verify --checkpoint "$tmp/part4" --all > "$tmp/verify.log" 2>&1 &&
+  grep -q "^ok .*step-000000003: step 3 of a 2-rank run, 4 files of .* (optimizer state in 2 slices)" "$tmp/verify.log" &&
+  grep -q "^ok .*step-000000006: step 6 of a 4-rank run, 6 files of .* (optimizer state in 4 slices)" "$tmp/verify.log" ||
+  { echo "FAIL: verify: $(cat "$tmp/verify.log")"; fail=1; }
 (( fail )) && exit 1
 echo "train dist: ok"

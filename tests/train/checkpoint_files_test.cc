@@ -1,14 +1,17 @@
 // Which checkpoint files a reader checks and reads: read_checkpoint_meta checks the weights;
 // the optimizer files are checked as they are loaded, and a rank of a sharded resume touches
 // only the slices its range overlaps, so a damaged slice of another rank is not its error.
+// verify_whole_checkpoint (lansbert verify) checks them all.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
+#include <nlohmann/json.hpp>
 
 #include "lansbert/train/checkpoint.h"
 
@@ -175,6 +178,54 @@ TEST(CheckpointFiles, AFileTrainerJsonDoesNotListIsRefused) {
   EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
   EXPECT_NE(st.message().find("not listed in " + f.dir + "/trainer.json"), std::string::npos) << st.message();
   fs::remove_all(f.root);
+}
+
+// trainer.json without its own checksum (as builds before it wrote), edited by `edit`.
+void edit_old_style_meta(const std::string& dir, const std::function<void(nlohmann::json&)>& edit) {
+  const std::string path = dir + "/" + checkpoint_file::kMeta;
+  std::ifstream in(path);
+  nlohmann::json j = nlohmann::json::parse(in);
+  in.close();
+  j.erase("checksum");
+  edit(j);
+  std::ofstream(path, std::ios::trunc) << j.dump(2) << "\n";
+}
+
+TEST(CheckpointFiles, VerifyingAWholeCheckpointChecksEveryFile) {
+  Fixture f = write_fixture("whole", true);
+  CheckpointInventory inv;
+  ASSERT_TRUE(verify_whole_checkpoint(f.dir, &inv).is_ok());
+  EXPECT_EQ(inv.step, 7);
+  EXPECT_EQ(inv.files, kRanks + 2);  // model, manifest, slices
+  EXPECT_EQ(inv.slices, kRanks);
+  uint64_t bytes = 0;
+  for (const auto& e : fs::directory_iterator(f.dir))
+    if (e.path().filename() != checkpoint_file::kMeta) bytes += fs::file_size(e.path());
+  EXPECT_EQ(inv.bytes, bytes);
+  // Any rank's slice: the one no reader of a range would have opened is found too.
+  flip_a_byte(f.dir + "/" + f.slices[1].file);
+  Status st = verify_whole_checkpoint(f.dir, &inv);
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
+  EXPECT_NE(st.message().find(f.slices[1].file + ": size or CRC32C differs"), std::string::npos) << st.message();
+  flip_a_byte(f.dir + "/" + f.slices[1].file);
+  ASSERT_TRUE(verify_whole_checkpoint(f.dir, &inv).is_ok());
+  // A slice the manifest names but trainer.json does not list cannot be checked.
+  edit_old_style_meta(f.dir, [&](nlohmann::json& j) { j["files"].erase(f.slices[2].file); });
+  st = verify_whole_checkpoint(f.dir, &inv);
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
+  EXPECT_NE(st.message().find(f.slices[2].file + ": not listed in "), std::string::npos) << st.message();
+  fs::remove_all(f.root);
+
+  // Replicated: trainer.json that lists no optimizer state names the file that is missing.
+  Fixture r = write_fixture("whole_replicated", false);
+  ASSERT_TRUE(verify_whole_checkpoint(r.dir, &inv).is_ok());
+  EXPECT_EQ(inv.files, 2);
+  EXPECT_EQ(inv.slices, 0);
+  edit_old_style_meta(r.dir, [](nlohmann::json& j) { j["files"].erase(checkpoint_file::kOptimizer); });
+  st = verify_whole_checkpoint(r.dir, &inv);
+  EXPECT_NE(st.message().find(std::string(checkpoint_file::kOptimizer) + ": not listed in "), std::string::npos)
+      << st.message();
+  fs::remove_all(r.root);
 }
 
 }  // namespace

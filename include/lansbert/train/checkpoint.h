@@ -135,6 +135,24 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta);
 // not list is an error too. Reads the file in pieces: memory stays small for any file size.
 Status verify_checkpoint_file(const std::string& dir, const CheckpointMeta& meta, const std::string& name);
 
+// What verify_whole_checkpoint found in a checkpoint that is whole.
+struct CheckpointInventory {
+  int64_t step = 0;
+  int world = 1;       // ranks of the run that wrote it
+  int files = 0;       // files checked (trainer.json aside)
+  uint64_t bytes = 0;  // their bytes
+  int slices = 0;      // optimizer state slices; 0 when replicated (optimizer.state)
+};
+
+// Checks every file of the checkpoint in `dir` (each listed file's size and CRC32C; the
+// optimizer state present, and for sharded state a manifest whose slices tile the buffer and
+// are all listed): what `lansbert verify` runs before a checkpoint is copied, archived or its
+// predecessors deleted, since the readers check only what they load.
+Status verify_whole_checkpoint(const std::string& dir, CheckpointInventory* out);
+
+// The names of root's step-NNNNNNNNN checkpoint directories, oldest first.
+std::vector<std::string> checkpoint_step_dirs(const std::string& root);
+
 // Loads model.safetensors of a checkpoint (or of a Hugging Face directory) into params.
 Status load_checkpoint_params(const std::string& dir, const ParamTable& table, float* params);
 // Ok when the checkpoint in `dir` (its meta already read) recorded the parameter layout of

@@ -1,0 +1,81 @@
+// `lansbert verify`: checks every file of a checkpoint (or of each checkpoint under a root)
+// against the sizes and CRC32C its trainer.json records. The readers check only what they
+// load (eval the weights, a rank of a sharded resume its own slices), so this is the command
+// to run before a checkpoint is copied to other storage or the checkpoints before it deleted.
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "commands.h"
+#include "lansbert/train/checkpoint.h"
+
+namespace lansbert::cli {
+namespace {
+
+struct VerifyArgs {
+  std::string checkpoint;
+  bool all = false;
+};
+
+std::string readable_bytes(uint64_t b) {
+  char buf[32];
+  if (b < 1000000) std::snprintf(buf, sizeof buf, "%llu bytes", (unsigned long long)b);
+  else if (b < 1000000000) std::snprintf(buf, sizeof buf, "%.1f MB", double(b) / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.2f GB", double(b) / 1e9);
+  return buf;
+}
+
+// "ok DIR: ..." on stdout; a damaged checkpoint's error is returned, and printed on stdout too
+// when it is one of several (`list`), so that the listing names each.
+Status verify_one(const std::string& dir, bool list) {
+  CheckpointInventory inv;
+  const Status st = verify_whole_checkpoint(dir, &inv);
+  if (!st.is_ok()) {
+    if (list) std::printf("damaged %s: %s\n", dir.c_str(), st.message().c_str());
+    return st;
+  }
+  const std::string state =
+      inv.slices > 0 ? "optimizer state in " + std::to_string(inv.slices) + " slices" : "replicated optimizer state";
+  std::printf("ok %s: step %lld of a %d-rank run, %d files of %s checked (%s)\n", dir.c_str(), (long long)inv.step,
+              inv.world, inv.files, readable_bytes(inv.bytes).c_str(), state.c_str());
+  return Status::ok();
+}
+
+Status run_verify_cmd(const VerifyArgs& a) {
+  if (!a.all) {
+    std::string dir;
+    LB_RETURN_IF_ERROR(resolve_checkpoint(a.checkpoint, &dir));
+    return verify_one(dir, false);
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(a.checkpoint, ec))
+    return Status::not_found("--checkpoint " + a.checkpoint + ": no such directory (--all takes a checkpoint.dir)");
+  const std::vector<std::string> steps = checkpoint_step_dirs(a.checkpoint);
+  if (steps.empty())
+    return Status::not_found("--checkpoint " + a.checkpoint + ": no step-NNNNNNNNN checkpoint directories in it");
+  // Every checkpoint is checked and reported; the first damaged one sets the exit code.
+  Status first;
+  int damaged = 0;
+  for (const std::string& s : steps) {
+    const Status st = verify_one((std::filesystem::path(a.checkpoint) / s).string(), true);
+    if (!st.is_ok() && damaged++ == 0) first = st;
+  }
+  if (damaged == 0) return Status::ok();
+  return Status::with_code(first.code(), std::to_string(damaged) + " of " + std::to_string(steps.size()) + " checkpoints in " +
+                                  a.checkpoint + " are damaged; the first: " + first.message());
+}
+
+}  // namespace
+
+void add_verify_command(CLI::App& app) {
+  auto a = std::make_shared<VerifyArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "verify", "Check every file of a checkpoint against the sizes and CRC32C in its trainer.json");
+  sub->add_option("--checkpoint", a->checkpoint, "Checkpoint directory (or a root with 'latest')")->required();
+  sub->add_flag("--all", a->all, "Check every step-NNNNNNNNN checkpoint in the root --checkpoint names");
+  sub->callback([a] { report(run_verify_cmd(*a)); });
+}
+
+}  // namespace lansbert::cli
