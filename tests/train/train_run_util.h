@@ -17,11 +17,25 @@
 
 namespace lansbert::testing {
 
+// Removes a process's scratch tree when it ends with every test passed, so that runs do not
+// pile up trees named by pids (a failure's files stay for a look). Only in the process that
+// made it: a forked child's exit must not take the parent's files.
+struct ScratchCleanup {
+  std::filesystem::path dir;
+  pid_t owner = ::getpid();
+  ~ScratchCleanup() {
+    std::error_code ec;
+    if (::getpid() == owner && ::testing::UnitTest::GetInstance()->Passed()) std::filesystem::remove_all(dir, ec);
+  }
+};
+
 // A fresh directory under the build tree, per process: CTest runs each test case as its own
 // process, in parallel, and each one's SetUpTestSuite writes the shared data again.
 inline std::string scratch(const std::string& name) {
   namespace fs = std::filesystem;
-  const fs::path p = fs::path(LANSBERT_BINARY_DIR) / "test-scratch" / ("train-" + std::to_string(::getpid())) / name;
+  const fs::path mine = fs::path(LANSBERT_BINARY_DIR) / "test-scratch" / ("train-" + std::to_string(::getpid()));
+  static ScratchCleanup cleanup{mine};
+  const fs::path p = mine / name;
   fs::remove_all(p);
   fs::create_directories(p);
   return p.string();
