@@ -204,17 +204,20 @@ Status write_optimizer_slice(const std::string& tmp, int rank, const OptimizerSt
   slice->file = optimizer_slice_file(rank);
   const std::string path = (fs::path(tmp) / slice->file).string();
   LB_RETURN_IF_ERROR(save_state(path, state, m, v, end - begin));
-  return fsync_path(path);
+  LB_RETURN_IF_ERROR(fsync_path(path));
+  return file_digest(path, &slice->digest);
 }
 
 namespace {
 
 // Writes the params and trainer.json into tmp (which already holds the optimizer files named
-// in `optimizer_files`), then renames it into place and swaps the pointers.
+// in `optimizer_files`), then renames it into place and swaps the pointers. The digest of an
+// optimizer file in `known` (taken by the rank that wrote it) is used as it is, once the
+// file's size here agrees; the others are read back.
 Status commit(const std::string& root, const fs::path& tmp, const CheckpointMeta& meta,
               const ParamTable& table, const float* params,
-              const std::vector<std::string>& optimizer_files, int keep_last, bool final,
-              std::string* written) {
+              const std::vector<std::string>& optimizer_files, const std::map<std::string, FileDigest>& known,
+              int keep_last, bool final, std::string* written) {
   std::error_code ec;
   const std::string name = step_name(meta.step);
   const fs::path final_dir = fs::path(root) / name;
@@ -225,10 +228,20 @@ Status commit(const std::string& root, const fs::path& tmp, const CheckpointMeta
   nlohmann::json files;
   LB_RETURN_IF_ERROR(file_digest((tmp / kModel).string(), &files[kModel]));
   for (const std::string& f : optimizer_files) {
-    if (!fs::exists(tmp / f, ec))
+    const uintmax_t size = fs::file_size(tmp / f, ec);
+    if (ec)
       return Status::io_error((tmp / f).string() + ": missing (checkpoint directories must be on a "
                               "file system every rank shares)");
-    LB_RETURN_IF_ERROR(file_digest((tmp / f).string(), &files[f]));
+    const auto k = known.find(f);
+    if (k == known.end()) {
+      LB_RETURN_IF_ERROR(file_digest((tmp / f).string(), &files[f]));
+      continue;
+    }
+    if (size != k->second.bytes)
+      return Status::io_error((tmp / f).string() + ": " + std::to_string(size) + " bytes here, " +
+                              std::to_string(k->second.bytes) + " as its rank wrote it (checkpoint directories "
+                              "must be on a file system every rank shares)");
+    files[f] = {{"bytes", k->second.bytes}, {"crc32c", k->second.crc32c}};
   }
   const std::string json = meta_to_json(meta, table, files);
   LB_RETURN_IF_ERROR(write_file_atomic((tmp / kMeta).string(), {json}));
@@ -258,7 +271,7 @@ Status write_checkpoint(const std::string& root, const CheckpointMeta& meta,
   Status st = create_checkpoint_tmp(root, tmp.string());
   if (st.is_ok()) st = save_state((tmp / kOptimizer).string(), meta.optimizer, m, v, table.total_elements());
   if (st.is_ok()) st = fsync_path((tmp / kOptimizer).string());
-  if (st.is_ok()) st = commit(root, tmp, meta, table, params, {kOptimizer}, keep_last, final, written);
+  if (st.is_ok()) st = commit(root, tmp, meta, table, params, {kOptimizer}, {}, keep_last, final, written);
   if (!st.is_ok()) remove_checkpoint_tmp(tmp.string());
   return st;
 }
@@ -273,6 +286,7 @@ Status commit_sharded_checkpoint(const std::string& root, const std::string& tmp
   man["elements"] = table.total_elements();
   man["slices"] = nlohmann::ordered_json::array();
   std::vector<std::string> files;
+  std::map<std::string, FileDigest> known;
   size_t next = 0;
   for (size_t r = 0; r < slices.size(); ++r) {
     const OptimizerSlice& s = slices[r];
@@ -281,13 +295,14 @@ Status commit_sharded_checkpoint(const std::string& root, const std::string& tmp
     next = s.end;
     man["slices"].push_back({{"rank", r}, {"begin", s.begin}, {"end", s.end}, {"file", s.file}});
     files.push_back(s.file);
+    known[s.file] = s.digest;
   }
   if (next != table.total_elements())
     return Status::internal("optimizer slices end at " + std::to_string(next) + ", not at " +
                             std::to_string(table.total_elements()));
   LB_RETURN_IF_ERROR(write_file_atomic((fs::path(tmp) / kManifest).string(), {man.dump(2) + "\n"}));
   files.push_back(kManifest);
-  return commit(root, tmp, meta, table, params, files, keep_last, final, written);
+  return commit(root, tmp, meta, table, params, files, known, keep_last, final, written);
 }
 
 Status check_checkpoint_root(const std::string& root, int64_t resumed_step) {

@@ -94,17 +94,23 @@ Status DataParallel::save(const std::string& root, const CheckpointMeta& meta, c
     if (rank0) remove_checkpoint_tmp(tmp);
     return written_slice;
   }
-  // 3. Rank 0 commits: manifest, model, trainer.json, rename, `latest`.
+  // 3. Rank 0 commits: manifest, model, trainer.json, rename, `latest`. Each slice's range
+  // and the digest its rank took travel as doubles (exact: sizes below 2^53, 32-bit CRCs).
   const int W = comm_.world();
-  std::vector<double> ranges(2 * size_t(W), 0.0);
-  ranges[2 * comm_.rank()] = double(mine.begin);
-  ranges[2 * comm_.rank() + 1] = double(mine.end);
-  comm_.all_reduce(ranges.data(), ranges.size(), ReduceOp::kSum);
+  std::vector<double> slice_facts(4 * size_t(W), 0.0);
+  double* my_facts = &slice_facts[4 * size_t(comm_.rank())];
+  my_facts[0] = double(mine.begin);
+  my_facts[1] = double(mine.end);
+  my_facts[2] = double(mine.digest.bytes);
+  my_facts[3] = double(mine.digest.crc32c);
+  comm_.all_reduce(slice_facts.data(), slice_facts.size(), ReduceOp::kSum);
   Status st;
   if (rank0) {
     std::vector<OptimizerSlice> slices(W);
-    for (int r = 0; r < W; ++r)
-      slices[r] = {size_t(ranges[2 * r]), size_t(ranges[2 * r + 1]), optimizer_slice_file(r)};
+    for (int r = 0; r < W; ++r) {
+      const double* f = &slice_facts[4 * size_t(r)];
+      slices[r] = {size_t(f[0]), size_t(f[1]), optimizer_slice_file(r), {uint64_t(f[2]), uint32_t(f[3])}};
+    }
     st = commit_sharded_checkpoint(root, tmp, meta, table_, params, slices, keep_last, final, written);
     if (!st.is_ok()) remove_checkpoint_tmp(tmp);
   }

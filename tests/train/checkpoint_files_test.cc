@@ -180,6 +180,55 @@ TEST(CheckpointFiles, AFileTrainerJsonDoesNotListIsRefused) {
   fs::remove_all(f.root);
 }
 
+// Rank 0 records the digest each rank took of its own slice (it reads back only the weights
+// and the manifest), after checking the file's size: a slice that rank 0 sees at another size
+// (a checkpoint.dir that is not one shared file system) or not at all is an error naming it.
+TEST(CheckpointFiles, ShardedCommitsRecordTheDigestsTheRanksTook) {
+  Fixture f = write_fixture("rank_digests", true);
+  const std::string root = f.root.string();
+  const CheckpointMeta meta = test_meta(8);
+  const size_t n = f.table.total_elements();
+  auto write_slices = [&](const std::string& tmp) {
+    EXPECT_TRUE(create_checkpoint_tmp(root, tmp).is_ok());
+    std::vector<OptimizerSlice> slices;
+    for (int r = 0; r < kRanks; ++r) {
+      const size_t begin = n * r / kRanks, end = n * (r + 1) / kRanks;
+      OptimizerSlice s;
+      EXPECT_TRUE(write_optimizer_slice(tmp, r, meta.optimizer, f.m.data() + begin, f.v.data() + begin, begin, end, &s)
+                      .is_ok());
+      EXPECT_EQ(s.digest.bytes, fs::file_size(tmp + "/" + s.file));
+      slices.push_back(s);
+    }
+    return slices;
+  };
+  // A slice changed after its rank's digest (same size): the record is the rank's, so the
+  // change shows as damage, which it would not had rank 0 read the file back.
+  std::string tmp = checkpoint_tmp_dir(root, meta.step, 1);
+  std::vector<OptimizerSlice> slices = write_slices(tmp);
+  flip_a_byte(tmp + "/" + slices[1].file);
+  std::string dir;
+  ASSERT_TRUE(commit_sharded_checkpoint(root, tmp, meta, f.table, f.params.data(), slices, 5, false, &dir).is_ok());
+  CheckpointInventory inv;
+  const Status st = verify_whole_checkpoint(dir, &inv);
+  EXPECT_NE(st.message().find(slices[1].file + ": size or CRC32C differs"), std::string::npos) << st.to_string();
+  // Another size on rank 0's side, and a slice rank 0 cannot see.
+  const CheckpointMeta later = test_meta(9);
+  tmp = checkpoint_tmp_dir(root, later.step, 2);
+  slices = write_slices(tmp);
+  std::ofstream(tmp + "/" + slices[2].file, std::ios::app) << "x";
+  Status bad = commit_sharded_checkpoint(root, tmp, later, f.table, f.params.data(), slices, 5, false, &dir);
+  EXPECT_EQ(bad.code(), StatusCode::kIoError) << bad.to_string();
+  EXPECT_NE(bad.message().find(slices[2].file + ": " + std::to_string(slices[2].digest.bytes + 1) + " bytes here, " +
+                               std::to_string(slices[2].digest.bytes) + " as its rank wrote it"),
+            std::string::npos)
+      << bad.message();
+  fs::remove(tmp + "/" + slices[2].file);
+  bad = commit_sharded_checkpoint(root, tmp, later, f.table, f.params.data(), slices, 5, false, &dir);
+  EXPECT_NE(bad.message().find(slices[2].file + ": missing"), std::string::npos) << bad.message();
+  EXPECT_FALSE(fs::exists(checkpoint_step_dir(root, later.step)));
+  fs::remove_all(f.root);
+}
+
 // trainer.json without its own checksum (as builds before it wrote), edited by `edit`.
 void edit_old_style_meta(const std::string& dir, const std::function<void(nlohmann::json&)>& edit) {
   const std::string path = dir + "/" + checkpoint_file::kMeta;

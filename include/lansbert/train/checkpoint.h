@@ -77,7 +77,8 @@ struct CheckpointMeta {
 // One rank's part of sharded optimizer state: elements [begin, end) of the flat buffer.
 struct OptimizerSlice {
   size_t begin = 0, end = 0;
-  std::string file;  // name inside the checkpoint directory
+  std::string file;   // name inside the checkpoint directory
+  FileDigest digest;  // of the file as written, taken by the rank that wrote it
 };
 
 // ROOT/step-NNNNNNNNN: the directory a checkpoint of `step` is renamed to.
@@ -93,12 +94,14 @@ Status create_checkpoint_tmp(const std::string& root, const std::string& tmp);
 // back; a later run would ignore the directory anyway). Best effort, never fails.
 void remove_checkpoint_tmp(const std::string& tmp);
 // Every rank: writes its slice of m and v (end-begin floats each) with the scalars into
-// tmp/optimizer_slice_file(rank) and fsyncs it.
+// tmp/optimizer_slice_file(rank), fsyncs it and reads it back for its digest (each rank its
+// own, in parallel: rank 0 then reads back only the weights, not every rank's moments).
 Status write_optimizer_slice(const std::string& tmp, int rank, const OptimizerState& state,
                              const float* m, const float* v, size_t begin, size_t end,
                              OptimizerSlice* slice);
 // Rank 0, once every slice is on disk: writes the params, the manifest of `slices` (one per
-// rank, in rank order, tiling [0, table.total_elements())) and trainer.json, renames tmp
+// rank, in rank order, tiling [0, table.total_elements()), with the digests their ranks
+// took; each file's size is checked against its digest here) and trainer.json, renames tmp
 // into place and points `latest` (and `final`) at it, prunes. REQUIRES: tmp made by
 // create_checkpoint_tmp.
 Status commit_sharded_checkpoint(const std::string& root, const std::string& tmp,
