@@ -1,4 +1,5 @@
-// `lansbert eval` and `lansbert export`: both open a checkpoint (verifying its checksums),
+// `lansbert eval` and `lansbert export`: both open a checkpoint (checking trainer.json and the
+// weights, the one file they read; `lansbert verify` checks the others),
 // read back the config it was trained with, and either evaluate it on held-out shards or
 // write a Hugging Face BertForPreTraining directory.
 #include <cstdio>

@@ -27,15 +27,10 @@ std::string readable_bytes(uint64_t b) {
   return buf;
 }
 
-// "ok DIR: ..." on stdout; a damaged checkpoint's error is returned, and printed on stdout too
-// when it is one of several (`list`), so that the listing names each.
-Status verify_one(const std::string& dir, bool list) {
+// "ok DIR: ..." on stdout, or the error.
+Status verify_one(const std::string& dir) {
   CheckpointInventory inv;
-  const Status st = verify_whole_checkpoint(dir, &inv);
-  if (!st.is_ok()) {
-    if (list) std::printf("damaged %s: %s\n", dir.c_str(), st.message().c_str());
-    return st;
-  }
+  LB_RETURN_IF_ERROR(verify_whole_checkpoint(dir, &inv));
   const std::string state =
       inv.slices > 0 ? "optimizer state in " + std::to_string(inv.slices) + " slices" : "replicated optimizer state";
   std::printf("ok %s: step %lld of a %d-rank run, %d files of %s checked (%s)\n", dir.c_str(), (long long)inv.step,
@@ -47,7 +42,7 @@ Status run_verify_cmd(const VerifyArgs& a) {
   if (!a.all) {
     std::string dir;
     LB_RETURN_IF_ERROR(resolve_checkpoint(a.checkpoint, &dir));
-    return verify_one(dir, false);
+    return verify_one(dir);
   }
   std::error_code ec;
   if (!std::filesystem::is_directory(a.checkpoint, ec))
@@ -55,16 +50,26 @@ Status run_verify_cmd(const VerifyArgs& a) {
   const std::vector<std::string> steps = checkpoint_step_dirs(a.checkpoint);
   if (steps.empty())
     return Status::not_found("--checkpoint " + a.checkpoint + ": no step-NNNNNNNNN checkpoint directories in it");
-  // Every checkpoint is checked and reported; the first damaged one sets the exit code.
+  // Every checkpoint is checked and named on stdout; the first that is not whole sets the exit
+  // code. One that is gone by the time it is read was pruned by a run still writing there.
   Status first;
   int damaged = 0;
   for (const std::string& s : steps) {
-    const Status st = verify_one((std::filesystem::path(a.checkpoint) / s).string(), true);
-    if (!st.is_ok() && damaged++ == 0) first = st;
+    const std::string dir = (std::filesystem::path(a.checkpoint) / s).string();
+    const Status st = verify_one(dir);
+    if (st.is_ok()) continue;
+    if (!std::filesystem::exists(dir, ec)) {
+      std::printf("gone %s: removed while verify ran (a run writing this checkpoint.dir keeps only its newest)\n",
+                  dir.c_str());
+      continue;
+    }
+    std::printf("damaged %s: %s\n", dir.c_str(), st.message().c_str());
+    if (damaged++ == 0) first = st;
   }
   if (damaged == 0) return Status::ok();
-  return Status::with_code(first.code(), std::to_string(damaged) + " of " + std::to_string(steps.size()) + " checkpoints in " +
-                                  a.checkpoint + " are damaged; the first: " + first.message());
+  return Status::with_code(first.code(), std::to_string(damaged) + " of " + std::to_string(steps.size()) +
+                                             " checkpoints in " + a.checkpoint + " are damaged; the first: " +
+                                             first.message());
 }
 
 }  // namespace

@@ -89,6 +89,8 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
 }
 
 Status ShardSet::sample_digest(uint32_t* out) {
+  *out = 0;
+  if (count() == 0) return Status::ok();  // nothing to read (an HDF5 shard may hold no sample)
   Batch b;
   b.resize(1, seq_len(), max_pred());
   uint32_t crc = 0;

@@ -351,10 +351,26 @@ expect_error 4 "$state: size or CRC32C differs" train --config "$tmp/good.yaml" 
 expect_error 4 "$state: size or CRC32C differs" verify --checkpoint "$tmp/ckpt-straight"
 "$lb" verify --checkpoint "$tmp/ckpt-straight" --all > "$tmp/verify.log" 2> "$tmp/verify.err"
 rc=$?
+bad_step=$tmp/ckpt-straight/$(basename "${state%/*}")  # as --all names it (not through readlink)
 [[ $rc == 4 && $(grep -c "^ok $tmp/ckpt-straight/step-[0-9]*: step [0-9]* of a 1-rank run, 2 files of [0-9]* bytes checked (replicated optimizer state)$" "$tmp/verify.log") -ge 1 &&
-   $(grep -c "^damaged " "$tmp/verify.log") == 1 && $(grep -c "^damaged ${state%/*}: $state: size or CRC32C differs" "$tmp/verify.log") == 1 ]] &&
+   $(grep -c "^damaged " "$tmp/verify.log") == 1 && $(grep -c "^damaged $bad_step: $bad_step/optimizer.state: size or CRC32C differs" "$tmp/verify.log") == 1 ]] &&
   grep -q "1 of [0-9]* checkpoints in $tmp/ckpt-straight are damaged" "$tmp/verify.err" ||
   { echo "FAIL: verify --all -> rc $rc: $(cat "$tmp/verify.log" "$tmp/verify.err")"; fail=1; }
+# A checkpoint that a running training prunes while verify --all reads the directory is
+# "gone", not damaged: here its trainer.json is a FIFO, whose open waits until the directory
+# has been removed and a writer opens the FIFO through a link outside it.
+mkdir -p "$tmp/vgone/step-000000099" && cp -r "$(ls -d "$tmp/ckpt-straight/step-"* | head -1)" "$tmp/vgone/" &&
+  mkfifo "$tmp/vgone/step-000000099/trainer.json" && ln "$tmp/vgone/step-000000099/trainer.json" "$tmp/vgone-fifo"
+"$lb" verify --checkpoint "$tmp/vgone" --all > "$tmp/vgone.log" 2>&1 &
+verifier=$!
+sleep 1
+rm -rf "$tmp/vgone/step-000000099"
+timeout 10 bash -c "exec 3> '$tmp/vgone-fifo'"
+wait $verifier
+rc=$?
+[[ $rc == 0 && $(grep -c "^ok $tmp/vgone/step-" "$tmp/vgone.log") == 1 ]] &&
+  grep -q "^gone $tmp/vgone/step-000000099: removed while verify ran" "$tmp/vgone.log" ||
+  { echo "FAIL: verify --all with a checkpoint pruned meanwhile -> rc $rc: $(cat "$tmp/vgone.log")"; fail=1; }
 
 # Corrupt checkpoint: a flipped byte is a clear error (exit 4).
 latest=$(readlink -f "$tmp/ckpt/latest")

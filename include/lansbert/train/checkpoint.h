@@ -4,8 +4,9 @@
 // root fsynced, and only then the `latest` symlink replaced atomically (symlink to a temp
 // name + rename). A crash at any point leaves the previous checkpoint and pointer intact;
 // stale temporary directories are never read. trainer.json holds the counters, the data
-// position, the resolved config and the size and CRC32C of the other two files, so a
-// flipped byte anywhere is a clear "corrupt" error naming the file.
+// position, the resolved config and the size and CRC32C of the other files, so a flipped
+// byte in a file a reader loads (or in any file, for `lansbert verify`) is a clear "corrupt"
+// error naming the file.
 //
 // Sharded optimizer state (ZeRO-1, distributed.shard_optimizer): instead of optimizer.state
 // each rank r writes its slice [begin, end) of m and v to optimizer.state.rank-RRRRR (the
@@ -169,7 +170,8 @@ Status load_checkpoint_optimizer(const std::string& dir, const CheckpointMeta& m
 // Loads the moments of flat elements [begin, end) (of `elements` in all) into m and v
 // (end-begin floats each) and the scalars into state, from optimizer.state or from the slice
 // files of a sharded checkpoint written on any rank count: the manifest and the slices that
-// overlap [begin, end), each verified against `meta` first.
+// overlap [begin, end) (for an empty range, the first non-empty slice, for the scalars), each
+// verified against `meta` first.
 Status load_checkpoint_optimizer_range(const std::string& dir, const CheckpointMeta& meta, size_t elements,
                                        size_t begin, size_t end, OptimizerState* state, float* m, float* v);
 
