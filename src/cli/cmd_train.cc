@@ -9,11 +9,14 @@
 #include <string>
 
 #include "commands.h"
+#include "lansbert/core/byte_text.h"
 #include "lansbert/core/check.h"
+#include "lansbert/core/file_io.h"
 #include "lansbert/config/config_loader.h"
 #include "lansbert/data/dataset.h"
 #include "lansbert/dist/communicator.h"
 #include "lansbert/dist/mpi_session.h"
+#include "lansbert/train/checkpoint.h"
 #include "lansbert/train/data_parallel.h"
 #include "lansbert/train/device_capability.h"
 #include "lansbert/train/device_peaks.h"
@@ -59,6 +62,23 @@ void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
   if (p.world > 1)
     std::printf("  gradient reduction  : %s, %.3f GiB per update\n", cfg.distributed.grad_reduce_dtype.c_str(),
                 gib(p.reduce_bytes));
+}
+
+// One checkpoint's size, the free space where checkpoint.dir is (or would be) and, when the
+// run's checkpoints would not fit there, the warning the run prints at its start.
+void print_checkpoint_space(const TrainConfig& cfg, const TrainPlan& p) {
+  const std::string& dir = cfg.checkpoint.dir;
+  const uint64_t moments = p.checkpoint_bytes - 4 * uint64_t(p.parameters);
+  uint64_t free_bytes = 0;
+  const bool known = free_bytes_under(dir, &free_bytes);
+  std::printf("  checkpoint size     : about %s (weights %s, moments %s%s); %s\n", byte_text(p.checkpoint_bytes).c_str(),
+              byte_text(4 * uint64_t(p.parameters)).c_str(), byte_text(moments).c_str(),
+              cfg.distributed.shard_optimizer ? ", in one slice per rank" : "",
+              known ? (byte_text(free_bytes) + " free there").c_str() : "free space unknown there");
+  if (!known) return;
+  const std::string warning = checkpoint_space_warning(dir, free_bytes, p.checkpoint_bytes, cfg.checkpoint.keep_last,
+                                                       int(checkpoint_step_dirs(dir).size()));
+  if (!warning.empty()) std::printf("  WARNING             : %s\n", warning.c_str());
 }
 
 // --device-memory: the largest micro_batch whose plan fits `gib` on one device, for each
@@ -147,6 +167,7 @@ Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
       std::printf("%s%s", train_line.c_str(), eval_line.c_str());
       std::printf("  checkpoints         : %s (metrics: %s)\n", cfg.checkpoint.dir.c_str(),
                   cfg.metrics_path().empty() ? "none" : cfg.metrics_path().c_str());
+      print_checkpoint_space(cfg, plan);
       std::printf("%s", gpu_lines.c_str());
       if (a.device_memory > 0) print_fitting_micro_batch(cfg, world, a.device_memory);
     }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "commands.h"
+#include "lansbert/core/byte_text.h"
 #include "lansbert/train/checkpoint.h"
 
 namespace lansbert::cli {
@@ -19,14 +20,6 @@ struct VerifyArgs {
   bool all = false;
 };
 
-std::string readable_bytes(uint64_t b) {
-  char buf[32];
-  if (b < 1000000) std::snprintf(buf, sizeof buf, "%llu bytes", (unsigned long long)b);
-  else if (b < 1000000000) std::snprintf(buf, sizeof buf, "%.1f MB", double(b) / 1e6);
-  else std::snprintf(buf, sizeof buf, "%.2f GB", double(b) / 1e9);
-  return buf;
-}
-
 // "ok DIR: ..." on stdout, or the error.
 Status verify_one(const std::string& dir) {
   CheckpointInventory inv;
@@ -34,7 +27,7 @@ Status verify_one(const std::string& dir) {
   const std::string state =
       inv.slices > 0 ? "optimizer state in " + std::to_string(inv.slices) + " slices" : "replicated optimizer state";
   std::printf("ok %s: step %lld of a %d-rank run, %d files of %s checked (%s)\n", dir.c_str(), (long long)inv.step,
-              inv.world, inv.files, readable_bytes(inv.bytes).c_str(), state.c_str());
+              inv.world, inv.files, byte_text(inv.bytes).c_str(), state.c_str());
   return Status::ok();
 }
 

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -126,6 +127,17 @@ Status write_file_atomic(const std::string& path, const std::vector<std::string_
     return Status::io_error(path + ": rename from " + tmp + " failed: " + why);
   }
   return fsync_directory(dir);
+}
+
+bool free_bytes_under(const std::string& path, uint64_t* free_bytes) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec);
+  while (!p.empty() && !fs::exists(p, ec) && p != p.root_path()) p = p.parent_path();
+  struct statvfs st {};
+  if (p.empty() || ::statvfs(p.c_str(), &st) != 0) return false;
+  *free_bytes = uint64_t(st.f_bavail) * uint64_t(st.f_frsize);
+  return true;
 }
 
 Status check_can_create(const std::string& path, PathKind kind, const std::string& field) {

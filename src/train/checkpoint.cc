@@ -13,6 +13,7 @@
 #include <string_view>
 #include <nlohmann/json.hpp>
 
+#include "lansbert/core/byte_text.h"
 #include "lansbert/core/file_io.h"
 #include "lansbert/data/crc32c.h"
 #include "lansbert/model/safetensors.h"
@@ -398,6 +399,23 @@ Status load_checkpoint_params(const std::string& dir, const ParamTable& table, f
   SafetensorsFile file;
   LB_RETURN_IF_ERROR(read_safetensors((fs::path(dir) / kModel).string(), &file));
   return load_params(file, table, params);
+}
+
+uint64_t checkpoint_bytes_estimate(const ParamTable& table) {
+  return 4 * uint64_t(table.parameter_count()) + 8 * uint64_t(table.total_elements());
+}
+
+std::string checkpoint_space_warning(const std::string& root, uint64_t free_bytes, uint64_t checkpoint_bytes,
+                                     int keep_last, int existing) {
+  const uint64_t peak = uint64_t(std::max(keep_last + 1 - std::min(existing, keep_last), 1)) * checkpoint_bytes;
+  if (free_bytes >= peak) return "";
+  const std::string head = "checkpoint.dir " + root + ": " + byte_text(free_bytes) + " free on its file system, and a " +
+                           "checkpoint of this run takes about " + byte_text(checkpoint_bytes);
+  if (free_bytes < checkpoint_bytes)
+    return head + ": the first checkpoint will fail and stop the run unless space is freed (or checkpoint.dir "
+                  "moves to a larger file system)";
+  return head + "; keeping checkpoint.keep_last " + std::to_string(keep_last) + " of them needs up to " + byte_text(peak) +
+         " more: a later checkpoint will fail unless space is freed (or checkpoint.keep_last is lowered)";
 }
 
 std::vector<std::string> checkpoint_step_dirs(const std::string& root) {

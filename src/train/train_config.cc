@@ -10,6 +10,7 @@
 #include "lansbert/core/float_text.h"
 #include "lansbert/dist/communicator.h"
 #include "lansbert/model/bert_model.h"
+#include "lansbert/train/checkpoint.h"
 
 namespace lansbert {
 
@@ -200,6 +201,7 @@ Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
   p.tokens = p.sequences * config.data.seq_len;
   const ParamTable table = make_bert_param_table(mc);
   p.parameters = table.parameter_count();
+  p.checkpoint_bytes = checkpoint_bytes_estimate(table);
   // params and grads whole; m and v whole, or 1/world of them with a sharded optimizer.
   const size_t n = table.total_elements();
   const size_t state = config.distributed.shard_optimizer ? (n + world - 1) / world : n;

@@ -62,8 +62,20 @@ Status Run::lock_and_check_outputs() {
     LB_RETURN_IF_ERROR(lock());
     st = check_checkpoint_root(dir, resumed);  // another run may have made it (and written) first
   }
-  if (!st.is_ok()) checkpoint_lock.abandon();
-  return st;
+  if (!st.is_ok()) {
+    checkpoint_lock.abandon();
+    return st;
+  }
+  // Room for the checkpoints: said now, not hours in when one fails (a warning only, as free
+  // space comes and goes and network file systems report it loosely).
+  uint64_t free_bytes = 0;
+  if (opts.log && free_bytes_under(dir, &free_bytes)) {
+    const std::string warning =
+        checkpoint_space_warning(dir, free_bytes, checkpoint_bytes_estimate(model->table()), cfg.checkpoint.keep_last,
+                                 int(checkpoint_step_dirs(dir).size()));
+    if (!warning.empty()) std::fprintf(opts.log, "warning: %s\n", warning.c_str());
+  }
+  return Status::ok();
 }
 
 Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds, Status* logged) {

@@ -339,6 +339,18 @@ resume_straight "$tmp/more/*.lbs" "$tmp/more.log"
 grep -q "note: data.train is not the data the checkpoint's run read (it read [0-9]* samples in 1 file, .*; now [0-9]* samples in 2 files" \
   "$tmp/more.log" || { echo "FAIL: resuming over more shards is not said: $(cat "$tmp/more.log")"; fail=1; }
 
+# Room for the checkpoints: a keep_last no disk holds is warned of at start-up and by the dry
+# run, whose plan gives a checkpoint's size; a run with room says nothing of it.
+room=(--set "checkpoint.dir=$tmp/ckpt-room" --set checkpoint.keep_last=2000000000)
+"$lb" train --config "$tmp/good.yaml" "${small[@]}" "${room[@]}" --stop-at-step 1 > "$tmp/room.log" 2>&1 &&
+  grep -q "^warning: checkpoint.dir $tmp/ckpt-room: [0-9.]* GB free on its file system, and a checkpoint of this run takes about [0-9]* bytes; keeping checkpoint.keep_last 2000000000 of them needs up to" \
+    "$tmp/room.log" || { echo "FAIL: no warning of the room for checkpoints: $(cat "$tmp/room.log")"; fail=1; }
+"$lb" train --config "$tmp/good.yaml" "${small[@]}" "${room[@]}" --dry-run > "$tmp/room-plan.log" 2>&1 &&
+  grep -q "^  checkpoint size     : about [0-9]* bytes (weights [0-9]* bytes, moments [0-9]* bytes); [0-9.]* GB free there$" "$tmp/room-plan.log" &&
+  grep -q "^  WARNING             : checkpoint.dir $tmp/ckpt-room: .*keep_last 2000000000" "$tmp/room-plan.log" ||
+  { echo "FAIL: the dry run's checkpoint lines: $(grep -i checkpoint "$tmp/room-plan.log")"; fail=1; }
+grep -q "warning: checkpoint.dir" "$tmp/moved.log" && { echo "FAIL: a warning of room where there is room"; fail=1; }
+
 # Damaged moments: eval reads only the weights and works; a resume, which loads the moments,
 # is a clear error naming the file (exit 4).
 state=$(readlink -f "$tmp/ckpt-straight/latest")/optimizer.state

@@ -13,6 +13,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 
+#include "lansbert/model/bert_config.h"
 #include "lansbert/train/checkpoint.h"
 
 namespace lansbert {
@@ -227,6 +228,46 @@ TEST(CheckpointFiles, ShardedCommitsRecordTheDigestsTheRanksTook) {
   EXPECT_NE(bad.message().find(slices[2].file + ": missing"), std::string::npos) << bad.message();
   EXPECT_FALSE(fs::exists(checkpoint_step_dir(root, later.step)));
   fs::remove_all(f.root);
+}
+
+// The start-up estimate of a checkpoint's size against a bert-tiny checkpoint as written (its
+// headers and trainer.json are the difference), and the warnings it leads to.
+TEST(CheckpointFiles, SizeEstimateAndTheSpaceWarning) {
+  BertConfig mc;
+  ASSERT_TRUE(bert_preset("bert-tiny", &mc).is_ok());
+  Fixture f;
+  f.root = fs::temp_directory_path() / ("lansbert_ckpt_files_size_" + std::to_string(::getpid()));
+  fs::remove_all(f.root);
+  f.table = make_bert_param_table(mc);
+  const size_t n = f.table.total_elements();
+  f.params.assign(n, 0.f);
+  f.m.assign(n, 0.f);
+  f.v.assign(n, 0.f);
+  ASSERT_TRUE(write_checkpoint(f.root.string(), test_meta(1), f.table, f.params.data(), f.m.data(), f.v.data(), 2,
+                               false, &f.dir).is_ok());
+  uint64_t on_disk = 0;
+  for (const auto& e : fs::directory_iterator(f.dir)) on_disk += fs::file_size(e.path());
+  const uint64_t estimate = checkpoint_bytes_estimate(f.table);
+  EXPECT_LE(estimate, on_disk);
+  EXPECT_GT(double(estimate), 0.98 * double(on_disk)) << estimate << " vs " << on_disk;
+  fs::remove_all(f.root);
+
+  const uint64_t GB = 1000000000;
+  // Room for keep_last + 1 (the newest is written before the oldest goes): no warning.
+  EXPECT_EQ(checkpoint_space_warning("ck", 16 * GB, 4 * GB, 3, 0), "");
+  // Checkpoints already there count as written: room for the one more.
+  EXPECT_EQ(checkpoint_space_warning("ck", 4 * GB, 4 * GB, 3, 3), "");
+  EXPECT_EQ(checkpoint_space_warning("ck", 4 * GB, 4 * GB, 3, 7), "");
+  const std::string later = checkpoint_space_warning("ck", 15 * GB, 4 * GB, 3, 0);
+  EXPECT_NE(later.find("checkpoint.dir ck: 15.00 GB free on its file system, and a checkpoint of this run takes "
+                       "about 4.00 GB; keeping checkpoint.keep_last 3 of them needs up to 16.00 GB more"),
+            std::string::npos)
+      << later;
+  const std::string first = checkpoint_space_warning("ck", 3 * GB, 4 * GB, 3, 2);
+  EXPECT_NE(first.find("3.00 GB free on its file system, and a checkpoint of this run takes about 4.00 GB: the "
+                       "first checkpoint will fail"),
+            std::string::npos)
+      << first;
 }
 
 // trainer.json without its own checksum (as builds before it wrote), edited by `edit`.

@@ -3,6 +3,7 @@
 // any point leaves either the old file or the new one, never a torn mix.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -36,6 +37,11 @@ Status check_can_create(const std::string& path, PathKind kind, const std::strin
 // directory (`--out vocab/vocab.txt`), as checkpoint.dir and logging.metrics_file may. Errors
 // name `field` and the path.
 Status create_parent_directories(const std::string& path, const std::string& field);
+
+// The bytes an unprivileged writer may still use on the file system that holds `path`, or
+// would hold it (its nearest existing ancestor when it does not exist yet). False when that
+// cannot be read (statvfs fails).
+bool free_bytes_under(const std::string& path, uint64_t* free_bytes);
 
 // fsyncs a directory so that a rename inside it is durable.
 Status fsync_directory(const std::string& dir);

@@ -139,6 +139,19 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta);
 // not list is an error too. Reads the file in pieces: memory stays small for any file size.
 Status verify_checkpoint_file(const std::string& dir, const CheckpointMeta& meta, const std::string& name);
 
+// About the bytes a checkpoint of `table` takes on disk: the weights (fp32, by name) and both
+// moments of every flat element; headers and trainer.json (a few KB) aside. The same for a
+// sharded checkpoint, whose slices add up to the moments.
+uint64_t checkpoint_bytes_estimate(const ParamTable& table);
+
+// A warning for the start of a run, or empty when there is room: `free_bytes` on the file
+// system of checkpoint.dir `root`, where `existing` of the run's checkpoints are already, against
+// what its checkpoints of about `checkpoint_bytes` each need there: keep_last + 1 at the peak
+// (the newest is written before the oldest is pruned). A full disk otherwise shows only when
+// the first or a later checkpoint fails, hours into a run.
+std::string checkpoint_space_warning(const std::string& root, uint64_t free_bytes, uint64_t checkpoint_bytes,
+                                     int keep_last, int existing);
+
 // What verify_whole_checkpoint found in a checkpoint that is whole.
 struct CheckpointInventory {
   int64_t step = 0;

@@ -174,6 +174,7 @@ struct TrainPlan {
                                // the fused attention's dropout mask
   size_t reduce_bytes = 0;     // gradient bytes each update reduces (0 on one rank)
   size_t activation_bytes = 0; // the model's arena for one micro-batch
+  uint64_t checkpoint_bytes = 0;  // about one checkpoint on disk (checkpoint_bytes_estimate)
   double flops_per_sequence = 0;
   // What a rank holds: flat buffers, 16-bit copies and activations (--dry-run's "memory per
   // rank"; a lower bound: cuBLAS and cast workspaces come on top).
