@@ -14,6 +14,7 @@ const char* code_name(StatusCode c) {
     case StatusCode::kUnsupported: return "unsupported";
     case StatusCode::kInternal: return "internal error";
     case StatusCode::kInterrupted: return "interrupted";
+    case StatusCode::kDiverged: return "diverged";
   }
   return "unknown";
 }
@@ -34,6 +35,7 @@ int Status::exit_code() const {
     case StatusCode::kUnsupported: return 6;
     case StatusCode::kInternal: return 70;
     case StatusCode::kInterrupted: return 130;
+    case StatusCode::kDiverged: return 7;
   }
   return 1;
 }

@@ -136,7 +136,7 @@ Status LossScaler::floor_error(const ParamTable& table, const GradCheck& check, 
   if (check.nonfinite_blocks.size() > shown) {
     blocks += ", ... (" + std::to_string(check.nonfinite_blocks.size()) + " blocks in all)";
   }
-  return Status::internal(why + " (" + std::to_string(skips) + " consecutive skipped steps; " +
+  return Status::diverged(why + " (" + std::to_string(skips) + " consecutive skipped steps; " +
                           std::to_string(check.nonfinite_values) +
                           " non-finite gradient values in: " + blocks +
                           "). The loss or the gradients diverged; lower the learning rate or "

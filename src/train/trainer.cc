@@ -154,7 +154,13 @@ Status Run::loop() {
     }
     micro += uint64_t(accum) * comm.world();
     double t0 = now_s(), t_reduce = 0;
-    LB_RETURN_IF_ERROR(dp->step(flat(), &report, &t_reduce));
+    if (Status st = dp->step(flat(), &report, &t_reduce); !st.is_ok()) {
+      if (st.code() != StatusCode::kDiverged) return st;
+      // Deterministic: resumed unchanged, the run diverges at the same step again.
+      return Status::diverged("step " + std::to_string(step + 1) + ": " + st.message() +
+                              ". Resumed unchanged the run diverges here again; continue from the newest "
+                              "checkpoint with --resume latest and a lower optimizer.lr (--set optimizer.lr=...)");
+    }
     if (!report.skipped) model->set_weight_copy_current(true);  // the update wrote it (if enabled)
     w_allreduce += t_reduce;
     w_opt += now_s() - t0 - t_reduce;

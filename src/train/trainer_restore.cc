@@ -1,11 +1,13 @@
 // Run::restore (--resume), Run::init_from (a later phase from a checkpoint or a Hugging Face
 // directory) and Run::save: checkpoints against the run's config and model (trainer_run.h).
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/file_io.h"
 #include "lansbert/train/checkpoint.h"
+#include "lansbert/train/device_ranks.h"
 #include "device_run.h"
 #include "trainer_run.h"
 
@@ -179,6 +181,23 @@ Status Run::init_from(const std::string& spec) {
   return Status::ok();
 }
 
+namespace {
+// A checkpoint never holds weights that are not finite: a `latest` that did would put every
+// retry of the job back into the same NaNs. Finite gradients can still write them (an update
+// with a learning rate far too high), so the weights are looked at, once per checkpoint.
+Status check_weights_finite(const ParamTable& table, const float* params) {
+  for (const ParamEntry& e : table.entries()) {
+    size_t bad = 0;
+    for (size_t i = 0; i < size_t(e.numel); ++i) bad += !std::isfinite(params[e.offset + i]);
+    if (bad)
+      return Status::diverged(std::to_string(bad) + " weights of " + e.name + " (the first tensor holding any) are "
+                              "not finite: the training diverged; continue from the newest checkpoint with "
+                              "--resume latest and a lower optimizer.lr (--set optimizer.lr=...)");
+  }
+  return Status::ok();
+}
+}  // namespace
+
 Status Run::save(bool final) {
   const double t0 = now_s();
   CheckpointMeta meta;
@@ -191,8 +210,12 @@ Status Run::save(bool final) {
   meta.train_data_json = train_data.dump();
   meta.optimizer = updater->state();
   HostCopies h(device.get(), model->params(), elements(), m.data(), v.data(), dp->state_elements());
-  Status st = dp->save(cfg.checkpoint.dir, meta, h.params, h.m, h.v, cfg.checkpoint.keep_last, final,
-                       &result->checkpoint);
+  // Every rank holds all the weights (the same on each), so each finds the same answer; agreed
+  // on all the same, as every step a rank could fail alone.
+  Status st = agree_across_ranks(comm, check_weights_finite(model->table(), h.params), "checking the weights",
+                                 &Status::diverged);
+  if (st.is_ok())
+    st = dp->save(cfg.checkpoint.dir, meta, h.params, h.m, h.v, cfg.checkpoint.keep_last, final, &result->checkpoint);
   result->t_checkpoint += now_s() - t0;
   if (!st.is_ok())
     return st.with_prefix("checkpoint of step " + std::to_string(step) + " not written (" +

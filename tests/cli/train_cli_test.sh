@@ -339,6 +339,23 @@ resume_straight "$tmp/more/*.lbs" "$tmp/more.log"
 grep -q "note: data.train is not the data the checkpoint's run read (it read [0-9]* samples in 1 file, .*; now [0-9]* samples in 2 files" \
   "$tmp/more.log" || { echo "FAIL: resuming over more shards is not said: $(cat "$tmp/more.log")"; fail=1; }
 
+# A diverged run exits 7 (a job script must not just retry it). Non-finite gradients past
+# precision.max_consecutive_skips name the step; an update that wrote non-finite weights (a
+# learning rate beyond float's range) is caught at the checkpoint, which is not written, so
+# `latest` never holds them.
+div=(--set schedule.total_steps=50 --set checkpoint.every_steps=2 --set precision.max_consecutive_skips=2)
+expect_error 7 "diverged: step 4: gradients were not finite without loss scaling for 2 steps in a row" \
+  train --config "$tmp/good.yaml" "${small[@]}" "${div[@]}" --set "checkpoint.dir=$tmp/ckpt-div" --set optimizer.lr=1e30
+[[ -d $tmp/ckpt-div/step-000000002 ]] || { echo "FAIL: the diverging run's step-2 checkpoint is missing"; fail=1; }
+expect_error 7 "diverged: checkpoint of step 2 not written (no earlier one in this run): " \
+  train --config "$tmp/good.yaml" "${small[@]}" "${div[@]}" --set "checkpoint.dir=$tmp/ckpt-inf" --set optimizer.lr=1e39
+"$lb" train --config "$tmp/good.yaml" "${small[@]}" "${div[@]}" --set "checkpoint.dir=$tmp/ckpt-inf2" --set optimizer.lr=1e39 \
+  > "$tmp/inf.log" 2>&1
+grep -q "weights of bert\..* (the first tensor holding any) are not finite" "$tmp/inf.log" ||
+  { echo "FAIL: the non-finite tensor is not named: $(tail -1 "$tmp/inf.log")"; fail=1; }
+[[ ! -e $tmp/ckpt-inf/latest && -z $(ls -d "$tmp/ckpt-inf/step-"* 2>/dev/null) ]] ||
+  { echo "FAIL: a checkpoint of non-finite weights was written"; fail=1; }
+
 # Room for the checkpoints: a keep_last no disk holds is warned of at start-up and by the dry
 # run, whose plan gives a checkpoint's size; a run with room says nothing of it.
 room=(--set "checkpoint.dir=$tmp/ckpt-room" --set checkpoint.keep_last=2000000000)

@@ -92,7 +92,8 @@ TEST(LossScaler, FloorIsAnErrorWithDiagnostics) {
   ASSERT_TRUE(s.on_overflow(t, bad, 2).is_ok());
   EXPECT_EQ(s.scale(), 128);
   Status err = s.on_overflow(t, bad, 3);
-  ASSERT_FALSE(err.is_ok());
+  ASSERT_EQ(err.code(), StatusCode::kDiverged) << err.to_string();
+  EXPECT_EQ(err.exit_code(), 7);
   EXPECT_NE(err.message().find("floor"), std::string::npos) << err.message();
   EXPECT_NE(err.message().find("3 consecutive"), std::string::npos) << err.message();
   EXPECT_NE(err.message().find("b, c"), std::string::npos) << err.message();
@@ -111,7 +112,7 @@ TEST(LossScaler, StaticAndNoneModes) {
   GradCheck bad;
   bad.finite = false;
   EXPECT_TRUE(none.on_overflow(t, bad, 1).is_ok());
-  EXPECT_FALSE(none.on_overflow(t, bad, 2).is_ok());
+  EXPECT_EQ(none.on_overflow(t, bad, 2).code(), StatusCode::kDiverged);
 
   c.mode = LossScaleMode::kStatic;
   c.initial_scale = 4;

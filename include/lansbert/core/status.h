@@ -18,6 +18,8 @@ enum class StatusCode {
   kUnsupported,      // valid request this build cannot serve
   kInterrupted,      // stopped by SIGINT/SIGTERM before it finished (nothing half-written kept)
   kInternal,
+  kDiverged,         // training produced non-finite gradients past the loss scaler's limits (last:
+                     // the ranks' max of codes in agree_across_ranks keeps the others' values)
 };
 
 class [[nodiscard]] Status {
@@ -31,6 +33,7 @@ class [[nodiscard]] Status {
   static Status unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
   static Status internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
   static Status interrupted(std::string m) { return {StatusCode::kInterrupted, std::move(m)}; }
+  static Status diverged(std::string m) { return {StatusCode::kDiverged, std::move(m)}; }
   // A status of a code known only at run time (one received from another rank).
   static Status with_code(StatusCode c, std::string m) { return {c, std::move(m)}; }
 
@@ -42,7 +45,8 @@ class [[nodiscard]] Status {
   // "corrupt: ckpt/model.safetensors: header length 9e18 exceeds file size 1024"
   std::string to_string() const;
   // Exit code the CLI uses for this status: 0 ok, 2 invalid input, 3 missing, 4 corrupt, 5 I/O,
-  // 6 unsupported, 70 internal, 130 interrupted (128 + SIGINT, what a shell reports for Ctrl-C).
+  // 6 unsupported, 7 diverged (a job script should not simply retry it: the same run diverges
+  // again), 70 internal, 130 interrupted (128 + SIGINT, what a shell reports for Ctrl-C).
   int exit_code() const;
 
  private:
