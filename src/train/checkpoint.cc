@@ -407,7 +407,9 @@ uint64_t checkpoint_bytes_estimate(const ParamTable& table) {
 
 std::string checkpoint_space_warning(const std::string& root, uint64_t free_bytes, uint64_t checkpoint_bytes,
                                      int keep_last, int existing) {
-  const uint64_t peak = uint64_t(std::max(keep_last + 1 - std::min(existing, keep_last), 1)) * checkpoint_bytes;
+  // In 64 bits: keep_last may be as large as an int holds, and the product is bytes.
+  const int64_t more = std::max<int64_t>(int64_t(keep_last) + 1 - std::min(existing, keep_last), 1);
+  const uint64_t peak = uint64_t(more) * checkpoint_bytes;
   if (free_bytes >= peak) return "";
   const std::string head = "checkpoint.dir " + root + ": " + byte_text(free_bytes) + " free on its file system, and a " +
                            "checkpoint of this run takes about " + byte_text(checkpoint_bytes);

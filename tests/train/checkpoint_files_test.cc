@@ -263,6 +263,9 @@ TEST(CheckpointFiles, SizeEstimateAndTheSpaceWarning) {
                        "about 4.00 GB; keeping checkpoint.keep_last 3 of them needs up to 16.00 GB more"),
             std::string::npos)
       << later;
+  // The largest keep_last an int holds: no overflow on the way.
+  EXPECT_NE(checkpoint_space_warning("ck", 15 * GB, 4 * GB, 2147483647, 0).find("needs up to 8589934592.00 GB more"),
+            std::string::npos);
   const std::string first = checkpoint_space_warning("ck", 3 * GB, 4 * GB, 3, 2);
   EXPECT_NE(first.find("3.00 GB free on its file system, and a checkpoint of this run takes about 4.00 GB: the "
                        "first checkpoint will fail"),
