@@ -33,6 +33,8 @@ const char* why_one_process(CLI::App& app) {
   if (app.got_subcommand("vocab")) return "the copies would write the same --out file";
   if (app.got_subcommand("export")) return "the copies would write the same --out directory";
   if (app.got_subcommand("tokenize")) return "the copies would each write the whole output";
+  if (app.got_subcommand("verify"))
+    return "the copies would each read the whole checkpoint (node-local checkpoint directories: one copy per host)";
   if (app.got_subcommand("bench") && app.get_subcommand("bench")->count("--comm") == 0)
     return "the copies would share device 0 or this host's cores, and each measure less than it would alone (bench "
            "--comm and bench-comm are the measurements across ranks)";

@@ -4,7 +4,7 @@
 # one process prints; --dump-batch writes rank 0's first micro-batch, as one process does. A
 # rank that sees other data, or none, ends the job with a message naming why and the exit
 # code of its error, instead of a mix of two data sets or a job left waiting. The commands that
-# are one process (prep, vocab, export, tokenize, bench without --comm) refuse to be started as
+# are one process (prep, vocab, export, tokenize, verify, bench without --comm) refuse to be started as
 # several copies, which would write one output together, unless LANSBERT_COMM=single says each
 # copy is on its own.
 # Usage: cli_under_mpirun_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH MPIEXEC FLAGS...
@@ -69,6 +69,10 @@ expect_job 2 "lansbert prep runs as one process" -- \
 expect_job 2 "lansbert vocab runs as one process" -- -np 2 "$lb" vocab --input "$tmp/text.txt" --out "$tmp/v.txt"
 expect_job 2 "lansbert tokenize runs as one process" -- -np 2 "$lb" tokenize --vocab "$tmp/data/vocab.txt" "$tmp/text.txt"
 expect_job 2 "lansbert bench runs as one process" -- -np 2 "$lb" bench --model bert-tiny --seq-len 8 --batch 1 --steps 1
+expect_job 2 "lansbert verify runs as one process" -- -np 2 "$lb" verify --checkpoint "$tmp/ckpt"
+timeout 120 "$mpiexec" "${flags[@]}" -x LANSBERT_COMM=single -np 2 "$lb" verify --checkpoint "$tmp/ckpt" > "$tmp/verify.log" 2>&1 &&
+  [[ $(grep -c "^ok .*/step-000000003: step 3 of a 1-rank run" "$tmp/verify.log") == 2 ]] ||
+  { echo "FAIL: verify copies with LANSBERT_COMM=single: $(cat "$tmp/verify.log")"; fail=1; }
 # Each copy with its own output, as the user says: allowed.
 timeout 120 "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS=1 -x LANSBERT_COMM=single -np 2 bash -c \
   'exec "$0" prep --vocab "$1" --input "$2" --out "$3/p$OMPI_COMM_WORLD_RANK" --no-progress' \
