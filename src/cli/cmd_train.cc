@@ -11,7 +11,6 @@
 #include "commands.h"
 #include "lansbert/core/byte_text.h"
 #include "lansbert/core/check.h"
-#include "lansbert/core/file_io.h"
 #include "lansbert/config/config_loader.h"
 #include "lansbert/data/dataset.h"
 #include "lansbert/dist/communicator.h"
@@ -70,14 +69,12 @@ void print_checkpoint_space(const TrainConfig& cfg, const TrainPlan& p) {
   const std::string& dir = cfg.checkpoint.dir;
   const uint64_t moments = p.checkpoint_bytes - 4 * uint64_t(p.parameters);
   uint64_t free_bytes = 0;
-  const bool known = free_bytes_under(dir, &free_bytes);
+  std::string warning;
+  const bool known = checkpoint_room(dir, p.checkpoint_bytes, cfg.checkpoint.keep_last, &free_bytes, &warning);
   std::printf("  checkpoint size     : about %s (weights %s, moments %s%s); %s\n", byte_text(p.checkpoint_bytes).c_str(),
               byte_text(4 * uint64_t(p.parameters)).c_str(), byte_text(moments).c_str(),
               cfg.distributed.shard_optimizer ? ", in one slice per rank" : "",
               known ? (byte_text(free_bytes) + " free there").c_str() : "free space unknown there");
-  if (!known) return;
-  const std::string warning = checkpoint_space_warning(dir, free_bytes, p.checkpoint_bytes, cfg.checkpoint.keep_last,
-                                                       int(checkpoint_step_dirs(dir).size()));
   if (!warning.empty()) std::printf("  WARNING             : %s\n", warning.c_str());
 }
 

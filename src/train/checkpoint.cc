@@ -420,6 +420,14 @@ std::string checkpoint_space_warning(const std::string& root, uint64_t free_byte
          " more: a later checkpoint will fail unless space is freed (or checkpoint.keep_last is lowered)";
 }
 
+bool checkpoint_room(const std::string& root, uint64_t checkpoint_bytes, int keep_last, uint64_t* free_bytes,
+                     std::string* warning) {
+  if (!free_bytes_under(root, free_bytes)) return false;
+  *warning = checkpoint_space_warning(root, *free_bytes, checkpoint_bytes, keep_last,
+                                      int(checkpoint_step_dirs(root).size()));
+  return true;
+}
+
 std::vector<std::string> checkpoint_step_dirs(const std::string& root) {
   std::vector<std::string> out;
   for (const std::string& n : step_dirs(root)) {

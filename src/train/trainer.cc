@@ -69,12 +69,11 @@ Status Run::lock_and_check_outputs() {
   // Room for the checkpoints: said now, not hours in when one fails (a warning only, as free
   // space comes and goes and network file systems report it loosely).
   uint64_t free_bytes = 0;
-  if (opts.log && free_bytes_under(dir, &free_bytes)) {
-    const std::string warning =
-        checkpoint_space_warning(dir, free_bytes, checkpoint_bytes_estimate(model->table()), cfg.checkpoint.keep_last,
-                                 int(checkpoint_step_dirs(dir).size()));
-    if (!warning.empty()) std::fprintf(opts.log, "warning: %s\n", warning.c_str());
-  }
+  std::string warning;
+  if (opts.log &&
+      checkpoint_room(dir, checkpoint_bytes_estimate(model->table()), cfg.checkpoint.keep_last, &free_bytes, &warning) &&
+      !warning.empty())
+    std::fprintf(opts.log, "warning: %s\n", warning.c_str());
   return Status::ok();
 }
 
@@ -158,8 +157,7 @@ Status Run::loop() {
       if (st.code() != StatusCode::kDiverged) return st;
       // Deterministic: resumed unchanged, the run diverges at the same step again.
       return Status::diverged("step " + std::to_string(step + 1) + ": " + st.message() +
-                              ". Resumed unchanged the run diverges here again; continue from the newest "
-                              "checkpoint with --resume latest and a lower optimizer.lr (--set optimizer.lr=...)");
+                              ". Resumed unchanged the run diverges here again; " + kDivergedFix);
     }
     if (!report.skipped) model->set_weight_copy_current(true);  // the update wrote it (if enabled)
     w_allreduce += t_reduce;

@@ -191,8 +191,7 @@ Status check_weights_finite(const ParamTable& table, const float* params) {
     for (size_t i = 0; i < size_t(e.numel); ++i) bad += !std::isfinite(params[e.offset + i]);
     if (bad)
       return Status::diverged(std::to_string(bad) + " weights of " + e.name + " (the first tensor holding any) are "
-                              "not finite: the training diverged; continue from the newest checkpoint with "
-                              "--resume latest and a lower optimizer.lr (--set optimizer.lr=...)");
+                              "not finite: the training diverged; " + kDivergedFix);
   }
   return Status::ok();
 }

@@ -22,6 +22,11 @@
 
 namespace lansbert::trainer_detail {
 
+// What a diverged run (non-finite gradients past the scaler's limits, or non-finite weights at
+// a checkpoint) tells the user to do; resumed unchanged it diverges the same way again.
+inline constexpr const char* kDivergedFix =
+    "continue from the newest checkpoint with --resume latest and a lower optimizer.lr (--set optimizer.lr=...)";
+
 // Seconds on a monotonic clock (phase timings of TrainResult).
 double now_s();
 

@@ -151,6 +151,11 @@ uint64_t checkpoint_bytes_estimate(const ParamTable& table);
 // the first or a later checkpoint fails, hours into a run.
 std::string checkpoint_space_warning(const std::string& root, uint64_t free_bytes, uint64_t checkpoint_bytes,
                                      int keep_last, int existing);
+// The same for checkpoint.dir `root` as it is now: its file system's free space (in
+// *free_bytes) and the step-* checkpoints already in it. False when the free space cannot be
+// read (no warning then).
+bool checkpoint_room(const std::string& root, uint64_t checkpoint_bytes, int keep_last, uint64_t* free_bytes,
+                     std::string* warning);
 
 // What verify_whole_checkpoint found in a checkpoint that is whole.
 struct CheckpointInventory {
