@@ -1,5 +1,6 @@
-// `lansbert eval` and `lansbert export`: both open a checkpoint (checking trainer.json and the
-// weights, the one file they read; `lansbert verify` checks the others),
+// `lansbert eval` and `lansbert export`: both open a checkpoint (trainer.json; the weights,
+// the one other file they read, are checked as they are loaded; `lansbert verify` checks the
+// others),
 // read back the config it was trained with, and either evaluate it on held-out shards or
 // write a Hugging Face BertForPreTraining directory.
 #include <cstdio>

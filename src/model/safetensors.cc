@@ -147,7 +147,8 @@ Status encode_half(const std::string& path, const std::string& name, const float
 }  // namespace
 
 Status write_safetensors(const std::string& path, const ParamTable& table, const float* params,
-                         const std::map<std::string, std::string>& metadata, StDtype dtype) {
+                         const std::map<std::string, std::string>& metadata, StDtype dtype,
+                         const BytesSeen& written) {
   if (dtype != StDtype::kF32 && dtype != StDtype::kBF16 && dtype != StDtype::kF16)
     return Status::invalid_argument(path + ": weights are written as F32, BF16 or F16");
   const bool half = dtype != StDtype::kF32;
@@ -174,7 +175,10 @@ Status write_safetensors(const std::string& path, const ParamTable& table, const
     parts.emplace_back(half ? std::string_view(halves[k])
                             : std::string_view(reinterpret_cast<const char*>(params + e.offset), e.numel * 4));
   }
-  return write_file_atomic(path, parts);
+  LB_RETURN_IF_ERROR(write_file_atomic(path, parts));
+  if (written)
+    for (std::string_view part : parts) written(part.data(), part.size());
+  return Status::ok();
 }
 
 namespace {

@@ -28,15 +28,17 @@ struct Fnv64 {
   }
 };
 
-// Reads n bytes and feeds the checksum; false at end of file.
-bool read_all(std::FILE* f, void* p, size_t n, Fnv64* sum) {
+// Reads n bytes and feeds the checksum and `seen`; false at end of file.
+bool read_all(std::FILE* f, void* p, size_t n, Fnv64* sum, const BytesSeen& seen) {
   if (std::fread(p, 1, n, f) != n) return false;
   if (sum) sum->add(p, n);
+  if (seen) seen(p, n);
   return true;
 }
 
-bool write_all(std::FILE* f, const void* p, size_t n, Fnv64* sum) {
-  sum->add(p, n);
+bool write_all(std::FILE* f, const void* p, size_t n, Fnv64* sum, const BytesSeen& seen) {
+  if (sum) sum->add(p, n);
+  if (seen) seen(p, n);
   return std::fwrite(p, 1, n, f) == n;
 }
 
@@ -80,7 +82,7 @@ Status state_from_json(const std::string& text, OptimizerState* s) {
 }
 
 Status save_state(const std::string& path, const OptimizerState& state, const float* m,
-                  const float* v, size_t elements) {
+                  const float* v, size_t elements, const BytesSeen& written) {
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return Status::io_error(tmp + ": cannot open for writing");
@@ -88,13 +90,12 @@ Status save_state(const std::string& path, const OptimizerState& state, const fl
   const uint32_t json_len = static_cast<uint32_t>(json.size());
   const uint64_t n = elements;
   Fnv64 sum;
-  bool ok = write_all(f, kMagic, sizeof(kMagic), &sum) &&
-            write_all(f, &kVersion, sizeof(kVersion), &sum) &&
-            write_all(f, &json_len, sizeof(json_len), &sum) &&
-            write_all(f, json.data(), json.size(), &sum) && write_all(f, &n, sizeof(n), &sum) &&
-            write_all(f, m, elements * sizeof(float), &sum) &&
-            write_all(f, v, elements * sizeof(float), &sum);
-  ok = ok && std::fwrite(&sum.h, sizeof(sum.h), 1, f) == 1;
+  const auto write = [&](const void* p, size_t n, Fnv64* fnv) { return write_all(f, p, n, fnv, written); };
+  bool ok = write(kMagic, sizeof(kMagic), &sum) && write(&kVersion, sizeof(kVersion), &sum) &&
+            write(&json_len, sizeof(json_len), &sum) && write(json.data(), json.size(), &sum) &&
+            write(&n, sizeof(n), &sum) && write(m, elements * sizeof(float), &sum) &&
+            write(v, elements * sizeof(float), &sum);
+  ok = ok && write(&sum.h, sizeof(sum.h), nullptr);
   ok = ok && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
   // The cause of the first failure (a full disk, a quota), before fclose can change errno.
   std::string why = ok ? "" : std::strerror(errno);
@@ -112,7 +113,7 @@ Status save_state(const std::string& path, const OptimizerState& state, const fl
 }
 
 Status load_state(const std::string& path, OptimizerState* state, float* m, float* v,
-                  size_t elements) {
+                  size_t elements, const BytesSeen& seen) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return Status::not_found(path + ": cannot open optimizer state");
   Fnv64 sum;
@@ -121,22 +122,23 @@ Status load_state(const std::string& path, OptimizerState* state, float* m, floa
   uint64_t n = 0, stored = 0;
   std::string json;
   Status s = Status::ok();
-  if (!read_all(f, magic, sizeof(magic), &sum) || std::memcmp(magic, kMagic, 8) != 0) {
+  const auto read = [&](void* p, size_t n, Fnv64* fnv) { return read_all(f, p, n, fnv, seen); };
+  if (!read(magic, sizeof(magic), &sum) || std::memcmp(magic, kMagic, 8) != 0) {
     s = Status::corrupt(path + ": not an optimizer state file (bad magic)");
-  } else if (!read_all(f, &version, sizeof(version), &sum) || version != kVersion) {
+  } else if (!read(&version, sizeof(version), &sum) || version != kVersion) {
     s = Status::corrupt(path + ": unsupported optimizer state version " + std::to_string(version));
-  } else if (!read_all(f, &json_len, sizeof(json_len), &sum) || json_len > (1u << 20)) {
+  } else if (!read(&json_len, sizeof(json_len), &sum) || json_len > (1u << 20)) {
     s = Status::corrupt(path + ": bad scalar block length");
   } else {
     json.resize(json_len);
-    if (!read_all(f, json.data(), json_len, &sum) || !read_all(f, &n, sizeof(n), &sum)) {
+    if (!read(json.data(), json_len, &sum) || !read(&n, sizeof(n), &sum)) {
       s = Status::corrupt(path + ": truncated header");
     } else if (n != elements) {
       s = Status::corrupt(path + ": holds " + std::to_string(n) +
                           " moment elements, the model has " + std::to_string(elements));
-    } else if (!read_all(f, m, elements * sizeof(float), &sum) ||
-               !read_all(f, v, elements * sizeof(float), &sum) ||
-               !read_all(f, &stored, sizeof(stored), nullptr)) {
+    } else if (!read(m, elements * sizeof(float), &sum) ||
+               !read(v, elements * sizeof(float), &sum) ||
+               !read(&stored, sizeof(stored), nullptr)) {
       s = Status::corrupt(path + ": truncated moments");
     } else if (stored != sum.h) {
       s = Status::corrupt(path + ": checksum mismatch");

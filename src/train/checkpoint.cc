@@ -33,24 +33,6 @@ std::string step_name(int64_t step) {
   return buf;
 }
 
-// In pieces of 8 MiB: the optimizer state of bert-large is 2.7 GB, and eight ranks of a node
-// each holding a copy just to checksum it would be 21 GB of host memory.
-Status file_digest(const std::string& path, FileDigest* out) {
-  uint32_t crc = 0;
-  size_t bytes = 0;
-  LB_RETURN_IF_ERROR(read_file_in_chunks(
-      path, size_t(8) << 20, [&](const char* p, size_t n) { crc = crc32c(p, n, crc); }, &bytes));
-  *out = {bytes, crc};
-  return Status::ok();
-}
-
-Status file_digest(const std::string& path, nlohmann::json* out) {
-  FileDigest d;
-  LB_RETURN_IF_ERROR(file_digest(path, &d));
-  *out = {{"bytes", d.bytes}, {"crc32c", d.crc32c}};
-  return Status::ok();
-}
-
 Status fsync_path(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) return Status::io_error(path + ": cannot open to fsync");
@@ -143,6 +125,13 @@ std::string meta_to_json(const CheckpointMeta& m, const ParamTable& table, const
 
 }  // namespace
 
+BytesSeen digest_into(FileDigest* d) {
+  return [d](const void* p, size_t n) {
+    d->crc32c = crc32c(p, n, d->crc32c);
+    d->bytes += n;
+  };
+}
+
 std::string param_layout_fingerprint(const ParamTable& table) {
   uint32_t crc = 0;
   for (const ParamEntry& e : table.entries()) {
@@ -204,45 +193,42 @@ Status write_optimizer_slice(const std::string& tmp, int rank, const OptimizerSt
   slice->end = end;
   slice->file = optimizer_slice_file(rank);
   const std::string path = (fs::path(tmp) / slice->file).string();
-  LB_RETURN_IF_ERROR(save_state(path, state, m, v, end - begin));
-  LB_RETURN_IF_ERROR(fsync_path(path));
-  return file_digest(path, &slice->digest);
+  slice->digest = {};
+  // save_state fsyncs before its rename; the digest is of the bytes as they were written.
+  return save_state(path, state, m, v, end - begin, digest_into(&slice->digest));
 }
 
 namespace {
 
-// Writes the params and trainer.json into tmp (which already holds the optimizer files named
-// in `optimizer_files`), then renames it into place and swaps the pointers. The digest of an
-// optimizer file in `known` (taken by the rank that wrote it) is used as it is, once the
-// file's size here agrees; the others are read back.
+// Writes the params and trainer.json into tmp (which already holds the optimizer files in
+// `optimizer_files`, each with the digest its writer took as it wrote it), then renames it
+// into place and swaps the pointers. No file is read back: each digest is of the bytes as
+// written, and a file's size here must agree with it (a slice another rank wrote to a
+// directory this host does not share is missing or differs).
 Status commit(const std::string& root, const fs::path& tmp, const CheckpointMeta& meta,
-              const ParamTable& table, const float* params,
-              const std::vector<std::string>& optimizer_files, const std::map<std::string, FileDigest>& known,
+              const ParamTable& table, const float* params, const std::map<std::string, FileDigest>& optimizer_files,
               int keep_last, bool final, std::string* written) {
   std::error_code ec;
   const std::string name = step_name(meta.step);
   const fs::path final_dir = fs::path(root) / name;
   const std::map<std::string, std::string> st_meta = {
       {"format", "pt"}, {"lansbert_step", std::to_string(meta.step)}};
-  LB_RETURN_IF_ERROR(write_safetensors((tmp / kModel).string(), table, params, st_meta));
+  FileDigest model;
+  LB_RETURN_IF_ERROR(
+      write_safetensors((tmp / kModel).string(), table, params, st_meta, StDtype::kF32, digest_into(&model)));
   LB_RETURN_IF_ERROR(fsync_path((tmp / kModel).string()));
   nlohmann::json files;
-  LB_RETURN_IF_ERROR(file_digest((tmp / kModel).string(), &files[kModel]));
-  for (const std::string& f : optimizer_files) {
+  files[kModel] = {{"bytes", model.bytes}, {"crc32c", model.crc32c}};
+  for (const auto& [f, digest] : optimizer_files) {
     const uintmax_t size = fs::file_size(tmp / f, ec);
     if (ec)
       return Status::io_error((tmp / f).string() + ": missing (checkpoint directories must be on a "
                               "file system every rank shares)");
-    const auto k = known.find(f);
-    if (k == known.end()) {
-      LB_RETURN_IF_ERROR(file_digest((tmp / f).string(), &files[f]));
-      continue;
-    }
-    if (size != k->second.bytes)
+    if (size != digest.bytes)
       return Status::io_error((tmp / f).string() + ": " + std::to_string(size) + " bytes here, " +
-                              std::to_string(k->second.bytes) + " as its rank wrote it (checkpoint directories "
+                              std::to_string(digest.bytes) + " as its rank wrote it (checkpoint directories "
                               "must be on a file system every rank shares)");
-    files[f] = {{"bytes", k->second.bytes}, {"crc32c", k->second.crc32c}};
+    files[f] = {{"bytes", digest.bytes}, {"crc32c", digest.crc32c}};
   }
   const std::string json = meta_to_json(meta, table, files);
   LB_RETURN_IF_ERROR(write_file_atomic((tmp / kMeta).string(), {json}));
@@ -269,10 +255,11 @@ Status write_checkpoint(const std::string& root, const CheckpointMeta& meta,
                         const ParamTable& table, const float* params, const float* m,
                         const float* v, int keep_last, bool final, std::string* written) {
   const fs::path tmp = checkpoint_tmp_dir(root, meta.step, ::getpid());
+  FileDigest state;
   Status st = create_checkpoint_tmp(root, tmp.string());
-  if (st.is_ok()) st = save_state((tmp / kOptimizer).string(), meta.optimizer, m, v, table.total_elements());
-  if (st.is_ok()) st = fsync_path((tmp / kOptimizer).string());
-  if (st.is_ok()) st = commit(root, tmp, meta, table, params, {kOptimizer}, {}, keep_last, final, written);
+  if (st.is_ok())  // fsynced before its rename
+    st = save_state((tmp / kOptimizer).string(), meta.optimizer, m, v, table.total_elements(), digest_into(&state));
+  if (st.is_ok()) st = commit(root, tmp, meta, table, params, {{kOptimizer, state}}, keep_last, final, written);
   if (!st.is_ok()) remove_checkpoint_tmp(tmp.string());
   return st;
 }
@@ -286,8 +273,7 @@ Status commit_sharded_checkpoint(const std::string& root, const std::string& tmp
   man["world"] = slices.size();
   man["elements"] = table.total_elements();
   man["slices"] = nlohmann::ordered_json::array();
-  std::vector<std::string> files;
-  std::map<std::string, FileDigest> known;
+  std::map<std::string, FileDigest> files;
   size_t next = 0;
   for (size_t r = 0; r < slices.size(); ++r) {
     const OptimizerSlice& s = slices[r];
@@ -295,15 +281,15 @@ Status commit_sharded_checkpoint(const std::string& root, const std::string& tmp
       return Status::internal("optimizer slices do not tile the flat buffer at rank " + std::to_string(r));
     next = s.end;
     man["slices"].push_back({{"rank", r}, {"begin", s.begin}, {"end", s.end}, {"file", s.file}});
-    files.push_back(s.file);
-    known[s.file] = s.digest;
+    files[s.file] = s.digest;
   }
   if (next != table.total_elements())
     return Status::internal("optimizer slices end at " + std::to_string(next) + ", not at " +
                             std::to_string(table.total_elements()));
-  LB_RETURN_IF_ERROR(write_file_atomic((fs::path(tmp) / kManifest).string(), {man.dump(2) + "\n"}));
-  files.push_back(kManifest);
-  return commit(root, tmp, meta, table, params, files, known, keep_last, final, written);
+  const std::string text = man.dump(2) + "\n";
+  LB_RETURN_IF_ERROR(write_file_atomic((fs::path(tmp) / kManifest).string(), {text}));
+  digest_into(&files[kManifest])(text.data(), text.size());
+  return commit(root, tmp, meta, table, params, files, keep_last, final, written);
 }
 
 Status check_checkpoint_root(const std::string& root, int64_t resumed_step) {
@@ -385,7 +371,6 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
     LB_RETURN_IF_ERROR(state_from_json(j.at("optimizer").dump(), &m.optimizer));
     for (const auto& [f, want] : j.at("files").items())
       m.files[f] = {want.at("bytes").get<uint64_t>(), want.at("crc32c").get<uint32_t>()};
-    LB_RETURN_IF_ERROR(verify_checkpoint_file(dir, m, kModel));
     *meta = std::move(m);
     return Status::ok();
   } catch (const nlohmann::json::exception& e) {
@@ -393,12 +378,6 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
   } catch (const std::out_of_range& e) {
     return Status::corrupt(path + ": " + e.what());
   }
-}
-
-Status load_checkpoint_params(const std::string& dir, const ParamTable& table, float* params) {
-  SafetensorsFile file;
-  LB_RETURN_IF_ERROR(read_safetensors((fs::path(dir) / kModel).string(), &file));
-  return load_params(file, table, params);
 }
 
 uint64_t checkpoint_bytes_estimate(const ParamTable& table) {
@@ -436,20 +415,6 @@ std::vector<std::string> checkpoint_step_dirs(const std::string& root) {
     if (std::sscanf(n.c_str(), "step-%lld%c", &step, &tail) == 1 && n == step_name(step)) out.push_back(n);
   }
   return out;
-}
-
-Status verify_checkpoint_file(const std::string& dir, const CheckpointMeta& meta, const std::string& name) {
-  const std::string path = (fs::path(dir) / name).string();
-  const auto want = meta.files.find(name);
-  if (want == meta.files.end())
-    return Status::corrupt(path + ": not listed in " + (fs::path(dir) / kMeta).string() +
-                           ", so it cannot be checked (the checkpoint was altered)");
-  FileDigest got;
-  LB_RETURN_IF_ERROR(file_digest(path, &got));
-  if (got.bytes != want->second.bytes || got.crc32c != want->second.crc32c)
-    return Status::corrupt(path + ": size or CRC32C differs from " + (fs::path(dir) / kMeta).string() +
-                           " (the file is damaged or was replaced)");
-  return Status::ok();
 }
 
 }  // namespace lansbert

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lansbert/train/device_ranks.h"
+#include "lansbert/train/rank_agreement.h"
 
 namespace lansbert {
 namespace {
@@ -121,8 +122,21 @@ Status DataParallel::save(const std::string& root, const CheckpointMeta& meta, c
 
 Status DataParallel::load_optimizer(const std::string& dir, const CheckpointMeta& meta, OptimizerState* state,
                                     float* m, float* v) const {
-  return load_checkpoint_optimizer_range(dir, meta, table_.total_elements(), state_begin(), state_end(), state, m,
-                                         v);
+  const size_t elements = table_.total_elements();
+  // Sharded, each rank reads the slices that overlap its own range.
+  if (sharded_ || comm_.world() == 1)
+    return load_checkpoint_optimizer_range(dir, meta, elements, state_begin(), state_end(), state, m, v);
+  // Replicated, every rank holds the same moments: rank 0 reads them for all, as it does the
+  // weights (bert-large's 2.7 GB read once, not once a node).
+  Status st;
+  if (comm_.rank() == 0) st = load_checkpoint_optimizer(dir, meta, elements, state, m, v);
+  LB_RETURN_IF_ERROR(agree_across_ranks(comm_, st, "loading the optimizer state on rank 0", nullptr));
+  std::string scalars = comm_.rank() == 0 ? state_to_json(*state) : std::string();
+  broadcast_text(comm_, &scalars);
+  if (comm_.rank() != 0) LB_RETURN_IF_ERROR(state_from_json(scalars, state));
+  comm_.broadcast(m, elements * sizeof(float), 0);
+  comm_.broadcast(v, elements * sizeof(float), 0);
+  return Status::ok();
 }
 
 }  // namespace lansbert

@@ -63,11 +63,17 @@ Status make_device_updater(DeviceBackend& device, const UpdaterConfig& config,
   return Updater::create(config, std::move(opt), std::move(hooks), out);
 }
 
-Status load_params_to(DeviceBackend* device, const std::string& dir, const ParamTable& table, float* params) {
-  if (!device) return load_checkpoint_params(dir, table, params);
-  std::vector<float> h(table.total_elements(), 0.0f);
-  LB_RETURN_IF_ERROR(load_checkpoint_params(dir, table, h.data()));
-  device->allocator().copy_from_host(params, h.data(), h.size() * sizeof(float));
+Status load_params_on_ranks(Communicator& comm, DeviceBackend* device, const std::string& dir,
+                            const CheckpointMeta* meta, const ParamTable& table, float* params) {
+  std::vector<float> staged(device ? table.total_elements() : 0, 0.0f);
+  float* host = device ? staged.data() : params;
+  Status st;
+  if (comm.rank() == 0)
+    st = meta ? load_checkpoint_params(dir, *meta, table, host) : load_hf_params(dir, table, host);
+  LB_RETURN_IF_ERROR(agree_across_ranks(comm, st, "loading the weights on rank 0", nullptr));
+  // Every element, padding included, so the replicas start bit-identical.
+  if (comm.world() > 1) comm.broadcast(host, table.total_elements() * sizeof(float), 0);
+  if (device) device->allocator().copy_from_host(params, host, staged.size() * sizeof(float));
   return Status::ok();
 }
 

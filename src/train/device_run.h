@@ -11,6 +11,7 @@
 #include "lansbert/dist/communicator.h"
 #include "lansbert/optim/updater.h"
 #include "lansbert/train/device_backend.h"
+#include "lansbert/train/checkpoint.h"
 #include "lansbert/train/device_ranks.h"
 #include "lansbert/train/train_config.h"
 #include "lansbert/train/trainer.h"
@@ -35,9 +36,14 @@ Status device_multi_rank_check(const TrainConfig& cfg, int world);
 Status make_device_updater(DeviceBackend& device, const UpdaterConfig& config,
                            std::unique_ptr<Updater>* out);
 
-// Loads a checkpoint's parameters into `params`: directly without a device, else into a
-// host vector that is then copied to the device.
-Status load_params_to(DeviceBackend* device, const std::string& dir, const ParamTable& table, float* params);
+// Loads the weights in `dir` into `params` (table layout; a device buffer when there is a
+// device) on every rank of `comm`: rank 0 reads model.safetensors, checked against *meta (a
+// lansbert checkpoint), or unchecked when meta is null (a Hugging Face directory); the other
+// ranks receive its values over comm. So a job reads the weights once whatever its rank
+// count: the shared file system of a 192-node job serves one copy, not one a node. Collective;
+// when rank 0's read fails every rank fails with its code.
+Status load_params_on_ranks(Communicator& comm, DeviceBackend* device, const std::string& dir,
+                            const CheckpointMeta* meta, const ParamTable& table, float* params);
 
 // Host pointers to params (n_params floats), m and v (n_state floats each): the buffers
 // themselves without a device, else host copies made at construction (device -> host,

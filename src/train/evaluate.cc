@@ -183,8 +183,9 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
                             !device ? "this host's memory" : "free memory on " + device->description()),
       "the memory check", nullptr));
   BertModel<float> model(mc, *ops, eval_limits(micro_batch, set->seq_len(), set->max_pred()));
-  LB_RETURN_IF_ERROR(agree_across_ranks(comm, load_params_to(device.get(), dir, model.table(), model.params()),
-                                        "loading the checkpoint's weights", nullptr));
+  CheckpointMeta meta;
+  LB_RETURN_IF_ERROR(agree_across_ranks(comm, read_checkpoint_meta(dir, &meta), "reading the checkpoint", nullptr));
+  LB_RETURN_IF_ERROR(load_params_on_ranks(comm, device.get(), dir, &meta, model.table(), model.params()));
   return evaluate_on_ranks(model, *set, n, micro_batch, comm, result, opts.dump_batch);
 }
 
@@ -256,7 +257,9 @@ Status export_hf(const TrainConfig& cfg, const std::string& dir, const ExportOpt
                                     " tokens, more than the model's vocab_size " + std::to_string(mc.vocab_size));
   const ParamTable table = make_bert_param_table(mc);
   std::vector<float> params(table.total_elements(), 0.0f);
-  LB_RETURN_IF_ERROR(load_checkpoint_params(dir, table, params.data()));
+  CheckpointMeta meta;
+  LB_RETURN_IF_ERROR(read_checkpoint_meta(dir, &meta));
+  LB_RETURN_IF_ERROR(load_checkpoint_params(dir, meta, table, params.data()));
   bool cased = false;
   for (const std::string& t : vocab.tokens())
     if (t.size() && t[0] != '[')

@@ -37,14 +37,19 @@ std::vector<std::string> json_differences(const nlohmann::json& mine, const nloh
   return out;
 }
 
+void broadcast_text(Communicator& comm, std::string* text) {
+  uint64_t bytes = text->size();
+  comm.broadcast(&bytes, sizeof bytes, 0);
+  if (comm.rank() != 0) text->assign(bytes, '\0');
+  comm.broadcast(text->data(), bytes, 0);
+}
+
 Status check_same_as_rank0(Communicator& comm, const nlohmann::json& mine, const std::string& what,
                            const std::string& fix) {
   if (comm.world() == 1) return Status::ok();
-  std::string text = mine.dump();
-  uint64_t bytes = text.size();
-  comm.broadcast(&bytes, sizeof bytes, 0);
-  std::string theirs = comm.rank() == 0 ? text : std::string(bytes, '\0');
-  comm.broadcast(theirs.data(), bytes, 0);
+  const std::string text = mine.dump();
+  std::string theirs = text;
+  broadcast_text(comm, &theirs);
   Status st;
   if (theirs != text) {
     const auto parsed = nlohmann::json::parse(theirs, nullptr, /*allow_exceptions=*/false);

@@ -13,8 +13,8 @@
 
 namespace lansbert::trainer_detail {
 
-Status Run::load_params(const std::string& dir) {
-  return load_params_to(device.get(), dir, model->table(), model->params());
+Status Run::load_params(const std::string& dir, const CheckpointMeta* meta) {
+  return load_params_on_ranks(comm, device.get(), dir, meta, model->table(), model->params());
 }
 
 Status Run::load_optimizer(const std::string& dir, const CheckpointMeta& meta, OptimizerState* state) {
@@ -104,7 +104,7 @@ Status Run::restore() {
                                     ", beyond schedule.total_steps " + std::to_string(cfg.schedule.total_steps) +
                                     " (raise schedule.total_steps to train on)");
   LB_RETURN_IF_ERROR(check_param_layout(dir, meta, model->table()));
-  LB_RETURN_IF_ERROR(load_params(dir));
+  LB_RETURN_IF_ERROR(load_params(dir, &meta));
   OptimizerState state;
   LB_RETURN_IF_ERROR(load_optimizer(dir, meta, &state));
   LB_RETURN_IF_ERROR(updater->set_state(state));
@@ -149,7 +149,7 @@ Status Run::init_from(const std::string& spec) {
     fill_pre_hidden_act(&saved);
     LB_RETURN_IF_ERROR(check_same_gelu("--init-from " + dir, saved["model"].value("hidden_act", std::string()),
                                        mc.hidden_act));
-    LB_RETURN_IF_ERROR(load_params(dir));
+    LB_RETURN_IF_ERROR(load_params(dir, &meta));
     micro = meta.micro_step;  // dropout masks continue, never repeat phase 1's
     if (cfg.phase_start == PhaseStart::kKeepMoments) {
       LB_RETURN_IF_ERROR(check_param_layout(dir, meta, model->table()));
@@ -169,7 +169,7 @@ Status Run::init_from(const std::string& spec) {
         LB_RETURN_IF_ERROR(check_same_gelu("--init-from " + hf_config.string(), j["hidden_act"].get<std::string>(),
                                            mc.hidden_act));
     }
-    Status st = load_params(spec);
+    Status st = load_params(spec, nullptr);
     if (!st.is_ok()) return Status(st.code() == StatusCode::kNotFound
                                        ? Status::not_found("--init-from " + spec + ": neither a lansbert checkpoint nor a directory with model.safetensors")
                                        : st);

@@ -76,8 +76,9 @@ struct Run {
   // config, the command line's resume options, the shards' sizes and a digest of three of
   // their samples; rank_agreement.h).
   Status view_of_the_job(nlohmann::json* out) const;
-  // Checkpoint I/O through host staging when the buffers live on a device.
-  Status load_params(const std::string& dir);
+  // Checkpoint I/O through host staging when the buffers live on a device. The weights are
+  // read by rank 0 and broadcast (load_params_on_ranks); meta null: a Hugging Face directory.
+  Status load_params(const std::string& dir, const CheckpointMeta* meta);
   Status load_optimizer(const std::string& dir, const CheckpointMeta& meta, OptimizerState* state);
   Status restore();
   // After restore(): rank 0 locks checkpoint.dir (no other run writes it while this one

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The commands under mpirun. `lansbert eval`: the ranks share the micro-batches (7 sequences each here, so
 # they split unevenly over 2 and 3 ranks), rank 0 alone prints, and the numbers are the ones
-# one process prints; --dump-batch writes rank 0's first micro-batch, as one process does. A
+# one process prints; rank 0 alone reads the weights; --dump-batch writes rank 0's first micro-batch, as one process does. A
 # rank that sees other data, or none, ends the job with a message naming why and the exit
 # code of its error, instead of a mix of two data sets or a job left waiting. The commands that
 # are one process (prep, vocab, export, tokenize, verify, bench without --comm) refuse to be started as
@@ -57,6 +57,21 @@ expect_job 2 "eval data not as on rank 0: sample_digest is " -- \
 grep -qE "sequences is|samples is" "$tmp/job.log" && { echo "FAIL: the two preps were meant to hold as many samples"; fail=1; }
 expect_job 3 "[rank 1 on" -- -np 1 "$lb" "${ev[@]}" : -np 1 "$lb" "${base[@]}" --data "$tmp/none/*.lbs"
 grep -q "no shard files match $tmp/none/\*.lbs" "$tmp/job.log" || { echo "FAIL: the missing data is not named"; fail=1; }
+
+# Rank 0 alone reads the weights and sends them: a rank whose checkpoint copy holds only
+# trainer.json evaluates as the others; damaged weights on rank 0 end the job with exit 4,
+# naming the file, on every rank.
+mkdir -p "$tmp/thin" "$tmp/bad"
+cp "$tmp/ckpt/latest/trainer.json" "$tmp/thin/"
+cp "$tmp/ckpt/latest/"* "$tmp/bad/"
+printf '\x7f' | dd of="$tmp/bad/model.safetensors" bs=1 seek=$(( $(stat -c %s "$tmp/bad/model.safetensors") - 1 )) conv=notrunc 2>/dev/null
+evd=(--data "$tmp/data/shards/*.lbs" --max-sequences 200)
+timeout 120 "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS=1 -np 1 "$lb" "${ev[@]}" : \
+  -np 1 "$lb" eval --checkpoint "$tmp/thin" --micro-batch 7 "${evd[@]}" > "$tmp/thin.log" 2>&1 &&
+  [[ $(numbers "$tmp/thin.log") == "$(numbers "$tmp/one.log")" ]] ||
+  { echo "FAIL: eval with trainer.json alone on rank 1: $(cat "$tmp/thin.log")"; fail=1; }
+expect_job 4 "$tmp/bad/model.safetensors: size or CRC32C differs" -- \
+  -np 1 "$lb" eval --checkpoint "$tmp/bad" --micro-batch 7 "${evd[@]}" : -np 1 "$lb" "${ev[@]}"
 
 # One-process commands started twice: refused before anything is written.
 expect_job 2 "lansbert export runs as one process, but the launcher started 2 (OMPI_COMM_WORLD_SIZE=2)" -- \

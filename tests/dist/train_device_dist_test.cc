@@ -168,7 +168,9 @@ std::vector<float> final_params(const TrainConfig& c, const std::string& checkpo
   LB_CHECK(c.resolve_model(&mc).is_ok());
   const ParamTable table = make_bert_param_table(mc);
   std::vector<float> p(table.total_elements());
-  Status st = load_checkpoint_params(checkpoint, table, p.data());
+  CheckpointMeta meta;
+  Status st = read_checkpoint_meta(checkpoint, &meta);
+  if (st.is_ok()) st = load_checkpoint_params(checkpoint, meta, table, p.data());
   LB_CHECK_MSG(st.is_ok(), st.to_string());
   return p;
 }

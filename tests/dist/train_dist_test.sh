@@ -6,7 +6,8 @@
 # layers recomputed in the backward, and replicated with the attention recomputed:
 # batch.recompute), and a sharded 2-rank checkpoint resumes on 1 rank (replicated: the slices are
 # joined) and on 4 ranks (sharded: re-sliced) and ends where the uninterrupted 2-rank run
-# ends: same step, data position, micro-step count and parameters. Parameters are compared with compare_params
+# ends: same step, data position, micro-step count and parameters, as does a replicated 2-rank
+# resume whose rank 1 sees only trainer.json (rank 0 reads and sends the rest). Parameters are compared with compare_params
 # (relative 1e-6 for the whole model, 1e-5 per tensor; measured about 3e-8 and 3e-7 under
 # each OpenBLAS kernel; the attention key biases, whose true gradient is zero, are reported,
 # not compared: see compare_params.cc). The held-out evaluation at the end (90
@@ -81,6 +82,22 @@ for run in part1 part4; do
   [[ $(position $run) == "$(position s2)" ]] || { echo "FAIL: $run ends at $(position $run), s2 at $(position s2)"; fail=1; }
   same s2 $run
 done
+# A replicated resume reads the weights and moments on rank 0 alone and sends them: rank 1,
+# started in another directory, finds only trainer.json under the same relative checkpoint.dir,
+# and the run still ends where the uninterrupted one does.
+train 2 rpart --stop-at-step 3
+mkdir -p "$tmp/far/rpart/step-000000003"
+cp "$tmp/rpart/step-000000003/trainer.json" "$tmp/far/rpart/step-000000003/"
+ln -s step-000000003 "$tmp/far/rpart/latest"
+resume=(train --config "$tmp/tiny.yaml" --set checkpoint.dir=rpart --resume latest)
+if timeout 300 "$mpiexec" "${flags[@]}" "${mpi_env[@]}" -np 1 -wdir "$tmp" "$lb" "${resume[@]}" : \
+     -np 1 -wdir "$tmp/far" "$lb" "${resume[@]}" > "$tmp/rpart.log" 2>&1; then
+  [[ $(position rpart) == "$(position r2)" ]] || { echo "FAIL: rpart ends at $(position rpart), r2 at $(position r2)"; fail=1; }
+  same r2 rpart
+else
+  echo "FAIL: the resume with trainer.json alone on rank 1:"; tail -5 "$tmp/rpart.log"; fail=1
+fi
+[[ $(ls "$tmp/far/rpart/step-000000003") == trainer.json ]] || { echo "FAIL: rank 1 wrote into its checkpoint.dir"; fail=1; }
 # lansbert verify checks every file of each: part4 holds the 2-rank step 3 and its 4-rank end.
 "$lb" verify --checkpoint "$tmp/part4" --all > "$tmp/verify.log" 2>&1 &&
   grep -q "^ok .*step-000000003: step 3 of a 2-rank run, 4 files of .* (optimizer state in 2 slices)" "$tmp/verify.log" &&

@@ -60,7 +60,7 @@ Saved load(const std::string& root, const ParamTable& table) {
   s.v.assign(table.total_elements(), 0.f);
   CheckpointMeta meta;
   EXPECT_TRUE(read_checkpoint_meta(dir, &meta).is_ok()) << dir;
-  EXPECT_TRUE(load_checkpoint_params(dir, table, s.p.data()).is_ok());
+  EXPECT_TRUE(load_checkpoint_params(dir, meta, table, s.p.data()).is_ok());
   EXPECT_TRUE(load_checkpoint_optimizer(dir, meta, table.total_elements(), &s.state, s.m.data(), s.v.data()).is_ok());
   return s;
 }

@@ -1,7 +1,8 @@
-// Which checkpoint files a reader checks and reads: read_checkpoint_meta checks the weights;
-// the optimizer files are checked as they are loaded, and a rank of a sharded resume touches
-// only the slices its range overlaps, so a damaged slice of another rank is not its error.
-// verify_whole_checkpoint (lansbert verify) checks them all.
+// Which checkpoint files a reader checks and reads: read_checkpoint_meta reads trainer.json
+// alone; each other file is checked on the one read that loads it, and a rank of a sharded
+// resume touches only the slices its range overlaps, so a damaged slice of another rank is not
+// its error. The digests are taken as the files are written. verify_whole_checkpoint (lansbert
+// verify) checks every file.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -40,8 +41,8 @@ CheckpointMeta test_meta(int64_t step) {
   return meta;
 }
 
-// Writes a checkpoint of a three-tensor table (m[i] = i, v[i] = -i), replicated or sharded
-// over kRanks slices as the trainer's ranks would.
+// Writes a checkpoint of a three-tensor table (params[i] = i / 4, m[i] = i, v[i] = -i),
+// replicated or sharded over kRanks slices as the trainer's ranks would.
 Fixture write_fixture(const std::string& name, bool sharded) {
   Fixture f;
   f.root = fs::temp_directory_path() / ("lansbert_ckpt_files_" + name + "_" + std::to_string(::getpid()));
@@ -50,10 +51,10 @@ Fixture write_fixture(const std::string& name, bool sharded) {
   f.table.add("b.weight", {8, 8}, ParamRole::kWeight);
   f.table.add("c.bias", {8}, ParamRole::kBias);
   const size_t n = f.table.total_elements();
-  f.params.assign(n, 0.5f);
+  f.params.resize(n);
   f.m.resize(n);
   f.v.resize(n);
-  for (size_t i = 0; i < n; ++i) f.m[i] = float(i), f.v[i] = -float(i);
+  for (size_t i = 0; i < n; ++i) f.m[i] = float(i), f.v[i] = -float(i), f.params[i] = 0.25f * float(i);
   const CheckpointMeta meta = test_meta(7);
   if (!sharded) {
     EXPECT_TRUE(write_checkpoint(f.root.string(), meta, f.table, f.params.data(), f.m.data(), f.v.data(), 2, false,
@@ -143,30 +144,65 @@ TEST(CheckpointFiles, TheManifestIsCheckedBeforeItChoosesTheSlices) {
   fs::remove_all(f.root);
 }
 
-TEST(CheckpointFiles, WeightsAreCheckedOnOpeningTheOptimizerStateOnLoading) {
+// Loads the weights; on success checks them against the fixture's.
+Status load_weights(const Fixture& f, const CheckpointMeta& meta) {
+  std::vector<float> p(f.table.total_elements(), 99.f);
+  const Status st = load_checkpoint_params(f.dir, meta, f.table, p.data());
+  if (!st.is_ok()) return st;
+  for (const ParamEntry& e : f.table.entries())  // by tensor: the padding between them is not stored
+    for (int64_t i = 0; i < e.numel; ++i) EXPECT_EQ(p[e.offset + i], f.params[e.offset + i]) << e.name << " " << i;
+  return st;
+}
+
+// Overwrites byte `at` of `path` (from the end when negative) with its complement.
+void damage_byte(const std::string& path, long at) {
+  std::fstream io(path, std::ios::binary | std::ios::in | std::ios::out);
+  io.seekg(at, at < 0 ? std::ios::end : std::ios::beg);
+  const char c = char(io.get());
+  io.seekp(at, at < 0 ? std::ios::end : std::ios::beg);
+  io.put(char(~c));
+}
+
+TEST(CheckpointFiles, EachFileIsCheckedOnTheReadThatLoadsIt) {
   Fixture f = write_fixture("replicated", false);
   const size_t n = f.table.total_elements();
   CheckpointMeta meta;
   ASSERT_TRUE(read_checkpoint_meta(f.dir, &meta).is_ok());
+  EXPECT_TRUE(load_weights(f, meta).is_ok());
   EXPECT_TRUE(load_range(f, meta, 0, n).is_ok());
   EXPECT_TRUE(load_range(f, meta, 5, 9).is_ok());
   // A stray manifest that trainer.json does not list is not read: the layout is the one written.
   std::ofstream(f.dir + "/" + checkpoint_file::kManifest) << "{}";
   EXPECT_TRUE(load_range(f, meta, 0, n).is_ok());
-  // Damaged moments: the checkpoint still opens (eval and export need only its weights) ...
-  const std::string state = f.dir + "/" + checkpoint_file::kOptimizer;
-  flip_a_byte(state);
-  ASSERT_TRUE(read_checkpoint_meta(f.dir, &meta).is_ok());
-  // ... and loading them is the error, naming the file.
-  const Status st = load_range(f, meta, 0, n);
-  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
-  EXPECT_NE(st.message().find(state + ": size or CRC32C differs"), std::string::npos) << st.message();
-  // Damaged weights are refused on opening.
+  // Opening reads trainer.json alone: a rank that receives the weights and moments from rank 0
+  // needs no other file.
   const std::string model = f.dir + "/" + checkpoint_file::kModel;
-  flip_a_byte(model);
-  const Status opened = read_checkpoint_meta(f.dir, &meta);
-  EXPECT_EQ(opened.code(), StatusCode::kCorrupt) << opened.to_string();
-  EXPECT_NE(opened.message().find(model), std::string::npos) << opened.message();
+  const std::string state = f.dir + "/" + checkpoint_file::kOptimizer;
+  fs::rename(model, model + ".away");
+  fs::rename(state, state + ".away");
+  EXPECT_TRUE(read_checkpoint_meta(f.dir, &meta).is_ok());
+  Status st = load_weights(f, meta);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound) << st.to_string();
+  EXPECT_NE(st.message().find(model + ": no such file"), std::string::npos) << st.message();
+  fs::rename(model + ".away", model);
+  fs::rename(state + ".away", state);
+  // Damage the loader sees (a byte of the safetensors header or of the state file's magic:
+  // parsing fails) and damage it cannot (a value: parsing succeeds, the FNV of the state file
+  // aside) are both reported as damage, naming the file; so is another size.
+  for (const long at : {10L, -1L}) {
+    for (const std::string& path : {model, state}) {
+      const std::string saved = path + ".saved";
+      fs::copy_file(path, saved, fs::copy_options::overwrite_existing);
+      damage_byte(path, path == state && at > 0 ? 0 : at);
+      st = path == model ? load_weights(f, meta) : load_range(f, meta, 0, n);
+      EXPECT_EQ(st.code(), StatusCode::kCorrupt) << path << " at " << at << ": " << st.to_string();
+      EXPECT_NE(st.message().find(path + ": size or CRC32C differs"), std::string::npos) << st.message();
+      fs::rename(saved, path);
+    }
+  }
+  std::ofstream(model, std::ios::app) << "x";
+  st = load_weights(f, meta);
+  EXPECT_NE(st.message().find(model + ": size or CRC32C differs"), std::string::npos) << st.message();
   fs::remove_all(f.root);
 }
 

@@ -13,6 +13,10 @@
 
 namespace lansbert {
 
+// A file's bytes handed over in order as a writer writes them or a reader reads them, so
+// that a checksum is taken on that pass instead of on a second read of the file.
+using BytesSeen = std::function<void(const void*, size_t)>;
+
 // Reads all of `path` into `out`. Errors name the path.
 Status read_file(const std::string& path, std::string* out);
 

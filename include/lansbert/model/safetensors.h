@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "lansbert/core/file_io.h"
 #include "lansbert/core/status.h"
 #include "lansbert/model/param_table.h"
 
@@ -41,8 +42,11 @@ Status parse_safetensors(std::string bytes, const std::string& name, Safetensors
 // F32, or BF16 / F16 rounded to nearest, ties to even (kernels/half.h). A finite value that
 // rounds to infinity (F16: beyond 65504) is an error naming the tensor and element: an
 // export must not turn weights into infinities unnoticed. NaN and infinities are kept.
+// `written`, when given, is handed the file's bytes in order (a checkpoint takes its CRC32C
+// there instead of reading the file back); the file is whole once this returns ok.
 Status write_safetensors(const std::string& path, const ParamTable& table, const float* params,
-                         const std::map<std::string, std::string>& metadata, StDtype dtype = StDtype::kF32);
+                         const std::map<std::string, std::string>& metadata, StDtype dtype = StDtype::kF32,
+                         const BytesSeen& written = {});
 
 // Copies the tensors of `file` into `params` by name, converting F32/F16/BF16/F64 to fp32.
 // Every table entry must be present with its exact shape; a name not in the table is an

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "lansbert/core/file_io.h"
 #include "lansbert/core/status.h"
 #include "lansbert/model/param_table.h"
 #include "lansbert/optim/loss_scaler.h"
@@ -124,13 +125,17 @@ class Updater {
 };
 
 // One file: magic, version, the scalars as JSON, then m and v raw (little-endian fp32), then
-// an FNV-1a 64 checksum of everything before it. Written to path.tmp and renamed.
+// an FNV-1a 64 checksum of everything before it. Written to path.tmp and renamed. `written`,
+// when given, is handed every byte as it is written (a checkpoint takes the file's CRC32C
+// there instead of reading the file back).
 Status save_state(const std::string& path, const OptimizerState& state, const float* m,
-                  const float* v, size_t elements);
+                  const float* v, size_t elements, const BytesSeen& written = {});
 // Fails (corrupt) on a bad magic, version, size or checksum, and when elements differs; on
-// failure m and v may have been overwritten and must not be used.
+// failure m and v may have been overwritten and must not be used. `seen`, when given, is
+// handed every byte read, in file order: a checkpoint reader takes the file's CRC32C on the
+// one read that loads it (a file read whole ends with its 8 checksum bytes).
 Status load_state(const std::string& path, OptimizerState* state, float* m, float* v,
-                  size_t elements);
+                  size_t elements, const BytesSeen& seen = {});
 
 // The scalars alone, for a checkpoint's metadata; exact round trip (doubles as %.17g).
 std::string state_to_json(const OptimizerState& s);

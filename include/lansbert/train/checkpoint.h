@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "lansbert/core/file_io.h"
 #include "lansbert/core/status.h"
 #include "lansbert/data/sampler.h"
 #include "lansbert/model/param_table.h"
@@ -50,6 +51,9 @@ struct FileDigest {
   uint64_t bytes = 0;
   uint32_t crc32c = 0;
 };
+// Adds the bytes it is handed to *d (their count and the CRC32C chained over them): a digest
+// taken as a writer writes the file, or as a loader reads it, instead of on a read of its own.
+BytesSeen digest_into(FileDigest* d);
 
 // Where each tensor sits in the flat buffers, as a short text: CRC32C over every entry's
 // name, offset and size. The optimizer's m and v are flat buffers, so a checkpoint's moments
@@ -95,8 +99,8 @@ Status create_checkpoint_tmp(const std::string& root, const std::string& tmp);
 // back; a later run would ignore the directory anyway). Best effort, never fails.
 void remove_checkpoint_tmp(const std::string& tmp);
 // Every rank: writes its slice of m and v (end-begin floats each) with the scalars into
-// tmp/optimizer_slice_file(rank), fsyncs it and reads it back for its digest (each rank its
-// own, in parallel: rank 0 then reads back only the weights, not every rank's moments).
+// tmp/optimizer_slice_file(rank), fsynced, taking its digest as it writes (each rank its own,
+// in parallel: rank 0 reads no rank's moments back).
 Status write_optimizer_slice(const std::string& tmp, int rank, const OptimizerState& state,
                              const float* m, const float* v, size_t begin, size_t end,
                              OptimizerSlice* slice);
@@ -128,11 +132,12 @@ Status check_checkpoint_root(const std::string& root, int64_t resumed_step);
 // `latest` leads to one. Fails (not found) when there is none.
 Status resolve_checkpoint(const std::string& spec, std::string* dir);
 
-// Reads trainer.json (checking its own checksum and format version) and checks the size and
-// CRC32C of model.safetensors, which every reader of a checkpoint loads. The optimizer files
-// are checked as they are loaded (load_checkpoint_optimizer_range), and only those: eval,
-// export and a phase that starts fresh moments read none of them, and each rank of a sharded
-// resume reads only the slices it needs, not every rank's (1,536 of them on the LANS cluster).
+// Reads trainer.json (checking its own checksum and format version), and no other file. Each
+// file is checked as it is loaded (load_checkpoint_params, load_checkpoint_optimizer_range),
+// on the one read that loads it, and only the files a reader loads: eval, export and a phase
+// that starts fresh moments read no optimizer file, each rank of a sharded resume reads only
+// the slices it needs, not every rank's (1,536 of them on the LANS cluster), and under a
+// launcher rank 0 alone reads the weights for all (load_params_on_ranks, train/device_run.h).
 Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta);
 
 // Checks that DIR/name has the size and CRC32C trainer.json (`meta`) records; a file it does
@@ -175,21 +180,26 @@ Status verify_whole_checkpoint(const std::string& dir, CheckpointInventory* out)
 // The names of root's step-NNNNNNNNN checkpoint directories, oldest first.
 std::vector<std::string> checkpoint_step_dirs(const std::string& root);
 
-// Loads model.safetensors of a checkpoint (or of a Hugging Face directory) into params.
-Status load_checkpoint_params(const std::string& dir, const ParamTable& table, float* params);
+// Loads model.safetensors of the checkpoint in `dir` into params, checked against `meta`
+// (read_checkpoint_meta of dir) on the one read that loads it: a file whose size or CRC32C
+// differs is a corrupt error naming it.
+Status load_checkpoint_params(const std::string& dir, const CheckpointMeta& meta, const ParamTable& table,
+                              float* params);
+// Loads model.safetensors of a Hugging Face directory (no trainer.json to check it against).
+Status load_hf_params(const std::string& dir, const ParamTable& table, float* params);
 // Ok when the checkpoint in `dir` (its meta already read) recorded the parameter layout of
 // `table`, so that its optimizer state fits; otherwise an error naming DIR/trainer.json that
 // says how to start from its weights instead.
 Status check_param_layout(const std::string& dir, const CheckpointMeta& meta, const ParamTable& table);
 // Loads the optimizer state into state, m and v (elements floats each), from either layout;
-// each file is verified against `meta` (read_checkpoint_meta of the same dir) before it is read.
+// each file is checked against `meta` (read_checkpoint_meta of the same dir) as it is read.
 Status load_checkpoint_optimizer(const std::string& dir, const CheckpointMeta& meta, size_t elements,
                                  OptimizerState* state, float* m, float* v);
 // Loads the moments of flat elements [begin, end) (of `elements` in all) into m and v
 // (end-begin floats each) and the scalars into state, from optimizer.state or from the slice
 // files of a sharded checkpoint written on any rank count: the manifest and the slices that
 // overlap [begin, end) (for an empty range, the first non-empty slice, for the scalars), each
-// verified against `meta` first.
+// checked against `meta` as it is read.
 Status load_checkpoint_optimizer_range(const std::string& dir, const CheckpointMeta& meta, size_t elements,
                                        size_t begin, size_t end, OptimizerState* state, float* m, float* v);
 

@@ -15,6 +15,9 @@
 
 namespace lansbert {
 
+// Collective: rank 0's *text replaces every other rank's (any length).
+void broadcast_text(Communicator& comm, std::string* text);
+
 // The leaves (dotted paths; array elements as path[i]) where `mine` and `theirs` differ, as
 // "PATH is MINE here, THEIRS on rank 0" ("absent" for a missing leaf), at most `limit` of them
 // in path order.

@@ -1,18 +1,68 @@
-// A checkpoint's optimizer files: loading the state, from optimizer.state (replicated) or the
-// manifest and the slice files of sharded state written on any rank count, cut to the range a
-// rank holds; each file is checked against trainer.json just before it is read, so a rank
-// reads and checks only what it loads. And the check of a whole checkpoint (lansbert verify).
+// Reading a checkpoint's files. Each file a reader loads is checked against trainer.json on
+// the one read that loads it: its size before, its CRC32C over the bytes the loader is handed.
+// The optimizer state comes from optimizer.state (replicated) or from the manifest and the
+// slice files of sharded state written on any rank count, cut to the range a rank holds, so a
+// rank reads and checks only what it loads. And the check of a whole checkpoint (lansbert
+// verify), which reads every file.
 #include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/file_io.h"
+#include "lansbert/data/crc32c.h"
+#include "lansbert/model/safetensors.h"
 #include "lansbert/train/checkpoint.h"
 
 namespace lansbert {
 namespace fs = std::filesystem;
 namespace {
+
+std::string meta_path(const std::string& dir) { return (fs::path(dir) / checkpoint_file::kMeta).string(); }
+
+Status not_listed(const std::string& dir, const std::string& name) {
+  return Status::corrupt((fs::path(dir) / name).string() + ": not listed in " + meta_path(dir) +
+                         ", so it cannot be checked (the checkpoint was altered)");
+}
+
+Status differs(const std::string& dir, const std::string& name) {
+  return Status::corrupt((fs::path(dir) / name).string() + ": size or CRC32C differs from " + meta_path(dir) +
+                         " (the file is damaged or was replaced)");
+}
+
+// In pieces of 8 MiB: the optimizer state of bert-large is 2.7 GB, and eight ranks of a node
+// each holding a copy just to checksum it would be 21 GB of host memory.
+Status file_digest(const std::string& path, FileDigest* out) {
+  FileDigest d;
+  const BytesSeen add = digest_into(&d);
+  size_t bytes = 0;
+  LB_RETURN_IF_ERROR(read_file_in_chunks(path, size_t(8) << 20, [&](const char* p, size_t n) { add(p, n); }, &bytes));
+  *out = d;
+  return Status::ok();
+}
+
+// Loads DIR/name with `load`, which reads the file once front to back and hands what it reads
+// to the BytesSeen it is given: the file's size is checked against trainer.json first (a
+// cheap stat), its CRC32C over those bytes after. A load that fails on a damaged file, or
+// reads bytes that differ, is reported as the damage (the whole file is then read again for
+// the check, on this failure path only), not as the parse error the damage led to.
+Status load_checked(const std::string& dir, const CheckpointMeta& meta, const std::string& name,
+                    const std::function<Status(const BytesSeen&)>& load) {
+  const auto want = meta.files.find(name);
+  if (want == meta.files.end()) return not_listed(dir, name);
+  const fs::path path = fs::path(dir) / name;
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec)
+    return ec == std::errc::no_such_file_or_directory ? Status::not_found(path.string() + ": no such file")
+                                                      : Status::io_error(path.string() + ": " + ec.message());
+  if (size != want->second.bytes) return differs(dir, name);
+  FileDigest got;
+  const Status st = load(digest_into(&got));
+  if (st.is_ok() && got.bytes == want->second.bytes && got.crc32c == want->second.crc32c) return Status::ok();
+  LB_RETURN_IF_ERROR(verify_checkpoint_file(dir, meta, name));
+  return st.is_ok() ? differs(dir, name) : st;  // changed between the two reads, or a bug of the loader
+}
 
 // One slice of sharded state as the manifest lists it: flat elements [begin, end) in `file`.
 struct Slice {
@@ -62,13 +112,20 @@ std::vector<const Slice*> slices_to_read(const std::vector<Slice>& slices, size_
   return out;
 }
 
+// Loads DIR/name, a state file of `elements` moments each, checked on its one read.
+Status load_state_checked(const std::string& dir, const CheckpointMeta& meta, const std::string& name,
+                          OptimizerState* state, float* m, float* v, size_t elements) {
+  const std::string path = (fs::path(dir) / name).string();
+  return load_checked(dir, meta, name,
+                      [&](const BytesSeen& seen) { return load_state(path, state, m, v, elements, seen); });
+}
+
 Status load_replicated(const std::string& dir, const CheckpointMeta& meta, size_t elements, size_t begin,
                        size_t end, OptimizerState* state, float* m, float* v) {
-  LB_RETURN_IF_ERROR(verify_checkpoint_file(dir, meta, checkpoint_file::kOptimizer));
-  const std::string path = (fs::path(dir) / checkpoint_file::kOptimizer).string();
-  if (begin == 0 && end == elements) return load_state(path, state, m, v, elements);
+  const char* name = checkpoint_file::kOptimizer;
+  if (begin == 0 && end == elements) return load_state_checked(dir, meta, name, state, m, v, elements);
   std::vector<float> fm(elements), fv(elements);
-  LB_RETURN_IF_ERROR(load_state(path, state, fm.data(), fv.data(), elements));
+  LB_RETURN_IF_ERROR(load_state_checked(dir, meta, name, state, fm.data(), fv.data(), elements));
   std::copy(fm.begin() + begin, fm.begin() + end, m);
   std::copy(fv.begin() + begin, fv.begin() + end, v);
   return Status::ok();
@@ -83,8 +140,7 @@ Status verify_whole_checkpoint(const std::string& dir, CheckpointInventory* out)
   inv.step = meta.step;
   inv.world = meta.world;
   for (const auto& [name, digest] : meta.files) {
-    if (name != checkpoint_file::kModel)  // read_checkpoint_meta checked it
-      LB_RETURN_IF_ERROR(verify_checkpoint_file(dir, meta, name));
+    LB_RETURN_IF_ERROR(verify_checkpoint_file(dir, meta, name));
     ++inv.files;
     inv.bytes += digest.bytes;
   }
@@ -120,11 +176,10 @@ Status load_checkpoint_optimizer_range(const std::string& dir, const CheckpointM
   std::vector<float> sm, sv;
   bool have_state = false;
   for (const Slice* p : slices_to_read(slices, begin, end)) {
-    LB_RETURN_IF_ERROR(verify_checkpoint_file(dir, meta, p->file));
     sm.resize(p->end - p->begin);
     sv.resize(p->end - p->begin);
     OptimizerState st;
-    LB_RETURN_IF_ERROR(load_state((fs::path(dir) / p->file).string(), &st, sm.data(), sv.data(), p->end - p->begin));
+    LB_RETURN_IF_ERROR(load_state_checked(dir, meta, p->file, &st, sm.data(), sv.data(), p->end - p->begin));
     if (!have_state) *state = st;
     have_state = true;
     const size_t lo = std::max(begin, p->begin), hi = std::min(end, p->end);
@@ -133,6 +188,34 @@ Status load_checkpoint_optimizer_range(const std::string& dir, const CheckpointM
     std::copy(sv.begin() + (lo - p->begin), sv.begin() + (hi - p->begin), v + (lo - begin));
   }
   return Status::ok();
+}
+
+Status verify_checkpoint_file(const std::string& dir, const CheckpointMeta& meta, const std::string& name) {
+  const auto want = meta.files.find(name);
+  if (want == meta.files.end()) return not_listed(dir, name);
+  FileDigest got;
+  LB_RETURN_IF_ERROR(file_digest((fs::path(dir) / name).string(), &got));
+  if (got.bytes != want->second.bytes || got.crc32c != want->second.crc32c) return differs(dir, name);
+  return Status::ok();
+}
+
+Status load_checkpoint_params(const std::string& dir, const CheckpointMeta& meta, const ParamTable& table,
+                              float* params) {
+  const std::string path = (fs::path(dir) / checkpoint_file::kModel).string();
+  SafetensorsFile file;
+  LB_RETURN_IF_ERROR(load_checked(dir, meta, checkpoint_file::kModel, [&](const BytesSeen& seen) {
+    std::string bytes;
+    LB_RETURN_IF_ERROR(read_file(path, &bytes));
+    seen(bytes.data(), bytes.size());
+    return parse_safetensors(std::move(bytes), path, &file);
+  }));
+  return load_params(file, table, params);
+}
+
+Status load_hf_params(const std::string& dir, const ParamTable& table, float* params) {
+  SafetensorsFile file;
+  LB_RETURN_IF_ERROR(read_safetensors((fs::path(dir) / checkpoint_file::kModel).string(), &file));
+  return load_params(file, table, params);
 }
 
 }  // namespace lansbert
