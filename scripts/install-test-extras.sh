@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # Best-effort install of the Python references some tests compare against: Debian's
-# python3-torch and python3-pip, and Hugging Face transformers from PyPI into Debian's Python
-# (the export test loads our export with BertForPreTraining). Failure is not an error: those
-# tests then report themselves skipped with the reason.
+# python3-torch and python3-pip, and from PyPI into Debian's Python Hugging Face transformers
+# (the export test loads our export with BertForPreTraining) and TensorBoard (the tensorboard
+# test reads lansbert's event files with it). Failure is not an error: those tests then report
+# themselves skipped with the reason.
 set -uo pipefail
 py=/usr/bin/python3
-if "$py" -c 'import torch, transformers' 2>/dev/null; then
-  echo "install-test-extras: torch and transformers present"
-  exit 0
-fi
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+install_tensorboard() {
+  "$py" -c 'import tensorboard' 2>/dev/null && return
+  timeout 600 $SUDO "$py" -m pip install -q --break-system-packages "tensorboard==2.21.0" "numpy<2" \
+    || echo "install-test-extras: pip could not install tensorboard (the tensorboard test will skip)"
+}
+if "$py" -c 'import torch, transformers' 2>/dev/null; then
+  echo "install-test-extras: torch and transformers present"
+  install_tensorboard
+  exit 0
+fi
 export DEBIAN_FRONTEND=noninteractive
 if ! "$py" -c 'import torch' 2>/dev/null || ! "$py" -m pip --version >/dev/null 2>&1; then
   timeout 900 $SUDO apt-get install -y -qq --no-install-recommends python3-torch python3-pip python3-numpy \
@@ -21,4 +28,5 @@ fi
 # break Debian's torch and matplotlib (the quickstart's plot) in this same Python.
 timeout 600 $SUDO "$py" -m pip install -q --break-system-packages "transformers==4.40.2" "numpy<2" \
   || echo "install-test-extras: pip could not install transformers (the export test will skip)"
+install_tensorboard
 exit 0

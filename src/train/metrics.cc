@@ -69,7 +69,27 @@ Status MetricsLog::write(const MetricsRecord& r) {
       {"share", {{"data", r.t_data}, {"compute", r.t_compute}, {"allreduce", r.t_allreduce},
                  {"optimizer", r.t_optimizer}, {"other", r.t_other}}}};
   if (r.mfu > 0) j["mfu"] = r.mfu;
-  return append(j.dump() + "\n");
+  LB_RETURN_IF_ERROR(append(j.dump() + "\n"));
+  TaggedScalars scalars = {
+      {"train/loss", r.loss},
+      {"train/mlm_loss", r.mlm_loss},
+      {"train/nsp_loss", r.nsp_loss},
+      {"train/mlm_accuracy", r.mlm_accuracy},
+      {"train/nsp_accuracy", r.nsp_accuracy},
+      {"train/lr", r.lr},
+      {"train/grad_norm", r.grad_norm},
+      {"train/loss_scale", r.loss_scale},
+      {"train/skipped_steps", double(r.skipped)},
+      {"speed/sequences_per_s", r.seq_per_s},
+      {"speed/tokens_per_s", r.tokens_per_s},
+      {"speed/tflops", r.tflops},
+      {"time_share/data", r.t_data},
+      {"time_share/compute", r.t_compute},
+      {"time_share/allreduce", r.t_allreduce},
+      {"time_share/optimizer", r.t_optimizer},
+      {"time_share/other", r.t_other}};
+  if (r.mfu > 0) scalars.emplace_back("speed/mfu", r.mfu);
+  return events_.write(r.step, scalars);
 }
 
 Status MetricsLog::write_eval(int64_t step, int64_t total_steps, const EvalResult& r, double seconds) {
@@ -87,7 +107,12 @@ Status MetricsLog::write_eval(int64_t step, int64_t total_steps, const EvalResul
       {"loss", loss},             {"mlm_loss", r.mlm_loss}, {"mlm_accuracy", r.mlm_accuracy},
       {"nsp_loss", r.nsp_loss},   {"nsp_accuracy", r.nsp_accuracy},
       {"sequences", r.sequences}, {"seconds", seconds}};
-  return append(j.dump() + "\n");
+  LB_RETURN_IF_ERROR(append(j.dump() + "\n"));
+  return events_.write(step, {{"eval/loss", loss},
+                              {"eval/mlm_loss", r.mlm_loss},
+                              {"eval/mlm_accuracy", r.mlm_accuracy},
+                              {"eval/nsp_loss", r.nsp_loss},
+                              {"eval/nsp_accuracy", r.nsp_accuracy}});
 }
 
 Status MetricsLog::append(const std::string& line) {

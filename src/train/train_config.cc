@@ -304,7 +304,9 @@ std::string config_to_json(const TrainConfig& c, int indent) {
                     {"max_consecutive_skips", l.max_consecutive_skips}};
   j["checkpoint"] = {{"dir", c.checkpoint.dir}, {"every_steps", c.checkpoint.every_steps},
                      {"every_minutes", c.checkpoint.every_minutes}, {"keep_last", c.checkpoint.keep_last}};
-  j["logging"] = {{"every_steps", c.logging.every_steps}, {"metrics_file", c.logging.metrics_file}};
+  j["logging"] = {{"every_steps", c.logging.every_steps},
+                  {"metrics_file", c.logging.metrics_file},
+                  {"tensorboard_dir", c.logging.tensorboard_dir}};
   j["evaluation"] = {{"every_steps", c.evaluation.every_steps}, {"max_sequences", c.evaluation.max_sequences}};
   j["distributed"] = {{"bucket_mb", c.distributed.bucket_mb},
                       {"reduction_order", c.distributed.reduction_order},

@@ -30,7 +30,7 @@ double now_s() {
 Status Run::check_outputs() {
   // Rank 0 writes both (and its creation probes must not race another rank's).
   const Status st = rank0() ? lock_and_check_outputs() : Status::ok();
-  return agree_across_ranks(comm, st, "checking checkpoint.dir and logging.metrics_file", &Status::invalid_argument);
+  return agree_across_ranks(comm, st, "checking checkpoint.dir and the logging outputs", &Status::invalid_argument);
 }
 
 // A checkpoint.dir that exists is locked before its checkpoints are looked at, so that a run
@@ -51,6 +51,8 @@ Status Run::lock_and_check_outputs() {
     LB_RETURN_IF_ERROR(check_checkpoint_root(dir, resumed));
     if (!cfg.metrics_path().empty())
       LB_RETURN_IF_ERROR(check_can_create(cfg.metrics_path(), PathKind::kFile, "logging.metrics_file"));
+    if (!cfg.logging.tensorboard_dir.empty())
+      LB_RETURN_IF_ERROR(check_can_create(cfg.logging.tensorboard_dir, PathKind::kDirectory, "logging.tensorboard_dir"));
     return Status::ok();
   };
   LB_RETURN_IF_ERROR(check_can_create(dir, PathKind::kDirectory, "checkpoint.dir"));
@@ -86,7 +88,7 @@ Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds, Status* lo
   ++result->evaluations;
   *seconds = now_s() - t0;
   *logged = agree_across_ranks(comm, log.write_eval(step, total, result->eval, *seconds),
-                               "writing logging.metrics_file", &Status::io_error);
+                               "writing the metrics", &Status::io_error);
   return Status::ok();
 }
 
@@ -106,7 +108,8 @@ Status Run::stop_after_checkpoint(const Status& failed, const std::string& fix) 
               result->checkpoint + "): " + fix + " and continue with --resume latest");
 }
 
-constexpr const char* kMetricsFix = "make room for logging.metrics_file (or point it elsewhere)";
+constexpr const char* kMetricsFix =
+    "make room for the file it names (logging.metrics_file or logging.tensorboard_dir), or point it elsewhere";
 
 Status Run::loop() {
   first_step = step;
@@ -117,7 +120,8 @@ Status Run::loop() {
   // (every rank is taken to hold the same model as rank 0).
   const DevicePeak* peak = device ? find_device_peak(device->description()) : nullptr;
   const double peak_tflops = peak ? peak_tflops_for(*peak, cfg.gemm_math()) * comm.world() : 0;
-  MetricsLog log(rank0() ? opts.log : nullptr, rank0() ? cfg.metrics_path() : "");
+  MetricsLog log(rank0() ? opts.log : nullptr, rank0() ? cfg.metrics_path() : "",
+                 rank0() ? cfg.logging.tensorboard_dir : "", step + 1);
   MetricsWindow win;
   Batch batch;
   MicroBatchInfo info;
@@ -198,7 +202,7 @@ Status Run::loop() {
       rec.t_allreduce = w_allreduce / dt;
       rec.t_optimizer = w_opt / dt;
       rec.t_other = std::max(0.0, 1 - rec.t_data - rec.t_compute - rec.t_allreduce - rec.t_optimizer);
-      const Status logged = agree_across_ranks(comm, log.write(rec), "writing logging.metrics_file", &Status::io_error);
+      const Status logged = agree_across_ranks(comm, log.write(rec), "writing the metrics", &Status::io_error);
       if (!logged.is_ok()) return stop_after_checkpoint(logged, kMetricsFix);
       if (first_window) result->first_loss = rec.loss;
       first_window = false;

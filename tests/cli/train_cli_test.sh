@@ -57,13 +57,16 @@ printf 'model:\n  preset: bert-tiny\nbatch:\n  micro_batch: many\n' > "$tmp/bad.
 expect_error 2 "bad.yaml:4:16: batch.micro_batch: expected an integer" train --config "$tmp/bad.yaml"
 # Output paths are checked before the first step: a new run never lands in a used
 # checkpoint.dir (it would have replaced or skipped checkpoints and moved `latest`), and a
-# checkpoint.dir or metrics file that cannot be written fails at once, creating nothing.
+# checkpoint.dir, metrics file or TensorBoard directory that cannot be written fails at once,
+# creating nothing.
 expect_error 2 "holds step-000000002 of an earlier run; continue it with --resume latest" \
   train --config "$tmp/good.yaml" --stop-at-step 1
 expect_error 2 "checkpoint.dir: $tmp/good.yaml exists and is not a directory" \
   train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/good.yaml"
 expect_error 2 "logging.metrics_file: $tmp/data exists and is not a regular file" \
   train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/fresh/ck" --set "logging.metrics_file=$tmp/data"
+expect_error 2 "logging.tensorboard_dir: $tmp/good.yaml exists and is not a directory" \
+  train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/fresh/ck" --set "logging.tensorboard_dir=$tmp/good.yaml"
 expect_error 5 "checkpoint.dir: /proc/lansbert-test/ck: cannot be created in /proc" \
   train --config "$tmp/good.yaml" --set "checkpoint.dir=/proc/lansbert-test/ck"
 # A damaged data.eval record is found before training, not after the last step.

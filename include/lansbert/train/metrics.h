@@ -1,6 +1,7 @@
 // Metrics of the training loop: per-window sums that are all-reduced over ranks, and the
-// rank-0 output: one console line per window and one JSON object per line in the metrics
-// file (appended, so a resumed run continues the same file).
+// rank-0 output: one console line per window, one JSON object per line in the metrics file
+// (appended, so a resumed run continues the same file) and, with logging.tensorboard_dir, the
+// same values as TensorBoard scalars (tensorboard_events.h).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "lansbert/dist/communicator.h"
 #include "lansbert/model/bert_model.h"
 #include "lansbert/train/evaluate.h"
+#include "lansbert/train/tensorboard_events.h"
 
 namespace lansbert {
 
@@ -42,9 +44,11 @@ struct MetricsRecord {
 
 class MetricsLog {
  public:
-  // path "" writes no file. Opening happens on the first write, so a run that fails
-  // before its first step creates nothing.
-  MetricsLog(FILE* console, std::string path) : console_(console), path_(std::move(path)) {}
+  // path "" writes no file, tensorboard_dir "" no event file. Opening happens on the first
+  // write, so a run that fails before its first step creates nothing. first_step: the first
+  // step this run logs (the resumed step + 1).
+  MetricsLog(FILE* console, std::string path, std::string tensorboard_dir = "", int64_t first_step = 1)
+      : console_(console), path_(std::move(path)), events_(std::move(tensorboard_dir), first_step) {}
   ~MetricsLog();
   Status write(const MetricsRecord& r);
   // A held-out evaluation after `step`: a console line and {"type": "eval", ...}.
@@ -56,6 +60,7 @@ class MetricsLog {
   FILE* console_;
   std::string path_;
   FILE* file_ = nullptr;
+  EventFile events_;
 };
 
 // "1h02m" / "3m05s" / "12s".

@@ -85,6 +85,7 @@ struct CheckpointSection {
 struct LoggingSection {
   int64_t every_steps = 10;
   std::string metrics_file;  // default <checkpoint.dir>/metrics.jsonl; "-" for none
+  std::string tensorboard_dir;  // TensorBoard event files of the same records; "" for none
 };
 
 // Held-out evaluation during training, on data.eval (statically masked shards with the
