@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "lansbert/core/check.h"
-#include "lansbert/data/crc32c.h"
+#include "lansbert/core/crc32c.h"
 #include "lansbert/data/hdf5_shard.h"
 
 namespace lansbert {

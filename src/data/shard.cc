@@ -16,7 +16,7 @@
 #include <filesystem>
 
 #include "lansbert/core/check.h"
-#include "lansbert/data/crc32c.h"
+#include "lansbert/core/crc32c.h"
 
 namespace lansbert {
 namespace {

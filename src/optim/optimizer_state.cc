@@ -1,6 +1,9 @@
 // OptimizerState serialisation: the scalars as JSON (for checkpoint metadata) and one
 // self-checking file holding the scalars with both moment buffers. The file is written to a
 // temporary name, flushed, fsynced and renamed, so a crash never leaves a torn state file.
+// Version 2 ends with a CRC32C (SSE4.2 computes it at several GB/s); version 1 files, which
+// end with an FNV-1a 64 (a multiply per byte: about 1 GB/s, 2.7 s for bert-large's moments on
+// every save and load), are still read.
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,32 +14,45 @@
 #include <string>
 #include <vector>
 
+#include "lansbert/core/crc32c.h"
 #include "lansbert/optim/updater.h"
 
 namespace lansbert {
 namespace {
 
 constexpr char kMagic[8] = {'L', 'B', 'O', 'P', 'T', 'S', 'T', '\0'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;        // written
+constexpr uint32_t kOldestVersion = 1;  // read
 
-// FNV-1a 64, fed incrementally.
-struct Fnv64 {
-  uint64_t h = 1469598103934665603ull;
+// The file's checksum of everything before it, fed incrementally: FNV-1a 64 in version 1,
+// CRC32C from version 2 on.
+struct Checksum {
+  uint32_t version = kVersion;
+  uint64_t fnv = 1469598103934665603ull;
+  uint32_t crc = 0;
   void add(const void* p, size_t n) {
+    if (version >= 2) {
+      crc = crc32c(p, n, crc);
+      return;
+    }
     const auto* b = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    for (size_t i = 0; i < n; ++i) fnv = (fnv ^ b[i]) * 1099511628211ull;
   }
+  // The trailer's bytes: 8 in version 1, 4 after.
+  size_t size() const { return version >= 2 ? sizeof crc : sizeof fnv; }
+  void* data() { return version >= 2 ? static_cast<void*>(&crc) : &fnv; }
+  const void* data() const { return version >= 2 ? static_cast<const void*>(&crc) : &fnv; }
 };
 
 // Reads n bytes and feeds the checksum and `seen`; false at end of file.
-bool read_all(std::FILE* f, void* p, size_t n, Fnv64* sum, const BytesSeen& seen) {
+bool read_all(std::FILE* f, void* p, size_t n, Checksum* sum, const BytesSeen& seen) {
   if (std::fread(p, 1, n, f) != n) return false;
   if (sum) sum->add(p, n);
   if (seen) seen(p, n);
   return true;
 }
 
-bool write_all(std::FILE* f, const void* p, size_t n, Fnv64* sum, const BytesSeen& seen) {
+bool write_all(std::FILE* f, const void* p, size_t n, Checksum* sum, const BytesSeen& seen) {
   if (sum) sum->add(p, n);
   if (seen) seen(p, n);
   return std::fwrite(p, 1, n, f) == n;
@@ -89,13 +105,13 @@ Status save_state(const std::string& path, const OptimizerState& state, const fl
   const std::string json = state_to_json(state);
   const uint32_t json_len = static_cast<uint32_t>(json.size());
   const uint64_t n = elements;
-  Fnv64 sum;
-  const auto write = [&](const void* p, size_t n, Fnv64* fnv) { return write_all(f, p, n, fnv, written); };
+  Checksum sum;
+  const auto write = [&](const void* p, size_t n, Checksum* c) { return write_all(f, p, n, c, written); };
   bool ok = write(kMagic, sizeof(kMagic), &sum) && write(&kVersion, sizeof(kVersion), &sum) &&
             write(&json_len, sizeof(json_len), &sum) && write(json.data(), json.size(), &sum) &&
             write(&n, sizeof(n), &sum) && write(m, elements * sizeof(float), &sum) &&
             write(v, elements * sizeof(float), &sum);
-  ok = ok && write(&sum.h, sizeof(sum.h), nullptr);
+  ok = ok && write(sum.data(), sum.size(), nullptr);
   ok = ok && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
   // The cause of the first failure (a full disk, a quota), before fclose can change errno.
   std::string why = ok ? "" : std::strerror(errno);
@@ -116,34 +132,39 @@ Status load_state(const std::string& path, OptimizerState* state, float* m, floa
                   size_t elements, const BytesSeen& seen) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return Status::not_found(path + ": cannot open optimizer state");
-  Fnv64 sum;
-  char magic[8];
-  uint32_t version = 0, json_len = 0;
-  uint64_t n = 0, stored = 0;
   std::string json;
-  Status s = Status::ok();
-  const auto read = [&](void* p, size_t n, Fnv64* fnv) { return read_all(f, p, n, fnv, seen); };
-  if (!read(magic, sizeof(magic), &sum) || std::memcmp(magic, kMagic, 8) != 0) {
-    s = Status::corrupt(path + ": not an optimizer state file (bad magic)");
-  } else if (!read(&version, sizeof(version), &sum) || version != kVersion) {
-    s = Status::corrupt(path + ": unsupported optimizer state version " + std::to_string(version));
-  } else if (!read(&json_len, sizeof(json_len), &sum) || json_len > (1u << 20)) {
-    s = Status::corrupt(path + ": bad scalar block length");
-  } else {
+  const auto parse = [&]() -> Status {
+    const auto read = [&](void* p, size_t n, Checksum* c) { return read_all(f, p, n, c, seen); };
+    char magic[8];
+    uint32_t version = 0, json_len = 0;
+    uint64_t n = 0;
+    if (!read(magic, sizeof(magic), nullptr) || std::memcmp(magic, kMagic, 8) != 0)
+      return Status::corrupt(path + ": not an optimizer state file (bad magic)");
+    if (!read(&version, sizeof(version), nullptr) || version < kOldestVersion || version > kVersion)
+      return Status::corrupt(path + ": unsupported optimizer state version " + std::to_string(version) +
+                             " (this build reads versions " + std::to_string(kOldestVersion) + " to " +
+                             std::to_string(kVersion) + ")");
+    // Only now is the checksum's kind known; it covers the magic and version too.
+    Checksum sum;
+    sum.version = version;
+    sum.add(magic, sizeof(magic));
+    sum.add(&version, sizeof(version));
+    if (!read(&json_len, sizeof(json_len), &sum) || json_len > (1u << 20))
+      return Status::corrupt(path + ": bad scalar block length");
     json.resize(json_len);
-    if (!read(json.data(), json_len, &sum) || !read(&n, sizeof(n), &sum)) {
-      s = Status::corrupt(path + ": truncated header");
-    } else if (n != elements) {
-      s = Status::corrupt(path + ": holds " + std::to_string(n) +
-                          " moment elements, the model has " + std::to_string(elements));
-    } else if (!read(m, elements * sizeof(float), &sum) ||
-               !read(v, elements * sizeof(float), &sum) ||
-               !read(&stored, sizeof(stored), nullptr)) {
-      s = Status::corrupt(path + ": truncated moments");
-    } else if (stored != sum.h) {
-      s = Status::corrupt(path + ": checksum mismatch");
-    }
-  }
+    if (!read(json.data(), json_len, &sum) || !read(&n, sizeof(n), &sum))
+      return Status::corrupt(path + ": truncated header");
+    if (n != elements)
+      return Status::corrupt(path + ": holds " + std::to_string(n) + " moment elements, the model has " +
+                             std::to_string(elements));
+    Checksum stored = sum;  // of the same kind: the file's trailer is read into it
+    if (!read(m, elements * sizeof(float), &sum) || !read(v, elements * sizeof(float), &sum) ||
+        !read(stored.data(), stored.size(), nullptr))
+      return Status::corrupt(path + ": truncated moments");
+    if (std::memcmp(stored.data(), sum.data(), sum.size()) != 0) return Status::corrupt(path + ": checksum mismatch");
+    return Status::ok();
+  };
+  const Status s = parse();
   std::fclose(f);
   if (!s.is_ok()) return s;
   return state_from_json(json, state);

@@ -15,7 +15,7 @@
 
 #include "lansbert/core/byte_text.h"
 #include "lansbert/core/file_io.h"
-#include "lansbert/data/crc32c.h"
+#include "lansbert/core/crc32c.h"
 #include "lansbert/model/safetensors.h"
 
 namespace lansbert {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/file_io.h"
-#include "lansbert/data/crc32c.h"
+#include "lansbert/core/crc32c.h"
 #include "lansbert/model/safetensors.h"
 #include "lansbert/train/checkpoint.h"
 

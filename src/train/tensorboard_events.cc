@@ -10,7 +10,7 @@
 
 #include "lansbert/core/file_io.h"
 #include "lansbert/core/host_name.h"
-#include "lansbert/data/crc32c.h"
+#include "lansbert/core/crc32c.h"
 
 namespace lansbert {
 namespace {

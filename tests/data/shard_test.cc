@@ -12,7 +12,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "lansbert/data/crc32c.h"
+#include "lansbert/core/crc32c.h"
 #include "lansbert/data/dataset.h"
 #include "test_util.h"
 

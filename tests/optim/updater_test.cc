@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 
 #include "optim_test_util.h"
@@ -155,6 +156,49 @@ TEST(Updater, StateFileRejectsCorruptionAndMismatch) {
   std::remove(path.c_str());
   auto u = updater(config("lamb", LossScaleMode::kNone));
   EXPECT_FALSE(u->set_state(s).is_ok());  // state written by lans
+}
+
+// Version 1 files (checkpoints written before the CRC32C) end with an FNV-1a 64 and are still
+// read; written here byte by byte as that version's writer did, the checksum computed apart.
+TEST(Updater, StateFileVersion1IsStillRead) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("lb_optim_v1_" + std::to_string(::getpid()))).string();
+  OptimizerState s;
+  s.optimizer = "lans";
+  s.step = 11;
+  const std::string json = state_to_json(s);
+  std::vector<float> m = {1.5f, -2.0f, 3.25f}, v = {0.5f, 0.25f, 0.125f};
+  std::string bytes("LBOPTST\0", 8);
+  auto put = [&](const void* p, size_t n) { bytes.append(static_cast<const char*>(p), n); };
+  const uint32_t version = 1, json_len = uint32_t(json.size());
+  const uint64_t n = m.size();
+  put(&version, 4);
+  put(&json_len, 4);
+  put(json.data(), json.size());
+  put(&n, 8);
+  put(m.data(), 12);
+  put(v.data(), 12);
+  uint64_t fnv = 1469598103934665603ull;
+  for (unsigned char c : bytes) fnv = (fnv ^ c) * 1099511628211ull;
+  put(&fnv, 8);
+  std::ofstream(path, std::ios::binary) << bytes;
+  OptimizerState r;
+  std::vector<float> rm(3), rv(3);
+  ASSERT_TRUE(load_state(path, &r, rm.data(), rv.data(), 3).is_ok());
+  EXPECT_EQ(r.step, 11);
+  EXPECT_EQ(rm, m);
+  EXPECT_EQ(rv, v);
+  bytes[bytes.size() - 20] ^= 0x10;  // a byte of v
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  const Status bad = load_state(path, &r, rm.data(), rv.data(), 3);
+  EXPECT_NE(bad.message().find("checksum mismatch"), std::string::npos) << bad.to_string();
+  // What this build writes is version 2, 4 bytes shorter (a CRC32C instead of the FNV).
+  ASSERT_TRUE(save_state(path, s, m.data(), v.data(), 3).is_ok());
+  EXPECT_EQ(std::filesystem::file_size(path), bytes.size() - 4);
+  std::ifstream written(path, std::ios::binary);
+  bytes = std::string(std::istreambuf_iterator<char>(written), {});
+  EXPECT_EQ(bytes[8], 2);
+  std::remove(path.c_str());
 }
 
 TEST(Updater, PhaseStartKeepsOrResetsMoments) {

@@ -150,7 +150,7 @@ Status load_weights(const Fixture& f, const CheckpointMeta& meta) {
   const Status st = load_checkpoint_params(f.dir, meta, f.table, p.data());
   if (!st.is_ok()) return st;
   for (const ParamEntry& e : f.table.entries())  // by tensor: the padding between them is not stored
-    for (int64_t i = 0; i < e.numel; ++i) EXPECT_EQ(p[e.offset + i], f.params[e.offset + i]) << e.name << " " << i;
+    for (size_t i = 0; i < size_t(e.numel); ++i) EXPECT_EQ(p[e.offset + i], f.params[e.offset + i]) << e.name << " " << i;
   return st;
 }
 

@@ -125,7 +125,8 @@ class Updater {
 };
 
 // One file: magic, version, the scalars as JSON, then m and v raw (little-endian fp32), then
-// an FNV-1a 64 checksum of everything before it. Written to path.tmp and renamed. `written`,
+// a CRC32C of everything before it (version 2; version 1 files, still read, end with an
+// FNV-1a 64 instead). Written to path.tmp and renamed. `written`,
 // when given, is handed every byte as it is written (a checkpoint takes the file's CRC32C
 // there instead of reading the file back).
 Status save_state(const std::string& path, const OptimizerState& state, const float* m,

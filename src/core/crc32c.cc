@@ -1,6 +1,6 @@
 // CRC32C: a hardware path (SSE4.2 crc32 instruction, chosen at run time so the binary still
 // runs on any x86-64) and a slicing-by-8 table path used elsewhere; both give the same value.
-#include "lansbert/data/crc32c.h"
+#include "lansbert/core/crc32c.h"
 
 #include <array>
 #include <cstring>

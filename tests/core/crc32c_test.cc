@@ -1,5 +1,5 @@
 // CRC32C against the published check value and across the hardware/table split points.
-#include "lansbert/data/crc32c.h"
+#include "lansbert/core/crc32c.h"
 
 #include <gtest/gtest.h>
 
