@@ -194,6 +194,7 @@ const std::vector<Field>& schema() {
       LB_F("checkpoint.every_steps", get_int(n, &c.checkpoint.every_steps)),
       LB_F("checkpoint.every_minutes", get_num(n, &c.checkpoint.every_minutes)),
       LB_F("checkpoint.keep_last", get_int(n, &c.checkpoint.keep_last)),
+      LB_F("checkpoint.async", get_bool(n, &c.checkpoint.async)),
       LB_F("logging.every_steps", get_int(n, &c.logging.every_steps)),
       LB_F("logging.metrics_file", get_str(n, &c.logging.metrics_file)),
       LB_F("logging.tensorboard_dir", get_str(n, &c.logging.tensorboard_dir)),

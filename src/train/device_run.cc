@@ -79,7 +79,7 @@ Status load_params_on_ranks(Communicator& comm, DeviceBackend* device, const std
 
 HostCopies::HostCopies(DeviceBackend* device, const float* dp, size_t n_params, const float* dm,
                        const float* dv, size_t n_state)
-    : params(dp), m(dm), v(dv) {
+    : params(dp), m(dm), v(dv), n_params_(n_params), n_state_(n_state) {
   if (!device) return;
   Allocator& a = device->allocator();
   p_.resize(n_params);
@@ -91,6 +91,16 @@ HostCopies::HostCopies(DeviceBackend* device, const float* dp, size_t n_params, 
   params = p_.data();
   m = m_.data();
   v = v_.data();
+}
+
+HostCopies::Owned HostCopies::take() {
+  if (p_.empty() && n_params_ > 0) {  // the host buffers themselves: copied
+    p_.assign(params, params + n_params_);
+    m_.assign(m, m + n_state_);
+    v_.assign(v, v + n_state_);
+  }
+  params = m = v = nullptr;
+  return {std::move(p_), std::move(m_), std::move(v_)};
 }
 
 }  // namespace lansbert

@@ -56,7 +56,16 @@ class HostCopies {
   const float* m = nullptr;
   const float* v = nullptr;
 
+  // The three as vectors of their own, for a writer that runs while the next steps change the
+  // buffers (checkpoint.async): the device's host copies moved out, or the host buffers
+  // copied. The pointers above are null afterwards.
+  struct Owned {
+    std::vector<float> params, m, v;
+  };
+  Owned take();
+
  private:
+  size_t n_params_, n_state_;
   std::vector<float> p_, m_, v_;
 };
 

@@ -132,6 +132,10 @@ Status TrainConfig::validate(int world, std::string* key) const {
   if (checkpoint.every_steps < 0) return bad(key, "checkpoint.every_steps", "must be >= 0");
   if (!(checkpoint.every_minutes >= 0)) return bad(key, "checkpoint.every_minutes", "must be >= 0");
   if (checkpoint.keep_last < 1) return bad(key, "checkpoint.keep_last", "must be >= 1");
+  if (checkpoint.async && distributed.shard_optimizer)
+    return bad(key, "checkpoint.async",
+               "needs replicated optimizer state (distributed.shard_optimizer: false): a sharded checkpoint is "
+               "written by every rank together, each its own slice");
   if (logging.every_steps <= 0) return bad(key, "logging.every_steps", "must be positive");
   if (evaluation.every_steps < 0) return bad(key, "evaluation.every_steps", "must be >= 0 (0: at the end only)");
   if (evaluation.every_steps > 0 && data.eval.empty())
@@ -303,7 +307,8 @@ std::string config_to_json(const TrainConfig& c, int indent) {
                     {"min_scale", l.min_scale},         {"hysteresis", l.hysteresis},
                     {"max_consecutive_skips", l.max_consecutive_skips}};
   j["checkpoint"] = {{"dir", c.checkpoint.dir}, {"every_steps", c.checkpoint.every_steps},
-                     {"every_minutes", c.checkpoint.every_minutes}, {"keep_last", c.checkpoint.keep_last}};
+                     {"every_minutes", c.checkpoint.every_minutes}, {"keep_last", c.checkpoint.keep_last},
+                     {"async", c.checkpoint.async}};
   j["logging"] = {{"every_steps", c.logging.every_steps},
                   {"metrics_file", c.logging.metrics_file},
                   {"tensorboard_dir", c.logging.tensorboard_dir}};

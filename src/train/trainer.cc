@@ -103,6 +103,8 @@ Status Run::stop_after_checkpoint(const Status& failed, const std::string& fix) 
   if (saved_step != step) {
     const Status saved = save(step == cfg.schedule.total_steps);
     if (!saved.is_ok()) return with("; and the " + saved.message());
+  } else if (const Status written = finish_checkpoint(); !written.is_ok()) {  // this step's, in the background
+    return with("; and the " + written.message());
   }
   return with("; the run stopped after step " + std::to_string(step) + " with its checkpoint written (" +
               result->checkpoint + "): " + fix + " and continue with --resume latest");
@@ -169,11 +171,14 @@ Status Run::loop() {
     ++step;
     if (opts.after_step) opts.after_step(step);
 
-    // Decisions every rank must agree on: stop (a signal) and a timed checkpoint.
-    double flags[2] = {double(stop_signal() != 0),
+    // Decisions every rank must agree on: stop (a signal), a timed checkpoint, and whether
+    // rank 0's checkpoint in the background has ended (its outcome is then taken at once).
+    double flags[3] = {double(stop_signal() != 0),
                        double(cfg.checkpoint.every_minutes > 0 &&
-                              now_s() - t_last_ckpt >= 60 * cfg.checkpoint.every_minutes)};
-    comm.all_reduce(flags, 2, ReduceOp::kMax);
+                              now_s() - t_last_ckpt >= 60 * cfg.checkpoint.every_minutes),
+                       double(writing && writing->finished())};
+    comm.all_reduce(flags, 3, ReduceOp::kMax);
+    if (flags[2] != 0) LB_RETURN_IF_ERROR(finish_checkpoint());
 
     if (step % cfg.logging.every_steps == 0 || step == stop_at || flags[0] != 0) {
       const double tl = now_s();
@@ -222,7 +227,10 @@ Status Run::loop() {
     // loses no training.
     const bool periodic = cfg.checkpoint.every_steps > 0 && step % cfg.checkpoint.every_steps == 0;
     if (periodic || flags[1] != 0 || flags[0] != 0 || step == stop_at) {
-      LB_RETURN_IF_ERROR(save(step == total));
+      // In the background (checkpoint.async) unless the run ends here: the last checkpoint is
+      // on disk when the run returns.
+      const bool ends = flags[0] != 0 || step == stop_at;
+      LB_RETURN_IF_ERROR(save(step == total, cfg.checkpoint.async && !ends));
       t_last_ckpt = now_s();
     }
     // Held-out evaluation: every evaluation.every_steps and when the run reaches its last
@@ -247,6 +255,7 @@ Status Run::loop() {
       break;
     }
   }
+  LB_RETURN_IF_ERROR(finish_checkpoint());
   if (step >= stop_at && result->checkpoint.empty()) LB_RETURN_IF_ERROR(save(step == total));
   result->step = step;
   result->total_steps = total;

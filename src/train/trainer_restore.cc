@@ -197,8 +197,30 @@ Status check_weights_finite(const ParamTable& table, const float* params) {
 }
 }  // namespace
 
-Status Run::save(bool final) {
+Status Run::finish_checkpoint() {
+  if (!cfg.checkpoint.async) return Status::ok();  // the same config on every rank: none waits
+  Status st;
+  std::string dir;
+  if (writing) {
+    st = writing->wait(&dir);
+    writing.reset();
+  }
+  st = agree_across_ranks(comm, st, "writing a checkpoint on rank 0", &Status::io_error);
+  const int64_t written = writing_step;
+  writing_step = -1;
+  if (written < 0) return Status::ok();
+  if (!st.is_ok())
+    return st.with_prefix("checkpoint of step " + std::to_string(written) + " not written in the background (" +
+                          (result->checkpoint.empty() ? std::string("no earlier one in this run")
+                                                      : "the last one, " + result->checkpoint + ", is intact") +
+                          "): ");
+  result->checkpoint = checkpoint_step_dir(cfg.checkpoint.dir, written);
+  return Status::ok();
+}
+
+Status Run::save(bool final, bool in_background) {
   const double t0 = now_s();
+  LB_RETURN_IF_ERROR(finish_checkpoint());  // one write at a time
   CheckpointMeta meta;
   meta.step = step;
   meta.micro_step = micro;
@@ -213,6 +235,18 @@ Status Run::save(bool final) {
   // on all the same, as every step a rank could fail alone.
   Status st = agree_across_ranks(comm, check_weights_finite(model->table(), h.params), "checking the weights",
                                  &Status::diverged);
+  if (st.is_ok() && in_background) {
+    if (rank0()) {
+      HostCopies::Owned copies = h.take();
+      writing = std::make_unique<BackgroundCheckpoint>(cfg.checkpoint.dir, meta, model->table(),
+                                                       std::move(copies.params), std::move(copies.m),
+                                                       std::move(copies.v), cfg.checkpoint.keep_last);
+    }
+    writing_step = step;
+    saved_step = step;
+    result->t_checkpoint += now_s() - t0;
+    return Status::ok();
+  }
   if (st.is_ok())
     st = dp->save(cfg.checkpoint.dir, meta, h.params, h.m, h.v, cfg.checkpoint.keep_last, final, &result->checkpoint);
   result->t_checkpoint += now_s() - t0;

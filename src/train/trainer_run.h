@@ -19,6 +19,7 @@
 #include "lansbert/train/device_backend.h"
 #include "lansbert/train/metrics.h"
 #include "lansbert/train/trainer.h"
+#include "background_checkpoint.h"
 
 namespace lansbert::trainer_detail {
 
@@ -61,6 +62,11 @@ struct Run {
   int64_t first_step = 0;   // where this run's loop started (0, or the resumed step)
   int64_t saved_step = -1;  // the step of this run's last checkpoint (set by save())
   DirLock checkpoint_lock;  // rank 0's, on checkpoint.dir, for the whole run (check_outputs)
+  // checkpoint.async: rank 0's checkpoint being written, null when none is (on every other
+  // rank always). Declared after the lock and the model: its destructor waits for the write
+  // while both are still there.
+  std::unique_ptr<BackgroundCheckpoint> writing;
+  int64_t writing_step = -1;  // every rank: the step of the checkpoint being written, or -1
 
   FlatBuffers flat() {
     FlatBuffers b{model->params(), model->grads(), m.data(), v.data()};
@@ -88,7 +94,13 @@ struct Run {
   Status lock_and_check_outputs();  // rank 0's part
   Status check_vocab_size(int64_t tokens, const std::string& source) const;
   Status init_from(const std::string& spec);
-  Status save(bool final);
+  // Writes the checkpoint of this step, after waiting for one still being written; with
+  // in_background (checkpoint.async) rank 0 writes it on a thread and the ranks go on.
+  Status save(bool final, bool in_background = false);
+  // Collective (with checkpoint.async; nothing otherwise): rank 0 waits for the checkpoint
+  // being written, if any; its outcome is agreed, and the written one becomes
+  // result->checkpoint on every rank.
+  Status finish_checkpoint();
   // One pass over data.eval (the first evaluation.max_sequences samples), split over the
   // ranks, reduced, logged by rank 0. Returns its wall time in *seconds.
   // Runs the held-out evaluation and logs it; *logged is the log write's status, agreed

@@ -276,6 +276,15 @@ rc=$?
 [[ $rc == 5 ]] && grep -q "optimizer.state.tmp: write failed: File too large" "$tmp/full.log" ||
   { echo "FAIL: a failed checkpoint write -> rc $rc: $(tail -2 "$tmp/full.log")"; fail=1; }
 compgen -G "$tmp/ckpt-full/.tmp-*" > /dev/null && { echo "FAIL: a failed checkpoint write left $(ls -a "$tmp/ckpt-full")"; fail=1; }
+# The same failure in the background (checkpoint.async): the run goes on until the write has
+# ended, then stops with exit 5 naming the step whose checkpoint was not written.
+(ulimit -f 400; exec "$lb" train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/ckpt-full-async" \
+  --set checkpoint.async=true --set checkpoint.every_steps=1 --stop-at-step 20) > "$tmp/afull.log" 2>&1
+rc=$?
+[[ $rc == 5 ]] &&
+  grep -q "checkpoint of step 1 not written in the background (no earlier one in this run): .*optimizer.state.tmp: write failed: File too large" "$tmp/afull.log" ||
+  { echo "FAIL: a failed checkpoint write in the background -> rc $rc: $(tail -2 "$tmp/afull.log")"; fail=1; }
+compgen -G "$tmp/ckpt-full-async/.tmp-*" > /dev/null && { echo "FAIL: a failed background write left $(ls -a "$tmp/ckpt-full-async")"; fail=1; }
 
 # A metrics line that cannot be written (the same limit, 200 KiB, reached by the metrics file
 # of a model whose checkpoint files stay under it) ends the run with exit 5, but after the

@@ -4,10 +4,11 @@
 # during backward, fixed reduction order, sharded in fixed order or with overlap_reduction
 # false: the reduce-scatter after backward; replicated without overlap; sharded with the
 # layers recomputed in the backward, and replicated with the attention recomputed:
-# batch.recompute), and a sharded 2-rank checkpoint resumes on 1 rank (replicated: the slices are
-# joined) and on 4 ranks (sharded: re-sliced) and ends where the uninterrupted 2-rank run
-# ends: same step, data position, micro-step count and parameters, as does a replicated 2-rank
-# resume whose rank 1 sees only trainer.json (rank 0 reads and sends the rest). Parameters are compared with compare_params
+# batch.recompute; replicated with checkpoint.async), and a sharded 2-rank checkpoint
+# resumes on 1 rank (replicated: the slices are joined) and on 4 ranks (sharded: re-sliced)
+# and ends where the uninterrupted 2-rank run ends: same step, data position, micro-step
+# count and parameters, as does a replicated 2-rank resume whose rank 1 sees only
+# trainer.json (rank 0 reads and sends the rest). Parameters are compared with compare_params
 # (relative 1e-6 for the whole model, 1e-5 per tensor; measured about 3e-8 and 3e-7 under
 # each OpenBLAS kernel; the attention key biases, whose true gradient is zero, are reported,
 # not compared: see compare_params.cc). The held-out evaluation at the end (90
@@ -49,7 +50,10 @@ train 2 r2after --set distributed.overlap_reduction=false
 train 2 s2after --set distributed.shard_optimizer=true --set distributed.overlap_reduction=false
 train 2 s2recompute --set distributed.shard_optimizer=true --set batch.recompute=layers
 train 2 r2attention --set batch.recompute=attention
-for run in r2 r4 r4fixed s2 s4 s2fixed r2after s2after s2recompute r2attention; do same r1 $run; done
+train 2 r2async --set checkpoint.async=true --set checkpoint.every_steps=2 --set checkpoint.keep_last=5
+for run in r2 r4 r4fixed s2 s4 s2fixed r2after s2after s2recompute r2attention r2async; do same r1 $run; done
+# Rank 0 wrote steps 2 and 4 in the background, as a synchronous writer would have.
+[[ $(ls "$tmp/r2async" | grep -c '^step-') == 3 ]] || { echo "FAIL: r2async: $(ls "$tmp/r2async")"; fail=1; }
 # "eval after step 6/6 | loss L | mlm_loss M | ... | 90 sequences in ...": L and M within 1e-4.
 evalline() { grep "eval after step 6/6" "$tmp/$1.log"; }
 for run in r1 r2 r4 s4; do

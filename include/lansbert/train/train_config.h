@@ -80,6 +80,9 @@ struct CheckpointSection {
   int64_t every_steps = 1000;   // 0: only at the end and on a signal
   double every_minutes = 0;     // 0: off
   int keep_last = 3;            // older step-* directories are removed after a save
+  // Rank 0 writes each replicated checkpoint but the last on a thread while training goes on
+  // (background_checkpoint.h); the ranks wait only for a copy of the weights and moments.
+  bool async = false;
 };
 
 struct LoggingSection {
