@@ -15,6 +15,7 @@
 #include "lansbert/core/file_io.h"
 #include "lansbert/dist/comm_bench.h"
 #include "lansbert/model/param_table.h"
+#include "lansbert/train/checkpoint.h"
 #include "lansbert/train/device_backend.h"
 #include "lansbert/train/evaluate.h"
 #include "train_run_util.h"
@@ -173,6 +174,26 @@ TEST_F(DevicePath, ResumeUploadsTheCheckpointAndContinuesExactly) {
   EXPECT_GE(uploaded, 3 * make_bert_param_table(mc).total_elements() * sizeof(float));
   for (const char* f : {"model.safetensors", "optimizer.state"})
     EXPECT_TRUE(same_file(a.checkpoint.dir + "/final/" + f, b.checkpoint.dir + "/final/" + f)) << f;
+}
+
+// checkpoint.async on a device: the copies come down from the device at the step boundary
+// and are written by rank 0's thread; the files equal the synchronous device run's.
+TEST_F(DevicePath, CheckpointsInTheBackgroundEqualTheSynchronousOnes) {
+  TrainConfig a = testing::tiny_config(data_, scratch("dev-sync"), 5);
+  a.backend = "cuda";
+  a.checkpoint.every_steps = 2;
+  a.checkpoint.keep_last = 5;
+  TrainConfig b = a;
+  b.checkpoint.dir = scratch("dev-async");
+  b.checkpoint.async = true;
+  TrainResult r;
+  ASSERT_TRUE(train(a, &r).is_ok());
+  ASSERT_TRUE(train(b, &r).is_ok());
+  for (const int64_t step : {2, 4, 5})
+    for (const char* f : {"model.safetensors", "optimizer.state"})
+      EXPECT_TRUE(same_file(checkpoint_step_dir(a.checkpoint.dir, step) + "/" + f,
+                            checkpoint_step_dir(b.checkpoint.dir, step) + "/" + f))
+          << step << " " << f;
 }
 
 // Phase 2 from a phase-1 device checkpoint (--init-from) equals the same on the CPU.
