@@ -76,6 +76,10 @@ void print_checkpoint_space(const TrainConfig& cfg, const TrainPlan& p) {
               cfg.distributed.shard_optimizer ? ", in one slice per rank" : "",
               known ? (byte_text(free_bytes) + " free there").c_str() : "free space unknown there");
   if (!warning.empty()) std::printf("  WARNING             : %s\n", warning.c_str());
+  if (cfg.checkpoint.async)  // the copies a background write works from (background_checkpoint.h)
+    std::printf("  checkpoint.async    : rank 0 holds copies of the weights and moments (about %s of host memory) "
+                "while it writes a checkpoint\n",
+                byte_text(p.checkpoint_bytes).c_str());
 }
 
 // --device-memory: the largest micro_batch whose plan fits `gib` on one device, for each

@@ -3,7 +3,8 @@
 # the plan, --world planning a cluster's job from one process (the shipped config fits the
 # paper's 1,536 ranks; micro_batch 8 is refused there by name), --device-memory's largest
 # micro_batch for each recomputation setting (and with the flash attention), --gpu's precision
-# check for a GPU model, the flags refused without --dry-run, and nothing written.
+# check for a GPU model, the host memory checkpoint.async holds (and its refusal with sharded
+# optimizer state), the flags refused without --dry-run, and nothing written.
 # Usage: dry_run_cli_test.sh LANSBERT SOURCE_DIR
 set -uo pipefail
 lb=$(realpath "$1"); src=$(realpath "$2")
@@ -27,6 +28,9 @@ out=$("$lb" train --config "$cfg" --dry-run) || { echo "FAIL: dry run exited $?"
 has "$out" "world size          : 1"
 has "$out" "micro-batch per rank: 11"
 has "$out" "data.train          : NOT READABLE here"
+has "$out" "checkpoint.async    : rank 0 holds copies of the weights and moments (about 4.03 GB of host memory)"
+expect_error 2 "checkpoint.async: needs replicated optimizer state" \
+  train --config "$cfg" --dry-run --set distributed.shard_optimizer=true
 out=$("$lb" train --config "$cfg" --dry-run --world 1536 --device-memory 32) || { echo "FAIL: --world 1536 exited $?"; fail=1; }
 has "$out" "world size          : 1536"
 has "$out" "accumulation        : 2 micro-batches per update"
