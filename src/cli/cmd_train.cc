@@ -166,8 +166,9 @@ Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
       const std::string eval_line = cfg.data.eval.empty() ? "" : describe_shards("data.eval", cfg.data.eval, hdf5);
       print_plan(cfg, plan);
       std::printf("%s%s", train_line.c_str(), eval_line.c_str());
-      std::printf("  checkpoints         : %s (metrics: %s)\n", cfg.checkpoint.dir.c_str(),
-                  cfg.metrics_path().empty() ? "none" : cfg.metrics_path().c_str());
+      std::printf("  checkpoints         : %s (metrics: %s; TensorBoard: %s)\n", cfg.checkpoint.dir.c_str(),
+                  cfg.metrics_path().empty() ? "none" : cfg.metrics_path().c_str(),
+                  cfg.logging.tensorboard_dir.empty() ? "none" : cfg.logging.tensorboard_dir.c_str());
       print_checkpoint_space(cfg, plan);
       std::printf("%s", gpu_lines.c_str());
       if (a.device_memory > 0) print_fitting_micro_batch(cfg, world, a.device_memory);

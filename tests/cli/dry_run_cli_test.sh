@@ -28,6 +28,7 @@ out=$("$lb" train --config "$cfg" --dry-run) || { echo "FAIL: dry run exited $?"
 has "$out" "world size          : 1"
 has "$out" "micro-batch per rank: 11"
 has "$out" "data.train          : NOT READABLE here"
+has "$out" "checkpoints         : ckpt/bert-large-phase2 (metrics: ckpt/bert-large-phase2/metrics.jsonl; TensorBoard: ckpt/bert-large-phase2/tensorboard)"
 has "$out" "checkpoint.async    : rank 0 holds copies of the weights and moments (about 4.03 GB of host memory)"
 expect_error 2 "checkpoint.async: needs replicated optimizer state" \
   train --config "$cfg" --dry-run --set distributed.shard_optimizer=true
