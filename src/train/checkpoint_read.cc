@@ -70,12 +70,17 @@ struct Slice {
   std::string file;
 };
 
-// Reads DIR/optimizer.manifest.json (already verified): slices that tile [0, elements), or
-// [0, the manifest's own element count) when `elements` is not given.
-Status read_manifest(const std::string& dir, std::optional<size_t> given, std::vector<Slice>* slices) {
+// Reads DIR/optimizer.manifest.json, checked against `meta` on that read: slices that tile
+// [0, elements), or [0, the manifest's own element count) when `elements` is not given.
+Status read_manifest(const std::string& dir, const CheckpointMeta& meta, std::optional<size_t> given,
+                     std::vector<Slice>* slices) {
   const std::string path = (fs::path(dir) / checkpoint_file::kManifest).string();
   std::string text;
-  LB_RETURN_IF_ERROR(read_file(path, &text));
+  LB_RETURN_IF_ERROR(load_checked(dir, meta, checkpoint_file::kManifest, [&](const BytesSeen& seen) {
+    LB_RETURN_IF_ERROR(read_file(path, &text));
+    seen(text.data(), text.size());
+    return Status::ok();
+  }));
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
     if (j.value("format", "") != "lansbert-optimizer-slices")
@@ -148,7 +153,7 @@ Status verify_whole_checkpoint(const std::string& dir, CheckpointInventory* out)
   // tile the buffer and are each listed (and so were checked above).
   if (meta.files.count(checkpoint_file::kManifest)) {
     std::vector<Slice> slices;
-    LB_RETURN_IF_ERROR(read_manifest(dir, std::nullopt, &slices));
+    LB_RETURN_IF_ERROR(read_manifest(dir, meta, std::nullopt, &slices));
     for (const Slice& s : slices)
       if (!meta.files.count(s.file)) LB_RETURN_IF_ERROR(verify_checkpoint_file(dir, meta, s.file));
     inv.slices = int(slices.size());
@@ -169,9 +174,8 @@ Status load_checkpoint_optimizer_range(const std::string& dir, const CheckpointM
   if (begin > end || end > elements) return Status::internal("optimizer range out of bounds");
   // trainer.json says which layout was written: a manifest it does not list is not read.
   if (!meta.files.count(checkpoint_file::kManifest)) return load_replicated(dir, meta, elements, begin, end, state, m, v);
-  LB_RETURN_IF_ERROR(verify_checkpoint_file(dir, meta, checkpoint_file::kManifest));
   std::vector<Slice> slices;
-  LB_RETURN_IF_ERROR(read_manifest(dir, elements, &slices));
+  LB_RETURN_IF_ERROR(read_manifest(dir, meta, elements, &slices));
   // Each slice read is loaded whole and cut; the scalars come from the first.
   std::vector<float> sm, sv;
   bool have_state = false;

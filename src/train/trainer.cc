@@ -97,19 +97,24 @@ Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds, Status* lo
 // failed evaluation ends the run, but not the training since the last checkpoint with it.
 // The exit code stays the error's.
 Status Run::stop_after_checkpoint(const Status& failed, const std::string& fix) {
-  auto with = [&](const std::string& more) { return Status::with_code(failed.code(), failed.message() + more); };
+  // A checkpoint still being written in the background ends first; if it failed, this step's
+  // is written in the foreground below (finish_checkpoint forgets saved_step).
+  const Status background = finish_checkpoint();
+  const std::string also = background.is_ok() ? "" : "; and the " + background.message();
+  auto with = [&](const std::string& more) {
+    return Status::with_code(failed.code(), failed.message() + also + more);
+  };
   if (step == first_step)  // nothing trained in this run, nothing to keep
     return with("; " + fix + ", then " + (opts.resume.empty() ? "start the run again" : "resume it again"));
   if (saved_step != step) {
     const Status saved = save(step == cfg.schedule.total_steps);
     if (!saved.is_ok()) return with("; and the " + saved.message());
-  } else if (const Status written = finish_checkpoint(); !written.is_ok()) {  // this step's, in the background
-    return with("; and the " + written.message());
   }
   return with("; the run stopped after step " + std::to_string(step) + " with its checkpoint written (" +
               result->checkpoint + "): " + fix + " and continue with --resume latest");
 }
 
+constexpr const char* kCheckpointFix = "make room in checkpoint.dir (or point it at a file system with room)";
 constexpr const char* kMetricsFix =
     "make room for the file it names (logging.metrics_file or logging.tensorboard_dir), or point it elsewhere";
 
@@ -178,7 +183,9 @@ Status Run::loop() {
                               now_s() - t_last_ckpt >= 60 * cfg.checkpoint.every_minutes),
                        double(writing && writing->finished())};
     comm.all_reduce(flags, 3, ReduceOp::kMax);
-    if (flags[2] != 0) LB_RETURN_IF_ERROR(finish_checkpoint());
+    // A failed write in the background: this step's checkpoint in the foreground, then stop.
+    if (flags[2] != 0)
+      if (const Status w = finish_checkpoint(); !w.is_ok()) return stop_after_checkpoint(w, kCheckpointFix);
 
     if (step % cfg.logging.every_steps == 0 || step == stop_at || flags[0] != 0) {
       const double tl = now_s();
@@ -230,6 +237,7 @@ Status Run::loop() {
       // In the background (checkpoint.async) unless the run ends here: the last checkpoint is
       // on disk when the run returns.
       const bool ends = flags[0] != 0 || step == stop_at;
+      if (const Status w = finish_checkpoint(); !w.is_ok()) return stop_after_checkpoint(w, kCheckpointFix);
       LB_RETURN_IF_ERROR(save(step == total, cfg.checkpoint.async && !ends));
       t_last_ckpt = now_s();
     }
@@ -255,7 +263,7 @@ Status Run::loop() {
       break;
     }
   }
-  LB_RETURN_IF_ERROR(finish_checkpoint());
+  if (const Status w = finish_checkpoint(); !w.is_ok()) return stop_after_checkpoint(w, kCheckpointFix);
   if (step >= stop_at && result->checkpoint.empty()) LB_RETURN_IF_ERROR(save(step == total));
   result->step = step;
   result->total_steps = total;

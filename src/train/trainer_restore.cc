@@ -8,6 +8,7 @@
 #include "lansbert/core/file_io.h"
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/device_ranks.h"
+#include "lansbert/train/rank_agreement.h"
 #include "device_run.h"
 #include "trainer_run.h"
 
@@ -142,7 +143,13 @@ Status check_same_gelu(const std::string& where, const std::string& saved, kern:
 
 Status Run::init_from(const std::string& spec) {
   std::string dir;
-  if (resolve_checkpoint(spec, &dir).is_ok()) {
+  const bool checkpoint = resolve_checkpoint(spec, &dir).is_ok();
+  // Every rank takes the same branch: their collectives differ (a rank that saw a Hugging Face
+  // directory where rank 0 saw a checkpoint would wait in another collective than rank 0's).
+  LB_RETURN_IF_ERROR(check_same_as_rank0(comm, {{"init_from_is_a_lansbert_checkpoint", checkpoint}},
+                                         "view of --init-from " + spec,
+                                         "put it on a file system every host shares"));
+  if (checkpoint) {
     CheckpointMeta meta;
     LB_RETURN_IF_ERROR(read_checkpoint_meta(dir, &meta));
     auto saved = nlohmann::json::parse(meta.config_json);
@@ -209,11 +216,13 @@ Status Run::finish_checkpoint() {
   const int64_t written = writing_step;
   writing_step = -1;
   if (written < 0) return Status::ok();
-  if (!st.is_ok())
+  if (!st.is_ok()) {
+    saved_step = -1;  // not written: stop_after_checkpoint writes the step it stops at
     return st.with_prefix("checkpoint of step " + std::to_string(written) + " not written in the background (" +
                           (result->checkpoint.empty() ? std::string("no earlier one in this run")
                                                       : "the last one, " + result->checkpoint + ", is intact") +
                           "): ");
+  }
   result->checkpoint = checkpoint_step_dir(cfg.checkpoint.dir, written);
   return Status::ok();
 }

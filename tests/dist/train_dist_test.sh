@@ -102,6 +102,16 @@ else
   echo "FAIL: the resume with trainer.json alone on rank 1:"; tail -5 "$tmp/rpart.log"; fail=1
 fi
 [[ $(ls "$tmp/far/rpart/step-000000003") == trainer.json ]] || { echo "FAIL: rank 1 wrote into its checkpoint.dir"; fail=1; }
+# --init-from that rank 0 sees as a lansbert checkpoint and rank 1 as a Hugging Face directory
+# (the weights alone): refused with exit 2 before the ranks' collectives could differ.
+mkdir -p "$tmp/far/r2"
+cp "$tmp/r2/latest/model.safetensors" "$tmp/far/r2/"
+init=(train --config "$tmp/tiny.yaml" --set checkpoint.dir=p2 --init-from r2)
+timeout 120 "$mpiexec" "${flags[@]}" "${mpi_env[@]}" -np 1 -wdir "$tmp" "$lb" "${init[@]}" : \
+  -np 1 -wdir "$tmp/far" "$lb" "${init[@]}" > "$tmp/init.log" 2>&1
+rc=$?
+[[ $rc == 2 ]] && grep -q "init_from_is_a_lansbert_checkpoint is false here, true on rank 0" "$tmp/init.log" ||
+  { echo "FAIL: --init-from seen differently -> rc $rc:"; tail -3 "$tmp/init.log"; fail=1; }
 # lansbert verify checks every file of each: part4 holds the 2-rank step 3 and its 4-rank end.
 "$lb" verify --checkpoint "$tmp/part4" --all > "$tmp/verify.log" 2>&1 &&
   grep -q "^ok .*step-000000003: step 3 of a 2-rank run, 4 files of .* (optimizer state in 2 slices)" "$tmp/verify.log" &&

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/trainer.h"
@@ -81,6 +83,28 @@ TEST_F(AsyncCheckpoint, StopAtAStepWritesItsCheckpointBeforeReturning) {
   EXPECT_EQ(fs::read_symlink(a.checkpoint.dir + "/latest").string(), "step-000000005");
   CheckpointInventory inv;
   EXPECT_TRUE(verify_whole_checkpoint(r.checkpoint, &inv).is_ok());
+}
+
+// The write does run beside the training: with the commit held 2 s before its rename
+// (LANSBERT_TEST_CHECKPOINT_SLEEP), the step after a checkpoint trains before it appears.
+TEST_F(AsyncCheckpoint, TrainingGoesOnWhileTheCheckpointIsWritten) {
+  TrainConfig a = testing::tiny_config(*data_, scratch("beside"), 4);
+  a.checkpoint.every_steps = 1;
+  a.checkpoint.async = true;
+  std::vector<bool> step1_there;
+  ::setenv("LANSBERT_TEST_CHECKPOINT_SLEEP", "2", 1);
+  TrainResult r;
+  const Status st = train(a, &r, "", -1, [&](int64_t step) {
+    if (step <= 3) step1_there.push_back(fs::exists(checkpoint_step_dir(a.checkpoint.dir, 1)));
+  });
+  ::unsetenv("LANSBERT_TEST_CHECKPOINT_SLEEP");
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  // (The hook runs after each update, before that step's checkpoint.) Step 2 trained while
+  // step 1's write slept, where a synchronous writer renames it first; step 2's checkpoint
+  // waited for it, one write at a time, so step 3 finds it.
+  EXPECT_EQ(step1_there, (std::vector<bool>{false, false, true}));
+  EXPECT_EQ(r.checkpoint, checkpoint_step_dir(a.checkpoint.dir, 4));
+  EXPECT_TRUE(fs::exists(checkpoint_step_dir(a.checkpoint.dir, 4)));
 }
 
 TEST_F(AsyncCheckpoint, RefusedWithShardedOptimizerState) {

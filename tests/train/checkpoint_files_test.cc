@@ -187,8 +187,8 @@ TEST(CheckpointFiles, EachFileIsCheckedOnTheReadThatLoadsIt) {
   fs::rename(model + ".away", model);
   fs::rename(state + ".away", state);
   // Damage the loader sees (a byte of the safetensors header or of the state file's magic:
-  // parsing fails) and damage it cannot (a value: parsing succeeds, the FNV of the state file
-  // aside) are both reported as damage, naming the file; so is another size.
+  // parsing fails) and damage it cannot (a value: parsing succeeds, the state file's own
+  // CRC32C aside) are both reported as damage, naming the file; so is another size.
   for (const long at : {10L, -1L}) {
     for (const std::string& path : {model, state}) {
       const std::string saved = path + ".saved";

@@ -134,7 +134,7 @@ Status save_state(const std::string& path, const OptimizerState& state, const fl
 // Fails (corrupt) on a bad magic, version, size or checksum, and when elements differs; on
 // failure m and v may have been overwritten and must not be used. `seen`, when given, is
 // handed every byte read, in file order: a checkpoint reader takes the file's CRC32C on the
-// one read that loads it (a file read whole ends with its 8 checksum bytes).
+// one read that loads it (a file read whole ends with its checksum's bytes).
 Status load_state(const std::string& path, OptimizerState* state, float* m, float* v,
                   size_t elements, const BytesSeen& seen = {});
 
