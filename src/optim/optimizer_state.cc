@@ -41,7 +41,6 @@ struct Checksum {
   // The trailer's bytes: 8 in version 1, 4 after.
   size_t size() const { return version >= 2 ? sizeof crc : sizeof fnv; }
   void* data() { return version >= 2 ? static_cast<void*>(&crc) : &fnv; }
-  const void* data() const { return version >= 2 ? static_cast<const void*>(&crc) : &fnv; }
 };
 
 // Reads n bytes and feeds the checksum and `seen`; false at end of file.

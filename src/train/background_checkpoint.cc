@@ -8,11 +8,11 @@ namespace lansbert {
 BackgroundCheckpoint::BackgroundCheckpoint(std::string root, CheckpointMeta meta, const ParamTable& table,
                                            std::vector<float> params, std::vector<float> m, std::vector<float> v,
                                            int keep_last)
-    : step_(meta.step),
-      thread_([this, root = std::move(root), meta = std::move(meta), &table, params = std::move(params),
+    : thread_([this, root = std::move(root), meta = std::move(meta), &table, params = std::move(params),
                m = std::move(m), v = std::move(v), keep_last] {
+        std::string written;
         status_ = write_checkpoint(root, meta, table, params.data(), m.data(), v.data(), keep_last, /*final=*/false,
-                                   &written_);
+                                   &written);
         finished_.store(true, std::memory_order_release);
       }) {}
 
@@ -20,9 +20,8 @@ BackgroundCheckpoint::~BackgroundCheckpoint() {
   if (thread_.joinable()) thread_.join();
 }
 
-Status BackgroundCheckpoint::wait(std::string* written) {
+Status BackgroundCheckpoint::wait() {
   if (thread_.joinable()) thread_.join();
-  if (status_.is_ok()) *written = written_;
   return status_;
 }
 

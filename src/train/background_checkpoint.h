@@ -31,17 +31,13 @@ class BackgroundCheckpoint {
   BackgroundCheckpoint(const BackgroundCheckpoint&) = delete;
   BackgroundCheckpoint& operator=(const BackgroundCheckpoint&) = delete;
 
-  int64_t step() const { return step_; }
   // True once the write is over, ok or not: wait() then returns at once.
   bool finished() const { return finished_.load(std::memory_order_acquire); }
-  // Waits for the write; its status, and on success the checkpoint's directory in *written.
-  // Once only.
-  Status wait(std::string* written);
+  // Waits for the write; its status (the checkpoint's directory is that of meta.step).
+  Status wait();
 
  private:
-  int64_t step_;
   Status status_;
-  std::string written_;
   std::atomic<bool> finished_{false};
   std::thread thread_;  // last: started once the members it writes exist
 };

@@ -35,6 +35,17 @@ std::string format_duration(double s) {
 }
 
 namespace {
+// The losses and accuracies a training window and a held-out evaluation both report, as
+// TensorBoard scalars under `group` ("train", "eval").
+TaggedScalars loss_scalars(const std::string& group, double loss, double mlm_loss, double nsp_loss,
+                           double mlm_accuracy, double nsp_accuracy) {
+  return {{group + "/loss", loss},
+          {group + "/mlm_loss", mlm_loss},
+          {group + "/nsp_loss", nsp_loss},
+          {group + "/mlm_accuracy", mlm_accuracy},
+          {group + "/nsp_accuracy", nsp_accuracy}};
+}
+
 // " | MFU 43.1%", or nothing where the peak is unknown; tiny values (a stand-in device) keep
 // two significant digits rather than printing 0.0%.
 std::string mfu_text(double mfu) {
@@ -70,12 +81,8 @@ Status MetricsLog::write(const MetricsRecord& r) {
                  {"optimizer", r.t_optimizer}, {"other", r.t_other}}}};
   if (r.mfu > 0) j["mfu"] = r.mfu;
   LB_RETURN_IF_ERROR(append(j.dump() + "\n"));
-  TaggedScalars scalars = {
-      {"train/loss", r.loss},
-      {"train/mlm_loss", r.mlm_loss},
-      {"train/nsp_loss", r.nsp_loss},
-      {"train/mlm_accuracy", r.mlm_accuracy},
-      {"train/nsp_accuracy", r.nsp_accuracy},
+  TaggedScalars scalars = loss_scalars("train", r.loss, r.mlm_loss, r.nsp_loss, r.mlm_accuracy, r.nsp_accuracy);
+  scalars.insert(scalars.end(), {
       {"train/lr", r.lr},
       {"train/grad_norm", r.grad_norm},
       {"train/loss_scale", r.loss_scale},
@@ -87,7 +94,7 @@ Status MetricsLog::write(const MetricsRecord& r) {
       {"time_share/compute", r.t_compute},
       {"time_share/allreduce", r.t_allreduce},
       {"time_share/optimizer", r.t_optimizer},
-      {"time_share/other", r.t_other}};
+      {"time_share/other", r.t_other}});
   if (r.mfu > 0) scalars.emplace_back("speed/mfu", r.mfu);
   return events_.write(r.step, scalars);
 }
@@ -108,11 +115,7 @@ Status MetricsLog::write_eval(int64_t step, int64_t total_steps, const EvalResul
       {"nsp_loss", r.nsp_loss},   {"nsp_accuracy", r.nsp_accuracy},
       {"sequences", r.sequences}, {"seconds", seconds}};
   LB_RETURN_IF_ERROR(append(j.dump() + "\n"));
-  return events_.write(step, {{"eval/loss", loss},
-                              {"eval/mlm_loss", r.mlm_loss},
-                              {"eval/mlm_accuracy", r.mlm_accuracy},
-                              {"eval/nsp_loss", r.nsp_loss},
-                              {"eval/nsp_accuracy", r.nsp_accuracy}});
+  return events_.write(step, loss_scalars("eval", loss, r.mlm_loss, r.nsp_loss, r.mlm_accuracy, r.nsp_accuracy));
 }
 
 Status MetricsLog::append(const std::string& line) {

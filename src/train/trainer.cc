@@ -263,7 +263,7 @@ Status Run::loop() {
       break;
     }
   }
-  if (const Status w = finish_checkpoint(); !w.is_ok()) return stop_after_checkpoint(w, kCheckpointFix);
+  // No write is under way here: the checkpoint of the step a run ends on is never in the background.
   if (step >= stop_at && result->checkpoint.empty()) LB_RETURN_IF_ERROR(save(step == total));
   result->step = step;
   result->total_steps = total;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "lansbert/core/check.h"
 #include "lansbert/core/file_io.h"
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/device_ranks.h"
@@ -207,9 +208,8 @@ Status check_weights_finite(const ParamTable& table, const float* params) {
 Status Run::finish_checkpoint() {
   if (!cfg.checkpoint.async) return Status::ok();  // the same config on every rank: none waits
   Status st;
-  std::string dir;
   if (writing) {
-    st = writing->wait(&dir);
+    st = writing->wait();
     writing.reset();
   }
   st = agree_across_ranks(comm, st, "writing a checkpoint on rank 0", &Status::io_error);
@@ -228,8 +228,8 @@ Status Run::finish_checkpoint() {
 }
 
 Status Run::save(bool final, bool in_background) {
+  LB_CHECK_MSG(writing_step < 0, "save() while a checkpoint is written in the background: finish_checkpoint first");
   const double t0 = now_s();
-  LB_RETURN_IF_ERROR(finish_checkpoint());  // one write at a time
   CheckpointMeta meta;
   meta.step = step;
   meta.micro_step = micro;

@@ -94,8 +94,9 @@ struct Run {
   Status lock_and_check_outputs();  // rank 0's part
   Status check_vocab_size(int64_t tokens, const std::string& source) const;
   Status init_from(const std::string& spec);
-  // Writes the checkpoint of this step, after waiting for one still being written; with
-  // in_background (checkpoint.async) rank 0 writes it on a thread and the ranks go on.
+  // Writes the checkpoint of this step; with in_background (checkpoint.async) rank 0 writes it
+  // on a thread and the ranks go on. REQUIRES: no write under way (finish_checkpoint first:
+  // its failure is the caller's to report).
   Status save(bool final, bool in_background = false);
   // Collective (with checkpoint.async; nothing otherwise): rank 0 waits for the checkpoint
   // being written, if any; its outcome is agreed, and the written one becomes
