@@ -1,9 +1,10 @@
 // `lansbert eval` and `lansbert export`: both open a checkpoint (trainer.json; the weights,
 // the one other file they read, are checked as they are loaded; `lansbert verify` checks the
-// others),
-// read back the config it was trained with, and either evaluate it on held-out shards or
-// write a Hugging Face BertForPreTraining directory.
+// others), read back the config it was trained with, and either evaluate it on held-out
+// shards or write a Hugging Face BertForPreTraining directory. eval also takes such a
+// directory, to put a published model's numbers beside a run's on the same shards.
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -13,9 +14,11 @@
 #include "lansbert/core/file_io.h"
 #include "lansbert/dist/mpi_session.h"
 #include "lansbert/data/vocab.h"
+#include "lansbert/model/hf_config.h"
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/device_ranks.h"
 #include "lansbert/train/evaluate.h"
+#include "lansbert/train/rank_agreement.h"
 
 namespace lansbert::cli {
 namespace {
@@ -56,7 +59,53 @@ struct EvalPlan {
   bool own_eval = false;  // the run's data.eval (no --data)
 };
 
+// The flags every evaluation takes, over the defaults `micro_batch` and `max_sequences`.
+Status plan_batches(const EvalArgs& a, int micro_batch, int64_t max_sequences, EvalOptions* o) {
+  o->micro_batch = a.micro_batch.value_or(micro_batch);
+  if (o->micro_batch <= 0) return Status::invalid_argument("--micro-batch must be positive");
+  o->max_sequences = a.max_sequences.value_or(max_sequences);
+  if (o->max_sequences == 0 || o->max_sequences < -1)
+    return Status::invalid_argument("--max-sequences must be positive, or -1 for every sequence");
+  o->dump_batch = a.dump_batch;
+  o->backend = a.backend.empty() ? "cpu" : a.backend;
+  return Status::ok();
+}
+
+// The hash of the vocab file at `path`, when it is there: the shards must have been made with it.
+void note_vocab(const std::string& path, EvalOptions* o) {
+  Vocab vocab;
+  if (!path.empty() && Vocab::load(path, &vocab).is_ok()) o->vocab_hash = vocab.hash();
+}
+
+// A Hugging Face BertForPreTraining directory (config.json and model.safetensors: what
+// transformers' save_pretrained writes, Google's BERT as published, an export of ours),
+// evaluated with its own sizes on the same shards as a run's checkpoints: a published model's
+// held-out numbers beside the run's. It names no held-out data, and computes in fp32.
+Status plan_hf_eval(const EvalArgs& a, EvalPlan* p) {
+  const std::filesystem::path dir(a.checkpoint);
+  p->dir = a.checkpoint;
+  LB_RETURN_IF_ERROR(read_hf_config((dir / "config.json").string(), &p->model));
+  EvalOptions& o = p->options;
+  if (a.data.empty())
+    return Status::invalid_argument("eval: " + a.checkpoint + " is a Hugging Face directory, which names no held-out "
+                                    "data: pass --data");
+  o.data = a.data;
+  LB_RETURN_IF_ERROR(plan_batches(a, 32, -1, &o));
+  note_vocab((dir / "vocab.txt").string(), &o);
+  o.hugging_face = true;
+  return Status::ok();
+}
+
 Status plan_eval(const EvalArgs& a, EvalPlan* p) {
+  std::string dir;
+  const Status found = resolve_checkpoint(a.checkpoint, &dir);
+  std::error_code ec;
+  if (!found.is_ok() && std::filesystem::exists(std::filesystem::path(a.checkpoint) / "model.safetensors", ec))
+    return plan_hf_eval(a, p);
+  if (!found.is_ok() && std::filesystem::exists(a.checkpoint, ec))
+    return Status::not_found(a.checkpoint + ": neither a checkpoint (trainer.json, or a 'latest' pointer) nor a "
+                             "Hugging Face directory (config.json and model.safetensors)");
+  LB_RETURN_IF_ERROR(found);
   TrainConfig cfg;
   LB_RETURN_IF_ERROR(open_checkpoint(a.checkpoint, &p->dir, &cfg));
   EvalOptions& o = p->options;
@@ -65,20 +114,12 @@ Status plan_eval(const EvalArgs& a, EvalPlan* p) {
   p->own_eval = a.data.empty();
   o.data = p->own_eval ? cfg.data.eval : a.data;
   if (o.data.empty()) return Status::invalid_argument("eval: no --data given and the config has no data.eval");
-  o.micro_batch = a.micro_batch.value_or(cfg.batch.micro_batch);
-  if (o.micro_batch <= 0) return Status::invalid_argument("--micro-batch must be positive");
-  o.max_sequences = a.max_sequences.value_or(p->own_eval ? cfg.evaluation.max_sequences : -1);
-  if (o.max_sequences == 0 || o.max_sequences < -1)
-    return Status::invalid_argument("--max-sequences must be positive, or -1 for every sequence");
+  LB_RETURN_IF_ERROR(
+      plan_batches(a, cfg.batch.micro_batch, p->own_eval ? cfg.evaluation.max_sequences : -1, &o));
   // The vocab the model was trained with, if its file is still where the config said.
-  if (!cfg.data.vocab.empty()) {
-    Vocab vocab;
-    if (Vocab::load(cfg.data.vocab, &vocab).is_ok()) o.vocab_hash = vocab.hash();
-  }
-  o.dump_batch = a.dump_batch;
-  // The backend asked for; the GEMM precision the checkpoint was trained with (on the CPU,
-  // bf16/fp16 are emulated; TF32 becomes fp32 there).
-  o.backend = a.backend.empty() ? "cpu" : a.backend;
+  note_vocab(cfg.data.vocab, &o);
+  // The GEMM precision the checkpoint was trained with (on the CPU, bf16/fp16 are emulated;
+  // TF32 becomes fp32 there).
   o.math = cfg.gemm_math();
   if (o.backend == "cpu" && o.math == GemmMath::kTf32) o.math = GemmMath::kFp32;
   o.cast_in_gemm = o.backend != "cpu" && cfg.cast_in_gemm();  // the CPU emulates the cast kernels
@@ -91,6 +132,10 @@ Status plan_eval(const EvalArgs& a, EvalPlan* p) {
 Status run_eval_on(const EvalArgs& a, Communicator& comm) {
   EvalPlan p;
   LB_RETURN_IF_ERROR(agree_across_ranks(comm, plan_eval(a, &p), "reading the checkpoint", nullptr));
+  // One kind of directory on every rank: the loads differ in their collectives.
+  LB_RETURN_IF_ERROR(check_same_as_rank0(comm, {{"checkpoint_is_hugging_face", p.options.hugging_face}},
+                                         "view of --checkpoint " + a.checkpoint,
+                                         "put it on a file system every host shares"));
   // Rank 0 writes it (its probe file must not race another rank's).
   if (!p.options.dump_batch.empty())
     LB_RETURN_IF_ERROR(agree_across_ranks(
@@ -103,7 +148,8 @@ Status run_eval_on(const EvalArgs& a, Communicator& comm) {
   if (comm.rank() != 0) return Status::ok();
   const EvalOptions& o = p.options;
   const std::string ranks = comm.world() > 1 ? ", " + std::to_string(comm.world()) + " ranks" : "";
-  std::printf("checkpoint %s (%s backend, %s GEMMs%s%s)\n", p.dir.c_str(), o.backend.c_str(), gemm_math_name(o.math),
+  std::printf("%s %s (%s backend, %s GEMMs%s%s)\n", o.hugging_face ? "Hugging Face model" : "checkpoint",
+              p.dir.c_str(), o.backend.c_str(), gemm_math_name(o.math),
               o.cast_in_gemm ? ", operands converted inside cuBLAS" : "", ranks.c_str());
   std::printf("sequences %lld, masked tokens %lld\n", (long long)r.sequences, (long long)r.masked);
   std::printf("mlm_loss %.6f mlm_accuracy %.4f nsp_loss %.6f nsp_accuracy %.4f\n", r.mlm_loss,
@@ -142,7 +188,9 @@ Status run_export_cmd(const ExportArgs& a) {
 void add_eval_command(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* sub = app.add_subcommand("eval", "MLM and NSP loss and accuracy of a checkpoint on held-out shards");
-  sub->add_option("--checkpoint", a->checkpoint, "Checkpoint directory (or a root with 'latest')")->required();
+  sub->add_option("--checkpoint", a->checkpoint,
+                  "Checkpoint directory (or a root with 'latest'), or a Hugging Face BertForPreTraining directory")
+      ->required();
   sub->add_option("--data", a->data, "Shard globs (default: the config's data.eval)");
   sub->add_option("--micro-batch", a->micro_batch, "Sequences per forward pass (default: the run's batch.micro_batch)");
   sub->add_option("--max-sequences", a->max_sequences,

@@ -8,11 +8,11 @@
 #include "lansbert/backend/cpu_ops.h"
 #include "lansbert/core/allocator.h"
 #include "lansbert/core/file_io.h"
-#include "lansbert/core/float_text.h"
 #include "lansbert/data/dataset.h"
 #include "lansbert/train/device_capability.h"
 #include "lansbert/data/vocab.h"
 #include "lansbert/model/bert_model.h"
+#include "lansbert/model/hf_config.h"
 #include "lansbert/model/safetensors.h"
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/device_backend.h"
@@ -184,8 +184,10 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
       "the memory check", nullptr));
   BertModel<float> model(mc, *ops, eval_limits(micro_batch, set->seq_len(), set->max_pred()));
   CheckpointMeta meta;
-  LB_RETURN_IF_ERROR(agree_across_ranks(comm, read_checkpoint_meta(dir, &meta), "reading the checkpoint", nullptr));
-  LB_RETURN_IF_ERROR(load_params_on_ranks(comm, device.get(), dir, &meta, model.table(), model.params()));
+  if (!opts.hugging_face)
+    LB_RETURN_IF_ERROR(agree_across_ranks(comm, read_checkpoint_meta(dir, &meta), "reading the checkpoint", nullptr));
+  LB_RETURN_IF_ERROR(load_params_on_ranks(comm, device.get(), dir, opts.hugging_face ? nullptr : &meta,
+                                          model.table(), model.params()));
   return evaluate_on_ranks(model, *set, n, micro_batch, comm, result, opts.dump_batch);
 }
 
@@ -208,29 +210,6 @@ const ExportDtype* export_dtype(const std::string& flag) {
   for (const ExportDtype& d : kExportDtypes)
     if (flag == d.flag) return &d;
   return nullptr;
-}
-
-std::string hf_config_json(const BertConfig& c, const char* torch_dtype) {
-  nlohmann::ordered_json j = {
-      {"architectures", {"BertForPreTraining"}},
-      {"model_type", "bert"},
-      {"attention_probs_dropout_prob", decimal_of(c.attention_dropout)},
-      {"hidden_act", hf_hidden_act_name(c.hidden_act)},
-      {"hidden_dropout_prob", decimal_of(c.hidden_dropout)},
-      {"hidden_size", c.hidden},
-      {"initializer_range", decimal_of(c.init_std)},
-      {"intermediate_size", c.intermediate},
-      {"layer_norm_eps", decimal_of(c.layernorm_eps)},
-      {"max_position_embeddings", c.max_positions},
-      {"num_attention_heads", c.heads},
-      {"num_hidden_layers", c.layers},
-      {"pad_token_id", 0},
-      {"position_embedding_type", "absolute"},
-      {"tie_word_embeddings", true},
-      {"torch_dtype", torch_dtype},
-      {"type_vocab_size", c.type_vocab},
-      {"vocab_size", c.vocab_size}};
-  return j.dump(2) + "\n";
 }
 }  // namespace
 

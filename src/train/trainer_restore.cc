@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/check.h"
-#include "lansbert/core/file_io.h"
+#include "lansbert/model/hf_config.h"
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/device_ranks.h"
 #include "lansbert/train/rank_agreement.h"
@@ -123,22 +123,40 @@ Status Run::restore() {
 
 namespace {
 // A phase that starts from another run's weights must compute the GELU they were trained with:
-// `saved` is that run's name for it (lansbert's, or Hugging Face's config.json "hidden_act").
+// `saved` is that run's name for it (model.hidden_act in its trainer.json).
 Status check_same_gelu(const std::string& where, const std::string& saved, kern::GeluForm mine) {
-  // Hugging Face's other names of the same two functions (transformers' activations.py:
-  // gelu_pytorch_tanh and gelu_fast compute the tanh form, gelu_python the erf form).
   kern::GeluForm theirs;
-  if (saved == "gelu_pytorch_tanh" || saved == "gelu_fast") {
-    theirs = kern::GeluForm::kTanh;
-  } else if (saved == "gelu_python") {
-    theirs = kern::GeluForm::kErf;
-  } else if (!parse_hidden_act(saved, &theirs).is_ok()) {
+  if (!parse_hidden_act(saved, &theirs).is_ok())
     return Status::invalid_argument(where + ": the weights were trained with the activation '" + saved +
                                     "', which lansbert does not compute (model.hidden_act: gelu or gelu_tanh)");
-  }
   if (theirs == mine) return Status::ok();
   return Status::invalid_argument(where + ": the weights were trained with hidden_act '" + saved +
                                   "' but the config sets model.hidden_act: " + hidden_act_name(mine));
+}
+
+// A Hugging Face directory's config.json against the run's model: the sizes a tensor's shape
+// does not show (the heads) and the activation must be the same, and the others are named
+// here rather than as the first tensor of another shape.
+Status check_same_model(const std::string& where, const BertConfig& theirs, const BertConfig& mine) {
+  const struct {
+    const char *hf, *ours;
+    int a, b;
+  } sizes[] = {{"vocab_size", "vocab_size", theirs.vocab_size, mine.vocab_size},
+               {"hidden_size", "hidden", theirs.hidden, mine.hidden},
+               {"num_hidden_layers", "layers", theirs.layers, mine.layers},
+               {"num_attention_heads", "heads", theirs.heads, mine.heads},
+               {"intermediate_size", "intermediate", theirs.intermediate, mine.intermediate},
+               {"max_position_embeddings", "max_positions", theirs.max_positions, mine.max_positions},
+               {"type_vocab_size", "type_vocab", theirs.type_vocab, mine.type_vocab}};
+  for (const auto& f : sizes)
+    if (f.a != f.b)
+      return Status::invalid_argument(where + ": " + f.hf + " is " + std::to_string(f.a) + " but the config sets model." +
+                                      f.ours + ": " + std::to_string(f.b));
+  if (theirs.hidden_act != mine.hidden_act)
+    return Status::invalid_argument(where + ": the weights were trained with hidden_act '" +
+                                    hf_hidden_act_name(theirs.hidden_act) + "' but the config sets model.hidden_act: " +
+                                    hidden_act_name(mine.hidden_act));
+  return Status::ok();
 }
 }  // namespace
 
@@ -168,14 +186,13 @@ Status Run::init_from(const std::string& spec) {
     LB_RETURN_IF_ERROR(updater->begin_phase(cfg.schedule, flat(), dp->state_elements()));
   } else {
     // A Hugging Face directory: weights only, a fresh optimizer; its config.json (where there
-    // is one) names the activation.
+    // is one) must describe the run's model.
     const std::filesystem::path hf_config = std::filesystem::path(spec) / "config.json";
-    std::string text;
-    if (std::filesystem::exists(hf_config) && read_file(hf_config.string(), &text).is_ok()) {
-      const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && j.contains("hidden_act") && j["hidden_act"].is_string())
-        LB_RETURN_IF_ERROR(check_same_gelu("--init-from " + hf_config.string(), j["hidden_act"].get<std::string>(),
-                                           mc.hidden_act));
+    std::error_code ec;
+    if (std::filesystem::exists(hf_config, ec)) {
+      BertConfig theirs;
+      LB_RETURN_IF_ERROR(read_hf_config(hf_config.string(), &theirs).with_prefix("--init-from "));
+      LB_RETURN_IF_ERROR(check_same_model("--init-from " + hf_config.string(), theirs, mc));
     }
     Status st = load_params(spec, nullptr);
     if (!st.is_ok()) return Status(st.code() == StatusCode::kNotFound

@@ -128,7 +128,7 @@ cp -r "$tmp/tanh-hf" "$tmp/fast-hf" && sed -i 's/"gelu_new"/"gelu_fast"/' "$tmp/
 "$lb" train --config "$tmp/good.yaml" --set model.hidden_act=gelu_tanh --set "checkpoint.dir=$tmp/from-fast-hf" \
   --init-from "$tmp/fast-hf" --stop-at-step 1 >/dev/null 2>&1 || { echo "FAIL: gelu_tanh from gelu_fast weights"; fail=1; }
 cp -r "$tmp/tanh-hf" "$tmp/relu-hf" && sed -i 's/"gelu_new"/"relu"/' "$tmp/relu-hf/config.json"
-expect_error 2 "trained with the activation 'relu', which lansbert does not compute" \
+expect_error 2 "relu-hf/config.json: field 'hidden_act': 'relu': lansbert computes GELU" \
   train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/from-relu-hf" --init-from "$tmp/relu-hf" --stop-at-step 1
 # A checkpoint written before model.hidden_act existed (no such key, and no checksum yet, as
 # then) resumes as the erf GELU it was trained with, and only as that.
@@ -216,6 +216,29 @@ expect_error 2 "--out: $tmp/good.yaml/hf: cannot be created, $tmp/good.yaml is n
   > "$tmp/from-hf.log" 2>&1 || { echo "FAIL: --init-from a Hugging Face directory"; fail=1; }
 grep -q "holds weights only: the optimizer starts fresh" "$tmp/from-hf.log" ||
   { echo "FAIL: no note on keep_moments with a Hugging Face directory: $(cat "$tmp/from-hf.log")"; fail=1; }
+# A Hugging Face directory's config.json must describe the run's model: the heads, which no
+# tensor's shape shows, and every size, are named before any weight is read.
+expect_error 2 "--init-from $tmp/hf/config.json: num_attention_heads is 2 but the config sets model.heads: 4" \
+  train --config "$tmp/good.yaml" --init-from "$tmp/hf" --set model.heads=4 --set "checkpoint.dir=$tmp/from-hf4"
+expect_error 2 "--init-from $tmp/hf/config.json: num_hidden_layers is 2 but the config sets model.layers: 3" \
+  train --config "$tmp/good.yaml" --init-from "$tmp/hf" --set model.layers=3 --set "checkpoint.dir=$tmp/from-hf4"
+# eval takes a Hugging Face directory: the export of a checkpoint (fp32 weights) gives the
+# checkpoint's own numbers. It names no held-out data; a directory of neither kind is refused.
+"$lb" eval --checkpoint "$tmp/hf" --data "$tmp/data/shards/*.lbs" --max-sequences 48 > "$tmp/eval-hf.log" 2>&1 ||
+  { echo "FAIL: eval of a Hugging Face directory: $(cat "$tmp/eval-hf.log")"; fail=1; }
+"$lb" eval --checkpoint "$(readlink -f "$tmp/ckpt/latest")" --data "$tmp/data/shards/*.lbs" --max-sequences 48 \
+  > "$tmp/eval-ck.log" 2>&1 || { echo "FAIL: eval of the exported checkpoint"; fail=1; }
+[[ $(head -1 "$tmp/eval-hf.log") == "Hugging Face model $tmp/hf (cpu backend, fp32 GEMMs)" ]] ||
+  { echo "FAIL: eval of a Hugging Face directory, first line: $(head -1 "$tmp/eval-hf.log")"; fail=1; }
+[[ $(tail -2 "$tmp/eval-hf.log") == "$(tail -2 "$tmp/eval-ck.log")" && $(wc -l < "$tmp/eval-hf.log") == 3 ]] ||
+  { echo "FAIL: the export's numbers differ from its checkpoint's:"; cat "$tmp/eval-hf.log" "$tmp/eval-ck.log"; fail=1; }
+expect_error 2 "eval: $tmp/hf is a Hugging Face directory, which names no held-out data: pass --data" \
+  eval --checkpoint "$tmp/hf"
+expect_error 3 "$tmp/data: neither a checkpoint (trainer.json, or a 'latest' pointer) nor a Hugging Face directory" \
+  eval --checkpoint "$tmp/data" --data "$tmp/data/shards/*.lbs"
+cp -r "$tmp/hf" "$tmp/hf-bad" && sed -i 's/"num_attention_heads": 2/"num_attention_heads": 3/' "$tmp/hf-bad/config.json"
+expect_error 2 "$tmp/hf-bad/config.json: field 'num_attention_heads': 3 heads do not divide hidden_size 64" \
+  eval --checkpoint "$tmp/hf-bad" --data "$tmp/data/shards/*.lbs"
 # SIGKILL while a checkpoint is being written (the test hook holds the run after the new
 # checkpoint's files are complete but before its rename): `latest` still names the previous
 # checkpoint, which loads and resumes.

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The commands under mpirun. `lansbert eval`: the ranks share the micro-batches (7 sequences each here, so
-# they split unevenly over 2 and 3 ranks), rank 0 alone prints, and the numbers are the ones
-# one process prints; rank 0 alone reads the weights; --dump-batch writes rank 0's first micro-batch, as one process does. A
-# rank that sees other data, or none, ends the job with a message naming why and the exit
-# code of its error, instead of a mix of two data sets or a job left waiting. The commands that
-# are one process (prep, vocab, export, tokenize, verify, bench without --comm) refuse to be started as
-# several copies, which would write one output together, unless LANSBERT_COMM=single says each
-# copy is on its own.
+# The commands under mpirun. `lansbert eval`: the ranks share the micro-batches (7 sequences
+# each here, so they split unevenly over 2 and 3 ranks), rank 0 alone prints, and the numbers
+# are the ones one process prints; rank 0 alone reads the weights (of a checkpoint or of a
+# Hugging Face directory); --dump-batch writes rank 0's first micro-batch, as one process does.
+# A rank that sees other data, or none, or another kind of directory, ends the job with a
+# message naming why and the exit code of its error, instead of a mix of two data sets or a job
+# left waiting. The commands that are one process (prep, vocab, export, tokenize, verify, bench
+# without --comm) refuse to be started as several copies, which would write one output
+# together, unless LANSBERT_COMM=single says each copy is on its own.
 # Usage: cli_under_mpirun_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH MPIEXEC FLAGS...
 source "$(dirname "$0")/../cli/train_test_setup.sh" "$@"
 mpiexec=$4; shift 4; flags=("$@")
@@ -22,7 +23,7 @@ YAML
 base=(eval --checkpoint "$tmp/ckpt" --micro-batch 7)
 ev=("${base[@]}" --data "$tmp/data/shards/*.lbs" --max-sequences 200)
 "$lb" "${ev[@]}" --dump-batch "$tmp/one.json" > "$tmp/one.log" || { echo "FAIL: eval on one process"; exit 1; }
-numbers() { grep -v '^checkpoint' "$1"; }
+numbers() { grep -v -e '^checkpoint' -e '^Hugging Face model' "$1"; }
 for np in 2 3; do
   timeout 120 "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS=1 -np $np "$lb" "${ev[@]}" --dump-batch "$tmp/np$np.json" \
     > "$tmp/np$np.log" 2>&1 || { echo "FAIL: eval on $np ranks: $(cat "$tmp/np$np.log")"; fail=1; continue; }
@@ -72,6 +73,19 @@ timeout 120 "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS=1 -np 1 "$lb" "${ev[@]}"
   { echo "FAIL: eval with trainer.json alone on rank 1: $(cat "$tmp/thin.log")"; fail=1; }
 expect_job 4 "$tmp/bad/model.safetensors: size or CRC32C differs" -- \
   -np 1 "$lb" eval --checkpoint "$tmp/bad" --micro-batch 7 "${evd[@]}" : -np 1 "$lb" "${ev[@]}"
+# A Hugging Face directory likewise: rank 0 alone reads its weights (rank 1's copy of
+# model.safetensors is empty) and the job prints one process's numbers, which are the
+# checkpoint's; a rank that sees a checkpoint where rank 0 sees a Hugging Face directory is
+# refused by name, not left in another collective.
+"$lb" export --checkpoint "$tmp/ckpt" --out "$tmp/hfx" > /dev/null || { echo "FAIL: export"; fail=1; }
+mkdir -p "$tmp/hfx-thin" && cp "$tmp/hfx/config.json" "$tmp/hfx-thin/" && : > "$tmp/hfx-thin/model.safetensors"
+timeout 120 "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS=1 -np 1 "$lb" eval --checkpoint "$tmp/hfx" --micro-batch 7 \
+  "${evd[@]}" : -np 1 "$lb" eval --checkpoint "$tmp/hfx-thin" --micro-batch 7 "${evd[@]}" > "$tmp/hfx.log" 2>&1 &&
+  grep -q "^Hugging Face model $tmp/hfx (cpu backend, fp32 GEMMs, 2 ranks)" "$tmp/hfx.log" &&
+  [[ $(numbers "$tmp/hfx.log") == "$(numbers "$tmp/one.log")" ]] ||
+  { echo "FAIL: eval of a Hugging Face directory on 2 ranks: $(cat "$tmp/hfx.log")"; fail=1; }
+expect_job 2 "checkpoint_is_hugging_face" -- \
+  -np 1 "$lb" eval --checkpoint "$tmp/hfx" --micro-batch 7 "${evd[@]}" : -np 1 "$lb" "${ev[@]}"
 
 # One-process commands started twice: refused before anything is written.
 expect_job 2 "lansbert export runs as one process, but the launcher started 2 (OMPI_COMM_WORLD_SIZE=2)" -- \

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Checks a `lansbert export` directory with Hugging Face transformers.
+"""Checks a Hugging Face directory against lansbert with transformers: a `lansbert export`,
+or a model transformers made (make_hf_model.py) that `lansbert eval` read.
 
 Usage: check_hf_export.py HF_DIR BATCH_JSON
 BATCH_JSON is `lansbert eval --dump-batch` output: one micro-batch and lansbert's eval-mode
-losses on it. The export must load as BertForPreTraining with no missing or unexpected keys
+losses on it. The directory must load as BertForPreTraining with no missing or unexpected keys
 (the MLM decoder weight is tied to the word embeddings) and give the same total loss
 (MLM + NSP) to 1e-5 relative, and closer than the other GELU form gives (config.json's
 hidden_act is the form lansbert computed). Exits 77 (CTest skip) when torch/transformers are missing.

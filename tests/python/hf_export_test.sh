@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Trains a few steps of a tiny model, exports it, dumps a batch with lansbert's loss and
 # runs check_hf_export.py with Debian's python3 (exit 77 = skipped: no torch/transformers);
-# then the bf16 and fp16 exports against the fp32 one (check_hf_dtype.py).
+# then the bf16 and fp16 exports against the fp32 one (check_hf_dtype.py); then `lansbert eval`
+# of a BertForPreTraining that transformers made and saved (make_hf_model.py) against
+# transformers' loss on the same batch.
 set -euo pipefail
 lb=$1; mk=$2; tmp=$3
 py=/usr/bin/python3; [[ -x $py ]] || py=python3
@@ -35,3 +37,10 @@ for dtype in bf16 fp16; do
   "$lb" export --checkpoint "$tmp/ckpt-gelu" --out "$tmp/hf-$dtype" --dtype $dtype >/dev/null
   "$py" "$(dirname "$0")/check_hf_dtype.py" "$tmp/hf-gelu" "$tmp/hf-$dtype" $dtype
 done
+# A Hugging Face directory lansbert did not write: its sizes, GELU form and weights as
+# transformers saved them, evaluated by lansbert on the batch transformers then scores.
+"$py" "$(dirname "$0")/make_hf_model.py" "$tmp/hf-made"
+"$lb" eval --checkpoint "$tmp/hf-made" --data "$tmp/data/shards/*.lbs" --micro-batch 8 --max-sequences 8 \
+  --dump-batch "$tmp/batch-made.json" >/dev/null
+echo "a model transformers made:"
+"$py" "$(dirname "$0")/check_hf_export.py" "$tmp/hf-made" "$tmp/batch-made.json"

@@ -36,6 +36,9 @@ struct EvalOptions {
   // A device backend with 16-bit math: the operands converted inside cuBLAS, as the model was
   // trained with precision.gemm_cast: cublas (so the evaluation repeats the training's own).
   bool cast_in_gemm = false;
+  // The directory is a Hugging Face BertForPreTraining directory, not a lansbert checkpoint:
+  // its model.safetensors is loaded as it is (it carries no checksum to check).
+  bool hugging_face = false;
 };
 
 struct EvalResult {
@@ -71,10 +74,11 @@ ModelLimits eval_limits(int micro_batch, int seq_len, int max_pred);
 Status check_eval_batch_fits(const BertConfig& model, int micro_batch, int seq_len, int max_pred, double have,
                              const std::string& where);
 
-// `model` gives the sizes; params come from the checkpoint directory `dir`. Under mpirun
-// (`comm` of several ranks) the micro-batches are spread over the ranks as in
-// evaluate_on_ranks, each rank on the device of its local rank; every rank gets the result,
-// and an error on any rank is every rank's. Collective over `comm`.
+// `model` gives the sizes; params come from the checkpoint directory `dir` (or the Hugging
+// Face directory, opts.hugging_face). Under mpirun (`comm` of several ranks) the micro-batches
+// are spread over the ranks as in evaluate_on_ranks, each rank on the device of its local
+// rank; every rank gets the result, and an error on any rank is every rank's. Collective over
+// `comm`.
 Status run_eval(const BertConfig& model, const std::string& dir, const EvalOptions& opts, Communicator& comm,
                 EvalResult* result);
 // One process.
