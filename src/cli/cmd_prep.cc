@@ -1,4 +1,4 @@
-// `lansbert prep`: plain text to pretraining shards (docs/data-format.md). Loads the vocab,
+// `lansbert prep`: text or JSON Lines to pretraining shards (docs/data-format.md). Loads the vocab,
 // tokenizes with BertTokenizer and hands the rest to run_prep, which streams in bounded
 // memory and gives the same bytes for a seed whatever the thread count.
 #include <fmt/format.h>
@@ -87,6 +87,11 @@ Status run_prep_command(PrepArgs& a) {
               static_cast<long long>(st.documents), static_cast<long long>(st.sentences),
               static_cast<long long>(st.tokens), static_cast<long long>(st.instances),
               static_cast<long long>(st.shards), a.opts.out_dir.c_str());
+  // How much of each sequence is text: training computes on the padding too.
+  const double positions = double(st.instances) * a.opts.instances.max_seq_len;
+  std::printf("prep: the sequences are %.1f%% tokens (%.1f of %d positions on average), %.1f%% padding\n",
+              100.0 * double(st.instance_tokens) / positions, double(st.instance_tokens) / double(st.instances),
+              a.opts.instances.max_seq_len, 100.0 - 100.0 * double(st.instance_tokens) / positions);
   return Status::ok();
 }
 
@@ -97,10 +102,15 @@ void add_prep_command(CLI::App& app) {
   PrepOptions& o = args->opts;
   InstanceOptions& io = o.instances;
   CLI::App* sub = app.add_subcommand(
-      "prep", "Turn plain text (one sentence or paragraph per line, blank line between documents) "
-              "into pretraining shards");
+      "prep", "Turn text (one sentence or paragraph per line, blank line between documents) or JSON Lines "
+              "(a document per record), plain or gzip-compressed, into pretraining shards");
   sub->add_option("--vocab", args->vocab, "WordPiece vocab.txt")->required();
-  sub->add_option("--input", o.inputs, "Text files")->required();
+  sub->add_option("--input", o.inputs, "Text or JSON Lines files, plain or gzip-compressed")->required();
+  sub->add_option("--input-format", o.corpus.format,
+                  "auto (jsonl for *.jsonl and *.ndjson, before any .gz; text otherwise), text or jsonl")
+      ->capture_default_str();
+  sub->add_option("--json-key", o.corpus.json_key, "The field of each JSON Lines record that holds its document")
+      ->capture_default_str();
   sub->add_option("--out", o.out_dir, "Output directory (shard-NNNNN.lbs)")->required();
   sub->add_option("--seq-len", io.max_seq_len, "Tokens per sequence")->capture_default_str();
   sub->add_option("--max-pred", io.max_pred, "Masked-LM slots per sequence")->capture_default_str();

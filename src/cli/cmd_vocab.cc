@@ -1,5 +1,6 @@
-// `lansbert vocab`: trains a WordPiece vocabulary from text files (one line is one unit of
-// text) and writes vocab.txt. The file is written to a temporary name, flushed and renamed,
+// `lansbert vocab`: trains a WordPiece vocabulary from the corpus files prep reads (text, one
+// line a unit of text, or JSON Lines, one record's document a unit; plain or gzip: CorpusFile)
+// and writes vocab.txt. The file is written to a temporary name, flushed and renamed,
 // so an interrupted run never leaves a truncated vocabulary; an existing file is kept
 // unless --force.
 #include <cstdio>
@@ -9,8 +10,8 @@
 
 #include "commands.h"
 #include "lansbert/core/file_io.h"
+#include "lansbert/data/corpus_file.h"
 #include "lansbert/data/wordpiece_trainer.h"
-#include "line_reader.h"
 
 namespace lansbert::cli {
 
@@ -18,6 +19,7 @@ namespace {
 
 struct VocabArgs {
   std::vector<std::string> inputs;
+  CorpusOptions corpus;
   std::string out;
   int size = 30522;
   int64_t min_frequency = 2;
@@ -27,6 +29,7 @@ struct VocabArgs {
 };
 
 Status run_vocab(const VocabArgs& a) {
+  LB_RETURN_IF_ERROR(check_corpus_options(a.corpus));
   if (!a.force && std::filesystem::exists(a.out)) {
     return Status::invalid_argument(a.out + ": exists (use --force to overwrite)");
   }
@@ -38,18 +41,19 @@ Status run_vocab(const VocabArgs& a) {
   opts.unused_tokens = a.unused;
   opts.lower_case = !a.cased;
   WordPieceTrainer trainer(opts);
+  std::string text;
   for (const std::string& in : a.inputs) {
-    LineReader reader;
-    LB_RETURN_IF_ERROR(reader.open(in));
-    std::string_view line;
-    while (reader.next(&line)) {
-      Status s = trainer.add_text(line);
+    CorpusFile reader;
+    LB_RETURN_IF_ERROR(reader.open(in, a.corpus));
+    for (bool got = true;;) {
+      LB_RETURN_IF_ERROR(reader.next(&text, &got));
+      if (!got) break;
+      Status s = trainer.add_text(text);
       if (!s.is_ok()) {
         return Status::corrupt(reader.name() + ":" + std::to_string(reader.line_no()) + ": " +
                                s.message());
       }
     }
-    if (reader.failed()) return Status::io_error(reader.name() + ": read failed");
   }
   std::vector<std::string> tokens;
   LB_RETURN_IF_ERROR(trainer.train(&tokens));
@@ -74,7 +78,15 @@ Status run_vocab(const VocabArgs& a) {
 void add_vocab_command(CLI::App& app) {
   auto args = std::make_shared<VocabArgs>();
   CLI::App* sub = app.add_subcommand("vocab", "Train a WordPiece vocabulary from text files");
-  sub->add_option("--input", args->inputs, "Text files, one line per unit of text")->required();
+  sub->add_option("--input", args->inputs,
+                  "Text files (a line a unit of text) or JSON Lines (a record's document a unit), plain or gzip "
+                  "('-': stdin)")
+      ->required();
+  sub->add_option("--input-format", args->corpus.format,
+                  "auto (jsonl for *.jsonl and *.ndjson, before any .gz; text otherwise), text or jsonl")
+      ->capture_default_str();
+  sub->add_option("--json-key", args->corpus.json_key, "The field of each JSON Lines record that holds its document")
+      ->capture_default_str();
   sub->add_option("--out", args->out, "Output vocab.txt")->required();
   sub->add_option("--size", args->size, "Vocabulary size, specials included")
       ->check(CLI::Range(5, 1 << 24))

@@ -107,7 +107,7 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   LB_RETURN_IF_ERROR(check_prep_options(opts));
   const InstanceOptions& io = opts.instances;
   TextDocumentReader reader;
-  LB_RETURN_IF_ERROR(reader.open(opts.inputs));
+  LB_RETURN_IF_ERROR(reader.open(opts.inputs, opts.corpus));
   ShardInfo info = base;
   // The ids come from `vocab`: its size bounds them, sets the shards' id width, and is what
   // the header records.
@@ -154,7 +154,10 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
       instances.clear();
       create_instances(docs, first_doc, pass, io, vocab, threads, &instances);
       LB_RETURN_IF_ERROR(check_stop(opts));
-      for (const auto& inst : instances) LB_RETURN_IF_ERROR(sink.add(inst));
+      for (const auto& inst : instances) {
+        LB_RETURN_IF_ERROR(sink.add(inst));
+        stats->instance_tokens += static_cast<int64_t>(inst.tokens.size());
+      }
       stats->instances += static_cast<int64_t>(instances.size());
     }
     first_doc += docs.size();

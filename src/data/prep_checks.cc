@@ -77,6 +77,7 @@ Status check_prep_options(const PrepOptions& opts) {
   if (::stat(opts.out_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
     return bad(fmt::format("--out {}: exists and is not a directory", opts.out_dir));
   }
+  LB_RETURN_IF_ERROR(check_corpus_options(opts.corpus).with_prefix("prep: "));
   if (opts.inputs.empty()) return bad("--input: no input files");
   uint64_t total = 0;
   for (const auto& p : opts.inputs) LB_RETURN_IF_ERROR(check_input(p, &total));

@@ -44,16 +44,21 @@ void split_sentences(std::string_view line, std::vector<std::string>* out) {
   push_trimmed(line.substr(start), out);
 }
 
-Status TextDocumentReader::open(const std::vector<std::string>& paths) {
+Status TextDocumentReader::open(const std::vector<std::string>& paths, const CorpusOptions& options) {
+  LB_RETURN_IF_ERROR(check_corpus_options(options));
   paths_ = paths;
-  total_bytes_ = 0;
+  options_ = options;
+  sizes_.clear();
+  total_bytes_ = finished_bytes_ = 0;
   for (const auto& p : paths_) {
     std::error_code ec;
     const auto size = std::filesystem::file_size(p, ec);
     if (ec) return Status::not_found(fmt::format("{}: cannot read input: {}", p, ec.message()));
+    sizes_.push_back(size);
     total_bytes_ += size;
   }
   file_ = 0;
+  in_.reset();
   return Status::ok();
 }
 
@@ -62,26 +67,35 @@ Status TextDocumentReader::next(std::vector<std::string>* sentences, std::vector
   sentences->clear();
   origins->clear();
   *done = false;
-  std::string line;
+  std::string text;
   while (file_ < paths_.size()) {
-    if (!in_.is_open()) {
-      in_.open(paths_[file_], std::ios::binary);
-      if (!in_) return Status::io_error(fmt::format("{}: cannot open input", paths_[file_]));
-      line_no_ = 0;
+    if (!in_) {
+      in_ = std::make_unique<CorpusFile>();
+      LB_RETURN_IF_ERROR(in_->open(paths_[file_], options_));
     }
-    while (std::getline(in_, line)) {
-      ++line_no_;
-      bytes_read_ += line.size() + 1;
+    for (bool got = true;;) {
+      LB_RETURN_IF_ERROR(in_->next(&text, &got));
+      if (!got) break;
       const size_t before = sentences->size();
-      split_sentences(line, sentences);
-      if (sentences->size() == before) {  // a blank line ends a document
-        if (!sentences->empty()) return Status::ok();
-        continue;
+      if (in_->format() == CorpusFormat::kText) {
+        split_sentences(text, sentences);
+        if (sentences->size() == before) {  // a blank line ends a document
+          if (!sentences->empty()) return Status::ok();
+          continue;
+        }
+      } else {
+        // A record is a document; the lines of its text are a text file's lines.
+        for (size_t b = 0; b <= text.size();) {
+          const size_t e = std::min(text.find('\n', b), text.size());
+          split_sentences(std::string_view(text).substr(b, e - b), sentences);
+          b = e + 1;
+        }
       }
-      origins->resize(sentences->size(), fmt::format("{}:{}", paths_[file_], line_no_));
+      origins->resize(sentences->size(), fmt::format("{}:{}", in_->name(), in_->line_no()));
+      if (in_->format() == CorpusFormat::kJsonl && !sentences->empty()) return Status::ok();
     }
-    if (in_.bad()) return Status::io_error(fmt::format("{}: read error near line {}", paths_[file_], line_no_));
-    in_.close();
+    in_.reset();
+    finished_bytes_ += sizes_[file_];
     ++file_;
     if (!sentences->empty()) return Status::ok();  // the end of a file ends a document
   }

@@ -1,6 +1,6 @@
 // run_prep end to end with a stand-in tokenizer (word -> id by hash): the same seed gives
 // byte-identical shards for 1 and 4 threads and any shard size split; the shards read back
-// with the recorded parameters; sentence splitting follows the documented rule.
+// with the recorded parameters and the token count prep reports; sentence splitting follows the documented rule.
 #include "lansbert/data/prep.h"
 
 #include <fcntl.h>
@@ -110,6 +110,17 @@ TEST(Prep, DeterministicForAnyThreadCount) {
   auto* lb = dynamic_cast<LbShardReader*>(&set->shard(0));
   ASSERT_NE(lb, nullptr);
   EXPECT_TRUE(lb->verify_all().is_ok());
+  // instance_tokens (prep's "the sequences are N% tokens") is what the records hold.
+  Batch b;
+  b.resize(1, set->seq_len(), set->max_pred());
+  int64_t tokens = 0;
+  for (int64_t i = 0; i < set->count(); ++i) {
+    ASSERT_TRUE(set->read(i, &b, 0).is_ok());
+    for (const auto m : b.input_mask) tokens += m;
+  }
+  EXPECT_EQ(tokens, s2.instance_tokens);
+  EXPECT_EQ(s1.instance_tokens, s2.instance_tokens);
+  EXPECT_LT(s2.instance_tokens, s2.instances * 128);
 }
 
 TEST(Prep, EmptyInputIsAnError) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "lansbert/core/status.h"
+#include "lansbert/data/corpus_file.h"
 #include "lansbert/data/instances.h"
 #include "lansbert/data/shard.h"
 
@@ -30,6 +31,7 @@ inline constexpr int kMaxDupeFactor = 1 << 18;
 
 struct PrepOptions {
   std::vector<std::string> inputs;
+  CorpusOptions corpus;             // text or JSON Lines, plain or gzip (corpus_file.h)
   std::string out_dir;
   InstanceOptions instances;
   int64_t shard_size = 262144;      // records per shard file
@@ -47,6 +49,9 @@ using TokenizeFn = std::function<Status(std::string_view text, std::vector<int32
 struct PrepStats {
   uint64_t bytes = 0;
   int64_t documents = 0, sentences = 0, tokens = 0, instances = 0, shards = 0;
+  // Tokens the instances hold ([CLS] and [SEP] included), of instances x seq_len positions:
+  // the rest is padding, which training computes on as on tokens.
+  int64_t instance_tokens = 0;
   double seconds = 0;
 };
 

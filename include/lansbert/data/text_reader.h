@@ -1,16 +1,18 @@
-// TextDocumentReader: streams plain-text corpora as documents of sentences, the input of
-// `lansbert prep`. One sentence or paragraph per line; a blank line (or the end of a file)
-// ends a document. Paragraph lines are cut into sentences by split_sentences. Memory is
-// one document at a time.
+// TextDocumentReader: streams corpora as documents of sentences, the input of `lansbert prep`.
+// Each file is text (one sentence or paragraph per line; a blank line, or the end of a file,
+// ends a document) or JSON Lines (one document a record), either plain or gzip-compressed
+// (CorpusFile, corpus_file.h). Paragraph lines are cut into sentences by split_sentences.
+// Memory is one document at a time.
 #pragma once
 
 #include <cstdint>
-#include <fstream>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "lansbert/core/status.h"
+#include "lansbert/data/corpus_file.h"
 
 namespace lansbert {
 
@@ -23,19 +25,21 @@ void split_sentences(std::string_view line, std::vector<std::string>* out);
 class TextDocumentReader {
  public:
   // REQUIRES: open() before next(). Missing files are a not_found naming the file.
-  Status open(const std::vector<std::string>& paths);
+  Status open(const std::vector<std::string>& paths, const CorpusOptions& options = {});
   // Reads the next non-empty document into *sentences (with each sentence's file and line
   // in *origins, "file:line", for error messages). Sets *done at the end of the input.
   Status next(std::vector<std::string>* sentences, std::vector<std::string>* origins, bool* done);
-  uint64_t bytes_read() const { return bytes_read_; }
+  // Bytes of the input files consumed (compressed bytes for gzip files), of total_bytes().
+  uint64_t bytes_read() const { return finished_bytes_ + (in_ ? in_->offset() : 0); }
   uint64_t total_bytes() const { return total_bytes_; }
 
  private:
   std::vector<std::string> paths_;
+  std::vector<uint64_t> sizes_;
+  CorpusOptions options_;
   size_t file_ = 0;
-  int64_t line_no_ = 0;
-  std::ifstream in_;
-  uint64_t bytes_read_ = 0, total_bytes_ = 0;
+  std::unique_ptr<CorpusFile> in_;
+  uint64_t finished_bytes_ = 0, total_bytes_ = 0;
 };
 
 }  // namespace lansbert

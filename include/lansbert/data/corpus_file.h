@@ -1,0 +1,67 @@
+// CorpusFile: one input file of `lansbert prep` or `lansbert vocab`, read as units of text in
+// bounded memory. Two formats:
+//   text   one sentence or paragraph per line; a blank line ends a document (BERT's format).
+//   jsonl  one JSON object per line (JSON Lines, as Hugging Face datasets, The Pile or C4 ship
+//          corpora), its string field `json_key` one document; the newlines inside it separate
+//          paragraphs as a text file's lines do. Blank lines are skipped.
+// Either may be gzip-compressed (read through zlib, recognised by its magic bytes, not its
+// name). "auto" picks jsonl for names ending in .jsonl or .ndjson (before any .gz), else text.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "lansbert/core/status.h"
+
+namespace lansbert {
+
+enum class CorpusFormat { kText, kJsonl };
+
+struct CorpusOptions {
+  std::string format = "auto";  // auto, text or jsonl (--input-format)
+  std::string json_key = "text";  // --json-key
+};
+
+// invalid_argument naming --input-format or --json-key when `o` holds neither known format nor
+// a key.
+Status check_corpus_options(const CorpusOptions& o);
+// The format `path` is read in under `o` (REQUIRES: check_corpus_options(o) is ok).
+CorpusFormat corpus_format_of(const std::string& path, const CorpusOptions& o);
+
+class CorpusFile {
+ public:
+  CorpusFile();
+  ~CorpusFile();
+  CorpusFile(const CorpusFile&) = delete;
+  CorpusFile& operator=(const CorpusFile&) = delete;
+
+  // "-" reads stdin (name "<stdin>"). not_found naming the file when it is not there, io_error
+  // when it cannot be opened.
+  Status open(const std::string& path, const CorpusOptions& o);
+  // The next unit of text: a line (text; "" for a blank line, which ends a document), or a
+  // record's document (jsonl). *got is false at the end of the file. A gzip stream that is
+  // damaged or cut short is corrupt, a record that is not a JSON object with a string field
+  // `json_key` is corrupt, each naming the file and line.
+  Status next(std::string* text, bool* got);
+
+  CorpusFormat format() const { return format_; }
+  const std::string& name() const { return name_; }
+  int64_t line_no() const { return line_no_; }  // 1-based number of the last line read
+  // Bytes of the file (compressed, for gzip) consumed so far: for progress against its size.
+  uint64_t offset() const;
+
+ private:
+  Status next_line(std::string* line, bool* got);
+  Status read_error(const char* what) const;
+
+  struct Gz;
+  std::unique_ptr<Gz> gz_;
+  CorpusFormat format_ = CorpusFormat::kText;
+  std::string key_, name_, buf_;
+  size_t begin_ = 0, end_ = 0;
+  int64_t line_no_ = 0;
+  bool eof_ = false;
+};
+
+}  // namespace lansbert

@@ -1,0 +1,171 @@
+// CorpusFile and TextDocumentReader over the corpus formats: text and JSON Lines, each plain
+// or gzip-compressed, give the same units and the same documents; a line longer than the
+// reader's buffer comes whole; "auto" picks the format by name; a damaged or cut gzip stream
+// and a bad record are corrupt, naming the file and line.
+#include "lansbert/data/corpus_file.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "lansbert/data/text_reader.h"
+
+namespace lansbert {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CorpusFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("lansbert_corpus_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& bytes) {
+    const std::string p = (dir_ / name).string();
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  }
+  std::string write_gz(const std::string& name, const std::string& bytes) {
+    const std::string p = (dir_ / name).string();
+    gzFile f = gzopen(p.c_str(), "wb");
+    EXPECT_EQ(gzwrite(f, bytes.data(), unsigned(bytes.size())), int(bytes.size()));
+    gzclose(f);
+    return p;
+  }
+  // Every unit of `path`, or the error.
+  static Status units(const std::string& path, const CorpusOptions& o, std::vector<std::string>* out) {
+    CorpusFile f;
+    LB_RETURN_IF_ERROR(f.open(path, o));
+    std::string text;
+    for (bool got = true;;) {
+      LB_RETURN_IF_ERROR(f.next(&text, &got));
+      if (!got) return Status::ok();
+      out->push_back(text);
+    }
+  }
+  static std::vector<std::vector<std::string>> documents(const std::vector<std::string>& paths) {
+    TextDocumentReader r;
+    EXPECT_TRUE(r.open(paths).is_ok());
+    std::vector<std::vector<std::string>> docs;
+    std::vector<std::string> sentences, origins;
+    for (bool done = false;;) {
+      const Status st = r.next(&sentences, &origins, &done);
+      EXPECT_TRUE(st.is_ok()) << st.to_string();
+      if (done || !st.is_ok()) break;
+      EXPECT_EQ(origins.size(), sentences.size());
+      docs.push_back(sentences);
+    }
+    EXPECT_EQ(r.bytes_read(), r.total_bytes());
+    return docs;
+  }
+  fs::path dir_;
+};
+
+const char* kText = "First doc. Its second sentence.\nA paragraph line.\n\n\nSecond doc here!\r\n \nThird, no newline";
+const char* kJsonl =
+    R"({"text": "First doc. Its second sentence.\nA paragraph line.", "id": 1})"
+    "\n\n"
+    R"({"id": 2, "text": "Second doc here!\r\n"})"
+    "\n"
+    R"({"text": ""})"
+    "\n"
+    R"({"text": "Third, no newline"})";
+
+TEST_F(CorpusFileTest, TextAndJsonLinesPlainOrGzipGiveTheSameDocuments) {
+  const auto want = documents({write("a.txt", kText)});
+  ASSERT_EQ(want.size(), 3u);
+  EXPECT_EQ(want[0], (std::vector<std::string>{"First doc.", "Its second sentence.", "A paragraph line."}));
+  EXPECT_EQ(want[1], (std::vector<std::string>{"Second doc here!"}));
+  EXPECT_EQ(want[2], (std::vector<std::string>{"Third, no newline"}));
+  EXPECT_EQ(documents({write_gz("a.txt.gz", kText)}), want);
+  EXPECT_EQ(documents({write("a.jsonl", kJsonl)}), want);
+  EXPECT_EQ(documents({write_gz("a.ndjson.gz", kJsonl)}), want);
+  // Files of both formats in one run; a file's end ends its last document.
+  auto two = documents({write("b.jsonl", kJsonl), write("b.txt", kText)});
+  ASSERT_EQ(two.size(), 6u);
+  EXPECT_EQ(std::vector(two.begin() + 3, two.end()), want);
+}
+
+TEST_F(CorpusFileTest, UnitsAreLinesOrRecords) {
+  std::vector<std::string> got;
+  ASSERT_TRUE(units(write("u.txt", "a\n\nb"), {}, &got).is_ok());
+  EXPECT_EQ(got, (std::vector<std::string>{"a", "", "b"}));
+  got.clear();
+  ASSERT_TRUE(units(write("u.jsonl", "{\"body\": \"x\\ny\"}\n \n{\"body\": \"z\"}\n"), {"auto", "body"}, &got).is_ok());
+  EXPECT_EQ(got, (std::vector<std::string>{"x\ny", "z"}));
+  // A record longer than the 1 MiB buffer comes whole, and the line count stays right.
+  const std::string big(3 << 20, 'w');
+  got.clear();
+  CorpusFile f;
+  ASSERT_TRUE(f.open(write_gz("big.jsonl.gz", "{\"text\": \"" + big + "\"}\n{\"text\": \"end\"}\n"), {}).is_ok());
+  std::string text;
+  bool ok = false;
+  ASSERT_TRUE(f.next(&text, &ok).is_ok() && ok);
+  EXPECT_EQ(text, big);
+  ASSERT_TRUE(f.next(&text, &ok).is_ok() && ok);
+  EXPECT_EQ(text, "end");
+  EXPECT_EQ(f.line_no(), 2);
+}
+
+TEST_F(CorpusFileTest, AutoPicksTheFormatByName) {
+  const CorpusOptions autod;
+  EXPECT_EQ(corpus_format_of("x.jsonl", autod), CorpusFormat::kJsonl);
+  EXPECT_EQ(corpus_format_of("x.jsonl.gz", autod), CorpusFormat::kJsonl);
+  EXPECT_EQ(corpus_format_of("x.ndjson", autod), CorpusFormat::kJsonl);
+  EXPECT_EQ(corpus_format_of("x.txt.gz", autod), CorpusFormat::kText);
+  EXPECT_EQ(corpus_format_of("x.json", autod), CorpusFormat::kText);  // one JSON document is no corpus
+  EXPECT_EQ(corpus_format_of("wiki_00", autod), CorpusFormat::kText);
+  EXPECT_EQ(corpus_format_of("x.txt", {"jsonl", "text"}), CorpusFormat::kJsonl);
+  EXPECT_EQ(corpus_format_of("x.jsonl", {"text", "text"}), CorpusFormat::kText);
+  EXPECT_EQ(check_corpus_options({"xml", "text"}).message(), "--input-format xml: expected auto, text or jsonl");
+  EXPECT_EQ(check_corpus_options({"auto", ""}).message(), "--json-key: an empty field name");
+}
+
+TEST_F(CorpusFileTest, DamageIsCorruptNamingTheFileAndLine) {
+  std::string gz;
+  {
+    const std::string p = write_gz("whole.txt.gz", std::string(kText) + "\n" + std::string(200000, 'q') + "\n");
+    std::ifstream in(p, std::ios::binary);
+    gz.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::vector<std::string> got;
+  Status st = units(write("cut.txt.gz", gz.substr(0, gz.size() - 12)), {}, &got);  // no trailer
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
+  EXPECT_NE(st.message().find("cut.txt.gz: cannot read after line"), std::string::npos) << st.message();
+  std::string flipped = gz;
+  flipped[flipped.size() - 6] ^= 0x55;  // the CRC-32 of the trailer: found on the read that ends the
+                                        // stream, here the first (the text is smaller than a read)
+  st = units(write("flip.txt.gz", flipped), {}, &got);
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
+  EXPECT_NE(st.message().find("flip.txt.gz: cannot read after line 0: incorrect data check"), std::string::npos)
+      << st.message();
+
+  const struct {
+    const char* text;
+    const char* message;
+  } records[] = {
+      {"{\"text\": \"ok\"}\n{\"text\": \"x\"", "r.jsonl:2: not a JSON record (at byte offset 12 of the line: unexpected end of input"},
+      {"{\"text\": \"ok\"}\n[1]\n", "r.jsonl:2: not a JSON object with a string field 'text' (--json-key)"},
+      {"{\"title\": \"no text\"}\n", "r.jsonl:1: not a JSON object with a string field 'text'"},
+      {"{\"text\": null}\n", "r.jsonl:1: not a JSON object with a string field 'text'"},
+      {"{\"text\": \"caf\xe9\"}\n", "r.jsonl:1: not a JSON record (at byte offset 14 of the line: invalid string: "
+                                    "ill-formed UTF-8 byte)"},
+  };
+  for (const auto& r : records) {
+    got.clear();
+    st = units(write("r.jsonl", r.text), {}, &got);
+    EXPECT_EQ(st.code(), StatusCode::kCorrupt) << r.text;
+    EXPECT_NE(st.message().find(r.message), std::string::npos) << st.message();
+  }
+  st = units((dir_ / "missing.txt").string(), {}, &got);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound) << st.to_string();
+}
+
+}  // namespace
+}  // namespace lansbert
