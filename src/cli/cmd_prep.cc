@@ -103,11 +103,11 @@ void add_prep_command(CLI::App& app) {
   InstanceOptions& io = o.instances;
   CLI::App* sub = app.add_subcommand(
       "prep", "Turn text (one sentence or paragraph per line, blank line between documents) or JSON Lines "
-              "(a document per record), plain or gzip-compressed, into pretraining shards");
+              "(a document per record), plain or compressed (gzip, zstd), into pretraining shards");
   sub->add_option("--vocab", args->vocab, "WordPiece vocab.txt")->required();
-  sub->add_option("--input", o.inputs, "Text or JSON Lines files, plain or gzip-compressed")->required();
+  sub->add_option("--input", o.inputs, "Text or JSON Lines files, plain, gzip or Zstandard")->required();
   sub->add_option("--input-format", o.corpus.format,
-                  "auto (jsonl for *.jsonl and *.ndjson, before any .gz; text otherwise), text or jsonl")
+                  "auto (jsonl for *.jsonl and *.ndjson, before any .gz or .zst; text otherwise), text or jsonl")
       ->capture_default_str();
   sub->add_option("--json-key", o.corpus.json_key, "The field of each JSON Lines record that holds its document")
       ->capture_default_str();

@@ -1,8 +1,8 @@
 // `lansbert vocab`: trains a WordPiece vocabulary from the corpus files prep reads (text, one
-// line a unit of text, or JSON Lines, one record's document a unit; plain or gzip: CorpusFile)
-// and writes vocab.txt. The file is written to a temporary name, flushed and renamed,
-// so an interrupted run never leaves a truncated vocabulary; an existing file is kept
-// unless --force.
+// line a unit of text, or JSON Lines, one record's document a unit; plain or compressed:
+// CorpusFile) and writes vocab.txt. The file is written to a temporary name, flushed and
+// renamed, so an interrupted run never leaves a truncated vocabulary; an existing file is
+// kept unless --force.
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -79,11 +79,11 @@ void add_vocab_command(CLI::App& app) {
   auto args = std::make_shared<VocabArgs>();
   CLI::App* sub = app.add_subcommand("vocab", "Train a WordPiece vocabulary from text files");
   sub->add_option("--input", args->inputs,
-                  "Text files (a line a unit of text) or JSON Lines (a record's document a unit), plain or gzip "
+                  "Text files (a line a unit of text) or JSON Lines (a record's document a unit), plain, gzip or zstd "
                   "('-': stdin)")
       ->required();
   sub->add_option("--input-format", args->corpus.format,
-                  "auto (jsonl for *.jsonl and *.ndjson, before any .gz; text otherwise), text or jsonl")
+                  "auto (jsonl for *.jsonl and *.ndjson, before any .gz or .zst; text otherwise), text or jsonl")
       ->capture_default_str();
   sub->add_option("--json-key", args->corpus.json_key, "The field of each JSON Lines record that holds its document")
       ->capture_default_str();

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of `lansbert prep` on bad input: every failure exits non-zero with an
 # error naming the option or file, and leaves the shards of an earlier run byte-identical.
-# The same documents as JSON Lines, or gzip-compressed, give the same shards.
+# The same documents as JSON Lines, or compressed (gzip, Zstandard), give the same shards.
 # Usage: prep_cli_test.sh LANSBERT SOURCE_DIR
 source "$(dirname "$0")/cli_test_setup.sh" "$@"
 cd "$tmp"
@@ -53,11 +53,11 @@ if (( $(id -u) != 0 )); then  # root reads anything
 fi
 [[ -z $(ls -A shards | grep -v '^shard-') ]] || fail "left behind in shards/: $(ls -A shards)"
 
-# JSON Lines and gzip: the good run's documents as records (--input-format auto by the name),
-# plain or compressed, give its shards byte for byte.
+# JSON Lines, gzip and Zstandard: the good run's documents as records (--input-format auto by
+# the name), plain or compressed, give its shards byte for byte.
 awk 'NF { printf "{\"id\": %d, \"text\": \"%s\"}\n", NR, $0 }' corpus.txt > corpus.jsonl
-gzip -k corpus.jsonl && gzip -k corpus.txt
-for f in corpus.jsonl corpus.jsonl.gz corpus.txt.gz; do
+gzip -k corpus.jsonl && gzip -k corpus.txt && zstd -q -k corpus.jsonl
+for f in corpus.jsonl corpus.jsonl.gz corpus.txt.gz corpus.jsonl.zst; do
   rm -rf other && "$bin" prep --vocab "$vocab" --input $f --out other --no-progress --dupe-factor 2 > /dev/null ||
     fail "prep of $f"
   [[ $(cd other && sha256sum shard-*.lbs) == "$good" ]] || fail "prep of $f: not the shards of corpus.txt"
@@ -66,6 +66,8 @@ head -c $(( $(stat -c %s corpus.txt.gz) / 2 )) corpus.txt.gz > cut.txt.gz
 expect_refused 4 "cut.txt.gz: cannot read after line" --input cut.txt.gz
 grep -qF "unexpected end of file" err.txt || fail "a gzip file cut short: $(cat err.txt)"
 printf '{"text": "One. Two."}\n{"text": 7}\n' > bad.jsonl
+head -c $(( $(stat -c %s corpus.jsonl.zst) / 2 )) corpus.jsonl.zst > cut.jsonl.zst
+expect_refused 4 "cut.jsonl.zst: cannot read after line" --input cut.jsonl.zst
 expect_refused 4 "bad.jsonl:2: not a JSON object with a string field 'text' (--json-key)" --input bad.jsonl
 expect_refused 4 "corpus.txt.gz:1: not a JSON record (at byte offset 0 of the line" --input corpus.txt.gz \
   --input-format jsonl

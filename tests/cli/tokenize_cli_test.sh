@@ -52,6 +52,17 @@ set -e
   fail "vocab --out under a file: exit $rc, $err"
 "$bin" vocab --input "$tmp/corpus.txt" --size 150 --out "$tmp/new/dir/v.txt" 2>/dev/null
 cmp -s "$tmp/v.txt" "$tmp/new/dir/v.txt" || fail "vocab --out in a new directory"
+# The corpus as JSON Lines (a record a line here), gzip-compressed, or on stdin: the same vocab.
+awk '{ printf "{\"text\": \"%s\"}\n", $0 }' "$tmp/corpus.txt" | gzip > "$tmp/corpus.jsonl.gz"
+"$bin" vocab --input "$tmp/corpus.jsonl.gz" --size 150 --out "$tmp/v-jsonl.txt" 2>/dev/null
+cmp -s "$tmp/v.txt" "$tmp/v-jsonl.txt" || fail "vocab of the corpus as gzip JSON Lines differs"
+"$bin" vocab --input - --size 150 --out "$tmp/v-stdin.txt" < "$tmp/corpus.txt" 2>/dev/null
+cmp -s "$tmp/v.txt" "$tmp/v-stdin.txt" || fail "vocab of the corpus on stdin differs"
+set +e
+err=$("$bin" vocab --input "$tmp/corpus.txt" --input-format jsonl --size 150 --out "$tmp/v-bad.txt" 2>&1); rc=$?
+set -e
+(( rc == 4 )) && [[ $err == *"$tmp/corpus.txt:1: not a JSON record (at byte offset 0 of the line"* ]] ||
+  fail "vocab of text read as JSON Lines: exit $rc, $err"
 out=$("$bin" tokenize --vocab "$tmp/v.txt" --tokens --no-special "$tmp/corpus.txt" | grep -c UNK || true)
 [[ $out == 0 ]] || fail "trained vocab gives [UNK] on its own text"
 # vocab --help shows each default (BERT's: 30522 tokens, 99 [unusedN]) beside its option.

@@ -1,12 +1,13 @@
-// CorpusFile and TextDocumentReader over the corpus formats: text and JSON Lines, each plain
-// or gzip-compressed, give the same units and the same documents; a line longer than the
-// reader's buffer comes whole; "auto" picks the format by name; a damaged or cut gzip stream
-// and a bad record are corrupt, naming the file and line.
+// CorpusFile and TextDocumentReader over the corpus formats: text and JSON Lines, each plain,
+// gzip- or Zstandard-compressed, give the same units and the same documents; a line longer than the
+// reader's buffer comes whole; "auto" picks the format by name; a damaged or cut compressed
+// stream and a bad record are corrupt, naming the file and line.
 #include "lansbert/data/corpus_file.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -37,6 +38,21 @@ class CorpusFileTest : public ::testing::Test {
     EXPECT_EQ(gzwrite(f, bytes.data(), unsigned(bytes.size())), int(bytes.size()));
     gzclose(f);
     return p;
+  }
+  // Zstandard frames with checksums, one per part (several frames one after another are one
+  // stream, as `cat a.zst b.zst` makes).
+  std::string zst_bytes(const std::vector<std::string>& parts) {
+    std::string out;
+    for (const std::string& part : parts) {
+      ZSTD_CCtx* c = ZSTD_createCCtx();
+      ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
+      std::string frame(ZSTD_compressBound(part.size()), '\0');
+      const size_t n = ZSTD_compress2(c, frame.data(), frame.size(), part.data(), part.size());
+      ZSTD_freeCCtx(c);
+      EXPECT_FALSE(ZSTD_isError(n));
+      out += frame.substr(0, n);
+    }
+    return out;
   }
   // Every unit of `path`, or the error.
   static Status units(const std::string& path, const CorpusOptions& o, std::vector<std::string>* out) {
@@ -77,7 +93,7 @@ const char* kJsonl =
     "\n"
     R"({"text": "Third, no newline"})";
 
-TEST_F(CorpusFileTest, TextAndJsonLinesPlainOrGzipGiveTheSameDocuments) {
+TEST_F(CorpusFileTest, TextAndJsonLinesPlainOrCompressedGiveTheSameDocuments) {
   const auto want = documents({write("a.txt", kText)});
   ASSERT_EQ(want.size(), 3u);
   EXPECT_EQ(want[0], (std::vector<std::string>{"First doc.", "Its second sentence.", "A paragraph line."}));
@@ -86,6 +102,9 @@ TEST_F(CorpusFileTest, TextAndJsonLinesPlainOrGzipGiveTheSameDocuments) {
   EXPECT_EQ(documents({write_gz("a.txt.gz", kText)}), want);
   EXPECT_EQ(documents({write("a.jsonl", kJsonl)}), want);
   EXPECT_EQ(documents({write_gz("a.ndjson.gz", kJsonl)}), want);
+  const std::string text(kText), jsonl(kJsonl);
+  EXPECT_EQ(documents({write("a.jsonl.zst", zst_bytes({jsonl}))}), want);
+  EXPECT_EQ(documents({write("b.txt.zst", zst_bytes({text.substr(0, 20), text.substr(20)}))}), want);
   // Files of both formats in one run; a file's end ends its last document.
   auto two = documents({write("b.jsonl", kJsonl), write("b.txt", kText)});
   ASSERT_EQ(two.size(), 6u);
@@ -118,6 +137,7 @@ TEST_F(CorpusFileTest, AutoPicksTheFormatByName) {
   EXPECT_EQ(corpus_format_of("x.jsonl", autod), CorpusFormat::kJsonl);
   EXPECT_EQ(corpus_format_of("x.jsonl.gz", autod), CorpusFormat::kJsonl);
   EXPECT_EQ(corpus_format_of("x.ndjson", autod), CorpusFormat::kJsonl);
+  EXPECT_EQ(corpus_format_of("x.jsonl.zst", autod), CorpusFormat::kJsonl);
   EXPECT_EQ(corpus_format_of("x.txt.gz", autod), CorpusFormat::kText);
   EXPECT_EQ(corpus_format_of("x.json", autod), CorpusFormat::kText);  // one JSON document is no corpus
   EXPECT_EQ(corpus_format_of("wiki_00", autod), CorpusFormat::kText);
@@ -144,6 +164,19 @@ TEST_F(CorpusFileTest, DamageIsCorruptNamingTheFileAndLine) {
   st = units(write("flip.txt.gz", flipped), {}, &got);
   EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
   EXPECT_NE(st.message().find("flip.txt.gz: cannot read after line 0: incorrect data check"), std::string::npos)
+      << st.message();
+
+  const std::string zst = zst_bytes({std::string(kText) + "\n", std::string(200000, 'q') + "\n"});
+  st = units(write("cut.txt.zst", zst.substr(0, zst.size() - 9)), {}, &got);  // the last frame cut short
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
+  EXPECT_NE(st.message().find("cut.txt.zst: cannot read after line 7: unexpected end of file"), std::string::npos)
+      << st.message();
+  std::string zflipped = zst;
+  zflipped[zflipped.size() - 2] ^= 0x55;  // the last frame's checksum
+  st = units(write("flip.txt.zst", zflipped), {}, &got);
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
+  EXPECT_NE(st.message().find("flip.txt.zst: cannot read after line 7: Restored data doesn't match checksum"),
+            std::string::npos)
       << st.message();
 
   const struct {

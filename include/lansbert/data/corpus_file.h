@@ -4,8 +4,9 @@
 //   jsonl  one JSON object per line (JSON Lines, as Hugging Face datasets, The Pile or C4 ship
 //          corpora), its string field `json_key` one document; the newlines inside it separate
 //          paragraphs as a text file's lines do. Blank lines are skipped.
-// Either may be gzip-compressed (read through zlib, recognised by its magic bytes, not its
-// name). "auto" picks jsonl for names ending in .jsonl or .ndjson (before any .gz), else text.
+// Either may be compressed, with gzip (read through zlib) or Zstandard (libzstd; not on
+// stdin), each recognised by its magic bytes, not its name. "auto" picks jsonl for names
+// ending in .jsonl or .ndjson (before any .gz or .zst), else text.
 #pragma once
 
 #include <cstdint>
@@ -40,23 +41,24 @@ class CorpusFile {
   // when it cannot be opened.
   Status open(const std::string& path, const CorpusOptions& o);
   // The next unit of text: a line (text; "" for a blank line, which ends a document), or a
-  // record's document (jsonl). *got is false at the end of the file. A gzip stream that is
-  // damaged or cut short is corrupt, a record that is not a JSON object with a string field
-  // `json_key` is corrupt, each naming the file and line.
+  // record's document (jsonl). *got is false at the end of the file. A compressed stream that
+  // is damaged or cut short is corrupt, a record that is not a JSON object with a string field
+  // `json_key` is corrupt, each naming the file and line; a read that fails is io_error.
   Status next(std::string* text, bool* got);
 
   CorpusFormat format() const { return format_; }
   const std::string& name() const { return name_; }
   int64_t line_no() const { return line_no_; }  // 1-based number of the last line read
-  // Bytes of the file (compressed, for gzip) consumed so far: for progress against its size.
+  // Bytes of the file as stored (compressed) consumed so far: for progress against its size.
   uint64_t offset() const;
+
+  // Where the text comes from: the file as it is, or decompressed (corpus_file.cc).
+  struct Source;
 
  private:
   Status next_line(std::string* line, bool* got);
-  Status read_error(const char* what) const;
 
-  struct Gz;
-  std::unique_ptr<Gz> gz_;
+  std::unique_ptr<Source> source_;
   CorpusFormat format_ = CorpusFormat::kText;
   std::string key_, name_, buf_;
   size_t begin_ = 0, end_ = 0;

@@ -31,7 +31,7 @@ inline constexpr int kMaxDupeFactor = 1 << 18;
 
 struct PrepOptions {
   std::vector<std::string> inputs;
-  CorpusOptions corpus;             // text or JSON Lines, plain or gzip (corpus_file.h)
+  CorpusOptions corpus;             // text or JSON Lines, plain or compressed (corpus_file.h)
   std::string out_dir;
   InstanceOptions instances;
   int64_t shard_size = 262144;      // records per shard file

@@ -1,6 +1,6 @@
 // TextDocumentReader: streams corpora as documents of sentences, the input of `lansbert prep`.
 // Each file is text (one sentence or paragraph per line; a blank line, or the end of a file,
-// ends a document) or JSON Lines (one document a record), either plain or gzip-compressed
+// ends a document) or JSON Lines (one document a record), either plain or compressed
 // (CorpusFile, corpus_file.h). Paragraph lines are cut into sentences by split_sentences.
 // Memory is one document at a time.
 #pragma once
@@ -29,7 +29,7 @@ class TextDocumentReader {
   // Reads the next non-empty document into *sentences (with each sentence's file and line
   // in *origins, "file:line", for error messages). Sets *done at the end of the input.
   Status next(std::vector<std::string>* sentences, std::vector<std::string>* origins, bool* done);
-  // Bytes of the input files consumed (compressed bytes for gzip files), of total_bytes().
+  // Bytes of the input files consumed (as stored: compressed bytes), of total_bytes().
   uint64_t bytes_read() const { return finished_bytes_ + (in_ ? in_->offset() : 0); }
   uint64_t total_bytes() const { return total_bytes_; }
 
