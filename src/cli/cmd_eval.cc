@@ -100,7 +100,9 @@ Status plan_eval(const EvalArgs& a, EvalPlan* p) {
   std::string dir;
   const Status found = resolve_checkpoint(a.checkpoint, &dir);
   std::error_code ec;
-  if (!found.is_ok() && std::filesystem::exists(std::filesystem::path(a.checkpoint) / "model.safetensors", ec))
+  const std::filesystem::path d(a.checkpoint);
+  if (!found.is_ok() && std::filesystem::exists(d / "model.safetensors", ec) &&
+      std::filesystem::exists(d / "config.json", ec))
     return plan_hf_eval(a, p);
   if (!found.is_ok() && std::filesystem::exists(a.checkpoint, ec))
     return Status::not_found(a.checkpoint + ": neither a checkpoint (trainer.json, or a 'latest' pointer) nor a "

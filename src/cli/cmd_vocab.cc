@@ -77,7 +77,7 @@ Status run_vocab(const VocabArgs& a) {
 
 void add_vocab_command(CLI::App& app) {
   auto args = std::make_shared<VocabArgs>();
-  CLI::App* sub = app.add_subcommand("vocab", "Train a WordPiece vocabulary from text files");
+  CLI::App* sub = app.add_subcommand("vocab", "Train a WordPiece vocabulary from the corpus files prep reads");
   sub->add_option("--input", args->inputs,
                   "Text files (a line a unit of text) or JSON Lines (a record's document a unit), plain, gzip or zstd "
                   "('-': stdin)")

@@ -4,111 +4,23 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
-#include <zlib.h>
-#include <zstd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "text_sources.h"
+
 namespace lansbert {
 
-// The file's text, decompressed: read() hands up to n bytes, 0 at the end; a failure is
-// *why, and *damaged when the stream is damaged or cut short rather than unreadable.
-struct CorpusFile::Source {
-  virtual ~Source() = default;
-  virtual int64_t read(char* p, size_t n, std::string* why, bool* damaged) = 0;
-  virtual uint64_t offset() const = 0;  // bytes of the stored file consumed
-};
-
 namespace {
-
-// gzip through zlib, which reads a file that is not gzip as it is ("transparent").
-class GzSource final : public CorpusFile::Source {
- public:
-  explicit GzSource(gzFile f) : f_(f) { gzbuffer(f_, 1 << 18); }
-  ~GzSource() override { gzclose(f_); }
-  int64_t read(char* p, size_t n, std::string* why, bool* damaged) override {
-    const int got = gzread(f_, p, unsigned(std::min<size_t>(n, 1u << 30)));  // gzread takes an unsigned count
-    int err = Z_OK;
-    const char* msg = gzerror(f_, &err);
-    if (got >= 0 && (err == Z_OK || err == Z_STREAM_END)) return got;
-    *why = err == Z_ERRNO ? std::strerror(errno) : msg;
-    if (why->rfind("<fd:", 0) == 0 && why->find(": ") != std::string::npos)
-      why->erase(0, why->find(": ") + 2);  // zlib's name for the file
-    *damaged = err == Z_DATA_ERROR || err == Z_BUF_ERROR;
-    return -1;
-  }
-  uint64_t offset() const override {
-    const z_off_t at = gzoffset(f_);
-    return at > 0 ? uint64_t(at) : 0;
-  }
-
- private:
-  gzFile f_;
-};
-
-// Zstandard frames (The Pile's .jsonl.zst), one after another, streamed through one buffer.
-class ZstdSource final : public CorpusFile::Source {
- public:
-  explicit ZstdSource(int fd) : fd_(fd), in_(ZSTD_DStreamInSize(), '\0'), z_(ZSTD_createDStream()) {}
-  ~ZstdSource() override {
-    ZSTD_freeDStream(z_);
-    ::close(fd_);
-  }
-  int64_t read(char* p, size_t n, std::string* why, bool* damaged) override {
-    ZSTD_outBuffer out{p, n, 0};
-    while (out.pos == 0) {
-      if (pos_ == len_) {
-        const ssize_t got = ::read(fd_, in_.data(), in_.size());
-        if (got < 0) {
-          *why = std::strerror(errno);
-          return -1;
-        }
-        if (got == 0) {
-          if (!frame_open_) return 0;
-          *why = "unexpected end of file";  // a frame cut short
-          *damaged = true;
-          return -1;
-        }
-        offset_ += uint64_t(got);
-        pos_ = 0;
-        len_ = size_t(got);
-      }
-      ZSTD_inBuffer in{in_.data(), len_, pos_};
-      const size_t r = ZSTD_decompressStream(z_, &out, &in);
-      pos_ = in.pos;
-      if (ZSTD_isError(r)) {
-        *why = ZSTD_getErrorName(r);
-        *damaged = true;
-        return -1;
-      }
-      frame_open_ = r != 0;  // 0: a frame ended here
-    }
-    return int64_t(out.pos);
-  }
-  uint64_t offset() const override { return offset_; }
-
- private:
-  int fd_;
-  std::string in_;
-  ZSTD_DStream* z_;
-  size_t pos_ = 0, len_ = 0;
-  uint64_t offset_ = 0;
-  bool frame_open_ = false;
-};
-
-bool is_zstd(int fd) {
-  unsigned char magic[4] = {};
-  return ::pread(fd, magic, 4, 0) == 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd;
-}
-
-}  // namespace
-
-namespace {
+// `s` ends with `tail`, ignoring ASCII case (C4.JSON.GZ is C4.json.gz).
 bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  if (s.size() < tail.size()) return false;
+  return std::equal(tail.begin(), tail.end(), s.end() - tail.size(),
+                    [](char a, char b) { return std::tolower(uint8_t(a)) == std::tolower(uint8_t(b)); });
 }
 }  // namespace
 
@@ -125,7 +37,11 @@ CorpusFormat corpus_format_of(const std::string& path, const CorpusOptions& o) {
   std::string name = path;
   for (const char* packed : {".gz", ".zst"})
     if (ends_with(name, packed)) name.resize(name.size() - std::strlen(packed));
-  return ends_with(name, ".jsonl") || ends_with(name, ".ndjson") ? CorpusFormat::kJsonl : CorpusFormat::kText;
+  // .json too: C4 ships c4-train.00000-of-01024.json.gz and Dataset.to_json writes *.json,
+  // both JSON Lines (one JSON document per file is no corpus).
+  for (const char* jsonl : {".jsonl", ".ndjson", ".json"})
+    if (ends_with(name, jsonl)) return CorpusFormat::kJsonl;
+  return CorpusFormat::kText;
 }
 
 CorpusFile::CorpusFile() = default;
@@ -141,16 +57,8 @@ Status CorpusFile::open(const std::string& path, const CorpusOptions& o) {
     return errno == ENOENT || errno == ENOTDIR ? Status::not_found(m) : Status::io_error(m);
   }
   source_.reset();
-  if (!is_stdin && is_zstd(fd)) {
-    source_ = std::make_unique<ZstdSource>(fd);
-  } else {  // zlib reads plain text as it is: one path serves both
-    gzFile f = gzdopen(fd, "rb");
-    if (!f) {
-      ::close(fd);
-      return Status::io_error(name_ + ": cannot open (out of memory)");
-    }
-    source_ = std::make_unique<GzSource>(f);
-  }
+  LB_RETURN_IF_ERROR(open_text_source(fd, name_, &source_));
+  sniff_json_ = o.format == "auto";
   format_ = corpus_format_of(path, o);
   key_ = o.json_key;
   buf_.assign(1 << 20, '\0');
@@ -193,8 +101,10 @@ Status CorpusFile::next_line(std::string* line, bool* got) {
     bool damaged = false;
     const int64_t n = source_->read(buf_.data() + end_, buf_.size() - end_, &why, &damaged);
     if (n < 0) {
-      // A damaged or cut-off stream is content that fails validation; anything else is I/O.
-      const std::string m = fmt::format("{}: cannot read after line {}: {}", name_, line_no_, why);
+      // A damaged or cut-off stream is content that fails validation; anything else is I/O. The
+      // line count is of the lines handed out (the text is read ahead), the offset the file's.
+      const std::string m = fmt::format("{}: cannot read after line {} (byte offset {} of the file): {}", name_,
+                                        line_no_, source_->offset(), why);
       return damaged ? Status::corrupt(m) : Status::io_error(m);
     }
     end_ += size_t(n);
@@ -203,7 +113,21 @@ Status CorpusFile::next_line(std::string* line, bool* got) {
 }
 
 Status CorpusFile::next(std::string* text, bool* got) {
-  if (format_ == CorpusFormat::kText) return next_line(text, got);
+  if (format_ == CorpusFormat::kText) {
+    LB_RETURN_IF_ERROR(next_line(text, got));
+    if (sniff_json_ && *got && text->find_first_not_of(" \t\r") != std::string::npos) {
+      // "auto" chose text by the name: a first line that is a JSON record would make the
+      // whole file one document of JSON syntax, quietly.
+      sniff_json_ = false;
+      const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains(key_) && j[key_].is_string())
+        return Status::invalid_argument(fmt::format(
+            "{}:{}: a JSON record with a string field '{}' in a file read as text (by its name): pass "
+            "--input-format jsonl to read it as JSON Lines, or --input-format text to read it as text",
+            name_, line_no_, key_));
+    }
+    return Status::ok();
+  }
   std::string line;
   for (;;) {
     LB_RETURN_IF_ERROR(next_line(&line, got));

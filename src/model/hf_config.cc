@@ -1,7 +1,6 @@
 // Hugging Face's config.json for BERT, written and read (see hf_config.h).
 #include "lansbert/model/hf_config.h"
 
-#include <climits>
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/file_io.h"
@@ -39,11 +38,14 @@ class FieldReader {
  public:
   FieldReader(const nlohmann::json& j, const std::string& path) : j_(j), path_(path) {}
 
-  Status size(const char* field, int* v) const {
+  // A positive integer of at most `most`: bounds far above any BERT, so that a typo cannot
+  // make the model's tables and memory estimate (sized before any check of memory) run for
+  // minutes.
+  Status size(const char* field, int* v, int64_t most) const {
     if (!j_.contains(field)) return Status::ok();  // transformers' default, already in *v
     const nlohmann::json& x = j_[field];
-    if (!x.is_number_integer() || x.get<int64_t>() <= 0 || x.get<int64_t>() > INT_MAX)
-      return bad(field, "a positive integer", x);
+    if (!x.is_number_integer() || x.get<int64_t>() <= 0 || x.get<int64_t>() > most)
+      return bad(field, "an integer in [1, " + std::to_string(most) + "]", x);
     *v = x.get<int>();
     return Status::ok();
   }
@@ -52,7 +54,8 @@ class FieldReader {
     if (!j_.contains(field)) return Status::ok();
     const nlohmann::json& x = j_[field];
     const double d = x.is_number() ? x.get<double>() : -1.0;
-    if (!x.is_number() || (lo_open ? !(d > lo) : !(d >= lo)) || !(d < hi))
+    const float f = float(d);  // what the model computes with: 1e-300 is 0 there
+    if (!x.is_number() || (lo_open ? !(d > lo && f > lo) : !(d >= lo)) || !(d < hi && f < hi))
       return bad(field,
                  "a number in " + std::string(lo_open ? "(" : "[") + num(lo) + ", " + num(hi) + ")", x);
     *v = float(d);
@@ -114,13 +117,18 @@ Status parse_hf_config(const std::string& text, const std::string& path, BertCon
     return f.refuse("position_embedding_type",
                     "'" + position_type + "': lansbert's BERT has absolute position embeddings only");
   BertConfig c;  // its defaults are transformers' BertConfig defaults
-  LB_RETURN_IF_ERROR(f.size("vocab_size", &c.vocab_size));
-  LB_RETURN_IF_ERROR(f.size("hidden_size", &c.hidden));
-  LB_RETURN_IF_ERROR(f.size("num_hidden_layers", &c.layers));
-  LB_RETURN_IF_ERROR(f.size("num_attention_heads", &c.heads));
-  LB_RETURN_IF_ERROR(f.size("intermediate_size", &c.intermediate));
-  LB_RETURN_IF_ERROR(f.size("max_position_embeddings", &c.max_positions));
-  LB_RETURN_IF_ERROR(f.size("type_vocab_size", &c.type_vocab));
+  LB_RETURN_IF_ERROR(f.size("vocab_size", &c.vocab_size, 1 << 24));
+  LB_RETURN_IF_ERROR(f.size("hidden_size", &c.hidden, 1 << 16));
+  LB_RETURN_IF_ERROR(f.size("num_hidden_layers", &c.layers, 1 << 12));
+  LB_RETURN_IF_ERROR(f.size("num_attention_heads", &c.heads, 1 << 12));
+  LB_RETURN_IF_ERROR(f.size("intermediate_size", &c.intermediate, 1 << 20));
+  LB_RETURN_IF_ERROR(f.size("max_position_embeddings", &c.max_positions, 1 << 16));
+  LB_RETURN_IF_ERROR(f.size("type_vocab_size", &c.type_vocab, 1 << 16));
+  // lansbert's MLM decoder is the word embeddings (tied, as in BERT): a model with a decoder
+  // of its own would be scored with the wrong one.
+  if (j.contains("tie_word_embeddings") && !(j["tie_word_embeddings"].is_boolean() && j["tie_word_embeddings"]))
+    return f.refuse("tie_word_embeddings", "expected true (lansbert's MLM decoder is the word embeddings), got " +
+                                               j["tie_word_embeddings"].dump());
   LB_RETURN_IF_ERROR(f.real("layer_norm_eps", &c.layernorm_eps, 0, 1, /*lo_open=*/true));
   LB_RETURN_IF_ERROR(f.real("hidden_dropout_prob", &c.hidden_dropout, 0, 1, false));
   LB_RETURN_IF_ERROR(f.real("attention_probs_dropout_prob", &c.attention_dropout, 0, 1, false));
@@ -132,7 +140,7 @@ Status parse_hf_config(const std::string& text, const std::string& path, BertCon
   if (c.hidden % c.heads != 0)
     return f.refuse("num_attention_heads", std::to_string(c.heads) + " heads do not divide hidden_size " +
                                                std::to_string(c.hidden));
-  LB_RETURN_IF_ERROR(c.validate().with_prefix(path + ": "));  // a backstop: the fields above cover it
+  LB_RETURN_IF_ERROR(c.validate().with_prefix(path + ": "));  // a backstop: the checks above cover it
   *out = c;
   return Status::ok();
 }

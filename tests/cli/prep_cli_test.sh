@@ -56,12 +56,15 @@ fi
 # JSON Lines, gzip and Zstandard: the good run's documents as records (--input-format auto by
 # the name), plain or compressed, give its shards byte for byte.
 awk 'NF { printf "{\"id\": %d, \"text\": \"%s\"}\n", NR, $0 }' corpus.txt > corpus.jsonl
-gzip -k corpus.jsonl && gzip -k corpus.txt && zstd -q -k corpus.jsonl
-for f in corpus.jsonl corpus.jsonl.gz corpus.txt.gz corpus.jsonl.zst; do
+gzip -k corpus.jsonl && gzip -k corpus.txt && zstd -q -k corpus.jsonl && zstd -q -k corpus.txt
+# Each document as two paragraph lines ("\n" inside the JSON string), under another key.
+awk 'NF { line=$0; sub(/\. /, ".\\\\n", line); printf "{\"body\": \"%s\", \"text\": 1}\n", line }' corpus.txt > body.json
+for f in corpus.jsonl corpus.jsonl.gz corpus.txt.gz corpus.jsonl.zst corpus.txt.zst "body.json --json-key body"; do
   rm -rf other && "$bin" prep --vocab "$vocab" --input $f --out other --no-progress --dupe-factor 2 > /dev/null ||
     fail "prep of $f"
   [[ $(cd other && sha256sum shard-*.lbs) == "$good" ]] || fail "prep of $f: not the shards of corpus.txt"
 done
+grep -qF '.\nDocument' body.json || fail "body.json has no newline inside its records"
 head -c $(( $(stat -c %s corpus.txt.gz) / 2 )) corpus.txt.gz > cut.txt.gz
 expect_refused 4 "cut.txt.gz: cannot read after line" --input cut.txt.gz
 grep -qF "unexpected end of file" err.txt || fail "a gzip file cut short: $(cat err.txt)"

@@ -58,6 +58,8 @@ awk '{ printf "{\"text\": \"%s\"}\n", $0 }' "$tmp/corpus.txt" | gzip > "$tmp/cor
 cmp -s "$tmp/v.txt" "$tmp/v-jsonl.txt" || fail "vocab of the corpus as gzip JSON Lines differs"
 "$bin" vocab --input - --size 150 --out "$tmp/v-stdin.txt" < "$tmp/corpus.txt" 2>/dev/null
 cmp -s "$tmp/v.txt" "$tmp/v-stdin.txt" || fail "vocab of the corpus on stdin differs"
+zstd -q -c "$tmp/corpus.txt" | "$bin" vocab --input - --size 150 --out "$tmp/v-zstdin.txt" 2>/dev/null
+cmp -s "$tmp/v.txt" "$tmp/v-zstdin.txt" || fail "vocab of the corpus, Zstandard on stdin, differs"
 set +e
 err=$("$bin" vocab --input "$tmp/corpus.txt" --input-format jsonl --size 150 --out "$tmp/v-bad.txt" 2>&1); rc=$?
 set -e

@@ -236,6 +236,9 @@ expect_error 2 "eval: $tmp/hf is a Hugging Face directory, which names no held-o
   eval --checkpoint "$tmp/hf"
 expect_error 3 "$tmp/data: neither a checkpoint (trainer.json, or a 'latest' pointer) nor a Hugging Face directory" \
   eval --checkpoint "$tmp/data" --data "$tmp/data/shards/*.lbs"
+mkdir -p "$tmp/no-meta" && cp "$tmp/ckpt/latest/model.safetensors" "$tmp/no-meta/"  # a checkpoint lost trainer.json
+expect_error 3 "$tmp/no-meta: neither a checkpoint (trainer.json, or a 'latest' pointer) nor a Hugging Face" \
+  eval --checkpoint "$tmp/no-meta" --data "$tmp/data/shards/*.lbs"
 cp -r "$tmp/hf" "$tmp/hf-bad" && sed -i 's/"num_attention_heads": 2/"num_attention_heads": 3/' "$tmp/hf-bad/config.json"
 expect_error 2 "$tmp/hf-bad/config.json: field 'num_attention_heads': 3 heads do not divide hidden_size 64" \
   eval --checkpoint "$tmp/hf-bad" --data "$tmp/data/shards/*.lbs"

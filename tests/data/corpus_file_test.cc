@@ -1,7 +1,8 @@
 // CorpusFile and TextDocumentReader over the corpus formats: text and JSON Lines, each plain,
 // gzip- or Zstandard-compressed, give the same units and the same documents; a line longer than the
-// reader's buffer comes whole; "auto" picks the format by name; a damaged or cut compressed
-// stream and a bad record are corrupt, naming the file and line.
+// reader's buffer comes whole; "auto" picks the format by name and refuses a JSON record it
+// would read as text; a damaged or cut compressed stream, bytes after it, and a bad record are
+// corrupt, naming the file, line and offset.
 #include "lansbert/data/corpus_file.h"
 
 #include <gtest/gtest.h>
@@ -105,6 +106,16 @@ TEST_F(CorpusFileTest, TextAndJsonLinesPlainOrCompressedGiveTheSameDocuments) {
   const std::string text(kText), jsonl(kJsonl);
   EXPECT_EQ(documents({write("a.jsonl.zst", zst_bytes({jsonl}))}), want);
   EXPECT_EQ(documents({write("b.txt.zst", zst_bytes({text.substr(0, 20), text.substr(20)}))}), want);
+  // pzstd's files start with a skippable frame (magic 0x184D2A50, a 4-byte size, the payload).
+  const std::string skippable = std::string("\x50\x2a\x4d\x18\x03\x00\x00\x00" "abc", 11);
+  EXPECT_EQ(documents({write("c.jsonl.zst", skippable + zst_bytes({jsonl}))}), want);
+  // Concatenated gzip members (`cat a.gz b.gz`) are one text.
+  std::string two_members;
+  for (const auto& [name, part] : {std::pair{"m1.gz", text.substr(0, 33)}, std::pair{"m2.gz", text.substr(33)}}) {
+    std::ifstream in(write_gz(name, part), std::ios::binary);
+    two_members.append(std::istreambuf_iterator<char>(in), {});
+  }
+  EXPECT_EQ(documents({write("d.txt.gz", two_members)}), want);
   // Files of both formats in one run; a file's end ends its last document.
   auto two = documents({write("b.jsonl", kJsonl), write("b.txt", kText)});
   ASSERT_EQ(two.size(), 6u);
@@ -139,11 +150,28 @@ TEST_F(CorpusFileTest, AutoPicksTheFormatByName) {
   EXPECT_EQ(corpus_format_of("x.ndjson", autod), CorpusFormat::kJsonl);
   EXPECT_EQ(corpus_format_of("x.jsonl.zst", autod), CorpusFormat::kJsonl);
   EXPECT_EQ(corpus_format_of("x.txt.gz", autod), CorpusFormat::kText);
-  EXPECT_EQ(corpus_format_of("x.json", autod), CorpusFormat::kText);  // one JSON document is no corpus
+  EXPECT_EQ(corpus_format_of("c4-train.00000-of-01024.json.gz", autod), CorpusFormat::kJsonl);
+  EXPECT_EQ(corpus_format_of("X.JSONL.GZ", autod), CorpusFormat::kJsonl);
   EXPECT_EQ(corpus_format_of("wiki_00", autod), CorpusFormat::kText);
   EXPECT_EQ(corpus_format_of("x.txt", {"jsonl", "text"}), CorpusFormat::kJsonl);
   EXPECT_EQ(corpus_format_of("x.jsonl", {"text", "text"}), CorpusFormat::kText);
   EXPECT_EQ(check_corpus_options({"xml", "text"}).message(), "--input-format xml: expected auto, text or jsonl");
+  // A file "auto" reads as text whose first line is a JSON record is refused, not read as one
+  // document of JSON syntax; --input-format text reads it as text.
+  const std::string named_text = write("dump.txt", "\n{\"text\": \"One. Two.\"}\n");
+  std::vector<std::string> got;
+  const Status st = units(named_text, autod, &got);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("dump.txt:2: a JSON record with a string field 'text' in a file read as text (by its "
+                              "name): pass --input-format jsonl"),
+            std::string::npos)
+      << st.message();
+  got.clear();
+  ASSERT_TRUE(units(named_text, {"text", "text"}, &got).is_ok());
+  EXPECT_EQ(got.size(), 2u);
+  got.clear();  // another field, or a text line that merely starts with '{', is text
+  ASSERT_TRUE(units(write("other.txt", "{\"title\": \"x\"}\n{not json\n"), autod, &got).is_ok());
+  EXPECT_EQ(got.size(), 2u);
   EXPECT_EQ(check_corpus_options({"auto", ""}).message(), "--json-key: an empty field name");
 }
 
@@ -155,29 +183,50 @@ TEST_F(CorpusFileTest, DamageIsCorruptNamingTheFileAndLine) {
     gz.assign(std::istreambuf_iterator<char>(in), {});
   }
   std::vector<std::string> got;
-  Status st = units(write("cut.txt.gz", gz.substr(0, gz.size() - 12)), {}, &got);  // no trailer
+  const std::string cut_gz = gz.substr(0, gz.size() - 12);  // no trailer
+  Status st = units(write("cut.txt.gz", cut_gz), {}, &got);
   EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
-  EXPECT_NE(st.message().find("cut.txt.gz: cannot read after line"), std::string::npos) << st.message();
+  // The line count is of the lines handed out before the damage was reached, the offset where
+  // the reader stopped in the file.
+  EXPECT_NE(st.message().find("cut.txt.gz: cannot read after line 7 (byte offset " + std::to_string(cut_gz.size()) +
+                              " of the file): unexpected end of file"),
+            std::string::npos)
+      << st.message();
   std::string flipped = gz;
-  flipped[flipped.size() - 6] ^= 0x55;  // the CRC-32 of the trailer: found on the read that ends the
-                                        // stream, here the first (the text is smaller than a read)
+  flipped[flipped.size() - 6] ^= 0x55;  // the CRC-32 of the trailer, checked in the read that
+                                        // decodes the whole text (smaller than a read): line 0
   st = units(write("flip.txt.gz", flipped), {}, &got);
   EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
-  EXPECT_NE(st.message().find("flip.txt.gz: cannot read after line 0: incorrect data check"), std::string::npos)
+  // Found once the CRC-32 is read: the 4-byte length after it is not.
+  EXPECT_NE(st.message().find("flip.txt.gz: cannot read after line 0 (byte offset " + std::to_string(gz.size() - 4) +
+                              " of the file): incorrect data check"),
+            std::string::npos)
       << st.message();
 
   const std::string zst = zst_bytes({std::string(kText) + "\n", std::string(200000, 'q') + "\n"});
-  st = units(write("cut.txt.zst", zst.substr(0, zst.size() - 9)), {}, &got);  // the last frame cut short
+  const std::string cut_zst = zst.substr(0, zst.size() - 9);  // the last frame cut short
+  st = units(write("cut.txt.zst", cut_zst), {}, &got);
   EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
-  EXPECT_NE(st.message().find("cut.txt.zst: cannot read after line 7: unexpected end of file"), std::string::npos)
+  EXPECT_NE(st.message().find("cut.txt.zst: cannot read after line 7 (byte offset " + std::to_string(cut_zst.size()) +
+                              " of the file): unexpected end of file"),
+            std::string::npos)
       << st.message();
   std::string zflipped = zst;
   zflipped[zflipped.size() - 2] ^= 0x55;  // the last frame's checksum
   st = units(write("flip.txt.zst", zflipped), {}, &got);
   EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
-  EXPECT_NE(st.message().find("flip.txt.zst: cannot read after line 7: Restored data doesn't match checksum"),
+  EXPECT_NE(st.message().find("flip.txt.zst: cannot read after line 7 (byte offset "), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("Restored data doesn't match checksum"), std::string::npos) << st.message();
+
+  // Bytes after the last member or frame are refused by both formats alike.
+  st = units(write("tail.txt.gz", gz + "trailing text\n"), {}, &got);
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
+  EXPECT_NE(st.message().find("bytes after the end of the gzip data that are not another gzip member"),
             std::string::npos)
       << st.message();
+  st = units(write("tail.txt.zst", zst + "trailing text\n"), {}, &got);
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
 
   const struct {
     const char* text;

@@ -4,9 +4,11 @@
 //   jsonl  one JSON object per line (JSON Lines, as Hugging Face datasets, The Pile or C4 ship
 //          corpora), its string field `json_key` one document; the newlines inside it separate
 //          paragraphs as a text file's lines do. Blank lines are skipped.
-// Either may be compressed, with gzip (read through zlib) or Zstandard (libzstd; not on
-// stdin), each recognised by its magic bytes, not its name. "auto" picks jsonl for names
-// ending in .jsonl or .ndjson (before any .gz or .zst), else text.
+// Either may be compressed, with gzip (zlib) or Zstandard (libzstd), each recognised by its
+// first bytes, not its name, on stdin too (text_sources.h). "auto" picks jsonl for names
+// ending in .jsonl, .ndjson or .json (any case, before any .gz or .zst), else text; a file it
+// reads as text whose first line is a JSON record with the `json_key` string field is refused
+// (it would be one document of JSON syntax).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,8 @@
 #include "lansbert/core/status.h"
 
 namespace lansbert {
+
+class TextSource;
 
 enum class CorpusFormat { kText, kJsonl };
 
@@ -42,7 +46,7 @@ class CorpusFile {
   Status open(const std::string& path, const CorpusOptions& o);
   // The next unit of text: a line (text; "" for a blank line, which ends a document), or a
   // record's document (jsonl). *got is false at the end of the file. A compressed stream that
-  // is damaged or cut short is corrupt, a record that is not a JSON object with a string field
+  // is damaged, cut short or followed by other bytes is corrupt, a record that is not a JSON object with a string field
   // `json_key` is corrupt, each naming the file and line; a read that fails is io_error.
   Status next(std::string* text, bool* got);
 
@@ -52,18 +56,17 @@ class CorpusFile {
   // Bytes of the file as stored (compressed) consumed so far: for progress against its size.
   uint64_t offset() const;
 
-  // Where the text comes from: the file as it is, or decompressed (corpus_file.cc).
-  struct Source;
 
  private:
   Status next_line(std::string* line, bool* got);
 
-  std::unique_ptr<Source> source_;
+  std::unique_ptr<TextSource> source_;  // the file as it is, or decoded (text_sources.h)
   CorpusFormat format_ = CorpusFormat::kText;
   std::string key_, name_, buf_;
   size_t begin_ = 0, end_ = 0;
   int64_t line_no_ = 0;
   bool eof_ = false;
+  bool sniff_json_ = false;  // "auto" read this file as text: look at its first line
 };
 
 }  // namespace lansbert

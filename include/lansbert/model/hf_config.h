@@ -20,7 +20,9 @@ std::string hf_config_json(const BertConfig& c, const char* torch_dtype);
 // `path` and the field: text that is not a JSON object; a field of the wrong type or out of
 // range; a model_type other than "bert"; a position_embedding_type other than "absolute"; a
 // hidden_act other than "gelu" (erf) or one of transformers' tanh forms ("gelu_new",
-// "gelu_pytorch_tanh", "gelu_fast"); heads that do not divide hidden_size. invalid_argument.
+// "gelu_pytorch_tanh", "gelu_fast"); tie_word_embeddings other than true (lansbert's MLM
+// decoder is the word embeddings); heads that do not divide hidden_size. Sizes are bounded
+// far above any BERT (2^12 layers, hidden 2^16, ...). invalid_argument.
 Status parse_hf_config(const std::string& text, const std::string& path, BertConfig* out);
 // parse_hf_config of the file `path` (not_found / io_error when it cannot be read).
 Status read_hf_config(const std::string& path, BertConfig* out);

@@ -1,0 +1,211 @@
+// The plain, gzip and Zstandard text sources (see text_sources.h). gzip goes through zlib's
+// inflate rather than its gzread, which reads a file that is not gzip as it is but cannot be
+// handed bytes already read (the sniffed magic, on a pipe), and ignores trailing garbage where
+// the Zstandard reader refuses it: both formats now refuse it alike.
+#include "text_sources.h"
+
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace lansbert {
+namespace {
+
+// The file descriptor's bytes, the ones sniffed at open handed out first.
+class FdBytes {
+ public:
+  FdBytes(int fd, std::string head) : fd_(fd), head_(std::move(head)) {}
+  ~FdBytes() { ::close(fd_); }
+  FdBytes(const FdBytes&) = delete;
+  FdBytes& operator=(const FdBytes&) = delete;
+  // Up to n bytes: their count, 0 at the end, -1 with errno set on failure.
+  int64_t read(char* p, size_t n) {
+    if (head_at_ < head_.size()) {
+      const size_t k = std::min(n, head_.size() - head_at_);
+      std::memcpy(p, head_.data() + head_at_, k);
+      head_at_ += k;
+      consumed_ += k;
+      return int64_t(k);
+    }
+    for (;;) {
+      const ssize_t got = ::read(fd_, p, n);
+      if (got < 0 && errno == EINTR) continue;
+      if (got > 0) consumed_ += uint64_t(got);
+      return got;
+    }
+  }
+  uint64_t consumed() const { return consumed_; }
+
+ private:
+  int fd_;
+  std::string head_;
+  size_t head_at_ = 0;
+  uint64_t consumed_ = 0;
+};
+
+class PlainSource final : public TextSource {
+ public:
+  explicit PlainSource(std::unique_ptr<FdBytes> in) : in_(std::move(in)) {}
+  int64_t read(char* p, size_t n, std::string* why, bool* damaged) override {
+    const int64_t got = in_->read(p, n);
+    if (got < 0) {
+      *why = std::strerror(errno);
+      *damaged = false;
+    }
+    return got;
+  }
+  uint64_t offset() const override { return in_->consumed(); }
+
+ private:
+  std::unique_ptr<FdBytes> in_;
+};
+
+// One or more gzip members, one after another (`cat a.gz b.gz`), each checked by its CRC-32.
+class GzipSource final : public TextSource {
+ public:
+  explicit GzipSource(std::unique_ptr<FdBytes> in) : in_(std::move(in)), buf_(1 << 18, '\0') {
+    ok_ = inflateInit2(&z_, 15 + 16) == Z_OK;  // 16: a gzip header and trailer
+  }
+  ~GzipSource() override {
+    if (ok_) inflateEnd(&z_);
+  }
+  int64_t read(char* p, size_t n, std::string* why, bool* damaged) override {
+    *damaged = false;
+    if (!ok_) {
+      *why = "out of memory for zlib";
+      return -1;
+    }
+    z_.next_out = reinterpret_cast<Bytef*>(p);
+    z_.avail_out = uInt(std::min<size_t>(n, 1u << 30));
+    const uInt room = z_.avail_out;
+    while (z_.avail_out == room) {  // until some text comes out, or the end
+      if (z_.avail_in == 0) {
+        const int64_t got = in_->read(buf_.data(), buf_.size());
+        if (got < 0) {
+          *why = std::strerror(errno);
+          return -1;
+        }
+        if (got == 0) {
+          if (!in_member_) return 0;
+          *why = "unexpected end of file";
+          *damaged = true;
+          return -1;
+        }
+        z_.next_in = reinterpret_cast<Bytef*>(buf_.data());
+        z_.avail_in = uInt(got);
+      }
+      const bool between = !in_member_ && members_ > 0;
+      in_member_ = true;
+      const int r = inflate(&z_, Z_NO_FLUSH);
+      if (r == Z_STREAM_END) {
+        in_member_ = false;
+        ++members_;
+        inflateReset(&z_);
+      } else if (r != Z_OK && r != Z_BUF_ERROR) {
+        *why = between ? "bytes after the end of the gzip data that are not another gzip member"
+                       : (z_.msg ? z_.msg : "zlib error " + std::to_string(r));
+        *damaged = r == Z_DATA_ERROR;
+        return -1;
+      }
+    }
+    return int64_t(room - z_.avail_out);
+  }
+  uint64_t offset() const override { return in_->consumed() - z_.avail_in; }
+
+ private:
+  std::unique_ptr<FdBytes> in_;
+  std::string buf_;
+  z_stream z_{};
+  bool ok_ = false, in_member_ = false;
+  int64_t members_ = 0;
+};
+
+// Zstandard frames one after another (`cat a.zst b.zst`), skippable frames included; each
+// checked by its checksum when it has one (zstd writes it by default).
+class ZstdSource final : public TextSource {
+ public:
+  explicit ZstdSource(std::unique_ptr<FdBytes> in)
+      : in_(std::move(in)), buf_(ZSTD_DStreamInSize(), '\0'), z_(ZSTD_createDStream()) {}
+  ~ZstdSource() override { ZSTD_freeDStream(z_); }
+  int64_t read(char* p, size_t n, std::string* why, bool* damaged) override {
+    *damaged = false;
+    if (!z_) {
+      *why = "out of memory for libzstd";
+      return -1;
+    }
+    ZSTD_outBuffer out{p, n, 0};
+    while (out.pos == 0) {
+      if (pos_ == len_) {
+        const int64_t got = in_->read(buf_.data(), buf_.size());
+        if (got < 0) {
+          *why = std::strerror(errno);
+          return -1;
+        }
+        if (got == 0) {
+          if (!frame_open_) return 0;
+          *why = "unexpected end of file";  // a frame cut short
+          *damaged = true;
+          return -1;
+        }
+        pos_ = 0;
+        len_ = size_t(got);
+      }
+      ZSTD_inBuffer in{buf_.data(), len_, pos_};
+      const size_t r = ZSTD_decompressStream(z_, &out, &in);
+      pos_ = in.pos;
+      if (ZSTD_isError(r)) {
+        *why = ZSTD_getErrorName(r);
+        *damaged = true;
+        return -1;
+      }
+      frame_open_ = r != 0;  // 0: a frame ended exactly here
+    }
+    return int64_t(out.pos);
+  }
+  uint64_t offset() const override { return in_->consumed() - (len_ - pos_); }
+
+ private:
+  std::unique_ptr<FdBytes> in_;
+  std::string buf_;
+  ZSTD_DStream* z_;
+  size_t pos_ = 0, len_ = 0;
+  bool frame_open_ = false;
+};
+
+}  // namespace
+
+Status open_text_source(int fd, const std::string& name, std::unique_ptr<TextSource>* out) {
+  std::string head(4, '\0');
+  size_t have = 0;
+  while (have < head.size()) {  // a pipe may hand the first bytes in pieces
+    const ssize_t got = ::read(fd, head.data() + have, head.size() - have);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      return Status::io_error(name + ": cannot read: " + why);
+    }
+    if (got == 0) break;
+    have += size_t(got);
+  }
+  head.resize(have);
+  const auto b = [&](size_t i) { return i < head.size() ? uint8_t(head[i]) : 0x100; };
+  const bool gzip = b(0) == 0x1f && b(1) == 0x8b;
+  const bool zstd = (b(0) == 0x28 && b(1) == 0xb5 && b(2) == 0x2f && b(3) == 0xfd) ||
+                    ((b(0) & 0xf0) == 0x50 && b(1) == 0x2a && b(2) == 0x4d && b(3) == 0x18);
+  auto bytes = std::make_unique<FdBytes>(fd, std::move(head));
+  if (gzip) {
+    *out = std::make_unique<GzipSource>(std::move(bytes));
+  } else if (zstd) {
+    *out = std::make_unique<ZstdSource>(std::move(bytes));
+  } else {
+    *out = std::make_unique<PlainSource>(std::move(bytes));
+  }
+  return Status::ok();
+}
+
+}  // namespace lansbert

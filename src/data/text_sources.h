@@ -1,0 +1,31 @@
+// TextSource: the bytes of one corpus file as text: the file as it is, or its gzip or
+// Zstandard stream decoded, told apart by the first bytes and not by the name, so a pipe or
+// stdin works as a file does. CorpusFile (corpus_file.h) cuts them into lines.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "lansbert/core/status.h"
+
+namespace lansbert {
+
+class TextSource {
+ public:
+  virtual ~TextSource() = default;
+  // Up to n bytes of text into p: their count, 0 at the end. On failure -1 with *why; *damaged
+  // when the stream is damaged, cut short or followed by bytes that are not another member or
+  // frame (corrupt input), false when the file could not be read (an I/O error).
+  virtual int64_t read(char* p, size_t n, std::string* why, bool* damaged) = 0;
+  // Bytes of the file as stored (compressed) consumed so far.
+  virtual uint64_t offset() const = 0;
+};
+
+// Takes `fd` (closed by the source, or here on failure) and reads up to 4 bytes to choose the
+// decoder: gzip (1f 8b), Zstandard (28 b5 2f fd, or a skippable frame 5? 2a 4d 18, which
+// pzstd writes first), otherwise the bytes as they are. io_error naming `name` when even those
+// cannot be read.
+Status open_text_source(int fd, const std::string& name, std::unique_ptr<TextSource>* out);
+
+}  // namespace lansbert
