@@ -282,11 +282,19 @@ void DeviceOptimizer::update_lans(const FlatBuffers& buf, const AdamConsts<float
     LB_LAUNCH_CHECK();
   }
   sums_to_host(2);
+  if (stats) {
+    stats->trust_ratio.resize(nblocks_);
+    stats->trust_ratio_grad.resize(nblocks_);
+  }
   for (int b = 0; b < nblocks_; ++b) {
     const double r_m = trust_ratio(param_norm[b], std::sqrt(sums_[2 * b]));
     const double r_g = trust_ratio(param_norm[b], std::sqrt(sums_[2 * b + 1]));
     factors_[b].f[2] = static_cast<float>(lr * config_.beta1 * r_m);
     factors_[b].f[3] = static_cast<float>(lr * (1.0 - config_.beta1) * r_g);
+    if (stats) {
+      stats->trust_ratio[b] = r_m;
+      stats->trust_ratio_grad[b] = r_g;
+    }
   }
   upload_factors();
   if (nchunks_ > 0) {
@@ -315,10 +323,15 @@ void DeviceOptimizer::update_lamb(const FlatBuffers& buf, const AdamConsts<float
     LB_LAUNCH_CHECK();
   }
   sums_to_host(1);
+  if (stats) {
+    stats->trust_ratio.resize(nblocks_);
+    stats->trust_ratio_grad.clear();
+  }
   for (int b = 0; b < nblocks_; ++b) {
     const bool use_ratio = wd_[b] != 0 || config_.trust_ratio_on_excluded;
     const double r = use_ratio ? trust_ratio(param_norm[b], std::sqrt(sums_[b])) : 1.0;
     factors_[b].f[1] = static_cast<float>(lr * r);
+    if (stats) stats->trust_ratio[b] = use_ratio ? r : std::nan("");
   }
   upload_factors();
   if (nchunks_ > 0) {
@@ -357,6 +370,8 @@ void DeviceOptimizer::update_adamw(const FlatBuffers& buf, const AdamConsts<floa
   if (stats) {
     stats->grad_norm = G;
     stats->clip_divisor = clip;
+    stats->trust_ratio.clear();
+    stats->trust_ratio_grad.clear();
   }
 }
 

@@ -98,10 +98,15 @@ void Lamb::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, do
   }
 
   moments_pass(plan, buf, c, static_cast<float>(clip));
+  if (stats) {
+    stats->trust_ratio.resize(nb);
+    stats->trust_ratio_grad.clear();
+  }
   for (size_t b = 0; b < nb; ++b) {
     const bool use_ratio = blocks_[b].wd != 0 || config_.trust_ratio_on_excluded;
     const double r = use_ratio ? trust_ratio(blocks_[b].param_norm, std::sqrt(sums_[b])) : 1.0;
     blocks_[b].step = static_cast<float>(lr * r);
+    if (stats) stats->trust_ratio[b] = use_ratio ? r : std::nan("");
   }
 
   apply_pass(plan, buf, c);
@@ -154,6 +159,8 @@ void AdamW::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, d
   if (stats) {
     stats->grad_norm = G;
     stats->clip_divisor = clip;
+    stats->trust_ratio.clear();
+    stats->trust_ratio_grad.clear();
   }
 }
 

@@ -1,6 +1,7 @@
 // The console line and the JSON-lines record of a metrics window.
 #include "lansbert/train/metrics.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -56,6 +57,34 @@ std::string mfu_text(double mfu) {
 }
 }  // namespace
 
+TrustRatioSummary summarize_trust_ratios(const std::vector<double>& ratios, const ParamTable& table) {
+  std::vector<std::pair<double, size_t>> have;  // (ratio, block), the blocks that have one
+  for (size_t b = 0; b < ratios.size() && b < table.size(); ++b)
+    if (!std::isnan(ratios[b])) have.emplace_back(ratios[b], b);
+  TrustRatioSummary s;
+  s.count = have.size();
+  if (have.empty()) return s;
+  std::sort(have.begin(), have.end());
+  s.min = have.front().first;
+  s.max = have.back().first;
+  s.median = have[(have.size() - 1) / 2].first;
+  s.min_tensor = table[have.front().second].name;
+  s.max_tensor = table[have.back().second].name;
+  return s;
+}
+
+namespace {
+// {"min", "median", "max", "min_tensor", "max_tensor"} in metrics.jsonl, and the three values
+// as TensorBoard scalars `tag`_min, _median, _max.
+void add_trust(const char* key, const TrustRatioSummary& t, nlohmann::ordered_json* j, TaggedScalars* scalars) {
+  if (t.count == 0) return;
+  (*j)[key] = {{"min", t.min}, {"median", t.median}, {"max", t.max},
+               {"min_tensor", t.min_tensor}, {"max_tensor", t.max_tensor}};
+  const std::string tag = std::string("optimizer/") + key;
+  scalars->insert(scalars->end(), {{tag + "_min", t.min}, {tag + "_median", t.median}, {tag + "_max", t.max}});
+}
+}  // namespace
+
 MetricsLog::~MetricsLog() {
   if (file_) std::fclose(file_);
 }
@@ -80,8 +109,10 @@ Status MetricsLog::write(const MetricsRecord& r) {
       {"share", {{"data", r.t_data}, {"compute", r.t_compute}, {"allreduce", r.t_allreduce},
                  {"optimizer", r.t_optimizer}, {"other", r.t_other}}}};
   if (r.mfu > 0) j["mfu"] = r.mfu;
-  LB_RETURN_IF_ERROR(append(j.dump() + "\n"));
   TaggedScalars scalars = loss_scalars("train", r.loss, r.mlm_loss, r.nsp_loss, r.mlm_accuracy, r.nsp_accuracy);
+  add_trust("trust_ratio", r.trust, &j, &scalars);
+  add_trust("trust_ratio_grad", r.trust_grad, &j, &scalars);
+  LB_RETURN_IF_ERROR(append(j.dump() + "\n"));
   scalars.insert(scalars.end(), {
       {"train/lr", r.lr},
       {"train/grad_norm", r.grad_norm},

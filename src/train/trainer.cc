@@ -201,6 +201,8 @@ Status Run::loop() {
       rec.nsp_accuracy = win.nsp_accuracy();
       rec.lr = report.lr;
       rec.grad_norm = report.stats.grad_norm;
+      rec.trust = summarize_trust_ratios(report.stats.trust_ratio, model->table());
+      rec.trust_grad = summarize_trust_ratios(report.stats.trust_ratio_grad, model->table());
       rec.loss_scale = report.loss_scale;
       rec.skipped = updater->state().skipped_steps;
       rec.seq_per_s = seqs / dt;

@@ -60,6 +60,18 @@ void run_rule(const std::string& name, double max_grad_norm, bool trust_ratio_on
     gpu_opt->update(table, db, t, 1e-3 * t, &sg);
     EXPECT_NEAR(sg.grad_norm, sc.grad_norm, 1e-9 * sc.grad_norm) << name << " t=" << t;
     EXPECT_NEAR(sg.clip_divisor, sc.clip_divisor, 1e-9 * sc.clip_divisor) << name << " t=" << t;
+    // The trust ratios reported (host doubles from sums reduced in another order).
+    for (const auto& [got, want] : {std::pair{&sg.trust_ratio, &sc.trust_ratio},
+                                    std::pair{&sg.trust_ratio_grad, &sc.trust_ratio_grad}}) {
+      ASSERT_EQ(got->size(), want->size()) << name << " t=" << t;
+      for (size_t b = 0; b < want->size(); ++b) {
+        if (std::isnan((*want)[b])) {
+          EXPECT_TRUE(std::isnan((*got)[b])) << name << " block " << b;
+        } else {
+          EXPECT_NEAR((*got)[b], (*want)[b], 1e-6 * (*want)[b]) << name << " t=" << t << " block " << b;
+        }
+      }
+    }
   }
   const auto p_got = testing::to_host(pd), m_got = testing::to_host(md),
              v_got = testing::to_host(vd);
@@ -117,6 +129,7 @@ void run_sharded(const std::string& name, double max_grad_norm) {
   std::vector<std::vector<double>> posted(parties);
   std::vector<std::vector<float>> got_p(parties), got_m(parties), got_v(parties);
   std::vector<double> grad_norm(parties, 0.0);
+  std::vector<std::vector<double>> ratios(parties);
   auto party = [&](int k) {
     const size_t b = cuts[k], e = cuts[k + 1];
     std::unique_ptr<Optimizer> opt;
@@ -142,6 +155,7 @@ void run_sharded(const std::string& name, double max_grad_norm) {
       UpdateStats st;
       opt->update(table, db, t, 1e-3 * t, &st);
       grad_norm[k] = st.grad_norm;
+      ratios[k] = st.trust_ratio;
     }
     got_p[k] = testing::to_host(pd);
     got_m[k] = testing::to_host(md);
@@ -157,6 +171,11 @@ void run_sharded(const std::string& name, double max_grad_norm) {
   double worst = 0;
   for (int k = 0; k < parties; ++k) {
     EXPECT_NEAR(grad_norm[k], sc.grad_norm, 1e-9 * sc.grad_norm) << name << " shard " << k;
+    // Whole-tensor trust ratios on every party, blocks outside its slice included.
+    ASSERT_EQ(ratios[k].size(), sc.trust_ratio.size()) << name << " shard " << k;
+    for (size_t b = 0; b < ratios[k].size(); ++b)
+      if (!std::isnan(sc.trust_ratio[b]))
+        EXPECT_NEAR(ratios[k][b], sc.trust_ratio[b], 1e-6 * sc.trust_ratio[b]) << name << " shard " << k << " " << b;
     const size_t b = cuts[k], e = cuts[k + 1];
     // Outside its slice a party's parameters are untouched (the all-gather brings them).
     size_t moved = 0;

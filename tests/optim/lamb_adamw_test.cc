@@ -64,6 +64,14 @@ void run_three_steps(const std::string& name, bool nvlamb) {
     opt->update(t, f.buffers(), step, kLr, &stats);
     EXPECT_NEAR(stats.clip_divisor, clip, 1e-7 * clip);  // fp32 inputs
     for (size_t b = 0; b < 3; ++b) testing::expect_block_near(t, b, f, ref[b], 2e-5);
+    // The trust ratios applied: LAMB's (NaN for apex's excluded blocks); none for AdamW.
+    if (lamb) {
+      testing::expect_ratios_near(stats.trust_ratio, ref, /*grad=*/false, 1e-5);
+      EXPECT_EQ(std::isnan(stats.trust_ratio[1]), !nvlamb);
+    } else {
+      EXPECT_TRUE(stats.trust_ratio.empty());
+    }
+    EXPECT_TRUE(stats.trust_ratio_grad.empty());
   }
 }
 

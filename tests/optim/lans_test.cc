@@ -55,8 +55,13 @@ TEST(Lans, MatchesFormulaOverThreeSteps) {
       testing::set_block(t, b, &f.g, grads[step - 1][b]);
       testing::ref_lans(&ref[b], grads[step - 1][b], step, kLr, kB1, kB2, kEps);
     }
-    opt->update(t, f.buffers(), step, kLr, nullptr);
+    UpdateStats stats;
+    opt->update(t, f.buffers(), step, kLr, &stats);
     for (size_t b = 0; b < 3; ++b) testing::expect_block_near(t, b, f, ref[b], 2e-5);
+    // The trust ratios it reports are the ones it applied (the bias's first is 1: ||p|| = 0).
+    testing::expect_ratios_near(stats.trust_ratio, ref, /*grad=*/false, 1e-5);
+    testing::expect_ratios_near(stats.trust_ratio_grad, ref, /*grad=*/true, 1e-5);
+    if (step == 1) EXPECT_EQ(stats.trust_ratio[1], 1.0);
   }
   for (float x : f.p) EXPECT_TRUE(std::isfinite(x));
 }

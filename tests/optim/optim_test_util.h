@@ -44,6 +44,9 @@ inline void set_block(const ParamTable& t, size_t b, std::vector<float>* buf,
 struct RefBlock {
   std::vector<double> p, m, v;
   double wd = 0;
+  // The trust ratios the last reference step applied (LANS: of u_m and u_g; LAMB: ratio,
+  // NaN where it applies none; AdamW: NaN).
+  double ratio = std::nan(""), ratio_g = std::nan("");
 };
 
 inline double norm(const std::vector<double>& x) {
@@ -71,6 +74,8 @@ inline void ref_lans(RefBlock* b, const std::vector<double>& g, int t, double lr
   }
   const double rm = ratio(pn, norm(um)), rg = ratio(pn, norm(ug));
   for (size_t i = 0; i < n; ++i) b->p[i] -= lr * b1 * rm * um[i] + lr * (1 - b1) * rg * ug[i];
+  b->ratio = rm;
+  b->ratio_g = rg;
 }
 
 // LAMB/AdamW element update after clipping, for one block; use_ratio selects LAMB's trust
@@ -89,6 +94,7 @@ inline void ref_adam_family(RefBlock* b, const std::vector<double>& g, double cl
   }
   const double r = use_ratio ? ratio(pn, norm(u)) : 1.0;
   for (size_t i = 0; i < n; ++i) b->p[i] -= lr * r * u[i];
+  b->ratio = use_ratio ? r : std::nan("");
 }
 
 // apex: divide by G/max when G > max.
@@ -98,6 +104,21 @@ inline double ref_clip(const std::vector<std::vector<double>>& grads, double max
     for (double e : g) s += e * e;
   const double G = std::sqrt(s);
   return (max_norm > 0 && G > max_norm) ? G / max_norm : 1.0;
+}
+
+// Compares an update's reported trust ratios (UpdateStats::trust_ratio, or trust_ratio_grad
+// with `grad`) with the reference's to `tol` relative: NaN where the reference applied none.
+inline void expect_ratios_near(const std::vector<double>& got, const std::vector<RefBlock>& ref, bool grad,
+                               double tol) {
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t b = 0; b < ref.size(); ++b) {
+    const double want = grad ? ref[b].ratio_g : ref[b].ratio;
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got[b])) << "block " << b << ": " << got[b];
+    } else {
+      EXPECT_NEAR(got[b], want, tol * want) << "block " << b;
+    }
+  }
 }
 
 // Compares the fp32 buffers of block b with the reference, relative tolerance tol (with a

@@ -67,6 +67,12 @@ struct FlatBuffers {
 struct UpdateStats {
   double grad_norm = 0;     // global L2 norm of the (unscaled) gradients, before clipping
   double clip_divisor = 1;  // LAMB/AdamW: what every gradient was divided by (1 = no clip)
+  // Per block of the table, the layer-wise trust ratio ||p|| / ||u|| the update applied:
+  // LAMB's one ratio (NaN for a block it leaves without, apex's excluded biases and
+  // LayerNorms); LANS's ratio of the momentum direction u_m, with trust_ratio_grad that of the
+  // gradient direction u_g. Empty for AdamW. Whole-tensor norms, so the same on every rank
+  // of a sharded update. The diagnostic of large-batch runs (You et al. 2020, figure 2).
+  std::vector<double> trust_ratio, trust_ratio_grad;
 };
 
 // Sharded optimizer state (ZeRO-1, DESIGN decision 6): this rank updates only elements

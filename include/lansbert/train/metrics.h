@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "lansbert/core/status.h"
 #include "lansbert/dist/communicator.h"
@@ -28,6 +29,16 @@ struct MetricsWindow {
   double nsp_accuracy() const { return sums[kNspCount] ? sums[kNspCorrect] / sums[kNspCount] : 0; }
 };
 
+// The trust ratios of one update (UpdateStats::trust_ratio) over the blocks that have one:
+// their count, min, median (the lower middle of an even count), max, and the tensors of the
+// min and the max. count 0 (AdamW, a skipped step): nothing is logged.
+struct TrustRatioSummary {
+  size_t count = 0;
+  double min = 0, median = 0, max = 0;
+  std::string min_tensor, max_tensor;
+};
+TrustRatioSummary summarize_trust_ratios(const std::vector<double>& ratios, const ParamTable& table);
+
 // One logged line's values.
 struct MetricsRecord {
   int64_t step = 0, total_steps = 0;
@@ -40,6 +51,8 @@ struct MetricsRecord {
   double mfu = 0;
   // Shares of the window's wall time.
   double t_data = 0, t_compute = 0, t_allreduce = 0, t_optimizer = 0, t_other = 0;
+  // The window's last update's trust ratios (LANS: `trust_grad` is its gradient direction's).
+  TrustRatioSummary trust, trust_grad;
 };
 
 class MetricsLog {

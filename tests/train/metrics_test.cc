@@ -1,0 +1,73 @@
+// The trust-ratio summary of the metrics log: blocks without a ratio (NaN) are left out, the
+// median is the lower middle, the extremes are named by tensor; the metrics file carries the
+// summaries as objects and leaves them out when an update had none (AdamW).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "lansbert/train/metrics.h"
+
+namespace lansbert {
+namespace {
+
+ParamTable four_blocks() {
+  ParamTable t;
+  t.add("a.weight", {2, 2}, ParamRole::kWeight);
+  t.add("a.bias", {2}, ParamRole::kBias);
+  t.add("b.weight", {2, 2}, ParamRole::kWeight);
+  t.add("b.bias", {2}, ParamRole::kBias);
+  return t;
+}
+
+TEST(TrustRatioSummary, SkipsBlocksWithoutOneAndNamesTheExtremes) {
+  const ParamTable t = four_blocks();
+  TrustRatioSummary s = summarize_trust_ratios({0.5, std::nan(""), 0.02, 3.0}, t);
+  EXPECT_EQ(s.count, 3u);
+  EXPECT_EQ(s.min, 0.02);
+  EXPECT_EQ(s.median, 0.5);
+  EXPECT_EQ(s.max, 3.0);
+  EXPECT_EQ(s.min_tensor, "b.weight");
+  EXPECT_EQ(s.max_tensor, "b.bias");
+  s = summarize_trust_ratios({0.4, 0.1, 0.3, 0.2}, t);  // an even count: the lower middle
+  EXPECT_EQ(s.median, 0.2);
+  EXPECT_EQ(summarize_trust_ratios({}, t).count, 0u);  // AdamW
+  EXPECT_EQ(summarize_trust_ratios({std::nan(""), std::nan(""), std::nan(""), std::nan("")}, t).count, 0u);
+}
+
+TEST(TrustRatioSummary, TheMetricsFileCarriesBothSummariesOrNeither) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("lansbert_metrics_" + std::to_string(::getpid()) + ".jsonl")).string();
+  std::filesystem::remove(path);
+  const ParamTable t = four_blocks();
+  {
+    MetricsLog log(nullptr, path);
+    MetricsRecord r;
+    r.step = 1;
+    r.trust = summarize_trust_ratios({0.5, 0.25, 0.125, 1.0}, t);
+    r.trust_grad = summarize_trust_ratios({0.75, 0.5, 0.25, 2.0}, t);
+    ASSERT_TRUE(log.write(r).is_ok());
+    r.step = 2;
+    r.trust = r.trust_grad = TrustRatioSummary{};
+    ASSERT_TRUE(log.write(r).is_ok());
+  }
+  std::ifstream in(path);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  const auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["trust_ratio"], nlohmann::json::parse(R"({"min": 0.125, "median": 0.25, "max": 1.0,
+                                                        "min_tensor": "b.weight", "max_tensor": "b.bias"})"));
+  EXPECT_EQ(j["trust_ratio_grad"]["median"], 0.5);
+  EXPECT_EQ(j["trust_ratio_grad"]["max_tensor"], "b.bias");
+  ASSERT_TRUE(std::getline(in, line));
+  const auto k = nlohmann::json::parse(line);
+  EXPECT_FALSE(k.contains("trust_ratio"));
+  EXPECT_FALSE(k.contains("trust_ratio_grad"));
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace lansbert
