@@ -107,7 +107,7 @@ void add_prep_command(CLI::App& app) {
   sub->add_option("--vocab", args->vocab, "WordPiece vocab.txt")->required();
   sub->add_option("--input", o.inputs, "Text or JSON Lines files, plain, gzip or Zstandard")->required();
   sub->add_option("--input-format", o.corpus.format,
-                  "auto (jsonl for *.jsonl and *.ndjson, before any .gz or .zst; text otherwise), text or jsonl")
+                  "auto (jsonl for *.jsonl, *.ndjson and *.json, before any .gz or .zst; text otherwise), text or jsonl")
       ->capture_default_str();
   sub->add_option("--json-key", o.corpus.json_key, "The field of each JSON Lines record that holds its document")
       ->capture_default_str();

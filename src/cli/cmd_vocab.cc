@@ -83,7 +83,7 @@ void add_vocab_command(CLI::App& app) {
                   "('-': stdin)")
       ->required();
   sub->add_option("--input-format", args->corpus.format,
-                  "auto (jsonl for *.jsonl and *.ndjson, before any .gz or .zst; text otherwise), text or jsonl")
+                  "auto (jsonl for *.jsonl, *.ndjson and *.json, before any .gz or .zst; text otherwise), text or jsonl")
       ->capture_default_str();
   sub->add_option("--json-key", args->corpus.json_key, "The field of each JSON Lines record that holds its document")
       ->capture_default_str();

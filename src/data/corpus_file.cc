@@ -122,7 +122,7 @@ Status CorpusFile::next(std::string* text, bool* got) {
       const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
       if (j.is_object() && j.contains(key_) && j[key_].is_string())
         return Status::invalid_argument(fmt::format(
-            "{}:{}: a JSON record with a string field '{}' in a file read as text (by its name): pass "
+            "{}:{}: a JSON record with a string field '{}' in a file read as text (--input-format auto, by its name): pass "
             "--input-format jsonl to read it as JSON Lines, or --input-format text to read it as text",
             name_, line_no_, key_));
     }

@@ -75,6 +75,7 @@ class GzipSource final : public TextSource {
   }
   int64_t read(char* p, size_t n, std::string* why, bool* damaged) override {
     *damaged = false;
+    if (n == 0) return 0;
     if (!ok_) {
       *why = "out of memory for zlib";
       return -1;
@@ -98,16 +99,24 @@ class GzipSource final : public TextSource {
         z_.next_in = reinterpret_cast<Bytef*>(buf_.data());
         z_.avail_in = uInt(got);
       }
-      const bool between = !in_member_ && members_ > 0;
+      // After a member, the bytes that follow must open another (1f 8b), checked here as they
+      // arrive: zlib's own message for a bad header ("incorrect header check") would not say
+      // that the data before them was whole.
+      for (; magic_left_ > 0 && magic_seen_ < z_.avail_in; ++magic_seen_, --magic_left_)
+        if (z_.next_in[magic_seen_] != (magic_left_ == 2 ? 0x1f : 0x8b)) {
+          *why = "bytes after the end of the gzip data that are not another gzip member";
+          *damaged = true;
+          return -1;
+        }
       in_member_ = true;
       const int r = inflate(&z_, Z_NO_FLUSH);
+      magic_seen_ = 0;  // the checked bytes went into inflate's header
       if (r == Z_STREAM_END) {
         in_member_ = false;
-        ++members_;
+        magic_left_ = 2;
         inflateReset(&z_);
       } else if (r != Z_OK && r != Z_BUF_ERROR) {
-        *why = between ? "bytes after the end of the gzip data that are not another gzip member"
-                       : (z_.msg ? z_.msg : "zlib error " + std::to_string(r));
+        *why = z_.msg ? z_.msg : "zlib error " + std::to_string(r);
         *damaged = r == Z_DATA_ERROR;
         return -1;
       }
@@ -121,7 +130,7 @@ class GzipSource final : public TextSource {
   std::string buf_;
   z_stream z_{};
   bool ok_ = false, in_member_ = false;
-  int64_t members_ = 0;
+  uInt magic_left_ = 0, magic_seen_ = 0;  // of the next member's 2 magic bytes
 };
 
 // Zstandard frames one after another (`cat a.zst b.zst`), skippable frames included; each
@@ -133,6 +142,7 @@ class ZstdSource final : public TextSource {
   ~ZstdSource() override { ZSTD_freeDStream(z_); }
   int64_t read(char* p, size_t n, std::string* why, bool* damaged) override {
     *damaged = false;
+    if (n == 0) return 0;
     if (!z_) {
       *why = "out of memory for libzstd";
       return -1;

@@ -14,9 +14,10 @@ namespace lansbert {
 class TextSource {
  public:
   virtual ~TextSource() = default;
-  // Up to n bytes of text into p: their count, 0 at the end. On failure -1 with *why; *damaged
+  // Up to n bytes of text into p: their count, 0 at the end (or when n is 0). On failure -1 with *why; *damaged
   // when the stream is damaged, cut short or followed by bytes that are not another member or
-  // frame (corrupt input), false when the file could not be read (an I/O error).
+  // frame, trailing zeros included, which gzip(1) skips (corrupt input), false when the file
+  // could not be read (an I/O error).
   virtual int64_t read(char* p, size_t n, std::string* why, bool* damaged) = 0;
   // Bytes of the file as stored (compressed) consumed so far.
   virtual uint64_t offset() const = 0;

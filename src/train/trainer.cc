@@ -133,6 +133,9 @@ Status Run::loop() {
   Batch batch;
   MicroBatchInfo info;
   StepReport report;
+  // The trust ratios of the window's last applied update (a step the loss scaler skipped has
+  // none): what its record reports.
+  std::vector<double> trust, trust_grad;
   double t_window = now_s(), t_last_ckpt = now_s();
   const double t_start = now_s();
   double w_data = 0, w_compute = 0, w_allreduce = 0, w_opt = 0;
@@ -170,7 +173,11 @@ Status Run::loop() {
       return Status::diverged("step " + std::to_string(step + 1) + ": " + st.message() +
                               ". Resumed unchanged the run diverges here again; " + kDivergedFix);
     }
-    if (!report.skipped) model->set_weight_copy_current(true);  // the update wrote it (if enabled)
+    if (!report.skipped) {
+      model->set_weight_copy_current(true);  // the update wrote it (if enabled)
+      trust.swap(report.stats.trust_ratio);
+      trust_grad.swap(report.stats.trust_ratio_grad);
+    }
     w_allreduce += t_reduce;
     w_opt += now_s() - t0 - t_reduce;
     ++step;
@@ -201,8 +208,8 @@ Status Run::loop() {
       rec.nsp_accuracy = win.nsp_accuracy();
       rec.lr = report.lr;
       rec.grad_norm = report.stats.grad_norm;
-      rec.trust = summarize_trust_ratios(report.stats.trust_ratio, model->table());
-      rec.trust_grad = summarize_trust_ratios(report.stats.trust_ratio_grad, model->table());
+      rec.trust = summarize_trust_ratios(trust, model->table());
+      rec.trust_grad = summarize_trust_ratios(trust_grad, model->table());
       rec.loss_scale = report.loss_scale;
       rec.skipped = updater->state().skipped_steps;
       rec.seq_per_s = seqs / dt;
@@ -228,6 +235,8 @@ Status Run::loop() {
       result->t_allreduce += w_allreduce;
       result->t_optimizer += w_opt;
       win = MetricsWindow{};
+      trust.clear();
+      trust_grad.clear();
       w_data = w_compute = w_allreduce = w_opt = 0;
       result->t_logging += now_s() - tl;
       t_window = now_s();

@@ -216,6 +216,44 @@ expect_error 2 "--out: $tmp/good.yaml/hf: cannot be created, $tmp/good.yaml is n
   > "$tmp/from-hf.log" 2>&1 || { echo "FAIL: --init-from a Hugging Face directory"; fail=1; }
 grep -q "holds weights only: the optimizer starts fresh" "$tmp/from-hf.log" ||
   { echo "FAIL: no note on keep_moments with a Hugging Face directory: $(cat "$tmp/from-hf.log")"; fail=1; }
+# Each training record carries the trust ratios of its window's last applied update: LANS
+# both of its directions', LAMB its one, named by tensor; a window whose last step the fp16
+# loss scaler skipped reports the step before, and one whose every step it skipped none.
+"$lb" train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/tr-lans" --set logging.every_steps=1 \
+  --stop-at-step 2 >/dev/null 2>&1 || { echo "FAIL: the LANS metrics run"; fail=1; }
+"$lb" train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/tr-lamb" --set optimizer.name=lamb \
+  --set logging.every_steps=1 --stop-at-step 2 >/dev/null 2>&1 || { echo "FAIL: the LAMB metrics run"; fail=1; }
+"$lb" train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/tr-fp16" --set precision.dtype=fp16 \
+  --set precision.initial_scale=1e6 --set precision.growth_interval=1 --set logging.every_steps=2 \
+  --stop-at-step 8 >/dev/null 2>&1 || { echo "FAIL: the fp16 metrics run"; fail=1; }
+python3 - "$tmp" <<'PY' || { echo "FAIL: trust ratios in the metrics"; fail=1; }
+import json, sys
+tmp = sys.argv[1]
+def records(run):
+    return [r for r in map(json.loads, open(f"{tmp}/{run}/metrics.jsonl")) if "type" not in r]
+def summary_ok(t):
+    return t["min"] <= t["median"] <= t["max"] and t["min_tensor"].startswith(("bert.", "cls."))
+ok = True
+for r in records("tr-lans"):
+    ok &= summary_ok(r["trust_ratio"]) and summary_ok(r["trust_ratio_grad"])
+for r in records("tr-lamb"):
+    ok &= summary_ok(r["trust_ratio"]) and "trust_ratio_grad" not in r
+    ok &= "LayerNorm" not in r["trust_ratio"]["min_tensor"] + r["trust_ratio"]["max_tensor"]  # apex: none there
+skipped, seen_last_skipped, seen_all_skipped = 0, False, False
+for r in records("tr-fp16"):
+    in_window = r["skipped"] - skipped
+    skipped = r["skipped"]
+    if in_window == 2:  # both steps of the window skipped: no update to report
+        ok &= "trust_ratio" not in r
+        seen_all_skipped = True
+    elif r["lr"] == 0:  # the last step skipped, the one before applied
+        ok &= summary_ok(r["trust_ratio"])
+        seen_last_skipped = True
+    else:
+        ok &= summary_ok(r["trust_ratio"])
+ok &= seen_last_skipped and seen_all_skipped  # the run must show both cases
+sys.exit(0 if ok else 1)
+PY
 # A Hugging Face directory's config.json must describe the run's model: the heads, which no
 # tensor's shape shows, and every size, are named before any weight is read.
 expect_error 2 "--init-from $tmp/hf/config.json: num_attention_heads is 2 but the config sets model.heads: 4" \

@@ -162,8 +162,8 @@ TEST_F(CorpusFileTest, AutoPicksTheFormatByName) {
   std::vector<std::string> got;
   const Status st = units(named_text, autod, &got);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("dump.txt:2: a JSON record with a string field 'text' in a file read as text (by its "
-                              "name): pass --input-format jsonl"),
+  EXPECT_NE(st.message().find("dump.txt:2: a JSON record with a string field 'text' in a file read as text "
+                              "(--input-format auto, by its name): pass --input-format jsonl"),
             std::string::npos)
       << st.message();
   got.clear();
@@ -227,6 +227,14 @@ TEST_F(CorpusFileTest, DamageIsCorruptNamingTheFileAndLine) {
       << st.message();
   st = units(write("tail.txt.zst", zst + "trailing text\n"), {}, &got);
   EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
+  st = units(write("nl.txt.gz", gz + "\n"), {}, &got);  // one byte: not the magic's first
+  EXPECT_NE(st.message().find("not another gzip member"), std::string::npos) << st.message();
+  // A damaged member after a whole one is damage, with zlib's reason, not "trailing bytes".
+  std::string second = gz;
+  second[second.size() - 6] ^= 0x55;
+  st = units(write("two.txt.gz", gz + second), {}, &got);
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
+  EXPECT_NE(st.message().find("incorrect data check"), std::string::npos) << st.message();
 
   const struct {
     const char* text;

@@ -129,7 +129,7 @@ void run_sharded(const std::string& name, double max_grad_norm) {
   std::vector<std::vector<double>> posted(parties);
   std::vector<std::vector<float>> got_p(parties), got_m(parties), got_v(parties);
   std::vector<double> grad_norm(parties, 0.0);
-  std::vector<std::vector<double>> ratios(parties);
+  std::vector<std::vector<double>> ratios(parties), ratios_g(parties);
   auto party = [&](int k) {
     const size_t b = cuts[k], e = cuts[k + 1];
     std::unique_ptr<Optimizer> opt;
@@ -156,6 +156,7 @@ void run_sharded(const std::string& name, double max_grad_norm) {
       opt->update(table, db, t, 1e-3 * t, &st);
       grad_norm[k] = st.grad_norm;
       ratios[k] = st.trust_ratio;
+      ratios_g[k] = st.trust_ratio_grad;
     }
     got_p[k] = testing::to_host(pd);
     got_m[k] = testing::to_host(md);
@@ -172,10 +173,14 @@ void run_sharded(const std::string& name, double max_grad_norm) {
   for (int k = 0; k < parties; ++k) {
     EXPECT_NEAR(grad_norm[k], sc.grad_norm, 1e-9 * sc.grad_norm) << name << " shard " << k;
     // Whole-tensor trust ratios on every party, blocks outside its slice included.
-    ASSERT_EQ(ratios[k].size(), sc.trust_ratio.size()) << name << " shard " << k;
-    for (size_t b = 0; b < ratios[k].size(); ++b)
-      if (!std::isnan(sc.trust_ratio[b]))
-        EXPECT_NEAR(ratios[k][b], sc.trust_ratio[b], 1e-6 * sc.trust_ratio[b]) << name << " shard " << k << " " << b;
+    for (const auto& [got, want] : {std::pair{&ratios[k], &sc.trust_ratio}, std::pair{&ratios_g[k], &sc.trust_ratio_grad}}) {
+      ASSERT_EQ(got->size(), want->size()) << name << " shard " << k;
+      for (size_t b = 0; b < want->size(); ++b) {
+        EXPECT_EQ(std::isnan((*got)[b]), std::isnan((*want)[b])) << name << " shard " << k << " " << b;
+        if (!std::isnan((*want)[b]))
+          EXPECT_NEAR((*got)[b], (*want)[b], 1e-6 * (*want)[b]) << name << " shard " << k << " " << b;
+      }
+    }
     const size_t b = cuts[k], e = cuts[k + 1];
     // Outside its slice a party's parameters are untouched (the all-gather brings them).
     size_t moved = 0;

@@ -21,8 +21,8 @@ for line in open(metrics):
     if prefix == "train":
         want[("train/lr", r["step"])] = r["lr"]
         want[("speed/tokens_per_s", r["step"])] = r["tokens_per_s"]
-        for key in ("trust_ratio", "trust_ratio_grad"):  # LANS writes both
-            for stat in ("min", "median", "max"):
+        for key in ("trust_ratio", "trust_ratio_grad"):  # LANS writes both, LAMB the first
+            for stat in ("min", "median", "max") if key in r else ():
                 want[(f"optimizer/{key}_{stat}", r["step"])] = r[key][stat]
 fail = 0
 for tag in sorted({t for t, _ in want}):

@@ -7,8 +7,8 @@
 // Either may be compressed, with gzip (zlib) or Zstandard (libzstd), each recognised by its
 // first bytes, not its name, on stdin too (text_sources.h). "auto" picks jsonl for names
 // ending in .jsonl, .ndjson or .json (any case, before any .gz or .zst), else text; a file it
-// reads as text whose first line is a JSON record with the `json_key` string field is refused
-// (it would be one document of JSON syntax).
+// reads as text whose first non-blank line is a JSON record with the `json_key` string field
+// is refused (it would be one document of JSON syntax).
 #pragma once
 
 #include <cstdint>

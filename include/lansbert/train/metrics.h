@@ -31,7 +31,8 @@ struct MetricsWindow {
 
 // The trust ratios of one update (UpdateStats::trust_ratio) over the blocks that have one:
 // their count, min, median (the lower middle of an even count), max, and the tensors of the
-// min and the max. count 0 (AdamW, a skipped step): nothing is logged.
+// min and the max (the first block of a tied minimum, the last of a tied maximum). count 0
+// (AdamW, no update applied): nothing is logged.
 struct TrustRatioSummary {
   size_t count = 0;
   double min = 0, median = 0, max = 0;
@@ -51,7 +52,8 @@ struct MetricsRecord {
   double mfu = 0;
   // Shares of the window's wall time.
   double t_data = 0, t_compute = 0, t_allreduce = 0, t_optimizer = 0, t_other = 0;
-  // The window's last update's trust ratios (LANS: `trust_grad` is its gradient direction's).
+  // The trust ratios of the window's last applied update (LANS: `trust_grad` is its gradient
+  // direction's); count 0 when the loss scaler skipped every step of the window.
   TrustRatioSummary trust, trust_grad;
 };
 
