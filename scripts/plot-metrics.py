@@ -2,7 +2,9 @@
 """Draws loss, accuracy and learning-rate PNGs from a lansbert metrics file (JSON lines).
 
 Usage: scripts/plot-metrics.py METRICS_JSONL [OUT_DIR]   (default OUT_DIR: beside the file)
-Writes loss.png, accuracy.png and lr.png. Uses Debian's matplotlib (python3-matplotlib).
+Writes loss.png, accuracy.png and lr.png, and trust.png (the layer-wise trust ratios' min,
+median and max, log scale) when the records carry them (LANS, LAMB). Uses Debian's
+matplotlib (python3-matplotlib).
 """
 import json
 import os
@@ -95,7 +97,25 @@ def main():
     plot("accuracy.png", [("mlm_accuracy", "MLM"), ("nsp_accuracy", "NSP")], "accuracy",
          [("mlm_accuracy", "held-out MLM"), ("nsp_accuracy", "held-out NSP")])
     plot("lr.png", [("lr", "learning rate")], "lr")
-    print(f"plots: {out}/loss.png, accuracy.png, lr.png")
+    names = ["loss.png", "accuracy.png", "lr.png"]
+    # Trust ratios: records of a window with no applied update (or of AdamW) have none.
+    if any("trust_ratio" in r for r in rows):
+        plt.figure(figsize=(7, 4))
+        for key, label, style in (("trust_ratio", "", "-"), ("trust_ratio_grad", " (gradient direction)", ":")):
+            have = [r for r in rows if key in r]
+            for color, stat in enumerate(("min", "median", "max") if have else ()):  # a colour per statistic
+                plt.plot([r["step"] for r in have], [r[key][stat] for r in have], style, color=f"C{color}",
+                         label=stat + label)
+        plt.yscale("log")
+        plt.xlabel("step")
+        plt.ylabel("trust ratio ||p|| / ||u|| over the tensors")
+        plt.grid(alpha=0.3, which="both")
+        plt.legend(fontsize="small")
+        plt.tight_layout()
+        plt.savefig(os.path.join(out, "trust.png"), dpi=100)
+        plt.close()
+        names.append("trust.png")
+    print(f"plots: {out}/" + ", ".join(names))
     return 0
 
 

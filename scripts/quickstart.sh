@@ -22,6 +22,6 @@ fi
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} build/lansbert train --config configs/tiny-demo.yaml
 /usr/bin/python3 scripts/plot-metrics.py runs/tiny-demo/metrics.jsonl runs/tiny-demo/plots
 echo "checkpoint: $root/runs/tiny-demo/latest -> $(readlink runs/tiny-demo/latest)"
-echo "plots:      $root/runs/tiny-demo/plots/{loss,accuracy,lr}.png"
+echo "plots:      $root/runs/tiny-demo/plots/{loss,accuracy,lr,trust}.png"
 echo "curves:     tensorboard --logdir $root/runs/tiny-demo/tensorboard   (where TensorBoard is installed)"
 echo "export:     build/lansbert export --checkpoint runs/tiny-demo --out runs/tiny-demo/hf"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/plot-metrics.py with Debian's python3: without matplotlib it exits non-zero with one
 # line naming the package to install (not a traceback); with it, it draws the three PNGs from
-# a metrics file holding training and held-out lines; a torn line is named and skipped, a
+# a metrics file holding training and held-out lines, and trust.png where the records carry
+# trust ratios; a torn line is named and skipped, a
 # missing file is one line.
 # Usage: plot_metrics_test.sh SOURCE_DIR
 set -euo pipefail
@@ -51,6 +52,13 @@ set -e
 if "$py" -c 'import matplotlib' 2>/dev/null; then
   "$py" "$src/scripts/plot-metrics.py" "$tmp/metrics.jsonl" "$tmp/plots" > /dev/null
   for f in loss accuracy lr; do [[ -s $tmp/plots/$f.png ]] || fail "no $f.png"; done
+  [[ ! -e $tmp/plots/trust.png ]] || fail "trust.png from records without trust ratios"
+  # Records with trust ratios (LANS: both directions; a window without an update has none).
+  sed -e 's/"lr": 0.001}/"lr": 0.001, "trust_ratio": {"min": 0.01, "median": 0.1, "max": 1.5}, "trust_ratio_grad": {"min": 0.02, "median": 0.2, "max": 1.2}}/' \
+    "$tmp/metrics.jsonl" > "$tmp/trust.jsonl"
+  grep -q trust_ratio_grad "$tmp/trust.jsonl" || fail "the trust test file has no trust ratios"
+  out=$("$py" "$src/scripts/plot-metrics.py" "$tmp/trust.jsonl" "$tmp/trust-plots")
+  [[ -s $tmp/trust-plots/trust.png && $out == *"lr.png, trust.png" ]] || fail "no trust.png: $out"
   "$py" "$src/scripts/plot-metrics.py" "$tmp/torn.jsonl" "$tmp/torn-plots" > /dev/null 2>&1 || fail "torn file not plotted"
   for f in loss accuracy lr; do [[ -s $tmp/torn-plots/$f.png ]] || fail "no $f.png from the torn file"; done
 else
