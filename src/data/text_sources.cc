@@ -39,6 +39,17 @@ class FdBytes {
     }
   }
   uint64_t consumed() const { return consumed_; }
+  // A decoder's refill of `buf`: the count of bytes read, 0 at a clean end; -1 with *why on a
+  // failed read, or at the end while `open` (a gzip member or zstd frame begun and not ended:
+  // the file was cut short, *damaged).
+  int64_t refill(std::string* buf, bool open, std::string* why, bool* damaged) {
+    const int64_t got = read(buf->data(), buf->size());
+    if (got < 0) *why = std::strerror(errno);
+    if (got != 0 || !open) return got;
+    *why = "unexpected end of file";
+    *damaged = true;
+    return -1;
+  }
 
  private:
   int fd_;
@@ -85,17 +96,8 @@ class GzipSource final : public TextSource {
     const uInt room = z_.avail_out;
     while (z_.avail_out == room) {  // until some text comes out, or the end
       if (z_.avail_in == 0) {
-        const int64_t got = in_->read(buf_.data(), buf_.size());
-        if (got < 0) {
-          *why = std::strerror(errno);
-          return -1;
-        }
-        if (got == 0) {
-          if (!in_member_) return 0;
-          *why = "unexpected end of file";
-          *damaged = true;
-          return -1;
-        }
+        const int64_t got = in_->refill(&buf_, in_member_, why, damaged);
+        if (got <= 0) return got;
         z_.next_in = reinterpret_cast<Bytef*>(buf_.data());
         z_.avail_in = uInt(got);
       }
@@ -150,17 +152,8 @@ class ZstdSource final : public TextSource {
     ZSTD_outBuffer out{p, n, 0};
     while (out.pos == 0) {
       if (pos_ == len_) {
-        const int64_t got = in_->read(buf_.data(), buf_.size());
-        if (got < 0) {
-          *why = std::strerror(errno);
-          return -1;
-        }
-        if (got == 0) {
-          if (!frame_open_) return 0;
-          *why = "unexpected end of file";  // a frame cut short
-          *damaged = true;
-          return -1;
-        }
+        const int64_t got = in_->refill(&buf_, frame_open_, why, damaged);
+        if (got <= 0) return got;
         pos_ = 0;
         len_ = size_t(got);
       }
