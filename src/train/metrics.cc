@@ -13,7 +13,9 @@
 
 namespace lansbert {
 
-void MetricsWindow::add(const ForwardResult& r, int sequences) {
+void MetricsWindow::add(const ForwardResult& r, const Batch& b) {
+  int64_t tokens = 0;
+  for (const int32_t m : b.input_mask) tokens += m != 0;
   sums[kLoss] += r.total_loss;
   sums[kMlmLoss] += r.mlm_loss;
   sums[kNspLoss] += r.nsp_loss;
@@ -22,7 +24,8 @@ void MetricsWindow::add(const ForwardResult& r, int sequences) {
   sums[kMlmCount] += double(r.mlm_count);
   sums[kNspCorrect] += double(r.nsp_correct);
   sums[kNspCount] += double(r.nsp_count);
-  sums[kSequences] += sequences;
+  sums[kSequences] += b.batch;
+  sums[kTokens] += double(tokens);
 }
 
 std::string format_duration(double s) {
@@ -105,7 +108,7 @@ Status MetricsLog::write(const MetricsRecord& r) {
       {"nsp_accuracy", r.nsp_accuracy}, {"lr", r.lr},             {"grad_norm", r.grad_norm},
       {"loss_scale", r.loss_scale}, {"skipped", r.skipped},       {"seq_per_s", r.seq_per_s},
       {"tokens_per_s", r.tokens_per_s}, {"tflops", r.tflops},     {"elapsed_s", r.elapsed_s},
-      {"eta_s", r.eta_s},
+      {"eta_s", r.eta_s},             {"fill", r.fill},
       {"share", {{"data", r.t_data}, {"compute", r.t_compute}, {"allreduce", r.t_allreduce},
                  {"optimizer", r.t_optimizer}, {"other", r.t_other}}}};
   if (r.mfu > 0) j["mfu"] = r.mfu;
@@ -121,6 +124,7 @@ Status MetricsLog::write(const MetricsRecord& r) {
       {"speed/sequences_per_s", r.seq_per_s},
       {"speed/tokens_per_s", r.tokens_per_s},
       {"speed/tflops", r.tflops},
+      {"data/fill", r.fill},
       {"time_share/data", r.t_data},
       {"time_share/compute", r.t_compute},
       {"time_share/allreduce", r.t_allreduce},

@@ -162,7 +162,7 @@ Status Run::loop() {
       if (device) device->synchronize_compute(*ops);
       w_data += t1 - t0;
       w_compute += now_s() - t1;
-      win.add(r, batch.batch);
+      win.add(r, batch);
       if (info.last) pos = info.next;
     }
     micro += uint64_t(accum) * comm.world();
@@ -214,6 +214,7 @@ Status Run::loop() {
       rec.skipped = updater->state().skipped_steps;
       rec.seq_per_s = seqs / dt;
       rec.tokens_per_s = seqs * cfg.data.seq_len / dt;
+      rec.fill = seqs > 0 ? win.sums[MetricsWindow::kTokens] / (seqs * cfg.data.seq_len) : 0;
       rec.tflops = seqs * flops_seq / dt / 1e12;
       rec.mfu = peak_tflops > 0 ? rec.tflops / peak_tflops : 0;
       rec.elapsed_s = tl - t_start;

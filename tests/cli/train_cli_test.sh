@@ -236,6 +236,7 @@ def summary_ok(t):
 ok = True
 for r in records("tr-lans"):
     ok &= summary_ok(r["trust_ratio"]) and summary_ok(r["trust_ratio_grad"])
+    ok &= 0 < r["fill"] <= 1  # the share of sequence positions that hold tokens
 for r in records("tr-lamb"):
     ok &= summary_ok(r["trust_ratio"]) and "trust_ratio_grad" not in r
     ok &= "LayerNorm" not in r["trust_ratio"]["min_tensor"] + r["trust_ratio"]["max_tensor"]  # apex: none there

@@ -21,6 +21,7 @@ for line in open(metrics):
     if prefix == "train":
         want[("train/lr", r["step"])] = r["lr"]
         want[("speed/tokens_per_s", r["step"])] = r["tokens_per_s"]
+        want[("data/fill", r["step"])] = r["fill"]
         for key in ("trust_ratio", "trust_ratio_grad"):  # LANS writes both, LAMB the first
             for stat in ("min", "median", "max") if key in r else ():
                 want[(f"optimizer/{key}_{stat}", r["step"])] = r[key][stat]

@@ -1,6 +1,7 @@
 // The trust-ratio summary of the metrics log: blocks without a ratio (NaN) are left out, the
 // median is the lower middle, the extremes are named by tensor; the metrics file carries the
-// summaries as objects and leaves them out when an update had none (AdamW).
+// summaries as objects and leaves them out when an update had none (AdamW); the window counts
+// the tokens its micro-batches hold, for the record's fill.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -47,6 +48,7 @@ TEST(TrustRatioSummary, TheMetricsFileCarriesBothSummariesOrNeither) {
     MetricsLog log(nullptr, path);
     MetricsRecord r;
     r.step = 1;
+    r.fill = 0.625;
     r.trust = summarize_trust_ratios({0.5, 0.25, 0.125, 1.0}, t);
     r.trust_grad = summarize_trust_ratios({0.75, 0.5, 0.25, 2.0}, t);
     ASSERT_TRUE(log.write(r).is_ok());
@@ -61,12 +63,26 @@ TEST(TrustRatioSummary, TheMetricsFileCarriesBothSummariesOrNeither) {
   EXPECT_EQ(j["trust_ratio"], nlohmann::json::parse(R"({"min": 0.125, "median": 0.25, "max": 1.0,
                                                         "min_tensor": "b.weight", "max_tensor": "b.bias"})"));
   EXPECT_EQ(j["trust_ratio_grad"]["median"], 0.5);
+  EXPECT_EQ(j["fill"], 0.625);
   EXPECT_EQ(j["trust_ratio_grad"]["max_tensor"], "b.bias");
   ASSERT_TRUE(std::getline(in, line));
   const auto k = nlohmann::json::parse(line);
   EXPECT_FALSE(k.contains("trust_ratio"));
   EXPECT_FALSE(k.contains("trust_ratio_grad"));
   std::filesystem::remove(path);
+}
+
+TEST(MetricsWindow, CountsTheTokensOfEachMicroBatch) {
+  MetricsWindow w;
+  Batch b;
+  b.resize(2, 4, 1);
+  b.input_mask = {1, 1, 1, 0, 1, 1, 0, 0};  // 5 tokens in 8 positions
+  w.add(ForwardResult{}, b);
+  b.input_mask = {1, 1, 1, 1, 1, 0, 0, 0};
+  w.add(ForwardResult{}, b);
+  EXPECT_EQ(w.sums[MetricsWindow::kSequences], 4);
+  EXPECT_EQ(w.sums[MetricsWindow::kTokens], 10);
+  EXPECT_EQ(w.sums[MetricsWindow::kMicro], 2);
 }
 
 }  // namespace

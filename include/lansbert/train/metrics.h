@@ -20,9 +20,11 @@ namespace lansbert {
 // Sums over the micro-batches of a window, all-reduced (summed) over ranks before use.
 struct MetricsWindow {
   enum : int { kLoss, kMlmLoss, kNspLoss, kMicro, kMlmCorrect, kMlmCount, kNspCorrect, kNspCount,
-               kSequences, kCount };
+               kSequences, kTokens, kCount };
   double sums[kCount] = {};
-  void add(const ForwardResult& r, int sequences);
+  // One micro-batch: its forward pass's losses, and its sequences and the tokens they hold
+  // (input_mask's ones; the rest of the sequence positions are padding).
+  void add(const ForwardResult& r, const Batch& b);
   void all_reduce(Communicator& comm) { comm.all_reduce(sums, kCount, ReduceOp::kSum); }
   double mean_loss() const { return sums[kMicro] ? sums[kLoss] / sums[kMicro] : 0; }
   double mlm_accuracy() const { return sums[kMlmCount] ? sums[kMlmCorrect] / sums[kMlmCount] : 0; }
@@ -46,7 +48,9 @@ struct MetricsRecord {
   double loss = 0, mlm_loss = 0, nsp_loss = 0, mlm_accuracy = 0, nsp_accuracy = 0;
   double lr = 0, grad_norm = 0, loss_scale = 1;
   int64_t skipped = 0;
-  double seq_per_s = 0, tokens_per_s = 0, tflops = 0, eta_s = 0, elapsed_s = 0;
+  // tokens_per_s counts sequence positions, padding included (what the model computes on);
+  // fill is the share of them that hold tokens.
+  double seq_per_s = 0, tokens_per_s = 0, tflops = 0, eta_s = 0, elapsed_s = 0, fill = 0;
   // tflops over all ranks' dense peak for the GEMM precision (train/device_peaks.h); 0 where
   // the peak is unknown (the CPU, a device not in the table): then neither printed nor written.
   double mfu = 0;
