@@ -106,7 +106,8 @@ Status plan_eval(const EvalArgs& a, EvalPlan* p) {
     return plan_hf_eval(a, p);
   if (!found.is_ok() && std::filesystem::exists(a.checkpoint, ec))
     return Status::not_found(a.checkpoint + ": neither a checkpoint (trainer.json, or a 'latest' pointer) nor a "
-                             "Hugging Face directory (config.json and model.safetensors)");
+                             "Hugging Face directory (config.json and model.safetensors)" +
+                             pytorch_weights_hint(a.checkpoint));
   LB_RETURN_IF_ERROR(found);
   TrainConfig cfg;
   LB_RETURN_IF_ERROR(open_checkpoint(a.checkpoint, &p->dir, &cfg));

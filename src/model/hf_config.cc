@@ -1,6 +1,7 @@
 // Hugging Face's config.json for BERT, written and read (see hf_config.h).
 #include "lansbert/model/hf_config.h"
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/file_io.h"
@@ -143,6 +144,13 @@ Status parse_hf_config(const std::string& text, const std::string& path, BertCon
   LB_RETURN_IF_ERROR(c.validate().with_prefix(path + ": "));  // a backstop: the checks above cover it
   *out = c;
   return Status::ok();
+}
+
+std::string pytorch_weights_hint(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::path(dir) / "pytorch_model.bin", ec)) return "";
+  return "; it holds pytorch_model.bin, which lansbert does not read: BertForPreTraining.from_pretrained(DIR)"
+         ".save_pretrained(DIR, safe_serialization=True) in transformers writes its model.safetensors";
 }
 
 Status read_hf_config(const std::string& path, BertConfig* out) {

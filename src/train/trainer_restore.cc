@@ -195,9 +195,10 @@ Status Run::init_from(const std::string& spec) {
       LB_RETURN_IF_ERROR(check_same_model("--init-from " + hf_config.string(), theirs, mc));
     }
     Status st = load_params(spec, nullptr);
-    if (!st.is_ok()) return Status(st.code() == StatusCode::kNotFound
-                                       ? Status::not_found("--init-from " + spec + ": neither a lansbert checkpoint nor a directory with model.safetensors")
-                                       : st);
+    if (!st.is_ok() && st.code() == StatusCode::kNotFound)
+      return Status::not_found("--init-from " + spec + ": neither a lansbert checkpoint nor a directory with " +
+                               "model.safetensors" + pytorch_weights_hint(spec));
+    LB_RETURN_IF_ERROR(st);
     if (opts.log && rank0() && cfg.phase_start == PhaseStart::kKeepMoments)
       std::fprintf(opts.log, "note: %s holds weights only: the optimizer starts fresh (phase.phase_start "
                              "keep_moments needs a lansbert checkpoint)\n", spec.c_str());

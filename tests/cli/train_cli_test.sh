@@ -275,6 +275,11 @@ expect_error 2 "eval: $tmp/hf is a Hugging Face directory, which names no held-o
   eval --checkpoint "$tmp/hf"
 expect_error 3 "$tmp/data: neither a checkpoint (trainer.json, or a 'latest' pointer) nor a Hugging Face directory" \
   eval --checkpoint "$tmp/data" --data "$tmp/data/shards/*.lbs"
+mkdir -p "$tmp/pt-only" && cp "$tmp/hf/config.json" "$tmp/pt-only/" && : > "$tmp/pt-only/pytorch_model.bin"
+expect_error 3 "pt-only: neither a checkpoint (trainer.json, or a 'latest' pointer) nor a Hugging Face directory (config.json and model.safetensors); it holds pytorch_model.bin, which lansbert does not read" \
+  eval --checkpoint "$tmp/pt-only" --data "$tmp/data/shards/*.lbs"
+expect_error 3 "--init-from $tmp/pt-only: neither a lansbert checkpoint nor a directory with model.safetensors; it holds pytorch_model.bin" \
+  train --config "$tmp/good.yaml" --init-from "$tmp/pt-only" --set "checkpoint.dir=$tmp/from-pt"
 mkdir -p "$tmp/no-meta" && cp "$tmp/ckpt/latest/model.safetensors" "$tmp/no-meta/"  # a checkpoint lost trainer.json
 expect_error 3 "$tmp/no-meta: neither a checkpoint (trainer.json, or a 'latest' pointer) nor a Hugging Face" \
   eval --checkpoint "$tmp/no-meta" --data "$tmp/data/shards/*.lbs"

@@ -27,4 +27,9 @@ Status parse_hf_config(const std::string& text, const std::string& path, BertCon
 // parse_hf_config of the file `path` (not_found / io_error when it cannot be read).
 Status read_hf_config(const std::string& path, BertConfig* out);
 
+// For a message about `dir` lacking model.safetensors: when it holds transformers' older
+// pytorch_model.bin (a pickle lansbert does not read), a sentence saying how to convert it;
+// else "".
+std::string pytorch_weights_hint(const std::string& dir);
+
 }  // namespace lansbert
