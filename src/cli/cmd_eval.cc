@@ -23,11 +23,16 @@
 namespace lansbert::cli {
 namespace {
 
+// The config a resolved checkpoint directory was trained with.
+Status read_checkpoint_config(const std::string& dir, TrainConfig* cfg) {
+  CheckpointMeta meta;
+  LB_RETURN_IF_ERROR(read_checkpoint_meta(dir, &meta));
+  return parse_train_config(meta.config_json, dir + "/trainer.json", {}, 1, cfg);
+}
+
 Status open_checkpoint(const std::string& spec, std::string* dir, TrainConfig* cfg) {
   LB_RETURN_IF_ERROR(resolve_checkpoint(spec, dir));
-  CheckpointMeta meta;
-  LB_RETURN_IF_ERROR(read_checkpoint_meta(*dir, &meta));
-  return parse_train_config(meta.config_json, *dir + "/trainer.json", {}, 1, cfg);
+  return read_checkpoint_config(*dir, cfg);
 }
 
 // A checkpoint's config keeps paths as training saw them. When `st` is "not found" for one of
@@ -97,8 +102,7 @@ Status plan_hf_eval(const EvalArgs& a, EvalPlan* p) {
 }
 
 Status plan_eval(const EvalArgs& a, EvalPlan* p) {
-  std::string dir;
-  const Status found = resolve_checkpoint(a.checkpoint, &dir);
+  const Status found = resolve_checkpoint(a.checkpoint, &p->dir);
   std::error_code ec;
   const std::filesystem::path d(a.checkpoint);
   if (!found.is_ok() && std::filesystem::exists(d / "model.safetensors", ec) &&
@@ -110,7 +114,7 @@ Status plan_eval(const EvalArgs& a, EvalPlan* p) {
                              pytorch_weights_hint(a.checkpoint));
   LB_RETURN_IF_ERROR(found);
   TrainConfig cfg;
-  LB_RETURN_IF_ERROR(open_checkpoint(a.checkpoint, &p->dir, &cfg));
+  LB_RETURN_IF_ERROR(read_checkpoint_config(p->dir, &cfg));
   EvalOptions& o = p->options;
   // Without --data, the run's own held-out set, as many sequences and in the same
   // micro-batches as its evaluations during training: the same numbers.

@@ -88,10 +88,9 @@ Status run_prep_command(PrepArgs& a) {
               static_cast<long long>(st.tokens), static_cast<long long>(st.instances),
               static_cast<long long>(st.shards), a.opts.out_dir.c_str());
   // How much of each sequence is text: training computes on the padding too.
-  const double positions = double(st.instances) * a.opts.instances.max_seq_len;
-  std::printf("prep: the sequences are %.1f%% tokens (%.1f of %d positions on average), %.1f%% padding\n",
-              100.0 * double(st.instance_tokens) / positions, double(st.instance_tokens) / double(st.instances),
-              a.opts.instances.max_seq_len, 100.0 - 100.0 * double(st.instance_tokens) / positions);
+  const double filled = 100.0 * double(st.instance_tokens) / (double(st.instances) * a.opts.instances.max_seq_len);
+  std::printf("prep: the sequences are %.1f%% tokens (%.1f of %d positions on average), %.1f%% padding\n", filled,
+              double(st.instance_tokens) / double(st.instances), a.opts.instances.max_seq_len, 100.0 - filled);
   return Status::ok();
 }
 

@@ -59,7 +59,7 @@ class FieldReader {
     if (!x.is_number() || (lo_open ? !(d > lo && f > lo) : !(d >= lo)) || !(d < hi && f < hi))
       return bad(field,
                  "a number in " + std::string(lo_open ? "(" : "[") + num(lo) + ", " + num(hi) + ")", x);
-    *v = float(d);
+    *v = f;
     return Status::ok();
   }
   // A string.
