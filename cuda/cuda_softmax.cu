@@ -42,11 +42,12 @@ __global__ void softmax_forward_kernel(const float* scores, const int32_t* key_m
   const int lane = threadIdx.x;
   const float* x = scores + row * seq;
   const int32_t* mask = key_mask + (row / rows_per_batch) * seq;
+  const int32_t query = mask[row % seq];  // rows are (batch, head, query)
   float* p = probs + row * seq;
   float mx = -FLT_MAX;
   int any = 0;
   for (int j = lane; j < seq; j += 32)
-    if (mask[j]) {
+    if (kern::attention_visible(mask[j], query)) {
       mx = fmaxf(mx, scale * x[j]);
       any = 1;
     }
@@ -54,7 +55,7 @@ __global__ void softmax_forward_kernel(const float* scores, const int32_t* key_m
   any = __any_sync(0xffffffffu, any);
   float sum = 0;
   for (int j = lane; j < seq; j += 32) {
-    const float e = kern::masked_softmax_exp(x[j], mask[j], scale, mx);
+    const float e = kern::masked_softmax_exp(x[j], kern::attention_visible(mask[j], query), scale, mx);
     p[j] = e;
     sum += e;
   }

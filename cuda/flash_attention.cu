@@ -172,27 +172,30 @@ __device__ void forward_body(Layout L, const In* q, const In* k, const In* v, co
   // Lane pair (2r, 2r+1) owns row r of the warp's 16: keys [16 half, 16 half + 16) of a tile,
   // and columns [32 half, 32 half + 32) of the output.
   const int r = lane / 2, half = lane % 2, row = q0 + warp * 16 + r;
+  // The row's own mask value (kern::attention_visible); rows past the sequence are not written.
+  const int32_t query = row < L.seq ? mask[b * L.seq + row] : 0;
   float m = -kern::flash_infinity<float>(), l = 0.f;
   kern::DropoutBits bits(L.key);
   for (int k0 = 0; k0 < L.seq; k0 += kCols) {
     __syncthreads();  // the previous tile's k_s, v_s, mask_s are no longer read
     stage_rows<F>(k, L.qkv_ld, L, b, h, k0, kCols, k_s);
     stage_rows<F>(v, L.qkv_ld, L, b, h, k0, kCols, v_s);
-    if (threadIdx.x < kCols) mask_s[threadIdx.x] = k0 + int(threadIdx.x) < L.seq && mask[b * L.seq + k0 + threadIdx.x] != 0;
+    if (threadIdx.x < kCols) mask_s[threadIdx.x] = k0 + int(threadIdx.x) < L.seq ? mask[b * L.seq + k0 + threadIdx.x] : 0;
     __syncthreads();
     times_rows_transposed<F>(qa, k_s, s_s[warp]);
     __syncwarp();
     const float* srow = s_s[warp] + r * kCols;
     float tile_max = -kern::flash_infinity<float>();
     for (int c = 16 * half; c < 16 * half + 16; ++c)
-      if (mask_s[c]) tile_max = fmaxf(tile_max, L.scale * srow[c]);
+      if (kern::attention_visible(mask_s[c], query)) tile_max = fmaxf(tile_max, L.scale * srow[c]);
     tile_max = fmaxf(tile_max, __shfl_xor_sync(kFull, tile_max, 1));
     const float m_new = kern::flash_new_max(m, tile_max), alpha = kern::flash_rescale(m, m_new);
     float sum = 0.f;
     for (int c = 16 * half; c < 16 * half + 16; ++c) {
-      const float p = kern::flash_exp(srow[c], mask_s[c] != 0, L.scale, m_new);
+      const bool seen = kern::attention_visible(mask_s[c], query);
+      const float p = kern::flash_exp(srow[c], seen, L.scale, m_new);
       sum += p;
-      const uint32_t z = L.dropout > 0 && mask_s[c] ? bits(kern::flash_prob_index(bh, L.seq, row, k0 + c)) : 0u;
+      const uint32_t z = L.dropout > 0 && seen ? bits(kern::flash_prob_index(bh, L.seq, row, k0 + c)) : 0u;
       p_s[warp][r * kCols + c] = kern::float_to_half(kern::flash_dropped(p, z, L.dropout), F);
     }
     sum += __shfl_xor_sync(kFull, sum, 1);
@@ -279,6 +282,7 @@ __device__ void dk_dv_body(const BackwardArgs<In, Out>& a) {
   __shared__ __align__(32) uint16_t dst_s[kWarps][16 * kCols];
   __shared__ float lse_s[kCols];
   __shared__ float d_s[kCols];
+  __shared__ int querymask_s[kCols];
   __shared__ int keymask_s[kRows];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int bh = blockIdx.y, b = bh / L.heads, h = bh % L.heads, j0 = blockIdx.x * kRows;
@@ -286,7 +290,7 @@ __device__ void dk_dv_body(const BackwardArgs<In, Out>& a) {
   uint16_t* v_stage = k_stage + kRows * kD;
   stage_rows<F>(a.k, L.qkv_ld, L, b, h, j0, kRows, k_stage);
   stage_rows<F>(a.v, L.qkv_ld, L, b, h, j0, kRows, v_stage);
-  if (threadIdx.x < kRows) keymask_s[threadIdx.x] = j0 + int(threadIdx.x) < L.seq && a.mask[b * L.seq + j0 + threadIdx.x] != 0;
+  if (threadIdx.x < kRows) keymask_s[threadIdx.x] = j0 + int(threadIdx.x) < L.seq ? a.mask[b * L.seq + j0 + threadIdx.x] : 0;
   __syncthreads();
   FragA<F, wmma::row_major> ka[kD / 16], va[kD / 16];
   load_a<F>(ka, k_stage + warp * 16 * kD);
@@ -308,6 +312,7 @@ __device__ void dk_dv_body(const BackwardArgs<In, Out>& a) {
       const int i = i0 + threadIdx.x;
       lse_s[threadIdx.x] = i < L.seq ? a.lse[int64_t(bh) * L.seq + i] : kern::flash_infinity<float>();
       d_s[threadIdx.x] = i < L.seq ? a.row_d[int64_t(bh) * L.seq + i] : 0.f;
+      querymask_s[threadIdx.x] = i < L.seq ? a.mask[b * L.seq + i] : 0;
     }
     __syncthreads();
     times_rows_transposed<F>(ka, q_s, st);   // S^T: the warp's keys x the tile's queries
@@ -316,7 +321,7 @@ __device__ void dk_dv_body(const BackwardArgs<In, Out>& a) {
     const int query = i0 + lane;
     for (int r = 0; r < 16; ++r) {
       const int key = j0 + warp * 16 + r;
-      const bool unmasked = keymask_s[warp * 16 + r] != 0;
+      const bool unmasked = kern::attention_visible(keymask_s[warp * 16 + r], querymask_s[lane]);
       const float p = kern::flash_prob(st[r * kCols + lane], unmasked, L.scale, lse_s[lane]);
       const uint32_t z = L.dropout > 0 && p != 0.f ? bits(kern::flash_prob_index(bh, L.seq, query, key)) : 0u;
       pt_s[warp][r * kCols + lane] = kern::float_to_half(kern::flash_dropped(p, z, L.dropout), F);
@@ -374,6 +379,7 @@ __device__ void dq_body(const BackwardArgs<In, Out>& a) {
   const int r = lane / 2, half = lane % 2, row = i0 + warp * 16 + r;
   const float lse = row < L.seq ? a.lse[int64_t(bh) * L.seq + row] : kern::flash_infinity<float>();
   const float row_d = row < L.seq ? a.row_d[int64_t(bh) * L.seq + row] : 0.f;
+  const int32_t query = row < L.seq ? a.mask[b * L.seq + row] : 0;  // kern::attention_visible
   Acc dq[kD / 16];
   for (int n = 0; n < kD / 16; ++n) wmma::fill_fragment(dq[n], 0.f);
   kern::DropoutBits bits(L.key);
@@ -381,13 +387,13 @@ __device__ void dq_body(const BackwardArgs<In, Out>& a) {
     __syncthreads();
     stage_rows<F>(a.k, L.qkv_ld, L, b, h, k0, kCols, k_s);
     stage_rows<F>(a.v, L.qkv_ld, L, b, h, k0, kCols, v_s);
-    if (threadIdx.x < kCols) mask_s[threadIdx.x] = k0 + int(threadIdx.x) < L.seq && a.mask[b * L.seq + k0 + threadIdx.x] != 0;
+    if (threadIdx.x < kCols) mask_s[threadIdx.x] = k0 + int(threadIdx.x) < L.seq ? a.mask[b * L.seq + k0 + threadIdx.x] : 0;
     __syncthreads();
     times_rows_transposed<F>(qa, k_s, s);
     times_rows_transposed<F>(doa, v_s, dpd);
     __syncwarp();
     for (int c = 16 * half; c < 16 * half + 16; ++c) {
-      const float p = kern::flash_prob(s[r * kCols + c], mask_s[c] != 0, L.scale, lse);
+      const float p = kern::flash_prob(s[r * kCols + c], kern::attention_visible(mask_s[c], query), L.scale, lse);
       const uint32_t z = L.dropout > 0 && p != 0.f ? bits(kern::flash_prob_index(bh, L.seq, row, k0 + c)) : 0u;
       ds_s[warp][r * kCols + c] =
           kern::float_to_half(kern::flash_dscore(p, dpd[r * kCols + c], z, L.dropout, row_d, L.scale), F);

@@ -94,7 +94,8 @@ __global__ void diff_kernel(const float* a, const float* b, size_t n, unsigned* 
 std::string fused_attention_argument_check(const AttentionShape& s, float dropout, bool have_key_lengths) {
   if (!(dropout >= 0 && dropout < 1)) return "attention dropout " + std::to_string(dropout) + " outside [0, 1)";
   if (!have_key_lengths)
-    return "the key mask is not a prefix of real tokens in every sequence (the fused path takes lengths)";
+    return "the key mask is not a prefix of real tokens in every row (the fused path takes lengths; packed rows "
+           "hold several sequences)";
   if (s.head_dim % 8 != 0 || s.head_dim > 128)
     return "head_dim " + std::to_string(s.head_dim) + " (cuDNN's SDPA needs a multiple of 8, at most 128)";
   if (s.ld != s.heads * s.head_dim)

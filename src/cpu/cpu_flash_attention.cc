@@ -107,13 +107,13 @@ void CpuOps<T>::flash_attention_forward(const AttentionForward<T>& a) {
         T tile_max = -kern::flash_infinity<T>();
         for (int j = k0; j < k1; ++j) {
           score[j - k0] = dot(&q[size_t(r) * D], &k[size_t(j) * D], D);
-          if (mask[j]) tile_max = std::max(tile_max, a.scale * score[j - k0]);
+          if (kern::attention_visible(mask[j], mask[r])) tile_max = std::max(tile_max, a.scale * score[j - k0]);
         }
         const T m_new = kern::flash_new_max(m, tile_max), alpha = kern::flash_rescale(m, m_new);
         l *= alpha;
         for (T& x : acc) x *= alpha;
         for (int j = k0; j < k1; ++j) {
-          const T p = kern::flash_exp(score[j - k0], mask[j] != 0, a.scale, m_new);
+          const T p = kern::flash_exp(score[j - k0], kern::attention_visible(mask[j], mask[r]), a.scale, m_new);
           l += p;
           const uint32_t z = a.dropout > 0 ? bits(kern::flash_prob_index(bh, S, r, j)) : 0;
           axpy(gemm_rounded(kern::flash_dropped(p, z, a.dropout)), &v[size_t(j) * D], acc.data(), D);
@@ -179,7 +179,8 @@ void CpuOps<T>::flash_attention_backward(const AttentionBackward<T>& a) {
       const T* qr = &q[size_t(r) * D];
       const T* dor = &dout[size_t(r) * D];
       for (int j = 0; j < S; ++j) {
-        const T p = kern::flash_prob(dot(qr, &k[size_t(j) * D], D), mask[j] != 0, a.scale, lse);
+        const T p = kern::flash_prob(dot(qr, &k[size_t(j) * D], D), kern::attention_visible(mask[j], mask[r]),
+                                     a.scale, lse);
         const uint32_t z = a.dropout > 0 ? bits(kern::flash_prob_index(bh, S, r, j)) : 0;
         const T pd = gemm_rounded(kern::flash_dropped(p, z, a.dropout));
         const T dpd = dot(dor, &v[size_t(j) * D], D);

@@ -11,14 +11,15 @@ namespace lansbert::cpu {
 namespace {
 
 template <typename T>
-void softmax_row(const T* x, const int32_t* key_mask, int n, T scale, T* p) {
+void softmax_row(const T* x, const int32_t* key_mask, int32_t query_mask, int n, T scale, T* p) {
   // Masked keys take -inf in the max; a row without unmasked keys gives zeros (inv_sum 0).
   // x is read until the exps are written: p may be x.
   const T ninf = -std::numeric_limits<T>::infinity();
+  auto seen = [&](int j) { return kern::attention_visible(key_mask[j], query_mask); };
   bool any = false;
-  for (int j = 0; j < n && !any; ++j) any = key_mask[j] != 0;
-  const T mx = any ? row_max_of<T>(n, [&](int j) { return key_mask[j] ? scale * x[j] : ninf; }) : T(0);
-  for (int j = 0; j < n; ++j) p[j] = kern::masked_softmax_exp(x[j], key_mask[j], scale, mx);
+  for (int j = 0; j < n && !any; ++j) any = seen(j);
+  const T mx = any ? row_max_of<T>(n, [&](int j) { return seen(j) ? scale * x[j] : ninf; }) : T(0);
+  for (int j = 0; j < n; ++j) p[j] = kern::masked_softmax_exp(x[j], seen(j), scale, mx);
   const T inv = kern::masked_softmax_inv_sum(row_sum<T>(n, [&](int j) { return p[j]; }), any);
   for (int j = 0; j < n; ++j) p[j] *= inv;
 }
@@ -38,7 +39,8 @@ void CpuOps<T>::softmax_forward(const T* scores, const int32_t* key_mask, T* pro
 #pragma omp parallel for schedule(static) if (worth_threads(size_t(rows) * seq))
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t b = r / (int64_t(heads) * seq);
-    softmax_row(scores + r * seq, key_mask + b * seq, seq, scale, probs + r * seq);
+    const int32_t* mask = key_mask + b * seq;
+    softmax_row(scores + r * seq, mask, mask[r % seq], seq, scale, probs + r * seq);
   }
 }
 

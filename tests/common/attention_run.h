@@ -47,6 +47,18 @@ struct AttentionCase {
   }
 };
 
+// Sequence b of c holds the sequences of `lengths` packed one after another (data/packing.h):
+// its mask numbers them 1, 2, ... and the positions after them are padding (0).
+template <typename T>
+void pack_sequences(AttentionCase<T>& c, int b, const std::vector<int>& lengths) {
+  const int S = c.shape.seq;
+  int32_t* row = c.mask.data() + size_t(b) * S;
+  std::fill(row, row + S, 0);
+  int t = 0;
+  for (size_t i = 0; i < lengths.size(); ++i)
+    for (int n = 0; n < lengths[i] && t < S; ++n) row[t++] = int32_t(i + 1);
+}
+
 template <typename T>
 struct AttentionResult {
   AttentionImpl impl = AttentionImpl::kNative;

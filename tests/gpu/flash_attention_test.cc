@@ -57,6 +57,19 @@ TEST(GpuFlashAttention, MatchesItsCpuTwin) {
   expect_matches_twin(AttentionCase<float>(2, 2, 96, 64, {96, 50}, 0.1f, 23), GemmMath::kFp16, 5e-3);
 }
 
+// Packed rows (data/packing.h): the mask numbers each row's sequences, which end inside the
+// tiles of 64 queries and 32 keys; a query sees only its own sequence (kern::attention_visible).
+TEST(GpuFlashAttention, PackedRowsMatchTheCpuTwin) {
+  LB_REQUIRE_GPU();
+  for (float p : {0.0f, 0.3f}) {
+    SCOPED_TRACE("dropout " + std::to_string(p));
+    AttentionCase<float> c(2, 2, 130, 64, {130}, p, 25);
+    testing::pack_sequences(c, 0, {40, 50, 30});
+    testing::pack_sequences(c, 1, {70, 3, 33, 24});
+    expect_matches_twin(c, GemmMath::kBf16, 5e-3);
+  }
+}
+
 // AttentionBackward::d_qkv_kept on the device: the kernels write d(q, k, v) into their kept
 // copies, the bits of rounding the same call's fp32 output (the same accumulators), nothing
 // cast; and within the twin's tolerance of the CPU twin doing the same.

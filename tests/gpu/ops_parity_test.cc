@@ -264,6 +264,7 @@ TEST(GpuOps, MaskedSoftmaxWithFullyMaskedRow) {
   std::vector<int32_t> mask(size_t(B) * S, 1);
   for (int s = 30; s < S; ++s) mask[S + s] = 0;     // sequence 1 padded
   for (int s = 0; s < S; ++s) mask[2 * S + s] = 0;  // sequence 2 fully masked: zeros
+  for (int s = 0; s < S; ++s) mask[s] = s < 20 ? 1 : s < 33 ? 2 : s < 40 ? 3 : 0;  // row 0 packed
   std::vector<float> p(n), dx(n);
   auto xd = to_device(x), dpd = to_device(dp);
   auto maskd = to_device(mask);
@@ -295,6 +296,7 @@ TEST(GpuOps, SoftmaxDropoutFused) {
   std::vector<int32_t> mask(size_t(B) * S, 1);
   for (int s = 30; s < S; ++s) mask[S + s] = 0;
   for (int s = 0; s < S; ++s) mask[2 * S + s] = 0;
+  for (int s = 0; s < S; ++s) mask[s] = 1 + s / 16;  // row 0 packed: sequences of 16
   std::vector<float> p(n), pdrop(n), dx(n);
   auto xd = to_device(x), gd = to_device(g);
   auto maskd = to_device(mask);

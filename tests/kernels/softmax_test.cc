@@ -40,6 +40,27 @@ TEST(Softmax, ForwardMatchesNaiveMaskedSoftmax) {
   }
 }
 
+// A packed row (data/packing.h) numbers its sequences in the mask: a query sees the keys of its
+// own sequence only, and a padding query (0) every token, as in BERT's mask.
+TEST(Softmax, PackedRowSeesOnlyItsOwnSequence) {
+  auto ops = cpu::make_ops<double>();
+  const std::vector<int32_t> mask = {1, 1, 2, 2, 2, 3, 0,   // three sequences and padding
+                                     1, 1, 1, 1, 1, 1, 1};  // one
+  auto x = random_vec(kB * kA * kS * kS, 4, -4, 4);
+  std::vector<double> p(x.size());
+  const double scale = 0.41;
+  ops->softmax_forward(x.data(), mask.data(), p.data(), kB, kA, kS, scale);
+  for (int r = 0; r < kB * kA * kS; ++r) {
+    const int b = r / (kA * kS), q = r % kS;
+    const int32_t mine = mask[b * kS + q];
+    auto seen = [&](int j) { return mask[b * kS + j] != 0 && (mine == 0 || mask[b * kS + j] == mine); };
+    double sum = 0;
+    for (int j = 0; j < kS; ++j) sum += seen(j) ? std::exp(scale * x[r * kS + j]) : 0;
+    for (int j = 0; j < kS; ++j) EXPECT_NEAR(p[r * kS + j], seen(j) ? std::exp(scale * x[r * kS + j]) / sum : 0, 1e-14);
+  }
+  EXPECT_EQ(p[5 * kS + 5], 1.0);  // query 5 of head 0: a sequence of one token
+}
+
 TEST(Softmax, FullyPaddedRowIsFiniteZero) {
   auto ops = cpu::make_ops<float>();
   // One sequence, one head: S query rows of S keys, every key padding.

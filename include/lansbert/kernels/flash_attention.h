@@ -8,6 +8,7 @@
 // dropout(exp(scale * s - m)) v. When a tile raises the max to m', l and acc are rescaled by
 // exp(m - m'). At the end ctx = acc / l and the row's log-sum-exp lse = m + log l is saved
 // (+inf for a row with no unmasked key, whose probabilities are all zero, as in softmax.h).
+// Which keys a query sees: softmax.h's attention_visible, as in the hand-written path.
 //
 // Backward, per element: p = exp(scale * s - lse) recomputed from the saved lse; with
 // dropout mask z (the same Philox draw as the hand-written path: element ((b A + a) S + q) S + k
@@ -21,6 +22,7 @@
 
 #include "lansbert/kernels/dropout.h"
 #include "lansbert/kernels/math.h"
+#include "lansbert/kernels/softmax.h"
 
 namespace lansbert::kern {
 
