@@ -157,6 +157,7 @@ const std::vector<Field>& schema() {
       LB_F("data.masking", get_str(n, &c.data.masking)),
       LB_F("data.whole_word", get_bool(n, &c.data.whole_word)),
       LB_F("data.vocab", get_str(n, &c.data.vocab)),
+      LB_F("data.packing", get_bool(n, &c.data.packing)),
       LB_F("batch.global_batch", get_int(n, &c.batch.global_batch)),
       LB_F("batch.micro_batch", get_int(n, &c.batch.micro_batch)),
       LB_F("batch.recompute", get_enum(n, &c.batch.recompute, parse_recompute)),

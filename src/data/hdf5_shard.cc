@@ -138,6 +138,10 @@ Status Hdf5ShardReader::read(int64_t index, Batch* batch, int row) {
   const size_t s0 = size_t(index) * S, p0 = size_t(index) * P, r0 = size_t(row) * S, q0 = size_t(row) * P;
   std::memcpy(batch->input_ids.data() + r0, input_ids_.data() + s0, 4 * size_t(S));
   for (int i = 0; i < S; ++i) {
+    // 1 or 0: the attention reads other values as packed sequence numbers (kernels/softmax.h).
+    if (input_mask_[s0 + i] != 0 && input_mask_[s0 + i] != 1)
+      return Status::corrupt(fmt::format("{}: sample {}: input_mask[{}] = {} is neither 0 nor 1", path_, index, i,
+                                         int(input_mask_[s0 + i])));
     batch->input_mask[r0 + i] = input_mask_[s0 + i];
     batch->segment_ids[r0 + i] = segment_ids_[s0 + i];
   }

@@ -7,6 +7,8 @@
 
 #include <utility>
 
+#include "lansbert/data/packing.h"
+
 namespace lansbert {
 
 Status Loader::create(ShardSet* set, const LoaderOptions& opts, std::unique_ptr<Loader>* out) {
@@ -59,7 +61,8 @@ void Loader::stop() {
 }
 
 Status Loader::fill(const DataPosition& pos, int micro, Batch* b) {
-  if (b->batch != opts_.micro_batch || b->seq_len != set_->seq_len() || b->max_pred != set_->max_pred()) {
+  if (b->batch != opts_.micro_batch || b->seq_len != set_->seq_len() || b->max_pred != set_->max_pred() ||
+      b->packed()) {
     b->resize(opts_.micro_batch, set_->seq_len(), set_->max_pred());
   }
   std::vector<uint64_t> idx;
@@ -69,8 +72,11 @@ Status Loader::fill(const DataPosition& pos, int micro, Batch* b) {
     if (set_->dynamic_masking()) {
       dynamic_mask_row(b, j, opts_.seed, pos.epoch, idx[j], mask_prob_, whole_word_, mask_vocab_);
     }
+    int length = 0;
+    if (opts_.pack)
+      LB_RETURN_IF_ERROR(packable_sequence(*b, j, &length).with_prefix(fmt::format("data.packing: sample {}: ", idx[j])));
   }
-  return Status::ok();
+  return opts_.pack ? pack_batch(b) : Status::ok();
 }
 
 void Loader::run() {

@@ -353,13 +353,17 @@ void BertModel<T>::enable_weight_copy(kern::HalfFormat format) {
 template <typename T>
 ForwardResult BertModel<T>::forward(const Batch& batch, const StepContext& ctx) {
   BertState<T>& s = *state_;
-  const int B = batch.batch, S = batch.seq_len, P = batch.max_pred;
+  const int B = batch.batch, S = batch.seq_len, P = batch.max_pred, R = batch.rows;
   LB_CHECK(B > 0 && B <= limits_.max_batch && S > 0 && S <= limits_.max_seq && P > 0 && P <= limits_.max_pred);
+  LB_CHECK(batch.packed() ? R > 0 && R <= B && batch.sequence_row.size() == size_t(B) &&
+                                batch.sequence_start.size() == size_t(B)
+                          : R == B);
   s.ops->set_gelu_form(config_.hidden_act);
-  const size_t N = size_t(B) * S, Pt = size_t(B) * P;
+  const size_t N = size_t(R) * S, Pt = size_t(B) * P;
   LB_CHECK(batch.input_ids.size() == N && batch.segment_ids.size() == N && batch.input_mask.size() == N);
   LB_CHECK(batch.masked_positions.size() == Pt && batch.masked_ids.size() == Pt && batch.nsp_labels.size() == size_t(B));
   s.B = B;
+  s.R = R;
   s.S = S;
   s.P = P;
   s.N = int(N);
@@ -377,28 +381,46 @@ ForwardResult BertModel<T>::forward(const Batch& batch, const StepContext& ctx) 
     ops_.keep_gemm_operand(params_.data(), table_.total_elements());
 
   // Host-side index arrays; LB_CHECK guards the invariants the loader already validated.
-  std::vector<int32_t> pos(N), cls(B), mlm_index(Pt), key_lengths(B);
+  std::vector<int32_t> pos(N), cls(B), mlm_index(Pt), key_lengths(R);
   for (size_t i = 0; i < N; ++i) {
     LB_CHECK(batch.input_ids[i] >= 0 && batch.input_ids[i] < config_.vocab_size);
     LB_CHECK(batch.segment_ids[i] >= 0 && batch.segment_ids[i] < config_.type_vocab);
     pos[i] = int32_t(i % S);
   }
-  s.mlm_count = 0;
   s.key_lengths_valid = true;
-  for (int b = 0; b < B; ++b) {
-    // BERT's mask is ones then zeros; a fused attention takes its lengths instead.
-    const int32_t* row = batch.input_mask.data() + size_t(b) * S;
+  for (int r = 0; r < R; ++r) {
+    // BERT's mask is ones then zeros; a fused attention takes its lengths instead (a packed
+    // row with two sequences or more is not of that form).
+    const int32_t* row = batch.input_mask.data() + size_t(r) * S;
     int len = 0;
-    while (len < S && row[len] != 0) ++len;
+    while (len < S && row[len] == 1) ++len;
     for (int t = len; t < S; ++t) s.key_lengths_valid &= row[t] == 0;
     s.key_lengths_valid &= len > 0;
-    key_lengths[b] = len;
-    cls[b] = b * S;
+    key_lengths[r] = len;
+  }
+  s.mlm_count = 0;
+  for (int b = 0; b < B; ++b) {
+    // Where sequence b's tokens are: its own row, or the run of its number in the row packing
+    // put it in (data/packing.h), whose positions count from its [CLS].
+    int row = b, start = 0, end = S;
+    if (batch.packed()) {
+      row = batch.sequence_row[b];
+      start = batch.sequence_start[b];
+      LB_CHECK(row >= 0 && row < R && start >= 0 && start < S);
+      const int32_t* m = batch.input_mask.data() + size_t(row) * S;
+      const int32_t number = m[start];
+      LB_CHECK(number > 0 && (start == 0 || m[start - 1] != number));
+      for (end = start; end < S && m[end] == number; ++end) pos[size_t(row) * S + end] = end - start;
+    }
+    cls[b] = row * S + start;
     for (int p = 0; p < P; ++p) {
       const size_t k = size_t(b) * P + p;
-      LB_CHECK(batch.masked_positions[k] >= 0 && batch.masked_positions[k] < S);
+      // An unused slot (label ignored) of a packed sequence reads its [CLS]: where it points
+      // may be past the sequence's tokens.
+      const int32_t at = batch.packed() && batch.masked_ids[k] < 0 ? 0 : batch.masked_positions[k];
+      LB_CHECK(batch.masked_positions[k] >= 0 && at < end - start);
       LB_CHECK(batch.masked_ids[k] < config_.vocab_size);
-      mlm_index[k] = b * S + batch.masked_positions[k];
+      mlm_index[k] = row * S + start + at;
       s.mlm_count += batch.masked_ids[k] >= 0;
     }
   }
@@ -411,7 +433,7 @@ ForwardResult BertModel<T>::forward(const Batch& batch, const StepContext& ctx) 
   al.copy_from_host(s.mlm_index, mlm_index.data(), Pt * 4);
   al.copy_from_host(s.mlm_labels, batch.masked_ids.data(), Pt * 4);
   al.copy_from_host(s.nsp_labels, batch.nsp_labels.data(), size_t(B) * 4);
-  al.copy_from_host(s.key_lengths, key_lengths.data(), size_t(B) * 4);
+  al.copy_from_host(s.key_lengths, key_lengths.data(), size_t(R) * 4);
 
   embeddings_forward(s);
   const T* x = s.emb_out;

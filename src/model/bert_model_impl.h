@@ -83,14 +83,15 @@ struct BertState {
   // copies too (ResidualLayerNormGrad::grad_copy_only, Ops::gemm_accumulate_kept), from the
   // heads' d(hidden) to the embeddings' input gradient. Set by layout().
   bool residual_copy_only = false;
-  // Sizes of the current forward.
-  int B = 0, S = 0, P = 0, N = 0, Pt = 0;
+  // Sizes of the current forward: B sequences in R token rows (R < B when packed) of S
+  // positions, N = R * S tokens, P masked slots per sequence, Pt = B * P.
+  int B = 0, R = 0, S = 0, P = 0, N = 0, Pt = 0;
   StepContext ctx;
   int64_t mlm_count = 0;
 
   // Inputs on the device.
   int32_t *ids, *seg, *mask, *pos_ids, *cls_index, *mlm_index, *mlm_labels, *nsp_labels;
-  // Real tokens per sequence (B), valid when every mask row is ones then zeros with at least
+  // Real tokens per row (R), valid when every mask row is ones then zeros with at least
   // one one (attention.h's key_lengths: what fused attention kernels take).
   int32_t* key_lengths;
   bool key_lengths_valid = false;

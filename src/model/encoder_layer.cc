@@ -34,7 +34,7 @@ namespace {
 template <typename T>
 AttentionShape attn_shape(const BertState<T>& m) {
   const BertConfig& c = *m.config;
-  return {m.B, c.heads, m.S, c.head_dim(), c.hidden, 3 * c.hidden};
+  return {m.R, c.heads, m.S, c.head_dim(), c.hidden, 3 * c.hidden};
 }
 
 template <typename T>

@@ -26,6 +26,7 @@ void MetricsWindow::add(const ForwardResult& r, const Batch& b) {
   sums[kNspCount] += double(r.nsp_count);
   sums[kSequences] += b.batch;
   sums[kTokens] += double(tokens);
+  sums[kRows] += b.rows;
 }
 
 std::string format_duration(double s) {

@@ -10,6 +10,7 @@
 #include "lansbert/core/float_text.h"
 #include "lansbert/dist/communicator.h"
 #include "lansbert/model/bert_model.h"
+#include "lansbert/model/flops.h"
 #include "lansbert/train/checkpoint.h"
 
 namespace lansbert {
@@ -188,10 +189,7 @@ std::string TrainConfig::metrics_path() const {
 }
 
 double training_flops_per_sequence(const BertConfig& c, int seq_len, int max_pred) {
-  const double S = seq_len, L = c.layers, H = c.hidden, I = c.intermediate, V = c.vocab_size;
-  const double P = max_pred;
-  return 6 * S * L * (4 * H * H + 2 * H * I) + 12 * L * S * S * H + 6 * P * (H * H + V * H) +
-         6 * (H * H + 2 * H);
+  return bert_train_flops(c, 1, seq_len, max_pred);
 }
 
 Status make_plan(const TrainConfig& config, int world, TrainPlan* plan) {
@@ -280,7 +278,8 @@ std::string config_to_json(const TrainConfig& c, int indent) {
   j["data"] = {{"train", c.data.train},       {"eval", c.data.eval},
                {"format", c.data.format},     {"seq_len", c.data.seq_len},
                {"max_pred", c.data.max_pred}, {"masking", c.data.masking},
-               {"whole_word", c.data.whole_word}, {"vocab", c.data.vocab}};
+               {"whole_word", c.data.whole_word}, {"vocab", c.data.vocab},
+               {"packing", c.data.packing}};
   j["batch"] = {{"global_batch", c.batch.global_batch},
                 {"micro_batch", c.batch.micro_batch},
                 {"recompute", recompute_name(c.batch.recompute)}};

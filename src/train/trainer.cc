@@ -13,6 +13,7 @@
 #include "lansbert/core/allocator.h"
 #include "lansbert/core/file_io.h"
 #include "lansbert/core/stop_signals.h"
+#include "lansbert/model/flops.h"
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/device_peaks.h"
 #include "lansbert/train/device_ranks.h"
@@ -122,7 +123,6 @@ Status Run::loop() {
   first_step = step;
   const int64_t total = cfg.schedule.total_steps;
   const int64_t stop_at = opts.stop_at_step >= 0 ? std::min(opts.stop_at_step, total) : total;
-  const double flops_seq = training_flops_per_sequence(mc, cfg.data.seq_len, cfg.data.max_pred);
   // MFU against the devices' dense peak for this run's GEMMs, where the device is in the table
   // (every rank is taken to hold the same model as rank 0).
   const DevicePeak* peak = device ? find_device_peak(device->description()) : nullptr;
@@ -213,9 +213,12 @@ Status Run::loop() {
       rec.loss_scale = report.loss_scale;
       rec.skipped = updater->state().skipped_steps;
       rec.seq_per_s = seqs / dt;
-      rec.tokens_per_s = seqs * cfg.data.seq_len / dt;
-      rec.fill = seqs > 0 ? win.sums[MetricsWindow::kTokens] / (seqs * cfg.data.seq_len) : 0;
-      rec.tflops = seqs * flops_seq / dt / 1e12;
+      // Positions and FLOPs as computed: R rows of S positions (fewer rows than sequences when
+      // packed), the heads once per sequence.
+      const double rows = win.sums[MetricsWindow::kRows], positions = rows * cfg.data.seq_len;
+      rec.tokens_per_s = positions / dt;
+      rec.fill = positions > 0 ? win.sums[MetricsWindow::kTokens] / positions : 0;
+      rec.tflops = bert_packed_train_flops(mc, rows, seqs, cfg.data.seq_len, cfg.data.max_pred) / dt / 1e12;
       rec.mfu = peak_tflops > 0 ? rec.tflops / peak_tflops : 0;
       rec.elapsed_s = tl - t_start;
       rec.eta_s = double(stop_at - step) * cfg.batch.global_batch / std::max(rec.seq_per_s, 1e-9);
@@ -327,10 +330,11 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   // What decides the numerics and the speed, once, where a user looks first.
   if (opts.log && comm.rank() == 0)
     std::fprintf(opts.log,
-                 "model: %s, %zu parameters (%d layers, hidden %d); micro-batch %d x %d, %d per update; %s "
+                 "model: %s, %zu parameters (%d layers, hidden %d); micro-batch %d x %d%s, %d per update; %s "
                  "GEMMs, attention %s, activations %s, hidden_act %s, recompute %s\n",
                  cfg.model.preset.c_str(), run.model->table().parameter_count(), run.mc.layers, run.mc.hidden,
-                 cfg.batch.micro_batch, cfg.data.seq_len, run.accum, gemm_math_name(cfg.gemm_math()),
+                 cfg.batch.micro_batch, cfg.data.seq_len, cfg.data.packing ? " packed" : "", run.accum,
+                 gemm_math_name(cfg.gemm_math()),
                  attention_mode_name(cfg.attention_mode()), cfg.precision.activations.c_str(),
                  hidden_act_name(run.mc.hidden_act), recompute_name(cfg.batch.recompute));
   LB_RETURN_IF_ERROR(open_device_communicator(run.device.get(), comm, *run.ops, &run.device_comm));
@@ -369,6 +373,7 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   lo.seed = cfg.seed;
   lo.start = run.pos;
   lo.whole_word = cfg.data.whole_word;
+  lo.pack = cfg.data.packing;
   lo.is_continuation = std::move(is_continuation);
   LB_RETURN_IF_ERROR(Loader::create(run.shards.get(), lo, &run.loader));
   LB_RETURN_IF_ERROR(run.loader->sampler().check(run.pos));

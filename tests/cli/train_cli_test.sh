@@ -153,6 +153,31 @@ step4() {
 native4=$(step4 native) flash4=$(step4 flash)
 [[ -n $native4 && $flash4 == "$native4" ]] || { echo "FAIL: flash training '$flash4' vs native '$native4'"; fail=1; }
 
+# data.packing: the same micro-batches in fewer rows. Without dropout (whose masks follow the
+# positions) the same training to rounding; the rows hold more tokens (fill).
+pack4() {
+  "$lb" train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/pack-$1" --set logging.every_steps=2 \
+    --set model.hidden_dropout=0 --set model.attention_dropout=0 --set data.packing=$1 --stop-at-step 4 2>&1 |
+    tee "$tmp/pack-$1.log" | grep -o "step 4/400 | loss [0-9.]*"
+}
+unpacked4=$(pack4 false) packed4=$(pack4 true)
+python3 -c 'import sys; a, b = (float(x.split()[-1]) for x in sys.argv[1:]); sys.exit(not abs(a - b) < 1e-5 * b)' \
+  "$packed4" "$unpacked4" || { echo "FAIL: packed training '$packed4' vs unpacked '$unpacked4'"; fail=1; }
+grep -q "^model: .*; micro-batch 16 x 32 packed, 2 per update;" "$tmp/pack-true.log" ||
+  { echo "FAIL: the model line of a packed run: $(grep '^model:' "$tmp/pack-true.log")"; fail=1; }
+python3 - "$tmp/pack-false/metrics.jsonl" "$tmp/pack-true/metrics.jsonl" <<'PY' || fail=1
+import json, sys
+plain, packed = ([json.loads(l) for l in open(p)][-1] for p in sys.argv[1:])
+print(f"packing: fill {plain['fill']:.3f} -> {packed['fill']:.3f}, seq/s {plain['seq_per_s']:.0f} -> {packed['seq_per_s']:.0f}")
+# The same sequences and tokens: fill is tokens over the positions computed, so it rises by the
+# ratio of the rows; tokens_per_s counts positions computed, seq_per_s sequences.
+if not packed["fill"] > plain["fill"] * 1.05:
+    sys.exit(f"FAIL: packing did not raise the fill: {plain['fill']} -> {packed['fill']}")
+ratio = lambda r: r["tokens_per_s"] / r["seq_per_s"] / 32  # rows per sequence
+if not (abs(ratio(plain) - 1) < 1e-6 and abs(ratio(packed) - plain["fill"] / packed["fill"]) < 1e-6):
+    sys.exit(f"FAIL: positions per sequence: {ratio(plain)}, {ratio(packed)} (want 1 and {plain['fill'] / packed['fill']})")
+PY
+
 # precision.activations 16bit (emulated bf16 GEMMs): trains, and its loss stays within the
 # rounding of the fp32-stored FFN's (that the bits differ: tests/model/half_activations_test.cc).
 ffn4() {

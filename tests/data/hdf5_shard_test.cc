@@ -101,6 +101,22 @@ TEST(Hdf5Shard, ReadsNvidiaSchemaExactly) {
   }
 }
 
+// input_mask is 1 or 0: the attention reads other values as packed sequence numbers.
+TEST(Hdf5Shard, MaskOtherThanZeroOrOneIsNamed) {
+  NvidiaData d = make_data();
+  d.mask[3 * kS + 4] = 2;
+  const std::string path = write_nvidia_file(testing::scratch_dir("hdf5_mask") + "/wiki_training_0.hdf5", d);
+  std::unique_ptr<Hdf5ShardReader> r;
+  ASSERT_TRUE(Hdf5ShardReader::open(path, &r).is_ok());
+  Batch b;
+  b.resize(1, kS, kP);
+  EXPECT_TRUE(r->read(2, &b, 0).is_ok());
+  const Status s = r->read(3, &b, 0);
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(path + ": sample 3: input_mask[4] = 2 is neither 0 nor 1"), std::string::npos)
+      << s.message();
+}
+
 TEST(Hdf5Shard, MissingDatasetIsNamed) {
   const std::string path = testing::scratch_dir("hdf5_bad") + "/bad.hdf5";
   const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);

@@ -102,6 +102,55 @@ TEST(Loader, DynamicMaskingIsAppliedAndRepeatable) {
   }
 }
 
+// LoaderOptions::pack: the same micro-batches (dynamically masked as before packing), each
+// sequence's tokens moved to where sequence_row/sequence_start say, in fewer rows; and a slot
+// that held a packed batch is filled unpacked again.
+TEST(Loader, PackedBatchesHoldTheSameSequences) {
+  const std::string dir = make_shards("loader_pack", 2, true);
+  // Each loader reads its own set (a set is read by one thread), declared before the loaders
+  // so that it outlives their threads.
+  std::unique_ptr<ShardSet> set, set2;
+  ASSERT_TRUE(ShardSet::open({dir}, {}, &set).is_ok());
+  ASSERT_TRUE(ShardSet::open({dir}, {}, &set2).is_ok());
+  LoaderOptions opts;
+  opts.micro_batch = 8;
+  opts.global_batch = 16;
+  opts.prefetch = 2;
+  std::unique_ptr<Loader> plain, packing;
+  ASSERT_TRUE(Loader::create(set.get(), opts, &plain).is_ok());
+  opts.pack = true;
+  ASSERT_TRUE(Loader::create(set2.get(), opts, &packing).is_ok());
+  int64_t rows = 0, sequences = 0;
+  Batch a, b;
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(plain->next(&a).is_ok());
+    ASSERT_TRUE(packing->next(&b).is_ok());
+    ASSERT_TRUE(b.packed());
+    ASSERT_EQ(b.batch, 8);
+    EXPECT_EQ(b.masked_positions, a.masked_positions);
+    EXPECT_EQ(b.masked_ids, a.masked_ids);
+    EXPECT_EQ(b.nsp_labels, a.nsp_labels);
+    const int S = a.seq_len;
+    for (int j = 0; j < 8; ++j) {
+      int len = 0;
+      while (len < S && a.input_mask[size_t(j) * S + len]) ++len;
+      const size_t at = size_t(b.sequence_row[j]) * S + b.sequence_start[j];
+      for (int t = 0; t < S; ++t) {
+        const bool in = t < len;
+        if (!in && b.sequence_start[j] + t < S) EXPECT_NE(b.input_mask[at + t], b.input_mask[at]);
+        if (!in) continue;
+        ASSERT_EQ(b.input_ids[at + t], a.input_ids[size_t(j) * S + t]) << i << " " << j << " " << t;
+        ASSERT_EQ(b.segment_ids[at + t], a.segment_ids[size_t(j) * S + t]);
+        ASSERT_EQ(b.input_mask[at + t], b.input_mask[at]);
+      }
+    }
+    rows += b.rows;
+    sequences += b.batch;
+  }
+  std::printf("%lld sequences in %lld rows\n", (long long)sequences, (long long)rows);
+  EXPECT_LT(rows, sequences);
+}
+
 // LoaderOptions::whole_word (the trainer's data.whole_word) masks whole words in shards
 // whose header does not ask for it: every word is masked in all its pieces or in none.
 TEST(Loader, ForcedWholeWordMaskingMasksWholeWords) {

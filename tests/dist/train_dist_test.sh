@@ -4,7 +4,7 @@
 # during backward, fixed reduction order, sharded in fixed order or with overlap_reduction
 # false: the reduce-scatter after backward; replicated without overlap; sharded with the
 # layers recomputed in the backward, and replicated with the attention recomputed:
-# batch.recompute; replicated with checkpoint.async), and a sharded 2-rank checkpoint
+# batch.recompute; replicated with checkpoint.async; packed, data.packing), and a sharded 2-rank checkpoint
 # resumes on 1 rank (replicated: the slices are joined) and on 4 ranks (sharded: re-sliced)
 # and ends where the uninterrupted 2-rank run ends: same step, data position, micro-step
 # count and parameters, as does a replicated 2-rank resume whose rank 1 sees only
@@ -52,6 +52,11 @@ train 2 s2recompute --set distributed.shard_optimizer=true --set batch.recompute
 train 2 r2attention --set batch.recompute=attention
 train 2 r2async --set checkpoint.async=true --set checkpoint.every_steps=2 --set checkpoint.keep_last=5
 for run in r2 r4 r4fixed s2 s4 s2fixed r2after s2after s2recompute r2attention r2async; do same r1 $run; done
+# data.packing: each micro-batch is packed on its own rank, so 1 and 2 ranks pack the same
+# micro-batches alike (dropout on: it differs from the unpacked runs, not between these).
+train 1 p1 --set data.packing=true
+train 2 p2s --set data.packing=true --set distributed.shard_optimizer=true
+same p1 p2s
 # Rank 0 wrote steps 2 and 4 in the background, as a synchronous writer would have.
 [[ $(ls "$tmp/r2async" | grep -c '^step-') == 3 ]] || { echo "FAIL: r2async: $(ls "$tmp/r2async")"; fail=1; }
 # "eval after step 6/6 | loss L | mlm_loss M | ... | 90 sequences in ...": L and M within 1e-4.

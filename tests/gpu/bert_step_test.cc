@@ -11,23 +11,21 @@
 #include "cuda_ops.cuh"
 #include "gpu_test_util.h"
 #include "lansbert/backend/cpu_ops.h"
+#include "lansbert/data/packing.h"
 #include "lansbert/model/bert_model.h"
 
 namespace lansbert {
 namespace {
 
-TEST(GpuBert, TinyTrainingStepMatchesCpu) {
-  LB_REQUIRE_GPU();
+void expect_step_matches_cpu(const Batch& batch, int B, int S, int P) {
   BertConfig cfg;
   ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
-  const int B = 4, S = 64, P = 10;
   auto cpu_ops = cpu::make_ops<float>();
   auto gpu_ops = cuda::make_ops();
   BertModel<float> cpu_model(cfg, *cpu_ops, {B, S, P});
   BertModel<float> gpu_model(cfg, *gpu_ops, {B, S, P});
   cpu_model.init_params(42);
   gpu_model.init_params(42);
-  const Batch batch = testing::random_batch(B, S, P, cfg.vocab_size, 7);
   const StepContext ctx{true, 1234, 3};
 
   const ForwardResult rc = cpu_model.forward(batch, ctx);
@@ -62,6 +60,23 @@ TEST(GpuBert, TinyTrainingStepMatchesCpu) {
   }
   std::printf("  worst per-tensor gradient rel error %.3e over %zu tensors\n", worst,
               cpu_model.table().size());
+}
+
+TEST(GpuBert, TinyTrainingStepMatchesCpu) {
+  LB_REQUIRE_GPU();
+  const int B = 4, S = 64, P = 10;
+  expect_step_matches_cpu(testing::random_batch(B, S, P, 30522, 7), B, S, P);
+}
+
+// A packed micro-batch (data/packing.h): positions from each sequence's [CLS], the NSP head
+// at each [CLS], attention within each sequence, on fewer rows than sequences.
+TEST(GpuBert, PackedTrainingStepMatchesCpu) {
+  LB_REQUIRE_GPU();
+  const int S = 64, P = 6;
+  Batch batch = testing::batch_of_lengths({30, 12, 64, 25, 9, 40, 20}, S, P, 30522, 8);
+  ASSERT_TRUE(pack_batch(&batch).is_ok());
+  ASSERT_LT(batch.rows, batch.batch);
+  expect_step_matches_cpu(batch, batch.batch, S, P);
 }
 
 // Activation recomputation on the device (ModelLimits::recompute): a model that recomputes

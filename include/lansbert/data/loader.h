@@ -29,6 +29,9 @@ struct LoaderOptions {
   // trainer's data.whole_word). It needs the continuation pieces ("##"), by id.
   bool whole_word = false;
   std::vector<bool> is_continuation;
+  // Pack each micro-batch's sequences into fewer rows (data/packing.h), here in the loader's
+  // thread, so that the packing is done ahead of the step.
+  bool pack = false;
 };
 
 // Where a micro-batch sits in the data order.

@@ -12,12 +12,27 @@
 
 namespace lansbert {
 
+// FLOPs of the forward pass of the encoder (embeddings excluded) over one row of S positions.
+inline double bert_encoder_forward_flops(const BertConfig& c, double S) {
+  const double H = c.hidden, I = c.intermediate;
+  return c.layers * (8 * S * H * H + 4 * S * S * H + 4 * S * H * I);
+}
+
+// FLOPs of the forward pass of the pretraining heads for one sequence with P masked slots.
+inline double bert_heads_forward_flops(const BertConfig& c, double P) {
+  const double H = c.hidden, V = c.vocab_size;
+  return 2 * P * H * H + 2 * P * H * V + 2 * H * H + 4 * H;
+}
+
 // FLOPs of the forward pass for a batch of B sequences of S tokens with P masked slots each.
 inline double bert_forward_flops(const BertConfig& c, double B, double S, double P) {
-  const double H = c.hidden, I = c.intermediate, V = c.vocab_size;
-  const double layer = 8 * S * H * H + 4 * S * S * H + 4 * S * H * I;
-  const double heads = 2 * P * H * H + 2 * P * H * V + 2 * H * H + 4 * H;
-  return B * (c.layers * layer + heads);
+  return B * (bert_encoder_forward_flops(c, S) + bert_heads_forward_flops(c, P));
+}
+
+// Forward + backward of a packed batch (data/packing.h): the encoder computes on R rows, the
+// heads on B sequences (R = B when not packed).
+inline double bert_packed_train_flops(const BertConfig& c, double R, double B, double S, double P) {
+  return 3 * (R * bert_encoder_forward_flops(c, S) + B * bert_heads_forward_flops(c, P));
 }
 
 // Forward + backward.

@@ -20,10 +20,11 @@ namespace lansbert {
 // Sums over the micro-batches of a window, all-reduced (summed) over ranks before use.
 struct MetricsWindow {
   enum : int { kLoss, kMlmLoss, kNspLoss, kMicro, kMlmCorrect, kMlmCount, kNspCorrect, kNspCount,
-               kSequences, kTokens, kCount };
+               kSequences, kTokens, kRows, kCount };
   double sums[kCount] = {};
-  // One micro-batch: its forward pass's losses, and its sequences and the tokens they hold
-  // (input_mask's ones; the rest of the sequence positions are padding).
+  // One micro-batch: its forward pass's losses, its sequences, the tokens they hold (input_mask's
+  // nonzeros; the rest of the rows' positions are padding) and the rows the model computed on
+  // (fewer than the sequences when packed).
   void add(const ForwardResult& r, const Batch& b);
   void all_reduce(Communicator& comm) { comm.all_reduce(sums, kCount, ReduceOp::kSum); }
   double mean_loss() const { return sums[kMicro] ? sums[kLoss] / sums[kMicro] : 0; }
