@@ -54,6 +54,9 @@ void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
   std::printf("  parameters          : %zu (%.1fM)\n", p.parameters, p.parameters / 1e6);
   std::printf("  training FLOPs      : %.3g per sequence, %.3g total\n", p.flops_per_sequence,
               p.flops_per_sequence * double(p.sequences));
+  if (cfg.data.packing)
+    std::printf("  packing             : the FLOPs above are of unpacked rows; data.packing computes fewer rows, "
+                "as the data's padding allows (lansbert prep prints its share)\n");
   std::printf("  memory per rank     : %.3f GiB flat buffers (params, grads, m, v%s; fp32) + %.3f GiB "
               "16-bit copies + %.3f GiB activations = %.3f GiB\n",
               gib(p.flat_bytes), cfg.distributed.shard_optimizer ? " sharded" : "", gib(p.half_bytes),

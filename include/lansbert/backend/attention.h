@@ -76,9 +76,12 @@ struct AttentionForward {
   T scale = T(1);          // applied to q k^T before the softmax
   float dropout = 0;       // drop probability of the probabilities (0: no dropout)
   RngKey dropout_key{};    // Philox stream of that dropout
-  const int32_t* key_mask = nullptr;     // [B, S], nonzero = real token
-  // [B] real tokens per sequence, given when every row of key_mask is ones then zeros with at
-  // least one one (BERT's padding); nullptr otherwise. Fused kernels take lengths, not masks.
+  // [B, S] (B rows), the batch's input_mask: 1 for a token, 0 for padding, or in packed rows
+  // the number of the token's sequence; which keys a query sees: kern::attention_visible.
+  const int32_t* key_mask = nullptr;
+  // [B] real tokens per row, given when every row of key_mask is ones then zeros with at least
+  // one one (BERT's padding, one sequence a row); nullptr otherwise. Fused kernels take
+  // lengths, not masks.
   const int32_t* key_lengths = nullptr;
   const T* q = nullptr;    // [B*S, qkv_stride()]
   const T* k = nullptr;

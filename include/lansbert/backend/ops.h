@@ -448,8 +448,9 @@ class Ops {
   virtual void dropout_forward(const T* x, T* y, size_t n, float p, RngKey key) = 0;
   virtual void dropout_backward(const T* dy, T* dx, size_t n, float p, RngKey key) = 0;
 
-  // scores/probs [B, A, S, S]; key_mask [B, S] (1 = real token). Row (b, a, i) is a softmax
-  // over keys j of scale * scores.
+  // scores/probs [B, A, S, S]; key_mask [B, S] (1 = token, 0 = padding, or packed sequence
+  // numbers: kern::attention_visible). Row (b, a, i) is a softmax over the keys j that query i
+  // sees of scale * scores.
   virtual void softmax_forward(const T* scores, const int32_t* key_mask, T* probs, int batch,
                                int heads, int seq, T scale) = 0;
   virtual void softmax_backward(const T* dprobs, const T* probs, T* dscores, int batch,

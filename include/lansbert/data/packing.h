@@ -9,7 +9,7 @@
 // apart: a token attends only to the tokens of its own sequence (input_mask numbers them, see
 // kernels/softmax.h attention_visible), its positions count from its own [CLS], and the NSP
 // head reads each sequence's [CLS]. Without dropout a packed micro-batch gives the loss and
-// gradients of the unpacked one to rounding (tests/model/packed_batch_test.cc); with dropout
+// gradients of the unpacked one to rounding (tests/data/packing_test.cc); with dropout
 // the masks are drawn over other positions, so the two differ as two seeds do.
 #pragma once
 

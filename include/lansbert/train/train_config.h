@@ -39,8 +39,8 @@ struct DataSection {
                                       // be prepped so); false: as the shards say. Needs vocab.
   std::string vocab;                  // vocab.txt: whole-word masking and export
   // Pack each micro-batch's sequences into fewer rows (data/packing.h): the same data, masked
-  // slots and losses, computed on less padding. Changes no result without dropout; with it the
-  // masks fall elsewhere. A run may resume with the other setting.
+  // slots and losses, computed on less padding. Without dropout the same results to rounding;
+  // with it the masks fall elsewhere. A run may resume with the other setting.
   bool packing = false;
 };
 
