@@ -4,8 +4,9 @@
 # on 2 emulated devices (NcclCommunicator over the emulator's NCCL, its stream and events,
 # the bucketed reduction, the sharded update, a bf16 gradient wire, bf16 GEMMs with the
 # layers recomputed) it matches the 1-rank device run, also after a sharded 2-rank
-# checkpoint is resumed on 1 device; `eval --backend cuda` prints the CPU's numbers, on one
-# device and on two ranks; on an emulated V100 bf16 is refused and fp16 trains; `bench
+# checkpoint is resumed on 1 device; packed micro-batches (data.packing) through the flash
+# kernels match the CPU twin and 2 devices; `eval --backend cuda` prints the CPU's numbers,
+# on one device and on two ranks; on an emulated V100 bf16 is refused and fp16 trains; `bench
 # --backend cuda --profile` (its FLOP and byte counts equal the CPU backend's), `bench --batch 0`,
 # `bench-comm --backend cuda` and `info` run.
 # Parameters are compared with compare_params (the attention key biases, whose true gradient
@@ -64,6 +65,22 @@ train 2 fl2 --set backend=cuda "${flash[@]}" --set distributed.shard_optimizer=t
 same flcpu fl1 2e-4 4e-3  # 1.5e-5, worst tensor 3.9e-4: a 16-bit rounding may land the other side (fp32 sums in another order)
 same fl1 fl2 1e-6 1e-5
 grep -l "hand-written attention" "$tmp"/fl*.log && { echo "FAIL: a flash run fell back to the hand-written attention"; fail=1; }
+# Packed micro-batches (data.packing) through the flash kernels: the device against the CPU
+# twin, and 2 sharded devices against 1 (each rank packs its own micro-batches alike).
+train 0 pkcpu "${flash[@]}" --set data.packing=true
+train 0 pk1 --set backend=cuda "${flash[@]}" --set data.packing=true
+train 2 pk2 --set backend=cuda "${flash[@]}" --set data.packing=true --set distributed.shard_optimizer=true
+same pkcpu pk1 2e-4 4e-3  # 8.3e-6, worst tensor 2.3e-4
+# 4.2e-6, worst tensor 3.2e-5: 1 and 2 ranks add the micro-batches' fp32 gradients in another
+# order, and over 4 steps more bf16 roundings of the packed runs land the other side than of
+# the unpacked ones (fp32 packed runs agree to 1.2e-8; no state carries between micro-batches:
+# Packing.AMicroBatchAfterALargerOneGivesTheSameBits). Ranks that packed differently would
+# differ as pk1 and fl1 do, by 1.2e-2.
+same pk1 pk2 2e-5 2e-4
+grep -q "^model: .*micro-batch 4 x 32 packed" "$tmp/pk1.log" || { echo "FAIL: pk1 did not pack"; fail=1; }
+grep -l "hand-written attention" "$tmp"/pk*.log && { echo "FAIL: a packed flash run fell back to the hand-written attention"; fail=1; }
+"$cmp" "$tmp/fl1/latest/model.safetensors" "$tmp/pk1/latest/model.safetensors" 1e-7 1e-7 > /dev/null 2>&1 &&
+  { echo "FAIL: pk1 has the parameters of the unpacked run (dropout falls elsewhere when packed)"; fail=1; }
 
 # 16-bit activations in training (bf16): the device against the CPU backend's twin, and not
 # the fp32-stored run's parameters (the path ran).
