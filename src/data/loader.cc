@@ -67,16 +67,18 @@ Status Loader::fill(const DataPosition& pos, int micro, Batch* b) {
   }
   std::vector<uint64_t> idx;
   sampler_.micro_batch_indices(pos, micro, &idx);
+  std::vector<int> lengths(opts_.pack ? opts_.micro_batch : 0);  // of the sequences, to pack
   for (int j = 0; j < opts_.micro_batch; ++j) {
     LB_RETURN_IF_ERROR(set_->read(int64_t(idx[j]), b, j));
     if (set_->dynamic_masking()) {
       dynamic_mask_row(b, j, opts_.seed, pos.epoch, idx[j], mask_prob_, whole_word_, mask_vocab_);
     }
-    int length = 0;
     if (opts_.pack)
-      LB_RETURN_IF_ERROR(packable_sequence(*b, j, &length).with_prefix(fmt::format("data.packing: sample {}: ", idx[j])));
+      LB_RETURN_IF_ERROR(
+          packable_sequence(*b, j, &lengths[j]).with_prefix(fmt::format("data.packing: sample {}: ", idx[j])));
   }
-  return opts_.pack ? pack_batch(b) : Status::ok();
+  if (opts_.pack) pack_checked_batch(b, lengths);
+  return Status::ok();
 }
 
 void Loader::run() {

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "lansbert/core/check.h"
+
 namespace lansbert {
 
 Status packable_sequence(const Batch& b, int row, int* length) {
@@ -30,10 +32,16 @@ Status packable_sequence(const Batch& b, int row, int* length) {
 
 Status pack_batch(Batch* b) {
   if (b->packed()) return Status::invalid_argument("pack_batch: the batch is packed already");
-  const int B = b->batch, S = b->seq_len;
-  std::vector<int> length(B);
-  for (int i = 0; i < B; ++i)
+  std::vector<int> length(b->batch);
+  for (int i = 0; i < b->batch; ++i)
     LB_RETURN_IF_ERROR(packable_sequence(*b, i, &length[i]).with_prefix("sequence " + std::to_string(i) + " of the micro-batch: "));
+  pack_checked_batch(b, length);
+  return Status::ok();
+}
+
+void pack_checked_batch(Batch* b, const std::vector<int>& length) {
+  LB_CHECK(!b->packed() && length.size() == size_t(b->batch));
+  const int B = b->batch, S = b->seq_len;
   std::vector<int> order(B);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return length[x] > length[y]; });
@@ -66,7 +74,6 @@ Status pack_batch(Batch* b) {
   b->input_mask.swap(mask);
   b->sequence_row.swap(row_of);
   b->sequence_start.swap(start_of);
-  return Status::ok();
 }
 
 }  // namespace lansbert

@@ -13,6 +13,8 @@
 // the masks are drawn over other positions, so the two differ as two seeds do.
 #pragma once
 
+#include <vector>
+
 #include "lansbert/core/status.h"
 #include "lansbert/model/batch.h"
 
@@ -27,5 +29,9 @@ Status packable_sequence(const Batch& b, int row, int* length);
 // in batch order), each put in the first row with room. An error names the first sequence that
 // packable_sequence refuses; b is then unchanged.
 Status pack_batch(Batch* b);
+
+// pack_batch of sequences packable_sequence has accepted already (the loader, which checks each
+// sample as it reads it): `lengths` are the lengths it set, one per sequence.
+void pack_checked_batch(Batch* b, const std::vector<int>& lengths);
 
 }  // namespace lansbert
