@@ -101,6 +101,12 @@ __device__ void stage_rows(const In* x, int ld, const Layout& L, int b, int h, i
     dst[i] = r < L.seq ? operand_bits<F>(x[(int64_t(b) * L.seq + r) * ld + int64_t(h) * kD + i % kD]) : uint16_t(0);
   }
 }
+// The mask values of positions [p0, p0 + n) of sequence b (those inside it): every thread
+// computes the same span, so a tile skipped by kern::span_may_see is skipped by the whole block
+// (before its __syncthreads). A skipped tile's probabilities are all zero: it would add nothing.
+__device__ kern::MaskSpan block_span(const int32_t* mask, const Layout& L, int b, int p0, int n) {
+  return kern::mask_span(mask + int64_t(b) * L.seq + p0, min(n, L.seq - p0));
+}
 // The inverse for fp32 results: src[n][kD] (one warp's 16 rows) to rows r0.. of dst, fp32 or
 // rounded into a kept 16-bit copy.
 template <HalfFormat F, typename Out>
@@ -174,9 +180,11 @@ __device__ void forward_body(Layout L, const In* q, const In* k, const In* v, co
   const int r = lane / 2, half = lane % 2, row = q0 + warp * 16 + r;
   // The row's own mask value (kern::attention_visible); rows past the sequence are not written.
   const int32_t query = row < L.seq ? mask[b * L.seq + row] : 0;
+  const kern::MaskSpan queries = block_span(mask, L, b, q0, kRows);
   float m = -kern::flash_infinity<float>(), l = 0.f;
   kern::DropoutBits bits(L.key);
   for (int k0 = 0; k0 < L.seq; k0 += kCols) {
+    if (!kern::span_may_see(block_span(mask, L, b, k0, kCols), queries)) continue;  // unseen: adds nothing
     __syncthreads();  // the previous tile's k_s, v_s, mask_s are no longer read
     stage_rows<F>(k, L.qkv_ld, L, b, h, k0, kCols, k_s);
     stage_rows<F>(v, L.qkv_ld, L, b, h, k0, kCols, v_s);
@@ -303,8 +311,10 @@ __device__ void dk_dv_body(const BackwardArgs<In, Out>& a) {
     wmma::fill_fragment(dk[n], 0.f);
     wmma::fill_fragment(dv[n], 0.f);
   }
+  const kern::MaskSpan keys = block_span(a.mask, L, b, j0, kRows);
   kern::DropoutBits bits(L.key);
   for (int i0 = 0; i0 < L.seq; i0 += kCols) {
+    if (!kern::span_may_see(keys, block_span(a.mask, L, b, i0, kCols))) continue;  // unseen: p = ds = 0
     __syncthreads();
     stage_rows<F>(a.q, L.qkv_ld, L, b, h, i0, kCols, q_s);
     stage_rows<F>(a.d_ctx, L.ld, L, b, h, i0, kCols, do_s);
@@ -380,10 +390,12 @@ __device__ void dq_body(const BackwardArgs<In, Out>& a) {
   const float lse = row < L.seq ? a.lse[int64_t(bh) * L.seq + row] : kern::flash_infinity<float>();
   const float row_d = row < L.seq ? a.row_d[int64_t(bh) * L.seq + row] : 0.f;
   const int32_t query = row < L.seq ? a.mask[b * L.seq + row] : 0;  // kern::attention_visible
+  const kern::MaskSpan queries = block_span(a.mask, L, b, i0, kRows);
   Acc dq[kD / 16];
   for (int n = 0; n < kD / 16; ++n) wmma::fill_fragment(dq[n], 0.f);
   kern::DropoutBits bits(L.key);
   for (int k0 = 0; k0 < L.seq; k0 += kCols) {
+    if (!kern::span_may_see(block_span(a.mask, L, b, k0, kCols), queries)) continue;  // unseen: ds = 0
     __syncthreads();
     stage_rows<F>(a.k, L.qkv_ld, L, b, h, k0, kCols, k_s);
     stage_rows<F>(a.v, L.qkv_ld, L, b, h, k0, kCols, v_s);

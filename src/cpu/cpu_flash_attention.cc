@@ -3,7 +3,10 @@
 // with the roundings the GPU's tensor cores see where GEMMs are 16-bit: q, k, v and d(ctx) as
 // operands, the dropped-out probabilities before they multiply v or d(ctx), and d(scores)
 // before it multiplies k or q. Products are summed in T (the GPU sums in fp32, in another
-// order), so the two agree to rounding, not bit for bit. One task per (sequence, head); each
+// order), so the two agree to rounding, not bit for bit. Elements a query does not see
+// (kern::attention_visible: padding keys, another packed sequence's keys) are skipped, as the
+// kernels skip whole tiles: their probability is 0, so they add nothing (the same bits, but
+// for a NaN or inf at a position nobody sees, which no longer spreads). One task per (sequence, head); each
 // runs its loops in a fixed order, so results do not depend on the thread count.
 #include <algorithm>
 #include <utility>
@@ -105,15 +108,22 @@ void CpuOps<T>::flash_attention_forward(const AttentionForward<T>& a) {
       for (int k0 = 0; k0 < S; k0 += kern::kFlashKeyTile) {
         const int k1 = std::min(S, k0 + kern::kFlashKeyTile);
         T tile_max = -kern::flash_infinity<T>();
+        bool seen = false;
         for (int j = k0; j < k1; ++j) {
+          if (!kern::attention_visible(mask[j], mask[r])) continue;
+          seen = true;
           score[j - k0] = dot(&q[size_t(r) * D], &k[size_t(j) * D], D);
-          if (kern::attention_visible(mask[j], mask[r])) tile_max = std::max(tile_max, a.scale * score[j - k0]);
+          tile_max = std::max(tile_max, a.scale * score[j - k0]);
         }
+        // Keys the row does not see have p = 0 and change neither l nor acc (a tile of only
+        // those leaves the max, so alpha is 1, or 0 on zeros): skipping them gives the same bits.
+        if (!seen) continue;
         const T m_new = kern::flash_new_max(m, tile_max), alpha = kern::flash_rescale(m, m_new);
         l *= alpha;
         for (T& x : acc) x *= alpha;
         for (int j = k0; j < k1; ++j) {
-          const T p = kern::flash_exp(score[j - k0], kern::attention_visible(mask[j], mask[r]), a.scale, m_new);
+          if (!kern::attention_visible(mask[j], mask[r])) continue;
+          const T p = kern::flash_exp(score[j - k0], true, a.scale, m_new);
           l += p;
           const uint32_t z = a.dropout > 0 ? bits(kern::flash_prob_index(bh, S, r, j)) : 0;
           axpy(gemm_rounded(kern::flash_dropped(p, z, a.dropout)), &v[size_t(j) * D], acc.data(), D);
@@ -179,8 +189,9 @@ void CpuOps<T>::flash_attention_backward(const AttentionBackward<T>& a) {
       const T* qr = &q[size_t(r) * D];
       const T* dor = &dout[size_t(r) * D];
       for (int j = 0; j < S; ++j) {
-        const T p = kern::flash_prob(dot(qr, &k[size_t(j) * D], D), kern::attention_visible(mask[j], mask[r]),
-                                     a.scale, lse);
+        // An element the query does not see has p = 0, so pd = ds = 0: it adds nothing to d(q,k,v).
+        if (!kern::attention_visible(mask[j], mask[r])) continue;
+        const T p = kern::flash_prob(dot(qr, &k[size_t(j) * D], D), true, a.scale, lse);
         const uint32_t z = a.dropout > 0 ? bits(kern::flash_prob_index(bh, S, r, j)) : 0;
         const T pd = gemm_rounded(kern::flash_dropped(p, z, a.dropout));
         const T dpd = dot(dor, &v[size_t(j) * D], D);

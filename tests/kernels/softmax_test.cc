@@ -1,11 +1,15 @@
 // Masked attention softmax of the CPU backend: forward against a naive masked softmax,
-// a fully padded row stays finite (all zeros), backward against fp64 central differences.
+// a fully padded row stays finite (all zeros), backward against fp64 central differences; the
+// tile summaries (kern::mask_span) the flash kernels skip unseen tiles by.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "fd.h"
 #include "lansbert/backend/cpu_ops.h"
+#include "lansbert/kernels/softmax.h"
 
 namespace lansbert {
 namespace {
@@ -59,6 +63,47 @@ TEST(Softmax, PackedRowSeesOnlyItsOwnSequence) {
     for (int j = 0; j < kS; ++j) EXPECT_NEAR(p[r * kS + j], seen(j) ? std::exp(scale * x[r * kS + j]) / sum : 0, 1e-14);
   }
   EXPECT_EQ(p[5 * kS + 5], 1.0);  // query 5 of head 0: a sequence of one token
+}
+
+// kern::span_may_see, which the flash kernels skip tiles by, against every (query, key) pair of
+// the two tiles: never false while a pair is visible, on any mask; and on packed rows (sequences
+// in order, padding last) never true without one, so every unseen tile is skipped.
+TEST(Softmax, MaskSpanSkipsOnlyTilesNoQuerySees) {
+  std::mt19937 rng(11);
+  const int n = 24;
+  int skipped = 0, pairs = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const bool packed = trial % 2 == 0;
+    std::vector<int32_t> mask(n, 0);
+    if (packed) {  // sequences 1, 2, ... of random lengths, then padding
+      int at = 0, id = 1;
+      const int used = int(rng() % (n + 1));
+      while (at < used) {
+        const int len = std::min(used - at, 1 + int(rng() % 9));
+        for (int i = 0; i < len; ++i) mask[at++] = id;
+        ++id;
+      }
+    } else {  // any values, in any order
+      for (int32_t& v : mask) v = int32_t(rng() % 4);
+    }
+    const int q0 = int(rng() % n), k0 = int(rng() % n);
+    const int nq = 1 + int(rng() % (n - q0)), nk = 1 + int(rng() % (n - k0));
+    bool visible = false;
+    for (int q = q0; q < q0 + nq; ++q)
+      for (int k = k0; k < k0 + nk; ++k) visible = visible || kern::attention_visible(mask[k], mask[q]);
+    const bool may = kern::span_may_see(kern::mask_span(mask.data() + k0, nk), kern::mask_span(mask.data() + q0, nq));
+    if (visible) {
+      EXPECT_TRUE(may) << "trial " << trial << ": a visible pair in a tile said unseen";
+    }
+    if (packed) {
+      EXPECT_EQ(may, visible) << "trial " << trial << ": packed tiles";
+    }
+    skipped += !may;
+    ++pairs;
+  }
+  EXPECT_GT(skipped, pairs / 10);  // the trials do reach tiles to skip
+  EXPECT_FALSE(kern::span_may_see(kern::mask_span(nullptr, 0), kern::MaskSpan{1, 3, true}));  // no key
+  EXPECT_FALSE(kern::span_may_see(kern::MaskSpan{1, 3, false}, kern::mask_span(nullptr, 0)));  // no query
 }
 
 TEST(Softmax, FullyPaddedRowIsFiniteZero) {

@@ -22,6 +22,37 @@ LB_HOST_DEVICE bool attention_visible(int32_t key, int32_t query) {
   return key != 0 && (query == 0 || key == query);
 }
 
+// What a run of mask values (a tile of keys or of queries) holds, to decide before computing
+// it whether any query of one tile sees any key of another: the smallest and largest non-zero
+// value (lo > hi when there is none) and whether a 0 (padding) is among them. The flash kernels
+// skip a tile no query of theirs sees: its probabilities are all zero, so it adds nothing.
+struct MaskSpan {
+  int32_t lo = INT32_MAX, hi = INT32_MIN;
+  bool has_zero = false;
+};
+LB_HOST_DEVICE MaskSpan mask_span(const int32_t* mask, int n) {
+  MaskSpan s;
+  for (int i = 0; i < n; ++i) {
+    const int32_t v = mask[i];
+    if (v == 0) {
+      s.has_zero = true;
+    } else {
+      s.lo = v < s.lo ? v : s.lo;
+      s.hi = v > s.hi ? v : s.hi;
+    }
+  }
+  return s;
+}
+// False only if no key of `keys` is attention_visible to any query of `queries`: a key must be
+// non-zero, and then a padding query sees it, or a query of the same value may (their ranges
+// overlap). Exact for packed rows, whose sequences lie in order, so that a run of positions
+// holds every value between its lo and hi; for any other mask it may say true in vain, never
+// false in vain.
+LB_HOST_DEVICE bool span_may_see(const MaskSpan& keys, const MaskSpan& queries) {
+  if (keys.lo > keys.hi) return false;
+  return queries.has_zero || (keys.lo <= queries.hi && queries.lo <= keys.hi);
+}
+
 // Element pieces, shared by the CPU's row loops (src/cpu/cpu_softmax.cc) and the CUDA kernels:
 // each reduces a row's max, sum and dot product in its own fixed order (CPU: lanes, CUDA: a
 // warp) and then calls these per element.
