@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "fd.h"
 #include "lansbert/backend/ops.h"
 #include "lansbert/core/buffer.h"
 
@@ -173,9 +174,7 @@ double rel_max_diff(const std::vector<T>& a, const std::vector<T>& b) {
     const double x = double(a[i]), y = double(b[i]);
     if (std::isfinite(y)) ref = std::max(ref, std::abs(y));
     if (x == y) continue;
-    const double d = std::abs(x - y);
-    if (std::isnan(d)) return 1e30;
-    diff = std::max(diff, d);
+    diff = worse(diff, std::abs(x - y));
   }
   if (a.size() != b.size() || !std::isfinite(diff)) return 1e30;
   return ref > 0 ? diff / ref : diff;

@@ -9,6 +9,13 @@
 
 namespace lansbert::testing {
 
+// max(worst, d) for an error scan, keeping a NaN once seen: std::max(worst, NaN) returns worst,
+// so a result of NaN would pass as no error (and EXPECT_LT(NaN, bound) fails, as it should).
+inline double worse(double worst, double d) {
+  if (std::isnan(worst)) return worst;
+  return std::isnan(d) || d > worst ? d : worst;
+}
+
 inline std::vector<double> random_vec(size_t n, uint32_t seed, double lo = -1, double hi = 1) {
   std::mt19937 g(seed);
   std::uniform_real_distribution<double> d(lo, hi);

@@ -12,6 +12,7 @@
 
 #include "../model/model_test_util.h"
 #include "attention_run.h"
+#include "fd.h"
 #include "cuda_ops.cuh"
 #include "gpu_test_util.h"
 #include "lansbert/backend/cpu_ops.h"
@@ -125,7 +126,7 @@ TEST(GpuFlashAttention, QkvBiasSumsAreTheColumnSumsOfTheWrittenCopies) {
   const std::vector<double> want = testing::column_sums(g.d_qkv, 3 * c.shape.ld, c.bias_init);
   double worst = 0, scale = 0;
   for (size_t i = 0; i < want.size(); ++i) {
-    worst = std::max(worst, std::abs(double(g.d_qkv_bias[i]) - want[i]));
+    worst = testing::worse(worst, std::abs(double(g.d_qkv_bias[i]) - want[i]));
     scale = std::max(scale, std::abs(want[i] - c.bias_init));
   }
   std::printf("flash d(qkv) bias sums: max error %.2e of %.2e; device vs twin %.2e relative\n", worst, scale,

@@ -29,7 +29,7 @@ std::vector<float> rounded(const std::vector<float>& x, GemmMath math) {
 double rel_err(const std::vector<float>& got, const std::vector<double>& want) {
   double err = 0, scale = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    err = std::max(err, std::abs(double(got[i]) - want[i]));
+    err = testing::worse(err, std::abs(double(got[i]) - want[i]));
     scale = std::max(scale, std::abs(want[i]));
   }
   return err / scale;

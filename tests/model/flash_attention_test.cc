@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attention_run.h"
+#include "fd.h"
 #include "lansbert/backend/cpu_ops.h"
 #include "lansbert/core/arena.h"
 #include "lansbert/backend/profiling_ops.h"
@@ -82,7 +83,7 @@ TEST(FlashAttention, BackwardMatchesFiniteDifferences) {
     up.qkv[i] += h;
     down.qkv[i] -= h;
     const double fd = (loss(up) - loss(down)) / (2 * h);
-    worst = std::max(worst, std::abs(fd - base.d_qkv[i]));
+    worst = testing::worse(worst, std::abs(fd - base.d_qkv[i]));
     largest = std::max(largest, std::abs(fd));
   }
   EXPECT_GT(largest, 1e-3);
@@ -312,7 +313,7 @@ TEST(FlashAttention, QkvBiasSumsAreTheColumnSumsOfTheKeptGradients) {
       ASSERT_EQ(r.d_qkv_bias.size(), want.size());
       double worst = 0, scale = 0;
       for (size_t i = 0; i < want.size(); ++i) {
-        worst = std::max(worst, std::abs(double(r.d_qkv_bias[i]) - want[i]));
+        worst = testing::worse(worst, std::abs(double(r.d_qkv_bias[i]) - want[i]));
         scale = std::max(scale, std::abs(want[i] - c.bias_init));
       }
       EXPECT_GT(scale, 1e-3);  // not trivially the initial values

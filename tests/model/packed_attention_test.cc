@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attention_run.h"
+#include "fd.h"
 #include "lansbert/backend/cpu_ops.h"
 
 namespace lansbert {
@@ -54,7 +55,7 @@ struct Cases {
     for (size_t n = 0; n < packed_at.size(); ++n) {
       const size_t p = size_t(packed_at[n].first) * kS + packed_at[n].second;
       const size_t a = size_t(alone_at[n].first) * kS + alone_at[n].second;
-      for (int j = 0; j < w; ++j) worst = std::max(worst, std::abs(px[p * w + j] - ax[a * w + j]));
+      for (int j = 0; j < w; ++j) worst = testing::worse(worst, std::abs(px[p * w + j] - ax[a * w + j]));
     }
     return worst;
   }
