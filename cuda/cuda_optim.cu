@@ -25,6 +25,7 @@
 #include "device_chunks.h"
 #include "lansbert/kernels/half.h"
 #include "lansbert/kernels/optim_math.h"
+#include "lansbert/optim/trust_steps.h"
 #include "launch.cuh"
 
 namespace lansbert::cuda {
@@ -282,20 +283,13 @@ void DeviceOptimizer::update_lans(const FlatBuffers& buf, const AdamConsts<float
     LB_LAUNCH_CHECK();
   }
   sums_to_host(2);
-  if (stats) {
-    stats->trust_ratio.resize(nblocks_);
-    stats->trust_ratio_grad.resize(nblocks_);
-  }
-  for (int b = 0; b < nblocks_; ++b) {
-    const double r_m = trust_ratio(param_norm[b], std::sqrt(sums_[2 * b]));
-    const double r_g = trust_ratio(param_norm[b], std::sqrt(sums_[2 * b + 1]));
-    factors_[b].f[2] = static_cast<float>(lr * config_.beta1 * r_m);
-    factors_[b].f[3] = static_cast<float>(lr * (1.0 - config_.beta1) * r_g);
-    if (stats) {
-      stats->trust_ratio[b] = r_m;
-      stats->trust_ratio_grad[b] = r_g;
-    }
-  }
+  lans_step_sizes(
+      config_, lr, size_t(nblocks_), sums_.data(), [&](size_t b) { return param_norm[b]; },
+      [&](size_t b, float step_m, float step_g) {
+        factors_[b].f[2] = step_m;
+        factors_[b].f[3] = step_g;
+      },
+      stats);
   upload_factors();
   if (nchunks_ > 0) {
     lans_apply_kernel<<<nchunks_, kOptThreads, 0, kStream>>>(as_chunks(chunks_),
@@ -323,16 +317,9 @@ void DeviceOptimizer::update_lamb(const FlatBuffers& buf, const AdamConsts<float
     LB_LAUNCH_CHECK();
   }
   sums_to_host(1);
-  if (stats) {
-    stats->trust_ratio.resize(nblocks_);
-    stats->trust_ratio_grad.clear();
-  }
-  for (int b = 0; b < nblocks_; ++b) {
-    const bool use_ratio = wd_[b] != 0 || config_.trust_ratio_on_excluded;
-    const double r = use_ratio ? trust_ratio(param_norm[b], std::sqrt(sums_[b])) : 1.0;
-    factors_[b].f[1] = static_cast<float>(lr * r);
-    if (stats) stats->trust_ratio[b] = use_ratio ? r : std::nan("");
-  }
+  lamb_step_sizes(
+      config_, lr, size_t(nblocks_), sums_.data(), [&](size_t b) { return param_norm[b]; }, [&](size_t b) { return wd_[b]; },
+      [&](size_t b, float step) { factors_[b].f[1] = step; }, stats);
   upload_factors();
   if (nchunks_ > 0) {
     adam_apply_kernel<false><<<nchunks_, kOptThreads, 0, kStream>>>(

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "chunk_passes.h"
+#include "lansbert/optim/trust_steps.h"
 #include "rules.h"
 
 namespace lansbert {
@@ -98,16 +99,9 @@ void Lamb::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, do
   }
 
   moments_pass(plan, buf, c, static_cast<float>(clip));
-  if (stats) {
-    stats->trust_ratio.resize(nb);
-    stats->trust_ratio_grad.clear();
-  }
-  for (size_t b = 0; b < nb; ++b) {
-    const bool use_ratio = blocks_[b].wd != 0 || config_.trust_ratio_on_excluded;
-    const double r = use_ratio ? trust_ratio(blocks_[b].param_norm, std::sqrt(sums_[b])) : 1.0;
-    blocks_[b].step = static_cast<float>(lr * r);
-    if (stats) stats->trust_ratio[b] = use_ratio ? r : std::nan("");
-  }
+  lamb_step_sizes(
+      config_, lr, nb, sums_.data(), [&](size_t b) { return blocks_[b].param_norm; }, [&](size_t b) { return blocks_[b].wd; },
+      [&](size_t b, float step) { blocks_[b].step = step; }, stats);
 
   apply_pass(plan, buf, c);
   if (stats) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "chunk_passes.h"
+#include "lansbert/optim/trust_steps.h"
 #include "rules.h"
 
 namespace lansbert {
@@ -110,20 +111,13 @@ void Lans::update(const ParamTable& table, const FlatBuffers& buf, int64_t t, do
   }
 
   moments_pass(plan, buf, c);
-  if (stats) {
-    stats->trust_ratio.resize(nb);
-    stats->trust_ratio_grad.resize(nb);
-  }
-  for (size_t b = 0; b < nb; ++b) {
-    const double r_m = trust_ratio(blocks_[b].param_norm, std::sqrt(sums_[2 * b]));
-    const double r_g = trust_ratio(blocks_[b].param_norm, std::sqrt(sums_[2 * b + 1]));
-    blocks_[b].step_m = static_cast<float>(lr * config_.beta1 * r_m);
-    blocks_[b].step_g = static_cast<float>(lr * (1.0 - config_.beta1) * r_g);
-    if (stats) {
-      stats->trust_ratio[b] = r_m;
-      stats->trust_ratio_grad[b] = r_g;
-    }
-  }
+  lans_step_sizes(
+      config_, lr, nb, sums_.data(), [&](size_t b) { return blocks_[b].param_norm; },
+      [&](size_t b, float step_m, float step_g) {
+        blocks_[b].step_m = step_m;
+        blocks_[b].step_g = step_g;
+      },
+      stats);
 
   apply_pass(plan, buf, c);
   if (stats) {
