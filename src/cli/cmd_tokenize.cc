@@ -1,6 +1,7 @@
 // `lansbert tokenize`: BERT-tokenizes text one line at a time (a file or stdin) and prints
 // one line of ids ([CLS] ... [SEP]) or word pieces per input line, so users can inspect
-// the tokenizer and scripts can compare it with Hugging Face's. Invalid UTF-8 stops the
+// the tokenizer and scripts can compare it with Hugging Face's. The input is read as prep
+// reads a text corpus (data/corpus_file.h: plain, gzip or Zstandard). Invalid UTF-8 stops the
 // command with the file, line and byte offset, unless --skip-invalid asks to skip the line.
 #include <charconv>
 #include <cstdio>
@@ -8,9 +9,9 @@
 #include <vector>
 
 #include "commands.h"
+#include "lansbert/data/corpus_file.h"
 #include "lansbert/data/tokenizer.h"
 #include "lansbert/data/vocab.h"
-#include "line_reader.h"
 
 namespace lansbert::cli {
 
@@ -27,13 +28,14 @@ struct TokenizeArgs {
   bool words = false;
 };
 
-Status line_error(const LineReader& r, const Status& s) {
+// The text byte is the file's for a plain file, the decompressed stream's for gzip or zstd.
+Status line_error(const CorpusFile& r, const Status& s) {
   return Status::corrupt(r.name() + ":" + std::to_string(r.line_no()) + ": " + s.message() +
-                         " in the line starting at file byte " + std::to_string(r.line_offset()));
+                         " in the line starting at text byte " + std::to_string(r.line_start()));
 }
 
 // --words: the normalised words before WordPiece, space-separated.
-Status print_words(const BertTokenizer& tok, const LineReader& reader, std::string_view line,
+Status print_words(const BertTokenizer& tok, const CorpusFile& reader, std::string_view line,
                    bool skip_invalid, size_t* skipped, std::string* out) {
   std::vector<std::string> words;
   Status s = tok.split_words(line, &words);
@@ -56,15 +58,20 @@ Status run_tokenize(const TokenizeArgs& a) {
   TokenizerOptions opts;
   opts.lower_case = !a.cased;
   const BertTokenizer tok(vocab, opts);
-  LineReader reader;
-  LB_RETURN_IF_ERROR(reader.open(a.input));
+  CorpusFile reader;
+  CorpusOptions text;
+  text.format = "text";  // every line as it is: no JSON sniffing
+  LB_RETURN_IF_ERROR(reader.open(a.input.empty() ? "-" : a.input, text));
 
   std::string out;
   out.reserve(1 << 20);
   std::vector<int32_t> ids;
   size_t skipped = 0;
-  std::string_view line;
-  while (reader.next(&line)) {
+  std::string line;
+  for (;;) {
+    bool got = false;
+    LB_RETURN_IF_ERROR(reader.next(&line, &got));
+    if (!got) break;
     if (out.size() >= (1 << 20)) {
       if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size()) {
         return Status::io_error("<stdout>: write failed");
@@ -98,7 +105,6 @@ Status run_tokenize(const TokenizeArgs& a) {
     }
     out.push_back('\n');
   }
-  if (reader.failed()) return Status::io_error(reader.name() + ": read failed");
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
     return Status::io_error("<stdout>: write failed");
   }
@@ -125,7 +131,7 @@ void add_tokenize_command(CLI::App& app) {
                 "Print the normalised words before WordPiece (basic tokenization)")
       ->excludes(ids);
   sub->add_flag("--no-special", args->no_special, "Omit [CLS] and [SEP]");
-  sub->add_option("file", args->input, "Input text (default: stdin)");
+  sub->add_option("file", args->input, "Input text, plain, gzip or Zstandard (default: stdin, or -)");
   sub->callback([args] { report(run_tokenize(*args)); });
 }
 

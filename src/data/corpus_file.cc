@@ -63,6 +63,7 @@ Status CorpusFile::open(const std::string& path, const CorpusOptions& o) {
   key_ = o.json_key;
   buf_.assign(1 << 20, '\0');
   begin_ = end_ = 0;
+  consumed_ = line_start_ = 0;
   line_no_ = 0;
   eof_ = false;
   return Status::ok();
@@ -78,6 +79,7 @@ Status CorpusFile::next_line(std::string* line, bool* got) {
     if (const void* nl = std::memchr(b, '\n', end_ - begin_)) {
       const size_t len = static_cast<const char*>(nl) - b;
       line->assign(b, len);
+      line_start_ = consumed_ + begin_;
       begin_ += len + 1;
       ++line_no_;
       *got = true;
@@ -87,6 +89,7 @@ Status CorpusFile::next_line(std::string* line, bool* got) {
       *got = begin_ < end_;
       if (*got) {
         line->assign(b, end_ - begin_);
+        line_start_ = consumed_ + begin_;
         ++line_no_;
       }
       begin_ = end_;
@@ -94,6 +97,7 @@ Status CorpusFile::next_line(std::string* line, bool* got) {
     }
     const size_t keep = end_ - begin_;
     std::memmove(buf_.data(), b, keep);
+    consumed_ += begin_;
     begin_ = 0;
     end_ = keep;
     if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);

@@ -25,9 +25,14 @@ mkfifo in.fifo
 pid=$!
 exec 3> in.fifo
 echo "hello world" >&3
-# Ready once blocked in read(0, ...): main has run (the vocab is loaded) and waits for text.
-# (The dynamic loader's reads use other descriptors.)
-reading_stdin() { local nr fd rest; read -r nr fd rest < /proc/$pid/syscall && [[ $nr == 0 && $fd == 0x0 ]]; }
+# Ready once blocked in read() of the pipe (stdin, or the copy of it the corpus reader
+# takes): main has run (the vocab is loaded) and waits for text. (The dynamic loader's and the
+# vocab's reads are of other files.)
+reading_stdin() {
+  local nr fd rest
+  read -r nr fd rest < /proc/$pid/syscall && [[ $nr == 0 ]] &&
+    [[ $(readlink /proc/$pid/fd/$((fd))) == $(readlink /proc/$pid/fd/0) ]]
+}
 wait_for reading_stdin
 kill -INT $pid
 rc=0; wait $pid || rc=$?

@@ -13,14 +13,22 @@ out=$(printf 'Hello, world!\n' | "$bin" tokenize --vocab "$vocab" --tokens)
 out=$(printf 'Hello\n' | "$bin" tokenize --vocab "$vocab" --tokens --cased --no-special)
 [[ $out == '[UNK]' ]] || fail "cased: $out"
 
-# Invalid UTF-8 on line 2, byte 3 of the line (file byte 9).
+# Invalid UTF-8 on line 2, byte 3 of the line (text byte 9), plain and gzip-compressed.
 printf 'line one\nab\xC3(\nlast\n' > "$tmp/bad.txt"
 set +e
 err=$("$bin" tokenize --vocab "$vocab" "$tmp/bad.txt" 2>&1 >/dev/null); rc=$?
 set -e
 (( rc != 0 )) || fail "invalid UTF-8 exited 0"
-[[ $err == *"bad.txt:2: invalid UTF-8 at byte offset 2 (truncated sequence)"*"file byte 9"* ]] ||
+[[ $err == *"bad.txt:2: invalid UTF-8 at byte offset 2 (truncated sequence)"*"text byte 9"* ]] ||
   fail "error message: $err"
+gzip -c "$tmp/bad.txt" > "$tmp/bad.txt.gz"
+set +e
+err=$("$bin" tokenize --vocab "$vocab" "$tmp/bad.txt.gz" 2>&1 >/dev/null); rc=$?
+set -e
+(( rc != 0 )) && [[ $err == *"bad.txt.gz:2: invalid UTF-8 at byte offset 2"*"text byte 9"* ]] ||
+  fail "gzip error message: $err"
+out=$(printf 'Hello, world!\n\nlast' | gzip -c | "$bin" tokenize --vocab "$vocab" --tokens)
+[[ $out == $'[CLS] hello , world ! [SEP]\n[CLS] [SEP]\n[CLS] last [SEP]' ]] || fail "gzip from stdin: $out"
 set +e
 err=$(printf '\xFF\n' | "$bin" tokenize --vocab "$vocab" 2>&1 >/dev/null); rc=$?
 set -e

@@ -2,7 +2,7 @@
 // gzip- or Zstandard-compressed, give the same units and the same documents; a line longer than the
 // reader's buffer comes whole; "auto" picks the format by name and refuses a JSON record it
 // would read as text; a damaged or cut compressed stream, bytes after it, and a bad record are
-// corrupt, naming the file, line and offset.
+// corrupt, naming the file, line and offset; each line's start in the text is known.
 #include "lansbert/data/corpus_file.h"
 
 #include <gtest/gtest.h>
@@ -141,6 +141,36 @@ TEST_F(CorpusFileTest, UnitsAreLinesOrRecords) {
   ASSERT_TRUE(f.next(&text, &ok).is_ok() && ok);
   EXPECT_EQ(text, "end");
   EXPECT_EQ(f.line_no(), 2);
+}
+
+// line_start() is where each line begins in the text, across the buffer's refills (3 MiB of
+// lines of many lengths through a 1 MiB buffer), plain and decompressed, the last line without
+// its newline: what `lansbert tokenize` names in its errors.
+TEST_F(CorpusFileTest, LineStartIsTheTextOffsetOfEachLine) {
+  std::string text;
+  std::vector<uint64_t> starts;
+  for (int i = 0; text.size() < (3u << 20); ++i) {
+    starts.push_back(text.size());
+    text += std::string(size_t(i * 7919 % 70001), 'a' + char(i % 26)) + "\n";
+  }
+  starts.push_back(text.size());
+  text += "tail";
+  for (const std::string& path : {write("s.txt", text), write_gz("s.txt.gz", text)}) {
+    SCOPED_TRACE(path);
+    CorpusFile f;
+    ASSERT_TRUE(f.open(path, {}).is_ok());
+    std::string line;
+    bool got = false;
+    for (size_t i = 0; i < starts.size(); ++i) {
+      ASSERT_TRUE(f.next(&line, &got).is_ok());
+      ASSERT_TRUE(got) << "line " << i + 1;
+      ASSERT_EQ(f.line_start(), starts[i]) << "line " << i + 1;
+      ASSERT_EQ(line, text.substr(starts[i], line.size()));
+    }
+    EXPECT_EQ(line, "tail");
+    ASSERT_TRUE(f.next(&line, &got).is_ok());
+    EXPECT_FALSE(got);
+  }
 }
 
 TEST_F(CorpusFileTest, AutoPicksTheFormatByName) {

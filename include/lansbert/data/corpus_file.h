@@ -1,4 +1,4 @@
-// CorpusFile: one input file of `lansbert prep` or `lansbert vocab`, read as units of text in
+// CorpusFile: one input file of `lansbert prep`, `vocab` or `tokenize`, read as units of text in
 // bounded memory. Two formats:
 //   text   one sentence or paragraph per line; a blank line ends a document (BERT's format).
 //   jsonl  one JSON object per line (JSON Lines, as Hugging Face datasets, The Pile or C4 ship
@@ -53,6 +53,8 @@ class CorpusFile {
   CorpusFormat format() const { return format_; }
   const std::string& name() const { return name_; }
   int64_t line_no() const { return line_no_; }  // 1-based number of the last line read
+  // Where the last line read starts in the text (after decompression): a byte offset.
+  uint64_t line_start() const { return line_start_; }
   // Bytes of the file as stored (compressed) consumed so far: for progress against its size.
   uint64_t offset() const;
 
@@ -64,6 +66,8 @@ class CorpusFile {
   CorpusFormat format_ = CorpusFormat::kText;
   std::string key_, name_, buf_;
   size_t begin_ = 0, end_ = 0;
+  uint64_t consumed_ = 0;  // text bytes moved out of buf_ before begin_'s
+  uint64_t line_start_ = 0;
   int64_t line_no_ = 0;
   bool eof_ = false;
   bool sniff_json_ = false;  // "auto" read this file as text: look at its first line
