@@ -14,7 +14,9 @@ COLUMNS = [
     ("model", lambda r: r["model"]),
     ("seq", lambda r: str(r["seq_len"])),
     ("batch", lambda r: str(r["batch"]) + (" (probed)" if r.get("batch_probed") else "")
-     + (f" (recompute {r['recompute']})" if isinstance(r.get("recompute"), str) and r["recompute"] != "none" else "")),
+     + (f" (recompute {r['recompute']})" if isinstance(r.get("recompute"), str) and r["recompute"] != "none" else "")
+     + (f" ({'packed' if r.get('packing') else 'padded'} in {r['rows']} rows, fill {r['fill']:.2f})"
+        if r.get("packing") or r.get("fill", 1) < 1 else "")),
     ("GEMMs", lambda r: r["precision"] + (" (in-cuBLAS cast)" if r.get("gemm_cast") == "cublas" else "")
      + (" (no cast reuse)" if r.get("cast_reuse") == "off" else "")
      + (", 16-bit activations" if r.get("activations") == "16bit" else "")

@@ -239,6 +239,15 @@ bench_step() {
       bench_json flash-ffn16 "flash + 16-bit FFN" "$spec" --precision bf16 --attention flash --activations 16bit
     done
   fi
+  # Padding and packing (never run on a GPU): bert-large at 512 with sequences of 128 tokens,
+  # each padded in a row of its own and packed four to a row (data.packing), the flash
+  # attention skipping the tiles no query sees; seq/s is the number to compare.
+  if "$lb" bench --help 2>&1 | grep -q -- '--packing'; then
+    bench_json flash-padded "flash, 128 of 512 tokens, padded" bert-large:512:80:16 --precision bf16 \
+      --attention flash --activations 16bit --tokens-per-sequence 128
+    bench_json flash-packed "flash, 128 of 512 tokens, packed" bert-large:512:80:16 --precision bf16 \
+      --attention flash --activations 16bit --tokens-per-sequence 128 --packing
+  fi
   # ... and with the tanh GELU in the FFN GEMMs' cuBLASLt epilogues (the .err files say whether
   # the one-time checks let them in).
   if "$lb" bench --help 2>&1 | grep -q -- '--hidden-act'; then

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_batch.h"
 #include "bench_footprint.h"
 #include "bench_profile.h"
 #include "commands.h"
@@ -51,6 +52,8 @@ struct BenchOptions {
   int seq_len = 128;
   int batch = 8;
   int max_pred = -1;  // default: BERT's 20 per 128 tokens (15% rounded, as NVIDIA's shards)
+  int tokens_per_sequence = 0;  // default: seq_len (no padding)
+  bool packing = false;         // pack the sequences into shared rows (data.packing)
   int steps = 5;
   int warmup = 1;
   int threads = 0;
@@ -138,25 +141,6 @@ double available_bytes(const std::string& backend) {
   if (cuda::memory_info(&free_b, &total_b)) return double(free_b);
 #endif
   return 0;
-}
-
-Batch random_full_batch(int B, int S, int P, int vocab, uint64_t seed) {
-  std::mt19937_64 g(seed);
-  Batch b;
-  b.resize(B, S, P);
-  for (int i = 0; i < B; ++i) {
-    for (int s = 0; s < S; ++s) {
-      b.input_ids[size_t(i) * S + s] = s == 0 ? 101 : int(1000 + g() % (vocab - 1000));
-      b.segment_ids[size_t(i) * S + s] = s >= S / 2;
-      b.input_mask[size_t(i) * S + s] = 1;
-    }
-    for (int p = 0; p < P; ++p) {
-      b.masked_positions[size_t(i) * P + p] = 1 + int(p * (S - 2) / P);
-      b.masked_ids[size_t(i) * P + p] = int(1000 + g() % (vocab - 1000));
-    }
-    b.nsp_labels[i] = i % 2;
-  }
-  return b;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -253,7 +237,13 @@ int run_bench(const BenchOptions& o) {
   Ops<float>& ops = o.profile ? static_cast<Ops<float>&>(profiler) : *be.ops;
   BertModel<float> model(cfg, ops, {B, o.seq_len, P, o.recompute_mode, fused_attention, half_activations});
   model.init_params(o.seed);
-  const Batch batch = random_full_batch(B, o.seq_len, P, cfg.vocab_size, o.seed);
+  const int L = o.tokens_per_sequence > 0 ? o.tokens_per_sequence : o.seq_len;  // tokens per sequence
+  Batch batch;
+  s = bench_batch(B, o.seq_len, L, P, cfg.vocab_size, o.seed, o.packing, &batch);
+  if (!s.is_ok()) {
+    report(s);
+    return exit_code();
+  }
   // The optimizer's moments live where the parameters do.
   std::unique_ptr<Optimizer> opt;
   Buffer<float> m, v;
@@ -310,8 +300,13 @@ int run_bench(const BenchOptions& o) {
     }
   }
   const double tf = median(fwd), tb = median(bwd), tu = median(upd), step = tf + tb;
-  const double tokens = double(B) * o.seq_len;
-  const double gflops = bert_train_flops(cfg, B, o.seq_len, P) / step / 1e9;
+  // Positions computed (padding included) and FLOPs as the trainer counts them: the encoder's
+  // per row, the heads' per sequence (model/flops.h).
+  const int R = batch.rows;
+  const double tokens = double(R) * o.seq_len;
+  const double fill = double(B) * L / tokens;
+  const double step_flops = bert_packed_train_flops(cfg, R, B, o.seq_len, P);
+  const double gflops = step_flops / step / 1e9;
   const int threads = omp_get_max_threads();
   // MFU: against --peak-gflops, else (cuda) the table's peak for the GEMM precision in use.
   const double table_peak = !peak ? 0 : 1e3 * peak_tflops_for(*peak, o.math);
@@ -329,10 +324,12 @@ int run_bench(const BenchOptions& o) {
         "{\"model\":\"%s\",\"backend\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"batch\":%d,\"seq_len\":%d,\"max_pred\":%d,"
         "\"params\":%zu,\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"step_ms\":%.3f,\"tokens_per_s\":%.1f,"
         "\"sequences_per_s\":%.2f,\"gflops\":%.2f,\"mfu\":%.4f,\"loss\":%.5f,\"recompute\":\"%s\","
-        "\"activation_bytes\":%zu,\"activations\":\"%s\",\"hidden_act\":\"%s\"",
+        "\"activation_bytes\":%zu,\"activations\":\"%s\",\"hidden_act\":\"%s\",\"rows\":%d,\"fill\":%.4f,"
+        "\"packing\":%s",
         o.model.c_str(), o.backend.c_str(), gemm_math_name(o.math), threads, B, o.seq_len, P, model.table().parameter_count(), tf * 1e3,
         tb * 1e3, step * 1e3, tokens / step, B / step, gflops, mfu, loss, recompute_name(o.recompute_mode),
-        model.activation_bytes(), o.activations.c_str(), hidden_act_name(cfg.hidden_act));
+        model.activation_bytes(), o.activations.c_str(), hidden_act_name(cfg.hidden_act), R, fill,
+        o.packing ? "true" : "false");
     if (opt) std::printf(",\"optimizer\":\"%s\",\"optimizer_ms\":%.3f", opt_name.c_str(), tu * 1e3);
     if (casts > 0)
       std::printf(",\"gemm_cast_elements_per_step\":%.0f,\"gemm_copy_writes_per_step\":%.0f,\"cast_reuse\":\"%s\","
@@ -345,7 +342,7 @@ int run_bench(const BenchOptions& o) {
       if (o.batch == 0)
         std::printf(",\"batch_probed\":true,\"probe_free_gib\":%.2f,\"probe_need_gib\":%.2f", probe_free, probe_need);
     }
-    if (o.profile) print_profile_json(profiler, o.steps, bert_train_flops(cfg, B, o.seq_len, P), target);
+    if (o.profile) print_profile_json(profiler, o.steps, step_flops, target);
     std::printf("}\n");
   } else {
     const char* tanh_note = cfg.hidden_act == kern::GeluForm::kTanh ? ", tanh GELU" : "";
@@ -365,6 +362,9 @@ int run_bench(const BenchOptions& o) {
                   probe_free);
     std::printf("  micro-batch %d x %d tokens, %d masked slots; median of %d steps after %d warm-up\n", B,
                 o.seq_len, P, o.steps, o.warmup);
+    if (fill < 1 || o.packing)
+      std::printf("  %d tokens per sequence%s: %d rows, fill %.3f (tokens/s and FLOP/s count the rows' positions)\n",
+                  L, o.packing ? ", packed" : ", padded", R, fill);
     std::printf("  forward %.1f ms  backward %.1f ms  step %.1f ms", tf * 1e3, tb * 1e3, step * 1e3);
     if (opt) std::printf("  %s update %.2f ms", opt_name.c_str(), tu * 1e3);
     std::printf("\n  %.0f tokens/s  %.2f sequences/s  %.1f GFLOP/s achieved", tokens / step, B / step, gflops);
@@ -387,7 +387,7 @@ int run_bench(const BenchOptions& o) {
                   casts / 1e6, copy_writes / 1e6, (6 * casts + 2 * copy_writes) / 1e9, o.cast_reuse.c_str(),
                   ops.kept_copy_bytes() / 1048576.0);
   }
-  if (o.profile && !o.json) print_profile(profiler, o.steps, step, bert_train_flops(cfg, B, o.seq_len, P), target);
+  if (o.profile && !o.json) print_profile(profiler, o.steps, step, step_flops, target);
   return 0;
 }
 
@@ -434,6 +434,11 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--optimizer", o->optimizer,
                   "Also time this rule's update (lans, lamb, adamw; none to skip). Default: lans on cuda, none on cpu");
+  sub->add_option("--tokens-per-sequence", o->tokens_per_sequence,
+                  "Tokens of each sequence, the rest of its row padding (default: --seq-len)")
+      ->check(CLI::Range(2, 1 << 20));
+  sub->add_flag("--packing", o->packing,
+                "Pack the sequences into shared rows, as data.packing does (with --tokens-per-sequence)");
   sub->add_option("--max-pred", o->max_pred, "Masked-LM slots per sequence (default 20 per 128 tokens)")
       ->check(CLI::Range(1, 1 << 15));
   sub->add_option("--steps", o->steps, "Timed steps")->capture_default_str();

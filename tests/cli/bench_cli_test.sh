@@ -4,7 +4,7 @@
 # values) exits non-zero with a message that names the option; --profile --roofline prints
 # per-op rows and the floor line; scripts/bench-table.py turns
 # the JSON lines into a markdown table; --recompute attention|layers keep the loss and shrink
-# the arena.
+# the arena; --tokens-per-sequence and --packing give padded and packed rows.
 # `lansbert bench-comm` on one process: --order takes
 # the config's names and the old ones, and a bad --order or LANSBERT_COMM is refused by name.
 # Usage: bench_cli_test.sh LANSBERT SOURCE_DIR
@@ -38,6 +38,25 @@ params=${BASH_REMATCH[1]}
 [[ $out4 =~ \"gemm_cast_elements_per_step\":([0-9]+) ]] || fail "no cast count: $out4"
 saved=$(( casts_on - BASH_REMATCH[1] ))
 (( saved >= params && saved < params + 4096 )) || fail "weight copy saved $saved casts, want the $params parameters"
+
+# --tokens-per-sequence pads each row; --packing packs them as data.packing does: 8 sequences of
+# 10 tokens fill 3 rows of 32 (3, 3, 2), and tokens/s and GFLOP/s count those rows' positions.
+tiny8=(bench --model bert-tiny --seq-len 32 --batch 8 --steps 1 --warmup 0 --threads 1 --max-pred 3)
+out6=$("$bin" "${tiny8[@]}" --json --tokens-per-sequence 10)
+[[ $out6 == *'"rows":8,"fill":0.3125,"packing":false'* ]] || fail "padded rows: $out6"
+out7=$("$bin" "${tiny8[@]}" --json --tokens-per-sequence 10 --packing)
+[[ $out7 == *'"rows":3,"fill":0.8333,"packing":true'* ]] || fail "packed rows: $out7"
+[[ $out7 =~ \"step_ms\":([0-9.]+),\"tokens_per_s\":([0-9.]+),\"sequences_per_s\":([0-9.]+) ]] || fail "no rates: $out7"
+python3 -c "import sys; s, t, q = map(float, sys.argv[1:]); sys.exit(not (abs(t - 96e3 / s) <= 0.06 * t and abs(q - 8e3 / s) <= 0.01 * q))" \
+  "${BASH_REMATCH[@]:1}" || fail "packed rates are not of 3 rows and 8 sequences: $out7"
+[[ $(python3 "$src/scripts/bench-table.py" <<< "$out7" | sed -n 3p) == '| bert-tiny | 32 | 8 (packed in 3 rows, fill 0.83) |'* ]] ||
+  fail "bench-table packed row"
+for bad in "--tokens-per-sequence 33" "--tokens-per-sequence 3"; do
+  set +e
+  err=$("$bin" "${tiny8[@]}" $bad 2>&1 >/dev/null); rc=$?
+  set -e
+  (( rc != 0 )) && [[ $err == *"--tokens-per-sequence"* ]] || fail "bench $bad: exit $rc, $err"
+done
 
 # --recompute attention|layers: the same loss from a smaller arena, layers the smallest; bench-table
 # marks the row.
