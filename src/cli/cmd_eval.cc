@@ -54,6 +54,7 @@ struct EvalArgs {
   std::optional<int64_t> max_sequences;   // default: evaluation.max_sequences on data.eval, else all
   std::string dump_batch;
   std::string backend;  // default: cpu
+  std::string packing;  // on | off; default: the run's data.packing (off for a Hugging Face directory)
 };
 
 // What the evaluation reads and how, from the flags and the checkpoint's config.
@@ -65,13 +66,16 @@ struct EvalPlan {
 };
 
 // The flags every evaluation takes, over the defaults `micro_batch` and `max_sequences`.
-Status plan_batches(const EvalArgs& a, int micro_batch, int64_t max_sequences, EvalOptions* o) {
+Status plan_batches(const EvalArgs& a, int micro_batch, int64_t max_sequences, bool packing, EvalOptions* o) {
   o->micro_batch = a.micro_batch.value_or(micro_batch);
   if (o->micro_batch <= 0) return Status::invalid_argument("--micro-batch must be positive");
   o->max_sequences = a.max_sequences.value_or(max_sequences);
   if (o->max_sequences == 0 || o->max_sequences < -1)
     return Status::invalid_argument("--max-sequences must be positive, or -1 for every sequence");
   o->dump_batch = a.dump_batch;
+  // --dump-batch's rows are read by other tools (Hugging Face's model) as BERT's own, one
+  // sequence each: it evaluates unpacked unless --packing on says otherwise.
+  o->packing = a.packing.empty() ? packing && a.dump_batch.empty() : a.packing == "on";
   o->backend = a.backend.empty() ? "cpu" : a.backend;
   return Status::ok();
 }
@@ -95,7 +99,7 @@ Status plan_hf_eval(const EvalArgs& a, EvalPlan* p) {
     return Status::invalid_argument("eval: " + a.checkpoint + " is a Hugging Face directory, which names no held-out "
                                     "data: pass --data");
   o.data = a.data;
-  LB_RETURN_IF_ERROR(plan_batches(a, 32, -1, &o));
+  LB_RETURN_IF_ERROR(plan_batches(a, 32, -1, false, &o));
   note_vocab((dir / "vocab.txt").string(), &o);
   o.hugging_face = true;
   return Status::ok();
@@ -122,7 +126,7 @@ Status plan_eval(const EvalArgs& a, EvalPlan* p) {
   o.data = p->own_eval ? cfg.data.eval : a.data;
   if (o.data.empty()) return Status::invalid_argument("eval: no --data given and the config has no data.eval");
   LB_RETURN_IF_ERROR(
-      plan_batches(a, cfg.batch.micro_batch, p->own_eval ? cfg.evaluation.max_sequences : -1, &o));
+      plan_batches(a, cfg.batch.micro_batch, p->own_eval ? cfg.evaluation.max_sequences : -1, cfg.data.packing, &o));
   // The vocab the model was trained with, if its file is still where the config said.
   note_vocab(cfg.data.vocab, &o);
   // The GEMM precision the checkpoint was trained with (on the CPU, bf16/fp16 are emulated;
@@ -155,9 +159,9 @@ Status run_eval_on(const EvalArgs& a, Communicator& comm) {
   if (comm.rank() != 0) return Status::ok();
   const EvalOptions& o = p.options;
   const std::string ranks = comm.world() > 1 ? ", " + std::to_string(comm.world()) + " ranks" : "";
-  std::printf("%s %s (%s backend, %s GEMMs%s%s)\n", o.hugging_face ? "Hugging Face model" : "checkpoint",
+  std::printf("%s %s (%s backend, %s GEMMs%s%s%s)\n", o.hugging_face ? "Hugging Face model" : "checkpoint",
               p.dir.c_str(), o.backend.c_str(), gemm_math_name(o.math),
-              o.cast_in_gemm ? ", operands converted inside cuBLAS" : "", ranks.c_str());
+              o.cast_in_gemm ? ", operands converted inside cuBLAS" : "", o.packing ? ", packed" : "", ranks.c_str());
   std::printf("sequences %lld, masked tokens %lld\n", (long long)r.sequences, (long long)r.masked);
   std::printf("mlm_loss %.6f mlm_accuracy %.4f nsp_loss %.6f nsp_accuracy %.4f\n", r.mlm_loss,
               r.mlm_accuracy, r.nsp_loss, r.nsp_accuracy);
@@ -205,6 +209,10 @@ void add_eval_command(CLI::App& app) {
                   "without --data, all with it)");
   sub->add_option("--backend", a->backend, "cpu (default) or cuda (under mpirun each rank on its local rank's GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  sub->add_option("--packing", a->packing,
+                  "on or off: pack each micro-batch's sequences into shared rows, as data.packing does (default: the "
+                  "run's data.packing, off for a Hugging Face directory or with --dump-batch)")
+      ->check(CLI::IsMember({"on", "off"}));
   sub->add_option("--dump-batch", a->dump_batch, "Write the first micro-batch and its losses as JSON")
       ->group("");
   sub->callback([a] { report(run_eval_cmd(*a)); });

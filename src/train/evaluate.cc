@@ -3,12 +3,15 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "lansbert/backend/cpu_ops.h"
 #include "lansbert/core/allocator.h"
 #include "lansbert/core/file_io.h"
 #include "lansbert/data/dataset.h"
+#include "lansbert/data/packing.h"
 #include "lansbert/train/device_capability.h"
 #include "lansbert/data/vocab.h"
 #include "lansbert/model/bert_model.h"
@@ -75,15 +78,23 @@ EvalResult EvalSums::result() const {
 
 namespace {
 
-Status evaluate_samples(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, int rank, int world,
-                        EvalSums* sums, const std::string& dump_first) {
+Status evaluate_samples(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, bool pack, int rank,
+                        int world, EvalSums* sums, const std::string& dump_first) {
   Batch batch;
+  std::vector<int> lengths;
   const int64_t chunks = (n + micro_batch - 1) / micro_batch;
   for (int64_t c = rank; c < chunks; c += world) {
     const int64_t first = c * micro_batch;
     const int b = int(std::min<int64_t>(micro_batch, n - first));
     batch.resize(b, set.seq_len(), set.max_pred());
-    for (int row = 0; row < b; ++row) LB_RETURN_IF_ERROR(set.read(first + row, &batch, row));
+    lengths.resize(size_t(b));
+    for (int row = 0; row < b; ++row) {
+      LB_RETURN_IF_ERROR(set.read(first + row, &batch, row));
+      if (pack)
+        LB_RETURN_IF_ERROR(packable_sequence(batch, row, &lengths[size_t(row)])
+                               .with_prefix("data.packing: sample " + std::to_string(first + row) + ": "));
+    }
+    if (pack) pack_checked_batch(&batch, lengths);
     const ForwardResult r = model.forward(batch, StepContext{false, 0, 0});
     if (c == 0 && !dump_first.empty()) LB_RETURN_IF_ERROR(dump_batch(dump_first, batch, r));
     sums->v[EvalSums::kMlmLoss] += r.mlm_loss * double(r.mlm_count);
@@ -98,10 +109,10 @@ Status evaluate_samples(BertModel<float>& model, ShardSet& set, int64_t n, int m
 
 }  // namespace
 
-Status evaluate_on_ranks(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, Communicator& comm,
-                         EvalResult* result, const std::string& dump_first) {
+Status evaluate_on_ranks(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, bool pack,
+                         Communicator& comm, EvalResult* result, const std::string& dump_first) {
   EvalSums sums;
-  const Status st = evaluate_samples(model, set, n, micro_batch, comm.rank(), comm.world(), &sums, dump_first);
+  const Status st = evaluate_samples(model, set, n, micro_batch, pack, comm.rank(), comm.world(), &sums, dump_first);
   LB_RETURN_IF_ERROR(agree_across_ranks(comm, st, "the evaluation", nullptr));
   comm.all_reduce(sums.v, EvalSums::kCount, ReduceOp::kSum);
   *result = sums.result();
@@ -188,7 +199,7 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
     LB_RETURN_IF_ERROR(agree_across_ranks(comm, read_checkpoint_meta(dir, &meta), "reading the checkpoint", nullptr));
   LB_RETURN_IF_ERROR(load_params_on_ranks(comm, device.get(), dir, opts.hugging_face ? nullptr : &meta,
                                           model.table(), model.params()));
-  return evaluate_on_ranks(model, *set, n, micro_batch, comm, result, opts.dump_batch);
+  return evaluate_on_ranks(model, *set, n, micro_batch, opts.packing, comm, result, opts.dump_batch);
 }
 
 Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions& opts, EvalResult* result) {

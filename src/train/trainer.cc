@@ -85,7 +85,7 @@ Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds, Status* lo
   int64_t n = eval_shards->count();
   if (cfg.evaluation.max_sequences > 0) n = std::min(n, cfg.evaluation.max_sequences);
   LB_RETURN_IF_ERROR(
-      evaluate_on_ranks(*model, *eval_shards, n, cfg.batch.micro_batch, comm, &result->eval).with_prefix("data.eval: "));
+      evaluate_on_ranks(*model, *eval_shards, n, cfg.batch.micro_batch, cfg.data.packing, comm, &result->eval).with_prefix("data.eval: "));
   ++result->evaluations;
   *seconds = now_s() - t0;
   *logged = agree_across_ranks(comm, log.write_eval(step, total, result->eval, *seconds),

@@ -177,6 +177,20 @@ ratio = lambda r: r["tokens_per_s"] / r["seq_per_s"] / 32  # rows per sequence
 if not (abs(ratio(plain) - 1) < 1e-6 and abs(ratio(packed) - plain["fill"] / packed["fill"]) < 1e-6):
     sys.exit(f"FAIL: positions per sequence: {ratio(plain)}, {ratio(packed)} (want 1 and {plain['fill'] / packed['fill']})")
 PY
+# eval packs as the run did (its first line says so), or not with --packing off or --dump-batch
+# (whose rows other tools read): the same numbers to rounding.
+evalpk() {
+  "$lb" eval --checkpoint "$tmp/pack-true" --data "$tmp/data/shards/*.lbs" --max-sequences 48 "$@" 2>&1
+}
+ev_packed=$(evalpk) ev_plain=$(evalpk --packing off) ev_dump=$(evalpk --dump-batch "$tmp/pk-batch.json")
+[[ $(head -1 <<< "$ev_packed") == *"(cpu backend, fp32 GEMMs, packed)" && $(head -1 <<< "$ev_plain") != *packed* &&
+   $(head -1 <<< "$ev_dump") != *packed* ]] || { echo "FAIL: eval packing lines: $ev_packed / $ev_plain / $ev_dump"; fail=1; }
+python3 - "$ev_packed" "$ev_plain" <<'PY' || fail=1
+import re, sys
+a, b = ([float(x) for x in re.findall(r"(?:loss|accuracy) ([0-9.]+)", t)] for t in sys.argv[1:])
+if len(a) != 4 or len(b) != 4 or any(abs(x - y) > 2e-5 * max(1, abs(y)) for x, y in zip(a, b)):
+    sys.exit(f"FAIL: packed eval {a} vs unpacked {b}")
+PY
 
 # precision.activations 16bit (emulated bf16 GEMMs): trains, and its loss stays within the
 # rounding of the fp32-stored FFN's (that the bits differ: tests/model/half_activations_test.cc).

@@ -28,6 +28,9 @@ struct EvalOptions {
   // still there): our shards must have been made with it.
   std::optional<uint64_t> vocab_hash;
   std::string dump_batch;         // write the first micro-batch and its losses here (JSON)
+  // Pack each micro-batch's sequences into shared rows (data.packing, data/packing.h): the same
+  // sequences, fewer rows; the losses to rounding. `lansbert eval` takes the run's setting.
+  bool packing = false;
   // "cpu", or a registered device backend ("cuda": device 0, the checkpoint's weights copied
   // there; GEMMs in `math`, the precision the model was trained with or fp32; kTf32 only on
   // a device, as cpu::make_ops refuses it).
@@ -57,12 +60,13 @@ struct EvalSums {
 // Evaluates samples [0, n) of `set` with `model` in eval mode (no dropout), in micro-batches
 // of at most `micro_batch` consecutive samples; micro-batch c runs on rank c % world and the
 // ranks' sums are added, so every rank count evaluates the same micro-batches (the result
-// differs only by the order of the final sums). dump_first: as EvalOptions::dump_batch (rank
-// 0's first micro-batch). A rank's failure (an unreadable record) is every rank's, with its
-// exit code. Collective over `comm`. REQUIRES: the set's seq_len/max_pred within the model's
-// limits.
-Status evaluate_on_ranks(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, Communicator& comm,
-                         EvalResult* result, const std::string& dump_first = "");
+// differs only by the order of the final sums), each packed when `pack` is set (an error then
+// names a sequence packing refuses: its sample index). dump_first: as EvalOptions::dump_batch
+// (rank 0's first micro-batch, as the model computed it: packed rows when packed). A rank's
+// failure (an unreadable record) is every rank's, with its exit code. Collective over `comm`.
+// REQUIRES: the set's seq_len/max_pred within the model's limits.
+Status evaluate_on_ranks(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, bool pack,
+                         Communicator& comm, EvalResult* result, const std::string& dump_first = "");
 
 // What an evaluation's model is laid out for: forward passes only, so the layers may share
 // their activation memory (the recomputing layout; nothing is recomputed without a backward).
