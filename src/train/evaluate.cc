@@ -35,6 +35,11 @@ Status dump_batch(const std::string& path, const Batch& b, const ForwardResult& 
       {"masked_positions", b.masked_positions}, {"masked_ids", b.masked_ids},
       {"nsp_labels", b.nsp_labels}, {"mlm_loss", r.mlm_loss},
       {"nsp_loss", r.nsp_loss},     {"total_loss", r.total_loss}};
+  if (b.packed()) {  // rows of several sequences (data/packing.h): where each one is
+    j["rows"] = b.rows;
+    j["sequence_row"] = b.sequence_row;
+    j["sequence_start"] = b.sequence_start;
+  }
   const std::string text = j.dump(1) + "\n";
   LB_RETURN_IF_ERROR(create_parent_directories(path, "--dump-batch"));
   return write_file_atomic(path, {text});

@@ -386,6 +386,45 @@ TEST_F(TrainerTest, StopAtStepDoesNotEvaluateWhereItStops) {
   EXPECT_EQ(rest.evaluations, 2);  // steps 10 and 12
 }
 
+// With data.packing the evaluation packs too: run_eval packed gives the logged numbers bit for
+// bit, and unpacked the same to rounding (the same sequences in more rows).
+TEST_F(TrainerTest, PackedRunEvaluatesPacked) {
+  TrainConfig c = testing::tiny_config(*data_, scratch("eval-packed"), 5);
+  c.data.eval = {*data_ + "/shards/*.lbs"};
+  c.data.packing = true;
+  c.evaluation.every_steps = 5;
+  c.evaluation.max_sequences = 70;
+  std::string key;
+  ASSERT_TRUE(c.validate(1, &key).is_ok()) << key;
+  TrainResult r;
+  ASSERT_TRUE(train(c, &r).is_ok());
+  ASSERT_EQ(r.evaluations, 1);
+  BertConfig mc;
+  ASSERT_TRUE(c.resolve_model(&mc).is_ok());
+  EvalOptions eo;
+  eo.data = c.data.eval;
+  eo.micro_batch = c.batch.micro_batch;
+  eo.max_sequences = 70;
+  eo.packing = true;
+  eo.dump_batch = scratch("eval-packed-dump") + "/batch.json";
+  EvalResult packed, plain;
+  ASSERT_TRUE(run_eval(mc, c.checkpoint.dir + "/final", eo, &packed).is_ok());
+  std::ifstream dump(eo.dump_batch);
+  const nlohmann::json first = nlohmann::json::parse(dump);
+  EXPECT_LT(first.at("rows").get<int>(), first.at("batch").get<int>());  // it did pack
+  eo.packing = false;
+  eo.dump_batch.clear();
+  ASSERT_TRUE(run_eval(mc, c.checkpoint.dir + "/final", eo, &plain).is_ok());
+  EXPECT_EQ(packed.mlm_loss, r.eval.mlm_loss);
+  EXPECT_EQ(packed.nsp_loss, r.eval.nsp_loss);
+  EXPECT_EQ(packed.mlm_accuracy, r.eval.mlm_accuracy);
+  EXPECT_EQ(plain.sequences, packed.sequences);
+  EXPECT_EQ(plain.masked, packed.masked);
+  EXPECT_NEAR(plain.mlm_loss, packed.mlm_loss, 1e-5 * plain.mlm_loss);
+  EXPECT_NEAR(plain.nsp_loss, packed.nsp_loss, 1e-5 * plain.nsp_loss);
+  std::printf("eval mlm_loss packed %.17g unpacked %.17g\n", packed.mlm_loss, plain.mlm_loss);
+}
+
 // Held-out evaluation during training: after steps 5, 10 and the last (12), one
 // {"type": "eval"} line each in the metrics file; the last equals `lansbert eval`'s
 // run_eval on the final checkpoint (same samples, micro-batches and forward: bit-identical).
