@@ -1,6 +1,7 @@
 // The synthetic micro-batch of `lansbert bench` (bench_batch.h).
 #include "bench_batch.h"
 
+#include <algorithm>
 #include <random>
 #include <string>
 
@@ -9,10 +10,10 @@
 namespace lansbert::cli {
 
 Status bench_batch(int B, int S, int tokens, int P, int vocab, uint64_t seed, bool pack, Batch* out) {
-  if (tokens < 2 || tokens > S || P >= tokens)
+  if (tokens < 3 || tokens > S)
     return Status::invalid_argument("bench: --tokens-per-sequence " + std::to_string(tokens) +
-                                    ": need 2 <= it <= --seq-len (" + std::to_string(S) +
-                                    ") and more than --max-pred (" + std::to_string(P) + ")");
+                                    ": need 3 <= it <= --seq-len (" + std::to_string(S) + ")");
+  const int used = std::min(P, tokens - 2);  // distinct positions in [1, tokens - 2]
   std::mt19937_64 g(seed);
   Batch& b = *out;
   b = Batch();
@@ -24,8 +25,8 @@ Status bench_batch(int B, int S, int tokens, int P, int vocab, uint64_t seed, bo
       b.segment_ids[at] = s >= tokens / 2;
       b.input_mask[at] = 1;
     }
-    for (int p = 0; p < P; ++p) {
-      b.masked_positions[size_t(i) * P + p] = 1 + int(p * (tokens - 2) / P);
+    for (int p = 0; p < used; ++p) {
+      b.masked_positions[size_t(i) * P + p] = 1 + int(p * (tokens - 2) / used);
       b.masked_ids[size_t(i) * P + p] = int(1000 + g() % (vocab - 1000));
     }
     b.nsp_labels[i] = i % 2;

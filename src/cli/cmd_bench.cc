@@ -160,9 +160,15 @@ int run_bench(const BenchOptions& o) {
     report(s);
     return exit_code();
   }
-  const int P = o.max_pred > 0 ? o.max_pred : std::max(1, (o.seq_len * 20 + 127) / 128);
+  const int L = o.tokens_per_sequence > 0 ? o.tokens_per_sequence : o.seq_len;  // tokens per sequence
+  const int P = o.max_pred > 0 ? o.max_pred : std::max(1, (L * 20 + 127) / 128);
   if (o.seq_len > cfg.max_positions || o.seq_len < 2 || o.batch < 0 || o.steps < 1 || P >= o.seq_len) {
     report(Status::invalid_argument("bench: need 2 <= --seq-len <= 512, --batch >= 1 (0: probe, cuda), --steps >= 1, --max-pred < --seq-len"));
+    return exit_code();
+  }
+  if (L < 3 || L > o.seq_len) {
+    report(Status::invalid_argument("bench: --tokens-per-sequence " + std::to_string(L) +
+                                    ": need 3 <= it <= --seq-len (" + std::to_string(o.seq_len) + ")"));
     return exit_code();
   }
   const DevicePeak* roofline_device = nullptr;  // --roofline's GPU model
@@ -237,7 +243,6 @@ int run_bench(const BenchOptions& o) {
   Ops<float>& ops = o.profile ? static_cast<Ops<float>&>(profiler) : *be.ops;
   BertModel<float> model(cfg, ops, {B, o.seq_len, P, o.recompute_mode, fused_attention, half_activations});
   model.init_params(o.seed);
-  const int L = o.tokens_per_sequence > 0 ? o.tokens_per_sequence : o.seq_len;  // tokens per sequence
   Batch batch;
   s = bench_batch(B, o.seq_len, L, P, cfg.vocab_size, o.seed, o.packing, &batch);
   if (!s.is_ok()) {
@@ -439,7 +444,9 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(2, 1 << 20));
   sub->add_flag("--packing", o->packing,
                 "Pack the sequences into shared rows, as data.packing does (with --tokens-per-sequence)");
-  sub->add_option("--max-pred", o->max_pred, "Masked-LM slots per sequence (default 20 per 128 tokens)")
+  sub->add_option("--max-pred", o->max_pred,
+                  "Masked-LM slots per sequence (default 20 per 128 tokens of a sequence); a sequence uses at most "
+                  "its tokens but 2")
       ->check(CLI::Range(1, 1 << 15));
   sub->add_option("--steps", o->steps, "Timed steps")->capture_default_str();
   sub->add_option("--warmup", o->warmup, "Untimed steps first")->capture_default_str()->check(CLI::Range(0, 1 << 20));

@@ -51,7 +51,10 @@ python3 -c "import sys; s, t, q = map(float, sys.argv[1:]); sys.exit(not (abs(t 
   "${BASH_REMATCH[@]:1}" || fail "packed rates are not of 3 rows and 8 sequences: $out7"
 [[ $(python3 "$src/scripts/bench-table.py" <<< "$out7" | sed -n 3p) == '| bert-tiny | 32 | 8 (packed in 3 rows, fill 0.83) |'* ]] ||
   fail "bench-table packed row"
-for bad in "--tokens-per-sequence 33" "--tokens-per-sequence 3"; do
+# The default masked slots follow the sequence's tokens (20 per 128): 10 tokens, 2 slots.
+out8=$("$bin" bench --model bert-tiny --seq-len 32 --batch 2 --steps 1 --warmup 0 --threads 1 --json --tokens-per-sequence 10)
+[[ $out8 == *'"seq_len":32,"max_pred":2,'* ]] || fail "default slots of 10-token sequences: $out8"
+for bad in "--tokens-per-sequence 33" "--tokens-per-sequence 2"; do
   set +e
   err=$("$bin" "${tiny8[@]}" $bad 2>&1 >/dev/null); rc=$?
   set -e
