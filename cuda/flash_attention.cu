@@ -101,11 +101,23 @@ __device__ void stage_rows(const In* x, int ld, const Layout& L, int b, int h, i
     dst[i] = r < L.seq ? operand_bits<F>(x[(int64_t(b) * L.seq + r) * ld + int64_t(h) * kD + i % kD]) : uint16_t(0);
   }
 }
-// The mask values of positions [p0, p0 + n) of sequence b (those inside it): every thread
-// computes the same span, so a tile skipped by kern::span_may_see is skipped by the whole block
-// (before its __syncthreads). A skipped tile's probabilities are all zero: it would add nothing.
+// kern::mask_span of positions [p0, p0 + n) of sequence b (those inside it), n <= kRows: each
+// lane of a warp reads up to two of them and the warp merges its lanes' spans, so every thread
+// of every warp ends with the same span and a tile skipped by kern::span_may_see is skipped by
+// the whole block (before its __syncthreads). A skipped tile's probabilities are all zero: it
+// would add nothing. One load per lane instead of n per thread, before each tile's staging.
 __device__ kern::MaskSpan block_span(const int32_t* mask, const Layout& L, int b, int p0, int n) {
-  return kern::mask_span(mask + int64_t(b) * L.seq + p0, min(n, L.seq - p0));
+  const int lane = threadIdx.x % 32, end = min(n, L.seq - p0);
+  kern::MaskSpan s;
+  for (int i = lane; i < end; i += 32) kern::span_add(s, mask[int64_t(b) * L.seq + p0 + i]);
+  for (int offset = 16; offset > 0; offset /= 2) {
+    kern::MaskSpan other;
+    other.lo = __shfl_xor_sync(kFull, s.lo, offset);
+    other.hi = __shfl_xor_sync(kFull, s.hi, offset);
+    other.has_zero = __shfl_xor_sync(kFull, int(s.has_zero), offset) != 0;
+    s = kern::span_merge(s, other);
+  }
+  return s;
 }
 // The inverse for fp32 results: src[n][kD] (one warp's 16 rows) to rows r0.. of dst, fp32 or
 // rounded into a kept 16-bit copy.

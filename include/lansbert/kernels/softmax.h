@@ -30,17 +30,24 @@ struct MaskSpan {
   int32_t lo = INT32_MAX, hi = INT32_MIN;
   bool has_zero = false;
 };
+// One more mask value, and two spans as one (the CUDA kernels combine their lanes' spans).
+LB_HOST_DEVICE void span_add(MaskSpan& s, int32_t v) {
+  if (v == 0) {
+    s.has_zero = true;
+  } else {
+    s.lo = v < s.lo ? v : s.lo;
+    s.hi = v > s.hi ? v : s.hi;
+  }
+}
+LB_HOST_DEVICE MaskSpan span_merge(MaskSpan a, const MaskSpan& b) {
+  a.lo = b.lo < a.lo ? b.lo : a.lo;
+  a.hi = b.hi > a.hi ? b.hi : a.hi;
+  a.has_zero = a.has_zero || b.has_zero;
+  return a;
+}
 LB_HOST_DEVICE MaskSpan mask_span(const int32_t* mask, int n) {
   MaskSpan s;
-  for (int i = 0; i < n; ++i) {
-    const int32_t v = mask[i];
-    if (v == 0) {
-      s.has_zero = true;
-    } else {
-      s.lo = v < s.lo ? v : s.lo;
-      s.hi = v > s.hi ? v : s.hi;
-    }
-  }
+  for (int i = 0; i < n; ++i) span_add(s, mask[i]);
   return s;
 }
 // False only if no key of `keys` is attention_visible to any query of `queries`: a key must be
