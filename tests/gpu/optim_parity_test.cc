@@ -177,8 +177,9 @@ void run_sharded(const std::string& name, double max_grad_norm) {
       ASSERT_EQ(got->size(), want->size()) << name << " shard " << k;
       for (size_t b = 0; b < want->size(); ++b) {
         EXPECT_EQ(std::isnan((*got)[b]), std::isnan((*want)[b])) << name << " shard " << k << " " << b;
-        if (!std::isnan((*want)[b]))
+        if (!std::isnan((*want)[b])) {
           EXPECT_NEAR((*got)[b], (*want)[b], 1e-6 * (*want)[b]) << name << " shard " << k << " " << b;
+        }
       }
     }
     const size_t b = cuts[k], e = cuts[k + 1];
