@@ -386,6 +386,16 @@ TEST_F(TrainerTest, StopAtStepDoesNotEvaluateWhereItStops) {
   EXPECT_EQ(rest.evaluations, 2);  // steps 10 and 12
 }
 
+// run_eval's options for the evaluation a run does itself: its data.eval, micro-batch and
+// evaluation.max_sequences.
+EvalOptions run_own_eval(const TrainConfig& c) {
+  EvalOptions eo;
+  eo.data = c.data.eval;
+  eo.micro_batch = c.batch.micro_batch;
+  eo.max_sequences = c.evaluation.max_sequences;
+  return eo;
+}
+
 // With data.packing the evaluation packs too: run_eval packed gives the logged numbers bit for
 // bit, and unpacked the same to rounding (the same sequences in more rows).
 TEST_F(TrainerTest, PackedRunEvaluatesPacked) {
@@ -401,10 +411,7 @@ TEST_F(TrainerTest, PackedRunEvaluatesPacked) {
   ASSERT_EQ(r.evaluations, 1);
   BertConfig mc;
   ASSERT_TRUE(c.resolve_model(&mc).is_ok());
-  EvalOptions eo;
-  eo.data = c.data.eval;
-  eo.micro_batch = c.batch.micro_batch;
-  eo.max_sequences = 70;
+  EvalOptions eo = run_own_eval(c);
   eo.packing = true;
   eo.dump_batch = scratch("eval-packed-dump") + "/batch.json";
   EvalResult packed, plain;
@@ -454,10 +461,7 @@ TEST_F(TrainerTest, HeldOutEvaluationDuringTrainingMatchesLansbertEval) {
   EXPECT_EQ(train_lines, 3);  // logging every 5 steps and the last
   BertConfig mc;
   ASSERT_TRUE(c.resolve_model(&mc).is_ok());
-  EvalOptions eo;
-  eo.data = c.data.eval;
-  eo.micro_batch = c.batch.micro_batch;
-  eo.max_sequences = 70;
+  const EvalOptions eo = run_own_eval(c);
   EvalResult e;
   ASSERT_TRUE(run_eval(mc, c.checkpoint.dir + "/final", eo, &e).is_ok());
   EXPECT_EQ(e.sequences, r.eval.sequences);
