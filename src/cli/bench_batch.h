@@ -14,7 +14,7 @@ namespace lansbert::cli {
 // Each sequence: [CLS], random ids of the vocabulary's ordinary range, segment B from the
 // middle of its tokens, min(P, tokens - 2) masked slots used, spread over its tokens after
 // [CLS] (the rest unused, as a short sequence's are in BERT's data), NSP labels alternating.
-// invalid_argument naming --tokens-per-sequence unless 3 <= tokens <= S.
+// REQUIRES: 3 <= tokens <= S (cmd_bench.cc checks --tokens-per-sequence before the backend opens).
 Status bench_batch(int B, int S, int tokens, int P, int vocab, uint64_t seed, bool pack, Batch* out);
 
 }  // namespace lansbert::cli

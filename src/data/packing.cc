@@ -30,6 +30,10 @@ Status packable_sequence(const Batch& b, int row, int* length) {
   return Status::ok();
 }
 
+Status packable_sample(const Batch& b, int row, int64_t sample, int* length) {
+  return packable_sequence(b, row, length).with_prefix("data.packing: sample " + std::to_string(sample) + ": ");
+}
+
 Status pack_batch(Batch* b) {
   if (b->packed()) return Status::invalid_argument("pack_batch: the batch is packed already");
   std::vector<int> length(b->batch);

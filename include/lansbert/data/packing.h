@@ -13,6 +13,7 @@
 // the masks are drawn over other positions, so the two differ as two seeds do.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "lansbert/core/status.h"
@@ -24,6 +25,9 @@ namespace lansbert {
 // least one one, and its used masked slots are at its tokens. Sets *length to its tokens. The
 // loader asks it as it reads each sample, so that an error can name the sample.
 Status packable_sequence(const Batch& b, int row, int* length);
+// packable_sequence for the readers of samples (the loader, the held-out evaluation): an error
+// names the sample, "data.packing: sample N: ...".
+Status packable_sample(const Batch& b, int row, int64_t sample, int* length);
 
 // Packs b (not packed) in place: first-fit decreasing, the sequences taken longest first (ties
 // in batch order), each put in the first row with room. An error names the first sequence that
