@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.h"
 #include "lansbert/config/config_loader.h"
 #include "lansbert/core/check.h"
@@ -23,10 +25,12 @@
 namespace lansbert::cli {
 namespace {
 
-// The config a resolved checkpoint directory was trained with.
-Status read_checkpoint_config(const std::string& dir, TrainConfig* cfg) {
+// The config a resolved checkpoint directory was trained with, and (when `step` is given) the
+// global batches it had trained.
+Status read_checkpoint_config(const std::string& dir, TrainConfig* cfg, int64_t* step = nullptr) {
   CheckpointMeta meta;
   LB_RETURN_IF_ERROR(read_checkpoint_meta(dir, &meta));
+  if (step) *step = meta.step;
   return parse_train_config(meta.config_json, dir + "/trainer.json", {}, 1, cfg);
 }
 
@@ -55,6 +59,7 @@ struct EvalArgs {
   std::string dump_batch;
   std::string backend;  // default: cpu
   std::string packing;  // on | off; default: the run's data.packing (off for a Hugging Face directory)
+  bool json = false;    // one JSON line on stdout instead of the three text lines
 };
 
 // What the evaluation reads and how, from the flags and the checkpoint's config.
@@ -63,6 +68,7 @@ struct EvalPlan {
   EvalOptions options;
   BertConfig model;
   bool own_eval = false;  // the run's data.eval (no --data)
+  int64_t step = -1;      // the checkpoint's step; -1 for a Hugging Face directory
 };
 
 // The flags every evaluation takes, over the defaults `micro_batch` and `max_sequences`.
@@ -118,7 +124,7 @@ Status plan_eval(const EvalArgs& a, EvalPlan* p) {
                              pytorch_weights_hint(a.checkpoint));
   LB_RETURN_IF_ERROR(found);
   TrainConfig cfg;
-  LB_RETURN_IF_ERROR(read_checkpoint_config(p->dir, &cfg));
+  LB_RETURN_IF_ERROR(read_checkpoint_config(p->dir, &cfg, &p->step));
   EvalOptions& o = p->options;
   // Without --data, the run's own held-out set, as many sequences and in the same
   // micro-batches as its evaluations during training: the same numbers.
@@ -135,6 +141,30 @@ Status plan_eval(const EvalArgs& a, EvalPlan* p) {
   if (o.backend == "cpu" && o.math == GemmMath::kTf32) o.math = GemmMath::kFp32;
   o.cast_in_gemm = o.backend != "cpu" && cfg.cast_in_gemm();  // the CPU emulates the cast kernels
   return cfg.resolve_model(&p->model);
+}
+
+// --json: what the text lines say, for scripts that compare checkpoints (a sweep over a run's
+// checkpoints, a published model beside them). `step` is null for a Hugging Face directory.
+void print_eval_json(const EvalPlan& p, int ranks, const EvalResult& r) {
+  const EvalOptions& o = p.options;
+  nlohmann::ordered_json j = {{"checkpoint", p.dir},
+                              {"hugging_face", o.hugging_face},
+                              {"step", nullptr},
+                              {"backend", o.backend},
+                              {"gemm_math", gemm_math_name(o.math)},
+                              {"cast_in_gemm", o.cast_in_gemm},
+                              {"packing", o.packing},
+                              {"ranks", ranks},
+                              {"sequences", r.sequences},
+                              {"rows", r.rows},
+                              {"masked", r.masked},
+                              {"loss", r.mlm_loss + r.nsp_loss},
+                              {"mlm_loss", r.mlm_loss},
+                              {"mlm_accuracy", r.mlm_accuracy},
+                              {"nsp_loss", r.nsp_loss},
+                              {"nsp_accuracy", r.nsp_accuracy}};
+  if (p.step >= 0) j["step"] = p.step;
+  std::printf("%s\n", j.dump().c_str());
 }
 
 // Under mpirun the ranks share the micro-batches (run_eval), each on its local rank's device;
@@ -158,11 +188,16 @@ Status run_eval_on(const EvalArgs& a, Communicator& comm) {
   LB_RETURN_IF_ERROR(st);
   if (comm.rank() != 0) return Status::ok();
   const EvalOptions& o = p.options;
+  if (a.json) {
+    print_eval_json(p, comm.world(), r);
+    return Status::ok();
+  }
   const std::string ranks = comm.world() > 1 ? ", " + std::to_string(comm.world()) + " ranks" : "";
   std::printf("%s %s (%s backend, %s GEMMs%s%s%s)\n", o.hugging_face ? "Hugging Face model" : "checkpoint",
               p.dir.c_str(), o.backend.c_str(), gemm_math_name(o.math),
               o.cast_in_gemm ? ", operands converted inside cuBLAS" : "", o.packing ? ", packed" : "", ranks.c_str());
-  std::printf("sequences %lld, masked tokens %lld\n", (long long)r.sequences, (long long)r.masked);
+  std::printf("sequences %lld, rows %lld, masked tokens %lld\n", (long long)r.sequences, (long long)r.rows,
+              (long long)r.masked);
   std::printf("mlm_loss %.6f mlm_accuracy %.4f nsp_loss %.6f nsp_accuracy %.4f\n", r.mlm_loss,
               r.mlm_accuracy, r.nsp_loss, r.nsp_accuracy);
   return Status::ok();
@@ -213,6 +248,9 @@ void add_eval_command(CLI::App& app) {
                   "on or off: pack each micro-batch's sequences into shared rows, as data.packing does (default: the "
                   "run's data.packing, off for a Hugging Face directory or with --dump-batch)")
       ->check(CLI::IsMember({"on", "off"}));
+  sub->add_flag("--json", a->json,
+               "Print one JSON line (checkpoint, step, backend, packing, sequences, rows, masked tokens, losses, "
+               "accuracies) instead of the text lines");
   sub->add_option("--dump-batch", a->dump_batch, "Write the first micro-batch and its losses as JSON")
       ->group("");
   sub->callback([a] { report(run_eval_cmd(*a)); });

@@ -74,6 +74,7 @@ EvalResult EvalSums::result() const {
   EvalResult r;
   r.sequences = int64_t(v[kSequences]);
   r.masked = int64_t(v[kMasked]);
+  r.rows = int64_t(v[kRows]);
   if (v[kMasked] > 0) r.mlm_loss = v[kMlmLoss] / v[kMasked];
   if (v[kMasked] > 0) r.mlm_accuracy = v[kMlmCorrect] / v[kMasked];
   if (v[kSequences] > 0) r.nsp_loss = v[kNspLoss] / v[kSequences];
@@ -106,6 +107,7 @@ Status evaluate_samples(BertModel<float>& model, ShardSet& set, int64_t n, int m
     sums->v[EvalSums::kNspCorrect] += double(r.nsp_correct);
     sums->v[EvalSums::kMasked] += double(r.mlm_count);
     sums->v[EvalSums::kSequences] += double(r.nsp_count);
+    sums->v[EvalSums::kRows] += double(batch.rows);
   }
   return Status::ok();
 }

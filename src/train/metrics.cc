@@ -59,6 +59,11 @@ std::string mfu_text(double mfu) {
   std::snprintf(buf, sizeof buf, mfu >= 1e-3 ? " | MFU %.1f%%" : " | MFU %.2g%%", 100 * mfu);
   return buf;
 }
+
+// " (18 rows)" after an evaluation's sequence count when packing put them in fewer rows.
+std::string packed_rows(const EvalResult& r) {
+  return r.rows != r.sequences ? " (" + std::to_string(r.rows) + " rows)" : "";
+}
 }  // namespace
 
 TrustRatioSummary summarize_trust_ratios(const std::vector<double>& ratios, const ParamTable& table) {
@@ -140,16 +145,16 @@ Status MetricsLog::write_eval(int64_t step, int64_t total_steps, const EvalResul
   if (console_) {
     std::fprintf(console_,
                  "eval after step %lld/%lld | loss %.4f | mlm_loss %.4f | mlm_acc %.4f | nsp_loss %.4f | "
-                 "nsp_acc %.4f | %lld sequences in %.1fs\n",
+                 "nsp_acc %.4f | %lld sequences%s in %.1fs\n",
                  (long long)step, (long long)total_steps, loss, r.mlm_loss, r.mlm_accuracy, r.nsp_loss,
-                 r.nsp_accuracy, (long long)r.sequences, seconds);
+                 r.nsp_accuracy, (long long)r.sequences, packed_rows(r).c_str(), seconds);
     std::fflush(console_);
   }
   nlohmann::ordered_json j = {
       {"type", "eval"},           {"step", step},         {"total_steps", total_steps},
       {"loss", loss},             {"mlm_loss", r.mlm_loss}, {"mlm_accuracy", r.mlm_accuracy},
       {"nsp_loss", r.nsp_loss},   {"nsp_accuracy", r.nsp_accuracy},
-      {"sequences", r.sequences}, {"seconds", seconds}};
+      {"sequences", r.sequences}, {"rows", r.rows},         {"seconds", seconds}};
   LB_RETURN_IF_ERROR(append(j.dump() + "\n"));
   return events_.write(step, loss_scalars("eval", loss, r.mlm_loss, r.nsp_loss, r.mlm_accuracy, r.nsp_accuracy));
 }

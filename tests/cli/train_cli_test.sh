@@ -106,6 +106,11 @@ expect_error 2 "data.whole_word: the data.train shards were masked by prep witho
 "$lb" export --checkpoint "$tmp/padded" --out "$tmp/padded-hf" >/dev/null ||
   { echo "FAIL: export of a padded vocab_size"; fail=1; }
 grep -q '"vocab_size": 72' "$tmp/padded-hf/config.json" || { echo "FAIL: padded export config.json"; fail=1; }
+# eval --json of a Hugging Face directory: no step, never packed unless asked.
+hf_json=$("$lb" eval --checkpoint "$tmp/padded-hf" --data "$tmp/data/shards/*.lbs" --max-sequences 8 --json 2>/dev/null)
+python3 -c 'import json, sys; j = json.loads(sys.argv[1]); sys.exit(not (j["hugging_face"] is True and j["step"] is None
+  and j["packing"] is False and j["sequences"] == 8 and j["rows"] == 8))' "$hf_json" ||
+  { echo "FAIL: eval --json of a Hugging Face directory: $hf_json"; fail=1; }
 # model.hidden_act: gelu_tanh trains, exports as Hugging Face's "gelu_new", and a checkpoint of
 # one form does not resume as the other.
 "$lb" train --config "$tmp/good.yaml" --set model.hidden_act=gelu_tanh --set "checkpoint.dir=$tmp/tanh" \
@@ -190,6 +195,24 @@ import re, sys
 a, b = ([float(x) for x in re.findall(r"(?:loss|accuracy) ([0-9.]+)", t)] for t in sys.argv[1:])
 if len(a) != 4 or len(b) != 4 or any(abs(x - y) > 2e-5 * max(1, abs(y)) for x, y in zip(a, b)):
     sys.exit(f"FAIL: packed eval {a} vs unpacked {b}")
+# The same 48 sequences: in fewer rows packed, one row each unpacked.
+(pr,), (ur,) = (re.findall(r"^sequences 48, rows ([0-9]+),", t, re.M) for t in sys.argv[1:])
+if not (int(ur) == 48 and 0 < int(pr) < 48):
+    sys.exit(f"FAIL: eval rows packed {pr}, unpacked {ur}")
+PY
+# --json: the same evaluation as one line on stdout, for scripts; the checkpoint's step with it.
+ev_json=$("$lb" eval --checkpoint "$tmp/pack-true" --data "$tmp/data/shards/*.lbs" --max-sequences 48 --json 2>/dev/null)
+python3 - "$ev_json" "$ev_packed" <<'PY' || fail=1
+import json, re, sys
+j, text = json.loads(sys.argv[1]), sys.argv[2]
+# The text prints the losses with 6 decimals, the accuracies with 4: the JSON rounds to them.
+want = dict(re.findall(r"\b(mlm_loss|mlm_accuracy|nsp_loss|nsp_accuracy) ([0-9.]+)", text))
+rows = int(re.search(r"^sequences 48, rows ([0-9]+),", text, re.M).group(1))
+bad = [k for k, v in want.items() if f"{j[k]:.{len(v.split('.')[1])}f}" != v]
+if (bad or len(want) != 4 or j["step"] != 4 or j["packing"] is not True or j["hugging_face"] is not False
+        or j["backend"] != "cpu" or j["ranks"] != 1 or j["sequences"] != 48 or j["rows"] != rows
+        or abs(j["loss"] - j["mlm_loss"] - j["nsp_loss"]) > 1e-12):
+    sys.exit(f"FAIL: eval --json {j} against the text {want}, rows {rows}: {bad}")
 PY
 
 # precision.activations 16bit (emulated bf16 GEMMs): trains, and its loss stays within the

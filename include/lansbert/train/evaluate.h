@@ -46,13 +46,14 @@ struct EvalOptions {
 
 struct EvalResult {
   int64_t sequences = 0, masked = 0;
+  int64_t rows = 0;  // token rows the model computed on: `sequences`, or fewer when packed
   double mlm_loss = 0, nsp_loss = 0;  // means over masked tokens / sequences
   double mlm_accuracy = 0, nsp_accuracy = 0;
 };
 
 // The sums of an evaluation pass; add them over ranks (all_reduce of v), then result().
 struct EvalSums {
-  enum : int { kMlmLoss, kNspLoss, kMlmCorrect, kNspCorrect, kMasked, kSequences, kCount };
+  enum : int { kMlmLoss, kNspLoss, kMlmCorrect, kNspCorrect, kMasked, kSequences, kRows, kCount };
   double v[kCount] = {};
   EvalResult result() const;
 };
