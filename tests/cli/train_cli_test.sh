@@ -5,31 +5,16 @@
 # paths are refused before the first step; a real
 # SIGTERM mid-run ends with exit 0 and a loadable checkpoint; SIGKILL during a checkpoint
 # write leaves the previous one loadable and resumable; a metrics file that cannot be written
-# or a data.train record that cannot be read stops the run after a checkpoint; eval and
-# export work.
+# or a data.train record that cannot be read stops the run after a checkpoint; export works
+# (eval from the command line: eval_cli_test.sh).
 # Usage: train_cli_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH
 source "$(dirname "$0")/train_test_setup.sh" "$@"
-cat > "$tmp/good.yaml" <<YAML
-model: {preset: bert-tiny, vocab_size: 64, hidden: 64, heads: 2, intermediate: 128, max_positions: 64}
-data: {train: ["$tmp/data/shards/*.lbs"], vocab: $tmp/data/vocab.txt, seq_len: 32, max_pred: 5}
-batch: {global_batch: 32, micro_batch: 16}
-optimizer: {lr: 0.02}
-schedule: {total_steps: 400}
-checkpoint: {dir: $tmp/ckpt, every_steps: 0}
-logging: {every_steps: 50}
-YAML
+write_tiny_yaml "$tmp/good.yaml"
 "$lb" train --config "$tmp/good.yaml" --stop-at-step 2 >/dev/null || { echo "FAIL: first run"; fail=1; }
 # The lock file's record is part of it: a refused run must not leave its pid there.
 snapshot() { (cd "$tmp/ckpt" && find . -printf '%p %s %l\n' | sort && cat */trainer.json .lansbert.lock) | md5sum; }
 before=$(snapshot)
 
-expect_error() {  # rc substring args...
-  local rc=$1 sub=$2; shift 2
-  local err; err=$("$lb" "$@" 2>&1 >/dev/null); local got=$?
-  if [[ $got != "$rc" || $err != *"$sub"* ]]; then
-    echo "FAIL: $* -> rc $got (want $rc), message: $err (want '$sub')"; fail=1
-  fi
-}
 expect_error 2 "batch.global_batch" train --config "$tmp/good.yaml" --set batch.global_batch=33
 expect_error 2 "optimizer.lrr: unknown key" train --config "$tmp/good.yaml" --set optimizer.lrr=1
 expect_error 2 "precision.dtype" train --config "$tmp/good.yaml" --set precision.dtype=fp8
@@ -106,11 +91,6 @@ expect_error 2 "data.whole_word: the data.train shards were masked by prep witho
 "$lb" export --checkpoint "$tmp/padded" --out "$tmp/padded-hf" >/dev/null ||
   { echo "FAIL: export of a padded vocab_size"; fail=1; }
 grep -q '"vocab_size": 72' "$tmp/padded-hf/config.json" || { echo "FAIL: padded export config.json"; fail=1; }
-# eval --json of a Hugging Face directory: no step, never packed unless asked.
-hf_json=$("$lb" eval --checkpoint "$tmp/padded-hf" --data "$tmp/data/shards/*.lbs" --max-sequences 8 --json 2>/dev/null)
-python3 -c 'import json, sys; j = json.loads(sys.argv[1]); sys.exit(not (j["hugging_face"] is True and j["step"] is None
-  and j["packing"] is False and j["sequences"] == 8 and j["rows"] == 8))' "$hf_json" ||
-  { echo "FAIL: eval --json of a Hugging Face directory: $hf_json"; fail=1; }
 # model.hidden_act: gelu_tanh trains, exports as Hugging Face's "gelu_new", and a checkpoint of
 # one form does not resume as the other.
 "$lb" train --config "$tmp/good.yaml" --set model.hidden_act=gelu_tanh --set "checkpoint.dir=$tmp/tanh" \
@@ -182,39 +162,6 @@ ratio = lambda r: r["tokens_per_s"] / r["seq_per_s"] / 32  # rows per sequence
 if not (abs(ratio(plain) - 1) < 1e-6 and abs(ratio(packed) - plain["fill"] / packed["fill"]) < 1e-6):
     sys.exit(f"FAIL: positions per sequence: {ratio(plain)}, {ratio(packed)} (want 1 and {plain['fill'] / packed['fill']})")
 PY
-# eval packs as the run did (its first line says so), or not with --packing off or --dump-batch
-# (whose rows other tools read): the same numbers to rounding.
-evalpk() {
-  "$lb" eval --checkpoint "$tmp/pack-true" --data "$tmp/data/shards/*.lbs" --max-sequences 48 "$@" 2>&1
-}
-ev_packed=$(evalpk) ev_plain=$(evalpk --packing off) ev_dump=$(evalpk --dump-batch "$tmp/pk-batch.json")
-[[ $(head -1 <<< "$ev_packed") == *"(cpu backend, fp32 GEMMs, packed)" && $(head -1 <<< "$ev_plain") != *packed* &&
-   $(head -1 <<< "$ev_dump") != *packed* ]] || { echo "FAIL: eval packing lines: $ev_packed / $ev_plain / $ev_dump"; fail=1; }
-python3 - "$ev_packed" "$ev_plain" <<'PY' || fail=1
-import re, sys
-a, b = ([float(x) for x in re.findall(r"(?:loss|accuracy) ([0-9.]+)", t)] for t in sys.argv[1:])
-if len(a) != 4 or len(b) != 4 or any(abs(x - y) > 2e-5 * max(1, abs(y)) for x, y in zip(a, b)):
-    sys.exit(f"FAIL: packed eval {a} vs unpacked {b}")
-# The same 48 sequences: in fewer rows packed, one row each unpacked.
-(pr,), (ur,) = (re.findall(r"^sequences 48, rows ([0-9]+),", t, re.M) for t in sys.argv[1:])
-if not (int(ur) == 48 and 0 < int(pr) < 48):
-    sys.exit(f"FAIL: eval rows packed {pr}, unpacked {ur}")
-PY
-# --json: the same evaluation as one line on stdout, for scripts; the checkpoint's step with it.
-ev_json=$("$lb" eval --checkpoint "$tmp/pack-true" --data "$tmp/data/shards/*.lbs" --max-sequences 48 --json 2>/dev/null)
-python3 - "$ev_json" "$ev_packed" <<'PY' || fail=1
-import json, re, sys
-j, text = json.loads(sys.argv[1]), sys.argv[2]
-# The text prints the losses with 6 decimals, the accuracies with 4: the JSON rounds to them.
-want = dict(re.findall(r"\b(mlm_loss|mlm_accuracy|nsp_loss|nsp_accuracy) ([0-9.]+)", text))
-rows = int(re.search(r"^sequences 48, rows ([0-9]+),", text, re.M).group(1))
-bad = [k for k, v in want.items() if f"{j[k]:.{len(v.split('.')[1])}f}" != v]
-if (bad or len(want) != 4 or j["step"] != 4 or j["packing"] is not True or j["hugging_face"] is not False
-        or j["backend"] != "cpu" or j["ranks"] != 1 or j["sequences"] != 48 or j["rows"] != rows
-        or abs(j["loss"] - j["mlm_loss"] - j["nsp_loss"]) > 1e-12):
-    sys.exit(f"FAIL: eval --json {j} against the text {want}, rows {rows}: {bad}")
-PY
-
 # precision.activations 16bit (emulated bf16 GEMMs): trains, and its loss stays within the
 # rounding of the fp32-stored FFN's (that the bits differ: tests/model/half_activations_test.cc).
 ffn4() {
@@ -237,37 +184,6 @@ kill -TERM $pid; wait $pid; rc=$?
 if [[ $rc != 0 ]] || ! grep -q "stopped by SIGTERM" "$tmp/sigterm.log"; then
   echo "FAIL: SIGTERM rc=$rc"; cat "$tmp/sigterm.log"; fail=1
 fi
-"$lb" eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs" --max-sequences 64 \
-  --dump-batch "$tmp/batch.json" > "$tmp/eval.log" || { echo "FAIL: eval"; fail=1; }
-grep -q "mlm_loss" "$tmp/eval.log" || { echo "FAIL: eval output"; fail=1; }
-expect_error 2 "--dump-batch: $tmp/good.yaml/b.json: cannot be created" \
-  eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs" --dump-batch "$tmp/good.yaml/b.json"
-"$lb" eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs" --max-sequences 16 \
-  --dump-batch "$tmp/dumps/new/batch.json" > /dev/null && cmp -s "$tmp/batch.json" "$tmp/dumps/new/batch.json" ||
-  { echo "FAIL: eval --dump-batch into a new directory"; fail=1; }
-# eval checks its data against the checkpoint's model as train does (here: sequences longer
-# than max_positions 64) instead of tripping an internal check.
-"$mk" "$tmp/data128" 128 20 >/dev/null || { echo "FAIL: make data128"; fail=1; }
-expect_error 2 "eval: the shards hold sequences of 128 tokens, more than the model's max_positions 64" \
-  eval --checkpoint "$tmp/ckpt" --data "$tmp/data128/shards/*.lbs"
-expect_error 2 "--max-sequences must be positive" eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs" \
-  --max-sequences 0
-# Paths in a run's config are as training saw them. Plain `eval` uses the run's data.eval,
-# evaluation.max_sequences and micro-batch (the numbers training logged); from elsewhere a
-# relative path is not found, and the message says which flag to pass.
-cat > "$tmp/rel.yaml" <<YAML
-model: {preset: bert-tiny, vocab_size: 64, hidden: 64, heads: 2, intermediate: 128, max_positions: 64}
-data: {train: ["data/shards/*.lbs"], eval: ["data/shards/*.lbs"], vocab: data/vocab.txt, seq_len: 32, max_pred: 5}
-batch: {global_batch: 32, micro_batch: 16}
-schedule: {total_steps: 2}
-checkpoint: {dir: relck, every_steps: 0}
-evaluation: {max_sequences: 48}
-YAML
-(cd "$tmp" && "$lb" train --config rel.yaml > rel-train.log 2>&1) || { echo "FAIL: relative-path run"; fail=1; }
-(cd "$tmp" && "$lb" eval --checkpoint relck > rel-eval.log 2>&1) || { echo "FAIL: plain eval"; fail=1; }
-grep -q "^sequences 48," "$tmp/rel-eval.log" || { echo "FAIL: plain eval: $(cat "$tmp/rel-eval.log")"; fail=1; }
-(cd / && fail=0 && expect_error 3 "pass --data" eval --checkpoint "$tmp/relck" &&
-  expect_error 3 "pass --vocab" export --checkpoint "$tmp/relck" --out "$tmp/rel-hf" && exit $fail) || fail=1
 "$lb" export --checkpoint "$tmp/ckpt" --out "$tmp/hf" >/dev/null || { echo "FAIL: export"; fail=1; }
 expect_error 2 "not empty" export --checkpoint "$tmp/ckpt" --out "$tmp/hf"
 expect_error 2 "--out: $tmp/good.yaml/hf: cannot be created, $tmp/good.yaml is not a directory" \
@@ -323,31 +239,6 @@ expect_error 2 "--init-from $tmp/hf/config.json: num_attention_heads is 2 but th
   train --config "$tmp/good.yaml" --init-from "$tmp/hf" --set model.heads=4 --set "checkpoint.dir=$tmp/from-hf4"
 expect_error 2 "--init-from $tmp/hf/config.json: num_hidden_layers is 2 but the config sets model.layers: 3" \
   train --config "$tmp/good.yaml" --init-from "$tmp/hf" --set model.layers=3 --set "checkpoint.dir=$tmp/from-hf4"
-# eval takes a Hugging Face directory: the export of a checkpoint (fp32 weights) gives the
-# checkpoint's own numbers. It names no held-out data; a directory of neither kind is refused.
-"$lb" eval --checkpoint "$tmp/hf" --data "$tmp/data/shards/*.lbs" --max-sequences 48 > "$tmp/eval-hf.log" 2>&1 ||
-  { echo "FAIL: eval of a Hugging Face directory: $(cat "$tmp/eval-hf.log")"; fail=1; }
-"$lb" eval --checkpoint "$(readlink -f "$tmp/ckpt/latest")" --data "$tmp/data/shards/*.lbs" --max-sequences 48 \
-  > "$tmp/eval-ck.log" 2>&1 || { echo "FAIL: eval of the exported checkpoint"; fail=1; }
-[[ $(head -1 "$tmp/eval-hf.log") == "Hugging Face model $tmp/hf (cpu backend, fp32 GEMMs)" ]] ||
-  { echo "FAIL: eval of a Hugging Face directory, first line: $(head -1 "$tmp/eval-hf.log")"; fail=1; }
-[[ $(tail -2 "$tmp/eval-hf.log") == "$(tail -2 "$tmp/eval-ck.log")" && $(wc -l < "$tmp/eval-hf.log") == 3 ]] ||
-  { echo "FAIL: the export's numbers differ from its checkpoint's:"; cat "$tmp/eval-hf.log" "$tmp/eval-ck.log"; fail=1; }
-expect_error 2 "eval: $tmp/hf is a Hugging Face directory, which names no held-out data: pass --data" \
-  eval --checkpoint "$tmp/hf"
-expect_error 3 "$tmp/data: neither a checkpoint (trainer.json, or a 'latest' pointer) nor a Hugging Face directory" \
-  eval --checkpoint "$tmp/data" --data "$tmp/data/shards/*.lbs"
-mkdir -p "$tmp/pt-only" && cp "$tmp/hf/config.json" "$tmp/pt-only/" && : > "$tmp/pt-only/pytorch_model.bin"
-expect_error 3 "pt-only: neither a checkpoint (trainer.json, or a 'latest' pointer) nor a Hugging Face directory (config.json and model.safetensors); it holds pytorch_model.bin, which lansbert does not read" \
-  eval --checkpoint "$tmp/pt-only" --data "$tmp/data/shards/*.lbs"
-expect_error 3 "--init-from $tmp/pt-only: neither a lansbert checkpoint nor a directory with model.safetensors; it holds pytorch_model.bin" \
-  train --config "$tmp/good.yaml" --init-from "$tmp/pt-only" --set "checkpoint.dir=$tmp/from-pt"
-mkdir -p "$tmp/no-meta" && cp "$tmp/ckpt/latest/model.safetensors" "$tmp/no-meta/"  # a checkpoint lost trainer.json
-expect_error 3 "$tmp/no-meta: neither a checkpoint (trainer.json, or a 'latest' pointer) nor a Hugging Face" \
-  eval --checkpoint "$tmp/no-meta" --data "$tmp/data/shards/*.lbs"
-cp -r "$tmp/hf" "$tmp/hf-bad" && sed -i 's/"num_attention_heads": 2/"num_attention_heads": 3/' "$tmp/hf-bad/config.json"
-expect_error 2 "$tmp/hf-bad/config.json: field 'num_attention_heads': 3 heads do not divide hidden_size 64" \
-  eval --checkpoint "$tmp/hf-bad" --data "$tmp/data/shards/*.lbs"
 # SIGKILL while a checkpoint is being written (the test hook holds the run after the new
 # checkpoint's files are complete but before its rename): `latest` still names the previous
 # checkpoint, which loads and resumes.
