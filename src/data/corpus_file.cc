@@ -11,6 +11,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "lansbert/core/json_reason.h"
 #include "text_sources.h"
 
 namespace lansbert {
@@ -148,6 +149,9 @@ Status CorpusFile::next(std::string* text, bool* got) {
       const std::string why = from != std::string::npos && to > from ? ": " + what.substr(from + 3, to - from - 3) : "";
       return Status::corrupt(fmt::format("{}:{}: not a JSON record (at byte offset {} of the line{})", name_,
                                          line_no_, e.byte - 1, why));
+    } catch (const nlohmann::json::out_of_range& e) {  // a number beyond a double: 1e309
+      return Status::corrupt(fmt::format("{}:{}: not a JSON record a double can hold ({})", name_, line_no_,
+                                         json_reason(e)));
     }
     const auto it = j.is_object() ? j.find(key_) : j.end();
     if (!j.is_object() || it == j.end() || !it->is_string())

@@ -64,6 +64,7 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
   }
   auto set = std::make_unique<ShardSet>();
   if (opts.token_limit > 0) set->token_limit_ = opts.token_limit;
+  set->segment_limit_ = opts.segment_limit;
   for (const auto& p : paths) {
     std::unique_ptr<ShardReader> r;
     LB_RETURN_IF_ERROR(open_shard(p, opts.vocab_hash, &r));
@@ -114,19 +115,23 @@ Status ShardSet::read(int64_t index, Batch* batch, int row) {
 
 Status ShardSet::check_row(const ShardReader& shard, int64_t local, const Batch& b, int row) const {
   const int S = b.seq_len, P = b.max_pred;
-  auto bad = [&](const char* field, int i, int64_t v, int64_t limit) {
+  auto bad = [&](const char* field, int i, int64_t v, int64_t limit, const char* what = "") {
     return Status::corrupt(fmt::format("{}: sample {}: {}[{}] = {} is outside [0, {}){}", shard.path(), local,
-                                       field, i, v, limit,
-                                       limit == token_limit_ ? " (the vocabulary)" : ""));
+                                       field, i, v, limit, what));
   };
   const int32_t* ids = b.input_ids.data() + size_t(row) * S;
-  for (int i = 0; i < S; ++i)
-    if (ids[i] < 0 || ids[i] >= token_limit_) return bad("input_ids", i, ids[i], token_limit_);
+  const int32_t* seg = b.segment_ids.data() + size_t(row) * S;
+  for (int i = 0; i < S; ++i) {
+    if (ids[i] < 0 || ids[i] >= token_limit_) return bad("input_ids", i, ids[i], token_limit_, " (the vocabulary)");
+    if (seg[i] < 0 || seg[i] >= segment_limit_)
+      return bad("segment_ids", i, seg[i], segment_limit_, " (the model's token types)");
+  }
   const int32_t* pos = b.masked_positions.data() + size_t(row) * P;
   const int32_t* orig = b.masked_ids.data() + size_t(row) * P;
   for (int k = 0; k < P; ++k) {
     if (orig[k] == Batch::kIgnore) continue;
-    if (orig[k] < 0 || orig[k] >= token_limit_) return bad("masked_lm_ids", k, orig[k], token_limit_);
+    if (orig[k] < 0 || orig[k] >= token_limit_)
+      return bad("masked_lm_ids", k, orig[k], token_limit_, " (the vocabulary)");
     if (pos[k] < 0 || pos[k] >= S) return bad("masked_lm_positions", k, pos[k], S);
   }
   const int32_t nsp = b.nsp_labels[row];

@@ -254,6 +254,13 @@ Status LbShardReader::open(const std::string& path, std::optional<uint64_t> expe
                                        "{:#010x}, computed {:#010x}", path, kHeaderCrcOffset,
                                        stored, computed));
   }
+  // The shape and count as stored (unsigned), before decode_header narrows them to ints: a
+  // valid checksum over bad values is a writer's bug, named by the values it wrote.
+  const uint32_t stored_seq = get<uint32_t>(h, 16), stored_pred = get<uint32_t>(h, 20);
+  if (stored_seq < 4 || stored_seq > 65535 || stored_pred > stored_seq)
+    return Status::corrupt(fmt::format("{}: header seq_len {} / max_pred {} at byte offsets 16 / 20: not a shape "
+                                       "prep writes (seq_len in [4, 65535], max_pred at most seq_len)",
+                                       path, stored_seq, stored_pred));
   decode_header(h, &r->info_);
   // Version 1 stored every id in 4 bytes and left offset 88 zero.
   const uint32_t width = version == 1 ? 4 : get<uint32_t>(h, 88);
@@ -282,14 +289,20 @@ Status LbShardReader::open(const std::string& path, std::optional<uint64_t> expe
   if (in.dynamic_masking && !(in.masked_lm_prob > 0.0f && in.masked_lm_prob <= 1.0f))
     return Status::corrupt(fmt::format("{}: header masked_lm_prob {} at byte offset 68 is outside (0, 1]", path,
                                        in.masked_lm_prob));
-  const uint64_t expected = kHeaderSize + uint64_t(r->info_.record_count) * r->record_size_;
-  if (size != expected) {
-    const int64_t first_bad = (int64_t(size) - int64_t(kHeaderSize)) / r->record_size_;
+  // The records the file has room for, against the count stored (unsigned: a count beyond
+  // any file must not wrap into a small or negative one).
+  const uint64_t stored_count = get<uint64_t>(h, 24), record_bytes = uint64_t(r->record_size_);
+  const uint64_t room = (size - kHeaderSize) / record_bytes;
+  if (stored_count != room || (size - kHeaderSize) % record_bytes != 0) {
+    const bool truncated = stored_count > room;
+    const uint64_t first_bad = truncated ? room : stored_count;
+    const std::string in_all = stored_count <= (UINT64_MAX - kHeaderSize) / record_bytes
+                                   ? fmt::format(" ({} bytes in all)", kHeaderSize + stored_count * record_bytes)
+                                   : "";
     return Status::corrupt(fmt::format(
-        "{}: {}: header says {} records of {} bytes ({} bytes in all), file has {} bytes; record "
-        "{} at byte offset {} is {}", path, size < expected ? "truncated" : "trailing bytes",
-        r->info_.record_count, r->record_size_, expected, size, first_bad,
-        kHeaderSize + first_bad * r->record_size_, size < expected ? "incomplete" : "extra"));
+        "{}: {}: header says {} records of {} bytes{}, file has {} bytes; record {} at byte offset {} is {}", path,
+        truncated ? "truncated" : "trailing bytes", stored_count, record_bytes, in_all, size, first_bad,
+        kHeaderSize + first_bad * record_bytes, truncated ? "incomplete" : "extra"));
   }
   if (expected_vocab_hash && *expected_vocab_hash != r->info_.vocab_hash) {
     return Status::invalid_argument(fmt::format(

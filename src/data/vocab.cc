@@ -61,6 +61,11 @@ Status Vocab::load(const std::string& path, Vocab* out) {
   std::string data;
   Status st = read_file(path, &data);  // names a missing path, a directory, a read error
   if (!st.is_ok()) return st.with_prefix("vocabulary file ");
+  // Some editors save one; Hugging Face would read it as part of the first token, so it is
+  // neither kept nor dropped silently.
+  if (data.rfind("\xEF\xBB\xBF", 0) == 0)
+    return Status::corrupt(path + ":1: starts with a UTF-8 byte-order mark (bytes EF BB BF): save the file without "
+                           "one");
   std::vector<std::string> tokens;
   tokens.reserve(data.size() / 6);
   size_t pos = 0;

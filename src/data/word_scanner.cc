@@ -110,7 +110,13 @@ Status WordScanner::normalize_run(const unsigned char* s, size_t n, size_t* pos,
   // Clean and CJK-space the run; uncased text collects into tmp for decomposition.
   std::vector<int32_t>* clean = lower_case_ ? tmp : out;
   clean->clear();
-  while (i < n && s[i] >= 0x80) {
+  // An ASCII control character that cleaning drops does not end the run: Hugging Face drops
+  // it before NFD, so the marks on either side are put in canonical order together.
+  while (i < n && (s[i] >= 0x80 || kAscii[s[i]] == kDrop)) {
+    if (s[i] < 0x80) {
+      ++i;
+      continue;
+    }
     int32_t cp;
     const char* why = nullptr;
     const int len = utf8::decode(s, n, i, &cp, &why);

@@ -47,8 +47,10 @@ void write_dataset(hid_t file, const char* name, hid_t file_type, hid_t mem_type
   const hid_t space = H5Screate_simple(rank, dims, nullptr);
   const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
   hsize_t chunk[2] = {8, rank == 2 ? dims[1] : 1};
-  H5Pset_chunk(dcpl, rank, chunk);
-  H5Pset_deflate(dcpl, 4);
+  if (chunk[1] > 0) {  // an empty dimension cannot be chunked: stored contiguous
+    H5Pset_chunk(dcpl, rank, chunk);
+    H5Pset_deflate(dcpl, 4);
+  }
   const hid_t ds = H5Dcreate2(file, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   ASSERT_GE(ds, 0);
   ASSERT_GE(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), 0);
@@ -57,9 +59,11 @@ void write_dataset(hid_t file, const char* name, hid_t file_type, hid_t mem_type
   H5Sclose(space);
 }
 
-std::string write_nvidia_file(const std::string& path, const NvidiaData& d) {
+// `max_pred` other than kP: masked_lm_positions and masked_lm_ids of that width (d's are kP wide;
+// only 0 is used, which writes none of them).
+std::string write_nvidia_file(const std::string& path, const NvidiaData& d, hsize_t max_pred = kP) {
   const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  const hsize_t ns[2] = {kN, kS}, np[2] = {kN, kP}, nn[1] = {kN};
+  const hsize_t ns[2] = {kN, kS}, np[2] = {kN, max_pred}, nn[1] = {kN};
   write_dataset(f, "input_ids", H5T_STD_I32LE, H5T_NATIVE_INT32, 2, ns, d.ids.data());
   write_dataset(f, "input_mask", H5T_STD_I8LE, H5T_NATIVE_INT8, 2, ns, d.mask.data());
   write_dataset(f, "segment_ids", H5T_STD_I8LE, H5T_NATIVE_INT8, 2, ns, d.seg.data());
@@ -115,6 +119,45 @@ TEST(Hdf5Shard, MaskOtherThanZeroOrOneIsNamed) {
   ASSERT_EQ(s.code(), StatusCode::kCorrupt);
   EXPECT_NE(s.message().find(path + ": sample 3: input_mask[4] = 2 is neither 0 nor 1"), std::string::npos)
       << s.message();
+}
+
+// segment_ids above the model's token types (BERT's 2, or a Hugging Face model's
+// type_vocab_size) are a corrupt sample, named as the other fields are, not a fatal error in
+// the model's embedding lookup.
+TEST(Hdf5Shard, SegmentIdsBeyondTheModelsTokenTypesAreNamed) {
+  NvidiaData d = make_data();
+  d.seg[5 * kS + 2] = 5;
+  const std::string dir = testing::scratch_dir("hdf5_seg");
+  write_nvidia_file(dir + "/wiki_training_0.hdf5", d);
+  std::unique_ptr<ShardSet> set;
+  ASSERT_TRUE(ShardSet::open({dir}, ShardSetOptions{}, &set).is_ok());
+  Batch b;
+  b.resize(1, kS, kP);
+  EXPECT_TRUE(set->read(4, &b, 0).is_ok());
+  Status s = set->read(5, &b, 0);
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find("wiki_training_0.hdf5: sample 5: segment_ids[2] = 5 is outside [0, 2) (the model's "
+                             "token types)"),
+            std::string::npos)
+      << s.message();
+  ShardSetOptions one_type;  // a model of one token type: sentence B's ids are beyond it
+  one_type.segment_limit = 1;
+  ASSERT_TRUE(ShardSet::open({dir}, one_type, &set).is_ok());
+  s = set->read(4, &b, 0);
+  int first_b = 0;  // sentence B's first position
+  while (d.seg[4 * kS + first_b] == 0) ++first_b;
+  EXPECT_NE(s.message().find("sample 4: segment_ids[" + std::to_string(first_b) + "] = 1 is outside [0, 1)"),
+            std::string::npos)
+      << s.message();
+}
+
+// A file without masked-LM slots ([N, 0] positions) gives the MLM loss nothing: refused at open.
+TEST(Hdf5Shard, NoMaskedSlotsIsAnUnusableShape) {
+  const std::string path = write_nvidia_file(testing::scratch_dir("hdf5_p0") + "/wiki_training_0.hdf5", make_data(), 0);
+  std::unique_ptr<Hdf5ShardReader> r;
+  const Status s = Hdf5ShardReader::open(path, &r);
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(path + ": unusable shape: seq len 128, max pred 0"), std::string::npos) << s.message();
 }
 
 TEST(Hdf5Shard, MissingDatasetIsNamed) {

@@ -222,6 +222,48 @@ TEST_F(ShardDamage, Truncated) {
   EXPECT_NE(s2.message().find("file is 100 bytes"), std::string::npos) << s2.message();
 }
 
+// Header values under a valid checksum (a writer's bug, or a crafted file) are named as stored,
+// unsigned: a seq_len of 2^32 - 1 is not -1, and a record count beyond any file does not wrap.
+TEST_F(ShardDamage, StoredShapeAndCountAreNamedAsStored) {
+  auto put = [&](size_t at, auto v) {
+    std::memcpy(bytes_.data() + at, &v, sizeof v);
+    const uint32_t crc = crc32c(bytes_.data(), 252);
+    std::memcpy(bytes_.data() + 252, &crc, 4);
+  };
+  const std::string good = bytes_;
+  put(16, uint32_t(0xffffffff));
+  Status s = open_damaged();
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(path_ + ": header seq_len 4294967295 / max_pred 20 at byte offsets 16 / 20"),
+            std::string::npos)
+      << s.message();
+  bytes_ = good;
+  put(20, uint32_t(129));
+  s = open_damaged();
+  EXPECT_NE(s.message().find("header seq_len 128 / max_pred 129"), std::string::npos) << s.message();
+  bytes_ = good;
+  put(24, uint64_t(1) << 63);
+  s = open_damaged();
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  const size_t record = shard_record_size(128, 20, 2), records = (good.size() - 256) / record;
+  EXPECT_NE(s.message().find(path_ + ": truncated: header says 9223372036854775808 records of " +
+                             std::to_string(record) + " bytes, file has " + std::to_string(good.size()) +
+                             " bytes; record " + std::to_string(records) + " at byte offset " +
+                             std::to_string(good.size()) + " is incomplete"),
+            std::string::npos)
+      << s.message();
+  bytes_ = good;
+  put(24, uint64_t(records - 2));
+  s = open_damaged();
+  EXPECT_NE(s.message().find("trailing bytes: header says " + std::to_string(records - 2) + " records of " +
+                             std::to_string(record) + " bytes (" + std::to_string(256 + (records - 2) * record) +
+                             " bytes in all), file has " + std::to_string(good.size()) + " bytes; record " +
+                             std::to_string(records - 2) + " at byte offset " +
+                             std::to_string(256 + (records - 2) * record) + " is extra"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST_F(ShardDamage, WrongMagic) {
   bytes_.replace(0, 8, "\x89HDF\r\n\x1a\n", 8);
   const Status s = open_damaged();

@@ -84,5 +84,13 @@ TEST(Vocab, EmptyLineIsCorrupt) {
   EXPECT_NE(s.message().find(":2: empty token"), std::string::npos) << s.message();
 }
 
+TEST(Vocab, ByteOrderMarkIsNamed) {
+  Vocab v;
+  const std::string path = write_temp("bom.txt", "\xEF\xBB\xBF[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n");
+  Status s = Vocab::load(path, &v);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(path + ":1: starts with a UTF-8 byte-order mark"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace lansbert

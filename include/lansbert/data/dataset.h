@@ -23,6 +23,9 @@ struct ShardSetOptions {
   // vocab_size. Our shards' ids must also be below their header's vocab size; HDF5 files
   // record none, so only this bound checks theirs.
   int32_t token_limit = 0;
+  // Every segment id read must be below it: the model's token types (type_vocab; BERT's 2).
+  // Our shards store sentence A's end, so only HDF5 files can hold others.
+  int32_t segment_limit = 2;
 };
 
 class ShardSet {
@@ -60,6 +63,7 @@ class ShardSet {
   std::vector<std::unique_ptr<ShardReader>> shards_;
   std::vector<int64_t> offsets_{0};  // offsets_[i] = first global index of shard i
   std::optional<ShardInfo> info_;
+  int32_t segment_limit_ = 2;          // ShardSetOptions::segment_limit
   int32_t token_limit_ = INT32_MAX;  // ids must be below this (ShardSetOptions::token_limit, our headers)
 };
 
