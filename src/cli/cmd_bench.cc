@@ -27,6 +27,7 @@
 #include "bench_footprint.h"
 #include "bench_profile.h"
 #include "commands.h"
+#include "option_checks.h"
 #include "lansbert/backend/blas_kernels.h"
 #include "lansbert/backend/cpu_ops.h"
 #include "lansbert/backend/profiling_ops.h"
@@ -452,8 +453,11 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--warmup", o->warmup, "Untimed steps first")->capture_default_str()->check(CLI::Range(0, 1 << 20));
   sub->add_option("--threads", o->threads, "CPU threads (default: OMP_NUM_THREADS or all cores)")
       ->check(CLI::Range(1, 4096));
-  sub->add_option("--peak-gflops", o->peak_gflops, "Peak GFLOP/s of this device, to report MFU");
-  sub->add_option("--seed", o->seed, "Seed for weights, data and dropout")->capture_default_str();
+  sub->add_option("--peak-gflops", o->peak_gflops, "Peak GFLOP/s of this device, to report MFU")
+      ->check(number_in(1e-3, 1e12));
+  sub->add_option("--seed", o->seed, "Seed for weights, data and dropout")
+      ->check(unsigned_seed_check())
+      ->capture_default_str();
   sub->add_flag("--json", o->json, "Print one JSON line");
   sub->add_flag("--profile", o->profile,
                 "Also print per op: time, GEMM FLOPs, modelled memory traffic and achieved rate (adds a little "

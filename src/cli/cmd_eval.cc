@@ -118,7 +118,9 @@ Status plan_eval(const EvalArgs& a, EvalPlan* p) {
   if (!found.is_ok() && std::filesystem::exists(d / "model.safetensors", ec) &&
       std::filesystem::exists(d / "config.json", ec))
     return plan_hf_eval(a, p);
-  if (!found.is_ok() && std::filesystem::exists(a.checkpoint, ec))
+  // A 'latest' pointer that points nowhere: resolve_checkpoint's message names it.
+  const bool dangling_latest = std::filesystem::is_symlink(std::filesystem::symlink_status(d / "latest", ec));
+  if (!found.is_ok() && !dangling_latest && std::filesystem::exists(a.checkpoint, ec))
     return Status::not_found(a.checkpoint + ": neither a checkpoint (trainer.json, or a 'latest' pointer) nor a "
                              "Hugging Face directory (config.json and model.safetensors)" +
                              pytorch_weights_hint(a.checkpoint));
@@ -141,6 +143,16 @@ Status plan_eval(const EvalArgs& a, EvalPlan* p) {
   if (o.backend == "cpu" && o.math == GemmMath::kTf32) o.math = GemmMath::kFp32;
   o.cast_in_gemm = o.backend != "cpu" && cfg.cast_in_gemm();  // the CPU emulates the cast kernels
   return cfg.resolve_model(&p->model);
+}
+
+// --dump-batch writes a new file: one that exists (a shard, a checkpoint's weights, a config
+// named by mistake) is left alone.
+Status check_dump_path(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
+    return Status::invalid_argument("--dump-batch: " + path + " exists; eval writes a new file: remove it or name "
+                                    "another");
+  return check_can_create(path, PathKind::kFile, "--dump-batch");
 }
 
 // --json: what the text lines say, for scripts that compare checkpoints (a sweep over a run's
@@ -179,9 +191,8 @@ Status run_eval_on(const EvalArgs& a, Communicator& comm) {
                                          "put it on a file system every host shares"));
   // Rank 0 writes it (its probe file must not race another rank's).
   if (!p.options.dump_batch.empty())
-    LB_RETURN_IF_ERROR(agree_across_ranks(
-        comm, comm.rank() == 0 ? check_can_create(p.options.dump_batch, PathKind::kFile, "--dump-batch") : Status::ok(),
-        "checking --dump-batch", nullptr));
+    LB_RETURN_IF_ERROR(agree_across_ranks(comm, comm.rank() == 0 ? check_dump_path(p.options.dump_batch) : Status::ok(),
+                                          "checking --dump-batch", nullptr));
   EvalResult r;
   Status st = run_eval(p.model, p.dir, p.options, comm, &r);
   if (p.own_eval) st = hint_relative_path(st, p.options.data, "data.eval", "--data");

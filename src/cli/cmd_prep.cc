@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "option_checks.h"
 #include "lansbert/core/stop_signals.h"
 #include "lansbert/data/prep.h"
 #include "lansbert/data/tokenizer.h"
@@ -36,19 +37,6 @@ Status block_bytes(double mb, size_t* bytes) {
   }
   *bytes = static_cast<size_t>(mb * 1048576.0);
   return Status::ok();
-}
-
-// CLI11 reads "-1" into the unsigned seed as 2^64 - 1 and an overflowing number as the
-// largest value (strtoull's rules): accept only a decimal that fits, so that a negative or
-// too large seed is an error instead of a surprise.
-std::string unsigned_seed(std::string& text) {
-  uint64_t v = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc() || ptr != end) {
-    return "'" + text + "': the seed is unsigned 64-bit, a decimal integer in [0, 18446744073709551615]";
-  }
-  return "";
 }
 
 Status run_prep_command(PrepArgs& a) {
@@ -118,11 +106,13 @@ void add_prep_command(CLI::App& app) {
   sub->add_option("--short-seq-prob", io.short_seq_prob, "Probability of a shorter target length")
       ->capture_default_str();
   sub->add_option("--seed", io.seed, "Seed of every random choice (unsigned 64-bit)")
-      ->check(CLI::Validator(unsigned_seed, "UINT64"))
+      ->check(unsigned_seed_check())
       ->capture_default_str();
   sub->add_flag("--whole-word", io.whole_word, "Whole-word masking");
   sub->add_flag("--dynamic-masking", io.dynamic_masking, "Store unmasked; mask at load time per epoch");
-  sub->add_option("--shard-size", o.shard_size, "Records per shard file")->capture_default_str();
+  sub->add_option("--shard-size", o.shard_size, "Records per shard file")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->capture_default_str();
   sub->add_option("--block-mb", args->block_mb, "Text per block (memory bound; random B comes from the same block)")
       ->capture_default_str();
   sub->add_option("--threads", o.threads, "Threads (0 = all, at most 1024); the output does not depend on it")

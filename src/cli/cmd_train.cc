@@ -9,6 +9,7 @@
 #include <string>
 
 #include "commands.h"
+#include "option_checks.h"
 #include "lansbert/core/byte_text.h"
 #include "lansbert/core/check.h"
 #include "lansbert/config/config_loader.h"
@@ -233,7 +234,7 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--device-memory", a->device_memory,
                   "With --dry-run: GiB of one device; print the largest batch.micro_batch whose plan fits, "
                   "for each batch.recompute setting")
-      ->check(CLI::Range(0.01, 1e6))
+      ->check(number_in(0.01, 1e6))
       ->needs(dry);
   sub->add_option("--gpu", a->gpu,
                   "With --dry-run: check the precision settings against this GPU model (V100, A100, H100, H200), "

@@ -30,11 +30,12 @@ struct VocabArgs {
 
 Status run_vocab(const VocabArgs& a) {
   LB_RETURN_IF_ERROR(check_corpus_options(a.corpus));
+  // Before the corpus is read, which may take hours: an --out that cannot be written fails now
+  // (first, so that a directory is not offered --force, which cannot help).
+  LB_RETURN_IF_ERROR(check_can_create(a.out, PathKind::kFile, "--out"));
   if (!a.force && std::filesystem::exists(a.out)) {
     return Status::invalid_argument(a.out + ": exists (use --force to overwrite)");
   }
-  // Before the corpus is read, which may take hours: an --out that cannot be written fails now.
-  LB_RETURN_IF_ERROR(check_can_create(a.out, PathKind::kFile, "--out"));
   WordPieceTrainerOptions opts;
   opts.vocab_size = a.size;
   opts.min_frequency = a.min_frequency;
@@ -55,6 +56,10 @@ Status run_vocab(const VocabArgs& a) {
       }
     }
   }
+  // A vocabulary of the special tokens alone would tokenize everything as [UNK]; prep refuses
+  // such input too.
+  if (trainer.distinct_words() == 0)
+    return Status::invalid_argument("vocab: the input holds no words (empty input?); nothing written to " + a.out);
   std::vector<std::string> tokens;
   LB_RETURN_IF_ERROR(trainer.train(&tokens));
   std::vector<std::string_view> lines;  // token, newline, token, ...

@@ -26,7 +26,8 @@ struct Field {
 };
 
 std::string scalar_text(const YAML::Node& n) {
-  return n.IsScalar() ? "'" + n.Scalar() + "'" : (n.IsSequence() ? "a list" : "a mapping");
+  if (n.IsScalar()) return "'" + n.Scalar() + "'";
+  return n.IsSequence() ? "a list" : n.IsMap() ? "a mapping" : "nothing (null)";  // `key:` or `key: ~`
 }
 Status type_error(const YAML::Node& n, const char* expected) {
   return Status::invalid_argument(std::string("expected ") + expected + ", got " + scalar_text(n));
@@ -278,6 +279,9 @@ Status apply_override(const std::string& spec, TrainConfig* config, std::set<std
     return Status::invalid_argument("--set " + spec + ": expected key.path=value");
   const std::string key = spec.substr(0, eq), value = spec.substr(eq + 1);
   const Field* f = find_field(key);
+  if (!f && is_section(key))
+    return Status::invalid_argument("--set " + spec + ": " + key + " is a section: set one of its keys, " + key +
+                                    ".KEY=VALUE");
   if (!f) return Status::invalid_argument("--set " + spec + ": " + unknown_key(key));
   YAML::Node node;
   try {
@@ -301,12 +305,19 @@ std::vector<std::string> train_config_keys() {
 
 Status parse_train_config(const std::string& text, const std::string& name,
                           const std::vector<std::string>& overrides, int world, TrainConfig* out) {
-  YAML::Node root;
+  // Every document is parsed (a syntax error in any is reported), and only one is allowed:
+  // YAML::Load would read the first and drop what follows a `---` or `...` line unseen.
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::Load(text);
+    documents = YAML::LoadAll(text);
   } catch (const YAML::ParserException& e) {
     return Status::invalid_argument(where(name, e.mark) + ": YAML syntax error: " + e.msg);
   }
+  if (documents.size() > 1)
+    return Status::invalid_argument(where(name, documents[1].Mark()) +
+                                    ": a second YAML document (after a '---' or '...' line); a config is one "
+                                    "document: move its keys into the first");
+  const YAML::Node root = documents.empty() ? YAML::Node() : documents[0];
   if (!root.IsMap())
     return Status::invalid_argument(name + ": expected a mapping of sections at the top level");
   TrainConfig config;

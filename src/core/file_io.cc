@@ -142,6 +142,7 @@ bool free_bytes_under(const std::string& path, uint64_t* free_bytes) {
 
 Status check_can_create(const std::string& path, PathKind kind, const std::string& field) {
   namespace fs = std::filesystem;
+  if (path.empty()) return Status::invalid_argument(field + ": an empty path");
   const std::string what = field + ": " + path;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);

@@ -15,6 +15,7 @@
 
 #include "lansbert/core/byte_text.h"
 #include "lansbert/core/file_io.h"
+#include "lansbert/core/json_reason.h"
 #include "lansbert/core/crc32c.h"
 #include "lansbert/model/safetensors.h"
 
@@ -320,6 +321,10 @@ Status resolve_checkpoint(const std::string& spec, std::string* dir) {
     return Status::ok();
   }
   if (!fs::exists(spec, ec)) return Status::not_found(spec + ": no such checkpoint directory");
+  // A pointer to a checkpoint that is gone (removed by hand, or a copy without it) is named.
+  if (fs::is_symlink(fs::symlink_status(latest, ec)))
+    return Status::not_found(latest.string() + " points to " + fs::read_symlink(latest, ec).string() +
+                             ", which holds no checkpoint (no trainer.json)");
   return Status::not_found(spec + ": no checkpoint here (neither trainer.json nor a 'latest' pointer)");
 }
 
@@ -328,10 +333,12 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
   std::string text;
   LB_RETURN_IF_ERROR(read_file(path, &text));
   LB_RETURN_IF_ERROR(check_own_checksum(path, text));
+  std::string reading;  // the field being read, for the message of a wrong type or a missing key
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
     if (j.value("format", "") != "lansbert-checkpoint")
       return Status::corrupt(path + ": not a lansbert checkpoint (format field)");
+    reading = "format_version";
     const int version = j.at("format_version").get<int>();
     if (version < kOldestCheckpointFormatVersion || version > kCheckpointFormatVersion)
       return Status::unsupported(path + ": checkpoint format version " + std::to_string(version) +
@@ -339,42 +346,51 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
                                  " to " + std::to_string(kCheckpointFormatVersion));
     CheckpointMeta m;
     m.format_version = version;
+    reading = "param_layout";
     if (version >= 2) m.param_layout = j.at("param_layout").get<std::string>();
     // Counts are read signed and checked, so that a hand edit or a flipped sign bit is an
     // error naming the field (an unsigned read would wrap -1 to 2^64 - 1).
     auto count = [&](const nlohmann::json& v, const char* field, int64_t least) -> int64_t {
+      reading = field;
       const int64_t x = v.get<int64_t>();
       if (x < least)
         throw std::out_of_range(std::string(field) + " = " + std::to_string(x) + ", expected at least " +
                                 std::to_string(least));
       return x;
     };
-    m.step = count(j.at("step"), "step", 0);
-    m.micro_step = uint64_t(count(j.at("micro_step"), "micro_step", 0));
-    m.data.epoch = uint64_t(count(j.at("data").at("epoch"), "data.epoch", 0));
-    m.data.consumed = uint64_t(count(j.at("data").at("consumed"), "data.consumed", 0));
+    auto at = [&](const nlohmann::json& parent, const char* key, const char* field) -> const nlohmann::json& {
+      reading = field;
+      return parent.at(key);
+    };
+    m.step = count(at(j, "step", "step"), "step", 0);
+    m.micro_step = uint64_t(count(at(j, "micro_step", "micro_step"), "micro_step", 0));
+    m.data.epoch = uint64_t(count(at(at(j, "data", "data"), "epoch", "data.epoch"), "data.epoch", 0));
+    m.data.consumed = uint64_t(count(at(at(j, "data", "data"), "consumed", "data.consumed"), "data.consumed", 0));
     if (j.contains("train_data")) {
       if (!j["train_data"].is_object()) throw std::out_of_range("train_data is not an object");
       m.train_data_json = j["train_data"].dump();
     }
-    m.seed = j.at("seed").get<uint64_t>();
-    m.world = int(count(j.at("world"), "world", 1));
+    m.seed = at(j, "seed", "seed").get<uint64_t>();
+    m.world = int(count(at(j, "world", "world"), "world", 1));
     // The sections a resume or --init-from compares field by field must be objects: a hand
     // edit that makes one a number is this file's error, not an exception in the comparison.
-    const nlohmann::json& config = j.at("config");
+    const nlohmann::json& config = at(j, "config", "config");
     if (!config.is_object()) throw std::out_of_range("config is not an object");
     for (const char* section : {"model", "batch"})
       if (!config.at(section).is_object()) throw std::out_of_range(std::string("config.") + section + " is not an object");
     if (config["model"].contains("hidden_act") && !config["model"]["hidden_act"].is_string())
       throw std::out_of_range("config.model.hidden_act is not a string");
     m.config_json = config.dump();
-    LB_RETURN_IF_ERROR(state_from_json(j.at("optimizer").dump(), &m.optimizer));
-    for (const auto& [f, want] : j.at("files").items())
+    LB_RETURN_IF_ERROR(state_from_json(at(j, "optimizer", "optimizer").dump(), &m.optimizer));
+    for (const auto& [f, want] : at(j, "files", "files").items()) {
+      reading = "files." + f;
       m.files[f] = {want.at("bytes").get<uint64_t>(), want.at("crc32c").get<uint32_t>()};
+    }
     *meta = std::move(m);
     return Status::ok();
   } catch (const nlohmann::json::exception& e) {
-    return Status::corrupt(path + ": malformed: " + e.what());
+    return Status::corrupt(path + ": malformed" + (reading.empty() ? "" : " field '" + reading + "'") + ": " +
+                           json_reason(e));
   } catch (const std::out_of_range& e) {
     return Status::corrupt(path + ": " + e.what());
   }

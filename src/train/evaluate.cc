@@ -131,10 +131,15 @@ Status open_eval_set(const BertConfig& mc, const EvalOptions& opts, std::unique_
   ShardSetOptions so;
   so.vocab_hash = opts.vocab_hash;
   so.token_limit = mc.vocab_size;
+  so.segment_limit = mc.type_vocab;
   LB_RETURN_IF_ERROR(ShardSet::open(opts.data, so, out).with_prefix("eval: "));
   const ShardSet& set = **out;
   if (set.dynamic_masking())
     return Status::unsupported("eval: the shards are stored unmasked; evaluate on statically masked shards");
+  // Either would print a loss of 0 over nothing.
+  if (set.count() == 0) return Status::invalid_argument("eval: the shards hold no samples: nothing to evaluate");
+  if (set.max_pred() < 1)
+    return Status::invalid_argument("eval: the shards hold no masked-LM slots (max_pred 0): nothing to evaluate");
   if (set.seq_len() > mc.max_positions)
     return Status::invalid_argument("eval: the shards hold sequences of " + std::to_string(set.seq_len()) +
                                     " tokens, more than the model's max_positions " + std::to_string(mc.max_positions));
@@ -238,6 +243,11 @@ Status export_hf(const TrainConfig& cfg, const std::string& dir, const ExportOpt
   std::error_code ec;
   if (fs::exists(opts.out, ec) && !fs::is_empty(opts.out, ec) && !opts.force)
     return Status::invalid_argument("--out " + opts.out + ": directory exists and is not empty (use --force to overwrite)");
+  // Not even with --force: its model.safetensors would replace a checkpoint's weights (the one
+  // exported, or another), which then fails its checksum.
+  if (fs::exists(fs::path(opts.out) / "trainer.json", ec))
+    return Status::invalid_argument("--out " + opts.out + ": a lansbert checkpoint (it holds trainer.json), which "
+                                    "export never writes into: name another directory");
   BertConfig mc;
   LB_RETURN_IF_ERROR(cfg.resolve_model(&mc));
   const std::string vocab_path = opts.vocab.empty() ? cfg.data.vocab : opts.vocab;

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <cstdio>
 #include <string>
 #include <nlohmann/json.hpp>
@@ -96,6 +97,19 @@ void add_trust(const char* key, const TrustRatioSummary& t, nlohmann::ordered_js
 
 MetricsLog::~MetricsLog() {
   if (file_) std::fclose(file_);
+}
+
+Status check_metrics_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::ok();  // not there yet (an unreadable one: check_can_create's error)
+  std::string first;
+  for (char c; first.size() < (1u << 20) && f.get(c) && c != '\n';) first += c;
+  if (first.empty() && f.eof()) return Status::ok();
+  const nlohmann::json j = nlohmann::json::parse(first, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("step")) return Status::ok();
+  return Status::invalid_argument("logging.metrics_file: " + path +
+                                  " exists and its first line is not a lansbert metrics record; a run appends only "
+                                  "to metrics: name a new file (or the metrics of the run it continues)");
 }
 
 Status MetricsLog::write(const MetricsRecord& r) {

@@ -50,8 +50,10 @@ Status Run::lock_and_check_outputs() {
   };
   auto checks = [&] {
     LB_RETURN_IF_ERROR(check_checkpoint_root(dir, resumed));
-    if (!cfg.metrics_path().empty())
+    if (!cfg.metrics_path().empty()) {
       LB_RETURN_IF_ERROR(check_can_create(cfg.metrics_path(), PathKind::kFile, "logging.metrics_file"));
+      LB_RETURN_IF_ERROR(check_metrics_file(cfg.metrics_path()));
+    }
     if (!cfg.logging.tensorboard_dir.empty())
       LB_RETURN_IF_ERROR(check_can_create(cfg.logging.tensorboard_dir, PathKind::kDirectory, "logging.tensorboard_dir"));
     return Status::ok();

@@ -41,6 +41,7 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
     for (int i = 0; i < vocab.size(); ++i) (*is_continuation)[i] = vocab.token(i).rfind("##", 0) == 0;
   }
   so.token_limit = mc.vocab_size;
+  so.segment_limit = mc.type_vocab;
   Status st = ShardSet::open(cfg.data.train, so, &shards);
   if (!st.is_ok()) return st.with_prefix("data.train: ");
   // With data.vocab the shards were made with it (ShardSet::open compared the hashes), so
@@ -73,6 +74,8 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
   if (cfg.data.eval.empty()) return Status::ok();
   st = ShardSet::open(cfg.data.eval, so, &eval_shards);
   if (!st.is_ok()) return st.with_prefix("data.eval: ");
+  if (eval_shards->count() == 0)  // every evaluation would log a loss of 0 over 0 sequences
+    return Status::invalid_argument("data.eval: the shards hold no samples: nothing to evaluate");
   if (eval_shards->seq_len() != cfg.data.seq_len)
     return mismatch("data.eval: data.seq_len", cfg.data.seq_len, eval_shards->seq_len());
   if (eval_shards->max_pred() != cfg.data.max_pred)

@@ -94,6 +94,10 @@ expect_error() {
   [[ $err == *"$want"* ]] || fail "for '$*' expected '$want' in: $err"
 }
 expect_error "--gemm-cast cublas needs --backend cuda" --precision bf16 --gemm-cast cublas
+# Numbers CLI11 alone would take: NaN passes its ranges, and -1 wraps an unsigned seed.
+expect_error "--peak-gflops: 'nan' is not a number in [0.001, 1e+12]" --peak-gflops nan
+expect_error "--peak-gflops: '0' is not a number" --peak-gflops 0
+expect_error "--seed: '-1': the seed is unsigned 64-bit" --seed -1
 expect_error "--gemm-cast" --gemm-cast fast
 expect_error "--cast-reuse" --precision bf16 --cast-reuse maybe
 expect_error "--recompute" --recompute true

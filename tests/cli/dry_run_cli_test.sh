@@ -65,6 +65,7 @@ expect_error 2 "--gpu: unknown GPU model 'b200' (known: H200, H100 PCIe, H100 SX
 expect_error 2 "--gpu requires --dry-run" train --config "$cfg" --gpu v100
 expect_error 2 "--world requires --dry-run" train --config "$cfg" --world 8
 expect_error 2 "--device-memory requires --dry-run" train --config "$cfg" --device-memory 32
+expect_error 2 "--device-memory: 'nan' is not a number in [0.01, 1e+06]" train --config "$cfg" --dry-run --device-memory nan
 [[ -z $(ls -A "$tmp") ]] || { echo "FAIL: a dry run wrote: $(ls -A "$tmp")"; fail=1; }
 (( fail )) && exit 1
 echo "dry_run_cli: ok"

@@ -37,6 +37,7 @@ expect_refused 2 "--short-seq-prob nan: must be" --input corpus.txt --short-seq-
 expect_refused 2 "--seed: '-1': the seed is unsigned" --input corpus.txt --seed -1
 expect_refused 2 "--seed: '18446744073709551616': the seed is unsigned" --input corpus.txt --seed 18446744073709551616
 expect_refused 2 "--seq-len 70000: must be" --input corpus.txt --seq-len 70000
+expect_refused 2 "--shard-size: Value 99999999999999999999 not in range" --input corpus.txt --shard-size 99999999999999999999
 expect_refused 3 "missing.txt: cannot read input" --input corpus.txt missing.txt
 mkdir adir
 expect_refused 2 "--input adir: is a directory" --input corpus.txt adir

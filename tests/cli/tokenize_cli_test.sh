@@ -73,6 +73,26 @@ err=$("$bin" vocab --input "$tmp/corpus.txt" --input-format jsonl --size 150 --o
 set -e
 (( rc == 4 )) && [[ $err == *"$tmp/corpus.txt:1: not a JSON record (at byte offset 0 of the line"* ]] ||
   fail "vocab of text read as JSON Lines: exit $rc, $err"
+# A number no double holds is a bad record like any other (it once ended the program).
+printf '{"text": "fine words"}\n{"text": "more words", "n": 1e309}\n' > "$tmp/big.jsonl"
+set +e
+err=$("$bin" vocab --input "$tmp/big.jsonl" --size 150 --out "$tmp/v-big.txt" 2>&1); rc=$?
+set -e
+(( rc == 4 )) && [[ $err == *"$tmp/big.jsonl:2: not a JSON record a double can hold (number overflow parsing '1e309')"* ]] ||
+  fail "vocab of a JSON record with 1e309: exit $rc, $err"
+# No words, no vocabulary (it would be the special tokens alone); a directory as --out is
+# refused as one, not offered --force.
+: > "$tmp/empty.txt"
+set +e
+err=$("$bin" vocab --input "$tmp/empty.txt" --size 150 --out "$tmp/v-empty.txt" 2>&1); rc=$?
+set -e
+(( rc == 2 )) && [[ $err == *"vocab: the input holds no words (empty input?)"* && ! -e $tmp/v-empty.txt ]] ||
+  fail "vocab of an empty corpus: exit $rc, $err"
+set +e
+err=$("$bin" vocab --input "$tmp/corpus.txt" --size 150 --out "$tmp/new" 2>&1); rc=$?
+set -e
+(( rc == 2 )) && [[ $err == *"--out: $tmp/new exists and is not a regular file"* ]] ||
+  fail "vocab --out a directory: exit $rc, $err"
 out=$("$bin" tokenize --vocab "$tmp/v.txt" --tokens --no-special "$tmp/corpus.txt" | grep -c UNK || true)
 [[ $out == 0 ]] || fail "trained vocab gives [UNK] on its own text"
 # vocab --help shows each default (BERT's: 30522 tokens, 99 [unusedN]) beside its option.

@@ -50,6 +50,13 @@ expect_error 2 "checkpoint.dir: $tmp/good.yaml exists and is not a directory" \
   train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/good.yaml"
 expect_error 2 "logging.metrics_file: $tmp/data exists and is not a regular file" \
   train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/fresh/ck" --set "logging.metrics_file=$tmp/data"
+# An existing metrics file is appended to only if it holds metrics: a shard named by mistake is
+# refused before the first step, unchanged.
+cp "$(ls "$tmp/data/shards/"*.lbs | head -1)" "$tmp/not-metrics.lbs"
+sum=$(md5sum < "$tmp/not-metrics.lbs")
+expect_error 2 "logging.metrics_file: $tmp/not-metrics.lbs exists and its first line is not a lansbert metrics record" \
+  train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/fresh/ck" --set "logging.metrics_file=$tmp/not-metrics.lbs"
+[[ $(md5sum < "$tmp/not-metrics.lbs") == "$sum" ]] || { echo "FAIL: a refused run wrote into a shard"; fail=1; }
 expect_error 2 "logging.tensorboard_dir: $tmp/good.yaml exists and is not a directory" \
   train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/fresh/ck" --set "logging.tensorboard_dir=$tmp/good.yaml"
 expect_error 5 "checkpoint.dir: /proc/lansbert-test/ck: cannot be created in /proc" \
@@ -186,6 +193,12 @@ if [[ $rc != 0 ]] || ! grep -q "stopped by SIGTERM" "$tmp/sigterm.log"; then
 fi
 "$lb" export --checkpoint "$tmp/ckpt" --out "$tmp/hf" >/dev/null || { echo "FAIL: export"; fail=1; }
 expect_error 2 "not empty" export --checkpoint "$tmp/ckpt" --out "$tmp/hf"
+expect_error 2 "--out: an empty path" export --checkpoint "$tmp/ckpt" --out ''
+# Not even --force writes over a checkpoint (its own, here through `latest`).
+before_export=$(md5sum "$tmp/ckpt/latest/"*)
+expect_error 2 "--out $tmp/ckpt/latest: a lansbert checkpoint (it holds trainer.json), which export never writes into" \
+  export --checkpoint "$tmp/ckpt" --out "$tmp/ckpt/latest" --force
+[[ $(md5sum "$tmp/ckpt/latest/"*) == "$before_export" ]] || { echo "FAIL: export --force wrote into a checkpoint"; fail=1; }
 expect_error 2 "--out: $tmp/good.yaml/hf: cannot be created, $tmp/good.yaml is not a directory" \
   export --checkpoint "$tmp/ckpt" --out "$tmp/good.yaml/hf"
 # A Hugging Face directory starts a phase with weights only; keep_moments cannot apply, and
@@ -285,6 +298,13 @@ cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['config']['batch']='x'"
 expect_error 4 "trainer.json: config.batch is not an object" train --config "$tmp/good.yaml" --resume latest
 cp "$tmp/trainer.json.orig" "$meta"; edit_meta "del j['config']['batch']"
 expect_error 4 "key 'batch' not found" train --config "$tmp/good.yaml" --resume latest
+# A field of the wrong type or a missing one is named.
+cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['step']='x'"
+expect_error 4 "trainer.json: malformed field 'step': type must be number, but is string" \
+  train --config "$tmp/good.yaml" --resume latest
+cp "$tmp/trainer.json.orig" "$meta"; edit_meta "del j['data']['consumed']"
+expect_error 4 "trainer.json: malformed field 'data.consumed': key 'consumed' not found" \
+  train --config "$tmp/good.yaml" --resume latest
 cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['config']['model']['hidden_act']=3"
 expect_error 4 "config.model.hidden_act is not a string" train --config "$tmp/good.yaml" \
   --init-from "$(dirname "$meta")" --set "checkpoint.dir=$tmp/ckpt-init"

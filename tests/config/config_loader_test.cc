@@ -183,6 +183,12 @@ TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
       {"", "", {"distributed.shard_optimizer=maybe"}, {"distributed.shard_optimizer: expected true or false"}},
       {"checkpoint:\n  dir: ckpt\ndistributed:\n  bucket_mb: -1\n", "checkpoint:\n  dir: ckpt\n", {},
        {"bad.yaml:19:", "distributed.bucket_mb"}},
+      {"", "", {"optimizer=5"}, {"--set optimizer=5: optimizer is a section: set one of its keys, optimizer.KEY=VALUE"}},
+      {"  preset: ~\n", "  preset: bert-tiny\n", {}, {"bad.yaml:2:", "model.preset", "got nothing (null)"}},
+      // What follows a `---` or `...` line is another document, which YAML::Load would drop.
+      {"  dir: ckpt\n---\nbatch: {global_batch: 64}\n", "  dir: ckpt\n", {},
+       {"bad.yaml:19:1: a second YAML document (after a '---' or '...' line)"}},
+      {"  dir: ckpt\n...\nbogus: [\n", "  dir: ckpt\n", {}, {"bad.yaml:", "YAML syntax error"}},
   };
   for (const Bad& b : cases) {
     std::string text = kGood;

@@ -196,5 +196,30 @@ TEST_F(TrainerTest, AFailedEvaluationMidRunEndsAfterTheStepsCheckpoint) {
   EXPECT_EQ(resumed.eval.nsp_loss, straight.eval.nsp_loss);
 }
 
+// Held-out shards without a sample would log a loss of 0 over 0 sequences at every
+// evaluation: refused before the first step, and by run_eval (`lansbert eval`).
+TEST_F(TrainerTest, HeldOutShardsWithoutSamplesAreRefused) {
+  const std::string empty = testing::write_tiny_shards(scratch("eval_empty"), /*docs=*/0);
+  ASSERT_FALSE(empty.empty());
+  TrainConfig c = testing::tiny_config(*data_, scratch("eval_empty_run"), 2);
+  c.data.eval = {empty};
+  c.evaluation.every_steps = 1;
+  TrainResult r;
+  Status st = train(c, &r);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  EXPECT_EQ(st.message(), "data.eval: the shards hold no samples: nothing to evaluate");
+  EXPECT_FALSE(fs::exists(c.checkpoint.dir + "/latest"));
+  c.data.eval.clear();
+  ASSERT_TRUE(train(c, &r).is_ok());
+  BertConfig mc;
+  ASSERT_TRUE(c.resolve_model(&mc).is_ok());
+  EvalOptions eo = testing::tiny_eval_options(c, -1);
+  eo.data = {empty};
+  EvalResult er;
+  st = run_eval(mc, c.checkpoint.dir + "/final", eo, &er);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  EXPECT_EQ(st.message(), "eval: the shards hold no samples: nothing to evaluate");
+}
+
 }  // namespace
 }  // namespace lansbert

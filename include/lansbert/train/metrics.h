@@ -62,6 +62,12 @@ struct MetricsRecord {
   TrustRatioSummary trust, trust_grad;
 };
 
+// A run appends to logging.metrics_file, which a resumed run shares with the run it continues:
+// an existing file must already hold metrics records (its first line a JSON object with a
+// "step"), so that a path named by mistake (a shard, a config) is refused at start-up instead
+// of written into. An empty or missing file is fine. invalid_argument naming the key and path.
+Status check_metrics_file(const std::string& path);
+
 class MetricsLog {
  public:
   // path "" writes no file, tensorboard_dir "" no event file. Opening happens on the first
