@@ -41,8 +41,10 @@ bool parse_bytes(const std::string& s, size_t* out) {
 }
 
 void print_rows(const char* title, int world, const std::vector<CommBenchRow>& rows) {
-  std::printf("# %s, %d rank(s)\n#%13s %12s %10s %10s %6s\n", title, world, "size(B)", "time(us)",
-              "algbw(GB/s)", "busbw(GB/s)", "check");
+  std::printf("# %s, %d rank(s)\n", title, world);
+  // One rank reduces nothing: its "bandwidth" is the call's overhead against the size.
+  if (world == 1) std::printf("# one rank moves no data: the rates are not a bandwidth (run it under mpirun)\n");
+  std::printf("#%13s %12s %10s %10s %6s\n", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "check");
   for (const CommBenchRow& r : rows)
     std::printf("%14zu %12.1f %10.3f %10.3f %6s\n", r.bytes, r.time_us, r.algbw_gbs, r.busbw_gbs,
                 r.correct ? "ok" : "WRONG");

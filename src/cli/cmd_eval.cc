@@ -5,6 +5,7 @@
 // directory, to put a published model's numbers beside a run's on the same shards.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 
@@ -145,13 +146,20 @@ Status plan_eval(const EvalArgs& a, EvalPlan* p) {
   return cfg.resolve_model(&p->model);
 }
 
-// --dump-batch writes a new file: one that exists (a shard, a checkpoint's weights, a config
-// named by mistake) is left alone.
+// --dump-batch writes a new file or replaces an earlier dump (a rerun of the same command);
+// anything else that exists (a shard, a checkpoint's weights, a config named by mistake) is
+// left alone. A dump starts `{\n "batch": ` (evaluate.cc dump_batch).
 Status check_dump_path(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
-    return Status::invalid_argument("--dump-batch: " + path + " exists; eval writes a new file: remove it or name "
-                                    "another");
+  if (std::filesystem::exists(std::filesystem::symlink_status(path, ec))) {
+    std::ifstream f(path, std::ios::binary);
+    char head[12] = {};
+    const bool earlier_dump = std::filesystem::is_regular_file(path, ec) && f.read(head, sizeof head) &&
+                              std::string_view(head, sizeof head) == "{\n \"batch\": ";
+    if (!earlier_dump)
+      return Status::invalid_argument("--dump-batch: " + path + " exists and is not an earlier dump; eval writes a "
+                                      "new file or replaces a dump: remove it or name another");
+  }
   return check_can_create(path, PathKind::kFile, "--dump-batch");
 }
 

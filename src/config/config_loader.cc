@@ -313,10 +313,12 @@ Status parse_train_config(const std::string& text, const std::string& name,
   } catch (const YAML::ParserException& e) {
     return Status::invalid_argument(where(name, e.mark) + ": YAML syntax error: " + e.msg);
   }
-  if (documents.size() > 1)
-    return Status::invalid_argument(where(name, documents[1].Mark()) +
-                                    ": a second YAML document (after a '---' or '...' line); a config is one "
-                                    "document: move its keys into the first");
+  // An empty one after it (a file ending in `---`, as some tools write) holds nothing to drop.
+  for (size_t k = 1; k < documents.size(); ++k)
+    if (!documents[k].IsNull())
+      return Status::invalid_argument(where(name, documents[k].Mark()) +
+                                      ": a second YAML document (after a '---' or '...' line); a config is one "
+                                      "document: move its keys into the first");
   const YAML::Node root = documents.empty() ? YAML::Node() : documents[0];
   if (!root.IsMap())
     return Status::invalid_argument(name + ": expected a mapping of sections at the top level");

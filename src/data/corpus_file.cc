@@ -150,7 +150,7 @@ Status CorpusFile::next(std::string* text, bool* got) {
       return Status::corrupt(fmt::format("{}:{}: not a JSON record (at byte offset {} of the line{})", name_,
                                          line_no_, e.byte - 1, why));
     } catch (const nlohmann::json::out_of_range& e) {  // a number beyond a double: 1e309
-      return Status::corrupt(fmt::format("{}:{}: not a JSON record a double can hold ({})", name_, line_no_,
+      return Status::corrupt(fmt::format("{}:{}: a JSON number beyond a double's range ({})", name_, line_no_,
                                          json_reason(e)));
     }
     const auto it = j.is_object() ? j.find(key_) : j.end();

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "lansbert/core/check.h"
 #include "lansbert/core/crc32c.h"
@@ -57,7 +58,16 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
     globfree(&g);
   }
   std::sort(paths.begin(), paths.end());
-  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
+  // One file named twice, however spelled (a relative and an absolute path, "dir/" beside
+  // "dir/*.lbs", a symlink), is read once: the first spelling in sorted order stays.
+  std::set<std::string> seen;
+  paths.erase(std::remove_if(paths.begin(), paths.end(),
+                             [&](const std::string& p) {
+                               std::error_code ec;
+                               const std::filesystem::path real = std::filesystem::canonical(p, ec);
+                               return !seen.insert(ec ? p : real.string()).second;
+                             }),
+              paths.end());
   if (paths.empty()) {
     return Status::not_found(fmt::format("no shard files match {}{}", fmt::join(patterns, " "),
                                          opts.training_only ? " (with 'training' in the name)" : ""));

@@ -31,7 +31,8 @@ class WordScanner {
 
  private:
   // Normalises the non-ASCII run starting at text[*i] into `out` (code points; spaces for
-  // whitespace and around CJK ideographs) and advances *i past it.
+  // whitespace and around CJK ideographs) and advances *i past it. ASCII characters that
+  // cleaning drops (controls) do not end a run: they are skipped inside it.
   Status normalize_run(const unsigned char* s, size_t n, size_t* i, std::vector<int32_t>* out,
                        std::vector<int32_t>* tmp) const;
   static const uint8_t kAscii[128];

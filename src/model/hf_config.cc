@@ -108,7 +108,7 @@ Status parse_hf_config(const std::string& text, const std::string& path, BertCon
     // nlohmann counts bytes from 1: the offset of the byte it stopped at (the length at the end)
     return Status::invalid_argument(path + ": not JSON (at byte offset " + std::to_string(e.byte - 1) + ")");
   } catch (const nlohmann::json::out_of_range& e) {  // a number beyond a double: 1e309
-    return Status::invalid_argument(path + ": not JSON a double can hold (" + json_reason(e) + ")");
+    return Status::invalid_argument(path + ": a JSON number beyond a double's range (" + json_reason(e) + ")");
   }
   if (!j.is_object()) return Status::invalid_argument(path + ": not a JSON object (a Hugging Face config.json)");
   const FieldReader f(j, path);

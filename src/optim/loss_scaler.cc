@@ -38,6 +38,8 @@ Status LossScalerConfig::validate() const {
   if (!(initial_scale > 0) || !std::isfinite(initial_scale)) {
     return Status::invalid_argument("loss_scale.initial_scale must be finite and > 0");
   }
+  // 0 would act as 1 (the first skipped update ends the run): say what is meant.
+  if (max_consecutive_skips < 1) return Status::invalid_argument("loss_scale.max_consecutive_skips must be >= 1");
   if (mode != LossScaleMode::kDynamic) return Status::ok();
   if (growth_interval < 1)
     return Status::invalid_argument("loss_scale.growth_interval must be >= 1");

@@ -241,13 +241,13 @@ Status export_hf(const TrainConfig& cfg, const std::string& dir, const ExportOpt
   if (!dtype) return Status::invalid_argument("--dtype " + opts.dtype + ": expected fp32, bf16 or fp16");
   LB_RETURN_IF_ERROR(check_can_create(opts.out, PathKind::kDirectory, "--out"));
   std::error_code ec;
-  if (fs::exists(opts.out, ec) && !fs::is_empty(opts.out, ec) && !opts.force)
-    return Status::invalid_argument("--out " + opts.out + ": directory exists and is not empty (use --force to overwrite)");
-  // Not even with --force: its model.safetensors would replace a checkpoint's weights (the one
-  // exported, or another), which then fails its checksum.
+  // Not even with --force (so it is said first): its model.safetensors would replace a
+  // checkpoint's weights (the one exported, or another), which then fails its checksum.
   if (fs::exists(fs::path(opts.out) / "trainer.json", ec))
     return Status::invalid_argument("--out " + opts.out + ": a lansbert checkpoint (it holds trainer.json), which "
                                     "export never writes into: name another directory");
+  if (fs::exists(opts.out, ec) && !fs::is_empty(opts.out, ec) && !opts.force)
+    return Status::invalid_argument("--out " + opts.out + ": directory exists and is not empty (use --force to overwrite)");
   BertConfig mc;
   LB_RETURN_IF_ERROR(cfg.resolve_model(&mc));
   const std::string vocab_path = opts.vocab.empty() ? cfg.data.vocab : opts.vocab;

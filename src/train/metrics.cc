@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <cstdio>
 #include <string>
 #include <nlohmann/json.hpp>
 
@@ -107,6 +107,8 @@ Status check_metrics_file(const std::string& path) {
   if (first.empty() && f.eof()) return Status::ok();
   const nlohmann::json j = nlohmann::json::parse(first, nullptr, /*allow_exceptions=*/false);
   if (j.is_object() && j.contains("step")) return Status::ok();
+  // A first record a failed write tore (a full disk at the first log): lansbert's own start.
+  if (first.rfind("{\"step\":", 0) == 0 || first.rfind("{\"type\":\"eval\"", 0) == 0) return Status::ok();
   return Status::invalid_argument("logging.metrics_file: " + path +
                                   " exists and its first line is not a lansbert metrics record; a run appends only "
                                   "to metrics: name a new file (or the metrics of the run it continues)");

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 
 #include "lansbert/backend/blas_kernels.h"
@@ -144,6 +145,7 @@ Status Run::loop() {
   bool first_window = true;
   while (step < stop_at) {
     model->zero_grads();
+    bool loss_finite = true;  // this rank's micro-steps of this step
     for (int k = 0; k < accum; ++k) {
       double t0 = now_s();
       // Agreed before the forward pass, whose collectives a rank without a batch would miss.
@@ -165,6 +167,7 @@ Status Run::loop() {
       w_data += t1 - t0;
       w_compute += now_s() - t1;
       win.add(r, batch);
+      loss_finite = loss_finite && std::isfinite(r.total_loss);
       if (info.last) pos = info.next;
     }
     micro += uint64_t(accum) * comm.world();
@@ -185,13 +188,14 @@ Status Run::loop() {
     ++step;
     if (opts.after_step) opts.after_step(step);
 
-    // Decisions every rank must agree on: stop (a signal), a timed checkpoint, and whether
-    // rank 0's checkpoint in the background has ended (its outcome is then taken at once).
-    double flags[3] = {double(stop_signal() != 0),
+    // Decisions every rank must agree on: stop (a signal), a timed checkpoint, whether rank
+    // 0's checkpoint in the background has ended (its outcome is then taken at once), and
+    // whether any rank's loss was not finite.
+    double flags[4] = {double(stop_signal() != 0),
                        double(cfg.checkpoint.every_minutes > 0 &&
                               now_s() - t_last_ckpt >= 60 * cfg.checkpoint.every_minutes),
-                       double(writing && writing->finished())};
-    comm.all_reduce(flags, 3, ReduceOp::kMax);
+                       double(writing && writing->finished()), double(!loss_finite)};
+    comm.all_reduce(flags, 4, ReduceOp::kMax);
     // A failed write in the background: this step's checkpoint in the foreground, then stop.
     if (flags[2] != 0)
       if (const Status w = finish_checkpoint(); !w.is_ok()) return stop_after_checkpoint(w, kCheckpointFix);
@@ -247,6 +251,13 @@ Status Run::loop() {
       result->t_logging += now_s() - tl;
       t_window = now_s();
     }
+    // A run that ends on a step whose loss was not finite (its update skipped) has diverged:
+    // the weights give non-finite values, and a checkpoint of them as `final` would pass for
+    // a trained model. Mid-run, such steps are left to the loss scaler's limits.
+    if ((step == stop_at || flags[0] != 0) && flags[3] != 0 && report.skipped)
+      return Status::diverged("step " + std::to_string(step) + ": the loss was not finite at the run's last step "
+                              "(its update skipped): the weights no longer give finite values; no checkpoint of "
+                              "this step is written, the last one written stays the latest; " + kDivergedFix);
     // The checkpoint first, so that an evaluation that fails (a corrupt data.eval record)
     // loses no training.
     const bool periodic = cfg.checkpoint.every_steps > 0 && step % cfg.checkpoint.every_steps == 0;

@@ -117,6 +117,13 @@ Status Run::restore() {
     std::fprintf(opts.log, "resuming from %s at step %lld\n", dir.c_str(), (long long)step);
     if (const std::string note = train_data_note(meta.train_data_json, train_data); !note.empty())
       std::fprintf(opts.log, "note: %s\n", note.c_str());
+    // Allowed (a new seed is a way past a bad stretch of data), but no longer the same run.
+    if (meta.seed != cfg.seed)
+      std::fprintf(opts.log,
+                   "note: seed %llu is not the checkpoint's %llu: the dropout masks and the sample order (of the "
+                   "current epoch too, so some of its samples may come again or not at all) differ from the "
+                   "interrupted run's from here\n",
+                   (unsigned long long)cfg.seed, (unsigned long long)meta.seed);
   }
   return Status::ok();
 }

@@ -98,6 +98,12 @@ expect_error "--gemm-cast cublas needs --backend cuda" --precision bf16 --gemm-c
 expect_error "--peak-gflops: 'nan' is not a number in [0.001, 1e+12]" --peak-gflops nan
 expect_error "--peak-gflops: '0' is not a number" --peak-gflops 0
 expect_error "--seed: '-1': the seed is unsigned 64-bit" --seed -1
+# Each range names the option that is out of it.
+set +e
+err=$("$bin" bench --model bert-tiny --seq-len 2 --batch 1 2>&1)
+set -e
+[[ $err == *"bench: --seq-len 2: need 3 <= it <= 512 (the model's max_positions)"* ]] || fail "--seq-len 2: $err"
+expect_error "bench: --max-pred 32: need it below --seq-len (32)" --max-pred 32
 expect_error "--gemm-cast" --gemm-cast fast
 expect_error "--cast-reuse" --precision bf16 --cast-reuse maybe
 expect_error "--recompute" --recompute true

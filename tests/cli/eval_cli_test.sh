@@ -16,10 +16,13 @@ write_tiny_yaml "$tmp/good.yaml"
 "$lb" eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs" --max-sequences 64 \
   --dump-batch "$tmp/batch.json" > "$tmp/eval.log" || { echo "FAIL: eval"; fail=1; }
 grep -q "mlm_loss" "$tmp/eval.log" || { echo "FAIL: eval output"; fail=1; }
-# It writes a new file: an existing one (a shard named by mistake) is refused, unchanged.
+# It writes a new file or replaces an earlier dump (the same command again); anything else that
+# exists (a shard named by mistake) is refused, unchanged.
+"$lb" eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs" --max-sequences 64 \
+  --dump-batch "$tmp/batch.json" > /dev/null || { echo "FAIL: eval --dump-batch over an earlier dump"; fail=1; }
 shard=$(ls "$tmp/data/shards/"*.lbs | head -1)
 sum=$(md5sum < "$shard")
-expect_error 2 "--dump-batch: $shard exists; eval writes a new file" \
+expect_error 2 "--dump-batch: $shard exists and is not an earlier dump" \
   eval --checkpoint "$tmp/ckpt" --data "$tmp/data/shards/*.lbs" --max-sequences 16 --dump-batch "$shard"
 [[ $(md5sum < "$shard") == "$sum" ]] || { echo "FAIL: eval --dump-batch wrote over a shard"; fail=1; }
 expect_error 2 "--dump-batch: $tmp/good.yaml/b.json: cannot be created" \
@@ -109,7 +112,7 @@ mkdir -p "$tmp/gone" && ln -s step-000000009 "$tmp/gone/latest"
 expect_error 3 "$tmp/gone/latest points to step-000000009, which holds no checkpoint (no trainer.json)" \
   eval --checkpoint "$tmp/gone" --data "$tmp/data/shards/*.lbs"
 cp -r "$tmp/hf" "$tmp/hf-big" && sed -i 's/"num_attention_heads": 2/"num_attention_heads": 2, "foo": 1e999/' "$tmp/hf-big/config.json"
-expect_error 2 "$tmp/hf-big/config.json: not JSON a double can hold (number overflow parsing '1e999')" \
+expect_error 2 "$tmp/hf-big/config.json: a JSON number beyond a double's range (number overflow parsing '1e999')" \
   eval --checkpoint "$tmp/hf-big" --data "$tmp/data/shards/*.lbs"
 cp -r "$tmp/hf" "$tmp/hf-bad" && sed -i 's/"num_attention_heads": 2/"num_attention_heads": 3/' "$tmp/hf-bad/config.json"
 expect_error 2 "$tmp/hf-bad/config.json: field 'num_attention_heads': 3 heads do not divide hidden_size 64" \

@@ -78,7 +78,7 @@ printf '{"text": "fine words"}\n{"text": "more words", "n": 1e309}\n' > "$tmp/bi
 set +e
 err=$("$bin" vocab --input "$tmp/big.jsonl" --size 150 --out "$tmp/v-big.txt" 2>&1); rc=$?
 set -e
-(( rc == 4 )) && [[ $err == *"$tmp/big.jsonl:2: not a JSON record a double can hold (number overflow parsing '1e309')"* ]] ||
+(( rc == 4 )) && [[ $err == *"$tmp/big.jsonl:2: a JSON number beyond a double's range (number overflow parsing '1e309')"* ]] ||
   fail "vocab of a JSON record with 1e309: exit $rc, $err"
 # No words, no vocabulary (it would be the special tokens alone); a directory as --out is
 # refused as one, not offered --force.

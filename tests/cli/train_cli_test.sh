@@ -198,6 +198,7 @@ expect_error 2 "--out: an empty path" export --checkpoint "$tmp/ckpt" --out ''
 before_export=$(md5sum "$tmp/ckpt/latest/"*)
 expect_error 2 "--out $tmp/ckpt/latest: a lansbert checkpoint (it holds trainer.json), which export never writes into" \
   export --checkpoint "$tmp/ckpt" --out "$tmp/ckpt/latest" --force
+expect_error 2 "--out $tmp/ckpt/latest: a lansbert checkpoint" export --checkpoint "$tmp/ckpt" --out "$tmp/ckpt/latest"
 [[ $(md5sum "$tmp/ckpt/latest/"*) == "$before_export" ]] || { echo "FAIL: export --force wrote into a checkpoint"; fail=1; }
 expect_error 2 "--out: $tmp/good.yaml/hf: cannot be created, $tmp/good.yaml is not a directory" \
   export --checkpoint "$tmp/ckpt" --out "$tmp/good.yaml/hf"
@@ -393,6 +394,14 @@ grep -q "^resuming from" "$tmp/moved.log" && ! grep -q "note: data.train" "$tmp/
 resume_straight "$tmp/more/*.lbs" "$tmp/more.log"
 grep -q "note: data.train is not the data the checkpoint's run read (it read [0-9]* samples in 1 file, .*; now [0-9]* samples in 2 files" \
   "$tmp/more.log" || { echo "FAIL: resuming over more shards is not said: $(cat "$tmp/more.log")"; fail=1; }
+# Another seed on resume is allowed, and said: it changes the dropout masks and the sample order.
+cp -r "$tmp/ckpt-straight" "$tmp/ckpt-seed"
+at=$(sed -n 's/^ *"step": \([0-9]*\),*$/\1/p' "$tmp/ckpt-seed/latest/trainer.json" | head -1)
+"$lb" train --config "$tmp/good.yaml" "${small[@]}" --set "checkpoint.dir=$tmp/ckpt-seed" --set logging.metrics_file=- \
+  --set "data.train=$tmp/moved/*.lbs" --set seed=5 --resume latest --stop-at-step $((at + 1)) > "$tmp/seed.log" 2>&1 ||
+  { echo "FAIL: resume with another seed: $(cat "$tmp/seed.log")"; fail=1; }
+grep -q "^note: seed 5 is not the checkpoint's [0-9]*: the dropout masks and the sample order" "$tmp/seed.log" ||
+  { echo "FAIL: resuming with another seed is not said: $(cat "$tmp/seed.log")"; fail=1; }
 
 # A diverged run exits 7 (a job script must not just retry it). Non-finite gradients past
 # precision.max_consecutive_skips name the step; an update that wrote non-finite weights (a

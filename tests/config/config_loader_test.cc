@@ -148,6 +148,17 @@ struct Bad {
   std::vector<std::string> expect;     // substrings of the message
 };
 
+// One document, marked or not: a leading `---`, a trailing `...` or an empty last `---`.
+TEST(ConfigLoader, DocumentMarkersAroundTheOneDocument) {
+  for (const std::string& text : {"---\n" + std::string(kGood), std::string(kGood) + "...\n",
+                                  std::string(kGood) + "---\n", "%YAML 1.2\n---\n" + std::string(kGood)}) {
+    TrainConfig c;
+    const Status st = parse_train_config(text, "good.yaml", {}, 1, &c);
+    EXPECT_TRUE(st.is_ok()) << st.to_string() << " for:\n" << text;
+    EXPECT_EQ(c.schedule.total_steps, 10);
+  }
+}
+
 TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
   const std::vector<Bad> cases = {
       {"  lrr: 0.01\n", "  lr: 0.01\n", {}, {"bad.yaml:13:", "optimizer.lrr: unknown key (did you mean optimizer.lr?)"}},
@@ -183,12 +194,15 @@ TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
       {"", "", {"distributed.shard_optimizer=maybe"}, {"distributed.shard_optimizer: expected true or false"}},
       {"checkpoint:\n  dir: ckpt\ndistributed:\n  bucket_mb: -1\n", "checkpoint:\n  dir: ckpt\n", {},
        {"bad.yaml:19:", "distributed.bucket_mb"}},
+      {"", "", {"precision.max_consecutive_skips=0"}, {"precision.max_consecutive_skips must be >= 1"}},
       {"", "", {"optimizer=5"}, {"--set optimizer=5: optimizer is a section: set one of its keys, optimizer.KEY=VALUE"}},
       {"  preset: ~\n", "  preset: bert-tiny\n", {}, {"bad.yaml:2:", "model.preset", "got nothing (null)"}},
       // What follows a `---` or `...` line is another document, which YAML::Load would drop.
       {"  dir: ckpt\n---\nbatch: {global_batch: 64}\n", "  dir: ckpt\n", {},
        {"bad.yaml:19:1: a second YAML document (after a '---' or '...' line)"}},
       {"  dir: ckpt\n...\nbogus: [\n", "  dir: ckpt\n", {}, {"bad.yaml:", "YAML syntax error"}},
+      {"  dir: ckpt\n---\n---\nbatch: {global_batch: 64}\n", "  dir: ckpt\n", {},
+       {"bad.yaml:20:1: a second YAML document"}},
   };
   for (const Bad& b : cases) {
     std::string text = kGood;

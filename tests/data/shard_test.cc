@@ -166,6 +166,20 @@ TEST(Shard, TwoByteIdsUpToAVocabOf65536) {
   EXPECT_EQ(ShardWriter::create(dir + "/c.lbs", empty, &w).code(), StatusCode::kInvalidArgument);
 }
 
+// One file named several ways is read once: a directory with a trailing slash beside a glob of
+// it, a "./" spelling and a symlink (a duplicate in data.train would double its samples).
+TEST(ShardSet, OneFileNamedTwiceIsReadOnce) {
+  const std::string dir = testing::scratch_dir("shard_set_dedup");
+  const auto insts = sample_instances();
+  write_shard(dir + "/d.lbs", insts);
+  std::filesystem::create_directories(dir + "/links");
+  std::filesystem::create_symlink(dir + "/d.lbs", dir + "/links/alias.lbs");
+  std::unique_ptr<ShardSet> set;
+  ASSERT_TRUE(ShardSet::open({dir + "/", dir + "/*.lbs", dir + "/./d.lbs", dir + "/links/*.lbs"}, {}, &set).is_ok());
+  EXPECT_EQ(set->num_shards(), 1u);
+  EXPECT_EQ(set->count(), int64_t(insts.size()));
+}
+
 class ShardDamage : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -10,6 +10,7 @@ lb=$1; mpiexec=$2; shift 2; flags=("$@")
 fail=0
 out=$("$lb" bench --comm 2>&1) || { echo "FAIL: bench --comm exited non-zero"; fail=1; }
 grep -q " ok$" <<<"$out" || { echo "FAIL: bench --comm printed no checked rows"; fail=1; }
+grep -q "^# one rank moves no data" <<<"$out" || { echo "FAIL: bench --comm on one rank does not say it moves nothing"; fail=1; }
 out2=$("$mpiexec" -np 2 "${flags[@]}" "$lb" bench-comm --max-bytes 64K --iters 3 --warmup 1 2>&1) \
   || { echo "FAIL: bench-comm on 2 ranks exited non-zero"; fail=1; }
 grep -q "2 rank(s)" <<<"$out2" || { echo "FAIL: bench-comm did not run on 2 ranks"; fail=1; }

@@ -85,5 +85,43 @@ TEST(MetricsWindow, CountsTheTokensOfEachMicroBatch) {
   EXPECT_EQ(w.sums[MetricsWindow::kMicro], 2);
 }
 
+// logging.metrics_file: a run appends to a file of metrics (its own, whole or with a first
+// record a failed write tore, one an evaluation began) and refuses anything else.
+TEST(MetricsFile, AnExistingFileMustHoldMetrics) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("lansbert_metrics_check_" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(dir);
+  auto with = [&](const std::string& name, const std::string& text) {
+    const std::string path = dir + "/" + name;
+    std::ofstream(path, std::ios::binary) << text;
+    return check_metrics_file(path);
+  };
+  EXPECT_TRUE(check_metrics_file(dir + "/missing.jsonl").is_ok());
+  EXPECT_TRUE(with("empty.jsonl", "").is_ok());
+  {
+    MetricsLog log(nullptr, dir + "/own.jsonl");
+    MetricsRecord r;
+    r.step = 1;
+    ASSERT_TRUE(log.write(r).is_ok());
+  }
+  EXPECT_TRUE(check_metrics_file(dir + "/own.jsonl").is_ok());
+  EXPECT_TRUE(with("eval.jsonl", "{\"type\":\"eval\",\"step\":5}\n").is_ok());
+  EXPECT_TRUE(with("torn.jsonl", "{\"step\":50,\"total_st").is_ok());
+  EXPECT_TRUE(with("torn-eval.jsonl", "{\"type\":\"eval\",\"st").is_ok());
+  const std::vector<std::pair<std::string, std::string>> others = {
+      {"config.yaml", "model: {preset: bert-tiny}\n"},
+      {"shard.lbs", std::string("LBSHARD\0\x02\0\0\0", 12)},
+      {"other.jsonl", "{\"text\": \"a document\"}\n"}};
+  for (const auto& [name, text] : others) {
+    const Status st = with(name, text);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(st.message().find("logging.metrics_file: " + dir + "/" + name +
+                                " exists and its first line is not a lansbert metrics record"),
+              std::string::npos)
+        << st.message();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace lansbert

@@ -357,6 +357,25 @@ TEST_F(TrainerTest, MixedPrecisionTracksFp32) {
   }
 }
 
+// A learning rate that blows the weights up makes the last steps' losses NaN (their updates
+// skipped, fewer than max_consecutive_skips): the run ends as diverged (exit 7), not "done"
+// with a `final` checkpoint of weights that give NaN. The checkpoints before stay.
+TEST_F(TrainerTest, ARunEndingOnANonFiniteLossHasDiverged) {
+  TrainConfig c = testing::tiny_config(*data_, scratch("nan-end"), 4);
+  c.schedule.peak_lr = 1e38;
+  c.checkpoint.every_steps = 1;
+  c.logging.every_steps = 1;
+  TrainResult r;
+  const Status st = train(c, &r);
+  ASSERT_EQ(st.code(), StatusCode::kDiverged) << st.to_string();
+  EXPECT_EQ(st.exit_code(), 7);
+  EXPECT_NE(st.message().find("step 4: the loss was not finite at the run's last step"), std::string::npos)
+      << st.message();
+  EXPECT_FALSE(fs::exists(c.checkpoint.dir + "/final"));
+  EXPECT_FALSE(fs::exists(c.checkpoint.dir + "/step-000000004"));
+  EXPECT_TRUE(fs::exists(c.checkpoint.dir + "/latest"));
+}
+
 // fp16 started at a loss scale of 2^24: the scaled output gradients exceed fp16's 65504 in
 // the GEMM operands, become inf, and the dynamic scaler skips those steps and backs off
 // until they fit; training then proceeds as usual.
