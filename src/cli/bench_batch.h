@@ -11,6 +11,10 @@
 
 namespace lansbert::cli {
 
+// The bench's sizes, one constraint at a time so that the message names the option out of its
+// range: 3 <= S <= max_positions, batch >= 0 (0: probe), steps >= 1, 3 <= tokens <= S, P < S.
+Status check_bench_shape(int S, int max_positions, int batch, int steps, int tokens, int P);
+
 // Each sequence: [CLS], random ids of the vocabulary's ordinary range, segment B from the
 // middle of its tokens, min(P, tokens - 2) masked slots used, spread over its tokens after
 // [CLS] (the rest unused, as a short sequence's are in BERT's data), NSP labels alternating.

@@ -163,23 +163,8 @@ int run_bench(const BenchOptions& o) {
   }
   const int L = o.tokens_per_sequence > 0 ? o.tokens_per_sequence : o.seq_len;  // tokens per sequence
   const int P = o.max_pred > 0 ? o.max_pred : std::max(1, (L * 20 + 127) / 128);
-  // One constraint at a time, so the message names the one that failed ([CLS], a token and
-  // [SEP] make the shortest sequence).
-  std::string bad;
-  if (o.seq_len < 3 || o.seq_len > cfg.max_positions)
-    bad = "--seq-len " + std::to_string(o.seq_len) + ": need 3 <= it <= " + std::to_string(cfg.max_positions) +
-          " (the model's max_positions)";
-  else if (o.batch < 0)
-    bad = "--batch " + std::to_string(o.batch) + ": need >= 1 (or 0: the largest that fits, cuda)";
-  else if (o.steps < 1)
-    bad = "--steps " + std::to_string(o.steps) + ": need >= 1";
-  else if (L < 3 || L > o.seq_len)
-    bad = "--tokens-per-sequence " + std::to_string(L) + ": need 3 <= it <= --seq-len (" +
-          std::to_string(o.seq_len) + ")";
-  else if (P >= o.seq_len)
-    bad = "--max-pred " + std::to_string(P) + ": need it below --seq-len (" + std::to_string(o.seq_len) + ")";
-  if (!bad.empty()) {
-    report(Status::invalid_argument("bench: " + bad));
+  if (s = check_bench_shape(o.seq_len, cfg.max_positions, o.batch, o.steps, L, P); !s.is_ok()) {
+    report(s);
     return exit_code();
   }
   const DevicePeak* roofline_device = nullptr;  // --roofline's GPU model
