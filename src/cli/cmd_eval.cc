@@ -3,6 +3,7 @@
 // others), read back the config it was trained with, and either evaluate it on held-out
 // shards or write a Hugging Face BertForPreTraining directory. eval also takes such a
 // directory, to put a published model's numbers beside a run's on the same shards.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -206,6 +207,10 @@ Status run_eval_on(const EvalArgs& a, Communicator& comm) {
   if (p.own_eval) st = hint_relative_path(st, p.options.data, "data.eval", "--data");
   LB_RETURN_IF_ERROR(st);
   if (comm.rank() != 0) return Status::ok();
+  // Reported as computed (the numbers are the answer), with a word on what they mean.
+  if (!std::isfinite(r.mlm_loss) || !std::isfinite(r.nsp_loss))
+    std::fprintf(stderr, "lansbert eval: warning: the losses are not finite: the weights give non-finite values "
+                         "(a diverged run's checkpoint?)\n");
   const EvalOptions& o = p.options;
   if (a.json) {
     print_eval_json(p, comm.world(), r);

@@ -107,6 +107,13 @@ expect_error 3 "--init-from $tmp/pt-only: neither a lansbert checkpoint nor a di
 mkdir -p "$tmp/no-meta" && cp "$tmp/ckpt/latest/model.safetensors" "$tmp/no-meta/"  # a checkpoint lost trainer.json
 expect_error 3 "$tmp/no-meta: neither a checkpoint (trainer.json, or a 'latest' pointer) nor a Hugging Face" \
   eval --checkpoint "$tmp/no-meta" --data "$tmp/data/shards/*.lbs"
+# Weights that give NaN (two steps at a learning rate of 1e38) are evaluated, and the result is
+# said to be non-finite.
+"$lb" train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/blown" --set optimizer.lr=1e38 --stop-at-step 2 \
+  > /dev/null 2>&1 || { echo "FAIL: the two steps at lr 1e38"; fail=1; }
+err=$("$lb" eval --checkpoint "$tmp/blown" --data "$tmp/data/shards/*.lbs" --max-sequences 16 2>&1 >/dev/null) ||
+  { echo "FAIL: eval of NaN-giving weights exited non-zero: $err"; fail=1; }
+[[ $err == *"warning: the losses are not finite"* ]] || { echo "FAIL: no word on non-finite losses: $err"; fail=1; }
 # A root whose 'latest' points to a checkpoint that is gone says so.
 mkdir -p "$tmp/gone" && ln -s step-000000009 "$tmp/gone/latest"
 expect_error 3 "$tmp/gone/latest points to step-000000009, which holds no checkpoint (no trainer.json)" \
