@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <glob.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
@@ -40,7 +41,12 @@ Status open_shard(const std::string& path, std::optional<uint64_t> vocab_hash,
 
 Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOptions& opts,
                       std::unique_ptr<ShardSet>* out) {
-  std::vector<std::string> paths;
+  struct Found {
+    std::string path;
+    dev_t dev;
+    ino_t ino;
+  };
+  std::vector<Found> found;
   for (const auto& pattern : patterns) {
     std::error_code ec;
     const std::string pat = std::filesystem::is_directory(pattern, ec) ? pattern + "/*" : pattern;
@@ -49,25 +55,23 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
       for (size_t i = 0; i < g.gl_pathc; ++i) {
         const std::string p = g.gl_pathv[i];
         const std::string name = std::filesystem::path(p).filename().string();
-        if (!std::filesystem::is_regular_file(p, ec)) continue;
+        struct stat st {};
+        if (::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
         if (name.ends_with(".tmp")) continue;  // a writer's unfinished file
         if (opts.training_only && name.find("training") == std::string::npos) continue;
-        paths.push_back(p);
+        found.push_back({p, st.st_dev, st.st_ino});
       }
     }
     globfree(&g);
   }
-  std::sort(paths.begin(), paths.end());
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.path < b.path; });
   // One file named twice, however spelled (a relative and an absolute path, "dir/" beside
-  // "dir/*.lbs", a symlink), is read once: the first spelling in sorted order stays.
-  std::set<std::string> seen;
-  paths.erase(std::remove_if(paths.begin(), paths.end(),
-                             [&](const std::string& p) {
-                               std::error_code ec;
-                               const std::filesystem::path real = std::filesystem::canonical(p, ec);
-                               return !seen.insert(ec ? p : real.string()).second;
-                             }),
-              paths.end());
+  // "dir/*.lbs", a symlink, a hard link), is read once: the first spelling in sorted order
+  // stays. By device and inode, from the stat the type check made: no further call per file.
+  std::set<std::pair<dev_t, ino_t>> seen;
+  std::vector<std::string> paths;
+  for (const Found& f : found)
+    if (seen.insert({f.dev, f.ino}).second) paths.push_back(f.path);
   if (paths.empty()) {
     return Status::not_found(fmt::format("no shard files match {}{}", fmt::join(patterns, " "),
                                          opts.training_only ? " (with 'training' in the name)" : ""));

@@ -96,6 +96,11 @@ Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds, Status* lo
   return Status::ok();
 }
 
+Status Run::end_diverged(const std::string& message) {
+  const Status background = finish_checkpoint();
+  return Status::diverged(message + (background.is_ok() ? "" : "; and the " + background.message()));
+}
+
 // A metrics file that cannot take another line (a full disk, a quota, a file size limit), a
 // data.train record that cannot be read (a damaged shard, a file system's I/O error) or a
 // failed evaluation ends the run, but not the training since the last checkpoint with it.
@@ -143,6 +148,7 @@ Status Run::loop() {
   const double t_start = now_s();
   double w_data = 0, w_compute = 0, w_allreduce = 0, w_opt = 0;
   bool first_window = true;
+  int64_t nonfinite_since = -1;  // the first step of a run of steps with a non-finite loss
   while (step < stop_at) {
     model->zero_grads();
     bool loss_finite = true;  // this rank's micro-steps of this step
@@ -175,8 +181,8 @@ Status Run::loop() {
     if (Status st = dp->step(flat(), &report, &t_reduce); !st.is_ok()) {
       if (st.code() != StatusCode::kDiverged) return st;
       // Deterministic: resumed unchanged, the run diverges at the same step again.
-      return Status::diverged("step " + std::to_string(step + 1) + ": " + st.message() +
-                              ". Resumed unchanged the run diverges here again; " + kDivergedFix);
+      return end_diverged("step " + std::to_string(step + 1) + ": " + st.message() +
+                          ". Resumed unchanged the run diverges here again; " + kDivergedFix);
     }
     if (!report.skipped) {
       model->set_weight_copy_current(true);  // the update wrote it (if enabled)
@@ -196,6 +202,20 @@ Status Run::loop() {
                               now_s() - t_last_ckpt >= 60 * cfg.checkpoint.every_minutes),
                        double(writing && writing->finished()), double(!loss_finite)};
     comm.all_reduce(flags, 4, ReduceOp::kMax);
+    // Steps whose loss was not finite (their updates skipped, every rank alike): the weights
+    // of the last applied update give it. Mid-run they are left to the loss scaler's limits
+    // (and a resumed run goes on counting them); the run's last step must not end in one:
+    // `final` would be weights that give NaN, passing for a trained model. Checked first, so
+    // that no error path below writes that checkpoint.
+    nonfinite_since = flags[3] != 0 && report.skipped ? (nonfinite_since < 0 ? step : nonfinite_since) : -1;
+    if (step == total && nonfinite_since >= 0)
+      return end_diverged(
+          "step " + std::to_string(step) + ": the loss has not been finite since step " +
+          std::to_string(nonfinite_since) + " (its updates skipped): the weights of step " +
+          std::to_string(nonfinite_since - 1) + "'s update give non-finite values, so no final checkpoint is "
+          "written, and checkpoints from step " + std::to_string(nonfinite_since - 1) +
+          " on hold those weights: resume from an earlier one (--resume " + cfg.checkpoint.dir +
+          "/step-N) with a lower optimizer.lr (--set optimizer.lr=...)");
     // A failed write in the background: this step's checkpoint in the foreground, then stop.
     if (flags[2] != 0)
       if (const Status w = finish_checkpoint(); !w.is_ok()) return stop_after_checkpoint(w, kCheckpointFix);
@@ -251,17 +271,12 @@ Status Run::loop() {
       result->t_logging += now_s() - tl;
       t_window = now_s();
     }
-    // A run that ends on a step whose loss was not finite (its update skipped) has diverged:
-    // the weights give non-finite values, and a checkpoint of them as `final` would pass for
-    // a trained model. Mid-run, such steps are left to the loss scaler's limits.
-    if ((step == stop_at || flags[0] != 0) && flags[3] != 0 && report.skipped)
-      return Status::diverged("step " + std::to_string(step) + ": the loss was not finite at the run's last step "
-                              "(its update skipped): the weights no longer give finite values; no checkpoint of "
-                              "this step is written, the last one written stays the latest; " + kDivergedFix);
     // The checkpoint first, so that an evaluation that fails (a corrupt data.eval record)
     // loses no training.
+    // Not periodic or timed ones of weights that give a non-finite loss (with keep_last they
+    // would push out the good ones); a stop writes its step's whatever it holds, to resume.
     const bool periodic = cfg.checkpoint.every_steps > 0 && step % cfg.checkpoint.every_steps == 0;
-    if (periodic || flags[1] != 0 || flags[0] != 0 || step == stop_at) {
+    if (((periodic || flags[1] != 0) && nonfinite_since < 0) || flags[0] != 0 || step == stop_at) {
       // In the background (checkpoint.async) unless the run ends here: the last checkpoint is
       // on disk when the run returns.
       const bool ends = flags[0] != 0 || step == stop_at;

@@ -111,6 +111,10 @@ struct Run {
   // did: that step's checkpoint, unless written already, then the error with `fix` and
   // where the run can continue.
   Status stop_after_checkpoint(const Status& failed, const std::string& fix);
+  // A diverged run ends (exit 7, no checkpoint of this step): a checkpoint still written in
+  // the background ends first, its failure said too, so what the message points to is on
+  // disk. Collective, as finish_checkpoint.
+  Status end_diverged(const std::string& message);
   Status loop();
 };
 

@@ -359,21 +359,37 @@ TEST_F(TrainerTest, MixedPrecisionTracksFp32) {
 
 // A learning rate that blows the weights up makes the last steps' losses NaN (their updates
 // skipped, fewer than max_consecutive_skips): the run ends as diverged (exit 7), not "done"
-// with a `final` checkpoint of weights that give NaN. The checkpoints before stay.
+// with a `final` checkpoint of weights that give NaN, and writes no periodic checkpoint of
+// them either; the message names the step they came from. A stop before the last step
+// (--stop-at-step) still writes its checkpoint, to resume from.
 TEST_F(TrainerTest, ARunEndingOnANonFiniteLossHasDiverged) {
   TrainConfig c = testing::tiny_config(*data_, scratch("nan-end"), 4);
   c.schedule.peak_lr = 1e38;
   c.checkpoint.every_steps = 1;
+  c.checkpoint.async = true;  // the last background write ends before the error returns
   c.logging.every_steps = 1;
   TrainResult r;
   const Status st = train(c, &r);
   ASSERT_EQ(st.code(), StatusCode::kDiverged) << st.to_string();
   EXPECT_EQ(st.exit_code(), 7);
-  EXPECT_NE(st.message().find("step 4: the loss was not finite at the run's last step"), std::string::npos)
+  const std::string since = "step 4: the loss has not been finite since step ";
+  ASSERT_EQ(st.message().rfind(since, 0), 0u) << st.message();
+  const int k = std::stoi(st.message().substr(since.size()));
+  ASSERT_GE(k, 2);
+  ASSERT_LE(k, 4);
+  EXPECT_NE(st.message().find("the weights of step " + std::to_string(k - 1) + "'s update give non-finite values"),
+            std::string::npos)
       << st.message();
   EXPECT_FALSE(fs::exists(c.checkpoint.dir + "/final"));
-  EXPECT_FALSE(fs::exists(c.checkpoint.dir + "/step-000000004"));
-  EXPECT_TRUE(fs::exists(c.checkpoint.dir + "/latest"));
+  for (int s = 1; s <= 4; ++s) {
+    char name[32];
+    std::snprintf(name, sizeof name, "/step-%09d", s);
+    EXPECT_EQ(fs::exists(c.checkpoint.dir + name), s < k) << name;  // none of the steps that gave NaN
+  }
+  TrainConfig stopped = c;
+  stopped.checkpoint.dir = scratch("nan-stop");
+  ASSERT_TRUE(train(stopped, &r, "", /*stop=*/3).is_ok());
+  EXPECT_TRUE(fs::exists(stopped.checkpoint.dir + "/step-000000003"));
 }
 
 // fp16 started at a loss scale of 2^24: the scaled output gradients exceed fp16's 65504 in

@@ -31,8 +31,8 @@ struct ShardSetOptions {
 class ShardSet {
  public:
   // Expands each pattern with glob(3) (a plain directory means all files in it), sorts the
-  // paths, keeps one path per file (the first; spellings compared by their canonical form),
-  // and opens every file. All files must agree on seq_len,
+  // paths, keeps one path per file (the first; files compared by device and inode), and
+  // opens every file. All files must agree on seq_len,
   // max_pred and masking mode. No file is an error naming the patterns.
   static Status open(const std::vector<std::string>& patterns, const ShardSetOptions& opts,
                      std::unique_ptr<ShardSet>* out);
