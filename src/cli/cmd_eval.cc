@@ -231,7 +231,7 @@ Status run_eval_cmd(const EvalArgs& a) {
   const std::unique_ptr<Communicator> comm = make_communicator();
   const Status st = run_eval_on(a, *comm);
   if (!st.is_ok() && comm->world() > 1)
-    fatal_error(__FILE__, __LINE__, "lansbert eval", st.to_string(), st.exit_code());
+    abort_job(st.to_string(), st.exit_code());
   return st;
 }
 

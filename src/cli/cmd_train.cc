@@ -210,12 +210,13 @@ Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
 
 // A failure on one rank (its config, files or data) would leave the others waiting in a
 // collective forever; under mpirun it therefore ends the whole job through the fatal path
-// (MPI_Abort), naming the rank, the host and the cause.
+// (MPI_Abort), naming the rank, the host and the cause (abort_job: no source location, as it
+// is no program bug).
 Status run_train(const TrainArgs& a) {
   std::unique_ptr<Communicator> comm = make_communicator();
   Status st = run_train_on(a, comm);
   if (!st.is_ok() && comm->world() > 1)
-    fatal_error(__FILE__, __LINE__, "lansbert train", st.to_string(), st.exit_code());
+    abort_job(st.to_string(), st.exit_code());
   return st;
 }
 

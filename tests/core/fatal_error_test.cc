@@ -1,4 +1,5 @@
-// fatal_error's one line: the rank and host inside a job, the host alone before a rank is set.
+// fatal_error's one line: the rank and host inside a job, the host alone before a rank is set;
+// abort_job's, for errors that are no program bug.
 #include <gtest/gtest.h>
 
 #include "lansbert/core/check.h"
@@ -19,6 +20,18 @@ TEST(FatalErrorDeathTest, NamesTheRankAndHostInAJob) {
         fatal_error("g.cc", 9, "ok", "");
       },
       R"(lansbert fatal \[rank 3 on [^]]+\] g\.cc:9: ok)");
+}
+
+// abort_job: a user's error that ends a job, named as `lansbert: error` with the rank and
+// host, without a source location (it is no program bug).
+TEST(FatalErrorDeathTest, AbortJobNamesTheRankAndTheErrorWithoutASourceLocation) {
+  testing::FLAGS_gtest_death_test_style = "threadsafe";
+  EXPECT_DEATH(
+      {
+        set_fatal_rank(1);
+        abort_job("not found: missing.yaml", 3);
+      },
+      R"(lansbert: error \[rank 1 on [^]]+\]: not found: missing\.yaml)");
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ if (( rc == 0 || rc == 124 )); then echo "FAIL: job exit $rc (0 = not aborted, 1
 # The job's status is the failing rank's own exit code (3: a missing file), as one process would give.
 if (( rc != 3 )); then echo "FAIL: job exit $rc, expected 3 (rank 1's missing config)"; fail=1; fi
 if (( elapsed > 60 )); then echo "FAIL: the job took ${elapsed}s to end"; fail=1; fi
-grep -q "rank 1 on" "$tmp/log" && grep -q "missing.yaml" "$tmp/log" \
+grep -q "^lansbert: error \[rank 1 on [^]]*\]: not found: config .*missing.yaml" "$tmp/log" \
   || { echo "FAIL: no message naming rank 1 and the missing config"; fail=1; }
 (( fail )) && { cat "$tmp/log"; exit 1; }
 echo "rank failure: job ended with exit $rc in ${elapsed}s"

@@ -15,6 +15,11 @@ namespace lansbert {
 [[noreturn]] void fatal_error(const char* file, int line, const char* statement,
                               const std::string& detail, int exit_code = 1);
 
+// Bad input or a failed run under mpirun, which must end every rank (one left in a collective
+// would wait forever): prints "lansbert: error [rank R on HOST]: DETAIL", without a source
+// location (no program bug), and aborts the job as fatal_error does, with `exit_code`.
+[[noreturn]] void abort_job(const std::string& detail, int exit_code);
+
 // The dist layer installs a hook (MPI_Abort) and the rank shown in messages.
 using AbortHook = void (*)(int exit_code);
 void set_abort_hook(AbortHook hook);
