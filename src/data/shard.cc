@@ -112,7 +112,7 @@ ShardWriter::~ShardWriter() {
 
 Status ShardWriter::create(const std::string& path, const ShardInfo& info,
                            std::unique_ptr<ShardWriter>* out) {
-  if (info.seq_len < 4 || info.seq_len > 65535 || info.max_pred < 0 || info.max_pred > info.seq_len) {
+  if (info.seq_len < 0 || info.max_pred < 0 || !shard_shape_ok(uint64_t(info.seq_len), uint64_t(info.max_pred))) {
     return Status::invalid_argument(fmt::format("{}: bad shard shape seq_len={} max_pred={}", path,
                                                 info.seq_len, info.max_pred));
   }
@@ -257,7 +257,7 @@ Status LbShardReader::open(const std::string& path, std::optional<uint64_t> expe
   // The shape and count as stored (unsigned), before decode_header narrows them to ints: a
   // valid checksum over bad values is a writer's bug, named by the values it wrote.
   const uint32_t stored_seq = get<uint32_t>(h, 16), stored_pred = get<uint32_t>(h, 20);
-  if (stored_seq < 4 || stored_seq > 65535 || stored_pred > stored_seq)
+  if (!shard_shape_ok(stored_seq, stored_pred))
     return Status::corrupt(fmt::format("{}: header seq_len {} / max_pred {} at byte offsets 16 / 20: not a shape "
                                        "prep writes (seq_len in [4, 65535], max_pred at most seq_len)",
                                        path, stored_seq, stored_pred));
