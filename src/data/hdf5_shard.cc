@@ -96,7 +96,7 @@ Status Hdf5ShardReader::open(const std::string& path, std::unique_ptr<Hdf5ShardR
         "masked_lm_positions [{},{}], masked_lm_ids [{},{}], next_sentence_labels [{}]", path,
         ids[0], ids[1], mask[0], mask[1], seg[0], seg[1], pos[0], pos[1], mid[0], mid[1], nsp[0]));
   }
-  if (!shard_shape_ok(ids[1], pos[1]) || pos[1] < 1) {  // no masked slot: nothing for MLM
+  if (!shard_shape_ok(ids[1], pos[1])) {
     return Status::corrupt(fmt::format("{}: unusable shape: seq len {}, max pred {}", path, ids[1], pos[1]));
   }
   std::unique_ptr<Hdf5ShardReader> r(new Hdf5ShardReader());

@@ -259,7 +259,7 @@ Status LbShardReader::open(const std::string& path, std::optional<uint64_t> expe
   const uint32_t stored_seq = get<uint32_t>(h, 16), stored_pred = get<uint32_t>(h, 20);
   if (!shard_shape_ok(stored_seq, stored_pred))
     return Status::corrupt(fmt::format("{}: header seq_len {} / max_pred {} at byte offsets 16 / 20: not a shape "
-                                       "prep writes (seq_len in [4, 65535], max_pred at most seq_len)",
+                                       "prep writes (seq_len in [4, 65535], max_pred in [1, seq_len])",
                                        path, stored_seq, stored_pred));
   decode_header(h, &r->info_);
   // Version 1 stored every id in 4 bytes and left offset 88 zero.

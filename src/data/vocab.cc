@@ -7,12 +7,33 @@
 #include <sstream>
 
 #include "lansbert/core/file_io.h"
+#include "utf8.h"
 
 namespace lansbert {
 
 namespace {
 constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ULL;
 constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
+
+// Why token `t` is not text the tokenizer could produce, naming the byte (1-based column), or
+// "" when it is. Hugging Face reads vocab.txt as UTF-8 and fails on invalid bytes; a NUL byte
+// means a binary file (a shard, a checkpoint) was given as the vocabulary.
+std::string bad_token_bytes(std::string_view t) {
+  const auto* s = reinterpret_cast<const unsigned char*>(t.data());
+  for (size_t i = 0; i < t.size();) {
+    if (s[i] == 0) return "column " + std::to_string(i + 1) + ": NUL byte (is this a text file?)";
+    if (s[i] < 0x80) {
+      ++i;
+      continue;
+    }
+    int32_t cp;
+    const char* why = "";
+    const int len = utf8::decode(s, t.size(), i, &cp, &why);
+    if (len == 0) return "column " + std::to_string(i + 1) + ": invalid UTF-8 (" + why + ")";
+    i += len;
+  }
+  return "";
+}
 
 uint64_t fnv1a(uint64_t h, std::string_view s) {
   for (unsigned char c : s) {
@@ -34,6 +55,8 @@ Status Vocab::init(std::vector<std::string> tokens, const std::string& where) {
     if (t.empty()) {
       return Status::corrupt(where + ":" + std::to_string(i + 1) + ": empty token");
     }
+    if (const std::string why = bad_token_bytes(t); !why.empty())
+      return Status::corrupt(where + ":" + std::to_string(i + 1) + ": " + why);
     auto [it, inserted] = index_.emplace(t, static_cast<int32_t>(i));
     if (!inserted) {
       return Status::corrupt(where + ":" + std::to_string(i + 1) + ": duplicate token '" + t +

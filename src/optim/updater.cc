@@ -2,6 +2,8 @@
 #include "lansbert/optim/updater.h"
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
 namespace lansbert {
 
@@ -115,10 +117,24 @@ Status Updater::set_state(const OptimizerState& s) {
     return Status::invalid_argument("optimizer state was written by '" + s.optimizer +
                                     "', this run uses '" + optimizer_->name() + "'");
   }
-  if (s.step < 0 || s.schedule_step < 0 || s.skipped_steps < 0 || s.consecutive_skips < 0 ||
-      !(s.scaler.scale > 0)) {
-    return Status::corrupt("optimizer state has a negative count or a non-positive scale");
-  }
+  // Named field by field: a hand-edited or damaged state would otherwise train on with a
+  // wrong bias correction, schedule position or loss scale.
+  const std::pair<const char*, int64_t> counts[] = {
+      {"step", s.step},
+      {"schedule_step", s.schedule_step},
+      {"skipped_steps", s.skipped_steps},
+      {"consecutive_skips", s.consecutive_skips},
+      {"phase", s.phase},
+      {"scaler_growth_tracker", s.scaler.growth_tracker},
+      {"scaler_hysteresis_left", s.scaler.hysteresis_left}};
+  for (const auto& [field, value] : counts)
+    if (value < 0) return Status::corrupt("optimizer state: " + std::string(field) + " " + std::to_string(value) + " is negative");
+  if (!(s.scaler.scale > 0) || !std::isfinite(s.scaler.scale))
+    return Status::corrupt("optimizer state: loss_scale " + std::to_string(s.scaler.scale) +
+                           " is not a positive finite number");
+  if (s.consecutive_skips > s.skipped_steps)
+    return Status::corrupt("optimizer state: consecutive_skips " + std::to_string(s.consecutive_skips) +
+                           " exceeds skipped_steps " + std::to_string(s.skipped_steps));
   counters_ = s;
   scaler_.set_state(s.scaler);
   return Status::ok();

@@ -136,10 +136,8 @@ Status open_eval_set(const BertConfig& mc, const EvalOptions& opts, std::unique_
   const ShardSet& set = **out;
   if (set.dynamic_masking())
     return Status::unsupported("eval: the shards are stored unmasked; evaluate on statically masked shards");
-  // Either would print a loss of 0 over nothing.
+  // It would print a loss of 0 over nothing (the readers refuse shards without masked slots).
   if (set.count() == 0) return Status::invalid_argument("eval: the shards hold no samples: nothing to evaluate");
-  if (set.max_pred() < 1)
-    return Status::invalid_argument("eval: the shards hold no masked-LM slots (max_pred 0): nothing to evaluate");
   if (set.seq_len() > mc.max_positions)
     return Status::invalid_argument("eval: the shards hold sequences of " + std::to_string(set.seq_len()) +
                                     " tokens, more than the model's max_positions " + std::to_string(mc.max_positions));

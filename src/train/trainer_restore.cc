@@ -109,7 +109,7 @@ Status Run::restore() {
   LB_RETURN_IF_ERROR(load_params(dir, &meta));
   OptimizerState state;
   LB_RETURN_IF_ERROR(load_optimizer(dir, meta, &state));
-  LB_RETURN_IF_ERROR(updater->set_state(state));
+  LB_RETURN_IF_ERROR(updater->set_state(state).with_prefix(dir + ": "));
   step = meta.step;
   micro = meta.micro_step;
   pos = meta.data;
@@ -188,7 +188,7 @@ Status Run::init_from(const std::string& spec) {
       LB_RETURN_IF_ERROR(check_param_layout(dir, meta, model->table()));
       OptimizerState state;
       LB_RETURN_IF_ERROR(load_optimizer(dir, meta, &state));
-      LB_RETURN_IF_ERROR(updater->set_state(state));
+      LB_RETURN_IF_ERROR(updater->set_state(state).with_prefix(dir + ": "));
     }
     LB_RETURN_IF_ERROR(updater->begin_phase(cfg.schedule, flat(), dp->state_elements()));
   } else {

@@ -137,7 +137,9 @@ TEST(Loader, PackedBatchesHoldTheSameSequences) {
       const size_t at = size_t(b.sequence_row[j]) * S + b.sequence_start[j];
       for (int t = 0; t < S; ++t) {
         const bool in = t < len;
-        if (!in && b.sequence_start[j] + t < S) EXPECT_NE(b.input_mask[at + t], b.input_mask[at]);
+        if (!in && b.sequence_start[j] + t < S) {
+          EXPECT_NE(b.input_mask[at + t], b.input_mask[at]);
+        }
         if (!in) continue;
         ASSERT_EQ(b.input_ids[at + t], a.input_ids[size_t(j) * S + t]) << i << " " << j << " " << t;
         ASSERT_EQ(b.segment_ids[at + t], a.segment_ids[size_t(j) * S + t]);

@@ -164,6 +164,12 @@ TEST(Shard, TwoByteIdsUpToAVocabOf65536) {
   ShardInfo empty;
   empty.vocab_size = 0;
   EXPECT_EQ(ShardWriter::create(dir + "/c.lbs", empty, &w).code(), StatusCode::kInvalidArgument);
+  ShardInfo no_slots = info;
+  no_slots.max_pred = 0;  // the reader would refuse the file: the writer refuses to start it
+  const Status s0 = ShardWriter::create(dir + "/d.lbs", no_slots, &w);
+  EXPECT_EQ(s0.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s0.message().find("bad shard shape seq_len=128 max_pred=0"), std::string::npos) << s0.message();
+  EXPECT_FALSE(std::filesystem::exists(dir + "/d.lbs.tmp"));
 }
 
 // One file named several ways is read once: a directory with a trailing slash beside a glob of
@@ -255,6 +261,10 @@ TEST_F(ShardDamage, StoredShapeAndCountAreNamedAsStored) {
   put(20, uint32_t(129));
   s = open_damaged();
   EXPECT_NE(s.message().find("header seq_len 128 / max_pred 129"), std::string::npos) << s.message();
+  bytes_ = good;
+  put(20, uint32_t(0));  // no masked slot: nothing for the masked-LM loss
+  s = open_damaged();
+  EXPECT_NE(s.message().find("header seq_len 128 / max_pred 0"), std::string::npos) << s.message();
   bytes_ = good;
   put(24, uint64_t(1) << 63);
   s = open_damaged();

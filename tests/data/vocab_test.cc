@@ -92,5 +92,30 @@ TEST(Vocab, ByteOrderMarkIsNamed) {
   EXPECT_NE(s.message().find(path + ":1: starts with a UTF-8 byte-order mark"), std::string::npos) << s.message();
 }
 
+// Hugging Face fails on a vocab.txt that is not UTF-8; a NUL byte means a binary file was
+// given. Each is named by line and column; valid multi-byte tokens load.
+TEST(Vocab, InvalidUtf8AndNulBytesAreNamed) {
+  const std::string head = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+  Vocab v;
+  ASSERT_TRUE(Vocab::load(write_temp("utf8.txt", head + "caf\xC3\xA9\n##\xE4\xB8\xAD\n\xF0\x9F\x98\x80\n"), &v)
+                  .is_ok());
+  EXPECT_EQ(v.find("caf\xC3\xA9"), 5);
+  const struct {
+    std::string line, says;
+  } bad[] = {
+      {"caf\xE9", ":6: column 4: invalid UTF-8 (truncated sequence)"},
+      {"ab\xC0\xAF", ":6: column 3: invalid UTF-8 (overlong encoding)"},
+      {"\xED\xA0\x80", ":6: column 1: invalid UTF-8 (surrogate code point)"},
+      {"x\x80", ":6: column 2: invalid UTF-8 (unexpected continuation byte)"},
+      {std::string("ab\0c", 4), ":6: column 3: NUL byte"},
+  };
+  for (const auto& b : bad) {
+    const std::string path = write_temp("bad_bytes.txt", head + b.line + "\n");
+    const Status s = Vocab::load(path, &v);
+    EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+    EXPECT_NE(s.message().find(path + b.says), std::string::npos) << s.message();
+  }
+}
+
 }  // namespace
 }  // namespace lansbert

@@ -7,6 +7,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -156,6 +157,38 @@ TEST(Updater, StateFileRejectsCorruptionAndMismatch) {
   std::remove(path.c_str());
   auto u = updater(config("lamb", LossScaleMode::kNone));
   EXPECT_FALSE(u->set_state(s).is_ok());  // state written by lans
+}
+
+// A damaged or hand-edited state is refused naming the field, before any update uses it.
+TEST(Updater, ImpossibleStateValuesAreNamed) {
+  auto u = updater(config("lans", LossScaleMode::kDynamic));
+  OptimizerState good = u->state();
+  good.step = 5;
+  good.skipped_steps = 2;
+  good.consecutive_skips = 1;
+  ASSERT_TRUE(u->set_state(good).is_ok());
+  const struct {
+    void (*edit)(OptimizerState*);
+    const char* says;
+  } cases[] = {
+      {[](OptimizerState* s) { s->step = -1; }, "step -1 is negative"},
+      {[](OptimizerState* s) { s->schedule_step = -3; }, "schedule_step -3 is negative"},
+      {[](OptimizerState* s) { s->phase = -1; }, "phase -1 is negative"},
+      {[](OptimizerState* s) { s->scaler.hysteresis_left = -2; }, "scaler_hysteresis_left -2 is negative"},
+      {[](OptimizerState* s) { s->scaler.growth_tracker = -1; }, "scaler_growth_tracker -1 is negative"},
+      {[](OptimizerState* s) { s->scaler.scale = -4; }, "loss_scale -4.000000 is not a positive finite"},
+      {[](OptimizerState* s) { s->scaler.scale = INFINITY; }, "loss_scale inf is not a positive finite"},
+      {[](OptimizerState* s) { s->scaler.scale = NAN; }, "loss_scale nan is not a positive finite"},
+      {[](OptimizerState* s) { s->consecutive_skips = 3; }, "consecutive_skips 3 exceeds skipped_steps 2"},
+  };
+  for (const auto& c : cases) {
+    OptimizerState bad = good;
+    c.edit(&bad);
+    const Status st = u->set_state(bad);
+    EXPECT_EQ(st.code(), StatusCode::kCorrupt) << c.says;
+    EXPECT_NE(st.message().find(std::string("optimizer state: ") + c.says), std::string::npos) << st.message();
+  }
+  EXPECT_EQ(u->state().step, 5);  // a refused state leaves the updater as it was
 }
 
 // Version 1 files (checkpoints written before the CRC32C) end with an FNV-1a 64 and are still

@@ -61,9 +61,9 @@ int shard_id_bytes(int32_t vocab_size);
 // and the CRC.
 int64_t shard_record_size(int seq_len, int max_pred, int id_bytes);
 // The shapes lansbert writes and reads, ours and NVIDIA's HDF5 alike: 4 <= S <= 65535 token
-// positions, at most S masked slots.
+// positions, 1 to S masked slots (with none there is nothing for the masked-LM loss).
 constexpr bool shard_shape_ok(uint64_t seq_len, uint64_t max_pred) {
-  return seq_len >= 4 && seq_len <= 65535 && max_pred <= seq_len;
+  return seq_len >= 4 && seq_len <= 65535 && max_pred >= 1 && max_pred <= seq_len;
 }
 
 class ShardWriter {
