@@ -436,8 +436,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--optimizer", o->optimizer,
                   "Also time this rule's update (lans, lamb, adamw; none to skip). Default: lans on cuda, none on cpu");
   sub->add_option("--tokens-per-sequence", o->tokens_per_sequence,
-                  "Tokens of each sequence, the rest of its row padding (default: --seq-len)")
-      ->check(CLI::Range(2, 1 << 20));
+                  "Tokens of each sequence, the rest of its row padding (default: --seq-len; [CLS] A [SEP] B "
+                  "[SEP] needs at least 3)")
+      ->check(CLI::Range(3, 1 << 20));
   sub->add_flag("--packing", o->packing,
                 "Pack the sequences into shared rows, as data.packing does (with --tokens-per-sequence)");
   sub->add_option("--max-pred", o->max_pred,

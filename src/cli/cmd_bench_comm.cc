@@ -128,10 +128,12 @@ int run_default_bench_comm() { return run_bench_comm(BenchCommOptions{}); }
 void add_bench_comm_command(CLI::App& app) {
   auto o = std::make_shared<BenchCommOptions>();
   CLI::App* sub = app.add_subcommand("bench-comm", "All-reduce bus bandwidth of the communicator");
-  sub->add_option("--min-bytes", o->min_bytes, "Smallest message (e.g. 8, 1K)");
-  sub->add_option("--max-bytes", o->max_bytes, "Largest message (e.g. 64M); sizes step by 4x");
-  sub->add_option("--iters", o->iters, "Timed iterations per size")->check(CLI::PositiveNumber);
-  sub->add_option("--warmup", o->warmup, "Untimed iterations per size")->check(CLI::NonNegativeNumber);
+  sub->add_option("--min-bytes", o->min_bytes, "Smallest message (e.g. 8, 1K)")
+      ->capture_default_str();
+  sub->add_option("--max-bytes", o->max_bytes, "Largest message (e.g. 64M); sizes step by 4x")
+      ->capture_default_str();
+  sub->add_option("--iters", o->iters, "Timed iterations per size")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "Untimed iterations per size")->check(CLI::NonNegativeNumber)->capture_default_str();
   sub->add_option("--order", o->order,
                   "Reduction order of the host communicator, as distributed.reduction_order: fast (the "
                   "library's algorithm) | fixed (rank order, reproducible); native and fixed_order are "

@@ -275,8 +275,9 @@ void add_eval_command(CLI::App& app) {
   sub->add_flag("--json", a->json,
                "Print one JSON line (checkpoint, step, backend, packing, sequences, rows, masked tokens, losses, "
                "accuracies) instead of the text lines");
-  sub->add_option("--dump-batch", a->dump_batch, "Write the first micro-batch and its losses as JSON")
-      ->group("");
+  sub->add_option("--dump-batch", a->dump_batch,
+                  "Write the first micro-batch and its losses as JSON to this file, for comparing with other "
+                  "BERT code on the same inputs (a new file, or an earlier dump it replaces)");
   sub->callback([a] { report(run_eval_cmd(*a)); });
 }
 

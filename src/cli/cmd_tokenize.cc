@@ -123,13 +123,14 @@ void add_tokenize_command(CLI::App& app) {
       app.add_subcommand("tokenize", "BERT-tokenize text, one output line per input line");
   sub->add_option("--vocab", args->vocab, "WordPiece vocab.txt")->required();
   auto* ids = sub->add_flag("--ids", args->ids, "Print token ids (the default)");
-  sub->add_flag("--tokens", args->tokens, "Print word pieces instead of ids")->excludes(ids);
+  auto* tokens = sub->add_flag("--tokens", args->tokens, "Print word pieces instead of ids")->excludes(ids);
   sub->add_flag("--cased", args->cased, "Keep case and accents (for cased vocabularies)");
   sub->add_flag("--skip-invalid", args->skip_invalid,
                 "Skip lines of invalid UTF-8 (their count goes to stderr) instead of failing");
   sub->add_flag("--words", args->words,
                 "Print the normalised words before WordPiece (basic tokenization)")
-      ->excludes(ids);
+      ->excludes(ids)
+      ->excludes(tokens);
   sub->add_flag("--no-special", args->no_special, "Omit [CLS] and [SEP]");
   sub->add_option("file", args->input, "Input text, plain, gzip or Zstandard (default: stdin, or -)");
   sub->callback([args] { report(run_tokenize(*args)); });

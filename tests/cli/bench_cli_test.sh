@@ -215,6 +215,10 @@ done
 expect_fail "--order: expected fast or fixed (aliases: native, fixed_order), got 'ring'" 2 \
   env LANSBERT_COMM=single "$bin" "${comm[@]}" --order ring
 [[ $("$bin" bench-comm --help) == *"fast (the library's algorithm) | fixed"* ]] || fail "bench-comm --help: --order"
+help=$("$bin" bench-comm --help | tr -s ' \n' ' ')
+for want in '--min-bytes TEXT=8 ' '--max-bytes TEXT=64M ' '--iters INT:POSITIVE=20 ' '--warmup INT:NONNEGATIVE=5 '; do
+  [[ $help == *"$want"* ]] || fail "bench-comm --help lacks the default '$want': $help"
+done
 
 # LANSBERT_COMM: single or mpi override the launcher's guess, unset or empty leave it; any
 # other value is refused (exit 2) before a command runs, here before train reads its config.

@@ -101,4 +101,11 @@ for want in '--size INT:INT in [5 - 16777216]=30522 ' '--min-frequency INT:INT i
             '--unused INT:INT in [0 - 1048576]=99 '; do
   [[ $help == *"$want"* ]] || fail "vocab --help lacks '$want': $help"
 done
+# --ids, --tokens and --words each choose the output: two at once are refused, not one ignored.
+for pair in "--tokens --words" "--ids --words" "--ids --tokens"; do
+  set +e
+  err=$(echo hello | "$bin" tokenize --vocab "$vocab" $pair 2>&1); rc=$?
+  set -e
+  (( rc == 2 )) && [[ $err == *"excludes"* ]] || fail "tokenize $pair: exit $rc, $err"
+done
 echo "tokenize_cli_test: ok"
