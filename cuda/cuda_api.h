@@ -16,6 +16,10 @@ namespace lansbert::cuda {
 
 // Number of visible CUDA devices; 0 without a driver or a device.
 int device_count();
+// Why device_count() is 0, for the message that says so: "no CUDA device visible (...)", or
+// the runtime's own error with both versions when it is another (a driver older than this
+// build's runtime reports no device at all: cudaErrorInsufficientDriver).
+std::string no_device_reason();
 // "NVIDIA H200 (sm_90, 139 GiB)" for device `index`.
 std::string device_description(int index);
 // 10 * major + minor of device `index` (70 V100, 80 A100, 90 H100/H200); 0 when unknown.

@@ -84,7 +84,7 @@ class CudaDeviceBackend final : public DeviceBackend {
 
 Status make_device_backend(std::unique_ptr<DeviceBackend>* out) {
   if (device_count() == 0)
-    return Status::unsupported("backend: cuda: no CUDA device visible (no driver, no GPU, or CUDA_VISIBLE_DEVICES empty)");
+    return Status::unsupported("backend: cuda: " + no_device_reason());
   *out = std::make_unique<CudaDeviceBackend>();
   return Status::ok();
 }

@@ -210,7 +210,7 @@ void CudaOps::gemm_bias_into(Trans ta, Trans tb, int m, int n, int k, const floa
   // A 16-bit copy takes the epilogue only while its one-time check has not disagreed.
   const bool may_fuse = !copy || half_bias_epilogue_ != Checked::kDisagrees;
   if (may_fuse && lt_.run(call, stream()) &&
-      (!copy || half_bias_epilogue_agrees(call, c))) {
+      (!copy || half_bias_epilogue_agrees(call))) {
     ++fused_bias_gemms_;
     return;
   }

@@ -39,6 +39,16 @@ void fill_probe_bias(float* bias, int n, cudaStream_t s);
 // their kernels added into *count, read after the stream drains (the check's one
 // synchronisation; its scratch may be freed once this returns).
 unsigned count_after_drain(const unsigned* count, cudaStream_t s);
+// The epilogue checks recompute a call's result kCheckRows rows at a time, so their scratch
+// stays near 1024 x n whatever m is (bert-large's FFN at 32K tokens a rank would otherwise
+// need a GiB, in the middle of the first step); each probe call runs on at most that many rows.
+inline constexpr int kCheckRows = 1024;
+// op(A)'s row r of a row-major GEMM operand (ta: A stored [m, k], or [k, m] transposed).
+const void* gemm_operand_row(const void* a, cudaDataType_t type, Trans ta, int lda, int r);
+// scale[c] = the mean |acc[., c]| over `rows` rows of [rows, cols]: the size of a column's sums,
+// the checks' floor for values that nearly cancel (another fp32 summation order moves those by
+// a part of the summands' size, not of the small result).
+void column_scale(const float* acc, int rows, int cols, float* scale, cudaStream_t s);
 
 class CudaOps final : public Ops<float> {
  public:
@@ -230,10 +240,10 @@ class CudaOps final : public Ops<float> {
   // of each, the answer kept in gelu_epilogue_ for the later ones.
   bool gelu_epilogue_agrees(const LtBiasMatmul::Call& call);
   // half_bias_check.cu: after cuBLASLt's epilogue ran `call` (16-bit D, fp32 bias), whether
-  // the fallback's computation (using c as fp32 scratch, or a scratch of its own where c is
-  // null) agrees, with the call's bias and with a non-zero probe bias; checked on the first
-  // call, the answer kept in half_bias_epilogue_ for the later ones.
-  bool half_bias_epilogue_agrees(const LtBiasMatmul::Call& call, float* c);
+  // the fallback's computation (in scratch of its own, kCheckRows rows at a time) agrees, with
+  // the call's bias and with a non-zero probe bias; checked on the first call, the answer kept
+  // in half_bias_epilogue_ for the later ones.
+  bool half_bias_epilogue_agrees(const LtBiasMatmul::Call& call);
   cublasComputeType_t compute_type() const;
 
   // dst[index[i], :] += src[i, :], rows of one index summed in ascending i (cuda_gather.cu).

@@ -25,6 +25,20 @@ int device_count() {
   return n;
 }
 
+std::string no_device_reason() {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  (void)cudaGetLastError();
+  if (err == cudaSuccess || err == cudaErrorNoDevice)
+    return "no CUDA device visible (no GPU, or CUDA_VISIBLE_DEVICES empty)";
+  std::string why = std::string("no CUDA device usable: ") + cudaGetErrorString(err) + " (" +
+                    runtime_and_driver_versions() + ")";
+  if (err == cudaErrorInsufficientDriver)
+    why += ": the driver is older than the CUDA runtime this lansbert was built with; update the driver or "
+           "build with the CUDA toolkit the driver supports (nvidia-smi names it)";
+  return why;
+}
+
 std::string device_description(int index) {
   cudaDeviceProp p{};
   if (cudaGetDeviceProperties(&p, index) != cudaSuccess) return "unavailable";

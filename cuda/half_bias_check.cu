@@ -4,8 +4,10 @@
 // wrong, so the first call cuBLASLt accepts is checked against the fallback's computation (fp32
 // GEMM, then bias + rounding in one kernel), twice: with the call's own bias, and with a probe
 // bias of non-zero values (BERT initialises biases to zero, and zeros read as 16-bit pairs are
-// still zeros, so the real call alone could not tell). One synchronisation, once; the answer
-// decides the epilogue for 16-bit outputs in this CudaOps.
+// still zeros, so the real call alone could not tell). Every row of the real call is checked,
+// kCheckRows at a time; the probe runs on the first kCheckRows. One synchronisation, once; the
+// answer decides the epilogue for 16-bit outputs in this CudaOps.
+#include <algorithm>
 #include <cstdio>
 
 #include "cuda_ops.cuh"
@@ -27,53 +29,77 @@ unsigned count_after_drain(const unsigned* count, cudaStream_t s) {
   return far;
 }
 
+const void* gemm_operand_row(const void* a, cudaDataType_t type, Trans ta, int lda, int r) {
+  const size_t bytes = type == CUDA_R_32F ? 4 : 2;
+  const size_t elements = ta == Trans::kNo ? size_t(r) * size_t(lda) : size_t(r);
+  return static_cast<const char*>(a) + elements * bytes;
+}
+
+void column_scale(const float* acc, int rows, int cols, float* scale, cudaStream_t s) {
+  launch_map(size_t(cols), s, [=] __device__(size_t c) {
+    float sum = 0;
+    for (int r = 0; r < rows; ++r) sum += fabsf(acc[size_t(r) * cols + c]);
+    scale[c] = sum / float(rows);
+  });
+}
+
 namespace {
 
 // Counts the elements where the epilogue's 16-bit output `got` is further from the fallback's
 // `want` = round(acc + bias) than the rounding of `want` itself (|want| * 2^-mantissa bits)
-// plus what another fp32 summation order can move acc (2^-8 * (|acc| + |bias|)): loose enough
-// for a sum that nearly cancels, tight enough for a bias misread by about its own size.
-void count_far_apart(const uint16_t* got, const uint16_t* want, const float* acc, const float* bias, int rows,
-                     int cols, kern::HalfFormat f, unsigned* count, cudaStream_t s) {
+// plus what another fp32 summation order can move acc (2^-8 of |acc| + |bias| + the column's
+// mean |acc|): loose enough for a sum that nearly cancels, tight enough for a bias misread by
+// about its own size.
+void count_far_apart(const uint16_t* got, const uint16_t* want, const float* acc, const float* bias,
+                     const float* scale, int rows, int cols, kern::HalfFormat f, unsigned* count, cudaStream_t s) {
   const float eps = f == kern::HalfFormat::kBf16 ? 0x1p-7f : 0x1p-10f;
   launch_map(size_t(rows) * cols, s, [=] __device__(size_t i) {
     const float x = kern::half_to_float(got[i], f), y = kern::half_to_float(want[i], f);
-    const float b = bias[i % size_t(cols)];
-    const float tol = eps * fabsf(y) + 0x1p-8f * (fabsf(acc[i]) + fabsf(b));
+    const size_t c = i % size_t(cols);
+    const float tol = eps * fabsf(y) + 0x1p-8f * (fabsf(acc[i]) + fabsf(bias[c]) + scale[c]);
     if (!(fabsf(x - y) <= tol) && !(x != x && y != y)) atomicAdd(count, 1u);  // NaN only matches NaN
   });
 }
 
 }  // namespace
 
-bool CudaOps::half_bias_epilogue_agrees(const LtBiasMatmul::Call& call, float* c) {
+bool CudaOps::half_bias_epilogue_agrees(const LtBiasMatmul::Call& call) {
   if (half_bias_epilogue_ != Checked::kNotYet) return half_bias_epilogue_ == Checked::kAgrees;
-  const int m = call.m, n = call.n, k = call.k;
-  const size_t elems = size_t(m) * n;
+  const int m = call.m, n = call.n, k = call.k, chunk = std::min(m, kCheckRows);
+  const size_t elems = size_t(chunk) * n;
   const kern::HalfFormat f = gemm_half_format(options_.math);
-  // c null (gemm_bias_kept, whose c may be addresses only): the fp32 accumulator goes into the
-  // scratch too, at its start.
-  const size_t acc_bytes = c ? 0 : elems * sizeof(float);
-  DeviceBytes scratch(acc_bytes + 3 * elems * sizeof(uint16_t) + n * sizeof(float) + sizeof(unsigned));
-  if (!c) c = static_cast<float*>(scratch.get());
-  uint16_t* want = reinterpret_cast<uint16_t*>(static_cast<char*>(scratch.get()) + acc_bytes);
+  // Per chunk of rows: the fp32 accumulator, its 16-bit fallback result and column scale; the
+  // probe call's result and its fallback (its first chunk only), the probe bias, the count.
+  DeviceBytes scratch(elems * sizeof(float) + 3 * elems * sizeof(uint16_t) + 2 * n * sizeof(float) +
+                      sizeof(unsigned));
+  float* acc = static_cast<float*>(scratch.get());
+  float* scale = acc + elems;
+  float* probe_bias = scale + n;
+  uint16_t* want = reinterpret_cast<uint16_t*>(probe_bias + n);
   uint16_t* probe_got = want + elems;
   uint16_t* probe_want = probe_got + elems;
-  float* probe_bias = reinterpret_cast<float*>(probe_want + elems);
-  unsigned* count = reinterpret_cast<unsigned*>(probe_bias + n);
+  unsigned* count = reinterpret_cast<unsigned*>(probe_want + elems);
   fill_probe_bias(probe_bias, n, stream());
   LtBiasMatmul::Call probe = call;
+  probe.m = chunk;
   probe.bias = probe_bias;
   probe.c = probe_got;
   const bool probed = lt_.run(probe, stream());
-  // The fallback: the fp32 accumulator in c, then each bias added and rounded once.
-  gemm_ex(call.ta, call.tb, m, n, k, 1.0f, call.a, call.a_type, call.lda, call.b, call.b_type, call.ldb, 0.0f, c,
-          CUDA_R_32F, call.ldc);
-  bias_add_into_copy(c, call.bias, want, m, n, f, stream());
-  bias_add_into_copy(c, probe_bias, probe_want, m, n, f, stream());
   CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(unsigned), stream()));
-  count_far_apart(static_cast<const uint16_t*>(call.c), want, c, call.bias, m, n, f, count, stream());
-  if (probed) count_far_apart(probe_got, probe_want, c, probe_bias, m, n, f, count, stream());
+  const auto* got = static_cast<const uint16_t*>(call.c);
+  for (int r0 = 0; r0 < m; r0 += chunk) {
+    const int rows = std::min(chunk, m - r0);
+    // The fallback: the fp32 accumulator of these rows, then each bias added and rounded once.
+    gemm_ex(call.ta, call.tb, rows, n, k, 1.0f, gemm_operand_row(call.a, call.a_type, call.ta, call.lda, r0),
+            call.a_type, call.lda, call.b, call.b_type, call.ldb, 0.0f, acc, CUDA_R_32F, n);
+    column_scale(acc, rows, n, scale, stream());
+    bias_add_into_copy(acc, call.bias, want, rows, n, f, stream());
+    count_far_apart(got + size_t(r0) * call.ldc, want, acc, call.bias, scale, rows, n, f, count, stream());
+    if (r0 == 0 && probed) {
+      bias_add_into_copy(acc, probe_bias, probe_want, rows, n, f, stream());
+      count_far_apart(probe_got, probe_want, acc, probe_bias, scale, rows, n, f, count, stream());
+    }
+  }
   const unsigned far = count_after_drain(count, stream());  // scratch is freed on return
   const bool agrees = probed && far == 0;
   if (agrees)

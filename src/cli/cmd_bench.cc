@@ -108,7 +108,7 @@ Status open_backend(const BenchOptions& o, BenchBackend* b) {
   if (o.backend != "cuda") return Status::invalid_argument("bench: --backend: expected cpu or cuda, got '" + o.backend + "'");
 #ifdef LANSBERT_HAVE_CUDA
   if (cuda::device_count() == 0)
-    return Status::unsupported("bench: --backend cuda: no CUDA device visible (no driver, no GPU, or CUDA_VISIBLE_DEVICES empty)");
+    return Status::unsupported("bench: --backend cuda: " + cuda::no_device_reason());
   LB_RETURN_IF_ERROR(cuda::check_kernel_image(0));
   std::string note;  // to stderr: --json keeps stdout to one line
   LB_RETURN_IF_ERROR(check_gemm_math_on_device(o.math, cuda::compute_capability(0), cuda::device_description(0),

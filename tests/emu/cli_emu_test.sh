@@ -167,5 +167,14 @@ out=$("$mpiexec" -np 2 "${flags[@]}" -x LANSBERT_EMU_DEVICES "$lb" bench-comm --
 [[ $out == *busbw* ]] || { echo "FAIL: bench-comm output lacks busbw: $out"; fail=1; }
 out=$("$lb" info 2>&1) || { echo "FAIL: info: $out"; fail=1; }
 [[ $out == *"emulated"* ]] || { echo "FAIL: info does not show the emulated build: $out"; fail=1; }
+# A driver older than the runtime (CUDA 12.8 under this build's): the runtime sees no device;
+# train and bench say why, with both versions, rather than "no CUDA device visible" (exit 6).
+for cmd in "train --config $tmp/tiny.yaml --set checkpoint.dir=$tmp/old-driver --set backend=cuda" \
+           "bench --backend cuda --model bert-tiny --seq-len 8 --batch 2 --steps 1"; do
+  out=$(LANSBERT_EMU_DRIVER=12080 "$lb" $cmd 2>&1); rc=$?
+  (( rc == 6 )) && [[ $out == *"no CUDA device usable: cudaErrorInsufficientDriver (runtime "*", driver 12.8): the driver is older than the CUDA runtime"* ]] ||
+    { echo "FAIL: $cmd under an old driver: exit $rc, $out"; fail=1; }
+done
+[[ -e $tmp/old-driver ]] && { echo "FAIL: the refused run wrote $tmp/old-driver"; fail=1; }
 (( fail )) && exit 1
 echo "cli on the CUDA emulator: ok"

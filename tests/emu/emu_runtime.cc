@@ -39,6 +39,7 @@ int env_int(const char* name, int fallback) {
 }
 int device_count() { return env_int("LANSBERT_EMU_DEVICES", 1); }
 int device_sm() { return env_int("LANSBERT_EMU_SM", 90); }
+int driver_version() { return env_int("LANSBERT_EMU_DRIVER", CUDART_VERSION); }  // 12080: CUDA 12.8
 size_t device_bytes() { return size_t(env_int("LANSBERT_EMU_MEMORY_MIB", 16 << 10)) << 20; }
 
 struct Event {
@@ -148,12 +149,17 @@ const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorNoKernelImageForDevice: return "cudaErrorNoKernelImageForDevice";
+    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
     default: return "cudaError (emulator: unnamed)";
   }
 }
 const char* cudaGetErrorString(cudaError_t e) { return cudaGetErrorName(e); }
 
 cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 0;
+  // A driver older than the runtime (LANSBERT_EMU_DRIVER below CUDART_VERSION): the real
+  // runtime then reports no device at all, with this error.
+  if (emu::driver_version() < CUDART_VERSION) return fail(cudaErrorInsufficientDriver);
   *n = emu::device_count();
   return cudaSuccess;
 }
@@ -195,7 +201,7 @@ cudaError_t cudaRuntimeGetVersion(int* v) {
   return cudaSuccess;
 }
 cudaError_t cudaDriverGetVersion(int* v) {
-  *v = CUDART_VERSION;
+  *v = emu::driver_version();
   return cudaSuccess;
 }
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void*) {
