@@ -1,6 +1,7 @@
 // Presets, validation and the BertForPreTraining parameter table.
 #include "lansbert/model/bert_config.h"
 
+#include <cstdio>
 #include <string>
 
 namespace lansbert {
@@ -17,6 +18,23 @@ Status BertConfig::validate() const {
   LB_RETURN_IF_ERROR(positive(intermediate, "intermediate"));
   LB_RETURN_IF_ERROR(positive(max_positions, "max_positions"));
   LB_RETURN_IF_ERROR(positive(type_vocab, "type_vocab"));
+  // Bounds checked before anything is sized from the config: a typo of a few digits would
+  // otherwise build a parameter table of millions of layers (or sizes past 64 bits) before any
+  // memory check could name the field.
+  if (layers > kMaxLayers)
+    return Status::invalid_argument("model.layers " + std::to_string(layers) + ": at most " +
+                                    std::to_string(kMaxLayers) + " (bert-large has 24)");
+  const double H = hidden, I = intermediate;
+  const double count = (double(vocab_size) + max_positions + type_vocab + 2) * H +
+                       double(layers) * (4 * H * H + 2 * H * I + 9 * H + I) + 2 * H * H + 6 * H + vocab_size + 2;
+  if (count > kMaxParameters) {
+    char msg[320];
+    std::snprintf(msg, sizeof msg,
+                  "model: %.4g billion parameters (vocab_size %d, hidden %d, layers %d, intermediate %d), more than "
+                  "the %.1f billion a data-parallel run can hold: each rank keeps every weight (bert-large has 0.34 "
+                  "billion)", count / 1e9, vocab_size, hidden, layers, intermediate, kMaxParameters / 1e9);
+    return Status::invalid_argument(msg);
+  }
   if (hidden % heads != 0)
     return Status::invalid_argument("model.hidden (" + std::to_string(hidden) +
                                     ") must be divisible by model.heads (" + std::to_string(heads) + ")");

@@ -2,6 +2,8 @@
 #include "lansbert/optim/schedule.h"
 
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "lansbert/core/check.h"
 
@@ -62,14 +64,35 @@ Status ScheduleConfig::validate() const {
   if (!(peak_lr >= 0) || !std::isfinite(peak_lr)) {
     return Status::invalid_argument("schedule.peak_lr must be finite and >= 0");
   }
-  if (kind == ScheduleKind::kConstant) return Status::ok();
+  if (kind == ScheduleKind::kConstant) {
+    const ScheduleConfig defaults;
+    if (warmup_steps >= 0 || warmup_ratio != defaults.warmup_ratio)
+      return Status::invalid_argument("schedule." + std::string(warmup_steps >= 0 ? "warmup_steps" : "warmup_ratio") +
+                                      ": kind constant has no warmup (kind lans or linear with warmup)");
+    return Status::ok();
+  }
   if (total_steps <= 0) {
     return Status::invalid_argument("schedule.total_steps must be > 0 for schedule '" +
                                     std::string(schedule_kind_name(kind)) + "'");
   }
-  if (warmup_steps > total_steps || constant_steps > total_steps) {
-    return Status::invalid_argument("schedule.warmup_steps/constant_steps exceed total_steps");
+  const std::string T = std::to_string(total_steps), kind_name = schedule_kind_name(kind);
+  for (const auto& [field, steps] : {std::pair{"warmup_steps", warmup_steps}, std::pair{"constant_steps", constant_steps}}) {
+    if (steps < -1)
+      return Status::invalid_argument("schedule." + std::string(field) + " " + std::to_string(steps) +
+                                      ": must be at least 0 (or -1, the default: the ratio decides)");
+    if (steps > total_steps)
+      return Status::invalid_argument("schedule." + std::string(field) + " " + std::to_string(steps) +
+                                      " exceeds schedule.total_steps " + T);
   }
+  // Keys the kind does not read are refused when set away from their defaults, rather than
+  // ignored while the user believes them applied.
+  const ScheduleConfig defaults;
+  if (kind != ScheduleKind::kLans && (constant_steps > 0 || (constant_ratio != defaults.constant_ratio && constant_ratio != 0)))
+    return Status::invalid_argument("schedule." + std::string(constant_steps > 0 ? "constant_steps" : "constant_ratio") +
+                                    ": only kind lans has a constant phase (kind is " + kind_name + ")");
+  if (kind != ScheduleKind::kLans && decay_power != defaults.decay_power)
+    return Status::invalid_argument("schedule.decay_power: only kind lans takes a decay power (kind " + kind_name +
+                                    " decays " + (kind == ScheduleKind::kLinear ? "linearly" : "with power 0.5") + ")");
   const double w = fraction(warmup_ratio, warmup_steps, total_steps);
   const double c =
       kind == ScheduleKind::kLans ? fraction(constant_ratio, constant_steps, total_steps) : 0;
@@ -78,7 +101,19 @@ Status ScheduleConfig::validate() const {
   if (!(c >= 0 && c <= 1))
     return Status::invalid_argument("schedule.constant_ratio must be in [0, 1]");
   if (w + c > 1) {
-    return Status::invalid_argument("schedule: warmup + constant phases exceed total_steps");
+    // Named at the key that was set (a step count), with both parts: the constant phase's
+    // share is often the default 0.25 the user never wrote.
+    const char* lead = warmup_steps >= 0 ? "warmup_steps" : constant_steps >= 0 ? "constant_steps" : "warmup_ratio";
+    auto part = [&](const char* name, int64_t steps, double ratio) {
+      return steps >= 0 ? "schedule." + std::string(name) + "_steps " + std::to_string(steps)
+                        : "schedule." + std::string(name) + "_ratio " + std::to_string(ratio) + " (" +
+                              std::to_string(int64_t(ratio * double(total_steps))) + " steps)";
+    };
+    return Status::invalid_argument("schedule." + std::string(lead) + ": the warmup (" +
+                                    part("warmup", warmup_steps, warmup_ratio) + ") and the constant phase (" +
+                                    part("constant", constant_steps, constant_ratio) +
+                                    ") exceed schedule.total_steps " + T +
+                                    " (a schedule without a constant phase: schedule.constant_ratio: 0)");
   }
   if (!(decay_power > 0)) return Status::invalid_argument("schedule.decay_power must be > 0");
   return Status::ok();

@@ -33,7 +33,7 @@ expect_error 3 "no checkpoint" train --config "$tmp/good.yaml" --resume "$tmp/da
 expect_error 3 "config" train --config "$tmp/missing.yaml"
 expect_error 2 "--set optimizer.lr: optimizer.lr must be finite" train --config "$tmp/good.yaml" --set optimizer.lr=-1
 expect_error 2 "--set schedule.power: schedule.power must be > 0" train --config "$tmp/good.yaml" --set schedule.power=-1
-expect_error 2 "--set schedule.warmup_steps: schedule.warmup_steps/constant_steps exceed total_steps" \
+expect_error 2 "--set schedule.warmup_steps: schedule.warmup_steps 1000 exceeds schedule.total_steps 400" \
   train --config "$tmp/good.yaml" --set schedule.warmup_steps=1000
 expect_error 2 "--resume: an empty path" train --config "$tmp/good.yaml" --resume ''
 expect_error 2 "--resume excludes --init-from" train --config "$tmp/good.yaml" --resume latest --init-from "$tmp/ckpt"
@@ -68,9 +68,16 @@ printf '\x01' | dd of="$tmp/badeval/e.lbs" bs=1 seek=300 conv=notrunc 2>/dev/nul
 expect_error 4 "data.eval: $tmp/badeval/e.lbs: record 0" train --config "$tmp/good.yaml" \
   --set "data.eval=$tmp/badeval/*.lbs" --set "checkpoint.dir=$tmp/fresh/ck"
 [[ -e $tmp/fresh ]] && { echo "FAIL: a refused run created $tmp/fresh"; fail=1; }
-# A model that cannot fit in this host's memory is a config error, not a failed allocation.
-expect_error 2 "GiB of this host's memory; reduce batch.micro_batch" train --config "$tmp/good.yaml" --set model.vocab_size=2000000000 \
+# A model that cannot fit in this host's memory is a config error, not a failed allocation
+# (64 billion parameters: 1 TB of fp32 buffers) ...
+expect_error 2 "GiB of this host's memory; reduce batch.micro_batch" train --config "$tmp/good.yaml" --set model.vocab_size=1000000000 \
   --set "checkpoint.dir=$tmp/fresh/ck"
+# ... and sizes past what any data-parallel rank holds are refused from the config alone, before
+# a parameter table of 10^8 layers is built.
+expect_error 2 "model: 130 billion parameters (vocab_size 2000000000, hidden 64, layers 2, intermediate 128), more than the 68.7 billion" \
+  train --config "$tmp/good.yaml" --set model.vocab_size=2000000000 --set "checkpoint.dir=$tmp/fresh/ck"
+expect_error 2 "--set model.layers: model.layers 100000000: at most 1024 (bert-large has 24)" \
+  train --config "$tmp/good.yaml" --set model.layers=100000000 --set "checkpoint.dir=$tmp/fresh/ck"
 [[ $(snapshot) == "$before" ]] || { echo "FAIL: a failed run changed the checkpoint directory"; fail=1; }
 # The model's vocab_size must hold the data's vocab, and a preset's size is not silently
 # kept for a vocab of another size; a larger model.vocab_size, set explicitly, pads.

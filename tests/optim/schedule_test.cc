@@ -123,6 +123,36 @@ TEST(Schedule, ValidationNamesTheField) {
   c = lans_cfg(FirstUpdate::kMult0);
   c.total_steps = 0;
   EXPECT_NE(c.validate().message().find("total_steps"), std::string::npos);
+  // Each refusal leads with the key to fix (the config layer locates it) and gives the numbers.
+  const struct {
+    void (*edit)(ScheduleConfig*);
+    const char* says;
+  } bad[] = {
+      {[](ScheduleConfig* s) { s->warmup_steps = -5; }, "schedule.warmup_steps -5: must be at least 0"},
+      {[](ScheduleConfig* s) { s->constant_steps = 101; }, "schedule.constant_steps 101 exceeds schedule.total_steps 100"},
+      {[](ScheduleConfig* s) { s->warmup_steps = 80; },
+       "schedule.warmup_steps: the warmup (schedule.warmup_steps 80) and the constant phase (schedule.constant_ratio "
+       "0.250000 (25 steps)) exceed schedule.total_steps 100"},
+      {[](ScheduleConfig* s) { s->kind = ScheduleKind::kLinear, s->constant_ratio = 0.1; },
+       "schedule.constant_ratio: only kind lans has a constant phase (kind is linear)"},
+      {[](ScheduleConfig* s) { s->kind = ScheduleKind::kNvidiaPolyWarmup, s->constant_steps = 10; },
+       "schedule.constant_steps: only kind lans has a constant phase"},
+      {[](ScheduleConfig* s) { s->kind = ScheduleKind::kNvidiaPolyWarmup, s->decay_power = 2; },
+       "schedule.decay_power: only kind lans takes a decay power (kind nvidia_poly_warmup decays with power 0.5)"},
+      {[](ScheduleConfig* s) { s->kind = ScheduleKind::kConstant, s->warmup_steps = 10; },
+       "schedule.warmup_steps: kind constant has no warmup"},
+  };
+  for (const auto& b : bad) {
+    c = ScheduleConfig{};  // the defaults: kind lans, warmup 0.05, constant 0.25
+    c.total_steps = 100;
+    b.edit(&c);
+    EXPECT_NE(c.validate().message().find(b.says), std::string::npos) << c.validate().message();
+  }
+  // A constant ratio of 0 says "no constant phase", which every kind has: accepted.
+  c = lans_cfg(FirstUpdate::kMult0);
+  c.kind = ScheduleKind::kLinear;
+  c.constant_ratio = 0;
+  EXPECT_TRUE(c.validate().is_ok()) << c.validate().message();
   ScheduleKind k;
   EXPECT_TRUE(parse_schedule_kind("nvidia_poly_warmup", &k).is_ok());
   EXPECT_EQ(k, ScheduleKind::kNvidiaPolyWarmup);

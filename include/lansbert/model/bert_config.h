@@ -12,6 +12,10 @@
 
 namespace lansbert {
 
+// Upper bounds BertConfig::validate enforces before anything is sized from a config.
+inline constexpr int kMaxLayers = 1024;
+inline constexpr double kMaxParameters = 68719476736.0;  // 2^36: 275 GB of fp32 weights per rank
+
 struct BertConfig {
   int vocab_size = 30522;
   int hidden = 768;        // H
