@@ -79,6 +79,7 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
   auto set = std::make_unique<ShardSet>();
   if (opts.token_limit > 0) set->token_limit_ = opts.token_limit;
   set->segment_limit_ = opts.segment_limit;
+  std::string info_path;  // the shard set->info_ came from
   for (const auto& p : paths) {
     std::unique_ptr<ShardReader> r;
     LB_RETURN_IF_ERROR(open_shard(p, opts.vocab_hash, &r));
@@ -93,7 +94,23 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
       }
     }
     if (auto* lb = dynamic_cast<LbShardReader*>(r.get()); lb != nullptr) {
-      if (!set->info_) set->info_ = lb->info();
+      // The ids of shards made with two vocabularies mean two things; whole-word masking is
+      // read from the set's first shard (ShardSet::info), so it must hold for all.
+      if (set->info_ && (lb->info().vocab_hash != set->info_->vocab_hash ||
+                         lb->info().vocab_size != set->info_->vocab_size))
+        return Status::invalid_argument(fmt::format(
+            "{}: made with another vocabulary (hash {:#018x}, {} tokens) than {} (hash {:#018x}, {} tokens): one "
+            "run reads shards of one vocabulary; make them again with `lansbert prep --vocab` of the same file",
+            p, lb->info().vocab_hash, lb->info().vocab_size, info_path, set->info_->vocab_hash,
+            set->info_->vocab_size));
+      if (set->info_ && lb->info().whole_word != set->info_->whole_word)
+        return Status::invalid_argument(fmt::format("{}: whole-word masking {} differs from {} ({})", p,
+                                                    lb->info().whole_word ? "on" : "off",
+                                                    info_path, set->info_->whole_word ? "on" : "off"));
+      if (!set->info_) {
+        set->info_ = lb->info();
+        info_path = p;
+      }
       set->token_limit_ = std::min(set->token_limit_, lb->info().vocab_size);
     }
     set->offsets_.push_back(set->offsets_.back() + r->count());

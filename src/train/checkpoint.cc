@@ -295,6 +295,22 @@ Status commit_sharded_checkpoint(const std::string& root, const std::string& tmp
 
 Status check_checkpoint_root(const std::string& root, int64_t resumed_step) {
   LB_RETURN_IF_ERROR(check_can_create(root, PathKind::kDirectory, "checkpoint.dir"));
+  std::error_code ec;
+  // A checkpoint as the directory of a new run's checkpoints: they would nest in it, and
+  // --resume latest would find its trainer.json before their `latest`.
+  if (fs::exists(fs::path(root) / kMeta, ec))
+    return Status::invalid_argument(root + " (checkpoint.dir) is itself a checkpoint (it holds " + std::string(kMeta) +
+                                    "): give the run a directory of its own; to start from this checkpoint use "
+                                    "--init-from " + root);
+  // The pointers a save replaces: anything else by those names would be lost to it.
+  for (const char* name : {"latest", "final"}) {
+    const fs::path p = fs::path(root) / name;
+    const fs::file_status st = fs::symlink_status(p, ec);
+    if (fs::exists(st) && !fs::is_symlink(st))
+      return Status::invalid_argument(p.string() + " is not a checkpoint pointer (a symlink) but a " +
+                                      (fs::is_directory(st) ? "directory" : "file") + ", which a checkpoint would " +
+                                      "replace: move it away or set another checkpoint.dir");
+  }
   int64_t newest = -1;
   for (const std::string& n : checkpoint_step_dirs(root)) newest = std::max<int64_t>(newest, std::stoll(n.substr(5)));
   if (newest < 0) return Status::ok();

@@ -14,6 +14,7 @@
 #include "lansbert/core/allocator.h"
 #include "lansbert/core/file_io.h"
 #include "lansbert/core/stop_signals.h"
+#include "lansbert/data/vocab.h"
 #include "lansbert/model/flops.h"
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/device_peaks.h"
@@ -340,6 +341,9 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   LB_RETURN_IF_ERROR(run.view_of_the_job(&view));
   const nlohmann::json& seen = view["shards"];
   run.train_data = {{"samples", seen["train_samples"]}, {"files", seen["train_files"]}, {"digest", seen["train_digest"]}};
+  // Which vocabulary the ids mean, for a later phase's --init-from to compare (lansbert shards
+  // record it; NVIDIA's HDF5 ones do not).
+  if (run.shards->info()) run.train_data["vocab_hash"] = vocab_hash_text(run.shards->info()->vocab_hash);
   LB_RETURN_IF_ERROR(check_same_as_rank0(comm, view,
                                          "resolved config, command line or view of the shards",
                                          "every rank must read the same config file contents with the same --set "
@@ -388,6 +392,10 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   run.m.zero();
   run.v.zero();
   LB_RETURN_IF_ERROR(run.restore());
+  // A stop before where the run starts would be said as a stop there (every rank has the step).
+  if (opts.stop_at_step >= 0 && opts.stop_at_step < run.step)
+    return Status::invalid_argument("--stop-at-step " + std::to_string(opts.stop_at_step) + ": the run resumes at step " +
+                                    std::to_string(run.step) + ", past it");
   LB_RETURN_IF_ERROR(check_same_as_rank0(
       comm, {{"step", run.step}, {"micro_step", run.micro}, {"data_epoch", run.pos.epoch}, {"data_consumed", run.pos.consumed}},
       "position in the run", "every rank must resume the same checkpoint: put checkpoint.dir on a file system every "

@@ -2,6 +2,7 @@
 // masked slots, masking mode) and the model's vocab_size (trainer_run.h).
 #include <algorithm>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "lansbert/data/vocab.h"
@@ -74,6 +75,12 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
   if (cfg.data.eval.empty()) return Status::ok();
   st = ShardSet::open(cfg.data.eval, so, &eval_shards);
   if (!st.is_ok()) return st.with_prefix("data.eval: ");
+  // Without data.vocab nothing compared the two sets' vocabularies (with it, each was).
+  if (shards->info() && eval_shards->info() && shards->info()->vocab_hash != eval_shards->info()->vocab_hash)
+    return Status::invalid_argument(fmt::format(
+        "data.eval: the shards were made with another vocabulary (hash {:#018x}) than the data.train shards "
+        "(hash {:#018x}): make them with `lansbert prep --vocab` of the same file",
+        eval_shards->info()->vocab_hash, shards->info()->vocab_hash));
   if (eval_shards->count() == 0)  // every evaluation would log a loss of 0 over 0 sequences
     return Status::invalid_argument("data.eval: the shards hold no samples: nothing to evaluate");
   if (eval_shards->seq_len() != cfg.data.seq_len)

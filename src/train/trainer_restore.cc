@@ -59,7 +59,10 @@ bool same_values(const nlohmann::json& a, const nlohmann::json& b) {
 std::string train_data_note(const std::string& saved_json, const nlohmann::json& now) {
   if (saved_json.empty()) return "";
   const nlohmann::json saved = nlohmann::json::parse(saved_json);
-  if (saved == now) return "";
+  bool same = true;  // (a vocab_hash recorded on one side only is not the data changing)
+  for (const char* key : {"samples", "files", "digest"})
+    same = same && saved.value(key, nlohmann::json()) == now.value(key, nlohmann::json());
+  if (same) return "";
   auto describe = [](const nlohmann::json& d) {
     char digest[16];
     std::snprintf(digest, sizeof digest, "%08x", d.value("digest", 0u));
@@ -70,6 +73,21 @@ std::string train_data_note(const std::string& saved_json, const nlohmann::json&
   return "data.train is not the data the checkpoint's run read (it read " + describe(saved) + "; now " +
          describe(now) + "): the run goes on from the same position in the new data's order, so from here it reads "
          "other samples than the interrupted run would have";
+}
+
+// The first key of section `key` whose value differs between the checkpoint's config and the
+// run's, as "key.field is A in the checkpoint, B in the config" (a key only one side has counts
+// as null there), or "" when they agree.
+std::string first_difference(const char* key, const nlohmann::json& saved, const nlohmann::json& mine) {
+  nlohmann::json keys = nlohmann::json::object();
+  for (const auto* side : {&saved, &mine})
+    for (auto it = side->begin(); it != side->end(); ++it) keys[it.key()] = true;
+  for (auto it = keys.begin(); it != keys.end(); ++it) {
+    const nlohmann::json a = saved.value(it.key(), nlohmann::json()), b = mine.value(it.key(), nlohmann::json());
+    if (!same_values(a, b))
+      return std::string(key) + "." + it.key() + " is " + a.dump() + " in the checkpoint, " + b.dump() + " in the config";
+  }
+  return "";
 }
 
 // Checkpoints written before model.hidden_act existed were all trained with the erf GELU: their
@@ -94,13 +112,28 @@ Status Run::restore() {
   LB_RETURN_IF_ERROR(read_checkpoint_meta(dir, &meta));
   auto saved = nlohmann::json::parse(meta.config_json);
   auto mine = nlohmann::json::parse(config_to_json(cfg));
-  // batch.recompute changes memory and time, not results (and older checkpoints lack it).
-  for (auto* j : {&saved, &mine}) (*j)["batch"].erase("recompute");
+  // batch.recompute changes memory and time, not results (and older checkpoints lack it);
+  // batch.micro_batch only how a global batch is cut (a resume on another rank count may need
+  // another one): the same samples per update, other dropout masks (noted below).
+  const int64_t saved_micro = saved["batch"].value("micro_batch", int64_t(0));
+  for (auto* j : {&saved, &mine}) {
+    (*j)["batch"].erase("recompute");
+    (*j)["batch"].erase("micro_batch");
+  }
   fill_pre_hidden_act(&saved);
   for (const char* key : {"model", "batch"})
-    if (!same_values(saved[key], mine[key]))
-      return Status::invalid_argument(dir + ": incompatible checkpoint: its " + key + " section " +
-                                      saved[key].dump() + " differs from the config's " + mine[key].dump());
+    if (const std::string diff = first_difference(key, saved[key], mine[key]); !diff.empty())
+      return Status::invalid_argument(dir + ": incompatible checkpoint: " + diff +
+                                      " (a resume continues the same run; a new phase starts with --init-from)");
+  // A phase-2 config given --resume instead of --init-from: its data (other sequence lengths)
+  // is not what the position and the schedule belong to.
+  for (const char* field : {"seq_len", "max_pred"}) {
+    const nlohmann::json a = saved["data"].value(field, nlohmann::json()), b = mine["data"].value(field, nlohmann::json());
+    if (!a.is_null() && !same_values(a, b))
+      return Status::invalid_argument(dir + ": data." + field + " is " + a.dump() + " in the checkpoint, " + b.dump() +
+                                      " in the config: a run resumes on the data it started with; to start a new "
+                                      "phase from this checkpoint use --init-from " + dir);
+  }
   if (meta.step > cfg.schedule.total_steps)
     return Status::invalid_argument(dir + ": the checkpoint is at step " + std::to_string(meta.step) +
                                     ", beyond schedule.total_steps " + std::to_string(cfg.schedule.total_steps) +
@@ -109,6 +142,10 @@ Status Run::restore() {
   LB_RETURN_IF_ERROR(load_params(dir, &meta));
   OptimizerState state;
   LB_RETURN_IF_ERROR(load_optimizer(dir, meta, &state));
+  if (state.optimizer != cfg.optimizer.name)
+    return Status::invalid_argument(dir + ": the checkpoint's run used optimizer.name " + state.optimizer +
+                                    ", the config sets " + cfg.optimizer.name + ": a resume continues the same run (to "
+                                    "go on with another rule: --init-from " + dir + " with phase.phase_start: reset)");
   LB_RETURN_IF_ERROR(updater->set_state(state).with_prefix(dir + ": "));
   step = meta.step;
   micro = meta.micro_step;
@@ -117,6 +154,11 @@ Status Run::restore() {
     std::fprintf(opts.log, "resuming from %s at step %lld\n", dir.c_str(), (long long)step);
     if (const std::string note = train_data_note(meta.train_data_json, train_data); !note.empty())
       std::fprintf(opts.log, "note: %s\n", note.c_str());
+    if (saved_micro > 0 && saved_micro != cfg.batch.micro_batch)
+      std::fprintf(opts.log,
+                   "note: batch.micro_batch %d is not the checkpoint's %lld: the same samples per update, cut into "
+                   "other micro-batches (other dropout masks and sums' rounding than the interrupted run's)\n",
+                   cfg.batch.micro_batch, (long long)saved_micro);
     // Allowed (a new seed is a way past a bad stretch of data), but no longer the same run.
     if (meta.seed != cfg.seed)
       std::fprintf(opts.log,
@@ -168,6 +210,10 @@ Status check_same_model(const std::string& where, const BertConfig& theirs, cons
 }  // namespace
 
 Status Run::init_from(const std::string& spec) {
+  std::error_code type_ec;
+  if (std::filesystem::exists(spec, type_ec) && !std::filesystem::is_directory(spec, type_ec))
+    return Status::invalid_argument("--init-from " + spec + ": a file, not a directory (a lansbert checkpoint "
+                                    "directory or a Hugging Face model directory)");
   std::string dir;
   const bool checkpoint = resolve_checkpoint(spec, &dir).is_ok();
   // Every rank takes the same branch: their collectives differ (a rank that saw a Hugging Face
@@ -182,12 +228,36 @@ Status Run::init_from(const std::string& spec) {
     fill_pre_hidden_act(&saved);
     LB_RETURN_IF_ERROR(check_same_gelu("--init-from " + dir, saved["model"].value("hidden_act", std::string()),
                                        mc.hidden_act));
+    // The sizes, named here: the heads change no tensor's shape, so the weights would load into
+    // another model; the others would fail as the first tensor of another shape.
+    const nlohmann::json mine = nlohmann::json::parse(config_to_json(cfg))["model"];
+    for (const char* field : {"vocab_size", "hidden", "layers", "heads", "intermediate", "max_positions"}) {
+      const nlohmann::json a = saved["model"].value(field, nlohmann::json()), b = mine.value(field, nlohmann::json());
+      if (!a.is_null() && a != b)
+        return Status::invalid_argument("--init-from " + dir + ": the checkpoint's model." + field + " is " + a.dump() +
+                                        " but the config sets model." + field + ": " + b.dump());
+    }
+    // Phase 2 reads shards of phase 1's vocabulary, or its ids name other tokens than the
+    // embeddings learnt (checkpoints from before the hash was recorded are not checked).
+    if (!meta.train_data_json.empty()) {
+      const nlohmann::json phase1 = nlohmann::json::parse(meta.train_data_json)["vocab_hash"];
+      const nlohmann::json now = train_data.value("vocab_hash", nlohmann::json());
+      if (phase1.is_string() && now.is_string() && phase1 != now)
+        return Status::invalid_argument("--init-from " + dir + ": the checkpoint was trained on shards of the vocabulary " +
+                                        phase1.get<std::string>() + ", data.train's shards were made with " +
+                                        now.get<std::string>() + ": the token ids would mean other tokens; make "
+                                        "them with `lansbert prep --vocab` of the first phase's vocabulary");
+    }
     LB_RETURN_IF_ERROR(load_params(dir, &meta));
     micro = meta.micro_step;  // dropout masks continue, never repeat phase 1's
     if (cfg.phase_start == PhaseStart::kKeepMoments) {
       LB_RETURN_IF_ERROR(check_param_layout(dir, meta, model->table()));
       OptimizerState state;
       LB_RETURN_IF_ERROR(load_optimizer(dir, meta, &state));
+      if (state.optimizer != cfg.optimizer.name)
+        return Status::invalid_argument("--init-from " + dir + ": phase.phase_start keep_moments keeps the moments of "
+                                        "optimizer.name " + state.optimizer + ", the config sets " + cfg.optimizer.name +
+                                        ": start the new rule with phase.phase_start: reset");
       LB_RETURN_IF_ERROR(updater->set_state(state).with_prefix(dir + ": "));
     }
     LB_RETURN_IF_ERROR(updater->begin_phase(cfg.schedule, flat(), dp->state_elements()));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -47,5 +48,12 @@ class Vocab {
   uint64_t hash_ = 0;
   int32_t pad_ = -1, unk_ = -1, cls_ = -1, sep_ = -1, mask_ = -1;
 };
+
+// A vocabulary hash as the messages and trainer.json write it: "0x" and 16 hex digits.
+inline std::string vocab_hash_text(uint64_t hash) {
+  char text[19];
+  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
 
 }  // namespace lansbert

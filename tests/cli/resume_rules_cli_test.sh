@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# What a resume and a new phase's --init-from accept, from the command line: a resume continues
+# the same run (its model, global batch, sequence shape and optimizer; another micro-batch is
+# allowed and said), a new phase starts from weights of the same model and vocabulary, and
+# checkpoint.dir must be a directory of the run's own. Each refusal names the key and exits 2,
+# before anything is written.
+# Usage: resume_rules_cli_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH
+source "$(dirname "$0")/train_test_setup.sh" "$@"
+write_tiny_yaml "$tmp/good.yaml"
+y=(train --config "$tmp/good.yaml")
+"$lb" "${y[@]}" --stop-at-step 2 >/dev/null 2>&1 || { echo "FAIL: the first run"; fail=1; }
+ckpt=$(readlink -f "$tmp/ckpt/latest")
+
+# checkpoint.dir: not a checkpoint itself (its checkpoints would nest in it, and --resume latest
+# would find its trainer.json first), and no file or directory where `latest`/`final` go.
+expect_error 2 "$ckpt (checkpoint.dir) is itself a checkpoint (it holds trainer.json): give the run a directory of its own; to start from this checkpoint use --init-from $ckpt" \
+  "${y[@]}" --set "checkpoint.dir=$ckpt" --init-from "$ckpt" --stop-at-step 3
+for name in latest final; do
+  mkdir -p "$tmp/own-$name" && echo "my notes" > "$tmp/own-$name/$name"
+  expect_error 2 "$tmp/own-$name/$name is not a checkpoint pointer (a symlink) but a file, which a checkpoint would replace" \
+    "${y[@]}" --set "checkpoint.dir=$tmp/own-$name" --stop-at-step 1
+  [[ $(cat "$tmp/own-$name/$name") == "my notes" ]] || { echo "FAIL: $name was touched"; fail=1; }
+done
+
+# A resume: another micro-batch goes on (said); another sequence shape is a new phase.
+out=$("$lb" "${y[@]}" --set batch.micro_batch=8 --resume latest --stop-at-step 3 2>&1) ||
+  { echo "FAIL: resume with batch.micro_batch 8: $out"; fail=1; }
+[[ $out == *"note: batch.micro_batch 8 is not the checkpoint's 16: the same samples per update"* ]] ||
+  { echo "FAIL: no micro-batch note: $out"; fail=1; }
+[[ $out == *"resuming from "*"step-000000002 at step 2"* ]] || { echo "FAIL: resumed where: $out"; fail=1; }
+"$mk" "$tmp/d64" 64 10 >/dev/null || { echo "FAIL: make 64-token data"; fail=1; }
+p2=(--set "data.train=$tmp/d64/shards/*.lbs" --set data.seq_len=64 --set data.max_pred=10)
+expect_error 2 "data.seq_len is 32 in the checkpoint, 64 in the config: a run resumes on the data it started with; to start a new phase from this checkpoint use --init-from" \
+  "${y[@]}" "${p2[@]}" --set "checkpoint.dir=$tmp/p2" --resume "$ckpt"
+expect_error 2 "--stop-at-step 1: the run resumes at step 3, past it" "${y[@]}" --resume latest --stop-at-step 1
+expect_error 2 "incompatible checkpoint: batch.global_batch is 32 in the checkpoint, 64 in the config" \
+  "${y[@]}" --set batch.global_batch=64 --resume latest
+expect_error 2 "the checkpoint's run used optimizer.name lans, the config sets lamb: a resume continues the same run" \
+  "${y[@]}" --set optimizer.name=lamb --resume latest
+# ... which --init-from starts, from the same model only: the heads change no tensor's shape.
+"$lb" "${y[@]}" "${p2[@]}" --set "checkpoint.dir=$tmp/p2" --init-from "$ckpt" --stop-at-step 1 >/dev/null 2>&1 ||
+  { echo "FAIL: phase 2 by --init-from"; fail=1; }
+expect_error 2 "--init-from $ckpt: the checkpoint's model.heads is 2 but the config sets model.heads: 4" \
+  "${y[@]}" --set model.heads=4 --set "checkpoint.dir=$tmp/heads" --init-from "$ckpt"
+expect_error 2 "keeps the moments of optimizer.name lans, the config sets lamb: start the new rule with phase.phase_start: reset" \
+  "${y[@]}" --set optimizer.name=lamb --set "checkpoint.dir=$tmp/lamb" --init-from "$ckpt"
+"$lb" "${y[@]}" --set optimizer.name=lamb --set phase.phase_start=reset --set "checkpoint.dir=$tmp/lamb" \
+  --init-from "$ckpt" --stop-at-step 1 >/dev/null 2>&1 || { echo "FAIL: lamb from lans's weights with reset"; fail=1; }
+expect_error 2 "--init-from $tmp/good.yaml: a file, not a directory" "${y[@]}" --set "checkpoint.dir=$tmp/f" --init-from "$tmp/good.yaml"
+
+# Vocabularies: the same tokens in another order make other ids. Shards of two are not one set,
+# nor training and held-out data, nor a phase and the one before it.
+sed -n 1,5p "$tmp/data/vocab.txt" > "$tmp/vocab-b.txt"; sed -n '6,$p' "$tmp/data/vocab.txt" >> "$tmp/vocab-b.txt"
+sed -n 1,5p "$tmp/data/vocab.txt" > "$tmp/vocab-c.txt"; sed -n '6,$p' "$tmp/data/vocab.txt" | tac >> "$tmp/vocab-c.txt"
+for i in $(seq 240); do sed -n '6,$p' "$tmp/data/vocab.txt" | grep -v '^##' | shuf -n 12 -r --random-source=<(yes) | tr '\n' ' '; echo; (( i % 8 )) || echo; done > "$tmp/corpus.txt"
+for v in b c; do
+  "$lb" prep --vocab "$tmp/vocab-$v.txt" --input "$tmp/corpus.txt" --out "$tmp/s$v" --seq-len 32 --max-pred 5 >/dev/null 2>&1 ||
+    { echo "FAIL: prep with vocab $v"; fail=1; }
+done
+expect_error 2 "made with another vocabulary (hash" "${y[@]}" --set data.vocab= --set "data.train=[$tmp/sb/*.lbs, $tmp/sc/*.lbs]" \
+  --set "checkpoint.dir=$tmp/mixed"
+expect_error 2 "data.eval: the shards were made with another vocabulary" "${y[@]}" --set data.vocab= \
+  --set "data.train=$tmp/sb/*.lbs" --set "data.eval=$tmp/sc/*.lbs" --set "checkpoint.dir=$tmp/mixed-eval"
+"$lb" "${y[@]}" --set "data.vocab=$tmp/vocab-b.txt" --set "data.train=$tmp/sb/*.lbs" --set "checkpoint.dir=$tmp/vb" \
+  --stop-at-step 1 >/dev/null 2>&1 || { echo "FAIL: a run on vocab b"; fail=1; }
+expect_error 2 "the checkpoint was trained on shards of the vocabulary 0x" "${y[@]}" --set "data.vocab=$tmp/vocab-c.txt" \
+  --set "data.train=$tmp/sc/*.lbs" --set "checkpoint.dir=$tmp/vc" --init-from "$tmp/vb"
+[[ ! -e $tmp/mixed && ! -e $tmp/mixed-eval && ! -e $tmp/vc && ! -e $tmp/heads ]] || { echo "FAIL: a refused run wrote"; fail=1; }
+(( fail == 0 )) && echo "resume_rules_cli_test: ok"
+exit $fail
