@@ -9,7 +9,9 @@
 #                                        there, on the lent GPU machine, with build-gpu/bundle
 #                                        carried over: nvidia-smi, test_gpu (one process per
 #                                        test; with --sanitize the whole binary under
-#                                        compute-sanitizer), the command line end to end
+#                                        compute-sanitizer's memcheck, and the flash attention,
+#                                        LayerNorm and softmax tests under racecheck and
+#                                        synccheck), the command line end to end
 #                                        (train fp32/bf16/bf16 recomputing/bf16 with cuDNN attention + eval, bench-comm), and `lansbert bench --backend
 #                                        cuda` (bert-base/large, 128/20 and 512/80, fp32, TF32
 #                                        and bf16 (cast kernels and --gemm-cast cublas), the
@@ -95,6 +97,17 @@ run_step() {
     timeout "$tt" compute-sanitizer --tool memcheck --error-exitcode 9 "$bundle/bin/test_gpu" 2>&1 |
       tee "$out/test_gpu-memcheck.txt" || rc=$?
     echo "test_gpu exit status $rc" | tee -a "$out/summary.txt"
+    # Shared-memory races and barrier misuse inside a block: what the emulator's one-fiber-at-a-
+    # time lanes cannot show, in the kernels that exchange data through shared memory.
+    local tool r
+    for tool in racecheck synccheck; do
+      r=0
+      timeout "$tt" compute-sanitizer --tool "$tool" --error-exitcode 9 "$bundle/bin/test_gpu" \
+        --gtest_filter='GpuFlashAttention.*:GpuResidualLayerNorm*:GpuOps.*LayerNorm*:GpuOps.*Softmax*' 2>&1 |
+        tee "$out/test_gpu-$tool.txt" || r=$?
+      echo "test_gpu under $tool: exit status $r" | tee -a "$out/summary.txt"
+      (( r == 0 )) || rc=$r
+    done
   else
     gpu_tests_one_by_one "$out" "$tt" || rc=$?
   fi
