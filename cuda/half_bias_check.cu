@@ -68,17 +68,19 @@ bool CudaOps::half_bias_epilogue_agrees(const LtBiasMatmul::Call& call) {
   const int m = call.m, n = call.n, k = call.k, chunk = std::min(m, kCheckRows);
   const size_t elems = size_t(chunk) * n;
   const kern::HalfFormat f = gemm_half_format(options_.math);
-  // Per chunk of rows: the fp32 accumulator, its 16-bit fallback result and column scale; the
-  // probe call's result and its fallback (its first chunk only), the probe bias, the count.
-  DeviceBytes scratch(elems * sizeof(float) + 3 * elems * sizeof(uint16_t) + 2 * n * sizeof(float) +
-                      sizeof(unsigned));
-  float* acc = static_cast<float*>(scratch.get());
+  // The count, in 256 bytes of its own (first: the 16-bit arrays below may end off a 4-byte
+  // boundary, and the accumulator after it keeps cudaMalloc's alignment for cuBLAS); per chunk
+  // of rows the fp32 accumulator, its column scale and 16-bit fallback result; the probe bias,
+  // the probe call's result and its fallback (its first chunk only).
+  constexpr size_t kCountBytes = 256;
+  DeviceBytes scratch(kCountBytes + elems * sizeof(float) + 2 * n * sizeof(float) + 3 * elems * sizeof(uint16_t));
+  unsigned* count = static_cast<unsigned*>(scratch.get());
+  float* acc = reinterpret_cast<float*>(static_cast<char*>(scratch.get()) + kCountBytes);
   float* scale = acc + elems;
   float* probe_bias = scale + n;
   uint16_t* want = reinterpret_cast<uint16_t*>(probe_bias + n);
   uint16_t* probe_got = want + elems;
   uint16_t* probe_want = probe_got + elems;
-  unsigned* count = reinterpret_cast<unsigned*>(probe_want + elems);
   fill_probe_bias(probe_bias, n, stream());
   LtBiasMatmul::Call probe = call;
   probe.m = chunk;

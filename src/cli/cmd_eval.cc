@@ -33,7 +33,19 @@ Status read_checkpoint_config(const std::string& dir, TrainConfig* cfg, int64_t*
   CheckpointMeta meta;
   LB_RETURN_IF_ERROR(read_checkpoint_meta(dir, &meta));
   if (step) *step = meta.step;
-  return parse_train_config(meta.config_json, dir + "/trainer.json", {}, 1, cfg);
+  // Builds before the schedule refused keys its kind ignores stored them as given; eval and
+  // export never use the schedule, so such keys are read as the run used them: not at all.
+  nlohmann::json config = nlohmann::json::parse(meta.config_json);
+  if (nlohmann::json& sched = config["schedule"]; sched.is_object()) {
+    const std::string kind = sched.value("kind", std::string("lans"));
+    if (kind != "lans")
+      for (const char* key : {"constant_ratio", "constant_steps", "power"}) sched.erase(key);
+    if (kind == "constant")
+      for (const char* key : {"warmup_ratio", "warmup_steps"}) sched.erase(key);
+    for (const char* key : {"warmup_steps", "constant_steps"})  // below -1 meant "not set" then
+      if (sched.contains(key) && sched[key].is_number_integer() && sched[key].get<int64_t>() < -1) sched.erase(key);
+  }
+  return parse_train_config(config.dump(), dir + "/trainer.json", {}, 1, cfg);
 }
 
 Status open_checkpoint(const std::string& spec, std::string* dir, TrainConfig* cfg) {

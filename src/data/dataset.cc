@@ -94,8 +94,9 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
       }
     }
     if (auto* lb = dynamic_cast<LbShardReader*>(r.get()); lb != nullptr) {
-      // The ids of shards made with two vocabularies mean two things; whole-word masking is
-      // read from the set's first shard (ShardSet::info), so it must hold for all.
+      // The ids of shards made with two vocabularies mean two things. Unmasked (dynamic) shards
+      // are masked at load time by the first one's settings (ShardSet::info), so those must
+      // hold for all; masked ones carry their masks, whatever made them.
       if (set->info_ && (lb->info().vocab_hash != set->info_->vocab_hash ||
                          lb->info().vocab_size != set->info_->vocab_size))
         return Status::invalid_argument(fmt::format(
@@ -103,10 +104,14 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
             "run reads shards of one vocabulary; make them again with `lansbert prep --vocab` of the same file",
             p, lb->info().vocab_hash, lb->info().vocab_size, info_path, set->info_->vocab_hash,
             set->info_->vocab_size));
-      if (set->info_ && lb->info().whole_word != set->info_->whole_word)
-        return Status::invalid_argument(fmt::format("{}: whole-word masking {} differs from {} ({})", p,
-                                                    lb->info().whole_word ? "on" : "off",
-                                                    info_path, set->info_->whole_word ? "on" : "off"));
+      if (set->info_ && lb->dynamic_masking() &&
+          (lb->info().whole_word != set->info_->whole_word ||
+           lb->info().masked_lm_prob != set->info_->masked_lm_prob))
+        return Status::invalid_argument(fmt::format(
+            "{}: masked at load time with whole-word masking {} and probability {} where {} says {} and {}: one "
+            "set of unmasked shards is masked one way", p, lb->info().whole_word ? "on" : "off",
+            lb->info().masked_lm_prob, info_path, set->info_->whole_word ? "on" : "off", set->info_->masked_lm_prob));
+      set->all_whole_word_ = set->all_whole_word_ && lb->info().whole_word;
       if (!set->info_) {
         set->info_ = lb->info();
         info_path = p;

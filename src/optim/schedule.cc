@@ -2,6 +2,7 @@
 #include "lansbert/optim/schedule.h"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -60,42 +61,49 @@ Status parse_first_update(const std::string& s, FirstUpdate* out) {
   return Status::ok();
 }
 
+namespace {
+// A ratio as the messages print it: 0.25, not 0.250000.
+std::string ratio_text(double r) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", r);
+  return text;
+}
+}  // namespace
+
 Status ScheduleConfig::validate() const {
   if (!(peak_lr >= 0) || !std::isfinite(peak_lr)) {
     return Status::invalid_argument("schedule.peak_lr must be finite and >= 0");
   }
-  if (kind == ScheduleKind::kConstant) {
-    const ScheduleConfig defaults;
-    if (warmup_steps >= 0 || warmup_ratio != defaults.warmup_ratio)
-      return Status::invalid_argument("schedule." + std::string(warmup_steps >= 0 ? "warmup_steps" : "warmup_ratio") +
-                                      ": kind constant has no warmup (kind lans or linear with warmup)");
-    return Status::ok();
-  }
-  if (total_steps <= 0) {
-    return Status::invalid_argument("schedule.total_steps must be > 0 for schedule '" +
-                                    std::string(schedule_kind_name(kind)) + "'");
-  }
-  const std::string T = std::to_string(total_steps), kind_name = schedule_kind_name(kind);
-  for (const auto& [field, steps] : {std::pair{"warmup_steps", warmup_steps}, std::pair{"constant_steps", constant_steps}}) {
+  const std::string kind_name = schedule_kind_name(kind);
+  // Keys the kind does not read are refused when set to anything but their default or a
+  // "none" (0), rather than ignored while the user believes them applied.
+  const ScheduleConfig defaults;
+  const bool lans = kind == ScheduleKind::kLans, constant = kind == ScheduleKind::kConstant;
+  if (!lans && (constant_steps > 0 || (constant_ratio != defaults.constant_ratio && constant_ratio != 0)))
+    return Status::invalid_argument("schedule." + std::string(constant_steps > 0 ? "constant_steps" : "constant_ratio") +
+                                    ": only kind lans has a constant phase (kind is " + kind_name + ")");
+  if (!lans && decay_power != defaults.decay_power)
+    return Status::invalid_argument("schedule.decay_power: only kind lans takes a decay power (kind " + kind_name +
+                                    (constant ? " does not decay" :
+                                     kind == ScheduleKind::kLinear ? " decays linearly" : " decays with power 0.5") + ")");
+  if (constant && (warmup_steps > 0 || (warmup_ratio != defaults.warmup_ratio && warmup_ratio != 0)))
+    return Status::invalid_argument("schedule." + std::string(warmup_steps > 0 ? "warmup_steps" : "warmup_ratio") +
+                                    ": kind constant has no warmup (kind lans or linear with warmup)");
+  for (const auto& [field, steps] : {std::pair{"warmup_steps", warmup_steps}, std::pair{"constant_steps", constant_steps}})
     if (steps < -1)
       return Status::invalid_argument("schedule." + std::string(field) + " " + std::to_string(steps) +
                                       ": must be at least 0 (or -1, the default: the ratio decides)");
+  if (constant) return Status::ok();
+  if (total_steps <= 0) {
+    return Status::invalid_argument("schedule.total_steps must be > 0 for schedule '" + kind_name + "'");
+  }
+  const std::string T = std::to_string(total_steps);
+  for (const auto& [field, steps] : {std::pair{"warmup_steps", warmup_steps}, std::pair{"constant_steps", constant_steps}})
     if (steps > total_steps)
       return Status::invalid_argument("schedule." + std::string(field) + " " + std::to_string(steps) +
                                       " exceeds schedule.total_steps " + T);
-  }
-  // Keys the kind does not read are refused when set away from their defaults, rather than
-  // ignored while the user believes them applied.
-  const ScheduleConfig defaults;
-  if (kind != ScheduleKind::kLans && (constant_steps > 0 || (constant_ratio != defaults.constant_ratio && constant_ratio != 0)))
-    return Status::invalid_argument("schedule." + std::string(constant_steps > 0 ? "constant_steps" : "constant_ratio") +
-                                    ": only kind lans has a constant phase (kind is " + kind_name + ")");
-  if (kind != ScheduleKind::kLans && decay_power != defaults.decay_power)
-    return Status::invalid_argument("schedule.decay_power: only kind lans takes a decay power (kind " + kind_name +
-                                    " decays " + (kind == ScheduleKind::kLinear ? "linearly" : "with power 0.5") + ")");
   const double w = fraction(warmup_ratio, warmup_steps, total_steps);
-  const double c =
-      kind == ScheduleKind::kLans ? fraction(constant_ratio, constant_steps, total_steps) : 0;
+  const double c = lans ? fraction(constant_ratio, constant_steps, total_steps) : 0;
   if (!(w >= 0 && w <= 1))
     return Status::invalid_argument("schedule.warmup_ratio must be in [0, 1]");
   if (!(c >= 0 && c <= 1))
@@ -106,7 +114,7 @@ Status ScheduleConfig::validate() const {
     const char* lead = warmup_steps >= 0 ? "warmup_steps" : constant_steps >= 0 ? "constant_steps" : "warmup_ratio";
     auto part = [&](const char* name, int64_t steps, double ratio) {
       return steps >= 0 ? "schedule." + std::string(name) + "_steps " + std::to_string(steps)
-                        : "schedule." + std::string(name) + "_ratio " + std::to_string(ratio) + " (" +
+                        : "schedule." + std::string(name) + "_ratio " + ratio_text(ratio) + " (" +
                               std::to_string(int64_t(ratio * double(total_steps))) + " steps)";
     };
     return Status::invalid_argument("schedule." + std::string(lead) + ": the warmup (" +

@@ -300,16 +300,20 @@ Status check_checkpoint_root(const std::string& root, int64_t resumed_step) {
   // --resume latest would find its trainer.json before their `latest`.
   if (fs::exists(fs::path(root) / kMeta, ec))
     return Status::invalid_argument(root + " (checkpoint.dir) is itself a checkpoint (it holds " + std::string(kMeta) +
-                                    "): give the run a directory of its own; to start from this checkpoint use "
-                                    "--init-from " + root);
+                                    "): give the run a directory of its own; to continue that run exactly, "
+                                    "--resume " + root + " with another checkpoint.dir; to start a new phase "
+                                    "from it, --init-from " + root);
   // The pointers a save replaces: anything else by those names would be lost to it.
   for (const char* name : {"latest", "final"}) {
     const fs::path p = fs::path(root) / name;
     const fs::file_status st = fs::symlink_status(p, ec);
     if (fs::exists(st) && !fs::is_symlink(st))
-      return Status::invalid_argument(p.string() + " is not a checkpoint pointer (a symlink) but a " +
-                                      (fs::is_directory(st) ? "directory" : "file") + ", which a checkpoint would " +
-                                      "replace: move it away or set another checkpoint.dir");
+      return Status::invalid_argument(
+          p.string() + " is not a checkpoint pointer (a symlink) but a " + (fs::is_directory(st) ? "directory" : "file") +
+          ", which a checkpoint would replace: move it away or set another checkpoint.dir" +
+          (fs::is_directory(st) ? " (a copy that followed the links? put the link back: ln -sfn step-NNNNNNNNN " +
+                                      std::string(name) + ")"
+                                : std::string()));
   }
   int64_t newest = -1;
   for (const std::string& n : checkpoint_step_dirs(root)) newest = std::max<int64_t>(newest, std::stoll(n.substr(5)));

@@ -392,14 +392,14 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   run.m.zero();
   run.v.zero();
   LB_RETURN_IF_ERROR(run.restore());
-  // A stop before where the run starts would be said as a stop there (every rank has the step).
-  if (opts.stop_at_step >= 0 && opts.stop_at_step < run.step)
-    return Status::invalid_argument("--stop-at-step " + std::to_string(opts.stop_at_step) + ": the run resumes at step " +
-                                    std::to_string(run.step) + ", past it");
   LB_RETURN_IF_ERROR(check_same_as_rank0(
       comm, {{"step", run.step}, {"micro_step", run.micro}, {"data_epoch", run.pos.epoch}, {"data_consumed", run.pos.consumed}},
       "position in the run", "every rank must resume the same checkpoint: put checkpoint.dir on a file system every "
                              "host shares, or pass the same --resume directory"));
+  // A stop before where the run starts would be said as a stop there (the ranks agree on the step).
+  if (opts.stop_at_step >= 0 && opts.stop_at_step < run.step)
+    return Status::invalid_argument("--stop-at-step " + std::to_string(opts.stop_at_step) + ": the run resumes at step " +
+                                    std::to_string(run.step) + ", past it");
   LB_RETURN_IF_ERROR(run.check_outputs());
   LoaderOptions lo;
   lo.world = comm.world();

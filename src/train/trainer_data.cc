@@ -65,9 +65,9 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
   if (cfg.data.whole_word && !shards->info())
     return Status::invalid_argument("data.whole_word: HDF5 shards are masked already and record no masking mode; "
                                     "drop data.whole_word");
-  if (cfg.data.whole_word && !shards->dynamic_masking() && !shards->info()->whole_word)
+  if (cfg.data.whole_word && !shards->dynamic_masking() && !shards->all_whole_word())
     return Status::invalid_argument(
-        "data.whole_word: the data.train shards were masked by prep without --whole-word; prep them with "
+        "data.whole_word: data.train holds shards masked by prep without --whole-word; prep them with "
         "--whole-word (or --dynamic-masking, to mask at load time), or drop data.whole_word");
   if (shards->count() < cfg.batch.global_batch)
     return Status::invalid_argument("batch.global_batch: " + std::to_string(cfg.batch.global_batch) +

@@ -129,5 +129,20 @@ hf_json=$("$lb" eval --checkpoint "$tmp/hf" --data "$tmp/data/shards/*.lbs" --ma
 python3 -c 'import json, sys; j = json.loads(sys.argv[1]); sys.exit(not (j["hugging_face"] is True and j["step"] is None
   and j["packing"] is False and j["sequences"] == 8 and j["rows"] == 8))' "$hf_json" ||
   { echo "FAIL: eval --json of a Hugging Face directory: $hf_json"; fail=1; }
+# A checkpoint of a build from before the schedule refused keys its kind ignores (a linear
+# schedule with a power, a warmup_steps of -5; written here without trainer.json's checksum,
+# as such builds wrote it): eval and export read it, as they did then.
+old=$tmp/old-schedule
+cp -r "$(readlink -f "$tmp/ckpt/latest")" "$old"
+python3 - "$old/trainer.json" <<'PY'
+import json, sys
+p = sys.argv[1]; j = json.load(open(p)); j.pop("checksum", None)
+j["config"]["schedule"].update({"kind": "linear", "power": 2, "warmup_steps": -5})
+json.dump(j, open(p, "w"), indent=2)
+PY
+"$lb" eval --checkpoint "$old" --data "$tmp/data/shards/*.lbs" --max-sequences 16 > /dev/null 2>&1 ||
+  { echo "FAIL: eval of a checkpoint whose schedule set a key its kind ignores"; fail=1; }
+"$lb" export --checkpoint "$old" --out "$tmp/old-hf" > /dev/null 2>&1 ||
+  { echo "FAIL: export of a checkpoint whose schedule set a key its kind ignores"; fail=1; }
 (( fail )) && exit 1
 echo "eval cli: ok"

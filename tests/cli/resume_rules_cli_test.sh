@@ -13,7 +13,7 @@ ckpt=$(readlink -f "$tmp/ckpt/latest")
 
 # checkpoint.dir: not a checkpoint itself (its checkpoints would nest in it, and --resume latest
 # would find its trainer.json first), and no file or directory where `latest`/`final` go.
-expect_error 2 "$ckpt (checkpoint.dir) is itself a checkpoint (it holds trainer.json): give the run a directory of its own; to start from this checkpoint use --init-from $ckpt" \
+expect_error 2 "$ckpt (checkpoint.dir) is itself a checkpoint (it holds trainer.json): give the run a directory of its own; to continue that run exactly, --resume $ckpt with another checkpoint.dir; to start a new phase from it, --init-from $ckpt" \
   "${y[@]}" --set "checkpoint.dir=$ckpt" --init-from "$ckpt" --stop-at-step 3
 for name in latest final; do
   mkdir -p "$tmp/own-$name" && echo "my notes" > "$tmp/own-$name/$name"
@@ -21,6 +21,10 @@ for name in latest final; do
     "${y[@]}" --set "checkpoint.dir=$tmp/own-$name" --stop-at-step 1
   [[ $(cat "$tmp/own-$name/$name") == "my notes" ]] || { echo "FAIL: $name was touched"; fail=1; }
 done
+# A checkpoint.dir copied with its links followed holds `latest` as a directory: the way back.
+cp -rL "$tmp/ckpt" "$tmp/copied"
+expect_error 2 "$tmp/copied/latest is not a checkpoint pointer (a symlink) but a directory, which a checkpoint would replace: move it away or set another checkpoint.dir (a copy that followed the links? put the link back: ln -sfn step-NNNNNNNNN latest)" \
+  "${y[@]}" --set "checkpoint.dir=$tmp/copied" --resume latest --stop-at-step 3
 
 # A resume: another micro-batch goes on (said); another sequence shape is a new phase.
 out=$("$lb" "${y[@]}" --set batch.micro_batch=8 --resume latest --stop-at-step 3 2>&1) ||

@@ -76,7 +76,7 @@ expect_error 2 "GiB of this host's memory; reduce batch.micro_batch" train --con
 # a parameter table of 10^8 layers is built.
 expect_error 2 "model: 130 billion parameters (vocab_size 2000000000, hidden 64, layers 2, intermediate 128), more than the 68.7 billion" \
   train --config "$tmp/good.yaml" --set model.vocab_size=2000000000 --set "checkpoint.dir=$tmp/fresh/ck"
-expect_error 2 "--set model.layers: model.layers 100000000: at most 1024 (bert-large has 24)" \
+expect_error 2 "--set model.layers: model.layers 100000000: at most 4096 (bert-large has 24)" \
   train --config "$tmp/good.yaml" --set model.layers=100000000 --set "checkpoint.dir=$tmp/fresh/ck"
 [[ $(snapshot) == "$before" ]] || { echo "FAIL: a failed run changed the checkpoint directory"; fail=1; }
 # The model's vocab_size must hold the data's vocab, and a preset's size is not silently
@@ -97,7 +97,7 @@ expect_error 2 "model.vocab_size: 32 rows cannot hold the 64 tokens of data.voca
 expect_error 2 "schedule.total_steps: must be positive" \
   train --config "$tmp/good.yaml" --set schedule.kind=constant --set schedule.total_steps=0 --set "checkpoint.dir=$tmp/fresh/ck"
 # data.whole_word on shards prep masked token by token is refused, not ignored.
-expect_error 2 "data.whole_word: the data.train shards were masked by prep without --whole-word" \
+expect_error 2 "data.whole_word: data.train holds shards masked by prep without --whole-word" \
   train --config "$tmp/good.yaml" --set data.whole_word=true --set "checkpoint.dir=$tmp/fresh/ck"
 [[ -e $tmp/fresh ]] && { echo "FAIL: a refused run created $tmp/fresh"; fail=1; }
 "$lb" train --config "$tmp/good.yaml" --set model.vocab_size=72 --set "checkpoint.dir=$tmp/padded" \

@@ -27,7 +27,7 @@ struct Case {
   int cols;      // the FFN width: 160 is cuBLASLt's (a multiple of 8), 164 is not
   bool tanh;
   size_t fused;     // calls the epilogues serve (of 2)
-  int rows = 96;    // above cuda::kCheckRows: the one-time checks go over the rows in chunks
+  int rows = 96;    // (above cuda::kCheckRows the one-time checks go over the rows in chunks)
 };
 
 TEST(GpuGeluEpilogue, FusedAndUnfusedPathsMatchTheCpuTwin) {

@@ -4,6 +4,7 @@
 // 16-byte aligned goes to the fallback with the same results.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "cuda_ops.cuh"
@@ -75,6 +76,43 @@ TEST(GpuGemmBias, MisalignedBiasFallsBackWithTheSameResult) {
   expect_close("gemm_bias, bias at a 4-byte offset", to_host(dc), c, 1e-5);
   EXPECT_EQ(gpu.unfused_bias_gemms(), 1u);
   EXPECT_EQ(gpu.fused_bias_gemms(), 0u);
+}
+
+// gemm_bias_kept's one-time epilogue check goes over the rows kCheckRows at a time: with more
+// rows than that, A untransposed and transposed (each chunk's rows start elsewhere in A), the
+// check agrees and the kept copy is what the CPU twin writes; under an epilogue that misreads
+// the fp32 bias (the emulator's fault) it disagrees and the fallback gives the same copy.
+TEST(GpuGemmBias, KeptOutputCheckCoversEveryRow) {
+  LB_REQUIRE_GPU();
+  const int m = cuda::kCheckRows + 77, n = 96, k = 40;
+  for (const bool misread : {false, true}) {
+    if (misread && !testing::on_emulator()) continue;  // the fault is the emulator's
+    if (misread) ::setenv("LANSBERT_EMU_LT_BIAS_AS_D_TYPE", "1", 1);
+    for (Trans ta : {Trans::kNo, Trans::kYes}) {
+      const std::string what = std::string(misread ? "misread bias" : "bias") + " ta=" + std::to_string(int(ta));
+      const auto a = random_vector(size_t(m) * k, 67), b = random_vector(size_t(n) * k, 68);
+      const auto bias = random_vector(n, 69), r = random_vector(size_t(n) * 8, 70);
+      const int lda = ta == Trans::kNo ? k : m;
+      cuda::OpsOptions oo;
+      oo.math = GemmMath::kBf16;
+      cuda::CudaOps gpu(oo);
+      auto cpu = cpu::make_ops<float>(GemmMath::kBf16);
+      std::vector<float> c(size_t(m) * n), y(size_t(m) * 8);
+      cpu->gemm_bias_kept(ta, Trans::kYes, m, n, k, a.data(), lda, b.data(), k, bias.data(), c.data(), n);
+      cpu->gemm(Trans::kNo, Trans::kNo, m, 8, n, 1.f, c.data(), n, r.data(), 8, 0.f, y.data(), 8);
+      auto da = to_device(a), db = to_device(b), dbias = to_device(bias), dr = to_device(r);
+      auto dc = to_device(std::vector<float>(c.size(), 0.f)), dy = to_device(std::vector<float>(y.size(), 0.f));
+      gpu.gemm_bias_kept(ta, Trans::kYes, m, n, k, da.data(), lda, db.data(), k, dbias.data(), dc.data(), n);
+      gpu.gemm(Trans::kNo, Trans::kNo, m, 8, n, 1.f, dc.data(), n, dr.data(), 8, 0.f, dy.data(), 8);  // reads the copy
+      expect_close("gemm_bias_kept, " + what, to_host(dy), y, 1e-2);
+      if (testing::on_emulator()) {
+        EXPECT_EQ(gpu.fused_bias_gemms(), misread ? 0u : 1u) << what;
+      }
+      gpu.drop_gemm_operand(dc.data());
+      cpu->drop_gemm_operand(c.data());
+    }
+    if (misread) ::unsetenv("LANSBERT_EMU_LT_BIAS_AS_D_TYPE");
+  }
 }
 
 }  // namespace

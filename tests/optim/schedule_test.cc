@@ -132,7 +132,7 @@ TEST(Schedule, ValidationNamesTheField) {
       {[](ScheduleConfig* s) { s->constant_steps = 101; }, "schedule.constant_steps 101 exceeds schedule.total_steps 100"},
       {[](ScheduleConfig* s) { s->warmup_steps = 80; },
        "schedule.warmup_steps: the warmup (schedule.warmup_steps 80) and the constant phase (schedule.constant_ratio "
-       "0.250000 (25 steps)) exceed schedule.total_steps 100"},
+       "0.25 (25 steps)) exceed schedule.total_steps 100"},
       {[](ScheduleConfig* s) { s->kind = ScheduleKind::kLinear, s->constant_ratio = 0.1; },
        "schedule.constant_ratio: only kind lans has a constant phase (kind is linear)"},
       {[](ScheduleConfig* s) { s->kind = ScheduleKind::kNvidiaPolyWarmup, s->constant_steps = 10; },
@@ -141,6 +141,10 @@ TEST(Schedule, ValidationNamesTheField) {
        "schedule.decay_power: only kind lans takes a decay power (kind nvidia_poly_warmup decays with power 0.5)"},
       {[](ScheduleConfig* s) { s->kind = ScheduleKind::kConstant, s->warmup_steps = 10; },
        "schedule.warmup_steps: kind constant has no warmup"},
+      {[](ScheduleConfig* s) { s->kind = ScheduleKind::kConstant, s->decay_power = 3; },
+       "schedule.decay_power: only kind lans takes a decay power (kind constant does not decay)"},
+      {[](ScheduleConfig* s) { s->kind = ScheduleKind::kConstant, s->constant_ratio = 0.5; },
+       "schedule.constant_ratio: only kind lans has a constant phase (kind is constant)"},
   };
   for (const auto& b : bad) {
     c = ScheduleConfig{};  // the defaults: kind lans, warmup 0.05, constant 0.25
@@ -148,10 +152,16 @@ TEST(Schedule, ValidationNamesTheField) {
     b.edit(&c);
     EXPECT_NE(c.validate().message().find(b.says), std::string::npos) << c.validate().message();
   }
-  // A constant ratio of 0 says "no constant phase", which every kind has: accepted.
+  // A constant ratio (or a constant kind's warmup) of 0 says "none", which every kind has:
+  // accepted.
   c = lans_cfg(FirstUpdate::kMult0);
   c.kind = ScheduleKind::kLinear;
   c.constant_ratio = 0;
+  EXPECT_TRUE(c.validate().is_ok()) << c.validate().message();
+  c = ScheduleConfig{};
+  c.kind = ScheduleKind::kConstant;
+  c.warmup_ratio = 0;
+  c.warmup_steps = 0;
   EXPECT_TRUE(c.validate().is_ok()) << c.validate().message();
   ScheduleKind k;
   EXPECT_TRUE(parse_schedule_kind("nvidia_poly_warmup", &k).is_ok());

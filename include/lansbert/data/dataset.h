@@ -46,6 +46,9 @@ class ShardSet {
   // Parameters of the first of our shards (nullopt for an HDF5-only set): dynamic masking
   // takes its probability, special ids and vocab size from here.
   const std::optional<ShardInfo>& info() const { return info_; }
+  // Whether every shard of lansbert's format was made with --whole-word (HDF5 ones record no
+  // masking mode): what data.whole_word asks of statically masked shards.
+  bool all_whole_word() const { return all_whole_word_; }
 
   // Fills row `row` of `batch` with global sample `index`, and checks its fields: token ids
   // within the vocabulary, masked positions within the sequence, NSP label 0 or 1. Out of
@@ -64,6 +67,7 @@ class ShardSet {
   std::vector<std::unique_ptr<ShardReader>> shards_;
   std::vector<int64_t> offsets_{0};  // offsets_[i] = first global index of shard i
   std::optional<ShardInfo> info_;
+  bool all_whole_word_ = true;
   int32_t segment_limit_ = 2;          // ShardSetOptions::segment_limit
   int32_t token_limit_ = INT32_MAX;  // ids must be below this (ShardSetOptions::token_limit, our headers)
 };

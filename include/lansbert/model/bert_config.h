@@ -13,7 +13,7 @@
 namespace lansbert {
 
 // Upper bounds BertConfig::validate enforces before anything is sized from a config.
-inline constexpr int kMaxLayers = 1024;
+inline constexpr int kMaxLayers = 4096;  // as a Hugging Face config.json is bounded
 inline constexpr double kMaxParameters = 68719476736.0;  // 2^36: 275 GB of fp32 weights per rank
 
 struct BertConfig {
