@@ -37,7 +37,8 @@ Status read_checkpoint_config(const std::string& dir, TrainConfig* cfg, int64_t*
   // export never use the schedule, so such keys are read as the run used them: not at all.
   nlohmann::json config = nlohmann::json::parse(meta.config_json);
   if (nlohmann::json& sched = config["schedule"]; sched.is_object()) {
-    const std::string kind = sched.value("kind", std::string("lans"));
+    const std::string kind = sched.contains("kind") && sched["kind"].is_string() ? sched["kind"].get<std::string>()
+                                                                                 : std::string("lans");
     if (kind != "lans")
       for (const char* key : {"constant_ratio", "constant_steps", "power"}) sched.erase(key);
     if (kind == "constant")

@@ -93,7 +93,9 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
             first.max_pred(), first.dynamic_masking()));
       }
     }
-    if (auto* lb = dynamic_cast<LbShardReader*>(r.get()); lb != nullptr) {
+    auto* lb = dynamic_cast<LbShardReader*>(r.get());
+    if (!lb) set->all_whole_word_ = false;  // HDF5 records no masking mode
+    if (lb != nullptr) {
       // The ids of shards made with two vocabularies mean two things. Unmasked (dynamic) shards
       // are masked at load time by the first one's settings (ShardSet::info), so those must
       // hold for all; masked ones carry their masks, whatever made them.
@@ -109,7 +111,8 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
            lb->info().masked_lm_prob != set->info_->masked_lm_prob))
         return Status::invalid_argument(fmt::format(
             "{}: masked at load time with whole-word masking {} and probability {} where {} says {} and {}: one "
-            "set of unmasked shards is masked one way", p, lb->info().whole_word ? "on" : "off",
+            "set of unmasked shards is masked one way; make them with the same --whole-word and --masked-lm-prob",
+            p, lb->info().whole_word ? "on" : "off",
             lb->info().masked_lm_prob, info_path, set->info_->whole_word ? "on" : "off", set->info_->masked_lm_prob));
       set->all_whole_word_ = set->all_whole_word_ && lb->info().whole_word;
       if (!set->info_) {

@@ -88,7 +88,7 @@ Status ScheduleConfig::validate() const {
                                      kind == ScheduleKind::kLinear ? " decays linearly" : " decays with power 0.5") + ")");
   if (constant && (warmup_steps > 0 || (warmup_ratio != defaults.warmup_ratio && warmup_ratio != 0)))
     return Status::invalid_argument("schedule." + std::string(warmup_steps > 0 ? "warmup_steps" : "warmup_ratio") +
-                                    ": kind constant has no warmup (kind lans or linear with warmup)");
+                                    ": kind constant has no warmup (kinds lans, linear and nvidia_poly_warmup have one)");
   for (const auto& [field, steps] : {std::pair{"warmup_steps", warmup_steps}, std::pair{"constant_steps", constant_steps}})
     if (steps < -1)
       return Status::invalid_argument("schedule." + std::string(field) + " " + std::to_string(steps) +
@@ -111,7 +111,11 @@ Status ScheduleConfig::validate() const {
   if (w + c > 1) {
     // Named at the key that was set (a step count), with both parts: the constant phase's
     // share is often the default 0.25 the user never wrote.
-    const char* lead = warmup_steps >= 0 ? "warmup_steps" : constant_steps >= 0 ? "constant_steps" : "warmup_ratio";
+    const char* lead = warmup_steps >= 0     ? "warmup_steps"
+                       : constant_steps >= 0 ? "constant_steps"
+                       : warmup_ratio == defaults.warmup_ratio && constant_ratio != defaults.constant_ratio
+                           ? "constant_ratio"
+                           : "warmup_ratio";
     auto part = [&](const char* name, int64_t steps, double ratio) {
       return steps >= 0 ? "schedule." + std::string(name) + "_steps " + std::to_string(steps)
                         : "schedule." + std::string(name) + "_ratio " + ratio_text(ratio) + " (" +
@@ -120,8 +124,8 @@ Status ScheduleConfig::validate() const {
     return Status::invalid_argument("schedule." + std::string(lead) + ": the warmup (" +
                                     part("warmup", warmup_steps, warmup_ratio) + ") and the constant phase (" +
                                     part("constant", constant_steps, constant_ratio) +
-                                    ") exceed schedule.total_steps " + T +
-                                    " (a schedule without a constant phase: schedule.constant_ratio: 0)");
+                                    ") exceed schedule.total_steps " + T + " (a schedule without a constant phase: " +
+                                    (constant_steps >= 0 ? "schedule.constant_steps: 0)" : "schedule.constant_ratio: 0)"));
   }
   if (!(decay_power > 0)) return Status::invalid_argument("schedule.decay_power must be > 0");
   return Status::ok();

@@ -311,8 +311,8 @@ Status check_checkpoint_root(const std::string& root, int64_t resumed_step) {
       return Status::invalid_argument(
           p.string() + " is not a checkpoint pointer (a symlink) but a " + (fs::is_directory(st) ? "directory" : "file") +
           ", which a checkpoint would replace: move it away or set another checkpoint.dir" +
-          (fs::is_directory(st) ? " (a copy that followed the links? put the link back: ln -sfn step-NNNNNNNNN " +
-                                      std::string(name) + ")"
+          (fs::is_directory(st) ? " (a copy that followed the links? put the link back: rm -r " + p.string() +
+                                      " && ln -s step-NNNNNNNNN " + p.string() + ")"
                                 : std::string()));
   }
   int64_t newest = -1;

@@ -23,8 +23,13 @@ for name in latest final; do
 done
 # A checkpoint.dir copied with its links followed holds `latest` as a directory: the way back.
 cp -rL "$tmp/ckpt" "$tmp/copied"
-expect_error 2 "$tmp/copied/latest is not a checkpoint pointer (a symlink) but a directory, which a checkpoint would replace: move it away or set another checkpoint.dir (a copy that followed the links? put the link back: ln -sfn step-NNNNNNNNN latest)" \
+expect_error 2 "$tmp/copied/latest is not a checkpoint pointer (a symlink) but a directory, which a checkpoint would replace: move it away or set another checkpoint.dir (a copy that followed the links? put the link back: rm -r $tmp/copied/latest && ln -s step-NNNNNNNNN $tmp/copied/latest)" \
   "${y[@]}" --set "checkpoint.dir=$tmp/copied" --resume latest --stop-at-step 3
+# ... and the advice works.
+step=$(basename "$(readlink -f "$tmp/ckpt/latest")")
+rm -r "$tmp/copied/latest" && ln -s "$step" "$tmp/copied/latest"
+"$lb" "${y[@]}" --set "checkpoint.dir=$tmp/copied" --resume latest --stop-at-step 4 >/dev/null 2>&1 ||
+  { echo "FAIL: resume after putting the link back"; fail=1; }
 
 # A resume: another micro-batch goes on (said); another sequence shape is a new phase.
 out=$("$lb" "${y[@]}" --set batch.micro_batch=8 --resume latest --stop-at-step 3 2>&1) ||
@@ -69,6 +74,23 @@ expect_error 2 "data.eval: the shards were made with another vocabulary" "${y[@]
   --stop-at-step 1 >/dev/null 2>&1 || { echo "FAIL: a run on vocab b"; fail=1; }
 expect_error 2 "the checkpoint was trained on shards of the vocabulary 0x" "${y[@]}" --set "data.vocab=$tmp/vocab-c.txt" \
   --set "data.train=$tmp/sc/*.lbs" --set "checkpoint.dir=$tmp/vc" --init-from "$tmp/vb"
-[[ ! -e $tmp/mixed && ! -e $tmp/mixed-eval && ! -e $tmp/vc && ! -e $tmp/heads ]] || { echo "FAIL: a refused run wrote"; fail=1; }
+# Masking: statically masked shards carry their masks and may mix whole-word and plain ones
+# (data.whole_word then needs every one whole-word, the first in path order, a-ww, included or
+# not); unmasked ones are masked at load time by
+# one setting, so theirs must agree.
+prep=(prep --vocab "$tmp/vocab-b.txt" --input "$tmp/corpus.txt" --seq-len 32 --max-pred 5)
+"$lb" "${prep[@]}" --out "$tmp/a-ww" --whole-word >/dev/null 2>&1 || { echo "FAIL: prep --whole-word"; fail=1; }
+"$lb" "${prep[@]}" --out "$tmp/dyn-a" --dynamic-masking >/dev/null 2>&1 || { echo "FAIL: prep --dynamic-masking"; fail=1; }
+"$lb" "${prep[@]}" --out "$tmp/dyn-b" --dynamic-masking --masked-lm-prob 0.2 >/dev/null 2>&1 ||
+  { echo "FAIL: prep --masked-lm-prob 0.2"; fail=1; }
+vb=(--set "data.vocab=$tmp/vocab-b.txt")
+"$lb" "${y[@]}" "${vb[@]}" --set "data.train=[$tmp/a-ww/*.lbs, $tmp/sb/*.lbs]" --set "checkpoint.dir=$tmp/ww-mixed" \
+  --stop-at-step 1 >/dev/null 2>&1 || { echo "FAIL: static whole-word and plain shards together"; fail=1; }
+expect_error 2 "data.whole_word: data.train holds shards masked by prep without --whole-word" "${y[@]}" "${vb[@]}" \
+  --set "data.train=[$tmp/a-ww/*.lbs, $tmp/sb/*.lbs]" --set data.whole_word=true --set "checkpoint.dir=$tmp/ww-refused"
+expect_error 2 "masked at load time with whole-word masking off and probability 0.2 where $tmp/dyn-a/shard-00000.lbs says off and 0.15" \
+  "${y[@]}" "${vb[@]}" --set "data.train=[$tmp/dyn-a/*.lbs, $tmp/dyn-b/*.lbs]" --set "checkpoint.dir=$tmp/dyn-mixed"
+[[ ! -e $tmp/mixed && ! -e $tmp/mixed-eval && ! -e $tmp/vc && ! -e $tmp/heads && ! -e $tmp/ww-refused && ! -e $tmp/dyn-mixed ]] ||
+  { echo "FAIL: a refused run wrote"; fail=1; }
 (( fail == 0 )) && echo "resume_rules_cli_test: ok"
 exit $fail

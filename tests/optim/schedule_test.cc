@@ -133,6 +133,12 @@ TEST(Schedule, ValidationNamesTheField) {
       {[](ScheduleConfig* s) { s->warmup_steps = 80; },
        "schedule.warmup_steps: the warmup (schedule.warmup_steps 80) and the constant phase (schedule.constant_ratio "
        "0.25 (25 steps)) exceed schedule.total_steps 100"},
+      {[](ScheduleConfig* s) { s->constant_ratio = 0.97; },  // the key set leads, not the default beside it
+       "schedule.constant_ratio: the warmup (schedule.warmup_ratio 0.05 (5 steps)) and the constant phase "
+       "(schedule.constant_ratio 0.97 (97 steps)) exceed schedule.total_steps 100 (a schedule without a constant "
+       "phase: schedule.constant_ratio: 0)"},
+      {[](ScheduleConfig* s) { s->warmup_steps = 80, s->constant_steps = 30; },
+       "exceed schedule.total_steps 100 (a schedule without a constant phase: schedule.constant_steps: 0)"},
       {[](ScheduleConfig* s) { s->kind = ScheduleKind::kLinear, s->constant_ratio = 0.1; },
        "schedule.constant_ratio: only kind lans has a constant phase (kind is linear)"},
       {[](ScheduleConfig* s) { s->kind = ScheduleKind::kNvidiaPolyWarmup, s->constant_steps = 10; },

@@ -46,8 +46,8 @@ class ShardSet {
   // Parameters of the first of our shards (nullopt for an HDF5-only set): dynamic masking
   // takes its probability, special ids and vocab size from here.
   const std::optional<ShardInfo>& info() const { return info_; }
-  // Whether every shard of lansbert's format was made with --whole-word (HDF5 ones record no
-  // masking mode): what data.whole_word asks of statically masked shards.
+  // Whether every shard is one of lansbert's made with --whole-word (an HDF5 one records no
+  // masking mode, so it counts as not): what data.whole_word asks of statically masked shards.
   bool all_whole_word() const { return all_whole_word_; }
 
   // Fills row `row` of `batch` with global sample `index`, and checks its fields: token ids
