@@ -16,9 +16,10 @@ namespace lansbert::cuda {
 
 // Number of visible CUDA devices; 0 without a driver or a device.
 int device_count();
-// Why device_count() is 0, for the message that says so: "no CUDA device visible (...)", or
-// the runtime's own error with both versions when it is another (a driver older than this
-// build's runtime reports no device at all: cudaErrorInsufficientDriver).
+// Why device_count() is 0, for the message that says so: "no CUDA device visible (...)"
+// (no driver at all among the causes), or the runtime's own error with both versions when a
+// driver is there and fails otherwise (one older than this build's runtime reports no device
+// at all: cudaErrorInsufficientDriver).
 std::string no_device_reason();
 // "NVIDIA H200 (sm_90, 139 GiB)" for device `index`.
 std::string device_description(int index);

@@ -26,11 +26,14 @@ int device_count() {
 }
 
 std::string no_device_reason() {
-  int n = 0;
+  int n = 0, driver = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
+  // Without any driver the runtime says "insufficient driver" too: only a driver that is there
+  // and older than the runtime is named as such.
+  const bool have_driver = cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0;
   (void)cudaGetLastError();
-  if (err == cudaSuccess || err == cudaErrorNoDevice)
-    return "no CUDA device visible (no GPU, or CUDA_VISIBLE_DEVICES empty)";
+  if (err == cudaSuccess || err == cudaErrorNoDevice || !have_driver)
+    return "no CUDA device visible (no driver, no GPU, or CUDA_VISIBLE_DEVICES empty)";
   std::string why = std::string("no CUDA device usable: ") + cudaGetErrorString(err) + " (" +
                     runtime_and_driver_versions() + ")";
   if (err == cudaErrorInsufficientDriver)
