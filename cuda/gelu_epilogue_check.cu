@@ -96,8 +96,9 @@ bool CudaOps::gelu_epilogue_agrees(const LtBiasMatmul::Call& call) {
                       sizeof(unsigned));
   float* acc = static_cast<float*>(scratch.get());
   float* scale = acc + elems;
-  float* probe_bias = scale + n;  // backward: the column sums
-  float* magnitude = probe_bias + n;
+  float* probe_bias = scale + n;   // forward's probe bias ...
+  float* column_sums = probe_bias;  // ... or, over the same floats, backward's bias-gradient sums
+  float* magnitude = column_sums + n;
   uint16_t* probe_d = reinterpret_cast<uint16_t*>(magnitude + n);
   uint16_t* probe_aux = probe_d + elems;
   unsigned* count = reinterpret_cast<unsigned*>(probe_aux + elems);
@@ -111,7 +112,7 @@ bool CudaOps::gelu_epilogue_agrees(const LtBiasMatmul::Call& call) {
     probe.aux = probe_aux;
     probed = lt_.run(probe, stream());
   } else {
-    CUDA_CHECK(cudaMemsetAsync(probe_bias, 0, 2 * n * sizeof(float), stream()));
+    CUDA_CHECK(cudaMemsetAsync(column_sums, 0, 2 * n * sizeof(float), stream()));  // and magnitude
   }
   CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(unsigned), stream()));
   const auto* d = static_cast<const uint16_t*>(call.c);
@@ -126,10 +127,10 @@ bool CudaOps::gelu_epilogue_agrees(const LtBiasMatmul::Call& call) {
       count_gelu_far(d + at, aux + at, acc, call.bias, scale, rows, n, f, count, stream());
       if (r0 == 0 && probed) count_gelu_far(probe_d, probe_aux, acc, probe_bias, scale, rows, n, f, count, stream());
     } else {
-      count_dgelu_far(d + at, aux + at, acc, scale, rows, n, f, count, probe_bias, magnitude, stream());
+      count_dgelu_far(d + at, aux + at, acc, scale, rows, n, f, count, column_sums, magnitude, stream());
     }
   }
-  if (!forward) count_bias_grad_far(call.bias, probe_bias, magnitude, n, count, stream());
+  if (!forward) count_bias_grad_far(call.bias, column_sums, magnitude, n, count, stream());
   const unsigned far = count_after_drain(count, stream());  // scratch is freed on return
   const bool agrees = probed && far == 0;
   const char* name = forward ? "GELU_AUX_BIAS" : "DGELU_BGRAD";

@@ -15,6 +15,7 @@
 #include "lansbert/core/check.h"
 #include "lansbert/core/crc32c.h"
 #include "lansbert/data/hdf5_shard.h"
+#include "lansbert/data/vocab.h"
 
 namespace lansbert {
 
@@ -102,9 +103,9 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
       if (set->info_ && (lb->info().vocab_hash != set->info_->vocab_hash ||
                          lb->info().vocab_size != set->info_->vocab_size))
         return Status::invalid_argument(fmt::format(
-            "{}: made with another vocabulary (hash {:#018x}, {} tokens) than {} (hash {:#018x}, {} tokens): one "
+            "{}: made with another vocabulary (hash {}, {} tokens) than {} (hash {}, {} tokens): one "
             "run reads shards of one vocabulary; make them again with `lansbert prep --vocab` of the same file",
-            p, lb->info().vocab_hash, lb->info().vocab_size, info_path, set->info_->vocab_hash,
+            p, vocab_hash_text(lb->info().vocab_hash), lb->info().vocab_size, info_path, vocab_hash_text(set->info_->vocab_hash),
             set->info_->vocab_size));
       if (set->info_ && lb->dynamic_masking() &&
           (lb->info().whole_word != set->info_->whole_word ||

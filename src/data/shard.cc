@@ -17,6 +17,7 @@
 
 #include "lansbert/core/check.h"
 #include "lansbert/core/crc32c.h"
+#include "lansbert/data/vocab.h"
 
 namespace lansbert {
 namespace {
@@ -306,9 +307,9 @@ Status LbShardReader::open(const std::string& path, std::optional<uint64_t> expe
   }
   if (expected_vocab_hash && *expected_vocab_hash != r->info_.vocab_hash) {
     return Status::invalid_argument(fmt::format(
-        "{}: vocabulary mismatch: the shard was made with a vocab of hash {:#018x} (size {}), "
-        "this run expects hash {:#018x}", path, r->info_.vocab_hash, r->info_.vocab_size,
-        *expected_vocab_hash));
+        "{}: vocabulary mismatch: the shard was made with a vocab of hash {} (size {}), "
+        "this run expects hash {}", path, vocab_hash_text(r->info_.vocab_hash), r->info_.vocab_size,
+        vocab_hash_text(*expected_vocab_hash)));
   }
   ::madvise(m, size, MADV_RANDOM);
   *out = std::move(r);

@@ -112,10 +112,12 @@ OptimizerState Updater::state() const {
   return s;
 }
 
-Status Updater::set_state(const OptimizerState& s) {
+Status Updater::set_state(const OptimizerState& s, std::string_view other_rule_hint) {
   if (s.optimizer != optimizer_->name()) {
-    return Status::invalid_argument("optimizer state was written by '" + s.optimizer +
-                                    "', this run uses '" + optimizer_->name() + "'");
+    std::string msg = "the checkpoint's run used optimizer.name " + s.optimizer + ", this run uses " +
+                      std::string(optimizer_->name());
+    if (!other_rule_hint.empty()) msg += ": " + std::string(other_rule_hint);
+    return Status::invalid_argument(msg);
   }
   // Named field by field: a hand-edited or damaged state would otherwise train on with a
   // wrong bias correction, schedule position or loss scale.

@@ -246,6 +246,18 @@ Status check_plan_fits(const TrainConfig& config, const TrainPlan& p, double hav
   const double need = double(p.bytes_per_rank());
   if (have <= 0 || need * ranks <= have) return Status::ok();
   char buf[600];
+  if (double(p.flat_bytes) * ranks > have) {  // no batch setting helps: the model is too big here
+    BertConfig mc;
+    (void)config.resolve_model(&mc);
+    std::snprintf(buf, sizeof buf,
+                  "the model's parameters, gradients and optimizer moments alone need %.1f GiB per rank (%zu "
+                  "parameters: model.vocab_size %d, model.hidden %d, model.layers %d, model.intermediate %d) x %d "
+                  "rank(s), more than the %.1f GiB of %s; no batch setting shrinks them: choose a smaller model%s",
+                  double(p.flat_bytes) / gib, p.parameters, mc.vocab_size, mc.hidden, mc.layers, mc.intermediate,
+                  ranks, have / gib, where.c_str(),
+                  p.world > 1 && !config.distributed.shard_optimizer ? " or set distributed.shard_optimizer: true" : "");
+    return Status::invalid_argument(buf);
+  }
   std::snprintf(buf, sizeof buf,
                 "the run needs %.1f GiB per rank (flat buffers %.1f, 16-bit copies %.1f, activations %.1f: see "
                 "--dry-run) x %d rank(s), more than the %.1f GiB of %s; reduce batch.micro_batch or data.seq_len%s%s",

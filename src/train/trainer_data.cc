@@ -78,9 +78,9 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
   // Without data.vocab nothing compared the two sets' vocabularies (with it, each was).
   if (shards->info() && eval_shards->info() && shards->info()->vocab_hash != eval_shards->info()->vocab_hash)
     return Status::invalid_argument(fmt::format(
-        "data.eval: the shards were made with another vocabulary (hash {:#018x}) than the data.train shards "
-        "(hash {:#018x}): make them with `lansbert prep --vocab` of the same file",
-        eval_shards->info()->vocab_hash, shards->info()->vocab_hash));
+        "data.eval: the shards were made with another vocabulary (hash {}) than the data.train shards "
+        "(hash {}): make them with `lansbert prep --vocab` of the same file",
+        vocab_hash_text(eval_shards->info()->vocab_hash), vocab_hash_text(shards->info()->vocab_hash)));
   if (eval_shards->count() == 0)  // every evaluation would log a loss of 0 over 0 sequences
     return Status::invalid_argument("data.eval: the shards hold no samples: nothing to evaluate");
   if (eval_shards->seq_len() != cfg.data.seq_len)

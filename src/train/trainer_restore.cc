@@ -142,11 +142,10 @@ Status Run::restore() {
   LB_RETURN_IF_ERROR(load_params(dir, &meta));
   OptimizerState state;
   LB_RETURN_IF_ERROR(load_optimizer(dir, meta, &state));
-  if (state.optimizer != cfg.optimizer.name)
-    return Status::invalid_argument(dir + ": the checkpoint's run used optimizer.name " + state.optimizer +
-                                    ", the config sets " + cfg.optimizer.name + ": a resume continues the same run (to "
-                                    "go on with another rule: --init-from " + dir + " with phase.phase_start: reset)");
-  LB_RETURN_IF_ERROR(updater->set_state(state).with_prefix(dir + ": "));
+  LB_RETURN_IF_ERROR(updater
+                         ->set_state(state, "a resume continues the same run (to go on with another rule: --init-from " +
+                                                dir + " with phase.phase_start: reset)")
+                         .with_prefix(dir + ": "));
   step = meta.step;
   micro = meta.micro_step;
   pos = meta.data;
@@ -254,11 +253,10 @@ Status Run::init_from(const std::string& spec) {
       LB_RETURN_IF_ERROR(check_param_layout(dir, meta, model->table()));
       OptimizerState state;
       LB_RETURN_IF_ERROR(load_optimizer(dir, meta, &state));
-      if (state.optimizer != cfg.optimizer.name)
-        return Status::invalid_argument("--init-from " + dir + ": phase.phase_start keep_moments keeps the moments of "
-                                        "optimizer.name " + state.optimizer + ", the config sets " + cfg.optimizer.name +
-                                        ": start the new rule with phase.phase_start: reset");
-      LB_RETURN_IF_ERROR(updater->set_state(state).with_prefix(dir + ": "));
+      LB_RETURN_IF_ERROR(updater
+                             ->set_state(state, "phase.phase_start keep_moments keeps its moments; start the new "
+                                                "rule with phase.phase_start: reset")
+                             .with_prefix("--init-from " + dir + ": "));
     }
     LB_RETURN_IF_ERROR(updater->begin_phase(cfg.schedule, flat(), dp->state_elements()));
   } else {

@@ -44,14 +44,14 @@ expect_error 2 "data.seq_len is 32 in the checkpoint, 64 in the config: a run re
 expect_error 2 "--stop-at-step 1: the run resumes at step 3, past it" "${y[@]}" --resume latest --stop-at-step 1
 expect_error 2 "incompatible checkpoint: batch.global_batch is 32 in the checkpoint, 64 in the config" \
   "${y[@]}" --set batch.global_batch=64 --resume latest
-expect_error 2 "the checkpoint's run used optimizer.name lans, the config sets lamb: a resume continues the same run" \
+expect_error 2 "the checkpoint's run used optimizer.name lans, this run uses lamb: a resume continues the same run" \
   "${y[@]}" --set optimizer.name=lamb --resume latest
 # ... which --init-from starts, from the same model only: the heads change no tensor's shape.
 "$lb" "${y[@]}" "${p2[@]}" --set "checkpoint.dir=$tmp/p2" --init-from "$ckpt" --stop-at-step 1 >/dev/null 2>&1 ||
   { echo "FAIL: phase 2 by --init-from"; fail=1; }
 expect_error 2 "--init-from $ckpt: the checkpoint's model.heads is 2 but the config sets model.heads: 4" \
   "${y[@]}" --set model.heads=4 --set "checkpoint.dir=$tmp/heads" --init-from "$ckpt"
-expect_error 2 "keeps the moments of optimizer.name lans, the config sets lamb: start the new rule with phase.phase_start: reset" \
+expect_error 2 "--init-from $ckpt: the checkpoint's run used optimizer.name lans, this run uses lamb: phase.phase_start keep_moments keeps its moments; start the new rule with phase.phase_start: reset" \
   "${y[@]}" --set optimizer.name=lamb --set "checkpoint.dir=$tmp/lamb" --init-from "$ckpt"
 "$lb" "${y[@]}" --set optimizer.name=lamb --set phase.phase_start=reset --set "checkpoint.dir=$tmp/lamb" \
   --init-from "$ckpt" --stop-at-step 1 >/dev/null 2>&1 || { echo "FAIL: lamb from lans's weights with reset"; fail=1; }

@@ -69,8 +69,8 @@ expect_error 4 "data.eval: $tmp/badeval/e.lbs: record 0" train --config "$tmp/go
   --set "data.eval=$tmp/badeval/*.lbs" --set "checkpoint.dir=$tmp/fresh/ck"
 [[ -e $tmp/fresh ]] && { echo "FAIL: a refused run created $tmp/fresh"; fail=1; }
 # A model that cannot fit in this host's memory is a config error, not a failed allocation
-# (64 billion parameters: 1 TB of fp32 buffers) ...
-expect_error 2 "GiB of this host's memory; reduce batch.micro_batch" train --config "$tmp/good.yaml" --set model.vocab_size=1000000000 \
+# (64 billion parameters: 1 TB of fp32 buffers), and no batch setting is suggested for it ...
+expect_error 2 "GiB of this host's memory; no batch setting shrinks them: choose a smaller model" train --config "$tmp/good.yaml" --set model.vocab_size=1000000000 \
   --set "checkpoint.dir=$tmp/fresh/ck"
 # ... and sizes past what any data-parallel rank holds are refused from the config alone, before
 # a parameter table of 10^8 layers is built.

@@ -44,5 +44,33 @@ TEST(PlanMemory, ActivationBytesAreWhatTheCpuModelLaysOut) {
   }
 }
 
+// What a run that cannot fit is told to change: the batch settings when the activations are
+// what overflows, the model when its buffers alone do (no batch setting would help then).
+TEST(PlanMemory, TheRefusalNamesWhatWouldShrinkTheOverflow) {
+  const std::string path = std::string(LANSBERT_SOURCE_DIR) + "/configs/tiny-demo.yaml";
+  TrainConfig c;
+  ASSERT_TRUE(load_train_config(path, {}, 1, &c).is_ok());
+  TrainPlan plan;
+  ASSERT_TRUE(make_plan(c, 1, &plan).is_ok());
+  const double need = double(plan.bytes_per_rank());
+  EXPECT_TRUE(check_plan_fits(c, plan, need, 1, "test memory").is_ok());
+  EXPECT_TRUE(check_plan_fits(c, plan, 0, 1, "test memory").is_ok());  // unknown: no check
+  // Room for the buffers but not the activations.
+  const Status batch = check_plan_fits(c, plan, double(plan.flat_bytes) + 1, 1, "test memory");
+  ASSERT_EQ(batch.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(batch.message().find("of test memory; reduce batch.micro_batch or data.seq_len"), std::string::npos)
+      << batch.message();
+  // Not even for the buffers, and two ranks share the memory.
+  const Status model = check_plan_fits(c, plan, double(plan.flat_bytes) * 1.5, 2, "test memory");
+  ASSERT_EQ(model.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(model.message().find("parameters, gradients and optimizer moments alone need"), std::string::npos)
+      << model.message();
+  EXPECT_NE(model.message().find(std::to_string(plan.parameters) + " parameters: model.vocab_size "),
+            std::string::npos) << model.message();
+  EXPECT_NE(model.message().find("no batch setting shrinks them: choose a smaller model"), std::string::npos)
+      << model.message();
+  EXPECT_EQ(model.message().find("micro_batch"), std::string::npos) << model.message();
+}
+
 }  // namespace
 }  // namespace lansbert

@@ -156,7 +156,9 @@ TEST(Updater, StateFileRejectsCorruptionAndMismatch) {
   EXPECT_NE(bad.message().find("checksum"), std::string::npos) << bad.message();
   std::remove(path.c_str());
   auto u = updater(config("lamb", LossScaleMode::kNone));
-  EXPECT_FALSE(u->set_state(s).is_ok());  // state written by lans
+  const Status other = u->set_state(s, "the caller's hint");  // state written by lans
+  EXPECT_EQ(other.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(other.message(), "the checkpoint's run used optimizer.name lans, this run uses lamb: the caller's hint");
 }
 
 // A damaged or hand-edited state is refused naming the field, before any update uses it.

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "lansbert/core/file_io.h"
 #include "lansbert/core/status.h"
@@ -106,8 +107,9 @@ class Updater {
 
   double loss_scale() const { return scaler_.scale(); }
   OptimizerState state() const;
-  // Refuses state of another optimizer.
-  Status set_state(const OptimizerState& s);
+  // Refuses state of another optimizer, naming both; `other_rule_hint` (the caller's way to
+  // switch rules) is appended to that message. Refuses impossible counters field by field.
+  Status set_state(const OptimizerState& s, std::string_view other_rule_hint = {});
   const UpdaterConfig& config() const { return config_; }
   const Optimizer& optimizer() const { return *optimizer_; }
   const LrSchedule& schedule() const { return schedule_; }
