@@ -13,6 +13,7 @@ void add_bench_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_vocab_command(CLI::App& app);
 void add_prep_command(CLI::App& app);
+void add_convert_command(CLI::App& app);  // cmd_convert.cc
 void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_export_command(CLI::App& app);

@@ -31,6 +31,7 @@ const char* why_one_process(CLI::App& app) {
   if (app.got_subcommand("prep"))
     return "the copies would write the same --out directory (prep uses this host's cores itself: --threads)";
   if (app.got_subcommand("vocab")) return "the copies would write the same --out file";
+  if (app.got_subcommand("convert")) return "the copies would write the same --out directory";
   if (app.got_subcommand("export")) return "the copies would write the same --out directory";
   if (app.got_subcommand("tokenize")) return "the copies would each write the whole output";
   if (app.got_subcommand("verify"))
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
   lansbert::cli::add_tokenize_command(app);
   lansbert::cli::add_vocab_command(app);
   lansbert::cli::add_prep_command(app);
+  lansbert::cli::add_convert_command(app);
   lansbert::cli::add_train_command(app);
   lansbert::cli::add_eval_command(app);
   lansbert::cli::add_export_command(app);

@@ -58,7 +58,7 @@ Status ShardStaging::open(const std::string& out_dir) {
   if (lock_fd_ < 0) return Status::io_error(fmt::format("{}: cannot open: {}", out_dir, std::strerror(errno)));
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
-      return Status::io_error(fmt::format("{}: another lansbert prep is writing to this directory", out_dir));
+      return Status::io_error(fmt::format("{}: another lansbert prep or convert is writing to this directory", out_dir));
     }
     ::close(lock_fd_);  // no locks here (NFS makes flock a POSIX lock, refused on a read-only fd)
     lock_fd_ = -1;

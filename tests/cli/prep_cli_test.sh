@@ -83,4 +83,14 @@ echo keep > shards/notes.txt
 [[ $(sha) != "$good" ]] || fail "the second good run did not replace the shards"
 [[ $(cat shards/notes.txt) == keep ]] || fail "prep removed a file that is not a shard"
 [[ -z $(ls -A shards | grep -v -e '^shard-[0-9]*\.lbs$' -e '^notes.txt$') ]] || fail "left behind: $(ls -A shards)"
+# convert reads NVIDIA's HDF5 shards only (tests/data/hdf5_convert_test.cc converts them): a
+# lansbert shard or no file at all is refused before anything is written.
+before=$(sha)
+out=$("$bin" convert --vocab "$vocab" --input "shards/*.lbs" --out shards 2>&1) && fail "convert of lansbert shards succeeded"
+[[ $out == *"shards/shard-00000.lbs: a lansbert shard, not an HDF5 file"* ]] || fail "convert of .lbs: $out"
+[[ $(sha) == "$before" ]] || fail "a refused convert changed the shards"
+rc=0
+"$bin" convert --vocab "$vocab" --input nothing-here.h5 --out converted > /dev/null 2>&1 || rc=$?
+[[ $rc == 3 ]] || fail "convert of a missing file: exit $rc, not 3"
+[[ ! -e converted ]] || fail "a refused convert created its --out"
 echo "prep_cli_test: ok"

@@ -1,8 +1,9 @@
-// NVIDIA DeepLearningExamples' HDF5 pretraining shards (DATA.md), read unchanged through the
+// NVIDIA DeepLearningExamples' HDF5 pretraining shards (docs/data-format.md), read unchanged through the
 // ShardReader interface so users can train on the files they already hold. Opening checks
 // that the six datasets exist with consistent shapes; the first read decodes the whole
 // file into memory (the datasets are gzip-chunked, so single-row reads would inflate a
-// chunk per sample), as NVIDIA's own loader does.
+// chunk per sample), as NVIDIA's own loader does; `lansbert convert` (hdf5_convert.h) makes
+// lansbert shards of them for runs that cannot hold every decoded file.
 #pragma once
 
 #include <memory>
@@ -23,7 +24,7 @@ class Hdf5ShardReader final : public ShardReader {
   int max_pred() const override { return max_pred_; }
   // Not thread-safe (the first call loads the file); the loader reads from one thread.
   Status read(int64_t index, Batch* batch, int row) override;
-  // Frees the decoded arrays; the next read loads them again.
+  // Frees the decoded arrays; the next read loads them again (convert: one file at a time).
   void release();
 
  private:
