@@ -5,6 +5,7 @@
 #include <string>
 
 #include "commands.h"
+#include "lansbert/core/check.h"
 #include "lansbert/core/stop_signals.h"
 #include "lansbert/dist/mpi_session.h"
 #ifdef LANSBERT_HAVE_CUDA
@@ -64,6 +65,7 @@ Status check_started_once(CLI::App& app) {
 int main(int argc, char** argv) {
   lansbert::restore_default_signal_actions();  // before any thread exists (stop_signals.h)
   lansbert::ignore_file_size_signal();
+  lansbert::install_uncaught_exception_handler();
 #ifdef LANSBERT_HAVE_CUDA
   lansbert::register_device_backend("cuda", lansbert::cuda::make_device_backend);
 #endif

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <new>
 #include <string>
 
 namespace lansbert {
@@ -42,5 +44,28 @@ void abort_job(const std::string& detail, int exit_code) {
   std::fprintf(stderr, "lansbert: error [%s]: %s\n", where().c_str(), detail.c_str());
   end_job(exit_code);
 }
+
+namespace {
+[[noreturn]] void on_uncaught_exception() {
+  std::string detail = "internal error: an exception nothing caught";
+  int code = 70;
+  try {
+    if (const std::exception_ptr e = std::current_exception()) std::rethrow_exception(e);
+  } catch (const std::bad_alloc&) {
+    detail = "out of memory: an allocation failed (an input line, file or batch larger than the memory this "
+             "process may use: a batch system's memory limit, ulimit -v)";
+    code = 5;
+  } catch (const std::exception& e) {
+    detail += std::string(": ") + e.what();
+  } catch (...) {
+  }
+  std::fprintf(stderr, "lansbert: error [%s]: %s\n", where().c_str(), detail.c_str());
+  std::fflush(stderr);
+  if (AbortHook hook = g_abort_hook.load()) hook(code);
+  std::_Exit(code);
+}
+}  // namespace
+
+void install_uncaught_exception_handler() { std::set_terminate(&on_uncaught_exception); }
 
 }  // namespace lansbert

@@ -121,6 +121,13 @@ Status evaluate_on_ranks(BertModel<float>& model, ShardSet& set, int64_t n, int 
   LB_RETURN_IF_ERROR(agree_across_ranks(comm, st, "the evaluation", nullptr));
   comm.all_reduce(sums.v, EvalSums::kCount, ReduceOp::kSum);
   *result = sums.result();
+  // Records whose masked slots are all empty pass every reader check (a shard's max_pred only
+  // bounds them), and would print an MLM loss and accuracy of 0 over nothing. Every rank has
+  // the same sums, so all return this.
+  if (result->masked == 0)
+    return Status::invalid_argument("the " + std::to_string(result->sequences) +
+                                    " sequences evaluated hold no masked tokens (every masked slot is empty): "
+                                    "no masked-LM loss to report; evaluate on shards made with masking");
   return Status::ok();
 }
 
@@ -136,7 +143,8 @@ Status open_eval_set(const BertConfig& mc, const EvalOptions& opts, std::unique_
   const ShardSet& set = **out;
   if (set.dynamic_masking())
     return Status::unsupported("eval: the shards are stored unmasked; evaluate on statically masked shards");
-  // It would print a loss of 0 over nothing (the readers refuse shards without masked slots).
+  // It would print a loss of 0 over nothing (as shards whose masked slots are all empty would:
+  // evaluate_on_ranks refuses those).
   if (set.count() == 0) return Status::invalid_argument("eval: the shards hold no samples: nothing to evaluate");
   if (set.seq_len() > mc.max_positions)
     return Status::invalid_argument("eval: the shards hold sequences of " + std::to_string(set.seq_len()) +

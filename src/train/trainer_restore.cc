@@ -270,7 +270,9 @@ Status Run::init_from(const std::string& spec) {
       LB_RETURN_IF_ERROR(check_same_model("--init-from " + hf_config.string(), theirs, mc));
     }
     Status st = load_params(spec, nullptr);
-    if (!st.is_ok() && st.code() == StatusCode::kNotFound)
+    // Not found with the file there is a tensor the file lacks, which the status names.
+    if (!st.is_ok() && st.code() == StatusCode::kNotFound &&
+        !std::filesystem::exists(std::filesystem::path(spec) / "model.safetensors", ec))
       return Status::not_found("--init-from " + spec + ": neither a lansbert checkpoint nor a directory with " +
                                "model.safetensors" + pytorch_weights_hint(spec));
     LB_RETURN_IF_ERROR(st);

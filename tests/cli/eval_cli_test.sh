@@ -104,6 +104,20 @@ expect_error 3 "pt-only: neither a checkpoint (trainer.json, or a 'latest' point
   eval --checkpoint "$tmp/pt-only" --data "$tmp/data/shards/*.lbs"
 expect_error 3 "--init-from $tmp/pt-only: neither a lansbert checkpoint nor a directory with model.safetensors; it holds pytorch_model.bin" \
   train --config "$tmp/good.yaml" --init-from "$tmp/pt-only" --set "checkpoint.dir=$tmp/from-pt"
+# A Hugging Face directory whose model.safetensors lacks a tensor: --init-from names the tensor.
+mkdir -p "$tmp/hf-short" && cp "$tmp/hf/config.json" "$tmp/hf-short/"
+python3 - "$tmp/hf/model.safetensors" "$tmp/hf-short/model.safetensors" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+del header["bert.embeddings.LayerNorm.bias"]  # its bytes stay, unnamed
+h = json.dumps(header).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
+PY
+expect_error 3 "missing tensor 'bert.embeddings.LayerNorm.bias'" \
+  train --config "$tmp/good.yaml" --init-from "$tmp/hf-short" --set "checkpoint.dir=$tmp/from-short"
 mkdir -p "$tmp/no-meta" && cp "$tmp/ckpt/latest/model.safetensors" "$tmp/no-meta/"  # a checkpoint lost trainer.json
 expect_error 3 "$tmp/no-meta: neither a checkpoint (trainer.json, or a 'latest' pointer) nor a Hugging Face" \
   eval --checkpoint "$tmp/no-meta" --data "$tmp/data/shards/*.lbs"

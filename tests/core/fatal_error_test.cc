@@ -2,6 +2,10 @@
 // abort_job's, for errors that are no program bug.
 #include <gtest/gtest.h>
 
+#include <new>
+#include <stdexcept>
+#include <thread>
+
 #include "lansbert/core/check.h"
 
 namespace lansbert {
@@ -32,6 +36,25 @@ TEST(FatalErrorDeathTest, AbortJobNamesTheRankAndTheErrorWithoutASourceLocation)
         abort_job("not found: missing.yaml", 3);
       },
       R"(lansbert: error \[rank 1 on [^]]+\]: not found: missing\.yaml)");
+}
+
+// An exception nothing catches: out of memory is exit 5 with a message saying so (not
+// "terminate called after throwing an instance of 'std::bad_alloc'" and SIGABRT); any other
+// is an internal error (70) with its what().
+TEST(FatalErrorDeathTest, UncaughtExceptionsEndWithAMessageAndAnExitCode) {
+  testing::FLAGS_gtest_death_test_style = "threadsafe";
+  EXPECT_EXIT(
+      {
+        install_uncaught_exception_handler();
+        std::thread([] { throw std::bad_alloc(); }).join();  // where nothing catches (gtest would)
+      },
+      testing::ExitedWithCode(5), R"(lansbert: error \[[^]]+\]: out of memory: an allocation failed)");
+  EXPECT_EXIT(
+      {
+        install_uncaught_exception_handler();
+        std::thread([] { throw std::runtime_error("stoi"); }).join();
+      },
+      testing::ExitedWithCode(70), R"(lansbert: error \[[^]]+\]: internal error: an exception nothing caught: stoi)");
 }
 
 }  // namespace

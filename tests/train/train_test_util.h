@@ -31,7 +31,7 @@ inline std::string write_tiny_vocab(const std::string& dir) {
 
 // Writes dir/vocab.txt and dir/shards/shard-00000.lbs; returns the shard glob.
 inline std::string write_tiny_shards(const std::string& dir, int docs = 300, int seq_len = 32,
-                                     int max_pred = 5, uint64_t seed = 7) {
+                                     int max_pred = 5, uint64_t seed = 7, bool empty_masked_slots = false) {
   std::filesystem::create_directories(dir + "/shards");
   Vocab vocab;
   if (!Vocab::load(write_tiny_vocab(dir), &vocab).is_ok()) return "";
@@ -69,8 +69,10 @@ inline std::string write_tiny_shards(const std::string& dir, int docs = 300, int
   info.dupe_factor = io.dupe_factor;
   std::unique_ptr<ShardWriter> w;
   if (!ShardWriter::create(dir + "/shards/shard-00000.lbs", info, &w).is_ok()) return "";
-  for (const Instance& inst : instances)
+  for (Instance& inst : instances) {
+    if (empty_masked_slots) inst.masked_positions.clear(), inst.masked_ids.clear();
     if (!w->add(inst).is_ok()) return "";
+  }
   if (!w->finish().is_ok()) return "";
   return dir + "/shards/*.lbs";
 }

@@ -221,5 +221,32 @@ TEST_F(TrainerTest, HeldOutShardsWithoutSamplesAreRefused) {
   EXPECT_EQ(st.message(), "eval: the shards hold no samples: nothing to evaluate");
 }
 
+// Records whose masked slots are all empty pass every reader check but hold nothing for the
+// masked-LM loss: the evaluation refuses them rather than log an MLM loss of 0, mid-run (after
+// the step's checkpoint) and in run_eval.
+TEST_F(TrainerTest, HeldOutShardsWithoutMaskedTokensAreRefused) {
+  const std::string unmasked = testing::write_tiny_shards(scratch("eval_unmasked"), 40, 32, 5, 7, true);
+  ASSERT_FALSE(unmasked.empty());
+  TrainConfig c = testing::tiny_config(*data_, scratch("eval_unmasked_run"), 2);
+  c.data.eval = {unmasked};
+  c.evaluation.every_steps = 1;
+  TrainResult r;
+  Status st = train(c, &r);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  EXPECT_EQ(st.message().rfind("data.eval: the ", 0), 0u) << st.message();
+  EXPECT_NE(st.message().find(" sequences evaluated hold no masked tokens"), std::string::npos) << st.message();
+  c.data.eval.clear();
+  c.checkpoint.dir = scratch("eval_unmasked_run2");
+  ASSERT_TRUE(train(c, &r).is_ok());
+  BertConfig mc;
+  ASSERT_TRUE(c.resolve_model(&mc).is_ok());
+  EvalOptions eo = testing::tiny_eval_options(c, -1);
+  eo.data = {unmasked};
+  EvalResult er;
+  st = run_eval(mc, c.checkpoint.dir + "/final", eo, &er);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  EXPECT_NE(st.message().find(" sequences evaluated hold no masked tokens"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace lansbert

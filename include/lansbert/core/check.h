@@ -20,6 +20,14 @@ namespace lansbert {
 // location (no program bug), and aborts the job as fatal_error does, with `exit_code`.
 [[noreturn]] void abort_job(const std::string& detail, int exit_code);
 
+// First thing in main: an exception nothing catches ends the job with a message instead of
+// "terminate called after throwing ...". std::bad_alloc (an input line, file or batch larger
+// than the memory this process may use: a batch system's limit, `ulimit -v`) is exit 5 with
+// "out of memory"; any other is an internal error (70) with its what(). Under MPI the job
+// ends through the abort hook; outside a job the process exits with the code (no core dump:
+// the exception, not a crash, is the cause).
+void install_uncaught_exception_handler();
+
 // The dist layer installs a hook (MPI_Abort) and the rank shown in messages.
 using AbortHook = void (*)(int exit_code);
 void set_abort_hook(AbortHook hook);
