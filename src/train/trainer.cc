@@ -411,8 +411,13 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   lo.whole_word = cfg.data.whole_word;
   lo.pack = cfg.data.packing;
   lo.is_continuation = std::move(is_continuation);
-  LB_RETURN_IF_ERROR(Loader::create(run.shards.get(), lo, &run.loader));
-  LB_RETURN_IF_ERROR(run.loader->sampler().check(run.pos));
+  // Refused after check_outputs took the lock: its earlier record goes back, as there.
+  Status started = Loader::create(run.shards.get(), lo, &run.loader);
+  if (started.is_ok()) started = run.loader->sampler().check(run.pos);
+  if (!started.is_ok()) {
+    run.checkpoint_lock.abandon();
+    return started;
+  }
   StopSignals guard(opts.handle_signals);
   Status st = run.loop();
   run.loader->stop();

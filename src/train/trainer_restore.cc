@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/check.h"
+#include "lansbert/data/sampler.h"
 #include "lansbert/model/hf_config.h"
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/device_ranks.h"
@@ -149,6 +150,11 @@ Status Run::restore() {
   step = meta.step;
   micro = meta.micro_step;
   pos = meta.data;
+  // Its position must start a global batch of data.train (other shards may hold fewer samples).
+  Sampler order;
+  if (Sampler::create(uint64_t(shards->count()), cfg.seed, cfg.batch.global_batch, comm.world(), comm.rank(),
+                      cfg.batch.micro_batch, &order).is_ok())
+    LB_RETURN_IF_ERROR(order.check(pos).with_prefix(dir + ": "));
   if (opts.log && rank0()) {
     std::fprintf(opts.log, "resuming from %s at step %lld\n", dir.c_str(), (long long)step);
     if (const std::string note = train_data_note(meta.train_data_json, train_data); !note.empty())

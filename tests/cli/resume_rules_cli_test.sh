@@ -31,6 +31,15 @@ rm -r "$tmp/copied/latest" && ln -s "$step" "$tmp/copied/latest"
 "$lb" "${y[@]}" --set "checkpoint.dir=$tmp/copied" --resume latest --stop-at-step 4 >/dev/null 2>&1 ||
   { echo "FAIL: resume after putting the link back"; fail=1; }
 
+# A resume on data.train of fewer samples than the checkpoint's position needs is refused,
+# naming the checkpoint, and leaves checkpoint.dir byte for byte as it was (the lock's line too).
+"$mk" "$tmp/d-small" 32 5 16 >/dev/null || { echo "FAIL: make the small data"; fail=1; }
+before=$(cd "$tmp/ckpt" && find . -type f -exec md5sum {} + | sort -k2)
+expect_error 2 "$ckpt: data position (epoch 0, consumed 64) does not start a global batch of 32 in " \
+  "${y[@]}" --set "data.train=$tmp/d-small/shards/*.lbs" --resume latest
+[[ $(cd "$tmp/ckpt" && find . -type f -exec md5sum {} + | sort -k2) == "$before" ]] ||
+  { echo "FAIL: a refused resume changed checkpoint.dir"; fail=1; }
+
 # A resume: another micro-batch goes on (said); another sequence shape is a new phase.
 out=$("$lb" "${y[@]}" --set batch.micro_batch=8 --resume latest --stop-at-step 3 2>&1) ||
   { echo "FAIL: resume with batch.micro_batch 8: $out"; fail=1; }
