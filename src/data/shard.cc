@@ -13,11 +13,13 @@
 #include <cerrno>
 #include <cstring>
 #include <tuple>
+#include <vector>
 #include <filesystem>
 
 #include "lansbert/core/check.h"
 #include "lansbert/core/crc32c.h"
 #include "lansbert/data/vocab.h"
+#include "mapping_copy.h"
 
 namespace lansbert {
 namespace {
@@ -316,9 +318,18 @@ Status LbShardReader::open(const std::string& path, std::optional<uint64_t> expe
   return Status::ok();
 }
 
-Status LbShardReader::check_record(int64_t index) const {
+Status LbShardReader::check_record(int64_t index, const uint8_t** record) const {
   const size_t off = kHeaderSize + size_t(index) * record_size_;
-  const uint8_t* p = map_ + off;
+  thread_local std::vector<uint8_t> copy;
+  copy.resize(size_t(record_size_));
+  if (!copy_from_mapping(copy.data(), map_ + off, copy.size()))
+    return Status::io_error(fmt::format("{}: record {} at byte offset {}: the file is shorter than when it was "
+                                        "opened (truncated, or rewritten in place, under the run): restore it; "
+                                        "new shards go under another name, or through `lansbert prep --out`, "
+                                        "which replaces files by rename",
+                                        path_, index, off));
+  const uint8_t* p = copy.data();
+  *record = p;
   const uint32_t stored = get<uint32_t>(p, record_size_ - 4), computed = crc32c(p, record_size_ - 4);
   if (stored != computed) {
     return Status::corrupt(fmt::format("{}: record {} (byte offsets {}..{}) checksum mismatch: "
@@ -329,7 +340,8 @@ Status LbShardReader::check_record(int64_t index) const {
 }
 
 Status LbShardReader::verify_all() const {
-  for (int64_t i = 0; i < info_.record_count; ++i) LB_RETURN_IF_ERROR(check_record(i));
+  const uint8_t* record = nullptr;
+  for (int64_t i = 0; i < info_.record_count; ++i) LB_RETURN_IF_ERROR(check_record(i, &record));
   return Status::ok();
 }
 
@@ -337,9 +349,9 @@ Status LbShardReader::read(int64_t index, Batch* batch, int row) {
   const int S = info_.seq_len, P = info_.max_pred;
   LB_CHECK(index >= 0 && index < info_.record_count);
   LB_CHECK(batch->seq_len == S && batch->max_pred == P && row >= 0 && row < batch->batch);
-  LB_RETURN_IF_ERROR(check_record(index));
+  const uint8_t* p = nullptr;
+  LB_RETURN_IF_ERROR(check_record(index, &p));
   const size_t off = kHeaderSize + size_t(index) * record_size_;
-  const uint8_t* p = map_ + off;
   const int w = info_.id_bytes;
   const size_t tail = size_t(w) * S;
   auto id_at = [&](size_t at) -> int32_t { return w == 2 ? int32_t(get<uint16_t>(p, at)) : get<int32_t>(p, at); };

@@ -5,6 +5,7 @@
 #include "lansbert/data/shard.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -240,6 +241,31 @@ TEST_F(ShardDamage, Truncated) {
   bytes_.resize(100);
   const Status s2 = open_damaged();
   EXPECT_NE(s2.message().find("file is 100 bytes"), std::string::npos) << s2.message();
+}
+
+// A shard truncated after it was opened (rewritten in place by `cp`, cut by hand): reading a
+// record whose page is past the new end is an I/O error naming the file and record, not a
+// SIGBUS that ends the process; records still there read as before, and a fault after the
+// first is caught as well.
+TEST(Shard, ShrunkUnderAnOpenReaderIsAnIoErrorNotASignal) {
+  const std::string path = write_shard(testing::scratch_dir("shard_shrunk") + "/s.lbs", sample_instances());
+  std::unique_ptr<LbShardReader> r;
+  ASSERT_TRUE(LbShardReader::open(path, std::nullopt, &r).is_ok());
+  const int64_t rs = shard_record_size(128, 20, 2), far = r->count() - 1;
+  ASSERT_GT(256 + far * rs, 3 * 4096) << "the last record must lie pages past the cut";
+  Batch b;
+  b.resize(1, 128, 20);
+  ASSERT_TRUE(r->read(far, &b, 0).is_ok());
+  ASSERT_EQ(::truncate(path.c_str(), 256 + 2 * rs), 0);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const Status st = r->read(far, &b, 0);
+    EXPECT_EQ(st.code(), StatusCode::kIoError) << st.to_string();
+    EXPECT_NE(st.message().find(path + ": record " + std::to_string(far) + " at byte offset " +
+                                std::to_string(256 + far * rs) + ": the file is shorter than when it was opened"),
+              std::string::npos)
+        << st.message();
+  }
+  EXPECT_TRUE(r->read(1, &b, 0).is_ok());
 }
 
 // Header values under a valid checksum (a writer's bug, or a crafted file) are named as stored,

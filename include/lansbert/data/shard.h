@@ -102,13 +102,16 @@ class LbShardReader final : public ShardReader {
   int max_pred() const override { return info_.max_pred; }
   bool dynamic_masking() const override { return info_.dynamic_masking; }
   Status read(int64_t index, Batch* batch, int row) override;
-  // Checks every record's CRC (a full scan; `lansbert prep` and tests use it).
+  // Checks every record's CRC (a full scan; the tests use it on what prep and convert wrote).
   Status verify_all() const;
   const ShardInfo& info() const { return info_; }
 
  private:
   LbShardReader() = default;
-  Status check_record(int64_t index) const;
+  // Copies record `index` out of the mapping (a file shrunk under the run is an I/O error
+  // naming it, not a SIGBUS) and checks its CRC; *record points at the copy, valid until this
+  // thread's next call.
+  Status check_record(int64_t index, const uint8_t** record) const;
   std::string path_;
   ShardInfo info_;
   const uint8_t* map_ = nullptr;
