@@ -81,7 +81,7 @@ std::unique_ptr<Ops<float>> make_ops(const OpsOptions& options = {});
 Status make_device_optimizer(const std::string& name, const OptimizerConfig& config,
                              std::unique_ptr<Optimizer>* out);
 
-// --- Mixed-precision groundwork (not yet used by BertModel; see docs/cuda.md) -------------
+// --- Mixed-precision helpers (see docs/cuda.md) -----------------------------------------
 
 // dst[i] = bf16(src[i]) (round to nearest even), device pointers, on the legacy stream.
 void cast_to_bf16(const float* src, uint16_t* dst, size_t n);

@@ -43,7 +43,6 @@ class CudaDeviceBackend final : public DeviceBackend {
     o.cast_in_gemm = options.cast_in_gemm;
     return cuda::make_ops(o);
   }
-  void synchronize() override { cuda::synchronize(); }
   void synchronize_compute(Ops<float>& ops) override {
     cudaStream_t s = stream_of(ops);
     if (s)

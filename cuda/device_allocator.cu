@@ -12,7 +12,6 @@ namespace lansbert::cuda {
 namespace {
 class DeviceAllocator final : public Allocator {
  public:
-  Device device() const override { return Device::kCuda; }
   void* allocate(size_t bytes) override {
     void* p = nullptr;
     CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 256));

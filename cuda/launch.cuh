@@ -69,17 +69,6 @@ __device__ T block_sum(T v, T* scratch) {
   return warp_sum(v);
 }
 
-template <typename T>
-__device__ T block_max(T v, T* scratch) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  v = warp_max(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < warps ? scratch[lane] : scratch[0];
-  return warp_max(v);
-}
-
 // out_k[c] += sum over rows r of f(r, c) (K outputs per column, K <= 2), in two passes so
 // that narrow matrices (768 columns = 24 column tiles) still fill the device:
 //   1. block (column tile, split) owns 32 columns and a contiguous range of rows; thread

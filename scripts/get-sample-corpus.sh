@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetches a small public English corpus from Debian packages (DATA.md) and, when a lansbert
+# Fetches a small public English corpus from Debian packages (README.md) and, when a lansbert
 # binary is at hand, turns it into phase-1 shards:
 #   data/sample/jargon.txt, data/sample/foldoc.txt   one document per dictionary entry
 #   data/sample/heldout.txt                          every 50th entry of each, kept out of

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when a file includes a header of a layer above its own, or when a file outside its
-# licensed folder includes CUDA, MPI or yaml-cpp headers (DESIGN.md "Layers", STYLE.md 9).
+# licensed folder includes CUDA, MPI or yaml-cpp headers (README.md "Layout").
 set -euo pipefail
 root=${1:-.}
 cd "$root"

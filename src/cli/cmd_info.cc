@@ -44,6 +44,9 @@ int run_info() {
   }
   std::printf("  cuDNN         : %s; fused attention with precision.attention cudnn|auto\n",
               cuda::cudnn_library_status().c_str());
+  // Whether device 0 takes it (a handle on the device, cuDNN loaded): what `auto` would find.
+  if (n > 0 && cuda::check_kernel_image(0).is_ok())
+    std::printf("  fused attention on [0]: %s\n", cuda::fused_attention_availability().c_str());
 #else
   std::printf("  CUDA backend  : not built (configure with -DLANSBERT_CUDA=ON)\n");
 #endif

@@ -1,4 +1,4 @@
-// The lansbert program: one binary, one subcommand per job (DESIGN.md "How users run it").
+// The lansbert program: one binary, one subcommand per job (README.md "What a user runs").
 // Parsing errors exit 2 with CLI11's message naming the flag; command failures exit with
 // the code their Status maps to.
 #include <cstdio>

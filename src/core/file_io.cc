@@ -21,9 +21,7 @@ std::string errno_text() { return std::strerror(errno); }
 namespace {
 // Opens `path` for reading; it must be a regular file. Errors name the path.
 Status open_regular_file(const std::string& path, int* fd, size_t* size) {
-  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, for ever; it is
-  // then refused as not a regular file (reads of a regular file ignore the flag).
-  *fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  *fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (*fd < 0) {
     if (errno == ENOENT) return Status::not_found(path + ": no such file");
     return Status::io_error(path + ": cannot open: " + errno_text());

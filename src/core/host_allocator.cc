@@ -13,7 +13,6 @@ namespace lansbert {
 namespace {
 class HostAllocator final : public Allocator {
  public:
-  Device device() const override { return Device::kCpu; }
   void* allocate(size_t bytes) override {
     const size_t rounded = (bytes + 255) / 256 * 256;
     void* p = std::aligned_alloc(256, rounded ? rounded : 256);

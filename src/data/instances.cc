@@ -1,7 +1,7 @@
 // Instance creation and masking, following BERT's create_pretraining_data.py step by step
 // (function names in comments refer to it) with two deliberate differences, both written
 // in docs/data-format.md: random documents come from the same bounded block (so prep
-// streams), and the masked count is round(prob * non-special positions) as DATA.md says.
+// streams), and the masked count is round(prob * non-special positions) as BERT's create_pretraining_data.py does.
 #include "lansbert/data/instances.h"
 
 #include <omp.h>

@@ -3,6 +3,8 @@
 // tokenizer's choice between them arbitrary) and the five special tokens present.
 #include "lansbert/data/vocab.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -81,6 +83,12 @@ Status Vocab::init(std::vector<std::string> tokens, const std::string& where) {
 }
 
 Status Vocab::load(const std::string& path, Vocab* out) {
+  // A FIFO (a named pipe left where the file was expected) would block the open until a writer
+  // comes, for ever; it is refused as the other non-files are. (read_file itself blocks there:
+  // tests use that to hold a reader at a point.)
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && S_ISFIFO(info.st_mode))
+    return Status::io_error("vocabulary file " + path + ": not a regular file (a FIFO)");
   std::string data;
   Status st = read_file(path, &data);  // names a missing path, a directory, a read error
   if (!st.is_ok()) return st.with_prefix("vocabulary file ");

@@ -25,7 +25,7 @@ class WordScanner {
   template <class OnWord>
   Status scan(std::string_view text, OnWord&& on_word) const;
 
-  // Character classes after normalisation, exposed for tests.
+  // Character classes after normalisation.
   enum Class : uint8_t { kDrop = 0, kSpace = 1, kPunct = 2, kWord = 3 };
   static bool is_punctuation(int32_t cp);
 

@@ -40,9 +40,9 @@ MpiSession::MpiSession() {
   // From here on an error anywhere ends the whole job instead of leaving ranks in a collective.
   set_abort_hook(&abort_job);
   MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
-  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
-  set_fatal_rank(rank_);
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  set_fatal_rank(rank);
   LB_CHECK_MSG(provided >= MPI_THREAD_FUNNELED,
                "the MPI library offers thread level " + std::to_string(provided) +
                    ", lansbert needs MPI_THREAD_FUNNELED");

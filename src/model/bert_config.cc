@@ -42,7 +42,7 @@ Status BertConfig::validate() const {
     return Status::invalid_argument("model.hidden_dropout must be in [0, 1)");
   if (!(attention_dropout >= 0 && attention_dropout < 1))
     return Status::invalid_argument("model.attention_dropout must be in [0, 1)");
-  if (!(layernorm_eps > 0)) return Status::invalid_argument("model.layernorm_eps must be positive");
+  if (!(layernorm_eps > 0)) return Status::invalid_argument("layer_norm_eps (config.json) must be positive");
   if (!(init_std > 0 && init_std < 1e3f)) return Status::invalid_argument("model.init_std must be positive (BERT: 0.02)");
   return Status::ok();
 }
@@ -89,12 +89,6 @@ Status bert_preset(const std::string& name, BertConfig* out) {
   std::string known;
   for (const Preset& p : kPresets) known += std::string(known.empty() ? "" : ", ") + p.name;
   return Status::invalid_argument("unknown model preset '" + name + "' (known: " + known + ")");
-}
-
-std::vector<std::string> bert_preset_names() {
-  std::vector<std::string> v;
-  for (const Preset& p : kPresets) v.push_back(p.name);
-  return v;
 }
 
 ParamTable make_bert_param_table(const BertConfig& c) {

@@ -16,10 +16,6 @@ const char* param_role_name(ParamRole r) {
   return "?";
 }
 
-bool role_decays_by_default(ParamRole r) {
-  return r == ParamRole::kWeight || r == ParamRole::kEmbedding;
-}
-
 const ParamEntry& ParamTable::add(std::string name, std::vector<int64_t> shape, ParamRole role) {
   return append(std::move(name), std::move(shape), role, (total_ + kAlign - 1) / kAlign * kAlign);
 }

@@ -41,9 +41,9 @@ has "$out" "batch.recompute: none     : micro_batch 11 fits"
 has "$out" "batch.recompute: attention: micro_batch 22 fits"
 has "$out" "batch.recompute: layers   : micro_batch 22 fits"
 # The flash attention lays out no [B, A, S, S] slots, so as much fits without recomputation.
-out=$("$lb" train --config "$cfg" --dry-run --world 1536 --device-memory 32 --set precision.attention=flash)
+out=$("$lb" train --config "$cfg" --dry-run --world 1536 --device-memory 32 --set precision.attention=flash) || { echo "FAIL: flash dry run exited $?"; fail=1; }
 has "$out" "batch.recompute: none     : micro_batch 22 fits"
-out=$("$lb" train --config "$cfg" --dry-run --device-memory 1)
+out=$("$lb" train --config "$cfg" --dry-run --device-memory 1) || { echo "FAIL: --device-memory 1 dry run exited $?"; fail=1; }
 has "$out" "batch.recompute: layers   : no micro_batch dividing the 33792 sequences per rank fits"
 expect_error 2 "is not a multiple of batch.micro_batch * world = 8 * 1536" \
   train --config "$cfg" --dry-run --world 1536 --set batch.micro_batch=8
@@ -51,14 +51,14 @@ expect_error 2 "is not a multiple of batch.micro_batch * world = 8 * 1536" \
 out=$("$lb" train --config "$cfg" --dry-run --gpu v100 --set precision.attention=cudnn) || { echo "FAIL: --gpu v100 exited $?"; fail=1; }
 has "$out" "GPU                 : V100 (sm_70): fp16 GEMMs run"
 has "$out" "cuDNN's fused attention needs sm_80+, the hand-written attention runs"
-out=$("$lb" train --config "$cfg" --dry-run --gpu "H100 PCIe")
+out=$("$lb" train --config "$cfg" --dry-run --gpu "H100 PCIe") || { echo "FAIL: --gpu H100 PCIe dry run exited $?"; fail=1; }
 has "$out" "GPU                 : H100 PCIe (sm_90): fp16 GEMMs run"
 bf16=(--set precision.dtype=bf16 --set precision.loss_scale=none --set distributed.grad_reduce_dtype=bf16)
 expect_error 2 "precision.dtype: bf16 needs bf16 tensor cores (sm_80 or newer: A100, H100, H200); V100 (sm_70) has none" \
   train --config "$cfg" --dry-run --gpu v100 "${bf16[@]}"
 [[ -z $("$lb" train --config "$cfg" --dry-run --gpu v100 "${bf16[@]}" 2>/dev/null) ]] ||
   { echo "FAIL: a refused --gpu dry run printed a plan"; fail=1; }
-out=$("$lb" train --config "$cfg" --dry-run --gpu a100 "${bf16[@]}")
+out=$("$lb" train --config "$cfg" --dry-run --gpu a100 "${bf16[@]}") || { echo "FAIL: --gpu a100 bf16 dry run exited $?"; fail=1; }
 has "$out" "GPU                 : A100 (sm_80): bf16 GEMMs run"
 expect_error 2 "--gpu: unknown GPU model 'b200' (known: H200, H100 PCIe, H100 SXM, A100-SXM4-80GB, A100 80GB PCIe, A100, V100)" \
   train --config "$cfg" --dry-run --gpu b200

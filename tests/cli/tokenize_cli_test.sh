@@ -93,8 +93,8 @@ err=$("$bin" vocab --input "$tmp/corpus.txt" --size 150 --out "$tmp/new" 2>&1); 
 set -e
 (( rc == 2 )) && [[ $err == *"--out: $tmp/new exists and is not a regular file"* ]] ||
   fail "vocab --out a directory: exit $rc, $err"
-out=$("$bin" tokenize --vocab "$tmp/v.txt" --tokens --no-special "$tmp/corpus.txt" | grep -c UNK || true)
-[[ $out == 0 ]] || fail "trained vocab gives [UNK] on its own text"
+toks=$("$bin" tokenize --vocab "$tmp/v.txt" --tokens --no-special "$tmp/corpus.txt") || fail "tokenize with the trained vocab"
+[[ -n $toks && $toks != *UNK* ]] || fail "trained vocab gives [UNK] on its own text (or nothing)"
 # vocab --help shows each default (BERT's: 30522 tokens, 99 [unusedN]) beside its option.
 help=$("$bin" vocab --help | tr -s ' \n' ' ')
 for want in '--size INT:INT in [5 - 16777216]=30522 ' '--min-frequency INT:INT in [0 - 1000000000]=2 ' \

@@ -422,6 +422,7 @@ expect_error 7 "diverged: checkpoint of step 2 not written (no earlier one in th
   train --config "$tmp/good.yaml" "${small[@]}" "${div[@]}" --set "checkpoint.dir=$tmp/ckpt-inf" --set optimizer.lr=1e39
 "$lb" train --config "$tmp/good.yaml" "${small[@]}" "${div[@]}" --set "checkpoint.dir=$tmp/ckpt-inf2" --set optimizer.lr=1e39 \
   > "$tmp/inf.log" 2>&1
+[[ $? == 7 ]] || { echo "FAIL: the run of non-finite weights did not exit 7"; fail=1; }
 grep -q "weights of bert\..* (the first tensor holding any) are not finite" "$tmp/inf.log" ||
   { echo "FAIL: the non-finite tensor is not named: $(tail -1 "$tmp/inf.log")"; fail=1; }
 [[ ! -e $tmp/ckpt-inf/latest && -z $(ls -d "$tmp/ckpt-inf/step-"* 2>/dev/null) ]] ||

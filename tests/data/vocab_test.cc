@@ -1,10 +1,15 @@
 // Vocab loading: the standard file, and each way a file can be wrong.
 #include "lansbert/data/vocab.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 
 #include "test_paths.h"
 
@@ -53,6 +58,27 @@ TEST(Vocab, MissingFileIsNotFound) {
   Status s = Vocab::load("/nonexistent/vocab.txt", &v);
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_NE(s.message().find("/nonexistent/vocab.txt"), std::string::npos);
+}
+
+// A FIFO where the vocab should be is refused at once: opening it for reading would wait for a
+// writer that never comes.
+TEST(Vocab, AFifoIsRefusedWithoutWaitingForAWriter) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("lansbert_vocab_fifo_" + std::to_string(::getpid()));
+  std::filesystem::remove(path);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  auto load = std::async(std::launch::async, [&] {
+    Vocab v;
+    return Vocab::load(path.string(), &v);
+  });
+  if (load.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << "Vocab::load of a FIFO still waits after 20 s";
+    const int w = ::open(path.c_str(), O_WRONLY);  // the writer it waits for, so the test ends
+    if (w >= 0) ::close(w);
+  }
+  const Status st = load.get();
+  EXPECT_NE(st.message().find(path.string() + ": not a regular file"), std::string::npos) << st.message();
+  std::filesystem::remove(path);
 }
 
 TEST(Vocab, EmptyFileIsCorrupt) {

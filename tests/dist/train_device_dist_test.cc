@@ -124,7 +124,6 @@ class FakeDevice final : public DeviceBackend {
     made_ = ops.get();
     return ops;
   }
-  void synchronize() override {}
   void synchronize_compute(Ops<float>& ops) override { g_log.foreign_ops |= &ops != made_; }
   Status make_communicator(Communicator&, Ops<float>& ops, std::unique_ptr<Communicator>* out) override {
     ++g_log.communicators;

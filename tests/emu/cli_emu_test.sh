@@ -167,6 +167,7 @@ out=$("$mpiexec" -np 2 "${flags[@]}" -x LANSBERT_EMU_DEVICES "$lb" bench-comm --
 [[ $out == *busbw* ]] || { echo "FAIL: bench-comm output lacks busbw: $out"; fail=1; }
 out=$("$lb" info 2>&1) || { echo "FAIL: info: $out"; fail=1; }
 [[ $out == *"emulated"* ]] || { echo "FAIL: info does not show the emulated build: $out"; fail=1; }
+[[ $out == *"fused attention on [0]: "* ]] || { echo "FAIL: info does not say whether device 0 takes cuDNN's attention: $out"; fail=1; }
 # A driver older than the runtime (CUDA 12.8 under this build's): the runtime sees no device;
 # train and bench say why, with both versions, rather than "no CUDA device visible" (exit 6).
 for cmd in "train --config $tmp/tiny.yaml --set checkpoint.dir=$tmp/old-driver --set backend=cuda" \

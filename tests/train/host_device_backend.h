@@ -18,7 +18,6 @@ namespace lansbert::testing {
 
 class CountingHostAllocator final : public Allocator {
  public:
-  Device device() const override { return Device::kCuda; }  // what the trainer is told
   void* allocate(size_t bytes) override { return host_allocator().allocate(bytes); }
   void deallocate(void* p) override { host_allocator().deallocate(p); }
   void copy_from_host(void* dst, const void* src, size_t bytes) override {
@@ -55,7 +54,6 @@ class HostDeviceBackend final : public DeviceBackend {
     if (options_seen) *options_seen = options;  // cast_in_gemm: the CPU has one rounding
     return cpu::make_ops<float>(options.math == GemmMath::kTf32 ? GemmMath::kFp32 : options.math);
   }
-  void synchronize() override { ++syncs; }
   void synchronize_compute(Ops<float>&) override { ++syncs; }
   // One rank only: tests/dist/train_device_dist_test.cc wraps this stand-in with a
   // communicator for several ranks.

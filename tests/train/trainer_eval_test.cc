@@ -196,6 +196,19 @@ TEST_F(TrainerTest, AFailedEvaluationMidRunEndsAfterTheStepsCheckpoint) {
   EXPECT_EQ(resumed.eval.nsp_loss, straight.eval.nsp_loss);
 }
 
+// Trains `c` (no data.eval) to its end, then runs run_eval (`lansbert eval`) of its final
+// checkpoint on `data`.
+Status eval_of_a_trained_run(const TrainConfig& c, const std::string& data) {
+  TrainResult r;
+  LB_RETURN_IF_ERROR(train(c, &r));
+  BertConfig mc;
+  LB_RETURN_IF_ERROR(c.resolve_model(&mc));
+  EvalOptions eo = testing::tiny_eval_options(c, -1);
+  eo.data = {data};
+  EvalResult er;
+  return run_eval(mc, c.checkpoint.dir + "/final", eo, &er);
+}
+
 // Held-out shards without a sample would log a loss of 0 over 0 sequences at every
 // evaluation: refused before the first step, and by run_eval (`lansbert eval`).
 TEST_F(TrainerTest, HeldOutShardsWithoutSamplesAreRefused) {
@@ -210,13 +223,7 @@ TEST_F(TrainerTest, HeldOutShardsWithoutSamplesAreRefused) {
   EXPECT_EQ(st.message(), "data.eval: the shards hold no samples: nothing to evaluate");
   EXPECT_FALSE(fs::exists(c.checkpoint.dir + "/latest"));
   c.data.eval.clear();
-  ASSERT_TRUE(train(c, &r).is_ok());
-  BertConfig mc;
-  ASSERT_TRUE(c.resolve_model(&mc).is_ok());
-  EvalOptions eo = testing::tiny_eval_options(c, -1);
-  eo.data = {empty};
-  EvalResult er;
-  st = run_eval(mc, c.checkpoint.dir + "/final", eo, &er);
+  st = eval_of_a_trained_run(c, empty);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
   EXPECT_EQ(st.message(), "eval: the shards hold no samples: nothing to evaluate");
 }
@@ -237,13 +244,7 @@ TEST_F(TrainerTest, HeldOutShardsWithoutMaskedTokensAreRefused) {
   EXPECT_NE(st.message().find(" sequences evaluated hold no masked tokens"), std::string::npos) << st.message();
   c.data.eval.clear();
   c.checkpoint.dir = scratch("eval_unmasked_run2");
-  ASSERT_TRUE(train(c, &r).is_ok());
-  BertConfig mc;
-  ASSERT_TRUE(c.resolve_model(&mc).is_ok());
-  EvalOptions eo = testing::tiny_eval_options(c, -1);
-  eo.data = {unmasked};
-  EvalResult er;
-  st = run_eval(mc, c.checkpoint.dir + "/final", eo, &er);
+  st = eval_of_a_trained_run(c, unmasked);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
   EXPECT_NE(st.message().find(" sequences evaluated hold no masked tokens"), std::string::npos) << st.message();
 }

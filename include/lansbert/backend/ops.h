@@ -141,7 +141,6 @@ class Ops {
   // each forward and backward, so ops shared by models of either form stay right. A wrapper
   // (ProfilingOps) passes it on to the ops it wraps.
   virtual void set_gelu_form(kern::GeluForm f) { gelu_form_ = f; }
-  kern::GeluForm gelu_form() const { return gelu_form_; }
 
   // C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C
   virtual void gemm(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a, int lda,

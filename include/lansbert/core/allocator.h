@@ -5,14 +5,11 @@
 
 #include <cstddef>
 
-#include "lansbert/core/device.h"
-
 namespace lansbert {
 
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  virtual Device device() const = 0;
   // Returns memory aligned to at least 256 bytes, or ends the job (out of memory is fatal).
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* p) = 0;

@@ -1,4 +1,4 @@
-// Pretraining-instance creation, as BERT's create_pretraining_data.py does it (DATA.md):
+// Pretraining-instance creation, as BERT's create_pretraining_data.py does it (docs/data-format.md "lansbert prep"):
 // documents of WordPiece-tokenized sentences become `[CLS] A [SEP] B [SEP]` pairs with a
 // next-sentence label and masked-LM targets. Every random choice comes from a Philox stream
 // keyed by (seed, document index, dupe pass, purpose), so the instances of a document do

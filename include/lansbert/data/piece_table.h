@@ -1,7 +1,7 @@
 // PieceTable: the WordPiece lookup structure the tokenizer searches on every word. An
 // open-addressing hash table over one byte pool, keyed by (bytes, is-continuation), so a
 // "##" piece is found without building the "##"-prefixed string, and the hash of every
-// prefix of a word can be computed in one pass (prefix_hash) and then probed longest first.
+// prefix of a word can be computed in one pass (seed, then extend) and then probed longest first.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Data order as a pure function (DESIGN.md decision 7). Samples of all shards of a run have
+// Data order as a pure function (docs/data-format.md). Samples of all shards of a run have
 // one global index in [0, N). Epoch e visits them in the order of a seeded bijection of
 // [0, N) (a Feistel network with cycle-walking: constant memory, no per-sample array).
 // Global batch g of an epoch is permuted positions [g*G, (g+1)*G); rank r of `world` takes

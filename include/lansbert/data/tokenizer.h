@@ -26,10 +26,9 @@ class BertTokenizer {
   // Appends the WordPiece ids of `text` (no [CLS]/[SEP]) to `ids`. Invalid UTF-8 is an
   // error naming the byte offset within `text`.
   Status encode(std::string_view text, std::vector<int32_t>* ids) const;
-  // The same, as word pieces (for `lansbert tokenize --tokens` and tests).
+  // The same, as word pieces (tests compare them with Hugging Face's).
   Status encode_tokens(std::string_view text, std::vector<std::string>* pieces) const;
-  // Basic tokenization only (normalised words before WordPiece): used by the vocab trainer
-  // and by whole-word masking.
+  // Basic tokenization only (normalised words before WordPiece): `lansbert tokenize --words`.
   Status split_words(std::string_view text, std::vector<std::string>* words) const;
 
   const Vocab& vocab() const { return vocab_; }

@@ -28,11 +28,8 @@ class MpiSession {
   // The process-wide session, created on first use and finalised when the last holder
   // (usually the communicator) lets go. MPI cannot be initialised twice in one process.
   static std::shared_ptr<MpiSession> acquire();
-  int world_rank() const { return rank_; }
-  int world_size() const { return size_; }
 
  private:
-  int rank_ = 0, size_ = 1;
   bool owned_ = false;  // this object called MPI_Init_thread
 };
 

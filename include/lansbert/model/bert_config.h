@@ -52,7 +52,6 @@ const char* hidden_act_name(kern::GeluForm f);
 Status parse_hidden_act(const std::string& s, kern::GeluForm* out);
 // Hugging Face's config.json name of the form ("gelu" / "gelu_new").
 const char* hf_hidden_act_name(kern::GeluForm f);
-std::vector<std::string> bert_preset_names();
 
 // The parameter table of BertForPreTraining in Hugging Face order and names. The MLM decoder
 // weight is tied to bert.embeddings.word_embeddings.weight and has no entry of its own.

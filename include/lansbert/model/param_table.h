@@ -24,8 +24,6 @@ enum class ParamRole {
 };
 
 const char* param_role_name(ParamRole r);
-// BERT's convention: weights and embeddings decay; biases and LayerNorm parameters do not.
-bool role_decays_by_default(ParamRole r);
 
 struct ParamEntry {
   std::string name;            // Hugging Face BertForPreTraining key

@@ -50,8 +50,6 @@ class DeviceBackend {
   }
   // Ops on this device (the model's forward/backward): fp32 tensors, GEMMs per options.math.
   virtual std::unique_ptr<Ops<float>> make_ops(const DeviceOptions& options) = 0;
-  // Waits for all queued device work.
-  virtual void synchronize() = 0;
   // Waits for the work queued on `ops` (the model's forward/backward), not for a
   // communicator's stream: the trainer charges that to compute, and waits for reductions in
   // the communicator (whose waits watch for NCCL errors and hangs).

@@ -3,7 +3,7 @@
 // and maps each key path to its line; this layer knows no YAML. validate() checks the
 // values that must hold together and names the key path of the first that does not, so the
 // loader can add the file and line. The resolved config is also stored, as JSON, in every
-// checkpoint (to_json) so that a resumed run can check it continues the same phase.
+// checkpoint (config_to_json) so that a resumed run can check it continues the same phase.
 #pragma once
 
 #include <cstdint>
