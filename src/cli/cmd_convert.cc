@@ -1,6 +1,7 @@
 // `lansbert convert`: NVIDIA DeepLearningExamples' HDF5 shards to lansbert shards
 // (data/hdf5_convert.h), for runs that would otherwise hold every decoded HDF5 file in memory.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,7 +38,8 @@ Status run_convert(const ConvertArgs& a) {
   o.stop = stop_signal;
   if (!a.quiet)
     o.on_file = [](const std::string& from, const std::string& to, int64_t n) {
-      std::fprintf(stderr, "convert: %s -> %s (%lld samples)\n", from.c_str(), to.c_str(), (long long)n);
+      std::fprintf(stderr, "convert: %s: %lld samples, staged as %s\n", from.c_str(), (long long)n,
+                   std::filesystem::path(to).filename().c_str());
     };
   Hdf5ConvertStats st;
   LB_RETURN_IF_ERROR(convert_hdf5_shards(o, &st));

@@ -47,7 +47,9 @@ void abort_job(const std::string& detail, int exit_code) {
 
 namespace {
 [[noreturn]] void on_uncaught_exception() {
-  std::string detail = "internal error: an exception nothing caught";
+  // Fixed texts and buffers: after a failed allocation another one would abort with no message.
+  const char* detail = "std::terminate called without an exception (a bug)";
+  const char* what = "";
   int code = 70;
   try {
     if (const std::exception_ptr e = std::current_exception()) std::rethrow_exception(e);
@@ -56,10 +58,17 @@ namespace {
              "process may use: a batch system's memory limit, ulimit -v)";
     code = 5;
   } catch (const std::exception& e) {
-    detail += std::string(": ") + e.what();
+    detail = "internal error: an exception nothing caught: ";
+    what = e.what();
+  } catch (...) {
+    detail = "internal error: an exception nothing caught";
+  }
+  char host[256] = "?";
+  try {
+    std::snprintf(host, sizeof host, "%s", where().c_str());
   } catch (...) {
   }
-  std::fprintf(stderr, "lansbert: error [%s]: %s\n", where().c_str(), detail.c_str());
+  std::fprintf(stderr, "lansbert: error [%s]: %s%s\n", host, detail, what);
   std::fflush(stderr);
   if (AbortHook hook = g_abort_hook.load()) hook(code);
   std::_Exit(code);

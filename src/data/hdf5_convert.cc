@@ -48,10 +48,16 @@ Status batch_row_to_instance(const Batch& b, int row, Instance* out) {
   const int32_t* orig = b.masked_ids.data() + size_t(row) * P;
   int m = 0;
   while (m < P && orig[m] != Batch::kIgnore) ++m;
-  for (int k = m; k < P; ++k)
+  for (int k = m; k < P; ++k) {
     if (orig[k] != Batch::kIgnore)
       return Status::invalid_argument(fmt::format("masked_lm_ids[{}] = {} after an empty slot [{}]: a lansbert "
                                                   "record fills its masked slots from the first", k, orig[k], m));
+    // An empty slot reads back at position 0: one that names a position would not.
+    if (pos[k] != 0)
+      return Status::invalid_argument(fmt::format("masked_lm_positions[{}] = {} with masked_lm_ids[{}] = {}: a "
+                                                  "lansbert record's empty slots are at position 0",
+                                                  k, pos[k], k, orig[k]));
+  }
   out->tokens.assign(ids, ids + n);
   out->a_end = a_end;
   out->is_random_next = b.nsp_labels[row] != 0;

@@ -3,7 +3,7 @@
 // no message (a shard rewritten in place by `cp`, truncated by hand, or on a network file
 // system that dropped it). Here such a fault ends the copy and returns false instead, so the
 // reader can say which file and record. Any other SIGBUS keeps its earlier handler or default
-// action.
+// disposition (restored, so that its own flags apply).
 #pragma once
 
 #include <cstddef>

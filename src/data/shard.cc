@@ -322,12 +322,17 @@ Status LbShardReader::check_record(int64_t index, const uint8_t** record) const 
   const size_t off = kHeaderSize + size_t(index) * record_size_;
   thread_local std::vector<uint8_t> copy;
   copy.resize(size_t(record_size_));
-  if (!copy_from_mapping(copy.data(), map_ + off, copy.size()))
-    return Status::io_error(fmt::format("{}: record {} at byte offset {}: the file is shorter than when it was "
-                                        "opened (truncated, or rewritten in place, under the run): restore it; "
-                                        "new shards go under another name, or through `lansbert prep --out`, "
-                                        "which replaces files by rename",
-                                        path_, index, off));
+  if (!copy_from_mapping(copy.data(), map_ + off, copy.size())) {
+    struct stat now {};
+    if (::stat(path_.c_str(), &now) == 0 && uint64_t(now.st_size) < map_size_)
+      return Status::io_error(fmt::format("{}: record {} at byte offset {}: the file is now {} bytes, shorter than "
+                                          "the {} it had when opened (truncated, or rewritten in place, under the "
+                                          "run): restore it; new shards go under another name, or through "
+                                          "`lansbert prep --out`, which replaces files by rename",
+                                          path_, index, off, now.st_size, map_size_));
+    return Status::io_error(fmt::format("{}: record {} at byte offset {}: a read fault on its mapping (SIGBUS: "
+                                        "the file system could not supply the page)", path_, index, off));
+  }
   const uint8_t* p = copy.data();
   *record = p;
   const uint32_t stored = get<uint32_t>(p, record_size_ - 4), computed = crc32c(p, record_size_ - 4);

@@ -97,7 +97,16 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
   if (cfg.evaluation.max_sequences > 0) n = std::min(n, cfg.evaluation.max_sequences);
   Batch one;
   one.resize(1, eval_shards->seq_len(), eval_shards->max_pred());
-  for (int64_t i = 0; i < n; ++i) LB_RETURN_IF_ERROR(eval_shards->read(i, &one, 0).with_prefix("data.eval: "));
+  int64_t masked = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    LB_RETURN_IF_ERROR(eval_shards->read(i, &one, 0).with_prefix("data.eval: "));
+    for (int32_t id : one.masked_ids) masked += id != Batch::kIgnore;
+  }
+  // What the evaluation would refuse at its first pass (evaluate_on_ranks), perhaps days in.
+  if (masked == 0)
+    return Status::invalid_argument("data.eval: the " + std::to_string(n) +
+                                    " sequences evaluated hold no masked tokens (every masked slot is empty): no "
+                                    "masked-LM loss to report; evaluate on shards made with masking");
   return Status::ok();
 }
 

@@ -173,7 +173,11 @@ TEST(Hdf5Convert, MaskedSlotsMustBeFilledFromTheFirst) {
   Instance inst;
   const Status s = batch_row_to_instance(b, 0, &inst);
   EXPECT_NE(s.message().find("masked_lm_ids[2] = 8 after an empty slot [1]"), std::string::npos) << s.message();
-  b.masked_ids[2] = Batch::kIgnore;
+  b.masked_ids[2] = Batch::kIgnore;  // an empty slot that names a position reads back at 0
+  const Status placed = batch_row_to_instance(b, 0, &inst);
+  EXPECT_NE(placed.message().find("masked_lm_positions[2] = 3 with masked_lm_ids[2] = -1"), std::string::npos)
+      << placed.message();
+  b.masked_positions[2] = 0;
   ASSERT_TRUE(batch_row_to_instance(b, 0, &inst).is_ok());
   EXPECT_EQ(inst.tokens, (std::vector<int32_t>{101, 7, 102, 8, 102}));
   EXPECT_EQ(inst.a_end, 2);

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -261,11 +263,30 @@ TEST(Shard, ShrunkUnderAnOpenReaderIsAnIoErrorNotASignal) {
     const Status st = r->read(far, &b, 0);
     EXPECT_EQ(st.code(), StatusCode::kIoError) << st.to_string();
     EXPECT_NE(st.message().find(path + ": record " + std::to_string(far) + " at byte offset " +
-                                std::to_string(256 + far * rs) + ": the file is shorter than when it was opened"),
+                                std::to_string(256 + far * rs) + ": the file is now " + std::to_string(256 + 2 * rs) + " bytes, shorter than the " +
+                                std::to_string(256 + r->count() * rs) + " it had when opened"),
               std::string::npos)
         << st.message();
   }
   EXPECT_TRUE(r->read(1, &b, 0).is_ok());
+}
+
+// The guard takes only faults of its own copies: any other SIGBUS (here one sent, after a read
+// installed the guard) still ends the process as it would have.
+TEST(ShardDeathTest, OtherBusErrorsStillEndTheProcess) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  const std::string path = write_shard(testing::scratch_dir("shard_sigbus") + "/s.lbs", sample_instances());
+  EXPECT_EXIT(
+      {
+        std::unique_ptr<LbShardReader> r;
+        if (!LbShardReader::open(path, std::nullopt, &r).is_ok()) std::exit(3);
+        Batch b;
+        b.resize(1, 128, 20);
+        if (!r->read(0, &b, 0).is_ok()) std::exit(4);
+        raise(SIGBUS);
+        std::exit(0);
+      },
+      ::testing::KilledBySignal(SIGBUS), "");
 }
 
 // Header values under a valid checksum (a writer's bug, or a crafted file) are named as stored,

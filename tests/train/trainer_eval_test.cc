@@ -229,8 +229,8 @@ TEST_F(TrainerTest, HeldOutShardsWithoutSamplesAreRefused) {
 }
 
 // Records whose masked slots are all empty pass every reader check but hold nothing for the
-// masked-LM loss: the evaluation refuses them rather than log an MLM loss of 0, mid-run (after
-// the step's checkpoint) and in run_eval.
+// masked-LM loss: refused rather than scored an MLM loss of 0, by the run's start-up check of
+// data.eval (not days in, at the first evaluation) and by run_eval.
 TEST_F(TrainerTest, HeldOutShardsWithoutMaskedTokensAreRefused) {
   const std::string unmasked = testing::write_tiny_shards(scratch("eval_unmasked"), 40, 32, 5, 7, true);
   ASSERT_FALSE(unmasked.empty());
@@ -242,6 +242,7 @@ TEST_F(TrainerTest, HeldOutShardsWithoutMaskedTokensAreRefused) {
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
   EXPECT_EQ(st.message().rfind("data.eval: the ", 0), 0u) << st.message();
   EXPECT_NE(st.message().find(" sequences evaluated hold no masked tokens"), std::string::npos) << st.message();
+  EXPECT_FALSE(fs::exists(c.checkpoint.dir + "/latest")) << "refused before the first step";
   c.data.eval.clear();
   c.checkpoint.dir = scratch("eval_unmasked_run2");
   st = eval_of_a_trained_run(c, unmasked);
