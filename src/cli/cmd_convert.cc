@@ -28,11 +28,7 @@ Status run_convert(const ConvertArgs& a) {
   Hdf5ConvertOptions o;
   o.inputs = a.inputs;
   o.out_dir = a.out;
-  o.vocab.vocab_size = vocab.size();
-  o.vocab.vocab_hash = vocab.hash();
-  o.vocab.cls_id = vocab.cls_id();
-  o.vocab.sep_id = vocab.sep_id();
-  o.vocab.mask_id = vocab.mask_id();
+  o.vocab = shard_info_of(vocab);
   // Ctrl-C or SIGTERM ends it between samples with --out as it was.
   const StopSignals stop_guard;
   o.stop = stop_signal;

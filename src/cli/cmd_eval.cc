@@ -101,10 +101,17 @@ Status plan_batches(const EvalArgs& a, int micro_batch, int64_t max_sequences, b
   return Status::ok();
 }
 
-// The hash of the vocab file at `path`, when it is there: the shards must have been made with it.
-void note_vocab(const std::string& path, EvalOptions* o) {
+// The hash of the vocab file at `path` (`what` says whose it is), when it is there: the shards
+// must have been made with it. A file that is there but does not load is an error naming it,
+// not a check quietly skipped.
+Status note_vocab(const std::string& path, const std::string& what, EvalOptions* o) {
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::exists(path, ec)) return Status::ok();
   Vocab vocab;
-  if (!path.empty() && Vocab::load(path, &vocab).is_ok()) o->vocab_hash = vocab.hash();
+  LB_RETURN_IF_ERROR(Vocab::load(path, &vocab).with_prefix(what + ": "));
+  o->vocab_hash = vocab.hash();
+  o->vocab_source = what + " " + path;
+  return Status::ok();
 }
 
 // A Hugging Face BertForPreTraining directory (config.json and model.safetensors: what
@@ -121,7 +128,7 @@ Status plan_hf_eval(const EvalArgs& a, EvalPlan* p) {
                                     "data: pass --data");
   o.data = a.data;
   LB_RETURN_IF_ERROR(plan_batches(a, 32, -1, false, &o));
-  note_vocab((dir / "vocab.txt").string(), &o);
+  LB_RETURN_IF_ERROR(note_vocab((dir / "vocab.txt").string(), "the Hugging Face directory's vocab", &o));
   o.hugging_face = true;
   return Status::ok();
 }
@@ -151,7 +158,7 @@ Status plan_eval(const EvalArgs& a, EvalPlan* p) {
   LB_RETURN_IF_ERROR(
       plan_batches(a, cfg.batch.micro_batch, p->own_eval ? cfg.evaluation.max_sequences : -1, cfg.data.packing, &o));
   // The vocab the model was trained with, if its file is still where the config said.
-  note_vocab(cfg.data.vocab, &o);
+  LB_RETURN_IF_ERROR(note_vocab(cfg.data.vocab, "the checkpoint's data.vocab", &o));
   // The GEMM precision the checkpoint was trained with (on the CPU, bf16/fp16 are emulated;
   // TF32 becomes fp32 there).
   o.math = cfg.gemm_math();

@@ -54,12 +54,7 @@ Status run_prep_command(PrepArgs& a) {
   mv.vocab_size = vocab.size();
   mv.is_continuation.resize(vocab.size());
   for (int i = 0; i < vocab.size(); ++i) mv.is_continuation[i] = vocab.token(i).starts_with("##");
-  ShardInfo base;
-  base.vocab_size = vocab.size();
-  base.vocab_hash = vocab.hash();
-  base.cls_id = mv.cls_id;
-  base.sep_id = mv.sep_id;
-  base.mask_id = mv.mask_id;
+  const ShardInfo base = shard_info_of(vocab);
   PrepStats st;
   // Ctrl-C or a scheduler's SIGTERM ends the run between documents with the staging
   // directory removed, instead of killing it mid-file with gigabytes left behind.

@@ -58,6 +58,11 @@ Status run_vocab(const VocabArgs& a) {
   }
   // A vocabulary of the special tokens alone would tokenize everything as [UNK]; prep refuses
   // such input too.
+  if (trainer.distinct_words() == 0 && trainer.long_words_skipped() > 0)
+    return Status::invalid_argument(
+        "vocab: the input's only words are the " + std::to_string(trainer.long_words_skipped()) +
+        " longer than 100 characters, which are skipped (the tokenizer makes such words [UNK]); nothing written to " +
+        a.out);
   if (trainer.distinct_words() == 0)
     return Status::invalid_argument("vocab: the input holds no words (empty input?); nothing written to " + a.out);
   std::vector<std::string> tokens;

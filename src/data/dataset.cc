@@ -83,7 +83,8 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
   std::string info_path;  // the shard set->info_ came from
   for (const auto& p : paths) {
     std::unique_ptr<ShardReader> r;
-    LB_RETURN_IF_ERROR(open_shard(p, opts.vocab_hash, &r));
+    // The vocabulary is compared below, where the message can say where the hash came from.
+    LB_RETURN_IF_ERROR(open_shard(p, std::nullopt, &r));
     if (!set->shards_.empty()) {
       const ShardReader& first = *set->shards_.front();
       if (r->seq_len() != first.seq_len() || r->max_pred() != first.max_pred() ||
@@ -97,6 +98,13 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
     auto* lb = dynamic_cast<LbShardReader*>(r.get());
     if (!lb) set->all_whole_word_ = false;  // HDF5 records no masking mode
     if (lb != nullptr) {
+      if (opts.vocab_hash && *opts.vocab_hash != lb->info().vocab_hash)
+        return Status::invalid_argument(fmt::format(
+            "{}: vocabulary mismatch: the shard was made with a vocab of hash {} ({} tokens), {} has hash {}: the "
+            "ids would mean other tokens; make the shards with `lansbert prep --vocab` of that file",
+            p, vocab_hash_text(lb->info().vocab_hash), lb->info().vocab_size,
+            opts.vocab_source.empty() ? std::string("this run's vocab") : opts.vocab_source,
+            vocab_hash_text(*opts.vocab_hash)));
       // The ids of shards made with two vocabularies mean two things. Unmasked (dynamic) shards
       // are masked at load time by the first one's settings (ShardSet::info), so those must
       // hold for all; masked ones carry their masks, whatever made them.

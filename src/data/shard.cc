@@ -98,6 +98,16 @@ Status write_all(int fd, const void* data, size_t n, const std::string& path) {
 
 }  // namespace
 
+ShardInfo shard_info_of(const Vocab& vocab) {
+  ShardInfo info;
+  info.vocab_size = vocab.size();
+  info.vocab_hash = vocab.hash();
+  info.cls_id = vocab.cls_id();
+  info.sep_id = vocab.sep_id();
+  info.mask_id = vocab.mask_id();
+  return info;
+}
+
 int shard_id_bytes(int32_t vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
 
 int64_t shard_record_size(int seq_len, int max_pred, int id_bytes) {
@@ -283,7 +293,8 @@ Status LbShardReader::open(const std::string& path, std::optional<uint64_t> expe
   // writer's bug, and found here rather than as an out-of-range token in the model.
   const ShardInfo& in = r->info_;
   if (in.vocab_size <= 0)
-    return Status::corrupt(fmt::format("{}: header vocab size {} at byte offset 40 is not positive", path, in.vocab_size));
+    return Status::corrupt(fmt::format("{}: header vocab size {} at byte offset 40 is outside [1, 2^31)", path,
+                                       uint32_t(in.vocab_size)));  // the stored bytes, unsigned as written
   for (auto [name, id, at] : {std::tuple{"[CLS]", in.cls_id, 76}, {"[SEP]", in.sep_id, 80}, {"[MASK]", in.mask_id, 84}}) {
     if (id < 0 || id >= in.vocab_size)
       return Status::corrupt(fmt::format("{}: header {} id {} at byte offset {} is outside the vocab [0, {})",

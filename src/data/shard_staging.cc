@@ -52,7 +52,7 @@ Status ShardStaging::open(const std::string& out_dir) {
   std::error_code ec;
   created_out_ = !fs::exists(out_dir, ec);
   fs::create_directories(out_dir, ec);
-  if (ec) return Status::io_error(fmt::format("prep: --out {}: cannot create the directory: {}", out_dir, ec.message()));
+  if (ec) return Status::io_error(fmt::format("--out {}: cannot create the directory: {}", out_dir, ec.message()));
   // The lock is on the directory itself, so it leaves no file behind.
   lock_fd_ = ::open(out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (lock_fd_ < 0) return Status::io_error(fmt::format("{}: cannot open: {}", out_dir, std::strerror(errno)));
@@ -69,7 +69,7 @@ Status ShardStaging::open(const std::string& out_dir) {
     if (lock_fd_ >= 0) {
       fs::remove_all(stale, ec);  // a crashed run's: a live one would hold the lock
     } else {
-      std::fprintf(stderr, "prep: note: %s is probably left by an interrupted run; delete it when no prep "
+      std::fprintf(stderr, "note: %s is probably left by an interrupted run; delete it when no prep or convert "
                    "writes to %s\n", stale.c_str(), out_dir.c_str());
     }
   }

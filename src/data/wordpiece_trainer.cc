@@ -82,7 +82,10 @@ void WordPieceTrainer::add_word(std::string_view word, uint64_t count) {
 Status WordPieceTrainer::add_text(std::string_view text) {
   WordScanner scanner(opts_.lower_case);
   return scanner.scan(text, [&](std::string_view word, int chars) {
-    if (chars <= opts_.max_word_chars) add_word(word);
+    if (chars <= opts_.max_word_chars)
+      add_word(word);
+    else
+      ++long_words_skipped_;
   });
 }
 

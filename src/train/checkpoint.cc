@@ -387,8 +387,15 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
     m.data.epoch = uint64_t(count(at(at(j, "data", "data"), "epoch", "data.epoch"), "data.epoch", 0));
     m.data.consumed = uint64_t(count(at(at(j, "data", "data"), "consumed", "data.consumed"), "data.consumed", 0));
     if (j.contains("train_data")) {
-      if (!j["train_data"].is_object()) throw std::out_of_range("train_data is not an object");
-      m.train_data_json = j["train_data"].dump();
+      // What a resume prints and --init-from compares; typed here so those never meet a wrong type.
+      const nlohmann::json& td = j["train_data"];
+      if (!td.is_object()) throw std::out_of_range("train_data is not an object");
+      for (const char* key : {"samples", "files", "digest"})
+        if (td.contains(key) && !td[key].is_number_unsigned())
+          throw std::out_of_range(std::string("train_data.") + key + " is not a count: " + td[key].dump());
+      if (td.contains("vocab_hash") && !td["vocab_hash"].is_string())
+        throw std::out_of_range("train_data.vocab_hash is not a string: " + td["vocab_hash"].dump());
+      m.train_data_json = td.dump();
     }
     m.seed = at(j, "seed", "seed").get<uint64_t>();
     m.world = int(count(at(j, "world", "world"), "world", 1));
@@ -398,6 +405,9 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
     if (!config.is_object()) throw std::out_of_range("config is not an object");
     for (const char* section : {"model", "batch"})
       if (!config.at(section).is_object()) throw std::out_of_range(std::string("config.") + section + " is not an object");
+    if (config.contains("data") && !config["data"].is_object()) throw std::out_of_range("config.data is not an object");
+    if (config["batch"].contains("micro_batch") && !config["batch"]["micro_batch"].is_number_integer())
+      throw std::out_of_range("config.batch.micro_batch is not an integer: " + config["batch"]["micro_batch"].dump());
     if (config["model"].contains("hidden_act") && !config["model"]["hidden_act"].is_string())
       throw std::out_of_range("config.model.hidden_act is not a string");
     m.config_json = config.dump();

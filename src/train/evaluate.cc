@@ -121,11 +121,13 @@ Status evaluate_on_ranks(BertModel<float>& model, ShardSet& set, int64_t n, int 
   LB_RETURN_IF_ERROR(agree_across_ranks(comm, st, "the evaluation", nullptr));
   comm.all_reduce(sums.v, EvalSums::kCount, ReduceOp::kSum);
   *result = sums.result();
-  // Records whose masked slots are all empty pass every reader check (a shard's max_pred only
-  // bounds them), and would print an MLM loss and accuracy of 0 over nothing. Every rank has
-  // the same sums, so all return this.
-  if (result->masked == 0)
-    return Status::invalid_argument("the " + std::to_string(result->sequences) +
+  // Every rank has the same sums, so all return the same.
+  return check_some_tokens_masked(result->sequences, result->masked);
+}
+
+Status check_some_tokens_masked(int64_t sequences, int64_t masked) {
+  if (masked == 0)
+    return Status::invalid_argument("the " + std::to_string(sequences) +
                                     " sequences evaluated hold no masked tokens (every masked slot is empty): "
                                     "no masked-LM loss to report; evaluate on shards made with masking");
   return Status::ok();
@@ -137,6 +139,7 @@ namespace {
 Status open_eval_set(const BertConfig& mc, const EvalOptions& opts, std::unique_ptr<ShardSet>* out) {
   ShardSetOptions so;
   so.vocab_hash = opts.vocab_hash;
+  so.vocab_source = opts.vocab_source;
   so.token_limit = mc.vocab_size;
   so.segment_limit = mc.type_vocab;
   LB_RETURN_IF_ERROR(ShardSet::open(opts.data, so, out).with_prefix("eval: "));

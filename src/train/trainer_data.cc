@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lansbert/data/vocab.h"
+#include "lansbert/train/evaluate.h"
 #include "trainer_run.h"
 
 namespace lansbert::trainer_detail {
@@ -38,6 +39,7 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
     if (!st.is_ok()) return Status(st.code() == StatusCode::kNotFound ? Status::not_found("data.vocab: " + st.message())
                                                                       : Status::invalid_argument("data.vocab: " + st.message()));
     so.vocab_hash = vocab.hash();
+    so.vocab_source = "data.vocab " + cfg.data.vocab;
     is_continuation->resize(vocab.size());
     for (int i = 0; i < vocab.size(); ++i) (*is_continuation)[i] = vocab.token(i).rfind("##", 0) == 0;
   }
@@ -103,11 +105,7 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
     for (int32_t id : one.masked_ids) masked += id != Batch::kIgnore;
   }
   // What the evaluation would refuse at its first pass (evaluate_on_ranks), perhaps days in.
-  if (masked == 0)
-    return Status::invalid_argument("data.eval: the " + std::to_string(n) +
-                                    " sequences evaluated hold no masked tokens (every masked slot is empty): no "
-                                    "masked-LM loss to report; evaluate on shards made with masking");
-  return Status::ok();
+  return check_some_tokens_masked(n, masked).with_prefix("data.eval: ");
 }
 
 Status Run::view_of_the_job(nlohmann::json* out) const {

@@ -129,7 +129,8 @@ Status Run::restore() {
   // A phase-2 config given --resume instead of --init-from: its data (other sequence lengths)
   // is not what the position and the schedule belong to.
   for (const char* field : {"seq_len", "max_pred"}) {
-    const nlohmann::json a = saved["data"].value(field, nlohmann::json()), b = mine["data"].value(field, nlohmann::json());
+    const nlohmann::json a = saved["data"].is_object() ? saved["data"].value(field, nlohmann::json()) : nlohmann::json(),
+                         b = mine["data"].value(field, nlohmann::json());
     if (!a.is_null() && !same_values(a, b))
       return Status::invalid_argument(dir + ": data." + field + " is " + a.dump() + " in the checkpoint, " + b.dump() +
                                       " in the config: a run resumes on the data it started with; to start a new "

@@ -138,6 +138,16 @@ expect_error 2 "$tmp/hf-big/config.json: a JSON number beyond a double's range (
 cp -r "$tmp/hf" "$tmp/hf-bad" && sed -i 's/"num_attention_heads": 2/"num_attention_heads": 3/' "$tmp/hf-bad/config.json"
 expect_error 2 "$tmp/hf-bad/config.json: field 'num_attention_heads': 3 heads do not divide hidden_size 64" \
   eval --checkpoint "$tmp/hf-bad" --data "$tmp/data/shards/*.lbs"
+# The directory's vocab.txt checks the shards, and is named when they differ; one that does not
+# load is an error naming it (it was once skipped, and the check with it).
+cp -r "$tmp/hf" "$tmp/hf-vocab" && echo "extra" >> "$tmp/hf-vocab/vocab.txt"
+expect_error 2 "vocabulary mismatch: the shard was made with a vocab of hash" \
+  eval --checkpoint "$tmp/hf-vocab" --data "$tmp/data/shards/*.lbs"
+expect_error 2 "the Hugging Face directory's vocab $tmp/hf-vocab/vocab.txt has hash" \
+  eval --checkpoint "$tmp/hf-vocab" --data "$tmp/data/shards/*.lbs"
+: > "$tmp/hf-vocab/vocab.txt"
+expect_error 4 "the Hugging Face directory's vocab: $tmp/hf-vocab/vocab.txt: vocabulary is empty" \
+  eval --checkpoint "$tmp/hf-vocab" --data "$tmp/data/shards/*.lbs"
 # eval --json of a Hugging Face directory: no step, never packed unless asked.
 hf_json=$("$lb" eval --checkpoint "$tmp/hf" --data "$tmp/data/shards/*.lbs" --max-sequences 8 --json 2>/dev/null)
 python3 -c 'import json, sys; j = json.loads(sys.argv[1]); sys.exit(not (j["hugging_face"] is True and j["step"] is None

@@ -88,6 +88,13 @@ err=$("$bin" vocab --input "$tmp/empty.txt" --size 150 --out "$tmp/v-empty.txt" 
 set -e
 (( rc == 2 )) && [[ $err == *"vocab: the input holds no words (empty input?)"* && ! -e $tmp/v-empty.txt ]] ||
   fail "vocab of an empty corpus: exit $rc, $err"
+# Words only past the tokenizer's 100 characters: said so, not "no words".
+printf '%0101d %0150d\n' 0 0 > "$tmp/long-words.txt"
+set +e
+err=$("$bin" vocab --input "$tmp/long-words.txt" --size 150 --out "$tmp/v-long.txt" 2>&1); rc=$?
+set -e
+(( rc == 2 )) && [[ $err == *"the input's only words are the 2 longer than 100 characters"* && ! -e $tmp/v-long.txt ]] ||
+  fail "vocab of a corpus of over-long words: exit $rc, $err"
 set +e
 err=$("$bin" vocab --input "$tmp/corpus.txt" --size 150 --out "$tmp/new" 2>&1); rc=$?
 set -e

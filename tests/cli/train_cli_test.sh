@@ -27,6 +27,12 @@ expect_error 2 "precision.activations: 16bit stores them in the GEMMs' format: n
 expect_error 2 "data.seq_len: config says 64" train --config "$tmp/good.yaml" --set data.seq_len=64
 expect_error 3 "data.train" train --config "$tmp/good.yaml" --set 'data.train=/nonexistent/*.lbs'
 expect_error 3 "data.eval" train --config "$tmp/good.yaml" --set 'data.eval=/nonexistent/*.lbs'
+# Shards of another vocabulary than data.vocab: the message names the file.
+cp "$tmp/data/vocab.txt" "$tmp/vocab-other.txt" && echo "extra" >> "$tmp/vocab-other.txt"
+expect_error 2 "vocabulary mismatch: the shard was made with a vocab of hash" train --config "$tmp/good.yaml" \
+  --set "data.vocab=$tmp/vocab-other.txt"
+expect_error 2 "data.vocab $tmp/vocab-other.txt has hash" train --config "$tmp/good.yaml" \
+  --set "data.vocab=$tmp/vocab-other.txt"
 expect_error 2 "evaluation.every_steps" train --config "$tmp/good.yaml" --set evaluation.every_steps=5
 expect_error 2 "incompatible checkpoint" train --config "$tmp/good.yaml" --set model.hidden=32 --resume latest
 expect_error 3 "no checkpoint" train --config "$tmp/good.yaml" --resume "$tmp/data"
@@ -315,6 +321,17 @@ expect_error 4 "trainer.json: malformed field 'data.consumed': key 'consumed' no
   train --config "$tmp/good.yaml" --resume latest
 cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['config']['model']['hidden_act']=3"
 expect_error 4 "config.model.hidden_act is not a string" train --config "$tmp/good.yaml" \
+  --init-from "$(dirname "$meta")" --set "checkpoint.dir=$tmp/ckpt-init"
+# Fields only a resume's notes or --init-from's vocabulary check read (they once ended in an
+# uncaught JSON exception, exit 70): named as this file's error.
+cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['config']['batch']['micro_batch']='x'"
+expect_error 4 "config.batch.micro_batch is not an integer" train --config "$tmp/good.yaml" --resume latest
+cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['config']['data']=[1]"
+expect_error 4 "config.data is not an object" train --config "$tmp/good.yaml" --resume latest
+cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['train_data']['digest']='x'"
+expect_error 4 "train_data.digest is not a count" train --config "$tmp/good.yaml" --resume latest
+cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['train_data']['vocab_hash']=7"
+expect_error 4 "train_data.vocab_hash is not a string" train --config "$tmp/good.yaml" \
   --init-from "$(dirname "$meta")" --set "checkpoint.dir=$tmp/ckpt-init"
 cp "$tmp/trainer.json.orig" "$meta"
 

@@ -131,6 +131,13 @@ TEST(Shard, Version1FilesStillRead) {
   ASSERT_EQ(s.code(), StatusCode::kCorrupt);
   EXPECT_NE(s.message().find(path + ": header id width 2 at byte offset 88 cannot hold the vocab size 65537"),
             std::string::npos) << s.message();
+  // A vocab size past int32 is named as stored (it once printed as a negative number).
+  put32(88, 4);
+  put32(40, 0xFFFFFFFBu);
+  s = reopen();
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(path + ": header vocab size 4294967291 at byte offset 40 is outside [1, 2^31)"),
+            std::string::npos) << s.message();
 }
 
 // The width's boundary: a vocab of exactly 65,536 entries still takes 2-byte ids, whose top

@@ -17,6 +17,8 @@ struct ShardSetOptions {
   // When set, each of our shards must have been made with this vocab (HDF5 files carry no
   // vocab identity and are not checked).
   std::optional<uint64_t> vocab_hash;
+  // Where vocab_hash came from, for the mismatch message ("data.vocab /data/vocab.txt").
+  std::string vocab_source;
   // NVIDIA's rule: keep only files whose name contains "training".
   bool training_only = false;
   // > 0: every token id read (inputs and masked originals) must be below it: the model's

@@ -17,6 +17,8 @@
 
 namespace lansbert {
 
+class Vocab;
+
 // Abstract access to one file of pretraining instances.
 class ShardReader {
  public:
@@ -54,6 +56,10 @@ struct ShardInfo {
   int64_t record_count = 0;  // filled by the writer / reader
   int id_bytes = 4;          // filled by the writer (shard_id_bytes) / reader: 2 or 4
 };
+
+// A ShardInfo with `vocab`'s identity (size, hash, [CLS]/[SEP]/[MASK] ids) and the other
+// fields at their defaults: what prep and convert start from.
+ShardInfo shard_info_of(const Vocab& vocab);
 
 // Bytes per stored token id for a vocab of `vocab_size` entries: 2 up to 65,536, else 4.
 int shard_id_bytes(int32_t vocab_size);

@@ -40,6 +40,8 @@ class WordPieceTrainer {
   // Counts one already-normalised word `count` times.
   void add_word(std::string_view word, uint64_t count = 1);
   size_t distinct_words() const { return counts_.size(); }
+  // Words add_text skipped for exceeding max_word_chars (each occurrence).
+  uint64_t long_words_skipped() const { return long_words_skipped_; }
 
   // The vocabulary in id order. It is larger than vocab_size only when the specials and the
   // characters alone exceed it, and smaller when no pair reaches min_frequency.
@@ -48,6 +50,7 @@ class WordPieceTrainer {
  private:
   WordPieceTrainerOptions opts_;
   std::unordered_map<std::string, uint64_t> counts_;
+  uint64_t long_words_skipped_ = 0;
 };
 
 }  // namespace lansbert

@@ -27,6 +27,7 @@ struct EvalOptions {
   // The hash of the vocab the checkpoint was trained with (its data.vocab, when that file is
   // still there): our shards must have been made with it.
   std::optional<uint64_t> vocab_hash;
+  std::string vocab_source;       // where vocab_hash came from, for messages (ShardSetOptions)
   std::string dump_batch;         // write the first micro-batch and its losses here (JSON)
   // Pack each micro-batch's sequences into shared rows (data.packing, data/packing.h): the same
   // sequences, fewer rows; the losses to rounding. `lansbert eval` takes the run's setting.
@@ -68,6 +69,11 @@ struct EvalSums {
 // REQUIRES: the set's seq_len/max_pred within the model's limits.
 Status evaluate_on_ranks(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, bool pack,
                          Communicator& comm, EvalResult* result, const std::string& dump_first = "");
+// invalid_argument when `sequences` samples hold no masked token (`masked` == 0): records
+// whose masked slots are all empty pass every reader check (a shard's max_pred only bounds
+// them) and would report an MLM loss and accuracy of 0 over nothing. Shared by the
+// evaluation and by `lansbert train`'s start-up check of its held-out shards.
+Status check_some_tokens_masked(int64_t sequences, int64_t masked);
 
 // What an evaluation's model is laid out for: forward passes only, so the layers may share
 // their activation memory (the recomputing layout; nothing is recomputed without a backward).
