@@ -93,14 +93,4 @@ void cast_to_bf16(const float* src, uint16_t* dst, size_t n);
 GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale, size_t begin = 0,
                             size_t end = SIZE_MAX);
 
-// cuBLASLt matmul with bf16 (or fp16) operands, fp32 accumulation and an fp32 row-major
-// output: C[m,n] = alpha op(A) op(B) + beta C (+ bias[n] with kBias). cuBLASLt's GELU
-// epilogues use the tanh approximation, not BERT's erf GELU, so none is offered: GELU stays
-// the shared-body kernel. Runs on the legacy stream; descriptors are built per call.
-enum class HalfType { kBf16, kFp16 };
-enum class LtEpilogue { kNone, kBias };
-void gemm_half(HalfType type, Trans ta, Trans tb, int m, int n, int k, float alpha,
-               const uint16_t* a, int lda, const uint16_t* b, int ldb, float beta, float* c,
-               int ldc, const float* bias = nullptr, LtEpilogue epilogue = LtEpilogue::kNone);
-
 }  // namespace lansbert::cuda

@@ -4,10 +4,10 @@
 // softmax, dropout, d(scores)) goes through shared memory as fp32 and the bodies of
 // kernels/flash_attention.h, which the CPU twin calls too.
 //
-//   forward      grid (query tiles of 64, B*A): ctx and lse, key tiles of 32 in order
+//   forward      grid (B*A x query tiles of 64): ctx and lse, key tiles of 32 in order
 //   row_d        D = d(ctx) . ctx per query row (from fp32 values)
-//   dk_dv        grid (key tiles of 64, B*A): d_k, d_v, query tiles of 32 in order
-//   dq           grid (query tiles of 64, B*A): d_q, key tiles of 32 in order
+//   dk_dv        grid (B*A x key tiles of 64): d_k, d_v, query tiles of 32 in order
+//   dq           grid (B*A x query tiles of 64): d_q, key tiles of 32 in order
 //
 // Each kernel recomputes the scores it needs from q and k (the backward's two kernels both
 // do), which costs two GEMM-sized products more than a kernel accumulating d_q with atomics,
@@ -64,6 +64,20 @@ struct Layout {
   float scale, dropout;
   RngKey key;
 };
+
+// The tile of kRows rows a block owns: the grid is one-dimensional, tiles of one (sequence,
+// head) pair consecutive (their K/V rows are reused through L2), then the heads, then the
+// sequences. In gridDim.x, whose limit is 2^31 - 1: gridDim.y held sequences times heads once
+// and stopped at 65,535 (4,096 sequences of 16 heads).
+struct BlockTile {
+  int b, h, bh, row0;
+};
+__device__ inline int tiles_per_head(const Layout& L) { return (L.seq + kRows - 1) / kRows; }
+__device__ inline BlockTile block_tile(const Layout& L) {
+  const int tiles = tiles_per_head(L);
+  const int bh = int(blockIdx.x / unsigned(tiles)), tile = int(blockIdx.x % unsigned(tiles));
+  return {bh / L.heads, bh % L.heads, bh, tile * kRows};
+}
 
 // An input element as the GEMMs' 16-bit operand: fp32 rounded, or a kept 16-bit copy's bits.
 template <HalfFormat F>
@@ -181,7 +195,8 @@ __device__ void forward_body(Layout L, const In* q, const In* k, const In* v, co
   __shared__ __align__(32) float o_s[kWarps][16 * kD];
   __shared__ int mask_s[kCols];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int bh = blockIdx.y, b = bh / L.heads, h = bh % L.heads, q0 = blockIdx.x * kRows;
+  const BlockTile bt = block_tile(L);
+  const int b = bt.b, h = bt.h, bh = bt.bh, q0 = bt.row0;
   stage_rows<F>(q, L.qkv_ld, L, b, h, q0, kRows, q_s);
   for (int i = lane; i < 16 * kD; i += 32) o_s[warp][i] = 0.f;
   __syncthreads();
@@ -284,7 +299,7 @@ __device__ void add_bias_partial(const BackwardArgs<In, Out>& a, const float* ro
   if (t >= kD) return;
   float s = 0.f;
   for (int r = 0; r < kRows && r0 + r < L.seq; ++r) s += kern::round_to_half(rows[r * kD + t], F);
-  const int64_t split = int64_t(b) * gridDim.x + blockIdx.x;
+  const int64_t split = int64_t(b) * tiles_per_head(L) + r0 / kRows;
   a.bias_part[(split * 3 + which) * L.ld + int64_t(h) * kD + t] = s;
 }
 
@@ -305,7 +320,8 @@ __device__ void dk_dv_body(const BackwardArgs<In, Out>& a) {
   __shared__ int querymask_s[kCols];
   __shared__ int keymask_s[kRows];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int bh = blockIdx.y, b = bh / L.heads, h = bh % L.heads, j0 = blockIdx.x * kRows;
+  const BlockTile bt = block_tile(L);
+  const int b = bt.b, h = bt.h, bh = bt.bh, j0 = bt.row0;
   uint16_t* k_stage = reinterpret_cast<uint16_t*>(big);
   uint16_t* v_stage = k_stage + kRows * kD;
   stage_rows<F>(a.k, L.qkv_ld, L, b, h, j0, kRows, k_stage);
@@ -386,7 +402,8 @@ __device__ void dq_body(const BackwardArgs<In, Out>& a) {
   __shared__ __align__(32) uint16_t ds_s[kWarps][16 * kCols];
   __shared__ int mask_s[kCols];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int bh = blockIdx.y, b = bh / L.heads, h = bh % L.heads, i0 = blockIdx.x * kRows;
+  const BlockTile bt = block_tile(L);
+  const int b = bt.b, h = bt.h, bh = bt.bh, i0 = bt.row0;
   uint16_t* q_stage = reinterpret_cast<uint16_t*>(big);
   uint16_t* do_stage = q_stage + kRows * kD;
   stage_rows<F>(a.q, L.qkv_ld, L, b, h, i0, kRows, q_stage);
@@ -446,7 +463,14 @@ Layout layout_of(const A& a) {
   const AttentionShape& s = a.shape;
   return Layout{s.batch, s.heads, s.seq, s.qkv_stride(), s.ld, a.scale, a.dropout, a.dropout_key};
 }
-dim3 tiles_of(const AttentionShape& s) { return dim3((s.seq + kRows - 1) / kRows, unsigned(s.batch) * s.heads); }
+int tiles_per_sequence(const AttentionShape& s) { return (s.seq + kRows - 1) / kRows; }
+
+// BlockTile's grid: every tile of every (sequence, head) pair along x.
+dim3 tiles_of(const AttentionShape& s) {
+  const int64_t blocks = int64_t(tiles_per_sequence(s)) * s.heads * s.batch;
+  LB_CHECK_MSG(blocks <= INT32_MAX, "flash attention: more tiles than a grid holds");
+  return dim3(unsigned(blocks));
+}
 
 }  // namespace
 
@@ -487,7 +511,7 @@ void launch_backward(const BackwardArgs<In, Out>& args, const In* ctx, const Att
   flash_dq_kernel<F><<<tiles_of(s), kBlock, 0, stream>>>(args);
   LB_LAUNCH_CHECK();
   if (args.bias_part) {  // the blocks' partials added in (sequence, tile) order per column
-    const int cols = 3 * s.ld, splits = s.batch * int(tiles_of(s).x);
+    const int cols = 3 * s.ld, splits = s.batch * tiles_per_sequence(s);
     column_finish_kernel<1><<<(cols + kThreads - 1) / kThreads, kThreads, 0, stream>>>(cols, splits, args.bias_part,
                                                                                       d_qkv_bias, nullptr);
     LB_LAUNCH_CHECK();
@@ -496,7 +520,7 @@ void launch_backward(const BackwardArgs<In, Out>& args, const In* ctx, const Att
 
 }  // namespace
 
-size_t flash_bias_partials(const AttentionShape& s) { return size_t(s.batch) * tiles_of(s).x * 3 * s.ld; }
+size_t flash_bias_partials(const AttentionShape& s) { return size_t(s.batch) * tiles_per_sequence(s) * 3 * s.ld; }
 
 void flash_attention_backward(const AttentionBackward<float>& a, HalfFormat format, const FlashHalfIO& io,
                               float* row_d, float* bias_part, cudaStream_t stream) {

@@ -205,6 +205,11 @@ class NcclCommunicator final : public Communicator {
       const cudaError_t q = cudaStreamQuery(stream_);
       if (q == cudaSuccess) return;
       if (q != cudaErrorNotReady) CUDA_CHECK(q);
+      // "Not ready" is an answer, not a fault, but a runtime may keep it as the thread's last
+      // error (PyTorch clears it after every such query: pytorch/pytorch#18584, #61554), and
+      // the next kernel's LB_LAUNCH_CHECK would then end the run on it. Real faults are sticky
+      // and come back from the next call anyway.
+      (void)cudaGetLastError();
       check_async_error(what);
       const double s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -321,7 +321,15 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   emu::run_stream(s);
   return cudaSuccess;
 }
-cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
+// Work still queued answers "not ready" and, as some runtimes do, leaves that as the thread's
+// last error (a poll loop must clear it: the next LB_LAUNCH_CHECK would read it). The queued
+// work then runs, as a GPU finishes it while the host polls, so the next query succeeds.
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+  if (!emu::stream_is_valid(s)) return fail(cudaErrorInvalidResourceHandle);
+  if (emu::has_run(emu::mark(s))) return cudaSuccess;
+  emu::run_stream(s);
+  return fail(cudaErrorNotReady);
+}
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
   auto* ev = new emu::Event{flags, false, {}, nullptr};

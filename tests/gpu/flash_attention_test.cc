@@ -8,6 +8,7 @@
 // Skipped without a device; printed: the max relative errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "../model/model_test_util.h"
@@ -195,6 +196,27 @@ TEST(GpuFlashAttention, Bf16StepFromKeptCopiesMatchesTheTwin) {
   std::printf("flash bf16 step from kept copies: loss gpu %.6f twin %.6f, worst gradient rel %.2e\n", lg, lc, worst);
   EXPECT_NEAR(lg, lc, 1e-4 * std::abs(lc));
   EXPECT_LT(worst, 2e-2);
+}
+
+// More (sequence, head) pairs than a grid's y or z holds (65,535): 4,096 sequences of 16
+// heads, 65,536 pairs (once the grid's y, a failed launch). The last sequence's ctx and
+// d(q, k, v) are bit for bit those of the same sequence run alone (no dropout: every pair's
+// tiles are computed alone, in a fixed order). Too many blocks for the emulator: a GPU check.
+TEST(GpuFlashAttention, MoreSequenceHeadPairsThanAGridDimensionHolds) {
+  LB_REQUIRE_GPU();
+  if (testing::on_emulator()) GTEST_SKIP() << "65,536 blocks of flash attention are a GPU's work, not the emulator's";
+  const int B = 4096, A = 16, S = 16, D = 64;  // one partial tile per pair: the fewest inputs
+  AttentionCase<float> all(B, A, S, D, {16, 10}, 0.f, 31);
+  AttentionCase<float> last(1, A, S, D, {10}, 0.f, 32);
+  const size_t qkv_row = size_t(S) * 3 * A * D, ctx_row = size_t(S) * A * D;
+  std::copy(all.qkv.end() - qkv_row, all.qkv.end(), last.qkv.begin());
+  std::copy(all.d_ctx.end() - ctx_row, all.d_ctx.end(), last.d_ctx.begin());
+  ASSERT_TRUE(std::equal(last.mask.begin(), last.mask.end(), all.mask.end() - S));
+  auto gpu = cuda_ops(GemmMath::kBf16, AttentionMode::kFlash);
+  const auto a = run_attention(*gpu, all), l = run_attention(*gpu, last);
+  ASSERT_EQ(a.impl, AttentionImpl::kFlash) << gpu->flash_fallback();
+  EXPECT_TRUE(std::equal(l.ctx.begin(), l.ctx.end(), a.ctx.end() - ctx_row));
+  EXPECT_TRUE(std::equal(l.d_qkv.begin(), l.d_qkv.end(), a.d_qkv.end() - qkv_row));
 }
 
 }  // namespace

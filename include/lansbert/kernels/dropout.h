@@ -72,7 +72,11 @@ class DropoutBits {
       block_ = block;
       valid_ = true;
     }
-    return words_.v[e & 3];
+    // Selected, not indexed: a run-time index into the words puts the object in the GPU's
+    // local memory (a 48-byte stack frame and a load per element, in memory-bound kernels);
+    // selects keep it in registers.
+    const uint32_t low = (e & 1) ? words_.v[1] : words_.v[0], high = (e & 1) ? words_.v[3] : words_.v[2];
+    return (e & 2) ? high : low;
   }
 
  private:
