@@ -305,7 +305,23 @@ void CudaOps::batched_ex(Trans ta, Trans tb, int m, int n, int k, float alpha, c
   }
   // Attention's (sequence, head) batch has two strides: one pointer-array call instead of
   // `outer` strided calls (at batch 64 and 24 layers that is thousands of ~1 us launches a
-  // step). The arrays are built on the device by one small kernel on the same stream.
+  // step). The arrays are built on the device by one small kernel on the same stream. cuBLAS
+  // cannot see pointers in device arrays, and its tensor-core kernels want them 16-byte
+  // aligned: a batch with a stride that breaks that (an odd sequence length's S*S blocks)
+  // takes the strided calls, whose base and stride cuBLAS sees and picks a kernel for.
+  auto aligned = [](const void* p, int64_t outer, int64_t inner, size_t size) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0 && (outer * size) % 16 == 0 && (inner * size) % 16 == 0;
+  };
+  if (!aligned(pa, g.a_outer, g.a_inner, a_size) || !aligned(pb, g.b_outer, g.b_inner, b_size) ||
+      !aligned(c, g.c_outer, g.c_inner, c_size)) {
+    char* pc = static_cast<char*>(c);
+    for (int o = 0; o < g.outer; ++o)
+      CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+          blas_.get(), to_cublas(tb), to_cublas(ta), n, m, k, &alpha, pb + o * g.b_outer * b_size, tb_type, ldb,
+          g.b_inner, pa + o * g.a_outer * a_size, ta_type, lda, g.a_inner, &beta, pc + o * g.c_outer * c_size, c_type,
+          ldc, g.c_inner, g.inner, compute_type(), CUBLAS_GEMM_DEFAULT));
+    return;
+  }
   const int count = g.outer * g.inner;
   batch_ptrs_.reserve(3 * size_t(count) * sizeof(void*));
   void** arrays = static_cast<void**>(batch_ptrs_.get());

@@ -156,6 +156,12 @@ cublasStatus_t cublasGemmBatchedEx(cublasHandle_t handle, cublasOperation_t tran
     emu::enqueue(handle->stream, [g, Aarray, Barray, Carray, batchCount]() mutable {
       for (int i = 0; i < batchCount; ++i) {
         check_operands("cublasGemmBatchedEx", Aarray[i], Barray[i], Carray[i], Carray[i]);
+        // cuBLAS cannot see these pointers to choose a kernel for them, and its tensor-core
+        // kernels assume 16-byte alignment: lansbert sends other batches to strided calls.
+        for (const void* p : {Aarray[i], Barray[i], static_cast<const void*>(Carray[i])})
+          if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+            emu::fatal("cublasGemmBatchedEx: matrix " + std::to_string(i) +
+                       " of the batch is not 16-byte aligned (a GPU's kernel may fault on it)");
         g.a.p = Aarray[i], g.b.p = Barray[i], g.c.p = Carray[i], g.d = Carray[i];
         run_gemm(g);
       }

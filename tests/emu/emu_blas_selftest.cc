@@ -193,7 +193,9 @@ void test_fast_compute(cublasHandle_t h) {
 
 void test_batched(cublasHandle_t h) {
   const int m = 4, n = 3, k = 5, lda = 6, ldb = 5, ldc = 4, batch = 3;
-  const long long sa = lda * k + 7, sb = ldb * n + 3, sc = ldc * n + 2;
+  // Strides past each matrix's extent, in multiples of 8 elements: the pointer-array call's
+  // 16-bit matrices then start 16-byte aligned, as the emulator (like cuBLAS) requires.
+  const long long sa = lda * k + 10, sb = ldb * n + 1, sc = ldc * n + 4;
   // Strided: fp32, NaN everywhere in C (beta 0), strides beyond each matrix's extent.
   Buf A(CUDA_R_32F, sa * batch, 0), B(CUDA_R_32F, sb * batch, 0);
   randomize(A), randomize(B);

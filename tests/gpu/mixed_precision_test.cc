@@ -65,15 +65,19 @@ TEST(GpuMixed, HalfGemmOpsMatchCpuEmulation) {
         testing::expect_close(mode + " gemm ta=" + std::to_string(int(ta)) + " tb=" + std::to_string(int(tb)),
                               testing::to_host(cd), c, tol);
       }
-    // Attention layout: Q K^T per (batch, head), heads read in place.
-    const int B = 3, A = 4, S = 40, D = 16, H = A * D;
-    const auto q = testing::random_vector(size_t(B) * S * H, 43), kk = testing::random_vector(size_t(B) * S * H, 44);
-    const GemmBatch g = testing::attention_scores_batch(B, A, S, D);
-    std::vector<float> sc(size_t(B) * A * S * S, 0.f);
-    auto qd = testing::to_device(q), kd = testing::to_device(kk), scd = testing::to_device(sc);
-    cpu->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 0.25f, q.data(), H, kk.data(), H, 0.f, sc.data(), S, g);
-    gpu->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 0.25f, qd.data(), H, kd.data(), H, 0.f, scd.data(), S, g);
-    testing::expect_close(mode + " batched attention scores", testing::to_host(scd), sc, tol);
+    // Attention layout: Q K^T per (batch, head), heads read in place. S 40: one pointer-array
+    // call; S 17: blocks of 17 x 17 floats are not 16-byte aligned, so one strided call per
+    // sequence (cuda_gemm.cu batched_ex).
+    for (const int S : {40, 17}) {
+      const int B = 3, A = 4, D = 16, H = A * D;
+      const auto q = testing::random_vector(size_t(B) * S * H, 43), kk = testing::random_vector(size_t(B) * S * H, 44);
+      const GemmBatch g = testing::attention_scores_batch(B, A, S, D);
+      std::vector<float> sc(size_t(B) * A * S * S, 0.f);
+      auto qd = testing::to_device(q), kd = testing::to_device(kk), scd = testing::to_device(sc);
+      cpu->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 0.25f, q.data(), H, kk.data(), H, 0.f, sc.data(), S, g);
+      gpu->gemm_batched(Trans::kNo, Trans::kYes, S, S, D, 0.25f, qd.data(), H, kd.data(), H, 0.f, scd.data(), S, g);
+      testing::expect_close(mode + " batched attention scores, S " + std::to_string(S), testing::to_host(scd), sc, tol);
+    }
   }
 }
 
