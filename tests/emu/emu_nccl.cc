@@ -151,7 +151,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId, int rank) {
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
   auto* c = new ncclComm{nranks, rank, MPI_COMM_NULL};
   if (nranks > 1) {
     int init = 0, size = 0, me = -1;
@@ -165,6 +165,18 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId, int ra
       return ncclInvalidUsage;  // the emulator needs NCCL ranks = MPI world ranks
     }
     MPI_Comm_dup(MPI_COMM_WORLD, &c->mpi);
+    // Every rank must pass rank 0's id (one ncclGetUniqueId, broadcast): ranks with ids of
+    // their own would each wait for a clique that never forms, where real NCCL hangs.
+    std::vector<char> ids(size_t(nranks) * sizeof id.internal);
+    MPI_Allgather(id.internal, int(sizeof id.internal), MPI_CHAR, ids.data(), int(sizeof id.internal), MPI_CHAR,
+                  c->mpi);
+    for (int r = 1; r < nranks; ++r)
+      if (std::memcmp(ids.data(), ids.data() + size_t(r) * sizeof id.internal, sizeof id.internal) != 0) {
+        MPI_Comm_free(&c->mpi);
+        delete c;
+        emu::fatal("ncclCommInitRank: rank " + std::to_string(r) +
+                   " passed another unique id than rank 0 (real NCCL would hang)");
+      }
   } else if (nranks != 1 || rank != 0) {
     delete c;
     return ncclInvalidArgument;
