@@ -306,33 +306,29 @@ expect_error 4 "trainer.json: step = -5, expected at least 0" train --config "$t
 edit_meta() {  # python expression on j
   /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); j.pop('checksum',None); $1; json.dump(j,open(sys.argv[1],'w'),indent=2)" "$meta"
 }
-cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['config']=2"
-expect_error 4 "trainer.json: config is not an object" train --config "$tmp/good.yaml" --resume latest
-cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['config']['batch']='x'"
-expect_error 4 "trainer.json: config.batch is not an object" train --config "$tmp/good.yaml" --resume latest
-cp "$tmp/trainer.json.orig" "$meta"; edit_meta "del j['config']['batch']"
-expect_error 4 "key 'batch' not found" train --config "$tmp/good.yaml" --resume latest
+# refused EDIT MESSAGE [init]: trainer.json edited by EDIT is refused with exit 4 and MESSAGE,
+# by --resume latest or (init) by --init-from.
+refused() {
+  cp "$tmp/trainer.json.orig" "$meta"; edit_meta "$1"
+  if [[ ${3:-} == init ]]; then
+    expect_error 4 "$2" train --config "$tmp/good.yaml" --init-from "$(dirname "$meta")" --set "checkpoint.dir=$tmp/ckpt-init"
+  else
+    expect_error 4 "$2" train --config "$tmp/good.yaml" --resume latest
+  fi
+}
+refused "j['config']=2" "trainer.json: config is not an object"
+refused "j['config']['batch']='x'" "trainer.json: config.batch is not an object"
+refused "del j['config']['batch']" "key 'batch' not found"
 # A field of the wrong type or a missing one is named.
-cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['step']='x'"
-expect_error 4 "trainer.json: malformed field 'step': type must be number, but is string" \
-  train --config "$tmp/good.yaml" --resume latest
-cp "$tmp/trainer.json.orig" "$meta"; edit_meta "del j['data']['consumed']"
-expect_error 4 "trainer.json: malformed field 'data.consumed': key 'consumed' not found" \
-  train --config "$tmp/good.yaml" --resume latest
-cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['config']['model']['hidden_act']=3"
-expect_error 4 "config.model.hidden_act is not a string" train --config "$tmp/good.yaml" \
-  --init-from "$(dirname "$meta")" --set "checkpoint.dir=$tmp/ckpt-init"
+refused "j['step']='x'" "trainer.json: malformed field 'step': type must be number, but is string"
+refused "del j['data']['consumed']" "trainer.json: malformed field 'data.consumed': key 'consumed' not found"
+refused "j['config']['model']['hidden_act']=3" "config.model.hidden_act is not a string" init
 # Fields only a resume's notes or --init-from's vocabulary check read (they once ended in an
 # uncaught JSON exception, exit 70): named as this file's error.
-cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['config']['batch']['micro_batch']='x'"
-expect_error 4 "config.batch.micro_batch is not an integer" train --config "$tmp/good.yaml" --resume latest
-cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['config']['data']=[1]"
-expect_error 4 "config.data is not an object" train --config "$tmp/good.yaml" --resume latest
-cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['train_data']['digest']='x'"
-expect_error 4 "train_data.digest is not a count" train --config "$tmp/good.yaml" --resume latest
-cp "$tmp/trainer.json.orig" "$meta"; edit_meta "j['train_data']['vocab_hash']=7"
-expect_error 4 "train_data.vocab_hash is not a string" train --config "$tmp/good.yaml" \
-  --init-from "$(dirname "$meta")" --set "checkpoint.dir=$tmp/ckpt-init"
+refused "j['config']['batch']['micro_batch']='x'" "config.batch.micro_batch is not an integer"
+refused "j['config']['data']=[1]" "config.data is not an object"
+refused "j['train_data']['digest']='x'" "train_data.digest is not a count"
+refused "j['train_data']['vocab_hash']=7" "train_data.vocab_hash is not a string" init
 cp "$tmp/trainer.json.orig" "$meta"
 
 # A checkpoint write that fails (a full disk, here a 400 KiB file size limit, so the 660 KiB
