@@ -103,14 +103,16 @@ Status plan_batches(const EvalArgs& a, int micro_batch, int64_t max_sequences, b
 
 // The hash of the vocab file at `path` (`what` says whose it is), when it is there: the shards
 // must have been made with it. A file that is there but does not load is an error naming it,
-// not a check quietly skipped.
+// not a check quietly skipped, unless `path` is relative: a checkpoint's paths are as training
+// saw them, so from another directory it may name some other file (not checked, then).
 Status note_vocab(const std::string& path, const std::string& what, EvalOptions* o) {
   std::error_code ec;
   if (path.empty() || !std::filesystem::exists(path, ec)) return Status::ok();
+  const bool relative = std::filesystem::path(path).is_relative();
   Vocab vocab;
-  LB_RETURN_IF_ERROR(Vocab::load(path, &vocab).with_prefix(what + ": "));
+  if (const Status st = Vocab::load(path, &vocab); !st.is_ok()) return relative ? Status::ok() : st.with_prefix(what + ": ");
   o->vocab_hash = vocab.hash();
-  o->vocab_source = what + " " + path;
+  o->vocab_source = what + " " + path + (relative ? " (a relative path, read from the current directory)" : "");
   return Status::ok();
 }
 

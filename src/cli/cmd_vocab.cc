@@ -60,9 +60,9 @@ Status run_vocab(const VocabArgs& a) {
   // such input too.
   if (trainer.distinct_words() == 0 && trainer.long_words_skipped() > 0)
     return Status::invalid_argument(
-        "vocab: the input's only words are the " + std::to_string(trainer.long_words_skipped()) +
-        " longer than 100 characters, which are skipped (the tokenizer makes such words [UNK]); nothing written to " +
-        a.out);
+        "vocab: the input's only words are longer than " + std::to_string(opts.max_word_chars) + " characters (" +
+        std::to_string(trainer.long_words_skipped()) +
+        " occurrences), which are skipped (the tokenizer makes such words [UNK]); nothing written to " + a.out);
   if (trainer.distinct_words() == 0)
     return Status::invalid_argument("vocab: the input holds no words (empty input?); nothing written to " + a.out);
   std::vector<std::string> tokens;

@@ -19,8 +19,7 @@
 
 namespace lansbert {
 
-Status open_shard(const std::string& path, std::optional<uint64_t> vocab_hash,
-                  std::unique_ptr<ShardReader>* out) {
+Status open_shard(const std::string& path, std::unique_ptr<ShardReader>* out) {
   char magic[8] = {};
   {
     std::ifstream f(path, std::ios::binary);
@@ -35,7 +34,7 @@ Status open_shard(const std::string& path, std::optional<uint64_t> vocab_hash,
   }
   // Anything else goes to our reader, whose error names a wrong magic.
   std::unique_ptr<LbShardReader> r;
-  LB_RETURN_IF_ERROR(LbShardReader::open(path, vocab_hash, &r));
+  LB_RETURN_IF_ERROR(LbShardReader::open(path, std::nullopt, &r));
   *out = std::move(r);
   return Status::ok();
 }
@@ -83,8 +82,7 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
   std::string info_path;  // the shard set->info_ came from
   for (const auto& p : paths) {
     std::unique_ptr<ShardReader> r;
-    // The vocabulary is compared below, where the message can say where the hash came from.
-    LB_RETURN_IF_ERROR(open_shard(p, std::nullopt, &r));
+    LB_RETURN_IF_ERROR(open_shard(p, &r));
     if (!set->shards_.empty()) {
       const ShardReader& first = *set->shards_.front();
       if (r->seq_len() != first.seq_len() || r->max_pred() != first.max_pred() ||

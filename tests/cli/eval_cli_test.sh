@@ -53,6 +53,15 @@ YAML
 grep -q "^sequences 48," "$tmp/rel-eval.log" || { echo "FAIL: plain eval: $(cat "$tmp/rel-eval.log")"; fail=1; }
 (cd / && fail=0 && expect_error 3 "pass --data" eval --checkpoint "$tmp/relck" &&
   expect_error 3 "pass --vocab" export --checkpoint "$tmp/relck" --out "$tmp/rel-hf" && exit $fail) || fail=1
+# From elsewhere a relative data.vocab may name another file: one that does not load there is
+# not checked; one of another vocabulary is named as read from the current directory.
+mkdir -p "$tmp/elsewhere/data" && : > "$tmp/elsewhere/data/vocab.txt"
+(cd "$tmp/elsewhere" && "$lb" eval --checkpoint "$tmp/relck" --data "$tmp/data/shards/*.lbs" --max-sequences 16 \
+  > /dev/null 2>&1) || { echo "FAIL: eval from a directory whose data/vocab.txt is empty"; fail=1; }
+cp "$tmp/data/vocab.txt" "$tmp/elsewhere/data/vocab.txt" && echo "extra" >> "$tmp/elsewhere/data/vocab.txt"
+(cd "$tmp/elsewhere" && fail=0 && expect_error 2 \
+  "the checkpoint's data.vocab data/vocab.txt (a relative path, read from the current directory) has hash" \
+  eval --checkpoint "$tmp/relck" --data "$tmp/data/shards/*.lbs" && exit $fail) || fail=1
 # eval packs as the run did (its first line says so), or not with --packing off or --dump-batch
 # (whose rows other tools read): the same numbers to rounding.
 evalpk() {

@@ -323,8 +323,9 @@ refused "del j['config']['batch']" "key 'batch' not found"
 refused "j['step']='x'" "trainer.json: malformed field 'step': type must be number, but is string"
 refused "del j['data']['consumed']" "trainer.json: malformed field 'data.consumed': key 'consumed' not found"
 refused "j['config']['model']['hidden_act']=3" "config.model.hidden_act is not a string" init
-# Fields only a resume's notes or --init-from's vocabulary check read (they once ended in an
-# uncaught JSON exception, exit 70): named as this file's error.
+# Fields only a resume's notes or --init-from's vocabulary check read (a wrong type once ended
+# in an uncaught JSON exception, exit 70, or, for vocab_hash, skipped the check): named as
+# this file's error.
 refused "j['config']['batch']['micro_batch']='x'" "config.batch.micro_batch is not an integer"
 refused "j['config']['data']=[1]" "config.data is not an object"
 refused "j['train_data']['digest']='x'" "train_data.digest is not a count"

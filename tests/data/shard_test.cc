@@ -369,6 +369,26 @@ TEST_F(ShardDamage, VocabMismatch) {
   EXPECT_NE(s.message().find("0x000000000000abcd"), std::string::npos) << s.message();
 }
 
+// A set's check names where the expected hash came from (data.vocab, a checkpoint's vocab).
+TEST(Shard, SetNamesTheVocabItChecksAgainst) {
+  const std::string path = write_shard(testing::scratch_dir("shard_set_vocab") + "/v.lbs", sample_instances());
+  ShardSetOptions o;
+  o.vocab_hash = 0xabcd;
+  o.vocab_source = "data.vocab /v/vocab.txt";
+  std::unique_ptr<ShardSet> set;
+  Status s = ShardSet::open({path}, o, &set);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find(path + ": vocabulary mismatch: the shard was made with a vocab of hash "
+                                    "0x0000000000001234 ("),
+            std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("data.vocab /v/vocab.txt has hash 0x000000000000abcd"), std::string::npos) << s.message();
+  o.vocab_source.clear();
+  s = ShardSet::open({path}, o, &set);
+  EXPECT_NE(s.message().find("this run's vocab has hash 0x000000000000abcd"), std::string::npos) << s.message();
+  o.vocab_hash = 0x1234;
+  EXPECT_TRUE(ShardSet::open({path}, o, &set).is_ok());
+}
+
 TEST(Shard, MissingFile) {
   std::unique_ptr<LbShardReader> r;
   const Status s = LbShardReader::open("/nonexistent/x.lbs", std::nullopt, &r);

@@ -3,8 +3,8 @@
 // this instead of libcudart. Copies, memsets and launches are queued on their stream and run
 // when something needs them (emu_streams.h); the calls that synchronise in CUDA (cudaMemcpy,
 // cudaFree, copies to pageable host memory, stream and event synchronisation) run what they
-// wait for. cudaStreamQuery and cudaEventQuery run the work and report it complete (a real
-// query may say "not ready"; code that polls must not depend on either).
+// wait for. cudaStreamQuery on queued work answers "not ready" (left as the last error, as
+// some runtimes leave it) and then runs the work; cudaEventQuery runs it and says complete.
 //
 // What it checks that a GPU would only show as corruption or a crash:
 //  - cudaMemcpy/cudaMemset ranges must lie inside one cudaMalloc allocation on the device

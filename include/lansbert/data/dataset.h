@@ -75,7 +75,7 @@ class ShardSet {
 };
 
 // Opens one file by its magic: ours ("LBSHARD") or HDF5.
-Status open_shard(const std::string& path, std::optional<uint64_t> vocab_hash,
-                  std::unique_ptr<ShardReader>* out);
+// Our shards' vocabulary is not checked here: ShardSet::open compares it (naming the source).
+Status open_shard(const std::string& path, std::unique_ptr<ShardReader>* out);
 
 }  // namespace lansbert
