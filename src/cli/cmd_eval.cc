@@ -103,12 +103,13 @@ Status plan_batches(const EvalArgs& a, int micro_batch, int64_t max_sequences, b
 
 // The hash of the vocab file at `path` (`what` says whose it is), when it is there: the shards
 // must have been made with it. A file that is there but does not load is an error naming it,
-// not a check quietly skipped, unless `path` is relative: a checkpoint's paths are as training
-// saw them, so from another directory it may name some other file (not checked, then).
-Status note_vocab(const std::string& path, const std::string& what, EvalOptions* o) {
+// not a check quietly skipped, unless `as_trained` (a checkpoint's config, whose paths are as
+// training saw them) and `path` is relative: from another directory it may name some other
+// file (not checked, then). A Hugging Face directory's vocab.txt is that directory's own.
+Status note_vocab(const std::string& path, const std::string& what, bool as_trained, EvalOptions* o) {
   std::error_code ec;
   if (path.empty() || !std::filesystem::exists(path, ec)) return Status::ok();
-  const bool relative = std::filesystem::path(path).is_relative();
+  const bool relative = as_trained && std::filesystem::path(path).is_relative();
   Vocab vocab;
   if (const Status st = Vocab::load(path, &vocab); !st.is_ok()) return relative ? Status::ok() : st.with_prefix(what + ": ");
   o->vocab_hash = vocab.hash();
@@ -130,7 +131,7 @@ Status plan_hf_eval(const EvalArgs& a, EvalPlan* p) {
                                     "data: pass --data");
   o.data = a.data;
   LB_RETURN_IF_ERROR(plan_batches(a, 32, -1, false, &o));
-  LB_RETURN_IF_ERROR(note_vocab((dir / "vocab.txt").string(), "the Hugging Face directory's vocab", &o));
+  LB_RETURN_IF_ERROR(note_vocab((dir / "vocab.txt").string(), "the Hugging Face directory's vocab", false, &o));
   o.hugging_face = true;
   return Status::ok();
 }
@@ -160,7 +161,7 @@ Status plan_eval(const EvalArgs& a, EvalPlan* p) {
   LB_RETURN_IF_ERROR(
       plan_batches(a, cfg.batch.micro_batch, p->own_eval ? cfg.evaluation.max_sequences : -1, cfg.data.packing, &o));
   // The vocab the model was trained with, if its file is still where the config said.
-  LB_RETURN_IF_ERROR(note_vocab(cfg.data.vocab, "the checkpoint's data.vocab", &o));
+  LB_RETURN_IF_ERROR(note_vocab(cfg.data.vocab, "the checkpoint's data.vocab", true, &o));
   // The GEMM precision the checkpoint was trained with (on the CPU, bf16/fp16 are emulated;
   // TF32 becomes fp32 there).
   o.math = cfg.gemm_math();

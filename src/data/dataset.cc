@@ -34,7 +34,7 @@ Status open_shard(const std::string& path, std::unique_ptr<ShardReader>* out) {
   }
   // Anything else goes to our reader, whose error names a wrong magic.
   std::unique_ptr<LbShardReader> r;
-  LB_RETURN_IF_ERROR(LbShardReader::open(path, std::nullopt, &r));
+  LB_RETURN_IF_ERROR(LbShardReader::open(path, &r));
   *out = std::move(r);
   return Status::ok();
 }

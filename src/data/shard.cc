@@ -224,8 +224,7 @@ LbShardReader::~LbShardReader() {
   if (map_ != nullptr) ::munmap(const_cast<uint8_t*>(map_), map_size_);
 }
 
-Status LbShardReader::open(const std::string& path, std::optional<uint64_t> expected_vocab_hash,
-                           std::unique_ptr<LbShardReader>* out) {
+Status LbShardReader::open(const std::string& path, std::unique_ptr<LbShardReader>* out) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return Status::not_found(fmt::format("{}: no such shard file", path));
@@ -317,12 +316,6 @@ Status LbShardReader::open(const std::string& path, std::optional<uint64_t> expe
         "{}: {}: header says {} records of {} bytes{}, file has {} bytes; record {} at byte offset {} is {}", path,
         truncated ? "truncated" : "trailing bytes", stored_count, record_bytes, in_all, size, first_bad,
         kHeaderSize + first_bad * record_bytes, truncated ? "incomplete" : "extra"));
-  }
-  if (expected_vocab_hash && *expected_vocab_hash != r->info_.vocab_hash) {
-    return Status::invalid_argument(fmt::format(
-        "{}: vocabulary mismatch: the shard was made with a vocab of hash {} (size {}), "
-        "this run expects hash {}", path, vocab_hash_text(r->info_.vocab_hash), r->info_.vocab_size,
-        vocab_hash_text(*expected_vocab_hash)));
   }
   ::madvise(m, size, MADV_RANDOM);
   *out = std::move(r);

@@ -157,6 +157,10 @@ expect_error 2 "the Hugging Face directory's vocab $tmp/hf-vocab/vocab.txt has h
 : > "$tmp/hf-vocab/vocab.txt"
 expect_error 4 "the Hugging Face directory's vocab: $tmp/hf-vocab/vocab.txt: vocabulary is empty" \
   eval --checkpoint "$tmp/hf-vocab" --data "$tmp/data/shards/*.lbs"
+# ... named by a relative path too (a Hugging Face directory's vocab.txt is its own, wherever
+# it is named from; only a checkpoint's relative data.vocab may be another file).
+(cd "$tmp" && fail=0 && expect_error 4 "the Hugging Face directory's vocab: hf-vocab/vocab.txt: vocabulary is empty" \
+  eval --checkpoint hf-vocab --data "$tmp/data/shards/*.lbs" && exit $fail) || fail=1
 # eval --json of a Hugging Face directory: no step, never packed unless asked.
 hf_json=$("$lb" eval --checkpoint "$tmp/hf" --data "$tmp/data/shards/*.lbs" --max-sequences 8 --json 2>/dev/null)
 python3 -c 'import json, sys; j = json.loads(sys.argv[1]); sys.exit(not (j["hugging_face"] is True and j["step"] is None

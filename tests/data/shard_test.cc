@@ -57,7 +57,8 @@ void spit(const std::string& p, const std::string& s) {
 // Reads back every field of every record: the batch rows the loader gets.
 void expect_round_trip(const std::string& path, const std::vector<Instance>& insts) {
   std::unique_ptr<LbShardReader> r;
-  ASSERT_TRUE(LbShardReader::open(path, 0x1234, &r).is_ok());
+  ASSERT_TRUE(LbShardReader::open(path, &r).is_ok());
+  EXPECT_EQ(r->info().vocab_hash, 0x1234u);
   ASSERT_EQ(r->count(), int64_t(insts.size()));
   EXPECT_EQ(r->seq_len(), 128);
   EXPECT_EQ(r->max_pred(), 20);
@@ -110,7 +111,7 @@ TEST(Shard, Version1FilesStillRead) {
     put32(252, crc32c(bytes.data(), 252));
     spit(path, bytes);
     std::unique_ptr<LbShardReader> r;
-    return LbShardReader::open(path, std::nullopt, &r);
+    return LbShardReader::open(path, &r);
   };
   put32(8, 1);
   put32(40, 30522);
@@ -169,7 +170,7 @@ TEST(Shard, TwoByteIdsUpToAVocabOf65536) {
       << s.message();
   ASSERT_TRUE(w->finish().is_ok());
   std::unique_ptr<LbShardReader> r;
-  ASSERT_TRUE(LbShardReader::open(dir + "/b.lbs", std::nullopt, &r).is_ok());
+  ASSERT_TRUE(LbShardReader::open(dir + "/b.lbs", &r).is_ok());
   EXPECT_EQ(r->count(), 1);
   ShardInfo empty;
   empty.vocab_size = 0;
@@ -204,10 +205,10 @@ class ShardDamage : public ::testing::Test {
     path_ = write_shard(testing::scratch_dir("shard_damage_" + name) + "/d.lbs", sample_instances());
     bytes_ = slurp(path_);
   }
-  Status open_damaged(std::optional<uint64_t> vocab = std::nullopt) {
+  Status open_damaged() {
     spit(path_, bytes_);
     std::unique_ptr<LbShardReader> r;
-    return LbShardReader::open(path_, vocab, &r);
+    return LbShardReader::open(path_, &r);
   }
   std::string path_, bytes_;
 };
@@ -218,7 +219,7 @@ TEST_F(ShardDamage, FlippedByteInRecord) {
   bytes_[off] ^= 0x10;
   spit(path_, bytes_);
   std::unique_ptr<LbShardReader> r;
-  ASSERT_TRUE(LbShardReader::open(path_, std::nullopt, &r).is_ok());  // header is fine
+  ASSERT_TRUE(LbShardReader::open(path_, &r).is_ok());  // header is fine
   Batch b;
   b.resize(1, 128, 20);
   EXPECT_TRUE(r->read(2, &b, 0).is_ok());
@@ -259,7 +260,7 @@ TEST_F(ShardDamage, Truncated) {
 TEST(Shard, ShrunkUnderAnOpenReaderIsAnIoErrorNotASignal) {
   const std::string path = write_shard(testing::scratch_dir("shard_shrunk") + "/s.lbs", sample_instances());
   std::unique_ptr<LbShardReader> r;
-  ASSERT_TRUE(LbShardReader::open(path, std::nullopt, &r).is_ok());
+  ASSERT_TRUE(LbShardReader::open(path, &r).is_ok());
   const int64_t rs = shard_record_size(128, 20, 2), far = r->count() - 1;
   ASSERT_GT(256 + far * rs, 3 * 4096) << "the last record must lie pages past the cut";
   Batch b;
@@ -286,7 +287,7 @@ TEST(ShardDeathTest, OtherBusErrorsStillEndTheProcess) {
   EXPECT_EXIT(
       {
         std::unique_ptr<LbShardReader> r;
-        if (!LbShardReader::open(path, std::nullopt, &r).is_ok()) std::exit(3);
+        if (!LbShardReader::open(path, &r).is_ok()) std::exit(3);
         Batch b;
         b.resize(1, 128, 20);
         if (!r->read(0, &b, 0).is_ok()) std::exit(4);
@@ -361,7 +362,10 @@ TEST_F(ShardDamage, WrongVersion) {
 }
 
 TEST_F(ShardDamage, VocabMismatch) {
-  const Status s = open_damaged(0xabcd);
+  ShardSetOptions o;
+  o.vocab_hash = 0xabcd;
+  std::unique_ptr<ShardSet> set;
+  const Status s = ShardSet::open({path_}, o, &set);
   ASSERT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find(path_), std::string::npos);
   EXPECT_NE(s.message().find("vocabulary mismatch"), std::string::npos) << s.message();
@@ -391,7 +395,7 @@ TEST(Shard, SetNamesTheVocabItChecksAgainst) {
 
 TEST(Shard, MissingFile) {
   std::unique_ptr<LbShardReader> r;
-  const Status s = LbShardReader::open("/nonexistent/x.lbs", std::nullopt, &r);
+  const Status s = LbShardReader::open("/nonexistent/x.lbs", &r);
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_NE(s.message().find("/nonexistent/x.lbs"), std::string::npos);
 }
@@ -458,7 +462,7 @@ TEST(ShardFields, SpecialIdsOutsideTheVocabAreCorrupt) {
   ASSERT_TRUE(ShardWriter::create(path, info, &w).is_ok());
   ASSERT_TRUE(w->finish().is_ok());
   std::unique_ptr<LbShardReader> r;
-  const Status s = LbShardReader::open(path, std::nullopt, &r);
+  const Status s = LbShardReader::open(path, &r);
   ASSERT_EQ(s.code(), StatusCode::kCorrupt);
   EXPECT_NE(s.message().find(path + ": header [MASK] id 103 at byte offset 84 is outside the vocab [0, 103)"),
             std::string::npos) << s.message();

@@ -98,9 +98,8 @@ class LbShardReader final : public ShardReader {
  public:
   ~LbShardReader() override;
   // Opens and validates `path`: magic, version, header CRC, id width, record size, file
-  // size; and, when given, the vocabulary hash the run expects.
-  static Status open(const std::string& path, std::optional<uint64_t> expected_vocab_hash,
-                     std::unique_ptr<LbShardReader>* out);
+  // size. The vocabulary a run expects is ShardSet::open's check (it names the vocab file).
+  static Status open(const std::string& path, std::unique_ptr<LbShardReader>* out);
 
   const std::string& path() const override { return path_; }
   int64_t count() const override { return info_.record_count; }
