@@ -27,6 +27,7 @@ namespace {
 constexpr size_t kHeaderSize = 256;
 constexpr size_t kHeaderCrcOffset = kHeaderSize - 4;
 constexpr uint32_t kFlagWholeWord = 1, kFlagDynamic = 2;
+constexpr size_t kFirstReserved = 92;  // after the id width at 88
 
 template <typename T>
 void put(uint8_t* p, size_t off, T v) { std::memcpy(p + off, &v, sizeof(T)); }
@@ -288,6 +289,19 @@ Status LbShardReader::open(const std::string& path, std::unique_ptr<LbShardReade
                                        "match seq_len {} / max_pred {} / {}-byte ids", path,
                                        get<uint64_t>(h, 32), r->info_.seq_len, r->info_.max_pred, r->info_.id_bytes));
   }
+  // Flag bits and reserved bytes this version does not define: a later writer's fields, which
+  // this build would silently misread, or a writer's bug under a valid checksum.
+  const uint32_t flags = get<uint32_t>(h, 44), known = kFlagWholeWord | kFlagDynamic;
+  if (flags & ~known)
+    return Status::corrupt(fmt::format("{}: header flags {:#x} at byte offset 44 set bits this build does not know "
+                                       "({:#x}): a shard from a newer lansbert, or a writer's bug", path, flags,
+                                       flags & ~known));
+  for (size_t at = kFirstReserved; at < kHeaderCrcOffset; ++at)
+    if (h[at] != 0)
+      return Status::corrupt(fmt::format("{}: header byte offset {} is {:#04x}; bytes {}..{} are reserved and zero in "
+                                         "versions {} to {}: a shard from a newer lansbert, or a writer's bug",
+                                         path, at, h[at], kFirstReserved, kHeaderCrcOffset - 1, kShardOldestVersion,
+                                         kShardVersion));
   // Fields the loader uses as ids or as a probability: a valid checksum over bad values is a
   // writer's bug, and found here rather than as an out-of-range token in the model.
   const ShardInfo& in = r->info_;

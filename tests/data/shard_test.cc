@@ -141,6 +141,37 @@ TEST(Shard, Version1FilesStillRead) {
             std::string::npos) << s.message();
 }
 
+// Flag bits and reserved bytes this version does not define are refused by offset, even
+// under a recomputed checksum: they are a later writer's fields this build would misread.
+TEST(Shard, UnknownFlagsAndReservedBytesAreCorrupt) {
+  const std::string path = write_shard(testing::scratch_dir("shard_reserved") + "/r.lbs", sample_instances());
+  const std::string original = slurp(path);
+  auto reopen = [&](std::string bytes) {
+    const uint32_t crc = crc32c(bytes.data(), 252);
+    std::memcpy(bytes.data() + 252, &crc, 4);
+    spit(path, bytes);
+    std::unique_ptr<LbShardReader> r;
+    return LbShardReader::open(path, &r);
+  };
+  ASSERT_TRUE(reopen(original).is_ok());
+  std::string bytes = original;
+  const uint32_t flags = 2 | 8;  // dynamic masking and a bit no version defines
+  std::memcpy(bytes.data() + 44, &flags, 4);
+  Status s = reopen(bytes);
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(path + ": header flags 0xa at byte offset 44 set bits this build does not know (0x8)"),
+            std::string::npos) << s.message();
+  for (size_t at : {size_t(92), size_t(251)}) {
+    bytes = original;
+    bytes[at] = 1;
+    s = reopen(bytes);
+    ASSERT_EQ(s.code(), StatusCode::kCorrupt) << at;
+    EXPECT_NE(s.message().find(path + ": header byte offset " + std::to_string(at) +
+                               " is 0x01; bytes 92..251 are reserved and zero in versions 1 to 2"),
+              std::string::npos) << s.message();
+  }
+}
+
 // The width's boundary: a vocab of exactly 65,536 entries still takes 2-byte ids, whose top
 // half (32,768 and up) reads back unsigned; one more entry takes 4. An id that 2 bytes cannot
 // hold is refused by the writer, by record, and leaves the records before it intact.
