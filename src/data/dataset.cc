@@ -151,10 +151,18 @@ Status ShardSet::sample_digest(uint32_t* out) {
   return Status::ok();
 }
 
-Status ShardSet::read(int64_t index, Batch* batch, int row) {
+size_t ShardSet::shard_of(int64_t index) const {
   LB_CHECK(index >= 0 && index < count());
-  const size_t s = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), index) -
-                                       offsets_.begin()) - 1;
+  return static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), index) - offsets_.begin()) - 1;
+}
+
+std::string ShardSet::where(int64_t index) const {
+  const size_t s = shard_of(index);
+  return fmt::format("{}: sample {}", shards_[s]->path(), index - offsets_[s]);
+}
+
+Status ShardSet::read(int64_t index, Batch* batch, int row) {
+  const size_t s = shard_of(index);
   LB_RETURN_IF_ERROR(shards_[s]->read(index - offsets_[s], batch, row));
   return check_row(*shards_[s], index - offsets_[s], *batch, row);
 }

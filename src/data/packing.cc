@@ -30,8 +30,8 @@ Status packable_sequence(const Batch& b, int row, int* length) {
   return Status::ok();
 }
 
-Status packable_sample(const Batch& b, int row, int64_t sample, int* length) {
-  return packable_sequence(b, row, length).with_prefix("data.packing: sample " + std::to_string(sample) + ": ");
+Status packable_sample(const Batch& b, int row, const std::string& where, int* length) {
+  return packable_sequence(b, row, length).with_prefix("data.packing: " + where + ": ");
 }
 
 Status pack_batch(Batch* b) {

@@ -57,6 +57,8 @@ class ShardSet {
   // range is a corrupt Status naming the file, the sample and the field (a checksum only
   // proves a record is as written, not that its writer was right).
   Status read(int64_t index, Batch* batch, int row);
+  // Global sample `index` as read's errors name it: "<file>: sample <index in that file>".
+  std::string where(int64_t index) const;
 
   // The CRC32C of three samples (the first, the middle and the last, as read): shards made
   // from other text, or with another seed or masking, differ here even where their counts
@@ -64,6 +66,7 @@ class ShardSet {
   Status sample_digest(uint32_t* out);
 
  private:
+  size_t shard_of(int64_t index) const;  // the shard holding global sample `index`
   Status check_row(const ShardReader& shard, int64_t local, const Batch& batch, int row) const;
 
   std::vector<std::unique_ptr<ShardReader>> shards_;
