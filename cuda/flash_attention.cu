@@ -372,18 +372,21 @@ __device__ void dk_dv_body(const BackwardArgs<In, Out>& a) {
   }
   __syncthreads();
   float* out = reinterpret_cast<float*>(big) + warp * 16 * kD;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int n = 0; n < kD / 16; ++n)
-      wmma::store_matrix_sync(out + n * 16, pass == 0 ? dk[n] : dv[n], kD, wmma::mem_row_major);
+  // Called once per result with a fixed array: choosing dk or dv by a loop counter made the
+  // bf16 instances keep both in a 256-byte stack frame (ptxas -v, sm_90).
+  auto finish = [&](const Acc (&acc)[kD / 16], Out* dst, int which) {
+    for (int n = 0; n < kD / 16; ++n) wmma::store_matrix_sync(out + n * 16, acc[n], kD, wmma::mem_row_major);
     __syncwarp();
-    write_rows<F>(out, pass == 0 ? a.d_k : a.d_v, L.qkv_ld, L, b, h, j0 + warp * 16, 1.f);
+    write_rows<F>(out, dst, L.qkv_ld, L, b, h, j0 + warp * 16, 1.f);
     __syncwarp();
     if (a.bias_part) {  // the same for every thread
       __syncthreads();  // all four warps' rows are in `big`
-      add_bias_partial<F>(a, reinterpret_cast<const float*>(big), b, h, j0, 1 + pass);
-      __syncthreads();  // before the next pass overwrites them
+      add_bias_partial<F>(a, reinterpret_cast<const float*>(big), b, h, j0, which);
+      __syncthreads();  // before the next result overwrites them
     }
-  }
+  };
+  finish(dk, a.d_k, 1);
+  finish(dv, a.d_v, 2);
 }
 
 template <HalfFormat F, typename In, typename Out>
