@@ -71,7 +71,14 @@ __global__ void __launch_bounds__(kColTile* kColTile)
         const float g = kern::dropout_scale(dy[i], bits, p);
         if (dx) dx[i] = g;
         if (h) h[i] = kern::float_to_half(g, format);
-        acc[i - i0] += g;
+        // A switch, not acc[i - i0]: the compiler cannot see that i - i0 is the block's
+        // element t, and a run-time index would put acc in local memory.
+        switch (i - i0) {
+          case 0: acc[0] += g; break;
+          case 1: acc[1] += g; break;
+          case 2: acc[2] += g; break;
+          default: acc[3] += g; break;
+        }
       });
     }
   for (int t = 0; t < 4; ++t) part[t][threadIdx.y][threadIdx.x] = acc[t];
