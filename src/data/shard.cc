@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <tuple>
@@ -238,7 +239,15 @@ Status LbShardReader::open(const std::string& path, std::unique_ptr<LbShardReade
   }
   const auto size = static_cast<size_t>(st.st_size);
   if (size < kHeaderSize) {
+    // A short file that does not even start with the magic is some other file (a text file
+    // among the shards), not a truncated shard.
+    uint8_t head[8] = {};
+    const ssize_t got = ::pread(fd, head, std::min<size_t>(size, 8), 0);
     ::close(fd);
+    if (got >= 0 && std::memcmp(head, kShardMagic, size_t(got)) != 0)
+      return Status::corrupt(fmt::format("{}: wrong magic at byte offset 0: expected \"LBSHARD\\0\", found {:02x} "
+                                         "({} bytes in all): not a lansbert shard", path,
+                                         fmt::join(head, head + got, " "), size));
     return Status::corrupt(fmt::format("{}: truncated: file is {} bytes, the header alone needs {}",
                                        path, size, kHeaderSize));
   }

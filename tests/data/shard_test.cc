@@ -141,6 +141,30 @@ TEST(Shard, Version1FilesStillRead) {
             std::string::npos) << s.message();
 }
 
+// A file shorter than the header is "truncated" only when what it holds starts like a shard;
+// a short text file among the shards is named as not a shard.
+TEST(Shard, ShortFilesAreTruncatedShardsOrNotShards) {
+  const std::string dir = testing::scratch_dir("shard_short");
+  const std::string whole = slurp(write_shard(dir + "/whole.lbs", sample_instances()));
+  auto open = [&](const std::string& name, const std::string& bytes) {
+    spit(dir + "/" + name, bytes);
+    std::unique_ptr<LbShardReader> r;
+    return LbShardReader::open(dir + "/" + name, &r);
+  };
+  Status s = open("text.lbs", "hello, world\n");
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find(dir + "/text.lbs: wrong magic at byte offset 0: expected \"LBSHARD\\0\", found 68 65 6c 6c "
+                             "6f 2c 20 77 (13 bytes in all): not a lansbert shard"),
+            std::string::npos) << s.message();
+  for (size_t keep : {size_t(0), size_t(5), size_t(100)}) {
+    s = open("cut.lbs", whole.substr(0, keep));
+    ASSERT_EQ(s.code(), StatusCode::kCorrupt) << keep;
+    EXPECT_NE(s.message().find(dir + "/cut.lbs: truncated: file is " + std::to_string(keep) +
+                               " bytes, the header alone needs 256"),
+              std::string::npos) << s.message();
+  }
+}
+
 // Flag bits and reserved bytes this version does not define are refused by offset, even
 // under a recomputed checksum: they are a later writer's fields this build would misread.
 TEST(Shard, UnknownFlagsAndReservedBytesAreCorrupt) {
