@@ -136,16 +136,19 @@ Status check_gpu_model(const TrainConfig& cfg, const std::string& gpu, std::stri
   return Status::ok();
 }
 
-// --dry-run opens the shards too (headers and index, no records), so that a glob matching
-// nothing shows up before the job waits in a queue. A plan made before the data exists is
-// still a plan: what is missing is reported on the line, not as a failure.
-std::string describe_shards(const char* key, const std::vector<std::string>& globs, bool training_only) {
-  ShardSetOptions so;
-  so.training_only = training_only;
+// --dry-run opens the shards too (headers and index), so that a glob matching nothing shows
+// up before the job waits in a queue. A plan made before the data exists is still a plan:
+// files not found are reported on the line, not as a failure. Files found but refused (a
+// damaged header, two shapes in one set) are the run's error, as they would be at start-up.
+std::string describe_shards(const char* key, const std::vector<std::string>& globs, const ShardSetOptions& so,
+                            Status* status) {
   std::unique_ptr<ShardSet> set;
-  const Status st = ShardSet::open(globs, so, &set);
-  if (!st.is_ok()) return fmt::format("  {:<20}: NOT READABLE here, a run would stop: {}\n", key, st.message());
-  return fmt::format("  {:<20}: {} files, {} samples of {} tokens, {} masked slots\n", key, set->num_shards(),
+  *status = ShardSet::open(globs, so, &set).with_prefix(std::string(key) + ": ");
+  if (status->code() == StatusCode::kNotFound)
+    return fmt::format("  {:<20}: NOT READABLE here, a run would stop: {}\n", key, status->message());
+  if (!status->is_ok()) return fmt::format("  {:<20}: refused (the error below)\n", key);
+  return fmt::format("  {:<20}: {} file{}, {} samples of {} tokens, {} masked slots\n", key, set->num_shards(),
+                     set->num_shards() == 1 ? "" : "s",
                      set->count(), set->seq_len(), set->max_pred());
 }
 
@@ -162,22 +165,43 @@ Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
     LB_RETURN_IF_ERROR(make_plan(cfg, world, &plan));
     std::string gpu_lines;
     if (!a.gpu.empty()) LB_RETURN_IF_ERROR(check_gpu_model(cfg, a.gpu, &gpu_lines));
+    Status refused;  // rank 0's: data found and refused, which a run would stop on
     if (comm->rank() == 0) {
       // As the trainer opens them (its options for both sets); on rank 0 only: the others
       // print nothing, and thousands of HDF5 files times the ranks is real file-system load.
-      const bool hdf5 = cfg.data.format == "hdf5";
-      const std::string train_line = describe_shards("data.train", cfg.data.train, hdf5);
-      const std::string eval_line = cfg.data.eval.empty() ? "" : describe_shards("data.eval", cfg.data.eval, hdf5);
+      Status train_status, eval_status, data_status;
+      const std::string train_line =
+          describe_shards("data.train", cfg.data.train, shard_set_options(cfg, true), &train_status);
+      const std::string eval_line = cfg.data.eval.empty() ? "" : describe_shards("data.eval", cfg.data.eval,
+                                                                                shard_set_options(cfg, false),
+                                                                                &eval_status);
+      // Both sets readable: the rest of the trainer's start-up checks of them (shape and
+      // masking against data.*, the vocabulary against model.vocab_size, the batch against the
+      // samples, every held-out sample read), so that a plan that prints is a run that starts.
+      std::string data_line;
+      if (train_status.is_ok() && eval_status.is_ok()) {
+        TrainOptions check;
+        check.resume = a.resume;
+        check.init_from = a.init_from;
+        data_status = check_training_data(cfg, *comm, check);
+        data_line = data_status.is_ok() ? "the shards fit the config and the model"
+                    : data_status.code() == StatusCode::kNotFound ? "NOT READABLE here, a run would stop: " +
+                                                                      data_status.message()
+                                                                : "refused (the error below)";
+        data_line = fmt::format("  {:<20}: {}\n", "data check", data_line);
+      }
       print_plan(cfg, plan);
-      std::printf("%s%s", train_line.c_str(), eval_line.c_str());
+      std::printf("%s%s%s", train_line.c_str(), eval_line.c_str(), data_line.c_str());
       std::printf("  checkpoints         : %s (metrics: %s; TensorBoard: %s)\n", cfg.checkpoint.dir.c_str(),
                   cfg.metrics_path().empty() ? "none" : cfg.metrics_path().c_str(),
                   cfg.logging.tensorboard_dir.empty() ? "none" : cfg.logging.tensorboard_dir.c_str());
       print_checkpoint_space(cfg, plan);
       std::printf("%s", gpu_lines.c_str());
       if (a.device_memory > 0) print_fitting_micro_batch(cfg, world, a.device_memory);
+      for (const Status* st : {&train_status, &eval_status, &data_status})
+        if (refused.is_ok() && !st->is_ok() && st->code() != StatusCode::kNotFound) refused = *st;
     }
-    return Status::ok();
+    return refused;
   }
   // The config names the reduction order; the world size was needed to validate it. The new
   // communicator shares the MPI session of the first, which is released after.

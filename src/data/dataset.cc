@@ -19,14 +19,20 @@
 
 namespace lansbert {
 
-Status open_shard(const std::string& path, std::unique_ptr<ShardReader>* out) {
+Status open_shard(const std::string& path, std::unique_ptr<ShardReader>* out, ShardFormat format) {
   char magic[8] = {};
   {
     std::ifstream f(path, std::ios::binary);
     if (!f) return Status::not_found(fmt::format("{}: cannot open shard file", path));
     f.read(magic, 8);
   }
-  if (std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0) {
+  const bool hdf5 = std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0;
+  if (format == ShardFormat::kLbs && hdf5)
+    return Status::invalid_argument(fmt::format("{}: an HDF5 file, where format lbs asks for lansbert shards", path));
+  if (format == ShardFormat::kHdf5 && !hdf5)
+    return Status::invalid_argument(fmt::format("{}: not an HDF5 file (no HDF5 signature at byte offset 0), where "
+                                                "format hdf5 asks for NVIDIA's HDF5 shards", path));
+  if (hdf5) {
     std::unique_ptr<Hdf5ShardReader> r;
     LB_RETURN_IF_ERROR(Hdf5ShardReader::open(path, &r));
     *out = std::move(r);
@@ -47,6 +53,7 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
     ino_t ino;
   };
   std::vector<Found> found;
+  int64_t not_training = 0;  // files training_only left out
   for (const auto& pattern : patterns) {
     std::error_code ec;
     const std::string pat = std::filesystem::is_directory(pattern, ec) ? pattern + "/*" : pattern;
@@ -58,7 +65,10 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
         struct stat st {};
         if (::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
         if (name.ends_with(".tmp")) continue;  // a writer's unfinished file
-        if (opts.training_only && name.find("training") == std::string::npos) continue;
+        if (opts.training_only && name.find("training") == std::string::npos) {
+          ++not_training;
+          continue;
+        }
         found.push_back({p, st.st_dev, st.st_ino});
       }
     }
@@ -72,17 +82,18 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
   std::vector<std::string> paths;
   for (const Found& f : found)
     if (seen.insert({f.dev, f.ino}).second) paths.push_back(f.path);
-  if (paths.empty()) {
-    return Status::not_found(fmt::format("no shard files match {}{}", fmt::join(patterns, " "),
-                                         opts.training_only ? " (with 'training' in the name)" : ""));
-  }
+  if (paths.empty() && not_training > 0)  // files there, none taken: the rule, not the files, is the surprise
+    return Status::invalid_argument(fmt::format(
+        "{} {} {}, none with 'training' in its name: NVIDIA's rule for its training files (format hdf5) keeps only "
+        "those", not_training, not_training == 1 ? "file matches" : "files match", fmt::join(patterns, " ")));
+  if (paths.empty()) return Status::not_found(fmt::format("no shard files match {}", fmt::join(patterns, " ")));
   auto set = std::make_unique<ShardSet>();
   if (opts.token_limit > 0) set->token_limit_ = opts.token_limit;
   set->segment_limit_ = opts.segment_limit;
   std::string info_path;  // the shard set->info_ came from
   for (const auto& p : paths) {
     std::unique_ptr<ShardReader> r;
-    LB_RETURN_IF_ERROR(open_shard(p, &r));
+    LB_RETURN_IF_ERROR(open_shard(p, &r, opts.format));
     if (!set->shards_.empty()) {
       const ShardReader& first = *set->shards_.front();
       if (r->seq_len() != first.seq_len() || r->max_pred() != first.max_pred() ||

@@ -327,6 +327,13 @@ Status check_host_memory(const TrainConfig& cfg, Communicator& comm) {
 
 }  // namespace trainer_detail
 
+Status check_training_data(const TrainConfig& cfg, Communicator& comm, const TrainOptions& opts) {
+  trainer_detail::Run run(cfg, comm, opts);
+  LB_RETURN_IF_ERROR(cfg.resolve_model(&run.mc));
+  std::vector<bool> is_continuation;
+  return run.open_data(&is_continuation);
+}
+
 Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptions& opts,
                     TrainResult* result) {
   using trainer_detail::check_host_memory;

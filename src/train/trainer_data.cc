@@ -9,7 +9,17 @@
 #include "lansbert/train/evaluate.h"
 #include "trainer_run.h"
 
-namespace lansbert::trainer_detail {
+namespace lansbert {
+
+ShardSetOptions shard_set_options(const TrainConfig& cfg, bool training) {
+  ShardSetOptions so;
+  so.format = cfg.data.format == "lbs" ? ShardFormat::kLbs : cfg.data.format == "hdf5" ? ShardFormat::kHdf5
+                                                                                      : ShardFormat::kAny;
+  so.training_only = training && so.format == ShardFormat::kHdf5;
+  return so;
+}
+
+namespace trainer_detail {
 
 // The model's vocab_size against the number of tokens of the data's vocabulary: fewer rows
 // than tokens cannot hold the ids; more rows only when model.vocab_size asks for them
@@ -31,8 +41,7 @@ Status Run::check_vocab_size(int64_t tokens, const std::string& source) const {
 }
 
 Status Run::open_data(std::vector<bool>* is_continuation) {
-  ShardSetOptions so;
-  so.training_only = cfg.data.format == "hdf5";
+  ShardSetOptions so = shard_set_options(cfg, true);
   if (!cfg.data.vocab.empty()) {
     Vocab vocab;
     Status st = Vocab::load(cfg.data.vocab, &vocab);
@@ -75,6 +84,7 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
     return Status::invalid_argument("batch.global_batch: " + std::to_string(cfg.batch.global_batch) +
                                     " exceeds the " + std::to_string(shards->count()) + " samples of data.train");
   if (cfg.data.eval.empty()) return Status::ok();
+  so.training_only = shard_set_options(cfg, false).training_only;
   st = ShardSet::open(cfg.data.eval, so, &eval_shards);
   if (!st.is_ok()) return st.with_prefix("data.eval: ");
   // Without data.vocab nothing compared the two sets' vocabularies (with it, each was).
@@ -124,4 +134,5 @@ Status Run::view_of_the_job(nlohmann::json* out) const {
   return Status::ok();
 }
 
-}  // namespace lansbert::trainer_detail
+}  // namespace trainer_detail
+}  // namespace lansbert

@@ -3,6 +3,8 @@
 #include "lansbert/data/hdf5_shard.h"
 
 #include <gtest/gtest.h>
+
+#include <filesystem>
 #include <hdf5.h>
 
 #include "lansbert/data/dataset.h"
@@ -114,6 +116,42 @@ TEST(Hdf5Shard, MissingDatasetIsNamed) {
   ASSERT_EQ(s.code(), StatusCode::kCorrupt);
   EXPECT_NE(s.message().find(path), std::string::npos);
   EXPECT_NE(s.message().find("no dataset 'input_ids'"), std::string::npos) << s.message();
+}
+
+// A format other than kAny takes only files of that kind, naming the first other one; NVIDIA's
+// training-file rule skips files without 'training' in their name, and leaving none is named
+// as the rule's doing. Without the rule NVIDIA's test files open (the held-out set).
+TEST(ShardSet, FormatAndTrainingRuleAsAsked) {
+  const std::string dir = testing::scratch_dir("hdf5_format");
+  write_nvidia_file(dir + "/wiki_training_0.hdf5", make_data());
+  write_nvidia_file(dir + "/wiki_test_0.hdf5", make_data());
+  std::filesystem::create_directories(dir + "/lbs");
+  ShardInfo info;  // a shard of no records: only its kind matters here
+  info.vocab_size = 30522;
+  std::unique_ptr<ShardWriter> w;
+  ASSERT_TRUE(ShardWriter::create(dir + "/lbs/a_training.lbs", info, &w).is_ok());
+  ASSERT_TRUE(w->finish().is_ok());
+  std::unique_ptr<ShardSet> set;
+  ShardSetOptions lbs, hdf5, training;
+  lbs.format = ShardFormat::kLbs;
+  hdf5.format = training.format = ShardFormat::kHdf5;
+  training.training_only = true;
+  Status s = ShardSet::open({dir + "/*.hdf5"}, lbs, &set);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find(dir + "/wiki_test_0.hdf5: an HDF5 file, where format lbs asks for lansbert shards"),
+            std::string::npos) << s.message();
+  s = ShardSet::open({dir + "/lbs"}, training, &set);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find(dir + "/lbs/a_training.lbs: not an HDF5 file"), std::string::npos) << s.message();
+  s = ShardSet::open({dir + "/wiki_test_0.hdf5"}, training, &set);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("1 file matches " + dir + "/wiki_test_0.hdf5, none with 'training' in its name"),
+            std::string::npos) << s.message();
+  ASSERT_TRUE(ShardSet::open({dir}, training, &set).is_ok());
+  EXPECT_EQ(set->num_shards(), 1u);
+  ASSERT_TRUE(ShardSet::open({dir + "/wiki_test_0.hdf5"}, hdf5, &set).is_ok());
+  EXPECT_EQ(set->count(), kN);
+  ASSERT_TRUE(ShardSet::open({dir + "/lbs"}, lbs, &set).is_ok());
 }
 
 TEST(ShardSet, NoFilesIsAClearError) {

@@ -25,6 +25,22 @@ using TrainerTest = testing::TinyShardsTest;
 
 // A run ended early by --stop-at-step evaluates only at evaluation.every_steps, as a signal
 // does; resumed, it evaluates where the uninterrupted run would have (10 and the last, 12).
+// data.format hdf5 applies NVIDIA's training-file rule to data.train only: its held-out files
+// (*_test_*) are data.eval's. lbs and hdf5 take only their kind; auto either, by magic.
+TEST(ShardSetOptionsOfTheConfig, TrainingRuleOnlyForTrainingData) {
+  TrainConfig cfg;
+  for (const char* format : {"auto", "lbs", "hdf5"}) {
+    cfg.data.format = format;
+    const ShardFormat want = cfg.data.format == "lbs"    ? ShardFormat::kLbs
+                             : cfg.data.format == "hdf5" ? ShardFormat::kHdf5
+                                                         : ShardFormat::kAny;
+    EXPECT_EQ(shard_set_options(cfg, true).format, want) << format;
+    EXPECT_EQ(shard_set_options(cfg, false).format, want) << format;
+    EXPECT_EQ(shard_set_options(cfg, true).training_only, want == ShardFormat::kHdf5) << format;
+    EXPECT_FALSE(shard_set_options(cfg, false).training_only) << format;
+  }
+}
+
 TEST_F(TrainerTest, StopAtStepDoesNotEvaluateWhereItStops) {
   TrainConfig c = testing::tiny_config(*data_, scratch("eval_stop"), 12);
   c.data.eval = {*data_ + "/shards/*.lbs"};

@@ -13,14 +13,20 @@
 
 namespace lansbert {
 
+// Which files a set may hold (the trainer's data.format): any by magic, or only one kind.
+enum class ShardFormat { kAny, kLbs, kHdf5 };
+
 struct ShardSetOptions {
   // When set, each of our shards must have been made with this vocab (HDF5 files carry no
   // vocab identity and are not checked).
   std::optional<uint64_t> vocab_hash;
   // Where vocab_hash came from, for the mismatch message ("data.vocab /data/vocab.txt").
   std::string vocab_source;
-  // NVIDIA's rule: keep only files whose name contains "training".
+  // NVIDIA's rule for its training files: keep only files whose name contains "training".
   bool training_only = false;
+  // A file of another kind than this is an error naming it (not skipped: a glob that picks
+  // up the wrong files is the user's to fix).
+  ShardFormat format = ShardFormat::kAny;
   // > 0: every token id read (inputs and masked originals) must be below it: the model's
   // vocab_size. Our shards' ids must also be below their header's vocab size; HDF5 files
   // record none, so only this bound checks theirs.
@@ -77,8 +83,9 @@ class ShardSet {
   int32_t token_limit_ = INT32_MAX;  // ids must be below this (ShardSetOptions::token_limit, our headers)
 };
 
-// Opens one file by its magic: ours ("LBSHARD") or HDF5.
+// Opens one file by its magic: ours ("LBSHARD") or HDF5; with a format other than kAny, a
+// file of the other kind is refused by name before it is opened.
 // Our shards' vocabulary is not checked here: ShardSet::open compares it (naming the source).
-Status open_shard(const std::string& path, std::unique_ptr<ShardReader>* out);
+Status open_shard(const std::string& path, std::unique_ptr<ShardReader>* out, ShardFormat format = ShardFormat::kAny);
 
 }  // namespace lansbert

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "lansbert/core/status.h"
+#include "lansbert/data/dataset.h"
 #include "lansbert/dist/communicator.h"
 #include "lansbert/train/evaluate.h"
 #include "lansbert/train/train_config.h"
@@ -50,5 +51,16 @@ struct TrainResult {
 // comm.world() ranks. Errors before the first step write nothing.
 Status run_training(const TrainConfig& config, Communicator& comm, const TrainOptions& opts,
                     TrainResult* result);
+
+// The shards of data.train and data.eval against the config and the model, as run_training
+// checks them before it builds anything (their headers, vocabulary, shape, masking and size,
+// and every held-out sample): what `train --dry-run` asks of data it can read.
+Status check_training_data(const TrainConfig& config, Communicator& comm, const TrainOptions& opts);
+
+// How data.train (training = true) and data.eval are opened for data.format: auto takes
+// lansbert and HDF5 files by their magic, lbs and hdf5 only that kind. With hdf5, data.train
+// keeps NVIDIA's rule (only files named *training*); data.eval takes the files it names (such
+// as NVIDIA's *_test_* ones).
+ShardSetOptions shard_set_options(const TrainConfig& config, bool training);
 
 }  // namespace lansbert
