@@ -100,7 +100,7 @@ Status save_state(const std::string& path, const OptimizerState& state, const fl
                   const float* v, size_t elements, const BytesSeen& written) {
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return Status::io_error(tmp + ": cannot open for writing");
+  if (!f) return Status::io_error(tmp + ": cannot open for writing: " + std::strerror(errno));
   const std::string json = state_to_json(state);
   const uint32_t json_len = static_cast<uint32_t>(json.size());
   const uint64_t n = elements;
@@ -121,8 +121,9 @@ Status save_state(const std::string& path, const OptimizerState& state, const fl
     return Status::io_error(tmp + ": write failed: " + why);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
     std::remove(tmp.c_str());
-    return Status::io_error(path + ": rename from " + tmp + " failed");
+    return Status::io_error(path + ": rename from " + tmp + " failed: " + why);
   }
   return Status::ok();
 }

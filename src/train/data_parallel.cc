@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <vector>
 
 #include "lansbert/train/device_ranks.h"
@@ -88,9 +89,14 @@ Status DataParallel::save(const std::string& root, const CheckpointMeta& meta, c
   // 2. Every rank writes and fsyncs its slice; the collective is the barrier after which
   // every part is on disk. On any rank's failure rank 0 removes the partial directory.
   OptimizerSlice mine;
-  Status written_slice = agree(write_optimizer_slice(tmp, comm_.rank(), meta.optimizer, m, v, state_begin(),
-                                                     state_end(), &mine),
-                               "writing an optimizer slice");
+  Status mine_written = write_optimizer_slice(tmp, comm_.rank(), meta.optimizer, m, v, state_begin(), state_end(),
+                                              &mine);
+  std::error_code ec;
+  if (!mine_written.is_ok() && !rank0 && !std::filesystem::is_directory(tmp, ec))
+    mine_written = Status::with_code(mine_written.code(), mine_written.message() + " (rank 0 made " + tmp +
+                                                   ", which this rank does not see: checkpoint.dir must be one "
+                                                   "directory shared by every rank's host)");
+  Status written_slice = agree(mine_written, "writing an optimizer slice");
   if (!written_slice.is_ok()) {
     if (rank0) remove_checkpoint_tmp(tmp);
     return written_slice;
