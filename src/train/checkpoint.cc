@@ -235,15 +235,26 @@ Status commit(const std::string& root, const fs::path& tmp, const CheckpointMeta
   LB_RETURN_IF_ERROR(write_file_atomic((tmp / kMeta).string(), {json}));
   LB_RETURN_IF_ERROR(fsync_directory(tmp.string()));
   if (const char* s = std::getenv("LANSBERT_TEST_CHECKPOINT_SLEEP")) ::sleep(std::atoi(s));
+  bool renamed = false;
   if (fs::exists(final_dir)) {
     // The same step again (a resumed run stopped before its first update): same content.
     fs::remove_all(tmp, ec);
   } else {
     fs::rename(tmp, final_dir, ec);
     if (ec) return Status::io_error(final_dir.string() + ": rename failed: " + ec.message());
+    renamed = true;
   }
-  LB_RETURN_IF_ERROR(fsync_directory(root));
-  LB_RETURN_IF_ERROR(point(root, "latest", name));
+  Status moved = fsync_directory(root);
+  if (moved.is_ok()) moved = point(root, "latest", name);
+  if (!moved.is_ok()) {
+    // Not written after all: a step directory past `latest` would make the next --resume
+    // latest refuse to run (check_checkpoint_root). Moved back, the caller removes it.
+    std::error_code undo;
+    if (renamed) fs::rename(final_dir, tmp, undo);
+    if (renamed && !undo) return moved;
+    return Status::io_error(moved.message() + "; " + final_dir.string() + " is complete but `latest` does not " +
+                            "point to it: --resume " + final_dir.string() + " continues from it");
+  }
   if (final) LB_RETURN_IF_ERROR(point(root, "final", name));
   prune(root, keep_last, name);
   *written = final_dir.string();
@@ -325,7 +336,10 @@ Status check_checkpoint_root(const std::string& root, int64_t resumed_step) {
   if (newest > resumed_step)
     return Status::invalid_argument(found + ", later than the resumed " + step_name(resumed_step) +
                                     ", which this run would replace; move the later checkpoints "
-                                    "elsewhere or set another checkpoint.dir");
+                                    "elsewhere or set another checkpoint.dir (or, if the run stopped after "
+                                    "writing " + step_name(newest) + " but before `latest` pointed to it, "
+                                    "--resume " + (fs::path(root) / step_name(newest)).string() +
+                                    " continues from there)");
   return Status::ok();
 }
 

@@ -99,6 +99,39 @@ Status load_range(const Fixture& f, const CheckpointMeta& meta, size_t begin, si
   return st;
 }
 
+// A checkpoint whose `latest` cannot be moved to it is not written: its directory is moved
+// back and removed, so `latest` is still the newest step and --resume latest still runs
+// (a step past `latest` would make check_checkpoint_root refuse it).
+TEST(CheckpointFiles, ACheckpointLatestCannotPointToIsNotLeftBehind) {
+  Fixture f = write_fixture("latest_fails", false);
+  const std::string root = f.root.string();
+  // point() makes its link under this name first: a non-empty directory there stops it.
+  const fs::path blocker = f.root / (".latest.tmp-" + std::to_string(::getpid()));
+  fs::create_directories(blocker / "in-the-way");
+  std::string dir;
+  const Status st = write_checkpoint(root, test_meta(9), f.table, f.params.data(), f.m.data(), f.v.data(), 2, false,
+                                     &dir);
+  ASSERT_EQ(st.code(), StatusCode::kIoError);
+  EXPECT_NE(st.message().find(blocker.string()), std::string::npos) << st.message();
+  EXPECT_FALSE(fs::exists(f.root / "step-000000009"));
+  EXPECT_EQ(fs::read_symlink(f.root / "latest"), "step-000000007");
+  for (const auto& e : fs::directory_iterator(f.root))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-step"), std::string::npos) << e.path();
+  EXPECT_TRUE(check_checkpoint_root(root, 7).is_ok());
+  fs::remove_all(blocker);
+  // A step directory past `latest` (a run killed between its rename and `latest`): the refusal
+  // names the way to continue from it.
+  ASSERT_TRUE(write_checkpoint(root, test_meta(9), f.table, f.params.data(), f.m.data(), f.v.data(), 2, false, &dir)
+                  .is_ok());
+  fs::remove(f.root / "latest");
+  fs::create_directory_symlink("step-000000007", f.root / "latest");
+  const Status refused = check_checkpoint_root(root, 7);
+  ASSERT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("--resume " + (f.root / "step-000000009").string() + " continues from there"),
+            std::string::npos) << refused.message();
+  fs::remove_all(f.root);
+}
+
 TEST(CheckpointFiles, ADamagedSliceIsAnErrorOnlyForTheRanksThatReadIt) {
   const Fixture f = write_fixture("slice", true);
   ASSERT_EQ(f.slices.size(), size_t(kRanks));
