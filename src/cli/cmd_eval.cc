@@ -217,10 +217,23 @@ void print_eval_json(const EvalPlan& p, int ranks, const EvalResult& r) {
 Status run_eval_on(const EvalArgs& a, Communicator& comm) {
   EvalPlan p;
   LB_RETURN_IF_ERROR(agree_across_ranks(comm, plan_eval(a, &p), "reading the checkpoint", nullptr));
-  // One kind of directory on every rank: the loads differ in their collectives.
-  LB_RETURN_IF_ERROR(check_same_as_rank0(comm, {{"checkpoint_is_hugging_face", p.options.hugging_face}},
-                                         "view of --checkpoint " + a.checkpoint,
-                                         "put it on a file system every host shares"));
+  // One kind of directory and one model on every rank (the loads differ in their collectives,
+  // and rank 0 broadcasts weights of its model's size), and the options that shape the passes
+  // and their collectives (a micro-batch of another size splits the samples otherwise; only
+  // ranks asked to dump would check the path). --data and --max-sequences are run_eval's to
+  // compare, by what they select.
+  const EvalOptions& eo = p.options;
+  const nlohmann::json view = {{"checkpoint_is_hugging_face", eo.hugging_face},
+                               {"model", nlohmann::json::parse(hf_config_json(p.model, "float32"))},
+                               {"micro_batch", eo.micro_batch},
+                               {"packing", eo.packing},
+                               {"dump_batch", !eo.dump_batch.empty()},
+                               {"backend", eo.backend},
+                               {"gemm_math", gemm_math_name(eo.math)},
+                               {"cast_in_gemm", eo.cast_in_gemm}};
+  LB_RETURN_IF_ERROR(check_same_as_rank0(comm, view, "view of --checkpoint " + a.checkpoint + " and eval options",
+                                         "give every rank the same command line, and put the checkpoint on a file "
+                                         "system every host shares"));
   // Rank 0 writes it (its probe file must not race another rank's).
   if (!p.options.dump_batch.empty())
     LB_RETURN_IF_ERROR(agree_across_ranks(comm, comm.rank() == 0 ? check_dump_path(p.options.dump_batch) : Status::ok(),
@@ -245,8 +258,8 @@ Status run_eval_on(const EvalArgs& a, Communicator& comm) {
               o.cast_in_gemm ? ", operands converted inside cuBLAS" : "", o.packing ? ", packed" : "", ranks.c_str());
   std::printf("sequences %lld, rows %lld, masked tokens %lld\n", (long long)r.sequences, (long long)r.rows,
               (long long)r.masked);
-  std::printf("mlm_loss %.6f mlm_accuracy %.4f nsp_loss %.6f nsp_accuracy %.4f\n", r.mlm_loss,
-              r.mlm_accuracy, r.nsp_loss, r.nsp_accuracy);
+  std::printf("mlm_loss %.6f mlm_accuracy %.4f nsp_loss %.6f nsp_accuracy %.4f loss %.6f\n", r.mlm_loss,
+              r.mlm_accuracy, r.nsp_loss, r.nsp_accuracy, r.mlm_loss + r.nsp_loss);
   return Status::ok();
 }
 

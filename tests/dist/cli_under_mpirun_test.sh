@@ -3,7 +3,8 @@
 # each here, so they split unevenly over 2 and 3 ranks), rank 0 alone prints, and the numbers
 # are the ones one process prints; rank 0 alone reads the weights (of a checkpoint or of a
 # Hugging Face directory); --dump-batch writes rank 0's first micro-batch, as one process does.
-# A rank that sees other data, or none, or another kind of directory, ends the job with a
+# A rank that sees other data, or none, another kind of directory or another model, or is given
+# other eval options, ends the job with a
 # message naming why and the exit code of its error, instead of a mix of two data sets or a job
 # left waiting. The commands that are one process (prep, vocab, export, tokenize, verify, bench
 # without --comm) refuse to be started as several copies, which would write one output
@@ -86,6 +87,19 @@ timeout 120 "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS=1 -np 1 "$lb" eval --che
   { echo "FAIL: eval of a Hugging Face directory on 2 ranks: $(cat "$tmp/hfx.log")"; fail=1; }
 expect_job 2 "checkpoint_is_hugging_face" -- \
   -np 1 "$lb" eval --checkpoint "$tmp/hfx" --micro-batch 7 "${evd[@]}" : -np 1 "$lb" "${ev[@]}"
+# Ranks given other options, or seeing another model under one path, are refused by name
+# before any weights are sent (another micro-batch split the samples otherwise; another model
+# size corrupted the broadcast; a --dump-batch on one rank alone hung its path check).
+expect_job 2 "micro_batch is 4 here, 7 on rank 0" -- \
+  -np 1 "$lb" "${ev[@]}" : -np 1 "$lb" eval --checkpoint "$tmp/ckpt" --micro-batch 4 --data "$tmp/data/shards/*.lbs" \
+  --max-sequences 200
+expect_job 2 "dump_batch is true here, false on rank 0" -- \
+  -np 1 "$lb" "${ev[@]}" : -np 1 "$lb" "${ev[@]}" --dump-batch "$tmp/rank1.json"
+"$lb" train --config "$tmp/tiny.yaml" --set model.intermediate=96 --set "checkpoint.dir=$tmp/ckpt96" > /dev/null ||
+  { echo "FAIL: training the second checkpoint"; fail=1; }
+expect_job 2 "model.intermediate_size is 96 here, 128 on rank 0" -- \
+  -np 1 "$lb" "${ev[@]}" : -np 1 "$lb" eval --checkpoint "$tmp/ckpt96" --micro-batch 7 --data "$tmp/data/shards/*.lbs" \
+  --max-sequences 200
 
 # One-process commands started twice: refused before anything is written.
 expect_job 2 "lansbert export runs as one process, but the launcher started 2 (OMPI_COMM_WORLD_SIZE=2)" -- \
