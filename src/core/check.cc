@@ -42,6 +42,9 @@ void fatal_error(const char* file, int line, const char* statement, const std::s
 
 void abort_job(const std::string& detail, int exit_code) {
   std::fprintf(stderr, "lansbert: error [%s]: %s\n", where().c_str(), detail.c_str());
+  // Outside a job, the exit code itself (no core dump: the error, not a crash, is the cause).
+  std::fflush(stderr);
+  if (g_abort_hook.load() == nullptr) std::_Exit(exit_code);
   end_job(exit_code);
 }
 

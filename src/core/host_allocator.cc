@@ -16,7 +16,12 @@ class HostAllocator final : public Allocator {
   void* allocate(size_t bytes) override {
     const size_t rounded = (bytes + 255) / 256 * 256;
     void* p = std::aligned_alloc(256, rounded ? rounded : 256);
-    LB_CHECK_MSG(p != nullptr, "host allocation of " + std::to_string(bytes) + " bytes failed");
+    // Not a program bug: the model, batch or data need more memory than this process may use.
+    // Exit 5, "out of memory", as a failed allocation anywhere else (check.h).
+    if (p == nullptr)
+      abort_job("out of memory: a host allocation of " + std::to_string(bytes) + " bytes failed (the model, batch or "
+                "data need more than this process may use: a batch system's memory limit, ulimit -v; a smaller "
+                "batch.micro_batch needs less)", 5);
     return p;
   }
   void deallocate(void* p) override { std::free(p); }

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "lansbert/core/allocator.h"
 #include "lansbert/core/check.h"
 
 namespace lansbert {
@@ -41,6 +42,15 @@ TEST(FatalErrorDeathTest, AbortJobNamesTheRankAndTheErrorWithoutASourceLocation)
 // An exception nothing catches: out of memory is exit 5 with a message saying so (not
 // "terminate called after throwing an instance of 'std::bad_alloc'" and SIGABRT); any other
 // is an internal error (70) with its what().
+// A host allocation that fails is out of memory (exit 5), not a program bug's fatal line.
+TEST(FatalErrorDeathTest, AFailedHostAllocationIsOutOfMemory) {
+  testing::FLAGS_gtest_death_test_style = "threadsafe";
+  const size_t too_many = size_t(1) << 62;  // past any address space
+  EXPECT_EXIT(host_allocator().allocate(too_many), testing::ExitedWithCode(5),
+              "lansbert: error \\[[^]]+\\]: out of memory: a host allocation of " + std::to_string(too_many) +
+                  " bytes failed");
+}
+
 TEST(FatalErrorDeathTest, UncaughtExceptionsEndWithAMessageAndAnExitCode) {
   testing::FLAGS_gtest_death_test_style = "threadsafe";
   EXPECT_EXIT(

@@ -10,7 +10,8 @@ namespace lansbert {
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  // Returns memory aligned to at least 256 bytes, or ends the job (out of memory is fatal).
+  // Returns memory aligned to at least 256 bytes, or ends the job (out of memory is fatal: the
+  // host allocator's is exit 5, check.h's abort_job).
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* p) = 0;
   // Copies between this allocator's memory and host memory, and within device memory.

@@ -17,7 +17,8 @@ namespace lansbert {
 
 // Bad input or a failed run under mpirun, which must end every rank (one left in a collective
 // would wait forever): prints "lansbert: error [rank R on HOST]: DETAIL", without a source
-// location (no program bug), and aborts the job as fatal_error does, with `exit_code`.
+// location (no program bug), and aborts the job as fatal_error does, with `exit_code`; outside
+// a job (no abort hook) the process exits with `exit_code`.
 [[noreturn]] void abort_job(const std::string& detail, int exit_code);
 
 // First thing in main: an exception nothing catches ends the job with a message instead of
