@@ -7,6 +7,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <functional>
 #include <limits>
 #include <map>
@@ -295,6 +297,31 @@ Status apply_override(const std::string& spec, TrainConfig* config, std::set<std
   return Status::ok();
 }
 
+// The config keys `message` names, in the order it names them ("model.hidden (128) must be
+// divisible by model.heads (3)": both). A key counts where no identifier character follows
+// it (model.hidden is not named by model.hidden_act).
+std::vector<std::string> keys_named_in(const std::string& message) {
+  std::vector<std::pair<size_t, std::string>> at;
+  for (const Field& f : schema()) {
+    const std::string path = f.path;
+    for (size_t p = message.find(path); p != std::string::npos; p = message.find(path, p + 1)) {
+      const size_t end = p + path.size();
+      const bool whole = (end == message.size() || !(std::isalnum(static_cast<unsigned char>(message[end])) ||
+                                                     message[end] == '_')) &&
+                         (p == 0 || !(std::isalnum(static_cast<unsigned char>(message[p - 1])) ||
+                                      message[p - 1] == '_' || message[p - 1] == '.'));
+      if (whole) {
+        at.emplace_back(p, path);
+        break;
+      }
+    }
+  }
+  std::sort(at.begin(), at.end());
+  std::vector<std::string> keys;
+  for (auto& [p, k] : at) keys.push_back(std::move(k));
+  return keys;
+}
+
 }  // namespace
 
 std::vector<std::string> train_config_keys() {
@@ -331,14 +358,27 @@ Status parse_train_config(const std::string& text, const std::string& name,
   std::string key;
   Status st = config.validate(world, &key);
   if (!st.is_ok()) {
+    // The key validate names, then the other keys its message names (a check across keys,
+    // such as model.hidden against model.heads): the first one given by --set or written in
+    // the file is where the user looks; else the key's section.
     std::string loc = name;
-    if (overridden.count(key)) {
-      loc = "--set " + key;
-    } else if (auto it = w.marks.find(key); it != w.marks.end()) {
-      loc = where(name, it->second);
-    } else if (auto sec = w.marks.find(key.substr(0, key.find('.'))); sec != w.marks.end()) {
-      loc = where(name, sec->second) + " (in section, key not set)";
+    std::vector<std::string> keys{key};
+    for (const std::string& k : keys_named_in(st.message())) if (k != key) keys.push_back(k);
+    bool found = false;
+    for (const std::string& k : keys) {
+      if (overridden.count(k)) {
+        loc = "--set " + k;
+      } else if (auto it = w.marks.find(k); it != w.marks.end()) {
+        loc = where(name, it->second);
+      } else {
+        continue;
+      }
+      found = true;
+      break;
     }
+    if (!found)
+      if (auto sec = w.marks.find(key.substr(0, key.find('.'))); sec != w.marks.end())
+        loc = where(name, sec->second) + " (in section, key not set)";
     return Status::invalid_argument(loc + ": " + st.message());
   }
   *out = std::move(config);

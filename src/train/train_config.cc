@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/float_text.h"
@@ -69,6 +71,11 @@ Status TrainConfig::validate(int world, std::string* key) const {
     return bad(key, "model.preset", "unknown preset '" + model.preset + "'");
   LB_RETURN_IF_ERROR(prefixed(key, "model", mc.validate()));
   if (data.train.empty()) return bad(key, "data.train", "at least one shard glob is required");
+  // An empty pattern matches nothing and names nothing (`--set data.eval=` gives one).
+  for (const auto& [name, list, clear] : {std::tuple{"data.train", &data.train, ""},
+                                          {"data.eval", &data.eval, " (no held-out set: data.eval=[])"}})
+    for (const std::string& pattern : *list)
+      if (pattern.empty()) return bad(key, name, std::string("an empty pattern") + clear);
   if (data.format != "auto" && data.format != "lbs" && data.format != "hdf5")
     return bad(key, "data.format", "expected auto, lbs or hdf5, got '" + data.format + "'");
   if (data.masking != "auto" && data.masking != "static" && data.masking != "dynamic")

@@ -183,8 +183,13 @@ TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
       {"  kind: cosine\n  total_steps: 10\n", "  total_steps: 10\n", {}, {"bad.yaml:15:", "schedule.kind", "cosine"}},
       {"phase:\n  phase_start: sometimes\n", "checkpoint:\n", {}, {"bad.yaml:17:", "phase.phase_start", "sometimes"}},
       {"  hidden: 100\n  heads: 3\n", "  vocab_size: 64\n", {}, {"bad.yaml:3:", "model.hidden", "heads"}},
+      // A check across keys points at the one the user gave (the preset gave model.hidden).
+      {"", "", {"model.heads=3"}, {"--set model.heads: model.hidden (128) must be divisible by model.heads (3)"}},
+      {"  vocab_size: 64\n  heads: 3\n", "  vocab_size: 64\n", {}, {"bad.yaml:4:", "model.hidden (128) must be"}},
       {"  train: [a/*.lbs\n", "  train: [a/*.lbs]\n", {}, {"bad.yaml:", "YAML syntax error"}},
       {"", "", {"seed=-3"}, {"--set seed=-3", "seed", "out of range"}},
+      {"", "", {"data.eval="}, {"--set data.eval: data.eval: an empty pattern (no held-out set: data.eval=[])"}},
+      {"  train: [a/*.lbs, '']\n", "  train: [a/*.lbs]\n", {}, {"bad.yaml:5:", "data.train: an empty pattern"}},
       {"  vocab_size: 64\n  hidden_act: relu\n", "  vocab_size: 64\n", {},
        {"bad.yaml:4:", "model.hidden_act", "'relu'", "gelu_tanh"}},
       {"", "", {"distributed.reduction_order=ring"}, {"--set distributed.reduction_order", "fast or fixed", "ring"}},
