@@ -165,6 +165,12 @@ Status Run::restore() {
                    "note: batch.micro_batch %d is not the checkpoint's %lld: the same samples per update, cut into "
                    "other micro-batches (other dropout masks and sums' rounding than the interrupted run's)\n",
                    cfg.batch.micro_batch, (long long)saved_micro);
+    // Allowed (a longer schedule, a lower rate after a spike), but no longer the same run:
+    // Megatron refuses such a change without a flag; here it is said.
+    for (const char* key : {"schedule", "optimizer"})
+      if (const std::string diff = first_difference(key, saved[key], mine[key]); !diff.empty())
+        std::fprintf(opts.log, "note: %s: the updates from here follow the config's %s, not the interrupted run's\n",
+                     diff.c_str(), key);
     // Allowed (a new seed is a way past a bad stretch of data), but no longer the same run.
     if (meta.seed != cfg.seed)
       std::fprintf(opts.log,

@@ -46,6 +46,13 @@ out=$("$lb" "${y[@]}" --set batch.micro_batch=8 --resume latest --stop-at-step 3
 [[ $out == *"note: batch.micro_batch 8 is not the checkpoint's 16: the same samples per update"* ]] ||
   { echo "FAIL: no micro-batch note: $out"; fail=1; }
 [[ $out == *"resuming from "*"step-000000002 at step 2"* ]] || { echo "FAIL: resumed where: $out"; fail=1; }
+# Another schedule or learning rate goes on too, and is said (Megatron refuses it unless told).
+cp -r "$tmp/ckpt" "$tmp/ckpt-sched"
+out=$("$lb" "${y[@]}" --set "checkpoint.dir=$tmp/ckpt-sched" --set schedule.total_steps=500 --set optimizer.lr=0.01 \
+  --resume latest --stop-at-step 4 2>&1) || { echo "FAIL: resume with another schedule: $out"; fail=1; }
+[[ $out == *"note: schedule.total_steps is 400 in the checkpoint, 500 in the config: the updates from here follow the config's schedule"* &&
+   $out == *"note: optimizer.lr is 0.02 in the checkpoint, 0.01 in the config: the updates from here follow the config's optimizer"* ]] ||
+  { echo "FAIL: no schedule/optimizer notes: $out"; fail=1; }
 "$mk" "$tmp/d64" 64 10 >/dev/null || { echo "FAIL: make 64-token data"; fail=1; }
 p2=(--set "data.train=$tmp/d64/shards/*.lbs" --set data.seq_len=64 --set data.max_pred=10)
 expect_error 2 "data.seq_len is 32 in the checkpoint, 64 in the config: a run resumes on the data it started with; to start a new phase from this checkpoint use --init-from" \
