@@ -12,6 +12,7 @@
 // attention dropout applied through lansbert's own keep mask; --attention flash runs
 // lansbert's own fused attention (both backends; on the CPU its twin); --gemm-cast cublas lets
 // cuBLAS round bf16/fp16 operands inside the GEMM instead of lansbert's cast kernels.
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -321,14 +322,16 @@ int run_bench(const BenchOptions& o) {
   // The 16-bit copies the producing ops wrote in the same pass instead: 2 bytes each.
   const double copy_writes = double(ops.gemm_operand_copy_writes() - writes_before) / o.steps;
   if (o.json) {
+    // No peak known for this device (or the CPU): null, as the metrics file leaves it out.
+    auto ratio = [](double r) { return r > 0 ? fmt::format("{:.4f}", r) : std::string("null"); };
     std::printf(
         "{\"model\":\"%s\",\"backend\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"batch\":%d,\"seq_len\":%d,\"max_pred\":%d,"
         "\"params\":%zu,\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"step_ms\":%.3f,\"tokens_per_s\":%.1f,"
-        "\"sequences_per_s\":%.2f,\"gflops\":%.2f,\"mfu\":%.4f,\"loss\":%.5f,\"recompute\":\"%s\","
+        "\"sequences_per_s\":%.2f,\"gflops\":%.2f,\"mfu\":%s,\"loss\":%.5f,\"recompute\":\"%s\","
         "\"activation_bytes\":%zu,\"activations\":\"%s\",\"hidden_act\":\"%s\",\"rows\":%d,\"fill\":%.4f,"
         "\"packing\":%s",
         o.model.c_str(), o.backend.c_str(), gemm_math_name(o.math), threads, B, o.seq_len, P, model.table().parameter_count(), tf * 1e3,
-        tb * 1e3, step * 1e3, tokens / step, B / step, gflops, mfu, loss, recompute_name(o.recompute_mode),
+        tb * 1e3, step * 1e3, tokens / step, B / step, gflops, ratio(mfu).c_str(), loss, recompute_name(o.recompute_mode),
         model.activation_bytes(), o.activations.c_str(), hidden_act_name(cfg.hidden_act), R, fill,
         o.packing ? "true" : "false");
     if (opt) std::printf(",\"optimizer\":\"%s\",\"optimizer_ms\":%.3f", opt_name.c_str(), tu * 1e3);
@@ -338,8 +341,8 @@ int run_bench(const BenchOptions& o) {
                   casts, copy_writes, o.cast_reuse.c_str(), ops.kept_copy_bytes());
     if (o.backend == "cuda") {
       std::printf(",\"device\":\"%s\",\"attention\":\"%s\",\"gemm_cast\":\"%s\",\"peak_gflops\":%.0f,"
-                  "\"mfu_vs_half_peak\":%.4f",
-                  be.device.c_str(), o.attention.c_str(), o.gemm_cast.c_str(), peak_gflops, mfu_half);
+                  "\"mfu_vs_half_peak\":%s",
+                  be.device.c_str(), o.attention.c_str(), o.gemm_cast.c_str(), peak_gflops, ratio(mfu_half).c_str());
       if (o.batch == 0)
         std::printf(",\"batch_probed\":true,\"probe_free_gib\":%.2f,\"probe_need_gib\":%.2f", probe_free, probe_need);
     }

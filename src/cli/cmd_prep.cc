@@ -113,7 +113,8 @@ void add_prep_command(CLI::App& app) {
   sub->add_option("--threads", o.threads, "Threads (0 = all, at most 1024); the output does not depend on it")
       ->capture_default_str();
   sub->add_flag("--cased", args->cased, "Keep case and accents (default: uncased, as bert-base-uncased)");
-  sub->add_flag("!--no-progress", o.progress, "No progress line on stderr");
+  // A callback, not a "!--flag" bound to `progress`: CLI11 shows the latter as "--no-progress{false}".
+  sub->add_flag_callback("--no-progress", [args] { args->opts.progress = false; }, "No progress line on stderr");
   o.progress = true;
   sub->callback([args] {
     const Status s = run_prep_command(*args);

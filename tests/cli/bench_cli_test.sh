@@ -138,6 +138,7 @@ rows = {r["op"]: r for r in d["profile"]}
 assert rows["gemm"]["gflop"] > 0 and rows["gemm"]["floor_ms"] > 0, rows["gemm"]
 assert rows["layernorm_forward"]["gflop"] == 0 and rows["layernorm_forward"]["mb"] > 0, rows["layernorm_forward"]
 assert d["roofline_device"] == "H200" and 0 < d["roofline_mfu_ceiling"] < 1, d
+assert d["mfu"] is None, d  # no peak for the CPU: null, not 0
 assert abs(sum(r["floor_ms"] for r in d["profile"]) - d["roofline_floor_ms"]) < 1e-3 * d["roofline_floor_ms"] + 3e-3
 ' "$pj" || fail "--json --profile fields: $pj"
 awk '$1 == "layernorm_forward" && $5 == "-" && $6 > 0 {ok = 1} END {exit !ok}' <<< "$prof" ||
