@@ -400,7 +400,8 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   run.v.zero();
   LB_RETURN_IF_ERROR(run.restore());
   LB_RETURN_IF_ERROR(check_same_as_rank0(
-      comm, {{"step", run.step}, {"micro_step", run.micro}, {"data_epoch", run.pos.epoch}, {"data_consumed", run.pos.consumed}},
+      comm, {{"step", run.step}, {"micro_step", run.micro}, {"data_epoch", run.pos.epoch}, {"data_consumed", run.pos.consumed},
+             {"checkpoint_files", run.resumed_files}},
       "position in the run", "every rank must resume the same checkpoint: put checkpoint.dir on a file system every "
                              "host shares, or pass the same --resume directory"));
   // A stop before where the run starts would be said as a stop there (the ranks agree on the step).

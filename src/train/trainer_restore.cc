@@ -111,6 +111,7 @@ Status Run::restore() {
   }
   CheckpointMeta meta;
   LB_RETURN_IF_ERROR(read_checkpoint_meta(dir, &meta));
+  for (const auto& [file, digest] : meta.files) resumed_files[file] = digest.crc32c;
   auto saved = nlohmann::json::parse(meta.config_json);
   auto mine = nlohmann::json::parse(config_to_json(cfg));
   // batch.recompute changes memory and time, not results (and older checkpoints lack it);

@@ -58,6 +58,10 @@ struct Run {
   // {"samples", "files", "digest"} of data.train (from view_of_the_job): written into each
   // checkpoint, compared on resume (restore()).
   nlohmann::json train_data;
+  // {file: CRC32C} of the checkpoint resumed, as trainer.json lists them (null otherwise): the
+  // ranks compare it, so that a rank reading another run's checkpoint of the same step (a
+  // node-local checkpoint.dir) is refused rather than mixing its optimizer slice in.
+  nlohmann::json resumed_files;
   TrainResult* result = nullptr;
   int64_t first_step = 0;   // where this run's loop started (0, or the resumed step)
   int64_t saved_step = -1;  // the step of this run's last checkpoint (set by save())

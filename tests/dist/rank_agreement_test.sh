@@ -3,7 +3,8 @@
 # an MPMD launch where rank 1 has another --set exits 2 naming the differing keys with both
 # values; ranks started in different working directories, so that one relative data.train
 # holds other shards of as many samples, or one relative checkpoint.dir a different checkpoint
-# on each (as node-local disks would), exit 2 naming the digest or the positions; the same
+# on each (as node-local disks would), exit 2 naming the digest, the positions or the
+# checkpoint's files (two runs at the same step); the same
 # launch with identical views trains; and bench-comm ranks with other options exit 2.
 # Usage: rank_agreement_test.sh LANSBERT MAKE_TRAIN_TEST_DATA SCRATCH MPIEXEC FLAGS...
 source "$(dirname "$0")/../cli/train_test_setup.sh" "$@"
@@ -54,6 +55,13 @@ grep -q "shards.train_samples" "$tmp/data.log" && { echo "FAIL: the two preps we
   -np 1 -wdir "$tmp/b" "${run[@]}" --resume latest > "$tmp/position.log" 2>&1
 expect position 2 $? "rank 1 (host " "position in the run not as on rank 0: " "step is 3 here, 2 on rank 0" \
   "put checkpoint.dir on a file system every host shares"
+
+# Both at step 2, but of two runs (another seed: other weights): the checkpoints' files differ.
+rm -rf "$tmp/b/ck" && (cd "$tmp/b" && "${run[@]}" --set seed=5 --stop-at-step 2 > /dev/null) ||
+  { echo "FAIL: the second single-rank run"; fail=1; }
+"$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS -np 1 -wdir "$tmp/a" "${run[@]}" --resume latest : \
+  -np 1 -wdir "$tmp/b" "${run[@]}" --resume latest > "$tmp/files.log" 2>&1
+expect files 2 $? "rank 1 (host " "position in the run not as on rank 0: checkpoint_files.model.safetensors is "
 
 # The same view on both ranks (rank 1 at step 2 as well) trains on.
 rm -rf "$tmp/b/ck" && cp -r "$tmp/a/ck" "$tmp/b/ck"
