@@ -179,11 +179,14 @@ Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
       // masking against data.*, the vocabulary against model.vocab_size, the batch against the
       // samples, every held-out sample read), so that a plan that prints is a run that starts.
       std::string data_line;
-      if (train_status.is_ok() && eval_status.is_ok()) {
+      if (train_status.is_ok() && (eval_status.is_ok() || eval_status.code() == StatusCode::kNotFound)) {
         TrainOptions check;
         check.resume = a.resume;
         check.init_from = a.init_from;
-        data_status = check_training_data(cfg, *comm, check);
+        // data.eval not found here (its line says so): data.train is checked all the same.
+        TrainConfig readable = cfg;
+        if (!eval_status.is_ok()) readable.data.eval.clear();
+        data_status = check_training_data(readable, *comm, check);
         data_line = data_status.is_ok() ? "the shards fit the config and the model"
                     : data_status.code() == StatusCode::kNotFound ? "NOT READABLE here, a run would stop: " +
                                                                       data_status.message()

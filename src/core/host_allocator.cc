@@ -21,7 +21,7 @@ class HostAllocator final : public Allocator {
     if (p == nullptr)
       abort_job("out of memory: a host allocation of " + std::to_string(bytes) + " bytes failed (the model, batch or "
                 "data need more than this process may use: a batch system's memory limit, ulimit -v; a smaller "
-                "batch.micro_batch needs less)", 5);
+                "micro-batch needs less)", 5);
     return p;
   }
   void deallocate(void* p) override { std::free(p); }

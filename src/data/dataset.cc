@@ -53,7 +53,7 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
     ino_t ino;
   };
   std::vector<Found> found;
-  int64_t not_training = 0;  // files training_only left out
+  std::set<std::pair<dev_t, ino_t>> not_training;  // files training_only left out (one named twice: once)
   for (const auto& pattern : patterns) {
     std::error_code ec;
     const std::string pat = std::filesystem::is_directory(pattern, ec) ? pattern + "/*" : pattern;
@@ -66,7 +66,7 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
         if (::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
         if (name.ends_with(".tmp")) continue;  // a writer's unfinished file
         if (opts.training_only && name.find("training") == std::string::npos) {
-          ++not_training;
+          not_training.insert({st.st_dev, st.st_ino});
           continue;
         }
         found.push_back({p, st.st_dev, st.st_ino});
@@ -82,13 +82,16 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
   std::vector<std::string> paths;
   for (const Found& f : found)
     if (seen.insert({f.dev, f.ino}).second) paths.push_back(f.path);
-  if (paths.empty() && not_training > 0)  // files there, none taken: the rule, not the files, is the surprise
+  if (paths.empty() && !not_training.empty())  // files there, none taken: the rule, not the files, is the surprise
     return Status::invalid_argument(fmt::format(
         "{} {} {}, none with 'training' in its name: NVIDIA's rule for its training files (format hdf5) keeps only "
-        "those", not_training, not_training == 1 ? "file matches" : "files match", fmt::join(patterns, " ")));
+        "those", not_training.size(), not_training.size() == 1 ? "file matches" : "files match",
+        fmt::join(patterns, " ")));
   if (paths.empty()) return Status::not_found(fmt::format("no shard files match {}", fmt::join(patterns, " ")));
   auto set = std::make_unique<ShardSet>();
   if (opts.token_limit > 0) set->token_limit_ = opts.token_limit;
+  set->token_limit_note_ = " (" + (opts.token_limit_source.empty() ? std::string("the vocabulary")
+                                                                   : opts.token_limit_source) + ")";
   set->segment_limit_ = opts.segment_limit;
   std::string info_path;  // the shard set->info_ came from
   for (const auto& p : paths) {
@@ -187,7 +190,8 @@ Status ShardSet::check_row(const ShardReader& shard, int64_t local, const Batch&
   const int32_t* ids = b.input_ids.data() + size_t(row) * S;
   const int32_t* seg = b.segment_ids.data() + size_t(row) * S;
   for (int i = 0; i < S; ++i) {
-    if (ids[i] < 0 || ids[i] >= token_limit_) return bad("input_ids", i, ids[i], token_limit_, " (the vocabulary)");
+    if (ids[i] < 0 || ids[i] >= token_limit_)
+      return bad("input_ids", i, ids[i], token_limit_, token_limit_note_.c_str());
     if (seg[i] < 0 || seg[i] >= segment_limit_)
       return bad("segment_ids", i, seg[i], segment_limit_, " (the model's token types)");
   }
@@ -196,7 +200,7 @@ Status ShardSet::check_row(const ShardReader& shard, int64_t local, const Batch&
   for (int k = 0; k < P; ++k) {
     if (orig[k] == Batch::kIgnore) continue;
     if (orig[k] < 0 || orig[k] >= token_limit_)
-      return bad("masked_lm_ids", k, orig[k], token_limit_, " (the vocabulary)");
+      return bad("masked_lm_ids", k, orig[k], token_limit_, token_limit_note_.c_str());
     if (pos[k] < 0 || pos[k] >= S) return bad("masked_lm_positions", k, pos[k], S);
   }
   const int32_t nsp = b.nsp_labels[row];

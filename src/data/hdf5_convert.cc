@@ -106,6 +106,9 @@ Status convert_hdf5_shards(const Hdf5ConvertOptions& opts, Hdf5ConvertStats* sta
   if (opts.vocab.vocab_size <= 0) return Status::invalid_argument("convert: no vocabulary");
   ShardSetOptions so;
   so.token_limit = opts.vocab.vocab_size;
+  if (!opts.vocab_path.empty())
+    so.token_limit_source = fmt::format("the vocabulary: --vocab {} has {} tokens; give convert the vocab.txt the "
+                                        "files were made with", opts.vocab_path, opts.vocab.vocab_size);
   std::unique_ptr<ShardSet> set;
   LB_RETURN_IF_ERROR(ShardSet::open(opts.inputs, so, &set));
   for (size_t s = 0; s < set->num_shards(); ++s)

@@ -73,7 +73,7 @@ Status Loader::fill(const DataPosition& pos, int micro, Batch* b) {
     if (set_->dynamic_masking()) {
       dynamic_mask_row(b, j, opts_.seed, pos.epoch, idx[j], mask_prob_, whole_word_, mask_vocab_);
     }
-    if (opts_.pack) LB_RETURN_IF_ERROR(packable_sample(*b, j, set_->where(int64_t(idx[j])), &lengths[j]));
+    if (opts_.pack) LB_RETURN_IF_ERROR(packable_sample(*b, j, *set_, int64_t(idx[j]), &lengths[j]));
   }
   if (opts_.pack) pack_checked_batch(b, lengths);
   return Status::ok();

@@ -30,8 +30,9 @@ Status packable_sequence(const Batch& b, int row, int* length) {
   return Status::ok();
 }
 
-Status packable_sample(const Batch& b, int row, const std::string& where, int* length) {
-  return packable_sequence(b, row, length).with_prefix("data.packing: " + where + ": ");
+Status packable_sample(const Batch& b, int row, const ShardSet& set, int64_t sample, int* length) {
+  const Status st = packable_sequence(b, row, length);
+  return st.is_ok() ? st : st.with_prefix("data.packing: " + set.where(sample) + ": ");
 }
 
 Status pack_batch(Batch* b) {

@@ -247,8 +247,14 @@ Status commit(const std::string& root, const fs::path& tmp, const CheckpointMeta
   Status moved = fsync_directory(root);
   if (moved.is_ok()) moved = point(root, "latest", name);
   if (!moved.is_ok()) {
-    // Not written after all: a step directory past `latest` would make the next --resume
-    // latest refuse to run (check_checkpoint_root). Moved back, the caller removes it.
+    // point() can fail after its rename (the directory's fsync): `latest` names this step
+    // then, which must stay. Otherwise not written after all: a step directory past `latest`
+    // would make the next --resume latest refuse to run (check_checkpoint_root). Moved back,
+    // the caller removes it.
+    std::error_code link;
+    if (fs::read_symlink(fs::path(root) / "latest", link) == fs::path(name))
+      return Status::io_error(moved.message() + "; " + final_dir.string() + " is complete and `latest` points to "
+                              "it, but the directory was not synced: it may not survive a crash of the host");
     std::error_code undo;
     if (renamed) fs::rename(final_dir, tmp, undo);
     if (renamed && !undo) return moved;

@@ -96,7 +96,7 @@ Status evaluate_samples(BertModel<float>& model, ShardSet& set, int64_t n, int m
     lengths.resize(size_t(b));
     for (int row = 0; row < b; ++row) {
       LB_RETURN_IF_ERROR(set.read(first + row, &batch, row));
-      if (pack) LB_RETURN_IF_ERROR(packable_sample(batch, row, set.where(first + row), &lengths[size_t(row)]));
+      if (pack) LB_RETURN_IF_ERROR(packable_sample(batch, row, set, first + row, &lengths[size_t(row)]));
     }
     if (pack) pack_checked_batch(&batch, lengths);
     const ForwardResult r = model.forward(batch, StepContext{false, 0, 0});

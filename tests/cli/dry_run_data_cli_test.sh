@@ -40,6 +40,9 @@ has "$out" "world size          : 1"
 mkdir -p "$tmp/notes" && echo "not a shard" > "$tmp/notes/held.lbs"
 expect_error 4 "data.eval: $tmp/notes/held.lbs: wrong magic at byte offset 0" train --config "$tmp/good.yaml" \
   --dry-run --set "data.eval=[$tmp/notes/held.lbs]"
+# data.eval not found here does not skip the check of data.train, which is found.
+expect_error 2 "data.seq_len: config says 64, the shards hold 32" train --config "$tmp/good.yaml" --dry-run \
+  --set data.seq_len=64 --set "data.eval=[$tmp/nowhere/*.lbs]"
 # Data not found is still a plan: the line says so, the exit is 0.
 out=$("$lb" train --config "$tmp/good.yaml" --dry-run --set "data.train=[$tmp/nowhere/*.lbs]") ||
   { echo "FAIL: dry run without data exited $?"; fail=1; }

@@ -28,20 +28,18 @@ TEST(FatalErrorDeathTest, NamesTheRankAndHostInAJob) {
 }
 
 // abort_job: a user's error that ends a job, named as `lansbert: error` with the rank and
-// host, without a source location (it is no program bug).
+// host, without a source location (it is no program bug); outside a job (no abort hook) the
+// process exits with the error's code.
 TEST(FatalErrorDeathTest, AbortJobNamesTheRankAndTheErrorWithoutASourceLocation) {
   testing::FLAGS_gtest_death_test_style = "threadsafe";
-  EXPECT_DEATH(
+  EXPECT_EXIT(
       {
         set_fatal_rank(1);
         abort_job("not found: missing.yaml", 3);
       },
-      R"(lansbert: error \[rank 1 on [^]]+\]: not found: missing\.yaml)");
+      testing::ExitedWithCode(3), R"(lansbert: error \[rank 1 on [^]]+\]: not found: missing\.yaml)");
 }
 
-// An exception nothing catches: out of memory is exit 5 with a message saying so (not
-// "terminate called after throwing an instance of 'std::bad_alloc'" and SIGABRT); any other
-// is an internal error (70) with its what().
 // A host allocation that fails is out of memory (exit 5), not a program bug's fatal line.
 TEST(FatalErrorDeathTest, AFailedHostAllocationIsOutOfMemory) {
   testing::FLAGS_gtest_death_test_style = "threadsafe";
@@ -51,6 +49,9 @@ TEST(FatalErrorDeathTest, AFailedHostAllocationIsOutOfMemory) {
                   " bytes failed");
 }
 
+// An exception nothing catches: out of memory is exit 5 with a message saying so (not
+// "terminate called after throwing an instance of 'std::bad_alloc'" and SIGABRT); any other
+// is an internal error (70) with its what().
 TEST(FatalErrorDeathTest, UncaughtExceptionsEndWithAMessageAndAnExitCode) {
   testing::FLAGS_gtest_death_test_style = "threadsafe";
   EXPECT_EXIT(

@@ -31,6 +31,7 @@ Hdf5ConvertOptions options(const std::string& in, const std::string& out) {
   o.out_dir = out;
   o.vocab.vocab_size = 30522;
   o.vocab.vocab_hash = 0x0123456789abcdefULL;
+  o.vocab_path = "vocab.txt";  // named in the message of an id past it
   return o;
 }
 
@@ -119,7 +120,8 @@ TEST(Hdf5Convert, RowsARecordCannotHoldAreRefusedByField) {
       {"A again after B", [](NvidiaData& d) { d.seg[5 * kS + 30] = 0; },
        "sample 5: segment_ids[30] = 0 after sentence B began at [16]"},
       {"an id past the vocabulary", [](NvidiaData& d) { d.ids[5 * kS + 3] = 30522; },
-       "sample 5: input_ids[3] = 30522 is outside [0, 30522)"},
+       "sample 5: input_ids[3] = 30522 is outside [0, 30522) (the vocabulary: --vocab vocab.txt has 30522 tokens; "
+       "give convert the vocab.txt the files were made with)"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -143,9 +143,10 @@ TEST(ShardSet, FormatAndTrainingRuleAsAsked) {
   s = ShardSet::open({dir + "/lbs"}, training, &set);
   ASSERT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find(dir + "/lbs/a_training.lbs: not an HDF5 file"), std::string::npos) << s.message();
-  s = ShardSet::open({dir + "/wiki_test_0.hdf5"}, training, &set);
+  s = ShardSet::open({dir + "/wiki_test_0.hdf5", dir + "/*test*"}, training, &set);  // one file, named twice
   ASSERT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("1 file matches " + dir + "/wiki_test_0.hdf5, none with 'training' in its name"),
+  EXPECT_NE(s.message().find("1 file matches " + dir + "/wiki_test_0.hdf5 " + dir + "/*test*, none with 'training' in "
+                             "its name"),
             std::string::npos) << s.message();
   ASSERT_TRUE(ShardSet::open({dir}, training, &set).is_ok());
   EXPECT_EQ(set->num_shards(), 1u);

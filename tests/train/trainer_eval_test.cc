@@ -23,8 +23,6 @@ using testing::scratch;
 using testing::train;
 using TrainerTest = testing::TinyShardsTest;
 
-// A run ended early by --stop-at-step evaluates only at evaluation.every_steps, as a signal
-// does; resumed, it evaluates where the uninterrupted run would have (10 and the last, 12).
 // data.format hdf5 applies NVIDIA's training-file rule to data.train only: its held-out files
 // (*_test_*) are data.eval's. lbs and hdf5 take only their kind; auto either, by magic.
 TEST(ShardSetOptionsOfTheConfig, TrainingRuleOnlyForTrainingData) {
@@ -41,6 +39,8 @@ TEST(ShardSetOptionsOfTheConfig, TrainingRuleOnlyForTrainingData) {
   }
 }
 
+// A run ended early by --stop-at-step evaluates only at evaluation.every_steps, as a signal
+// does; resumed, it evaluates where the uninterrupted run would have (10 and the last, 12).
 TEST_F(TrainerTest, StopAtStepDoesNotEvaluateWhereItStops) {
   TrainConfig c = testing::tiny_config(*data_, scratch("eval_stop"), 12);
   c.data.eval = {*data_ + "/shards/*.lbs"};

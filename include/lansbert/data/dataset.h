@@ -31,6 +31,8 @@ struct ShardSetOptions {
   // vocab_size. Our shards' ids must also be below their header's vocab size; HDF5 files
   // record none, so only this bound checks theirs.
   int32_t token_limit = 0;
+  // What token_limit is, for an id past it (default: "the vocabulary").
+  std::string token_limit_source;
   // Every segment id read must be below it: the model's token types (type_vocab; BERT's 2).
   // Our shards store sentence A's end, so only HDF5 files can hold others.
   int32_t segment_limit = 2;
@@ -80,6 +82,7 @@ class ShardSet {
   std::optional<ShardInfo> info_;
   bool all_whole_word_ = true;
   int32_t segment_limit_ = 2;          // ShardSetOptions::segment_limit
+  std::string token_limit_note_ = " (the vocabulary)";  // after an id past token_limit_
   int32_t token_limit_ = INT32_MAX;  // ids must be below this (ShardSetOptions::token_limit, our headers)
 };
 

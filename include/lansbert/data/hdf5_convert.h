@@ -38,6 +38,7 @@ struct Hdf5ConvertOptions {
   // The vocabulary the ids mean (the shards record it; HDF5 files do not): its size, hash and
   // special ids go into each header, and every id must be below its size.
   ShardInfo vocab;
+  std::string vocab_path;  // where `vocab` came from (--vocab), for the message of an id past it
   // Polled between samples: non-zero (a signal number) stops the conversion with out_dir as
   // it was (kInterrupted).
   std::function<int()> stop;

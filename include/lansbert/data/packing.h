@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "lansbert/core/status.h"
+#include "lansbert/data/dataset.h"
 #include "lansbert/model/batch.h"
 
 namespace lansbert {
@@ -27,9 +28,9 @@ namespace lansbert {
 // loader asks it as it reads each sample, so that an error can name the sample.
 Status packable_sequence(const Batch& b, int row, int* length);
 // packable_sequence for the readers of samples (the loader, the held-out evaluation): an error
-// names the sample as `where` gives it (ShardSet::where: file and index in it),
-// "data.packing: <file>: sample N: ...".
-Status packable_sample(const Batch& b, int row, const std::string& where, int* length);
+// names global sample `sample` of `set` by its file and index there (ShardSet::where, built
+// only then), "data.packing: <file>: sample N: ...".
+Status packable_sample(const Batch& b, int row, const ShardSet& set, int64_t sample, int* length);
 
 // Packs b (not packed) in place: first-fit decreasing, the sequences taken longest first (ties
 // in batch order), each put in the first row with room. An error names the first sequence that
