@@ -49,12 +49,14 @@ StopSignals::StopSignals(bool on) : on_(on) {
   // No SA_RESTART: a read blocked on a pipe returns EINTR, and the caller sees the stop.
   sigaction(SIGINT, &sa, &old_int_);
   sigaction(SIGTERM, &sa, &old_term_);
+  sigaction(SIGUSR1, &sa, &old_usr1_);
 }
 
 StopSignals::~StopSignals() {
   if (!on_) return;
   sigaction(SIGINT, &old_int_, nullptr);
   sigaction(SIGTERM, &old_term_, nullptr);
+  sigaction(SIGUSR1, &old_usr1_, nullptr);
 }
 
 int stop_signal() { return g_stop_signal.load(); }
@@ -63,6 +65,7 @@ const char* signal_name(int sig) {
   switch (sig) {
     case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
+    case SIGUSR1: return "SIGUSR1";
     default: return "a signal";
   }
 }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "lansbert/core/stop_signals.h"
 #include "lansbert/data/dataset.h"
 #include "lansbert/data/hdf5_shard.h"
 #include "shard_staging.h"
@@ -89,8 +90,8 @@ Status convert_one(ShardSet& set, size_t s, int64_t first, const Hdf5ConvertOpti
   for (int64_t i = 0; i < in.count(); ++i) {
     if (opts.stop && (i & 1023) == 0)
       if (const int sig = opts.stop())
-        return Status::interrupted(fmt::format("convert: stopped by signal {}; {} is as it was before the run", sig,
-                                               opts.out_dir));
+        return Status::interrupted(fmt::format("convert: stopped by {}; {} is as it was before the run",
+                                               signal_name(sig), opts.out_dir));
     LB_RETURN_IF_ERROR(set.read(first + i, &b, 0));  // ids within the vocabulary, labels 0 or 1
     const Status st = batch_row_to_instance(b, 0, &inst);
     if (!st.is_ok()) return st.with_prefix(fmt::format("{}: sample {}: ", in.path(), i));

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SIGINT and SIGTERM from the command line (core/stop_signals.h):
+# SIGINT, SIGTERM and SIGUSR1 from the command line (core/stop_signals.h):
 # - a command without its own handling dies of the signal, as any Unix tool does (exit 130
 #   from the shell), not through the backtrace-and-exit(1) handler libinfinipath installs
 #   at load time;
@@ -48,7 +48,7 @@ for d in $(seq 3000); do
 done > corpus.txt
 mkdir shards
 echo "an earlier run's file" > shards/shard-00000.lbs
-for sig in INT TERM; do
+for sig in INT TERM USR1; do
   "$bin" prep --vocab "$vocab" --input corpus.txt --out shards --threads 1 --dupe-factor 200 \
     --no-progress > /dev/null 2> prep.err &
   pid=$!

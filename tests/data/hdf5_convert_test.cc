@@ -155,6 +155,8 @@ TEST(Hdf5Convert, ALansbertShardOrAStopLeavesOutAsItWas) {
   o.stop = [] { return 15; };
   const Status stopped = convert_hdf5_shards(o, &st);
   EXPECT_EQ(stopped.code(), StatusCode::kInterrupted) << stopped.to_string();
+  EXPECT_NE(stopped.message().find("convert: stopped by SIGTERM; " + dir + "/out is as it was before the run"),
+            std::string::npos) << stopped.message();
   EXPECT_EQ(snapshot(dir + "/out"), before);
   // Its own output is not HDF5.
   const Status lbs = convert_hdf5_shards(options(dir + "/out", dir + "/again"), &st);

@@ -16,7 +16,7 @@ enum class StatusCode {
   kCorrupt,          // file content fails validation (checksum, header, bounds)
   kIoError,          // read/write/rename failed
   kUnsupported,      // valid request this build cannot serve
-  kInterrupted,      // stopped by SIGINT/SIGTERM before it finished (nothing half-written kept)
+  kInterrupted,      // stopped by SIGINT/SIGTERM/SIGUSR1 before it finished (nothing half-written kept)
   kInternal,
   kDiverged,         // training produced non-finite gradients past the loss scaler's limits (last:
                      // the ranks' max of codes in agree_across_ranks keeps the others' values)

@@ -1,4 +1,4 @@
-// SIGINT and SIGTERM: how lansbert stops when asked to.
+// SIGINT, SIGTERM and SIGUSR1: how lansbert stops when asked to.
 //
 // restore_default_signal_actions(), first thing in main: libinfinipath (loaded with the
 // PSM providers that libfabric and Open MPI link) installs, from a load-time constructor,
@@ -9,9 +9,11 @@
 // back to the default action; any other (a sanitizer's, an inherited SIG_IGN as nohup and
 // background jobs expect) stays. MPI_Init, later, installs what Open MPI wants.
 //
-// StopSignals: while one is alive, SIGINT and SIGTERM only record themselves; long jobs
+// StopSignals: while one is alive, SIGINT, SIGTERM and SIGUSR1 only record themselves; long jobs
 // poll stop_signal() at safe points (the trainer after a step, with a checkpoint; prep
-// between documents, leaving its output directory as it was) and return.
+// between documents, leaving its output directory as it was) and return. SIGUSR1 is the one
+// to send to `mpirun`: Open MPI's mpirun forwards it to every rank and waits for them, where
+// it forwards SIGTERM/SIGINT and SIGKILLs the ranks a second later (odls_base_sigkill_timeout).
 #pragma once
 
 #include <csignal>
@@ -36,13 +38,13 @@ class StopSignals {
 
  private:
   bool on_;
-  struct sigaction old_int_ = {}, old_term_ = {};
+  struct sigaction old_int_ = {}, old_term_ = {}, old_usr1_ = {};
 };
 
-// The signal (SIGINT or SIGTERM) received while a StopSignals guard was alive, 0 if none.
+// The signal (SIGINT, SIGTERM or SIGUSR1) received while a StopSignals guard was alive, 0 if none.
 // Cleared when a guard is created.
 int stop_signal();
-// "SIGINT", "SIGTERM" or "a signal".
+// "SIGINT", "SIGTERM", "SIGUSR1" or "a signal".
 const char* signal_name(int sig);
 
 }  // namespace lansbert

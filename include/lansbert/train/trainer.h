@@ -2,7 +2,7 @@
 // forward/backward with gradient accumulation (loss weight 1/accumulation, so the gradient
 // is the mean over micro-batches), the gradient all-reduce over the communicator, one
 // Updater step per global batch, metrics every N steps, periodic and final checkpoints,
-// exact resume, phase-2 initialisation, and a clean stop on SIGTERM/SIGINT. Rank 0 alone
+// exact resume, phase-2 initialisation, and a clean stop on SIGTERM/SIGINT/SIGUSR1. Rank 0 alone
 // logs and writes shared files; every rank runs the same control flow, and every decision
 // that must agree (stop, checkpoint now) is all-reduced.
 #pragma once
@@ -24,7 +24,7 @@ struct TrainOptions {
   std::string resume;         // "", "latest" (the config's checkpoint.dir) or a directory
   std::string init_from;      // phase 2: a lansbert checkpoint or a Hugging Face directory
   int64_t stop_at_step = -1;  // stop early, with a checkpoint, after this step (-1: run all)
-  bool handle_signals = true; // SIGTERM/SIGINT: finish the step, checkpoint, return ok
+  bool handle_signals = true; // SIGTERM/SIGINT/SIGUSR1: finish the step, checkpoint, return ok
   FILE* log = stdout;         // rank 0's console (nullptr: quiet)
   // Test hook, called on every rank after each step with the step number.
   std::function<void(int64_t step)> after_step;
