@@ -16,7 +16,7 @@ must have used too; optimizer.no_decay is lansbert's default (bias, LayerNorm ga
 Checks:
 - lansbert's logged loss before each update equals transformers' on the batch (1e-5 relative),
   and its logged gradient norm equals the global norm of the autograd gradient (1e-5);
-- per tensor, ||delta_ref - delta_lansbert|| / ||delta_lansbert|| <= --bound (default 1e-4)
+- per tensor, ||delta_ref - delta_lansbert|| / ||delta_lansbert|| <= --bound (default 3e-4)
   for update 1 (from HF0) and update 2 (from lansbert's weights after update 1, with this
   script's moments carried); the attention key biases, whose exact gradient is 0, by the size
   of their step only (see NOISE);
@@ -26,9 +26,11 @@ Checks:
 The bound: lansbert computes in fp32, this script in float64 from the same fp32 weights. Its
 gradients differ from the float64 ones by ~1e-7 relative (the logged norm agrees to ~5e-8),
 the stored weights round to 6e-8 of |p|, about 3e-6 of a step of 0.02 |p|, and dividing by
-sqrt(vhat) + eps amplifies the error of a gradient's small elements: measured, 1.5e-5 (LANS,
-the word embeddings) and 8e-6 (LAMB, AdamW) at most. The smallest effect of a perturbation is
-3.2e-3 (LANS's ratio without the decay term), 30 times the bound.
+sqrt(vhat) + eps amplifies the error of a gradient's small elements (near eps, an element's
+update moves by up to 1/(4 eps) times its gradient's error): measured, 1.5e-5 to 4e-5 (LANS;
+the spread is OpenBLAS's kernel choice, OPENBLAS_CORETYPE) and 8e-6 to 1.8e-5 (LAMB, AdamW) at
+most. The bound, 3e-4, leaves room for other CPUs' BLAS kernels; the smallest effect of a
+perturbation is 3.2e-3 (LANS's ratio without the decay term), 10 times the bound.
 The reference is float64 autograd through transformers with one change: the [PAD] row of the
 word embeddings gets its lookup gradient (see load()).
 Exit 0: agreement; 1: a disagreement (printed); 77 (CTest skip): no torch/transformers.
@@ -72,7 +74,7 @@ for k in ("hf0", "hf1", "hf2", "batch", "metrics"):
 ap.add_argument("--optimizer", required=True, choices=["lans", "lamb", "adamw"])
 ap.add_argument("--weight-decay", type=float, required=True)
 ap.add_argument("--trust-ratio-on-excluded", action="store_true")
-ap.add_argument("--bound", type=float, default=1e-4)
+ap.add_argument("--bound", type=float, default=3e-4)
 ap.add_argument("--no-mutations", action="store_true")
 args = ap.parse_args()
 
