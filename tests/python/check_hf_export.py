@@ -9,12 +9,12 @@ losses on it. The directory must load as BertForPreTraining with no missing or u
 (MLM + NSP) to 1e-5 relative, and closer than the other GELU form gives (config.json's
 hidden_act is the form lansbert computed). Exits 77 (CTest skip) when torch/transformers are missing.
 """
-import json
 import sys
 
 try:
     import torch
     from transformers import BertForPreTraining
+    from hf_batch import load_batch
 except Exception as e:  # noqa: BLE001 - any import failure means "cannot check here"
     print(f"SKIP: torch/transformers not importable ({e})")
     sys.exit(77)
@@ -26,23 +26,12 @@ if bad:
     print(f"FAIL: loading info {bad}")
     sys.exit(1)
 model.eval()
-b = json.load(open(batch_path))
-B, S, P = b["batch"], b["seq_len"], b["max_pred"]
-ids = torch.tensor(b["input_ids"]).view(B, S)
-labels = torch.full((B, S), -100, dtype=torch.long)
-pos = torch.tensor(b["masked_positions"]).view(B, P)
-mids = torch.tensor(b["masked_ids"]).view(B, P)
-for r in range(B):
-    for k in range(P):
-        if mids[r, k] >= 0:
-            labels[r, pos[r, k]] = mids[r, k]
+b, inputs = load_batch(batch_path)
 
 
 def hf_loss(m):
     with torch.no_grad():
-        out = m(input_ids=ids, token_type_ids=torch.tensor(b["segment_ids"]).view(B, S),
-                attention_mask=torch.tensor(b["input_mask"]).view(B, S), labels=labels,
-                next_sentence_label=torch.tensor(b["nsp_labels"]))
+        out = m(**inputs)
     return float(out.loss)
 
 

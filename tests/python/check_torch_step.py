@@ -43,6 +43,7 @@ import sys
 try:
     import torch
     from transformers import BertForPreTraining
+    from hf_batch import load_batch
 except Exception as e:  # noqa: BLE001 - any import failure means "cannot check here"
     print(f"SKIP: torch/transformers not importable ({e})")
     sys.exit(77)
@@ -116,19 +117,7 @@ def roles(model):
     return out
 
 
-b = json.load(open(args.batch))
-Bn, S, P = b["batch"], b["seq_len"], b["max_pred"]
-ids = torch.tensor(b["input_ids"]).view(Bn, S)
-labels = torch.full((Bn, S), -100, dtype=torch.long)
-pos = torch.tensor(b["masked_positions"]).view(Bn, P)
-mids = torch.tensor(b["masked_ids"]).view(Bn, P)
-for r in range(Bn):
-    for k in range(P):
-        if mids[r, k] >= 0:
-            labels[r, pos[r, k]] = mids[r, k]
-inputs = dict(input_ids=ids, token_type_ids=torch.tensor(b["segment_ids"]).view(Bn, S),
-              attention_mask=torch.tensor(b["input_mask"]).view(Bn, S), labels=labels,
-              next_sentence_label=torch.tensor(b["nsp_labels"]))
+b, inputs = load_batch(args.batch)
 
 
 def loss_and_grads(model):
@@ -147,11 +136,11 @@ def loss_and_grads(model):
     out.loss.backward()
     h.remove()
     grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
-    lookup = torch.zeros_like(emb.weight).index_add_(0, ids.reshape(-1), seen["out"].grad.reshape(-1, emb.weight.shape[1]))
+    lookup = torch.zeros_like(emb.weight).index_add_(0, inputs["input_ids"].reshape(-1), seen["out"].grad.reshape(-1, emb.weight.shape[1]))
     # The two terms of out.loss, as transformers computes them (ignore_index -100: the empty slots).
     ce = torch.nn.functional.cross_entropy
     with torch.no_grad():
-        mlm = float(ce(out.prediction_logits.view(-1, out.prediction_logits.shape[-1]), labels.view(-1)))
+        mlm = float(ce(out.prediction_logits.view(-1, out.prediction_logits.shape[-1]), inputs["labels"].view(-1)))
         nsp = float(ce(out.seq_relationship_logits, inputs["next_sentence_label"]))
     if abs(mlm + nsp - float(out.loss)) > 1e-12 * abs(float(out.loss)):
         sys.exit(f"FAIL: transformers' loss {float(out.loss)} is not MLM {mlm} + NSP {nsp}")
