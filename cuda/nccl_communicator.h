@@ -16,7 +16,8 @@ struct NcclOptions {
   double timeout_s = 600;
 };
 
-// Sets the device to bootstrap.local_rank(), makes rank 0 create the unique id, broadcasts it
+// Uses the device the backend bound for this rank (device_for_rank, train/device_ranks.h),
+// makes rank 0 create the unique id, broadcasts it
 // over `bootstrap` and joins with ncclCommInitRank. Collectives take device pointers and run
 // on the communicator's own stream; blocking calls wait for completion on the host (polling
 // for errors); every collective's stream is ordered after the compute stream (see

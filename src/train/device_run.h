@@ -1,7 +1,7 @@
 // The trainer's device plumbing (backend: cuda), kept out of trainer.cc: opening the
-// registered DeviceBackend with the run's checks and binding each rank to its device, the
-// communicator over device buffers when several ranks train, the Updater over device
-// buffers, and the host staging of device buffers for checkpoint writes.
+// registered DeviceBackend with the run's checks and binding each rank to its device (the
+// communicator over device buffers is device_ranks.h's), the Updater over device buffers,
+// and the host staging of device buffers for checkpoint writes.
 #pragma once
 
 #include <memory>

@@ -55,8 +55,9 @@ struct Run {
   int64_t step = 0;
   uint64_t micro = 0;  // micro-batches of micro_batch sequences done by all ranks together
   DataPosition pos;
-  // {"samples", "files", "digest"} of data.train (from view_of_the_job): written into each
-  // checkpoint, compared on resume (restore()).
+  // {"samples", "files", "digest"[, "vocab_hash"]} of data.train (from view_of_the_job):
+  // written into each checkpoint; restore() notes a change of the first three, --init-from
+  // refuses another vocab_hash.
   nlohmann::json train_data;
   // {file: CRC32C} of the checkpoint resumed, as trainer.json lists them (null otherwise): the
   // ranks compare it, so that a rank reading another run's checkpoint of the same step (a

@@ -16,7 +16,7 @@
 namespace lansbert {
 
 // Which attention a backend runs (precision.attention in configs, bench --attention):
-//   native  the hand-written composition (the default, and the only one on the CPU);
+//   native  the hand-written composition (the default; the CPU runs it or flash);
 //   cudnn   a fused kernel (CUDA: cuDNN's SDPA) wherever it applies, the hand-written one
 //           elsewhere, each reason logged once;
 //   auto    like cudnn, but each shape's first fused forward and backward are compared with

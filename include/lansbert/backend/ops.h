@@ -24,9 +24,9 @@ enum class Trans { kNo, kYes };
 // contract), so a mode is defined by its operand rounding alone, and the CPU can emulate the
 // GPU's bf16/fp16 GEMMs bit for bit up to summation order. Everything outside the GEMMs
 // (LayerNorm, softmax, GELU, losses, the optimizer on fp32 master weights) stays fp32.
-//   kFp32: no rounding.   kTf32: 10-bit mantissa, CUDA tensor cores only.
-//   kBf16: 8-bit mantissa, fp32's range (A100/H100/H200).
-//   kFp16: 11-bit mantissa, |x| <= 65504 (V100), trained with the dynamic loss scaler.
+//   kFp32: no rounding.   kTf32: 10 stored mantissa bits (as fp16), CUDA tensor cores only.
+//   kBf16: 7 stored mantissa bits, fp32's range (A100/H100/H200).
+//   kFp16: 10 stored mantissa bits, |x| <= 65504 (V100), trained with the dynamic loss scaler.
 enum class GemmMath { kFp32, kTf32, kBf16, kFp16 };
 
 // The 16-bit format kBf16/kFp16 GEMMs take their operands in. REQUIRES: a 16-bit mode.
@@ -508,8 +508,8 @@ class Ops {
 
   // Multi-head self-attention (attention.h). The default is the hand-written composition of
   // the ops above (attention_native.h), bit for bit what the model computed before this entry
-  // point; a backend may override it with a fused kernel, returning kFused, and falls back to
-  // the composition where its kernel does not apply. The backward gets the forward's result.
+  // point; a backend may override it with a fused kernel, returning kFused (cuDNN) or kFlash
+  // (the flash attention), and falls back to the composition where its kernel does not apply. The backward gets the forward's result.
   virtual AttentionImpl attention_forward(const AttentionForward<T>& args);
   virtual void attention_backward(const AttentionBackward<T>& args);
 

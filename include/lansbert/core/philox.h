@@ -41,7 +41,8 @@ LB_HOST_DEVICE Philox4x32 philox4x32_10(Philox4x32 ctr, uint32_t k0, uint32_t k1
 LB_HOST_DEVICE float uniform01(uint32_t bits) { return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f); }
 
 // The key of one random stream: a run seed plus the stream's identity. Dropout uses
-// (seed, micro-step counter, site = layer*8 + position in the layer); element e then reads
+// (seed, micro-step counter, site: 0 for the embeddings, 1 + 3*layer + position in the layer,
+// model/bert_model_impl.h dropout_site); element e then reads
 // word e%4 of the block at counter (e/4 low, e/4 high, site, step).
 struct RngKey {
   uint64_t seed = 0;

@@ -34,7 +34,8 @@ class Communicator {
   virtual void all_reduce(float* data, size_t count, ReduceOp op) = 0;
   virtual void all_reduce(double* data, size_t count, ReduceOp op) = 0;
   // Rank r receives the reduction of block r: `send` holds world()*count elements,
-  // `recv` count. Callers pad the flat buffers so they divide evenly.
+  // `recv` count. A remainder that does not divide evenly is the caller's (ShardedStep
+  // all-reduces its tail separately).
   virtual void reduce_scatter(const float* send, float* recv, size_t count, ReduceOp op) = 0;
   // Every rank contributes `count` elements; `recv` gets world()*count in rank order.
   // `send` may be recv + rank()*count (in place).

@@ -1,12 +1,12 @@
-// ShardedStep: the optimizer step with sharded optimizer state (ZeRO-1, DESIGN decision 6).
+// ShardedStep: the optimizer step with sharded optimizer state (ZeRO-1, ../shared/docs/DESIGN.md decision 6).
 //
 // The flat buffer (N = table.total_elements() floats) is cut into world blocks of q floats
 // (q a multiple of the table's alignment, q = floor(N / (world*align)) * align) and a tail of
 // the remaining N - world*q < world*align floats; rank r owns block r, the last rank also the
 // tail. One step:
 //   1. reduce-scatter the gradients (average) straight from the gradient buffer: rank r
-//      receives block r summed over ranks; the tail is all-reduced in place (a few hundred
-//      floats); the slice is copied into place and gradients outside it are zeroed (they
+//      receives block r summed over ranks; the tail is all-reduced in place (fewer than
+//      world*64 floats); the slice is copied into place and gradients outside it are zeroed (they
 //      are not this rank's to use);
 //   2. the Updater runs on the slice only, with slice-sized m and v: LANS/LAMB sum their
 //      per-block partial norms over the ranks in double (ShardSpec::reduce_sums, one

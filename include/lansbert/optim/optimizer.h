@@ -75,7 +75,7 @@ struct UpdateStats {
   std::vector<double> trust_ratio, trust_ratio_grad;
 };
 
-// Sharded optimizer state (ZeRO-1, DESIGN decision 6): this rank updates only elements
+// Sharded optimizer state (ZeRO-1, ../shared/docs/DESIGN.md decision 6): this rank updates only elements
 // [begin, end) of the flat buffers, and FlatBuffers::m and ::v hold only those elements
 // (m[0] is element `begin`). Blocks that straddle the slice get whole-tensor norms because
 // every per-block partial sum (||g||^2, ||p||^2, ||u||^2) over the local part is passed to

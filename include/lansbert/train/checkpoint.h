@@ -14,7 +14,7 @@
 // (rank count, total elements, every slice's range and file). All of them are listed with
 // size and CRC32C in trainer.json. The trainer writes such a checkpoint collectively:
 // rank 0 creates the temporary directory, every rank writes and fsyncs its slice, then
-// (after a collective that acts as the barrier) rank 0 commits: model, manifest,
+// (after a collective that acts as the barrier) rank 0 commits: manifest, model,
 // trainer.json, rename and the `latest` swap. So `latest` never names a checkpoint that
 // misses a rank's part. Moments load from either layout onto any rank count: the slices
 // overlapping the range a rank needs are read and cut.
@@ -71,8 +71,9 @@ struct CheckpointMeta {
   int world = 1;
   std::string config_json;  // the resolved config (train_config.h config_to_json)
   // What data.train held: {"samples", "files", "digest"} (a CRC32C of three samples), so that
-  // a resume can tell whether it reads the data the position refers to. Empty in checkpoints
-  // written before it was recorded.
+  // a resume can tell whether it reads the data the position refers to (a change is noted),
+  // and for lansbert shards "vocab_hash", which --init-from compares (another vocabulary is
+  // refused). Empty in checkpoints written before it was recorded.
   std::string train_data_json;
   OptimizerState optimizer;
   // Every file trainer.json lists (all but itself), by name.

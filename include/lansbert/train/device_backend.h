@@ -72,7 +72,7 @@ class DeviceBackend {
                                       size_t end) = 0;
 };
 
-// Builds the backend, or fails (unavailable) e.g. when no device is visible.
+// Builds the backend, or fails (unsupported) e.g. when no device is visible.
 using DeviceBackendFactory = std::function<Status(std::unique_ptr<DeviceBackend>* out)>;
 
 // Registers (or replaces) the factory for `name` ("cuda"). Thread-compatible: call at start-up.

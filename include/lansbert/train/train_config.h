@@ -59,9 +59,9 @@ struct PrecisionSection {
   std::string dtype = "fp32";       // fp32 | bf16 | fp16: GEMM operands (CPU: emulated)
   std::string loss_scale = "auto";  // auto (dynamic for fp16, none otherwise) | none | static | dynamic
   bool tf32 = false;                // backend: cuda: fp32 GEMMs in TF32 on tensor cores
-  // native | cudnn | auto (backend/attention.h): cudnn/auto run cuDNN's fused attention (bf16
-  // inside, attention dropout through lansbert's own keep mask) where it applies. Here, not
-  // under model:, because like
+  // native | cudnn | auto | flash (backend/attention.h): cudnn/auto run cuDNN's fused
+  // attention (bf16 inside, attention dropout through lansbert's own keep mask) where it
+  // applies; flash is lansbert's own, on both backends. Here, not under model:, because like
   // tf32 it picks an implementation and its numerics, not the model (resume compares model:).
   std::string attention = "native";
   // kernel | cublas (backend: cuda, dtype bf16/fp16): who rounds the fp32 activations and
@@ -205,8 +205,9 @@ Status check_plan_fits(const TrainConfig& config, const TrainPlan& plan, double 
 // + 6 * (H^2 + 2H)                pooler and NSP head on [CLS]
 double training_flops_per_sequence(const BertConfig& c, int seq_len, int max_pred);
 
-// The resolved config as a JSON object (stable key order), and its inverse for the keys a
-// checkpoint compatibility check needs.
+// The resolved config as a JSON object (stable key order): written into each checkpoint, whose
+// sections a resume compares with the run's; parse_train_config (config/config_loader.h) reads
+// it back.
 std::string config_to_json(const TrainConfig& c, int indent = -1);
 
 }  // namespace lansbert
