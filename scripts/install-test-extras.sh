@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Best-effort install of the Python references some tests compare against: Debian's
-# python3-torch and python3-pip, and from PyPI into Debian's Python Hugging Face transformers
+# python3-torch, python3-pip and python3-matplotlib (the plot_metrics test draws with
+# scripts/plot-metrics.py), and from PyPI into Debian's Python Hugging Face transformers
 # (the export test loads our export with BertForPreTraining) and TensorBoard (the tensorboard
 # test reads lansbert's event files with it). Failure is not an error: those tests then report
 # themselves skipped with the reason.
@@ -13,12 +14,16 @@ install_tensorboard() {
   timeout 600 $SUDO "$py" -m pip install -q --break-system-packages "tensorboard==2.21.0" "numpy<2" \
     || echo "install-test-extras: pip could not install tensorboard (the tensorboard test will skip)"
 }
+export DEBIAN_FRONTEND=noninteractive
+if ! "$py" -c 'import matplotlib' 2>/dev/null; then
+  timeout 900 $SUDO apt-get install -y -qq --no-install-recommends python3-matplotlib \
+    || echo "install-test-extras: apt-get could not install python3-matplotlib (plot_metrics will skip its drawing)"
+fi
 if "$py" -c 'import torch, transformers' 2>/dev/null; then
   echo "install-test-extras: torch and transformers present"
   install_tensorboard
   exit 0
 fi
-export DEBIAN_FRONTEND=noninteractive
 if ! "$py" -c 'import torch' 2>/dev/null || ! "$py" -m pip --version >/dev/null 2>&1; then
   timeout 900 $SUDO apt-get install -y -qq --no-install-recommends python3-torch python3-pip python3-numpy \
     || echo "install-test-extras: apt-get could not install python3-torch/python3-pip (tests will skip)"

@@ -67,9 +67,14 @@ cp "$tmp/data/vocab.txt" "$tmp/elsewhere/data/vocab.txt" && echo "extra" >> "$tm
 evalpk() {
   "$lb" eval --checkpoint "$tmp/pack-true" --data "$tmp/data/shards/*.lbs" --max-sequences 48 "$@" 2>&1
 }
-ev_packed=$(evalpk) ev_plain=$(evalpk --packing off) ev_dump=$(evalpk --dump-batch "$tmp/pk-batch.json")
-[[ $(head -1 <<< "$ev_packed") == *"(cpu backend, fp32 GEMMs, packed)" && $(head -1 <<< "$ev_plain") != *packed* &&
-   $(head -1 <<< "$ev_dump") != *packed* ]] || { echo "FAIL: eval packing lines: $ev_packed / $ev_plain / $ev_dump"; fail=1; }
+ev_packed=$(evalpk) || { echo "FAIL: packed eval: $ev_packed"; fail=1; }
+ev_plain=$(evalpk --packing off) || { echo "FAIL: eval --packing off: $ev_plain"; fail=1; }
+ev_dump=$(evalpk --dump-batch "$tmp/pk-batch.json") || { echo "FAIL: eval --dump-batch: $ev_dump"; fail=1; }
+[[ $(head -1 <<< "$ev_packed") == *"(cpu backend, fp32 GEMMs, packed)" &&
+   $(head -1 <<< "$ev_plain") == "checkpoint "*"(cpu backend, fp32 GEMMs)" &&
+   $(head -1 <<< "$ev_dump") == "checkpoint "*"(cpu backend, fp32 GEMMs)" && -s $tmp/pk-batch.json &&
+   $(tail -n +2 <<< "$ev_dump") == "$(tail -n +2 <<< "$ev_plain")" ]] ||
+  { echo "FAIL: eval packing lines: $ev_packed / $ev_plain / $ev_dump"; fail=1; }
 python3 - "$ev_packed" "$ev_plain" <<'PY' || fail=1
 import re, sys
 a, b = ([float(x) for x in re.findall(r"(?:loss|accuracy) ([0-9.]+)", t)] for t in sys.argv[1:])

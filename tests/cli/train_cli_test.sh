@@ -11,8 +11,9 @@
 source "$(dirname "$0")/train_test_setup.sh" "$@"
 write_tiny_yaml "$tmp/good.yaml"
 "$lb" train --config "$tmp/good.yaml" --stop-at-step 2 >/dev/null || { echo "FAIL: first run"; fail=1; }
-# The lock file's record is part of it: a refused run must not leave its pid there.
-snapshot() { (cd "$tmp/ckpt" && find . -printf '%p %s %l\n' | sort && cat */trainer.json .lansbert.lock) | md5sum; }
+# Every file's bytes, each entry's size and link target; the lock file's record is part of it:
+# a refused run must not leave its pid there.
+snapshot() { (cd "$tmp/ckpt" && find . -printf '%p %s %l\n' | sort && find . -type f -exec md5sum {} + | sort -k2) | md5sum; }
 before=$(snapshot)
 
 expect_error 2 "batch.global_batch" train --config "$tmp/good.yaml" --set batch.global_batch=33
@@ -238,7 +239,7 @@ def records(run):
     return [r for r in map(json.loads, open(f"{tmp}/{run}/metrics.jsonl")) if "type" not in r]
 def summary_ok(t):
     return t["min"] <= t["median"] <= t["max"] and t["min_tensor"].startswith(("bert.", "cls."))
-ok = True
+ok = len(records("tr-lans")) == 2 and len(records("tr-lamb")) == 2  # a record per step
 for r in records("tr-lans"):
     ok &= summary_ok(r["trust_ratio"]) and summary_ok(r["trust_ratio_grad"])
     ok &= 0 < r["fill"] <= 1  # the share of sequence positions that hold tokens

@@ -17,3 +17,10 @@ same() {  # REF GOT [TOL [TENSOR_TOL]]: final parameters agree (compare_params: 
   "$cmp" "$tmp/$1/latest/model.safetensors" "$tmp/$2/latest/model.safetensors" "${@:3}" ||
     { echo "FAIL: $2 differs from $1"; fail=1; }
 }
+differs() {  # REF GOT TOL WHY: final parameters differ beyond TOL (a path that must have
+             # changed them ran); compare_params's exit 1 only: 2 (a file not read) fails too
+  local rc=0
+  "$cmp" "$tmp/$1/latest/model.safetensors" "$tmp/$2/latest/model.safetensors" "$3" "$3" > "$tmp/$2.differs" 2>&1 ||
+    rc=$?
+  (( rc == 1 )) || { echo "FAIL: $2 has the parameters of $1 ($4): compare_params exit $rc"; cat "$tmp/$2.differs"; fail=1; }
+}

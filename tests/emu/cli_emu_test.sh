@@ -46,8 +46,7 @@ same cpu1 dev1 1e-6 1e-5
 same dev1 dev2 1e-7 1e-6    # 2 ranks add in another order than 1 rank's micro-steps
 same dev2 dev2s 1e-7 1e-7   # the sharded update is the replicated one, sliced
 same dev2 dev2w 5e-4 2e-2   # gradients rounded to bf16 on the wire...
-"$cmp" "$tmp/dev2/latest/model.safetensors" "$tmp/dev2w/latest/model.safetensors" 1e-6 1e-6 > /dev/null 2>&1 &&
-  { echo "FAIL: dev2w has the parameters of the fp32 wire"; fail=1; }  # ...and that wire was used
+differs dev2 dev2w 1e-6 "the fp32 wire"  # ...and that wire was used
 # bf16 GEMMs: 2 devices, sharded, the layers recomputed in the backward, against 1 device
 # (4.0e-8 whole model, 4.1e-7 worst tensor: the 16-bit operands are the same, only fp32
 # sums differ in order).
@@ -79,8 +78,7 @@ same pkcpu pk1 2e-4 4e-3  # 8.3e-6, worst tensor 2.3e-4
 same pk1 pk2 2e-5 2e-4
 grep -q "^model: .*micro-batch 4 x 32 packed" "$tmp/pk1.log" || { echo "FAIL: pk1 did not pack"; fail=1; }
 grep -l "hand-written attention" "$tmp"/pk*.log && { echo "FAIL: a packed flash run fell back to the hand-written attention"; fail=1; }
-"$cmp" "$tmp/fl1/latest/model.safetensors" "$tmp/pk1/latest/model.safetensors" 1e-7 1e-7 > /dev/null 2>&1 &&
-  { echo "FAIL: pk1 has the parameters of the unpacked run (dropout falls elsewhere when packed)"; fail=1; }
+differs fl1 pk1 1e-7 "the unpacked run: dropout falls elsewhere when packed"
 
 # 16-bit activations in training (bf16): the device against the CPU backend's twin, and not
 # the fp32-stored run's parameters (the path ran).
@@ -92,10 +90,8 @@ same hfcpu hf1 2e-4 4e-3  # 8.9e-6, worst tensor 1.6e-4
 train 0 hffcpu "${flash[@]}" --set precision.activations=16bit
 train 0 hff1 --set backend=cuda "${flash[@]}" --set precision.activations=16bit
 same hffcpu hff1 2e-4 4e-3  # 9.6e-6, worst tensor 1.5e-4
-"$cmp" "$tmp/fl1/latest/model.safetensors" "$tmp/hff1/latest/model.safetensors" 1e-7 1e-7 > /dev/null 2>&1 &&
-  { echo "FAIL: hff1 has the parameters of the fp32-stored flash run"; fail=1; }
-"$cmp" "$tmp/bf1/latest/model.safetensors" "$tmp/hf1/latest/model.safetensors" 1e-7 1e-7 > /dev/null 2>&1 &&
-  { echo "FAIL: hf1 has the parameters of the fp32-stored FFN"; fail=1; }
+differs fl1 hff1 1e-7 "the fp32-stored flash run"
+differs bf1 hf1 1e-7 "the fp32-stored FFN"
 
 # A sharded 2-device run stopped at step 2 resumes on 1 device (the slices joined) and ends
 # where the uninterrupted sharded run ends.
@@ -154,8 +150,10 @@ for attention in native flash; do
 done
 [[ $cuda_counts == *"flash_attention_forward"* ]] || { echo "FAIL: no flash rows on the device: $cuda_counts"; fail=1; }
 # ... and with 16-bit FFN activations.
-[[ $(counts cpu native 16bit) == "$(counts cuda native 16bit)" ]] ||
-  { echo "FAIL: profile counts differ, cpu vs cuda (16-bit FFN):"; diff <(counts cpu native 16bit) <(counts cuda native 16bit); fail=1; }
+cpu_counts=$(counts cpu native 16bit) cuda_counts=$(counts cuda native 16bit)
+[[ $(wc -l <<< "$cpu_counts") -gt 20 ]] || { echo "FAIL: profile rows (16-bit FFN): $cpu_counts"; fail=1; }
+[[ $cpu_counts == "$cuda_counts" ]] ||
+  { echo "FAIL: profile counts differ, cpu vs cuda (16-bit FFN):"; diff <(echo "$cpu_counts") <(echo "$cuda_counts"); fail=1; }
 # --batch 0 on a 768 MiB device: the largest micro-batch whose estimate (with its 512 MiB
 # margin) fits the free memory, then a step at that size, which must allocate within it.
 out=$(LANSBERT_EMU_MEMORY_MIB=768 "$lb" bench --backend cuda --model bert-tiny --seq-len 8 --batch 0 --steps 1 \

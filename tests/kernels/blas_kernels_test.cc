@@ -36,6 +36,15 @@ TEST(BlasKernels, ThisProcessWarnsOnlyAboutTheCoreOpenBlasReports) {
     EXPECT_NE(w.find(std::string("'") + core + "'"), std::string::npos) << w;
     EXPECT_EQ(std::getenv("OPENBLAS_CORETYPE"), nullptr) << "a chosen core was warned about";
   }
+  // Whether or not it warns here (never under OPENBLAS_CORETYPE, as the tests run): the
+  // process's warning is the rule's for this CPU, this core and this environment.
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  const bool avx2_fma = false;
+#endif
+  EXPECT_EQ(w, blas_kernel_warning_for(core, avx2_fma, std::getenv("OPENBLAS_CORETYPE")));
 }
 
 }  // namespace

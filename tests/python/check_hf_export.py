@@ -14,10 +14,10 @@ import sys
 try:
     import torch
     from transformers import BertForPreTraining
-    from hf_batch import load_batch
-except Exception as e:  # noqa: BLE001 - any import failure means "cannot check here"
+except ImportError as e:  # only a missing torch/transformers means "cannot check here"
     print(f"SKIP: torch/transformers not importable ({e})")
     sys.exit(77)
+from hf_batch import load_batch  # noqa: E402 - ours: an error in it is a failure, not a skip
 
 hf_dir, batch_path = sys.argv[1], sys.argv[2]
 model, info = BertForPreTraining.from_pretrained(hf_dir, output_loading_info=True)

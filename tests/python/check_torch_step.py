@@ -43,10 +43,10 @@ import sys
 try:
     import torch
     from transformers import BertForPreTraining
-    from hf_batch import load_batch
-except Exception as e:  # noqa: BLE001 - any import failure means "cannot check here"
+except ImportError as e:  # only a missing torch/transformers means "cannot check here"
     print(f"SKIP: torch/transformers not importable ({e})")
     sys.exit(77)
+from hf_batch import load_batch  # noqa: E402 - ours: an error in it is a failure, not a skip
 
 torch.set_num_threads(2)
 

@@ -4,14 +4,7 @@
 # then the bf16 and fp16 exports against the fp32 one (check_hf_dtype.py); then `lansbert eval`
 # of a BertForPreTraining that transformers made and saved (make_hf_model.py) against
 # transformers' loss on the same batch.
-set -euo pipefail
-lb=$1; mk=$2; tmp=$3
-py=/usr/bin/python3; [[ -x $py ]] || py=python3
-if ! "$py" -c 'import torch, transformers' 2>/dev/null; then
-  echo "SKIP: torch/transformers cannot be imported by $py"; exit 77
-fi
-rm -rf "$tmp"; mkdir -p "$tmp"
-export OMP_NUM_THREADS=1
+source "$(dirname "$0")/torch_test_setup.sh" "$@"
 "$mk" "$tmp/data" >/dev/null
 # init_std 0.2 (not 0.02): pre-activations large enough for the two GELU forms to give losses
 # 1.6e-5 apart, far above the export's agreement (~1e-7), so the form's name is checked too.
@@ -30,17 +23,17 @@ for act in gelu gelu_tanh; do
     --dump-batch "$tmp/batch-$act.json" >/dev/null
   "$lb" export --checkpoint "$tmp/ckpt-$act" --out "$tmp/hf-$act" >/dev/null
   echo "model.hidden_act: $act"
-  "$py" "$(dirname "$0")/check_hf_export.py" "$tmp/hf-$act" "$tmp/batch-$act.json"
+  check "$(dirname "$0")/check_hf_export.py" "$tmp/hf-$act" "$tmp/batch-$act.json"
 done
 # --dtype bf16 and fp16: every weight the fp32 export's, rounded as torch rounds it.
 for dtype in bf16 fp16; do
   "$lb" export --checkpoint "$tmp/ckpt-gelu" --out "$tmp/hf-$dtype" --dtype $dtype >/dev/null
-  "$py" "$(dirname "$0")/check_hf_dtype.py" "$tmp/hf-gelu" "$tmp/hf-$dtype" $dtype
+  check "$(dirname "$0")/check_hf_dtype.py" "$tmp/hf-gelu" "$tmp/hf-$dtype" $dtype
 done
 # A Hugging Face directory lansbert did not write: its sizes, GELU form and weights as
 # transformers saved them, evaluated by lansbert on the batch transformers then scores.
-"$py" "$(dirname "$0")/make_hf_model.py" "$tmp/hf-made"
+check "$(dirname "$0")/make_hf_model.py" "$tmp/hf-made"
 "$lb" eval --checkpoint "$tmp/hf-made" --data "$tmp/data/shards/*.lbs" --micro-batch 8 --max-sequences 8 \
   --dump-batch "$tmp/batch-made.json" >/dev/null
 echo "a model transformers made:"
-"$py" "$(dirname "$0")/check_hf_export.py" "$tmp/hf-made" "$tmp/batch-made.json"
+check "$(dirname "$0")/check_hf_export.py" "$tmp/hf-made" "$tmp/batch-made.json"

@@ -6,18 +6,11 @@
 # batch holding every sample of the one shard (so the loader's order cannot matter), and
 # checkpoints after updates 1 and 2, whose exports are compared with the reference.
 # Exit 77 (CTest skip) when Debian's python3 cannot import torch and transformers.
-set -euo pipefail
-lb=$1; mk=$2; tmp=$3
+source "$(dirname "$0")/torch_test_setup.sh" "$@"
 here=$(dirname "$0")
-py=/usr/bin/python3; [[ -x $py ]] || py=python3
-if ! "$py" -c 'import torch, transformers' 2>/dev/null; then
-  echo "SKIP: torch/transformers cannot be imported by $py"; exit 77
-fi
-rm -rf "$tmp"; mkdir -p "$tmp"
-export OMP_NUM_THREADS=1
 "$mk" "$tmp/data" 32 5 20 >/dev/null  # 20 documents: one shard of 95 sequences
 shard=$tmp/data/shards/shard-00000.lbs
-"$py" "$here/check_torch_step.py" make-model "$tmp/hf0"
+check "$here/check_torch_step.py" make-model "$tmp/hf0"
 # The batch: every sequence of the shard, as one micro-batch, with lansbert's loss on it.
 n=$("$lb" eval --checkpoint "$tmp/hf0" --data "$shard" --max-sequences -1 --json |
     "$py" -c 'import json, sys; print(json.load(sys.stdin)["sequences"])')
@@ -49,7 +42,7 @@ for run in lans lamb:false lamb:true adamw; do
   done
   echo "== optimizer.name $name, trust_ratio_on_excluded $tre"
   extra=(); [[ $tre == true ]] && extra=(--trust-ratio-on-excluded)
-  "$py" "$here/check_torch_step.py" --hf0 "$tmp/hf0" --hf1 "$ck-hf1" --hf2 "$ck-hf2" --batch "$tmp/batch.json" \
+  check "$here/check_torch_step.py" --hf0 "$tmp/hf0" --hf1 "$ck-hf1" --hf2 "$ck-hf2" --batch "$tmp/batch.json" \
     --metrics "$ck/metrics.jsonl" --optimizer "$name" --weight-decay 0.1 "${extra[@]}" || status=1
 done
 exit $status
