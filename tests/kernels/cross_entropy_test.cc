@@ -2,6 +2,7 @@
 // log-sum-exp, ignored rows contribute nothing, backward against fp64 central differences.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "fd.h"
@@ -32,8 +33,12 @@ TEST(CrossEntropy, ForwardMatchesNaive) {
     double s = 0;
     for (int j = 0; j < kClasses; ++j) s += std::exp(x[r * kClasses + j]);
     EXPECT_NEAR(losses[r], std::log(s) - x[r * kClasses + kLabels[r]], 1e-12);
+    // correct is argmax == label in every row: 1 in row 2, 0 in the finite rows that miss.
+    const double* row = x.data() + r * kClasses;
+    EXPECT_EQ(correct[r], int(std::max_element(row, row + kClasses) - row == kLabels[r])) << "row " << r;
   }
   EXPECT_EQ(correct[2], 1);
+  EXPECT_EQ(correct[0] + correct[3] + correct[4], 0) << "random rows predicting their label: pick another seed";
 }
 
 TEST(CrossEntropy, LargeLogitsStayFinite) {

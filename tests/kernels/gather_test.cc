@@ -23,7 +23,8 @@ const std::vector<int32_t> kIds = {3, 0, 5, 3, 3, 1, 5, 2, 0};
 TEST(Embedding, ForwardAndAccumulate) {
   auto ops = cpu::make_ops<double>();
   auto table = random_vec(kRows * kDim, 1);
-  std::vector<double> out(kN * kDim);
+  // A sentinel in out: accumulate=false must overwrite it (out starting at 0 would not tell).
+  std::vector<double> out(kN * kDim, 7.0);
   ops->embedding_forward(kIds.data(), table.data(), out.data(), kN, kDim, false);
   for (int i = 0; i < kN; ++i)
     for (int c = 0; c < kDim; ++c) EXPECT_EQ(out[i * kDim + c], table[kIds[i] * kDim + c]);
@@ -50,10 +51,15 @@ TEST(Embedding, BackwardMatchesFiniteDifferences) {
 TEST(GatherRows, ForwardAndBackward) {
   auto ops = cpu::make_ops<double>();
   auto src = random_vec(kRows * kDim, 4), w = random_vec(kN * kDim, 5);
-  std::vector<double> dst(kN * kDim), dsrc(src.size(), 0.0);
+  // A sentinel in dst (an overwrite, not +=), and every column (kDim 70: past a vector's width).
+  std::vector<double> dst(kN * kDim, 7.0), dsrc(src.size(), 0.0);
   ops->gather_rows_forward(src.data(), kIds.data(), dst.data(), kN, kDim);
-  for (int i = 0; i < kN; ++i) EXPECT_EQ(dst[i * kDim + 7], src[kIds[i] * kDim + 7]);
+  for (int i = 0; i < kN; ++i)
+    for (int c = 0; c < kDim; ++c) EXPECT_EQ(dst[i * kDim + c], src[kIds[i] * kDim + c]) << i << " " << c;
+  // The backward adds into dsrc: from a sentinel too, then the sentinel taken off.
+  std::fill(dsrc.begin(), dsrc.end(), 7.0);
   ops->gather_rows_backward(w.data(), kIds.data(), dsrc.data(), kN, kDim);
+  for (double& e : dsrc) e -= 7.0;
   auto loss = [&] {
     std::vector<double> out(kN * kDim);
     ops->gather_rows_forward(src.data(), kIds.data(), out.data(), kN, kDim);
