@@ -104,7 +104,11 @@ TEST(Lamb, TrustRatioOnExcludedOnlyWithSwitch) {
     opt->update(t, f.buffers(), 1, kLr, nullptr);
     std::vector<double> d(3);
     for (size_t i = 0; i < 3; ++i) d[i] = f.p[t[1].offset + i] - b0[i];
-    const double expect = nvlamb ? kLr * 1.3 : kLr * std::sqrt(3.0);
+    // NVLAMB: a step of lr ||p|| (1.3); apex: no ratio, u = g/(|g| + eps) at t = 1 (no clip:
+    // G < 1), each element just under 1 in size.
+    double apex_step = 0;
+    for (double g : {0.05, -0.025, 0.1}) apex_step += std::pow(kLr * g / (std::fabs(g) + kEps), 2);
+    const double expect = nvlamb ? kLr * 1.3 : std::sqrt(apex_step);
     EXPECT_NEAR(testing::norm(d), expect, 1e-5) << (nvlamb ? "nvlamb" : "apex");
     for (size_t i = 0; i < 4; ++i) EXPECT_EQ(f.p[t[2].offset + i], 1.0f);
   }
