@@ -7,8 +7,17 @@
 # themselves skipped with the reason.
 set -uo pipefail
 py=/usr/bin/python3
+# sudo -n: a password prompt under `timeout` could not be answered; without sudo rights the
+# installs fail and the tests skip.
 SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo -n"; fi
+# apt_install PACKAGES...: after one `apt-get update` (install-deps.sh runs none when every
+# build package is present, and an image may ship without package lists).
+updated=0
+apt_install() {
+  if (( !updated )); then timeout 600 $SUDO apt-get update -qq || true; updated=1; fi
+  timeout 900 $SUDO apt-get install -y -qq --no-install-recommends "$@"
+}
 install_tensorboard() {
   "$py" -c 'import tensorboard' 2>/dev/null && return
   timeout 600 $SUDO "$py" -m pip install -q --break-system-packages "tensorboard==2.21.0" "numpy<2" \
@@ -16,7 +25,7 @@ install_tensorboard() {
 }
 export DEBIAN_FRONTEND=noninteractive
 if ! "$py" -c 'import matplotlib' 2>/dev/null; then
-  timeout 900 $SUDO apt-get install -y -qq --no-install-recommends python3-matplotlib \
+  apt_install python3-matplotlib \
     || echo "install-test-extras: apt-get could not install python3-matplotlib (plot_metrics will skip its drawing)"
 fi
 if "$py" -c 'import torch, transformers' 2>/dev/null; then
@@ -25,7 +34,7 @@ if "$py" -c 'import torch, transformers' 2>/dev/null; then
   exit 0
 fi
 if ! "$py" -c 'import torch' 2>/dev/null || ! "$py" -m pip --version >/dev/null 2>&1; then
-  timeout 900 $SUDO apt-get install -y -qq --no-install-recommends python3-torch python3-pip python3-numpy \
+  apt_install python3-torch python3-pip python3-numpy \
     || echo "install-test-extras: apt-get could not install python3-torch/python3-pip (tests will skip)"
 fi
 # transformers 4.40 is the newest line that still supports Debian 12's torch 1.13. numpy<2: if

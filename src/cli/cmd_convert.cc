@@ -30,7 +30,7 @@ Status run_convert(const ConvertArgs& a) {
   o.out_dir = a.out;
   o.vocab = shard_info_of(vocab);
   o.vocab_path = a.vocab;
-  // Ctrl-C or SIGTERM ends it between samples with --out as it was.
+  // Ctrl-C, SIGTERM or SIGUSR1 ends it between samples with --out as it was.
   const StopSignals stop_guard;
   o.stop = stop_signal;
   if (!a.quiet)

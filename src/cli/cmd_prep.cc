@@ -56,7 +56,7 @@ Status run_prep_command(PrepArgs& a) {
   for (int i = 0; i < vocab.size(); ++i) mv.is_continuation[i] = vocab.token(i).starts_with("##");
   const ShardInfo base = shard_info_of(vocab);
   PrepStats st;
-  // Ctrl-C or a scheduler's SIGTERM ends the run between documents with the staging
+  // Ctrl-C, a scheduler's SIGTERM or SIGUSR1 ends the run between documents with the staging
   // directory removed, instead of killing it mid-file with gigabytes left behind.
   const StopSignals stop_guard;
   a.opts.stop = stop_signal;

@@ -12,7 +12,12 @@ namespace {
 std::atomic<int> g_stop_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "read from a signal handler");
 
-extern "C" void record_stop_signal(int sig) { g_stop_signal.store(sig); }
+// The first signal is kept: a second (mpirun's SIGTERM after a wrapper died of the first) must
+// not rename the stop.
+extern "C" void record_stop_signal(int sig) {
+  int none = 0;
+  g_stop_signal.compare_exchange_strong(none, sig);
+}
 
 // Whether `handler` lives in libinfinipath (the library whose load-time handlers we undo);
 // a sanitizer's or crash reporter's handlers stay.

@@ -337,6 +337,9 @@ Status check_training_data(const TrainConfig& cfg, Communicator& comm, const Tra
 Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptions& opts,
                     TrainResult* result) {
   using trainer_detail::check_host_memory;
+  // From here a stop signal is kept (a big model's start-up, its data and a resume's reads,
+  // takes minutes): the run then stops after its first step, with a checkpoint.
+  StopSignals guard(opts.handle_signals);
   trainer_detail::Run run(cfg, comm, opts);
   run.result = result;
   *result = TrainResult{};
@@ -426,7 +429,6 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
     run.checkpoint_lock.abandon();
     return started;
   }
-  StopSignals guard(opts.handle_signals);
   Status st = run.loop();
   run.loader->stop();
   return st;

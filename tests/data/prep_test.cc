@@ -263,7 +263,7 @@ TEST(Prep, FailedRunLeavesEarlierShards) {
   EXPECT_FALSE(fs::exists(dir + "/new"));
 }
 
-// A stop request (lansbert prep: SIGINT/SIGTERM) ends the run at the next check, whatever
+// A stop request (lansbert prep: SIGINT/SIGTERM/SIGUSR1) ends the run at the next check, whatever
 // stage it is in: the status names the signal, and the directory keeps the earlier shards.
 TEST(Prep, StopRequestEndsTheRunAndKeepsEarlierShards) {
   const std::string dir = testing::scratch_dir("prep_stop");

@@ -18,9 +18,12 @@ same() {  # REF GOT [TOL [TENSOR_TOL]]: final parameters agree (compare_params: 
     { echo "FAIL: $2 differs from $1"; fail=1; }
 }
 differs() {  # REF GOT TOL WHY: final parameters differ beyond TOL (a path that must have
-             # changed them ran); compare_params's exit 1 only: 2 (a file not read) fails too
-  local rc=0
-  "$cmp" "$tmp/$1/latest/model.safetensors" "$tmp/$2/latest/model.safetensors" "$3" "$3" > "$tmp/$2.differs" 2>&1 ||
-    rc=$?
-  (( rc == 1 )) || { echo "FAIL: $2 has the parameters of $1 ($4): compare_params exit $rc"; cat "$tmp/$2.differs"; fail=1; }
+             # changed them ran): compare_params's exit 1 from finite differences of the same
+             # tensors; not exit 2 (a file not read), other tensors or shapes, or NaN
+  local rc=0 out=$tmp/$2.differs
+  "$cmp" "$tmp/$1/latest/model.safetensors" "$tmp/$2/latest/model.safetensors" "$3" "$3" > "$out" 2>&1 || rc=$?
+  if (( rc != 1 )) || grep -q -i -e "missing or of another shape" -e "^FAIL: [0-9]* vs [0-9]* tensors" -e nan "$out" ||
+     ! grep -q "^FAIL: [0-9]* tensors compared, ||d||/||p|| [0-9]" "$out"; then
+    echo "FAIL: $2 does not differ from $1 as it must ($4): compare_params exit $rc"; cat "$out"; fail=1
+  fi
 }

@@ -32,8 +32,8 @@ struct EvalOptions {
   // Pack each micro-batch's sequences into shared rows (data.packing, data/packing.h): the same
   // sequences, fewer rows; the losses to rounding. `lansbert eval` takes the run's setting.
   bool packing = false;
-  // "cpu", or a registered device backend ("cuda": this rank's local rank's device, device 0
-  // for one process, the checkpoint's weights copied
+  // "cpu", or a registered device backend ("cuda": this rank's device as device_for_rank
+  // picks it (device_ranks.h), the checkpoint's weights copied
   // there; GEMMs in `math`, the precision the model was trained with or fp32; kTf32 only on
   // a device, as cpu::make_ops refuses it).
   std::string backend = "cpu";
