@@ -301,15 +301,14 @@ Status apply_override(const std::string& spec, TrainConfig* config, std::set<std
 // divisible by model.heads (3)": both). A key counts where no identifier character follows
 // it (model.hidden is not named by model.hidden_act).
 std::vector<std::string> keys_named_in(const std::string& message) {
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   std::vector<std::pair<size_t, std::string>> at;
   for (const Field& f : schema()) {
     const std::string path = f.path;
     for (size_t p = message.find(path); p != std::string::npos; p = message.find(path, p + 1)) {
       const size_t end = p + path.size();
-      const bool whole = (end == message.size() || !(std::isalnum(static_cast<unsigned char>(message[end])) ||
-                                                     message[end] == '_')) &&
-                         (p == 0 || !(std::isalnum(static_cast<unsigned char>(message[p - 1])) ||
-                                      message[p - 1] == '_' || message[p - 1] == '.'));
+      const bool whole = (end == message.size() || !ident(message[end])) &&
+                         (p == 0 || !(ident(message[p - 1]) || message[p - 1] == '.'));
       if (whole) {
         at.emplace_back(p, path);
         break;

@@ -509,7 +509,8 @@ class Ops {
   // Multi-head self-attention (attention.h). The default is the hand-written composition of
   // the ops above (attention_native.h), bit for bit what the model computed before this entry
   // point; a backend may override it with a fused kernel, returning kFused (cuDNN) or kFlash
-  // (the flash attention), and falls back to the composition where its kernel does not apply. The backward gets the forward's result.
+  // (the flash attention), and falls back to the composition where its kernel does not apply.
+  // The backward gets the forward's result.
   virtual AttentionImpl attention_forward(const AttentionForward<T>& args);
   virtual void attention_backward(const AttentionBackward<T>& args);
 
