@@ -140,6 +140,11 @@ Status check_gpu_model(const TrainConfig& cfg, const std::string& gpu, std::stri
 // up before the job waits in a queue. A plan made before the data exists is still a plan:
 // files not found are reported on the line, not as a failure. Files found but refused (a
 // damaged header, two shapes in one set) are the run's error, as they would be at start-up.
+std::string shards_line(const char* key, const ShardSet& set) {
+  return fmt::format("  {:<20}: {} file{}, {} samples of {} tokens, {} masked slots\n", key, set.num_shards(),
+                     set.num_shards() == 1 ? "" : "s", set.count(), set.seq_len(), set.max_pred());
+}
+
 std::string describe_shards(const char* key, const std::vector<std::string>& globs, const ShardSetOptions& so,
                             Status* status) {
   std::unique_ptr<ShardSet> set;
@@ -147,9 +152,46 @@ std::string describe_shards(const char* key, const std::vector<std::string>& glo
   if (status->code() == StatusCode::kNotFound)
     return fmt::format("  {:<20}: NOT READABLE here, a run would stop: {}\n", key, status->message());
   if (!status->is_ok()) return fmt::format("  {:<20}: refused (the error below)\n", key);
-  return fmt::format("  {:<20}: {} file{}, {} samples of {} tokens, {} masked slots\n", key, set->num_shards(),
-                     set->num_shards() == 1 ? "" : "s",
-                     set->count(), set->seq_len(), set->max_pred());
+  return shards_line(key, *set);
+}
+
+// The dry run's lines on data.train, data.eval and the trainer's start-up checks of them, and
+// the first error a run would stop on (a set not found here is not one: its line says so).
+struct DataLines {
+  std::string text;
+  Status refused;
+};
+
+DataLines describe_data(const TrainConfig& cfg, Communicator& comm, const TrainOptions& check) {
+  auto data_line = [](const Status& st) {
+    return fmt::format("  {:<20}: {}\n", "data check",
+                       st.is_ok() ? "the shards fit the config and the model"
+                       : st.code() == StatusCode::kNotFound ? "NOT READABLE here, a run would stop: " + st.message()
+                                                            : "refused (the error below)");
+  };
+  // The usual case, everything readable and right, opens each file once (thousands of HDF5
+  // files on a shared file system are real load).
+  OpenedShardSets opened;
+  const Status whole = check_training_data(cfg, comm, check, &opened);
+  if (whole.is_ok())
+    return {shards_line("data.train", *opened.train) + (opened.eval ? shards_line("data.eval", *opened.eval) : "") +
+            data_line(whole), Status::ok()};
+  // Something is missing or wrong: each set opened on its own says which, and data.train is
+  // checked even where data.eval is not found here.
+  Status train_status, eval_status, data_status;
+  DataLines out;
+  out.text = describe_shards("data.train", cfg.data.train, shard_set_options(cfg, true), &train_status);
+  if (!cfg.data.eval.empty())
+    out.text += describe_shards("data.eval", cfg.data.eval, shard_set_options(cfg, false), &eval_status);
+  if (train_status.is_ok() && (eval_status.is_ok() || eval_status.code() == StatusCode::kNotFound)) {
+    TrainConfig readable = cfg;
+    if (!eval_status.is_ok()) readable.data.eval.clear();
+    data_status = eval_status.is_ok() ? whole : check_training_data(readable, comm, check);
+    out.text += data_line(data_status);
+  }
+  for (const Status* st : {&train_status, &eval_status, &data_status})
+    if (out.refused.is_ok() && !st->is_ok() && st->code() != StatusCode::kNotFound) out.refused = *st;
+  return out;
 }
 
 Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
@@ -167,42 +209,23 @@ Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
     if (!a.gpu.empty()) LB_RETURN_IF_ERROR(check_gpu_model(cfg, a.gpu, &gpu_lines));
     Status refused;  // rank 0's: data found and refused, which a run would stop on
     if (comm->rank() == 0) {
-      // As the trainer opens them (its options for both sets); on rank 0 only: the others
-      // print nothing, and thousands of HDF5 files times the ranks is real file-system load.
-      Status train_status, eval_status, data_status;
-      const std::string train_line =
-          describe_shards("data.train", cfg.data.train, shard_set_options(cfg, true), &train_status);
-      const std::string eval_line = cfg.data.eval.empty() ? "" : describe_shards("data.eval", cfg.data.eval,
-                                                                                shard_set_options(cfg, false),
-                                                                                &eval_status);
-      // Both sets readable: the rest of the trainer's start-up checks of them (shape and
-      // masking against data.*, the vocabulary against model.vocab_size, the batch against the
-      // samples, every held-out sample read), so that a plan that prints is a run that starts.
-      std::string data_line;
-      if (train_status.is_ok() && (eval_status.is_ok() || eval_status.code() == StatusCode::kNotFound)) {
-        TrainOptions check;
-        check.resume = a.resume;
-        check.init_from = a.init_from;
-        // data.eval not found here (its line says so): data.train is checked all the same.
-        TrainConfig readable = cfg;
-        if (!eval_status.is_ok()) readable.data.eval.clear();
-        data_status = check_training_data(readable, *comm, check);
-        data_line = data_status.is_ok() ? "the shards fit the config and the model"
-                    : data_status.code() == StatusCode::kNotFound ? "NOT READABLE here, a run would stop: " +
-                                                                      data_status.message()
-                                                                : "refused (the error below)";
-        data_line = fmt::format("  {:<20}: {}\n", "data check", data_line);
-      }
+      // As the trainer opens them and checks them (shape and masking against data.*, the
+      // vocabulary against model.vocab_size, the batch against the samples, every held-out
+      // sample read), so that a plan that prints is a run that starts. On rank 0 only: the
+      // others print nothing, and thousands of HDF5 files times the ranks is real load.
+      TrainOptions check;
+      check.resume = a.resume;
+      check.init_from = a.init_from;
+      const DataLines data = describe_data(cfg, *comm, check);
       print_plan(cfg, plan);
-      std::printf("%s%s%s", train_line.c_str(), eval_line.c_str(), data_line.c_str());
+      std::printf("%s", data.text.c_str());
       std::printf("  checkpoints         : %s (metrics: %s; TensorBoard: %s)\n", cfg.checkpoint.dir.c_str(),
                   cfg.metrics_path().empty() ? "none" : cfg.metrics_path().c_str(),
                   cfg.logging.tensorboard_dir.empty() ? "none" : cfg.logging.tensorboard_dir.c_str());
       print_checkpoint_space(cfg, plan);
       std::printf("%s", gpu_lines.c_str());
       if (a.device_memory > 0) print_fitting_micro_batch(cfg, world, a.device_memory);
-      for (const Status* st : {&train_status, &eval_status, &data_status})
-        if (refused.is_ok() && !st->is_ok() && st->code() != StatusCode::kNotFound) refused = *st;
+      refused = data.refused;
     }
     return refused;
   }

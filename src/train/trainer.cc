@@ -327,11 +327,14 @@ Status check_host_memory(const TrainConfig& cfg, Communicator& comm) {
 
 }  // namespace trainer_detail
 
-Status check_training_data(const TrainConfig& cfg, Communicator& comm, const TrainOptions& opts) {
+Status check_training_data(const TrainConfig& cfg, Communicator& comm, const TrainOptions& opts,
+                           OpenedShardSets* opened) {
   trainer_detail::Run run(cfg, comm, opts);
   LB_RETURN_IF_ERROR(cfg.resolve_model(&run.mc));
   std::vector<bool> is_continuation;
-  return run.open_data(&is_continuation);
+  LB_RETURN_IF_ERROR(run.open_data(&is_continuation));
+  if (opened) *opened = OpenedShardSets{std::move(run.shards), std::move(run.eval_shards)};
+  return Status::ok();
 }
 
 Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptions& opts,

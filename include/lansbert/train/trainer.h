@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "lansbert/core/status.h"
@@ -54,8 +55,14 @@ Status run_training(const TrainConfig& config, Communicator& comm, const TrainOp
 
 // The shards of data.train and data.eval against the config and the model, as run_training
 // checks them before it builds anything (their headers, vocabulary, shape, masking and size,
-// and every held-out sample): what `train --dry-run` asks of data it can read.
-Status check_training_data(const TrainConfig& config, Communicator& comm, const TrainOptions& opts);
+// and every held-out sample): what `train --dry-run` asks of data it can read. When the check
+// passes and `opened` is given, it receives the sets as opened (eval null without data.eval),
+// so that a caller describing them need not open thousands of files a second time.
+struct OpenedShardSets {
+  std::unique_ptr<ShardSet> train, eval;
+};
+Status check_training_data(const TrainConfig& config, Communicator& comm, const TrainOptions& opts,
+                           OpenedShardSets* opened = nullptr);
 
 // How data.train (training = true) and data.eval are opened for data.format: auto takes
 // lansbert and HDF5 files by their magic, lbs and hdf5 only that kind. With hdf5, data.train
