@@ -511,6 +511,7 @@ void launch_backward(const BackwardArgs<In, Out>& args, const In* ctx, const Att
   flash_row_d_kernel<F><<<grid_for(rows), kThreads, 0, stream>>>(args.L, args.d_ctx, ctx, row_d);
   LB_LAUNCH_CHECK();
   flash_dk_dv_kernel<F><<<tiles_of(s), kBlock, 0, stream>>>(args);
+  LB_LAUNCH_CHECK();  // each launch its own check: a failed dk_dv is not reported as dq's
   flash_dq_kernel<F><<<tiles_of(s), kBlock, 0, stream>>>(args);
   LB_LAUNCH_CHECK();
   if (args.bias_part) {  // the blocks' partials added in (sequence, tile) order per column

@@ -117,6 +117,11 @@ run_step() {
   else
     echo "lansbert bench has no --backend option in this build; bench skipped" | tee -a "$out/summary.txt"
   fi
+  # The one-time lines that say a fused path was not taken on this GPU and library (cuBLASLt
+  # epilogues refused or disagreeing, flash attention's reason): runs still pass, slower.
+  echo "fallback and epilogue lines (count, text):" >> "$out/summary.txt"
+  grep -h "lansbert: cuBLASLt\|hand-written attention (" "$out"/*.txt 2>/dev/null | grep -v "epilogue used" |
+    sort | uniq -c | sort -rn | head -20 >> "$out/summary.txt" || true
   return $rc
 }
 

@@ -112,6 +112,14 @@ cublasStatus_t make_lt(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, cublasLtMa
   return kOk;
 }
 
+// A fault to inject (tests of lansbert's fallback from the epilogue GEMMs): with
+// LANSBERT_EMU_LT_REFUSE=heuristic or =matmul that call answers CUBLAS_STATUS_INVALID_VALUE to
+// every well-formed epilogue GEMM, as a cuBLASLt version that does not take a combination may.
+bool refuses(const char* where) {
+  const char* v = std::getenv("LANSBERT_EMU_LT_REFUSE");
+  return v && std::strcmp(v, where) == 0;
+}
+
 }  // namespace
 
 extern "C" {
@@ -219,6 +227,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   const cublasStatus_t st = make_lt(lightHandle, operationDesc, Adesc, Bdesc, Cdesc, Ddesc, &g);
   *returnAlgoCount = 0;
   if (st != kOk) return st;
+  if (of(operationDesc)->epilogue != CUBLASLT_EPILOGUE_DEFAULT && refuses("heuristic")) return kBad;
   heuristicResultsArray[0] = cublasLtMatmulHeuristicResult_t{};  // the algo: all zeros, never read
   heuristicResultsArray[0].state = kOk;                          // workspaceSize stays 0
   heuristicResultsArray[0].wavesCount = 1.0f;
@@ -236,6 +245,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   if (cublasStatus_t st = make_lt(lightHandle, computeDesc, Adesc, Bdesc, Cdesc, Ddesc, &g);
       st != kOk)
     return st;
+  if (of(computeDesc)->epilogue != CUBLASLT_EPILOGUE_DEFAULT && refuses("matmul")) return kBad;
   if (!alpha || !beta || (of(computeDesc)->epilogue != CUBLASLT_EPILOGUE_DEFAULT && !g.bias) ||
       (g.epilogue != Epilogue::kNone && !g.aux))
     return kBad;

@@ -78,6 +78,38 @@ TEST(GpuGemmBias, MisalignedBiasFallsBackWithTheSameResult) {
   EXPECT_EQ(gpu.fused_bias_gemms(), 0u);
 }
 
+// A cuBLASLt that refuses the epilogue GEMM with an invalid-value answer (some versions do for
+// combinations they do not take), in its heuristic or in the matmul after offering an
+// algorithm: an fp32 and a bf16 run go on through the fallback with the CPU twin's result,
+// and the key stays on the fallback (the emulator's fault, so under the emulator only).
+TEST(GpuGemmBias, ARefusedEpilogueFallsBackWithTheSameResult) {
+  LB_REQUIRE_GPU();
+  if (!testing::on_emulator()) GTEST_SKIP() << "the refusal is the emulator's fault";
+  const int m = 40, n = 64, k = 32;
+  const auto a = random_vector(size_t(m) * k, 71), b = random_vector(size_t(n) * k, 72);
+  const auto bias = random_vector(n, 73);
+  for (const char* where : {"heuristic", "matmul"})
+    for (GemmMath math : {GemmMath::kFp32, GemmMath::kBf16}) {
+      const std::string what = std::string(where) + (math == GemmMath::kFp32 ? " fp32" : " bf16");
+      ::setenv("LANSBERT_EMU_LT_REFUSE", where, 1);
+      cuda::OpsOptions oo;
+      oo.math = math;
+      cuda::CudaOps gpu(oo);
+      auto cpu = cpu::make_ops<float>(math);
+      std::vector<float> c(size_t(m) * n, 0.f);
+      cpu->gemm_bias(Trans::kNo, Trans::kYes, m, n, k, a.data(), k, b.data(), k, bias.data(), c.data(), n);
+      auto da = to_device(a), db = to_device(b), dbias = to_device(bias);
+      auto dc = to_device(std::vector<float>(c.size(), -7.f));
+      for (int call = 0; call < 2; ++call) {
+        gpu.gemm_bias(Trans::kNo, Trans::kYes, m, n, k, da.data(), k, db.data(), k, dbias.data(), dc.data(), n);
+        expect_close("gemm_bias, refused in the " + what + ", call " + std::to_string(call), to_host(dc), c, 1e-5);
+      }
+      ::unsetenv("LANSBERT_EMU_LT_REFUSE");
+      EXPECT_EQ(gpu.fused_bias_gemms(), 0u) << what;
+      EXPECT_EQ(gpu.unfused_bias_gemms(), 2u) << what;
+    }
+}
+
 // gemm_bias_kept's one-time epilogue check goes over the rows kCheckRows at a time: with more
 // rows than that, A untransposed and transposed (each chunk's rows start elsewhere in A), the
 // check agrees and the kept copy is what the CPU twin writes; under an epilogue that misreads
