@@ -51,4 +51,6 @@ cmd=(
 for setting in "${P3DN_ENV[@]}"; do cmd+=(-x "$setting"); done
 cmd+=("$binary" "$@")
 printf '%q ' "${cmd[@]}"; echo
+# On stderr, so that stdout stays the one command line (for $(...) and job scripts).
+echo "p3dn.sh: the command reads $slotted (the hostfile with slots=$ranks_per_host); remove it after the job" >&2
 if (( run )); then exec "${cmd[@]}"; fi

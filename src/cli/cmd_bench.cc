@@ -364,8 +364,9 @@ int run_bench(const BenchOptions& o) {
     if (o.batch == 0)
       std::printf("  largest micro-batch that fits: %d (estimated %.2f GiB of %.2f GiB free)\n", B, probe_need,
                   probe_free);
-    std::printf("  micro-batch %d x %d tokens, %d masked slots; median of %d steps after %d warm-up\n", B,
-                o.seq_len, P, o.steps, o.warmup);
+    const std::string timed = o.steps == 1 ? "1 timed step" : "median of " + std::to_string(o.steps) + " steps";
+    std::printf("  micro-batch %d x %d tokens, %d masked slots; %s after %d warm-up\n", B, o.seq_len, P,
+                timed.c_str(), o.warmup);
     if (fill < 1 || o.packing)
       std::printf("  %d tokens per sequence%s: %d rows, fill %.3f (tokens/s and FLOP/s count the rows' positions)\n",
                   L, o.packing ? ", packed" : ", padded", R, fill);

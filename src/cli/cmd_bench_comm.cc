@@ -35,7 +35,9 @@ bool parse_bytes(const std::string& s, size_t* out) {
   else if (suffix == "M") mult = 1024.0 * 1024;
   else if (suffix == "G") mult = 1024.0 * 1024 * 1024;
   else if (!suffix.empty()) return false;
-  if (!(v > 0)) return false;
+  // At least a byte (0.5 would be 0, and the sizes loop would never end) and at most 1T (the
+  // size_t conversion and the x4 steps stay in range).
+  if (!(v * mult >= 1 && v * mult <= 1024.0 * 1024 * 1024 * 1024)) return false;
   *out = static_cast<size_t>(v * mult);
   return true;
 }
@@ -99,6 +101,7 @@ int run_bench_comm(const BenchCommOptions& o) {
   Communicator& bench_comm = device_comm ? *device_comm : *comm;
   std::vector<size_t> sizes;
   for (size_t b = lo; b <= hi; b *= 4) sizes.push_back(b);
+  if (sizes.back() != hi) sizes.push_back(hi);  // the largest size asked for is measured too
   const std::vector<CommBenchRow> rows =
       bench_all_reduce(bench_comm, sizes, o.iters, o.warmup, false, device ? &device->allocator() : nullptr, comm.get(),
                        wire);
@@ -130,7 +133,8 @@ void add_bench_comm_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("bench-comm", "All-reduce bus bandwidth of the communicator");
   sub->add_option("--min-bytes", o->min_bytes, "Smallest message (e.g. 8, 1K)")
       ->capture_default_str();
-  sub->add_option("--max-bytes", o->max_bytes, "Largest message (e.g. 64M); sizes step by 4x")
+  sub->add_option("--max-bytes", o->max_bytes,
+                  "Largest message (e.g. 64M); sizes step by 4x from --min-bytes and end with this one")
       ->capture_default_str();
   sub->add_option("--iters", o->iters, "Timed iterations per size")->check(CLI::PositiveNumber)->capture_default_str();
   sub->add_option("--warmup", o->warmup, "Untimed iterations per size")->check(CLI::NonNegativeNumber)->capture_default_str();

@@ -65,11 +65,11 @@ Status run_prep_command(PrepArgs& a) {
       [&tokenizer](std::string_view text, std::vector<int32_t>* ids) { return tokenizer.encode(text, ids); },
       &st));
   std::printf("prep: %.1f MB in %.1f s (%.2f MB/s): %lld documents, %lld sentences, %lld tokens -> "
-              "%lld instances in %lld shards under %s\n",
+              "%lld instances in %lld shard%s under %s\n",
               st.bytes / 1e6, st.seconds, st.seconds > 0 ? st.bytes / 1e6 / st.seconds : 0.0,
               static_cast<long long>(st.documents), static_cast<long long>(st.sentences),
               static_cast<long long>(st.tokens), static_cast<long long>(st.instances),
-              static_cast<long long>(st.shards), a.opts.out_dir.c_str());
+              static_cast<long long>(st.shards), st.shards == 1 ? "" : "s", a.opts.out_dir.c_str());
   // How much of each sequence is text: training computes on the padding too.
   const double filled = 100.0 * double(st.instance_tokens) / (double(st.instances) * a.opts.instances.max_seq_len);
   std::printf("prep: the sequences are %.1f%% tokens (%.1f of %d positions on average), %.1f%% padding\n", filled,

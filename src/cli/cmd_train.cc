@@ -46,7 +46,7 @@ void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
               cfg.batch.recompute == Recompute::kLayers      ? " (encoder layers recomputed in the backward)"
               : cfg.batch.recompute == Recompute::kAttention ? " (attention probabilities recomputed in the backward)"
                                                              : "");
-  std::printf("  accumulation        : %d micro-batches per update\n", p.accumulation);
+  std::printf("  accumulation        : %d micro-batch%s per update\n", p.accumulation, p.accumulation == 1 ? "" : "es");
   std::printf("  global batch        : %lld sequences of %d tokens\n", (long long)cfg.batch.global_batch,
               cfg.data.seq_len);
   std::printf("  steps               : %lld\n", (long long)p.steps);
@@ -221,7 +221,7 @@ Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
       std::printf("%s", data.text.c_str());
       std::printf("  checkpoints         : %s (metrics: %s; TensorBoard: %s)\n", cfg.checkpoint.dir.c_str(),
                   cfg.metrics_path().empty() ? "none" : cfg.metrics_path().c_str(),
-                  cfg.logging.tensorboard_dir.empty() ? "none" : cfg.logging.tensorboard_dir.c_str());
+                  cfg.tensorboard_path().empty() ? "none" : cfg.tensorboard_path().c_str());
       print_checkpoint_space(cfg, plan);
       std::printf("%s", gpu_lines.c_str());
       if (a.device_memory > 0) print_fitting_micro_batch(cfg, world, a.device_memory);

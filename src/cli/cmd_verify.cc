@@ -35,7 +35,9 @@ Status run_verify_cmd(const VerifyArgs& a) {
   if (!a.all) {
     std::string dir;
     LB_RETURN_IF_ERROR(resolve_checkpoint(a.checkpoint, &dir));
-    return verify_one(dir);
+    const Status st = verify_one(dir);  // its line either way, as --all prints each
+    if (!st.is_ok()) std::printf("damaged %s: %s\n", dir.c_str(), st.message().c_str());
+    return st;
   }
   std::error_code ec;
   if (!std::filesystem::is_directory(a.checkpoint, ec))

@@ -230,12 +230,25 @@ const std::set<std::string>& sections() {
 }
 bool is_section(const std::string& path) { return sections().count(path) > 0; }
 
-// "path: unknown key", with the nearest known key or section when it looks like a typo.
+// "path: unknown key", with the nearest known key or section when it looks like a typo, and
+// otherwise the keys its section has (optimizer.learning_rate is no typo of optimizer.lr).
 std::string unknown_key(const std::string& path) {
   std::vector<std::string> known(sections().begin(), sections().end());
   for (const Field& f : schema()) known.push_back(f.path);
   const std::string near = nearest_name(path, known);
-  return path + ": unknown key" + (near.empty() ? "" : " (did you mean " + near + "?)");
+  if (!near.empty()) return path + ": unknown key (did you mean " + near + "?)";
+  // Its siblings: the keys of its section, or at the top the sections and top-level keys.
+  const size_t dot = path.rfind('.');
+  const std::string prefix = dot == std::string::npos ? "" : path.substr(0, dot + 1);
+  std::string keys;
+  auto add = [&](const std::string& k) { keys += (keys.empty() ? "" : ", ") + k; };
+  if (prefix.empty())
+    for (const std::string& sec : sections()) add(sec);
+  for (const Field& f : schema())
+    if (const std::string p = f.path; p.rfind(prefix, 0) == 0 && p.find('.', prefix.size()) == std::string::npos)
+      add(p.substr(prefix.size()));
+  if (keys.empty()) return path + ": unknown key";
+  return path + ": unknown key (" + (prefix.empty() ? "the top level" : prefix.substr(0, dot)) + " has " + keys + ")";
 }
 
 std::string where(const std::string& name, const YAML::Mark& m) {
@@ -358,23 +371,17 @@ Status parse_train_config(const std::string& text, const std::string& name,
   Status st = config.validate(world, &key);
   if (!st.is_ok()) {
     // The key validate names, then the other keys its message names (a check across keys,
-    // such as model.hidden against model.heads): the first one given by --set or written in
-    // the file is where the user looks; else the key's section.
+    // such as model.hidden against model.heads): the first one given by --set, else the first
+    // written in the file, is where the user looks; else the key's section.
     std::string loc = name;
     std::vector<std::string> keys{key};
     for (const std::string& k : keys_named_in(st.message())) if (k != key) keys.push_back(k);
+    // (global_batch from the file, micro_batch from --set: the option just typed.)
     bool found = false;
-    for (const std::string& k : keys) {
-      if (overridden.count(k)) {
-        loc = "--set " + k;
-      } else if (auto it = w.marks.find(k); it != w.marks.end()) {
-        loc = where(name, it->second);
-      } else {
-        continue;
-      }
-      found = true;
-      break;
-    }
+    for (const std::string& k : keys)
+      if (!found && overridden.count(k)) loc = "--set " + k, found = true;
+    for (const std::string& k : keys)
+      if (auto it = w.marks.find(k); !found && it != w.marks.end()) loc = where(name, it->second), found = true;
     if (!found)
       if (auto sec = w.marks.find(key.substr(0, key.find('.'))); sec != w.marks.end())
         loc = where(name, sec->second) + " (in section, key not set)";

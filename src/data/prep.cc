@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <memory>
 
+#include <unistd.h>
+
 #include "lansbert/core/stop_signals.h"
 #include "lansbert/data/text_reader.h"
 #include "shard_staging.h"
@@ -81,15 +83,23 @@ Status tokenize_block(const RawBlock& raw, const TokenizeFn& tokenize, int threa
   return Status::ok();
 }
 
+// On a terminal one line redrawn twice a second; into a file or a job log (stderr not a
+// terminal) a whole line every 30 s, so that the log reads line by line and stays small.
+bool progress_on_terminal() {
+  static const bool tty = ::isatty(::fileno(stderr)) == 1;
+  return tty;
+}
+
 void print_progress(const TextDocumentReader& reader, const PrepStats& st, Clock::time_point t0, bool final) {
   const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
   const double mb = reader.bytes_read() / 1e6, total = reader.total_bytes() / 1e6;
   const double rate = sec > 0 ? mb / sec : 0;
   const double eta = rate > 0 ? (total - mb) / rate : 0;
-  std::fprintf(stderr, "\rprep: %.1f/%.1f MB (%3.0f%%) %.2f MB/s ETA %d:%02d, %lld documents, %lld instances, %lld shards%s",
-               mb, total, total > 0 ? 100 * mb / total : 100.0, rate, int(eta) / 60, int(eta) % 60,
+  const bool tty = progress_on_terminal();
+  std::fprintf(stderr, "%sprep: %.1f/%.1f MB (%3.0f%%) %.2f MB/s ETA %d:%02d, %lld documents, %lld instances, %lld shards%s",
+               tty ? "\r" : "", mb, total, total > 0 ? 100 * mb / total : 100.0, rate, int(eta) / 60, int(eta) % 60,
                static_cast<long long>(st.documents), static_cast<long long>(st.instances),
-               static_cast<long long>(st.shards), final ? "\n" : "");
+               static_cast<long long>(st.shards), final || !tty ? "\n" : "");
 }
 
 // Non-ok once opts.stop reports a signal; the caller's return drops the staging directory.
@@ -163,7 +173,8 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
     first_doc += docs.size();
     stats->documents += static_cast<int64_t>(docs.size());
     stats->shards = sink.shards();
-    if (opts.progress && Clock::now() - last_print > std::chrono::milliseconds(500)) {
+    if (opts.progress &&
+        Clock::now() - last_print > std::chrono::milliseconds(progress_on_terminal() ? 500 : 30000)) {
       print_progress(reader, *stats, t0, false);
       last_print = Clock::now();
     }

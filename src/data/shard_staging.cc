@@ -57,8 +57,9 @@ Status ShardStaging::open(const std::string& out_dir) {
   lock_fd_ = ::open(out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (lock_fd_ < 0) return Status::io_error(fmt::format("{}: cannot open: {}", out_dir, std::strerror(errno)));
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) {
-      return Status::io_error(fmt::format("{}: another lansbert prep or convert is writing to this directory", out_dir));
+    if (errno == EWOULDBLOCK) {  // a usage error (exit 2, as train's checkpoint.dir lock), not a failed I/O
+      return Status::invalid_argument(
+          fmt::format("{}: another lansbert prep or convert is writing to this directory", out_dir));
     }
     ::close(lock_fd_);  // no locks here (NFS makes flock a POSIX lock, refused on a read-only fd)
     lock_fd_ = -1;

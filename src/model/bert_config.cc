@@ -65,11 +65,12 @@ const char* hf_hidden_act_name(kern::GeluForm f) { return f == kern::GeluForm::k
 Status parse_hidden_act(const std::string& s, kern::GeluForm* out) {
   if (s == "gelu") {
     *out = kern::GeluForm::kErf;
-  } else if (s == "gelu_tanh" || s == "gelu_new") {
-    *out = kern::GeluForm::kTanh;
+  } else if (s == "gelu_tanh" || s == "gelu_new" || s == "gelu_pytorch_tanh" || s == "gelu_fast") {
+    *out = kern::GeluForm::kTanh;  // transformers' three names of the one tanh form, as config.json takes them
   } else {
     return Status::invalid_argument("model.hidden_act: unknown activation '" + s +
-                                    "' (expected gelu, the erf form, or gelu_tanh, the tanh approximation)");
+                                    "' (expected gelu, the erf form, or gelu_tanh, the tanh approximation, "
+                                    "also called gelu_new, gelu_pytorch_tanh or gelu_fast)");
   }
   return Status::ok();
 }

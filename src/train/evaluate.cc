@@ -255,6 +255,11 @@ Status export_hf(const TrainConfig& cfg, const std::string& dir, const ExportOpt
   if (fs::exists(fs::path(opts.out) / "trainer.json", ec))
     return Status::invalid_argument("--out " + opts.out + ": a lansbert checkpoint (it holds trainer.json), which "
                                     "export never writes into: name another directory");
+  // Nor a checkpoint.dir: the export's files among its step-* directories would make it a
+  // Hugging Face directory to some readers and a run's checkpoints to others.
+  if (!checkpoint_step_dirs(opts.out).empty() || fs::is_symlink(fs::path(opts.out) / "latest", ec))
+    return Status::invalid_argument("--out " + opts.out + ": a checkpoint.dir (it holds a run's step-* checkpoints), "
+                                    "which export never writes into: name another directory");
   if (fs::exists(opts.out, ec) && !fs::is_empty(opts.out, ec) && !opts.force)
     return Status::invalid_argument("--out " + opts.out + ": directory exists and is not empty (use --force to overwrite)");
   BertConfig mc;

@@ -195,6 +195,12 @@ std::string TrainConfig::metrics_path() const {
   return logging.metrics_file;
 }
 
+std::string TrainConfig::tensorboard_path() const {
+  if (logging.tensorboard_dir == "-") return "";
+  if (logging.tensorboard_dir == "auto") return checkpoint.dir + "/tensorboard";
+  return logging.tensorboard_dir;
+}
+
 double training_flops_per_sequence(const BertConfig& c, int seq_len, int max_pred) {
   return bert_train_flops(c, 1, seq_len, max_pred);
 }

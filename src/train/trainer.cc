@@ -56,8 +56,8 @@ Status Run::lock_and_check_outputs() {
       LB_RETURN_IF_ERROR(check_can_create(cfg.metrics_path(), PathKind::kFile, "logging.metrics_file"));
       LB_RETURN_IF_ERROR(check_metrics_file(cfg.metrics_path()));
     }
-    if (!cfg.logging.tensorboard_dir.empty())
-      LB_RETURN_IF_ERROR(check_can_create(cfg.logging.tensorboard_dir, PathKind::kDirectory, "logging.tensorboard_dir"));
+    if (!cfg.tensorboard_path().empty())
+      LB_RETURN_IF_ERROR(check_can_create(cfg.tensorboard_path(), PathKind::kDirectory, "logging.tensorboard_dir"));
     return Status::ok();
   };
   LB_RETURN_IF_ERROR(check_can_create(dir, PathKind::kDirectory, "checkpoint.dir"));
@@ -137,7 +137,7 @@ Status Run::loop() {
   const DevicePeak* peak = device ? find_device_peak(device->description()) : nullptr;
   const double peak_tflops = peak ? peak_tflops_for(*peak, cfg.gemm_math()) * comm.world() : 0;
   MetricsLog log(rank0() ? opts.log : nullptr, rank0() ? cfg.metrics_path() : "",
-                 rank0() ? cfg.logging.tensorboard_dir : "", step + 1);
+                 rank0() ? cfg.tensorboard_path() : "", step + 1);
   MetricsWindow win;
   Batch batch;
   MicroBatchInfo info;
@@ -183,7 +183,11 @@ Status Run::loop() {
       if (st.code() != StatusCode::kDiverged) return st;
       // Deterministic: resumed unchanged, the run diverges at the same step again.
       return end_diverged("step " + std::to_string(step + 1) + ": " + st.message() +
-                          ". Resumed unchanged the run diverges here again; " + kDivergedFix);
+                          ". Resumed unchanged the run diverges here again; " +
+                          (checkpoint_step_dirs(cfg.checkpoint.dir).empty()
+                               ? cfg.checkpoint.dir + " holds no checkpoint yet: start again in another "
+                                                      "checkpoint.dir with a lower optimizer.lr (--set optimizer.lr=...)"
+                               : std::string(kDivergedFix)));
     }
     if (!report.skipped) {
       model->set_weight_copy_current(true);  // the update wrote it (if enabled)
@@ -209,14 +213,21 @@ Status Run::loop() {
     // `final` would be weights that give NaN, passing for a trained model. Checked first, so
     // that no error path below writes that checkpoint.
     nonfinite_since = flags[3] != 0 && report.skipped ? (nonfinite_since < 0 ? step : nonfinite_since) : -1;
-    if (step == total && nonfinite_since >= 0)
+    if (step == total && nonfinite_since >= 0) {
+      // The newest checkpoint before those weights, if the directory still holds one.
+      std::string earlier;
+      for (const std::string& n : checkpoint_step_dirs(cfg.checkpoint.dir))
+        if (std::stoll(n.substr(5)) < nonfinite_since - 1) earlier = n;
       return end_diverged(
           "step " + std::to_string(step) + ": the loss has not been finite since step " +
           std::to_string(nonfinite_since) + " (its updates skipped): the weights of step " +
           std::to_string(nonfinite_since - 1) + "'s update give non-finite values, so no final checkpoint is "
-          "written, and checkpoints from step " + std::to_string(nonfinite_since - 1) +
-          " on hold those weights: resume from an earlier one (--resume " + cfg.checkpoint.dir +
-          "/step-N) with a lower optimizer.lr (--set optimizer.lr=...)");
+          "written, and checkpoints from step " + std::to_string(nonfinite_since - 1) + " on hold those weights: " +
+          (earlier.empty() ? cfg.checkpoint.dir + " holds no earlier checkpoint: start again in another "
+                                                  "checkpoint.dir with a lower optimizer.lr (--set optimizer.lr=...)"
+                           : "resume from the newest earlier one (--resume " + cfg.checkpoint.dir + "/" + earlier +
+                                 ") with a lower optimizer.lr (--set optimizer.lr=...)"));
+    }
     // A failed write in the background: this step's checkpoint in the foreground, then stop.
     if (flags[2] != 0)
       if (const Status w = finish_checkpoint(); !w.is_ok()) return stop_after_checkpoint(w, kCheckpointFix);
@@ -249,6 +260,7 @@ Status Run::loop() {
       rec.mfu = peak_tflops > 0 ? rec.tflops / peak_tflops : 0;
       rec.elapsed_s = tl - t_start;
       rec.eta_s = double(stop_at - step) * cfg.batch.global_batch / std::max(rec.seq_per_s, 1e-9);
+      rec.eta_step = stop_at;
       rec.t_data = w_data / dt;
       rec.t_compute = w_compute / dt;
       rec.t_allreduce = w_allreduce / dt;

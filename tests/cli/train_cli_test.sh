@@ -114,8 +114,15 @@ expect_error 2 "data.whole_word: data.train holds shards masked by prep without 
 grep -q '"vocab_size": 72' "$tmp/padded-hf/config.json" || { echo "FAIL: padded export config.json"; fail=1; }
 # model.hidden_act: gelu_tanh trains, exports as Hugging Face's "gelu_new", and a checkpoint of
 # one form does not resume as the other.
+# (Also logging.tensorboard_dir: auto, the event file under this run's checkpoint.dir; and the
+# ETA of a run stopped early says which step it counts to.)
 "$lb" train --config "$tmp/good.yaml" --set model.hidden_act=gelu_tanh --set "checkpoint.dir=$tmp/tanh" \
-  --stop-at-step 1 >/dev/null 2>&1 || { echo "FAIL: model.hidden_act: gelu_tanh did not train"; fail=1; }
+  --set logging.tensorboard_dir=auto --set logging.every_steps=1 \
+  --stop-at-step 1 > "$tmp/tanh.log" 2>&1 || { echo "FAIL: model.hidden_act: gelu_tanh did not train"; fail=1; }
+compgen -G "$tmp/tanh/tensorboard/events.out.tfevents.*" >/dev/null ||
+  { echo "FAIL: logging.tensorboard_dir auto: no event file in $tmp/tanh/tensorboard"; fail=1; }
+grep -qE "^step 1/[0-9]+ .*\| ETA [0-9a-z.]+ to step 1$" "$tmp/tanh.log" ||
+  { echo "FAIL: no 'ETA ... to step 1' in: $(grep '^step' "$tmp/tanh.log")"; fail=1; }
 "$lb" export --checkpoint "$tmp/tanh" --out "$tmp/tanh-hf" >/dev/null || { echo "FAIL: export of gelu_tanh"; fail=1; }
 grep -q '"hidden_act": "gelu_new"' "$tmp/tanh-hf/config.json" || { echo "FAIL: gelu_tanh export config.json"; fail=1; }
 expect_error 2 "incompatible checkpoint" \
@@ -212,6 +219,8 @@ expect_error 2 "--out: an empty path" export --checkpoint "$tmp/ckpt" --out ''
 before_export=$(md5sum "$tmp/ckpt/latest/"*)
 expect_error 2 "--out $tmp/ckpt/latest: a lansbert checkpoint (it holds trainer.json), which export never writes into" \
   export --checkpoint "$tmp/ckpt" --out "$tmp/ckpt/latest" --force
+expect_error 2 "--out $tmp/ckpt: a checkpoint.dir (it holds a run's step-* checkpoints), which export never writes into" \
+  export --checkpoint "$tmp/ckpt" --out "$tmp/ckpt" --force
 expect_error 2 "--out $tmp/ckpt/latest: a lansbert checkpoint" export --checkpoint "$tmp/ckpt" --out "$tmp/ckpt/latest"
 [[ $(md5sum "$tmp/ckpt/latest/"*) == "$before_export" ]] || { echo "FAIL: export --force wrote into a checkpoint"; fail=1; }
 expect_error 2 "--out: $tmp/good.yaml/hf: cannot be created, $tmp/good.yaml is not a directory" \
@@ -465,6 +474,9 @@ expect_error 4 "$state: size or CRC32C differs" train --config "$tmp/good.yaml" 
   --set "checkpoint.dir=$tmp/ckpt-straight" --set logging.metrics_file=- --resume latest
 # lansbert verify checks every file: the damage is found, in the one checkpoint that has it.
 expect_error 4 "$state: size or CRC32C differs" verify --checkpoint "$tmp/ckpt-straight"
+verify_out=$("$lb" verify --checkpoint "$tmp/ckpt-straight" 2>/dev/null)  # exit 4, checked above
+grep -q "^damaged .*: .*$state: size or CRC32C differs" <<< "$verify_out" ||
+  { echo "FAIL: verify of one damaged checkpoint prints no 'damaged' line: $verify_out"; fail=1; }
 "$lb" verify --checkpoint "$tmp/ckpt-straight" --all > "$tmp/verify.log" 2> "$tmp/verify.err"
 rc=$?
 bad_step=$tmp/ckpt-straight/$(basename "${state%/*}")  # as --all names it (not through readlink)

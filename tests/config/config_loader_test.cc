@@ -76,7 +76,8 @@ TEST(ConfigLoader, GoodFileAndOverrides) {
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   EXPECT_EQ(config_to_json(back), config_to_json(c));
   EXPECT_EQ(mc.hidden_act, kern::GeluForm::kErf);  // the presets' GELU
-  for (const char* name : {"gelu_tanh", "gelu_new"}) {  // ours, and Hugging Face's name
+  // Ours, and Hugging Face's names of the tanh form.
+  for (const char* name : {"gelu_tanh", "gelu_new", "gelu_pytorch_tanh", "gelu_fast"}) {
     TrainConfig t;
     st = parse_train_config(kGood, "good.yaml", {std::string("model.hidden_act=") + name}, 1, &t);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
@@ -159,6 +160,23 @@ TEST(ConfigLoader, DocumentMarkersAroundTheOneDocument) {
   }
 }
 
+// logging.tensorboard_dir: none by default and for "-", "auto" under checkpoint.dir (which a
+// --set may change after the file set "auto"), else the folder given.
+TEST(ConfigLoader, TensorboardDirAutoFollowsTheCheckpointDir) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{}, ""},
+      {{"logging.tensorboard_dir=-"}, ""},
+      {{"logging.tensorboard_dir=auto"}, "ckpt/tensorboard"},
+      {{"logging.tensorboard_dir=auto", "checkpoint.dir=/tmp/other"}, "/tmp/other/tensorboard"},
+      {{"logging.tensorboard_dir=tb/run1"}, "tb/run1"}};
+  for (const auto& [sets, want] : cases) {
+    TrainConfig c;
+    const Status st = parse_train_config(kGood, "good.yaml", sets, 1, &c);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    EXPECT_EQ(c.tensorboard_path(), want) << (sets.empty() ? "(no --set)" : sets.front());
+  }
+}
+
 TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
   const std::vector<Bad> cases = {
       {"  lrr: 0.01\n", "  lr: 0.01\n", {}, {"bad.yaml:13:", "optimizer.lrr: unknown key (did you mean optimizer.lr?)"}},
@@ -174,6 +192,11 @@ TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
       {"", "", {"precision.dtype=fp8"}, {"--set precision.dtype", "expected fp32, bf16 or fp16, got 'fp8'"}},
       {"", "", {"optimizer.lrr=1"}, {"optimizer.lrr: unknown key (did you mean optimizer.lr?)"}},
       {"", "", {"precision.dtpye=fp16"}, {"precision.dtpye: unknown key (did you mean precision.dtype?)"}},
+      // No near name: the section's keys, or at the top the sections and top-level keys.
+      {"", "", {"optimizer.learning_rate=1"}, {"optimizer.learning_rate: unknown key (optimizer has name, lr, "}},
+      {"", "", {"epochs=3"}, {"epochs: unknown key (the top level has ", "checkpoint", "seed", "backend"}},
+      // A check across keys names the --set over the file's line of the other key.
+      {"", "", {"batch.micro_batch=12"}, {"--set batch.micro_batch: batch.global_batch: 32 is not a multiple"}},
       {"precisoin:\n", "checkpoint:\n", {}, {"bad.yaml:16:", "precisoin: unknown key (did you mean precision?)"}},
       {"", "", {"optimizer.beta1=1.5"}, {"--set optimizer.beta1", "optimizer.beta1"}},
       {"  dir: ckpt\n  keep_last: 0\n", "  dir: ckpt\n", {}, {"bad.yaml:18:", "checkpoint.keep_last"}},

@@ -318,7 +318,7 @@ TEST(Prep, StaleStagingIsRemovedAndLiveRunsExclude) {
   opts.out_dir = dir + "/out";
   const Status s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
   ::close(fd);
-  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);  // exit 2, as train's lock
   EXPECT_NE(s.message().find("another lansbert prep or convert is writing"), std::string::npos) << s.to_string();
   EXPECT_EQ(listing(dir + "/out"), std::vector<std::string>{"shard-00000.lbs"});
   EXPECT_TRUE(slurp(files[0]) == before);

@@ -14,6 +14,10 @@ grep -q "^# one rank moves no data" <<<"$out" || { echo "FAIL: bench --comm on o
 out2=$("$mpiexec" -np 2 "${flags[@]}" "$lb" bench-comm --max-bytes 64K --iters 3 --warmup 1 2>&1) \
   || { echo "FAIL: bench-comm on 2 ranks exited non-zero"; fail=1; }
 grep -q "2 rank(s)" <<<"$out2" || { echo "FAIL: bench-comm did not run on 2 ranks"; fail=1; }
+# Sizes step by 4 from 8 and end with --max-bytes itself (65536, not 32768).
+grep -qE "^ +65536 " <<<"$out2" || { echo "FAIL: bench-comm --max-bytes 64K has no 65536 row"; fail=1; }
+"$lb" bench-comm --min-bytes 0.5 >/dev/null 2>&1; rc=$?
+[[ $rc == 2 ]] || { echo "FAIL: bench-comm --min-bytes 0.5 (0 bytes) exited $rc, not 2"; fail=1; }
 out4=$("$mpiexec" -np 2 "${flags[@]}" "$lb" bench-comm --dtype bf16 --max-bytes 64K --iters 3 --warmup 1 --no-baseline 2>&1) \
   || { echo "FAIL: bench-comm --dtype bf16 on 2 ranks exited non-zero"; fail=1; }
 grep -q "bf16 wire" <<<"$out4" && grep -q " ok$" <<<"$out4" || { echo "FAIL: bench-comm --dtype bf16 printed no checked rows"; fail=1; }

@@ -384,6 +384,13 @@ TEST_F(TrainerTest, ARunEndingOnANonFiniteLossHasDiverged) {
   EXPECT_NE(st.message().find("the weights of step " + std::to_string(k - 1) + "'s update give non-finite values"),
             std::string::npos)
       << st.message();
+  // The newest checkpoint before those weights is named, or said to be missing.
+  char earlier[32];
+  std::snprintf(earlier, sizeof earlier, "/step-%09d", k - 2);
+  EXPECT_NE(st.message().find(k >= 3 ? "--resume " + c.checkpoint.dir + earlier + ")"
+                                     : c.checkpoint.dir + " holds no earlier checkpoint"),
+            std::string::npos)
+      << st.message();
   EXPECT_FALSE(fs::exists(c.checkpoint.dir + "/final"));
   for (int s = 1; s <= 4; ++s) {
     char name[32];

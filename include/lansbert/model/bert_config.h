@@ -47,7 +47,8 @@ struct BertConfig {
 Status bert_preset(const std::string& name, BertConfig* out);
 
 // "gelu" / "gelu_tanh": the config's names of the forms. parse_hidden_act also takes Hugging
-// Face's name of the tanh form, "gelu_new"; its error lists the names.
+// Face's names of the tanh form ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"); its error
+// lists the names.
 const char* hidden_act_name(kern::GeluForm f);
 Status parse_hidden_act(const std::string& s, kern::GeluForm* out);
 // Hugging Face's config.json name of the form ("gelu" / "gelu_new").

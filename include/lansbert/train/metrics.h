@@ -52,6 +52,8 @@ struct MetricsRecord {
   // tokens_per_s counts sequence positions, padding included (what the model computes on);
   // fill is the share of them that hold tokens.
   double seq_per_s = 0, tokens_per_s = 0, tflops = 0, eta_s = 0, elapsed_s = 0, fill = 0;
+  // The step eta_s counts to: total_steps, or --stop-at-step's (the console line names it then).
+  int64_t eta_step = 0;
   // tflops over all ranks' dense peak for the GEMM precision (train/device_peaks.h); 0 where
   // the peak is unknown (the CPU, a device not in the table): then neither printed nor written.
   double mfu = 0;

@@ -92,7 +92,10 @@ struct CheckpointSection {
 struct LoggingSection {
   int64_t every_steps = 10;
   std::string metrics_file;  // default <checkpoint.dir>/metrics.jsonl; "-" for none
-  std::string tensorboard_dir;  // TensorBoard event files of the same records; "" for none
+  // TensorBoard event files of the same records: "" or "-" for none (the default), "auto" for
+  // <checkpoint.dir>/tensorboard (so that a run given another checkpoint.dir keeps its curves
+  // apart), else the folder.
+  std::string tensorboard_dir;
 };
 
 // Held-out evaluation during training, on data.eval (statically masked shards with the
@@ -152,6 +155,8 @@ struct TrainConfig {
   }
   // The metrics file this run appends to ("" for none).
   std::string metrics_path() const;
+  // logging.tensorboard_dir resolved: "" for none.
+  std::string tensorboard_path() const;
   // precision.attention parsed. REQUIRES: validate() ok.
   AttentionMode attention_mode() const;
   // The attention mode the configured backend runs: attention_mode() on CUDA; on the CPU flash,
