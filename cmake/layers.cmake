@@ -41,7 +41,7 @@ lansbert_layer(lansbert_data SOURCES ${DATA_SRC} DEPS lansbert_model PkgConfig::
 
 lansbert_sources(DIST_SRC src/dist)
 lansbert_layer(lansbert_dist SOURCES ${DIST_SRC}
-               DEPS lansbert_optim MPI::MPI_CXX PkgConfig::LIBFABRIC)
+               DEPS lansbert_optim MPI::MPI_CXX PkgConfig::LIBFABRIC ${CMAKE_DL_LIBS})
 
 lansbert_sources(TRAIN_SRC src/train)
 lansbert_layer(lansbert_train SOURCES ${TRAIN_SRC}

@@ -39,14 +39,20 @@ slotted=$(mktemp /tmp/lansbert-hosts.XXXXXX)
 awk -v s=$ranks_per_host '/^[[:space:]]*(#|$)/ {next} /slots=/ {print; next} {print $1 " slots=" s}' \
   "$hostfile" | head -n "$hosts" > "$slotted"
 
+# mpirun by its absolute path: Open MPI then starts its daemons on the other hosts from the same
+# installation (as --prefix would), not from whatever a non-interactive ssh PATH finds there.
+mpirun_bin=$(command -v mpirun || echo mpirun)
 cmd=(
-  mpirun -np "$np" --hostfile "$slotted"
+  "$mpirun_bin" -np "$np" --hostfile "$slotted"
   --map-by "ppr:4:socket:PE=$P3DN_CORES_PER_RANK"  # 4 ranks per socket: GPUs 0-3 on socket 0,
                                        # 4-7 on socket 1, 6 physical cores each
   --bind-to core                       # keep each rank's OpenMP/loader threads on its cores
-  --mca pml ob1 --mca btl tcp,self     # MPI itself only bootstraps NCCL and reduces a few
-  --mca btl_tcp_if_exclude lo,docker0  #   scalars: plain TCP, and never over docker/loopback
-  -x PATH -x LD_LIBRARY_PATH           # the same toolkit and plugin paths on every host
+  --mca pml ob1 --mca btl tcp,self     # MPI bootstraps NCCL, reduces a few scalars per step and
+  --mca btl_tcp_if_exclude lo,docker0  #   sends a resumed run's weights and moments from rank 0
+                                       #   (GBs, once per start): plain TCP (as AWS's NCCL-over-EFA
+                                       #   examples), never over docker/loopback, leaving EFA to NCCL
+  -x PATH                              # the same toolkit on every host, and the plugin's and
+  -x "LD_LIBRARY_PATH=$P3DN_LIBRARY_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # libfabric's first
 )
 for setting in "${P3DN_ENV[@]}"; do cmd+=(-x "$setting"); done
 cmd+=("$binary" "$@")

@@ -61,8 +61,8 @@ int run_info() {
   std::printf("  EFA           : %s\n", f.efa ? "present (provider efa)"
                                              : "absent (no efa provider on this node)");
   if (f.nccl_net_plugin.empty()) {
-    std::printf("  NCCL net      : no %s found; NCCL would use its built-in IB/socket transport\n",
-                f.nccl_net_plugin_name.c_str());
+    std::printf("  NCCL net      : %s does not load (%s); NCCL would use its built-in IB/socket transport\n",
+                f.nccl_net_plugin_name.c_str(), f.nccl_net_plugin_error.c_str());
   } else {
     std::printf("  NCCL net      : %s would load (aws-ofi-nccl: NCCL over libfabric)\n",
                 f.nccl_net_plugin.c_str());

@@ -1,53 +1,46 @@
 // EFA / libfabric probe and the NCCL net-plugin search.
 #include "lansbert/dist/fabric_probe.h"
 
+#include <dlfcn.h>
+#include <link.h>
 #include <rdma/fabric.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
-#include <sstream>
 
 namespace lansbert {
 
 namespace {
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep))
-    if (!item.empty()) out.push_back(item);
-  return out;
+// NCCL dlopens its net plugin by file name, so the dynamic loader's search decides where it
+// comes from (LD_LIBRARY_PATH, the ld.so cache, the default directories):
+// libnccl-net-<NCCL_NET_PLUGIN>.so when that variable is set, else libnccl-net.so. A plugin
+// that is not found, or found but not loadable (a libfabric too old for it), makes NCCL fall
+// back to its own sockets without an error. So the probe does the same dlopen (lazily: the
+// plugin starts only when NCCL calls its init) and reports the path loaded or the loader's
+// error. aws-ofi-nccl installs libnccl-net-ofi.so, and the libnccl-net.so link only as a
+// build option: where only the former loads, the fix is NCCL_NET_PLUGIN=ofi.
+bool try_load(const std::string& name, std::string* path, std::string* error) {
+  void* h = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (!h) {
+    const char* e = ::dlerror();
+    *error = e ? e : name + ": not loadable";
+    return false;
+  }
+  link_map* lm = nullptr;
+  *path = ::dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && *lm->l_name ? lm->l_name : name;
+  ::dlclose(h);
+  return true;
 }
 
-// NCCL >= 2.19 dlopens libnccl-net-<NCCL_NET_PLUGIN>.so when the variable is set, otherwise
-// libnccl-net.so; aws-ofi-nccl >= 1.7 also installs libnccl-net-ofi.so.
 void find_plugin(FabricInfo* info) {
-  std::vector<std::string> names;
-  if (const char* p = std::getenv("NCCL_NET_PLUGIN"); p && *p) {
-    const std::string v = p;
-    names.push_back(v.find(".so") != std::string::npos ? v : "libnccl-net-" + v + ".so");
-  } else {
-    names = {"libnccl-net.so", "libnccl-net-ofi.so"};
-  }
-  std::vector<std::string> dirs;
-  if (const char* ld = std::getenv("LD_LIBRARY_PATH")) dirs = split(ld, ':');
-  for (const char* d : {"/opt/amazon/ofi-nccl/lib", "/opt/amazon/ofi-nccl/lib64",
-                        "/opt/aws-ofi-nccl/lib", "/usr/local/lib", "/usr/lib/x86_64-linux-gnu",
-                        "/usr/lib64", "/usr/lib", "/usr/local/cuda/lib64", "/usr/local/cuda/lib"})
-    dirs.push_back(d);
-  info->nccl_net_plugin_name = names.front();
-  for (const std::string& name : names) {
-    for (const std::string& d : dirs) {
-      std::error_code ec;
-      const std::filesystem::path p = std::filesystem::path(d) / name;
-      if (std::filesystem::exists(p, ec)) {
-        info->nccl_net_plugin = p.string();
-        info->nccl_net_plugin_name = name;
-        return;
-      }
-    }
-  }
+  const char* env = std::getenv("NCCL_NET_PLUGIN");
+  const std::string v = env ? env : "";
+  info->nccl_net_plugin_name = v.empty() ? "libnccl-net.so"
+                               : v.find(".so") != std::string::npos ? v : "libnccl-net-" + v + ".so";
+  if (try_load(info->nccl_net_plugin_name, &info->nccl_net_plugin, &info->nccl_net_plugin_error)) return;
+  std::string ofi, ignored;
+  if (v.empty() && try_load("libnccl-net-ofi.so", &ofi, &ignored))
+    info->nccl_net_plugin_error += "; " + ofi + " loads: set NCCL_NET_PLUGIN=ofi for NCCL to use it";
 }
 }  // namespace
 

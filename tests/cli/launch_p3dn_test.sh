@@ -15,9 +15,9 @@ launch() { bash "$src/scripts/launch/p3dn.sh" --binary /opt/lansbert "$@"; }
 printf '# the cluster\n10.0.1.17\n\n10.0.1.18 slots=8\n10.0.1.19\n' > "$tmp/hosts"
 
 line=$(launch --hostfile "$tmp/hosts" -- train --config c.yaml)
-[[ $line == "mpirun -np 24 --hostfile "* ]] || fail "all three hosts, 24 ranks: $line"
-for want in "FI_PROVIDER=efa" "FI_EFA_USE_DEVICE_RDMA=0" "NCCL_PROTO=simple" "LANSBERT_COMM=mpi" \
-            "/opt/lansbert train --config c.yaml"; do
+[[ $line == *"mpirun -np 24 --hostfile "* ]] || fail "all three hosts, 24 ranks: $line"
+for want in "FI_PROVIDER=efa" "FI_EFA_USE_DEVICE_RDMA=0" 'NCCL_NET=AWS\ Libfabric' "NCCL_DEBUG=WARN" \
+            "LANSBERT_COMM=mpi" "LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:" "/opt/lansbert train --config c.yaml"; do
   [[ $line == *"$want"* ]] || fail "no '$want' in: $line"
 done
 # The hostfile it wrote: three hosts, each with 8 slots.
@@ -26,10 +26,18 @@ written=$(sed -E 's/.*--hostfile ([^ ]+) .*/\1/' <<< "$line")
   fail "slotted hostfile: $(cat "$written")"
 rm -f "$written"
 line=$(launch --hostfile "$tmp/hosts" --hosts 2 -- bench-comm)
-[[ $line == "mpirun -np 16 "* ]] || fail "--hosts 2: $line"
+[[ $line == *"mpirun -np 16 "* ]] || fail "--hosts 2: $line"
 written=$(sed -E 's/.*--hostfile ([^ ]+) .*/\1/' <<< "$line")
 [[ $(wc -l < "$written") == 2 ]] || fail "--hosts 2 wrote $(wc -l < "$written") hosts"
 rm -f "$written"
+# A value in the launching environment wins over the file's default.
+line=$(NCCL_DEBUG=INFO launch --hostfile "$tmp/hosts" -- train)
+[[ $line == *"-x NCCL_DEBUG=INFO "* ]] || fail "NCCL_DEBUG=INFO from the environment: $line"
+rm -f "$(sed -E 's/.*--hostfile ([^ ]+) .*/\1/' <<< "$line")"
+# Settings that must not come back: forced algorithms and protocols, fork-safety overrides.
+for unwanted in NCCL_ALGO NCCL_PROTO RDMAV_FORK_SAFE FI_EFA_FORK_SAFE; do
+  [[ $line != *"$unwanted="* ]] || fail "$unwanted is set: $line"
+done
 
 expect_error() {  # WANT ARGS...: exit 2 and WANT on stderr
   local want=$1 err rc; shift
@@ -57,22 +65,26 @@ chmod +x "$tmp/bin/srun"
 cp "$src/scripts/launch/p3dn.sbatch" "$tmp/spool/slurm_script"  # sbatch runs a spooled copy
 sbatch_run() { (cd "$tmp" && SLURM_SUBMIT_DIR=$src LANSBERT_BIN=/opt/lansbert PATH="$tmp/bin:$PATH" \
                  bash "$tmp/spool/slurm_script" "$@"); }
-out=$(sbatch_run train --config c.yaml)
-for want in "srun --mpi=pmix --ntasks-per-node=8 --cpus-per-task=6 --cpu-bind=cores --kill-on-bad-exit=1 /opt/lansbert train --config c.yaml" \
-            "FI_PROVIDER=efa" "FI_EFA_USE_DEVICE_RDMA=0" "NCCL_PROTO=simple" "NCCL_SOCKET_IFNAME=ens,eth" \
-            "OMP_NUM_THREADS=6" "LANSBERT_COMM=mpi"; do
+out=$(SLURM_CPUS_ON_NODE=96 sbatch_run train --config c.yaml)
+for want in "srun --mpi=pmix --ntasks-per-node=8 --cpus-per-task=12 --distribution=block:block --cpu-bind=cores --kill-on-bad-exit=1 /opt/lansbert train --config c.yaml" \
+            "FI_PROVIDER=efa" "FI_EFA_USE_DEVICE_RDMA=0" "NCCL_NET=AWS Libfabric" "NCCL_SOCKET_IFNAME=ens,eth" \
+            "OMP_NUM_THREADS=6" "LANSBERT_COMM=mpi" "LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:"; do
   [[ $out == *"$want"* ]] || fail "sbatch: no '$want' in the srun line or environment ($(head -1 <<< "$out"))"
 done
-# Every setting the mpirun line passes (-x NAME=value) is in the Slurm ranks' environment.
+# With SMT off (48 CPUs a node) a rank gets 6.
+out48=$(SLURM_CPUS_ON_NODE=48 sbatch_run train)
+[[ $(head -1 <<< "$out48") == *"--cpus-per-task=6 "* ]] || fail "sbatch on 48 CPUs: not 6 per rank: $(head -1 <<< "$out48")"
+# Every setting the mpirun line passes (-x NAME=value) is in the Slurm ranks' environment
+# (but LD_LIBRARY_PATH, which each launcher builds from its own).
 line=$(launch --hostfile "$tmp/hosts" -- train)
-settings=$(grep -o -- '-x [A-Z_]*=[^ ]*' <<< "$line" | cut -c4- | sed 's/\\//g')  # printf %q's escapes off
-(( $(wc -l <<< "$settings") >= 10 )) || fail "few -x settings in: $line"
+settings=$(grep -oE -- '-x [A-Z_]+=([^ \\]|\\.)*' <<< "$line" | cut -c4- | sed 's/\\//g' | grep -v '^LD_LIBRARY_PATH=')
+n_env=$(env -i bash -c "source '$src/scripts/launch/p3dn-env.sh'; echo \${#P3DN_ENV[@]}")
+(( $(wc -l <<< "$settings") == n_env )) || fail "not the $n_env settings of p3dn-env.sh in: $line"
 while read -r setting; do
   grep -qxF -- "$setting" <<< "$out" || fail "the Slurm ranks lack $setting"
 done <<< "$settings"
 # Its #SBATCH header asks for what srun is told.
 grep -q '^#SBATCH --ntasks-per-node=8$' "$src/scripts/launch/p3dn.sbatch" || fail "#SBATCH --ntasks-per-node"
-grep -q '^#SBATCH --cpus-per-task=6$' "$src/scripts/launch/p3dn.sbatch" || fail "#SBATCH --cpus-per-task"
 grep -q '^#SBATCH --signal=TERM@300$' "$src/scripts/launch/p3dn.sbatch" || fail "#SBATCH --signal (checkpoint before the time limit)"
 set +e
 err=$(sbatch_run 2>&1 >/dev/null); rc=$?

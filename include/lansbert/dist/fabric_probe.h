@@ -1,7 +1,7 @@
 // The network a job would use, as `lansbert info` reports it: the libfabric providers this
 // node offers (fi_getinfo), whether EFA is among them, and which NCCL network plugin NCCL
-// would load (aws-ofi-nccl installs libnccl-net.so / libnccl-net-ofi.so), found the way
-// NCCL's dlopen would: NCCL_NET_PLUGIN, then LD_LIBRARY_PATH, then standard directories.
+// would load (aws-ofi-nccl installs libnccl-net-ofi.so and, as a build option, libnccl-net.so),
+// loaded by the name NCCL's dlopen uses (NCCL_NET_PLUGIN decides it) through the same loader.
 #pragma once
 
 #include <string>
@@ -16,6 +16,7 @@ struct FabricInfo {
   bool efa = false;
   std::string nccl_net_plugin;         // path of the plugin NCCL would load, or empty
   std::string nccl_net_plugin_name;    // the file name NCCL looks for
+  std::string nccl_net_plugin_error;   // why it does not load (the loader's message), if not
 };
 
 FabricInfo probe_fabric();
