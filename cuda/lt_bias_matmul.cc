@@ -118,6 +118,7 @@ bool LtBiasMatmul::run(const Call& c, cudaStream_t stream) {
     if (c.c_type != CUDA_R_32F &&
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                        sizeof bias_type) != CUBLAS_STATUS_SUCCESS) {
+      say_fallback(c, "BIAS_DATA_TYPE fp32 not taken");
       plans_.emplace(key, nullptr);
       return false;
     }

@@ -112,7 +112,7 @@ run_step() {
     gpu_tests_one_by_one "$out" "$tt" || rc=$?
   fi
   e2e_step "$out" || rc=$?
-  if "$bundle/bin/lansbert" bench --help 2>&1 | grep -q -- '--backend'; then
+  if [[ $("$bundle/bin/lansbert" bench --help 2>&1 || true) == *--backend* ]]; then
     bench_step "$out"
   else
     echo "lansbert bench has no --backend option in this build; bench skipped" | tee -a "$out/summary.txt"
@@ -120,8 +120,10 @@ run_step() {
   # The one-time lines that say a fused path was not taken on this GPU and library (cuBLASLt
   # epilogues refused or disagreeing, flash attention's reason): runs still pass, slower.
   echo "fallback and epilogue lines (count, text):" >> "$out/summary.txt"
-  grep -h "lansbert: cuBLASLt\|hand-written attention (" "$out"/*.txt 2>/dev/null | grep -v "epilogue used" |
-    sort | uniq -c | sort -rn | head -20 >> "$out/summary.txt" || true
+  local logs=()
+  mapfile -t logs < <(find "$out" -maxdepth 1 \( -name '*.txt' -o -name '*.err' \) ! -name summary.txt | sort)
+  { grep -h "lansbert: cuBLASLt\|hand-written attention (" "${logs[@]}" 2>/dev/null || true; } |
+    grep -v "epilogue used" | sort | uniq -c | sort -rn | head -20 >> "$out/summary.txt" || true
   return $rc
 }
 
@@ -226,6 +228,11 @@ bench_json() {
 bench_step() {
   local out=$1 t=${BENCH_TIMEOUT:-90} lb="$bundle/bin/lansbert"
   local spec prec
+  # Which options this build's bench has (the help read once, whole: grep -q on a pipe can
+  # end the writer with SIGPIPE, which pipefail would read as "no").
+  local bench_help
+  bench_help=$("$lb" bench --help 2>&1 || true)
+  bench_has() { [[ $bench_help == *"$1"* ]]; }
   : > "$out/bench.jsonl"
   for spec in bert-base:128:20:64 bert-base:512:80:16 bert-large:128:20:32 bert-large:512:80:8; do
     # bf16-cublas: bf16 with the operands converted inside cuBLAS (--gemm-cast cublas) instead of
@@ -240,19 +247,19 @@ bench_step() {
   done
   # cuDNN's fused attention (with the model's attention dropout, through lansbert's keep mask),
   # when this build has it; compare with the bf16 lines above.
-  if "$lb" bench --help 2>&1 | grep -q -- '--attention'; then
+  if bench_has '--attention'; then
     for spec in bert-base:128:20:64 bert-large:512:80:8; do
       bench_json attn "attention auto" "$spec" --precision bf16 --attention auto
     done
   fi
   # lansbert's own flash attention (never run on a GPU before): the bf16 lines above with it.
-  if "$lb" bench --help 2>&1 | grep -q -- 'flash'; then
+  if bench_has 'flash'; then
     for spec in bert-base:128:20:64 bert-large:128:20:32 bert-large:512:80:8; do
       bench_json flash "attention flash" "$spec" --precision bf16 --attention flash
     done
   fi
   # ... and with 16-bit activations as well (never run on a GPU before either).
-  if "$lb" bench --help 2>&1 | grep -q -- '--activations'; then
+  if bench_has '--activations'; then
     for spec in bert-large:128:20:32 bert-large:512:80:8; do
       bench_json flash-ffn16 "flash + 16-bit FFN" "$spec" --precision bf16 --attention flash --activations 16bit
     done
@@ -260,7 +267,7 @@ bench_step() {
   # Padding and packing (never run on a GPU): bert-large at 512 with sequences of 128 tokens,
   # each padded in a row of its own and packed four to a row (data.packing), the flash
   # attention skipping the tiles no query sees; seq/s is the number to compare.
-  if "$lb" bench --help 2>&1 | grep -q -- '--packing'; then
+  if bench_has '--packing'; then
     bench_json flash-padded "flash, 128 of 512 tokens, padded" bert-large:512:80:16 --precision bf16 \
       --attention flash --activations 16bit --tokens-per-sequence 128
     bench_json flash-packed "flash, 128 of 512 tokens, packed" bert-large:512:80:16 --precision bf16 \
@@ -268,7 +275,7 @@ bench_step() {
   fi
   # ... and with the tanh GELU in the FFN GEMMs' cuBLASLt epilogues (the .err files say whether
   # the one-time checks let them in).
-  if "$lb" bench --help 2>&1 | grep -q -- '--hidden-act'; then
+  if bench_has '--hidden-act'; then
     for spec in bert-large:128:20:32 bert-large:512:80:8; do
       bench_json flash-ffn16-tanh "flash + 16-bit FFN + tanh GELU epilogues" "$spec" --precision bf16 \
         --attention flash --activations 16bit --hidden-act gelu_tanh
@@ -287,7 +294,7 @@ bench_step() {
   # ... and for the fastest configuration by the roofline count (the flash attention with 16-bit
   # activations, whose arena holds the least: no [B, A, S, S] memory without recomputation), at
   # both lengths, when this build has it.
-  if "$lb" bench --help 2>&1 | grep -q -- '--activations'; then
+  if bench_has '--activations'; then
     for spec in 128:20 512:80; do
       timeout "$t" "$lb" bench --backend cuda --precision bf16 --attention flash --activations 16bit \
         --model bert-large \
@@ -301,7 +308,7 @@ bench_step() {
   # (with 16-bit activations when this build has them: the configuration docs/performance.md
   # counts the lowest floor for)
   act=()
-  "$lb" bench --help 2>&1 | grep -q -- '--activations' && act=(--activations 16bit)
+  bench_has '--activations' && act=(--activations 16bit)
   timeout "$t" "$lb" bench --backend cuda --precision bf16 --attention flash "${act[@]}" --model bert-large \
     --seq-len 512 --max-pred 80 --batch 8 --steps 3 --profile 2>&1 | tee "$out/bench-bert-large-512-flash-profile.txt" || true
   # Their floor lines (the modelled floor and the measured step's multiple of it) in the summary.

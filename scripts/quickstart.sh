@@ -21,7 +21,8 @@ fi
 # Debian's OpenBLAS falls back to its slowest x86-64 kernels on CPUs newer than it knows
 # (lansbert info says so): the demo then takes 3 times as long. Its AVX2 kernels run on any
 # CPU with AVX2 and FMA, which is what the warning checks. A value already set is kept.
-if [[ -z ${OPENBLAS_CORETYPE:-} ]] && build/lansbert info 2>/dev/null | grep -q "OpenBLAS chose its"; then
+info=$(build/lansbert info 2>/dev/null || true)  # whole, not piped into grep -q (pipefail)
+if [[ -z ${OPENBLAS_CORETYPE:-} && $info == *"OpenBLAS chose its"* ]]; then
   export OPENBLAS_CORETYPE=Haswell
   echo "quickstart: OpenBLAS did not know this CPU; using its AVX2 (Haswell) kernels: OPENBLAS_CORETYPE=Haswell"
 fi

@@ -7,9 +7,11 @@
 # shellcheck shell=bash
 P3DN_RANKS_PER_HOST=8      # p3dn.24xlarge: 8 x V100 SXM2 32 GB, one rank per GPU
 P3DN_CORES_PER_RANK=6      # 2 sockets x 24 cores: 6 physical cores per rank
-# Where the EFA installer puts aws-ofi-nccl and its libfabric: NCCL dlopens the plugin by file
-# name, so its directory must be on the ranks' loader path (both launchers prepend these).
-P3DN_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:/opt/amazon/ofi-nccl/lib64:/opt/amazon/efa/lib:/opt/amazon/efa/lib64
+# Where the EFA installer puts aws-ofi-nccl (lib/x86_64-linux-gnu on Ubuntu up to plugin 1.16)
+# and its libfabric: NCCL dlopens the plugin by file name, so its directory must be on the
+# ranks' loader path (both launchers prepend these; directories a node lacks cost nothing).
+P3DN_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu:/opt/amazon/ofi-nccl/lib64
+P3DN_LIBRARY_PATH+=:/opt/amazon/efa/lib:/opt/amazon/efa/lib64
 P3DN_ENV=(
   "NCCL_NET=${NCCL_NET:-AWS Libfabric}"  # NCCL must use the aws-ofi-nccl plugin: without it (not
                            #   found, or not loadable) NCCL stops with an error instead of

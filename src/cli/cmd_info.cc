@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -61,8 +62,12 @@ int run_info() {
   std::printf("  EFA           : %s\n", f.efa ? "present (provider efa)"
                                              : "absent (no efa provider on this node)");
   if (f.nccl_net_plugin.empty()) {
-    std::printf("  NCCL net      : %s does not load (%s); NCCL would use its built-in IB/socket transport\n",
-                f.nccl_net_plugin_name.c_str(), f.nccl_net_plugin_error.c_str());
+    // NCCL_NET (the launchers set it) makes NCCL refuse to start without that network.
+    const char* net = std::getenv("NCCL_NET");
+    std::printf("  NCCL net      : %s does not load (%s); %s\n", f.nccl_net_plugin_name.c_str(),
+                f.nccl_net_plugin_error.c_str(),
+                net && *net ? ("NCCL would stop at start-up (NCCL_NET=" + std::string(net) + ")").c_str()
+                            : "NCCL would use its built-in IB/socket transport");
   } else {
     std::printf("  NCCL net      : %s would load (aws-ofi-nccl: NCCL over libfabric)\n",
                 f.nccl_net_plugin.c_str());

@@ -15,12 +15,13 @@ namespace {
 // comes from (LD_LIBRARY_PATH, the ld.so cache, the default directories):
 // libnccl-net-<NCCL_NET_PLUGIN>.so when that variable is set, else libnccl-net.so. A plugin
 // that is not found, or found but not loadable (a libfabric too old for it), makes NCCL fall
-// back to its own sockets without an error. So the probe does the same dlopen (lazily: the
-// plugin starts only when NCCL calls its init) and reports the path loaded or the loader's
-// error. aws-ofi-nccl installs libnccl-net-ofi.so, and the libnccl-net.so link only as a
+// back to its own sockets without an error. So the probe does the same dlopen (RTLD_NOW |
+// RTLD_LOCAL, as NCCL's: every symbol resolved now, so a missing one is reported; the plugin's
+// constructors run, which in aws-ofi-nccl only name its interface) and reports the path
+// loaded or the loader's error. aws-ofi-nccl installs libnccl-net-ofi.so, and the libnccl-net.so link only as a
 // build option: where only the former loads, the fix is NCCL_NET_PLUGIN=ofi.
 bool try_load(const std::string& name, std::string* path, std::string* error) {
-  void* h = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  void* h = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = ::dlerror();
     *error = e ? e : name + ": not loadable";

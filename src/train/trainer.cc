@@ -97,9 +97,25 @@ Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds, Status* lo
   return Status::ok();
 }
 
-Status Run::end_diverged(const std::string& message) {
+Status Run::end_diverged(const std::string& message, int64_t good_before) {
+  // A checkpoint still being written in the background first: it may be the one to name.
   const Status background = finish_checkpoint();
-  return Status::diverged(message + (background.is_ok() ? "" : "; and the " + background.message()));
+  std::string newest;
+  for (const std::string& n : checkpoint_step_dirs(cfg.checkpoint.dir))
+    if (std::stoll(n.substr(5)) < good_before) newest = n;
+  const std::string lower_lr = " with a lower optimizer.lr (--set optimizer.lr=...)";
+  const std::string before = good_before == INT64_MAX ? "" : " before step " + std::to_string(good_before);
+  std::string advice;
+  if (!newest.empty())
+    advice = "resume from the newest checkpoint" + before + " (--resume " + cfg.checkpoint.dir + "/" + newest + ")" +
+             lower_lr;
+  else
+    advice = cfg.checkpoint.dir + " holds no checkpoint" + before + ": " +
+             (!opts.resume.empty()      ? "resume again from --resume " + opts.resume + lower_lr
+              : !opts.init_from.empty() ? "start again from --init-from " + opts.init_from +
+                                              " in another checkpoint.dir" + lower_lr
+                                        : "start again in another checkpoint.dir" + lower_lr);
+  return Status::diverged(message + advice + (background.is_ok() ? "" : "; and the " + background.message()));
 }
 
 // A metrics file that cannot take another line (a full disk, a quota, a file size limit), a
@@ -183,11 +199,7 @@ Status Run::loop() {
       if (st.code() != StatusCode::kDiverged) return st;
       // Deterministic: resumed unchanged, the run diverges at the same step again.
       return end_diverged("step " + std::to_string(step + 1) + ": " + st.message() +
-                          ". Resumed unchanged the run diverges here again; " +
-                          (checkpoint_step_dirs(cfg.checkpoint.dir).empty()
-                               ? cfg.checkpoint.dir + " holds no checkpoint yet: start again in another "
-                                                      "checkpoint.dir with a lower optimizer.lr (--set optimizer.lr=...)"
-                               : std::string(kDivergedFix)));
+                          ". Resumed unchanged the run diverges here again; ", INT64_MAX);
     }
     if (!report.skipped) {
       model->set_weight_copy_current(true);  // the update wrote it (if enabled)
@@ -213,21 +225,13 @@ Status Run::loop() {
     // `final` would be weights that give NaN, passing for a trained model. Checked first, so
     // that no error path below writes that checkpoint.
     nonfinite_since = flags[3] != 0 && report.skipped ? (nonfinite_since < 0 ? step : nonfinite_since) : -1;
-    if (step == total && nonfinite_since >= 0) {
-      // The newest checkpoint before those weights, if the directory still holds one.
-      std::string earlier;
-      for (const std::string& n : checkpoint_step_dirs(cfg.checkpoint.dir))
-        if (std::stoll(n.substr(5)) < nonfinite_since - 1) earlier = n;
+    if (step == total && nonfinite_since >= 0)
       return end_diverged(
           "step " + std::to_string(step) + ": the loss has not been finite since step " +
           std::to_string(nonfinite_since) + " (its updates skipped): the weights of step " +
           std::to_string(nonfinite_since - 1) + "'s update give non-finite values, so no final checkpoint is "
-          "written, and checkpoints from step " + std::to_string(nonfinite_since - 1) + " on hold those weights: " +
-          (earlier.empty() ? cfg.checkpoint.dir + " holds no earlier checkpoint: start again in another "
-                                                  "checkpoint.dir with a lower optimizer.lr (--set optimizer.lr=...)"
-                           : "resume from the newest earlier one (--resume " + cfg.checkpoint.dir + "/" + earlier +
-                                 ") with a lower optimizer.lr (--set optimizer.lr=...)"));
-    }
+          "written, and checkpoints from step " + std::to_string(nonfinite_since - 1) + " on hold those weights: ",
+          nonfinite_since - 1);
     // A failed write in the background: this step's checkpoint in the foreground, then stop.
     if (flags[2] != 0)
       if (const Status w = finish_checkpoint(); !w.is_ok()) return stop_after_checkpoint(w, kCheckpointFix);

@@ -119,7 +119,10 @@ struct Run {
   // A diverged run ends (exit 7, no checkpoint of this step): a checkpoint still written in
   // the background ends first, its failure said too, so what the message points to is on
   // disk. Collective, as finish_checkpoint.
-  Status end_diverged(const std::string& message);
+  // Ends a diverged run: `message`, then (once a checkpoint in the background has landed) the
+  // way on: the newest checkpoint before step `good_before` in checkpoint.dir (INT64_MAX: any)
+  // to resume from with a lower learning rate, or, with none, what this run started from.
+  Status end_diverged(const std::string& message, int64_t good_before);
   Status loop();
 };
 

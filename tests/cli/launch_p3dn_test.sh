@@ -11,6 +11,10 @@ src=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# The launchers keep a setting the caller's environment already has: the tests start them
+# without any, so that the file's defaults are what they check.
+names=$(env -i bash -c "source '$src/scripts/launch/p3dn-env.sh'; printf '%s\n' \"\${P3DN_ENV[@]%%=*}\"")
+unset $names
 launch() { bash "$src/scripts/launch/p3dn.sh" --binary /opt/lansbert "$@"; }
 printf '# the cluster\n10.0.1.17\n\n10.0.1.18 slots=8\n10.0.1.19\n' > "$tmp/hosts"
 
@@ -66,7 +70,7 @@ cp "$src/scripts/launch/p3dn.sbatch" "$tmp/spool/slurm_script"  # sbatch runs a 
 sbatch_run() { (cd "$tmp" && SLURM_SUBMIT_DIR=$src LANSBERT_BIN=/opt/lansbert PATH="$tmp/bin:$PATH" \
                  bash "$tmp/spool/slurm_script" "$@"); }
 out=$(SLURM_CPUS_ON_NODE=96 sbatch_run train --config c.yaml)
-for want in "srun --mpi=pmix --ntasks-per-node=8 --cpus-per-task=12 --distribution=block:block --cpu-bind=cores --kill-on-bad-exit=1 /opt/lansbert train --config c.yaml" \
+for want in "srun --mpi=pmix --ntasks-per-node=8 --cpus-per-task=12 --distribution=block:block --cpu-bind=verbose,cores --kill-on-bad-exit=1 /opt/lansbert train --config c.yaml" \
             "FI_PROVIDER=efa" "FI_EFA_USE_DEVICE_RDMA=0" "NCCL_NET=AWS Libfabric" "NCCL_SOCKET_IFNAME=ens,eth" \
             "OMP_NUM_THREADS=6" "LANSBERT_COMM=mpi" "LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:"; do
   [[ $out == *"$want"* ]] || fail "sbatch: no '$want' in the srun line or environment ($(head -1 <<< "$out"))"
@@ -74,10 +78,16 @@ done
 # With SMT off (48 CPUs a node) a rank gets 6.
 out48=$(SLURM_CPUS_ON_NODE=48 sbatch_run train)
 [[ $(head -1 <<< "$out48") == *"--cpus-per-task=6 "* ]] || fail "sbatch on 48 CPUs: not 6 per rank: $(head -1 <<< "$out48")"
+# A node CPU count srun could not split into 8 equal ranks is refused before srun.
+set +e
+err=$(SLURM_CPUS_ON_NODE=90 sbatch_run train 2>&1 >/dev/null); rc=$?
+set -e
+(( rc == 2 )) && [[ $err == *"SLURM_CPUS_ON_NODE=90 is not a multiple of 8"* ]] || fail "90 CPUs: exit $rc: $err"
 # Every setting the mpirun line passes (-x NAME=value) is in the Slurm ranks' environment
 # (but LD_LIBRARY_PATH, which each launcher builds from its own).
 line=$(launch --hostfile "$tmp/hosts" -- train)
 settings=$(grep -oE -- '-x [A-Z_]+=([^ \\]|\\.)*' <<< "$line" | cut -c4- | sed 's/\\//g' | grep -v '^LD_LIBRARY_PATH=')
+rm -f "$(sed -E 's/.*--hostfile ([^ ]+) .*/\1/' <<< "$line")"
 n_env=$(env -i bash -c "source '$src/scripts/launch/p3dn-env.sh'; echo \${#P3DN_ENV[@]}")
 (( $(wc -l <<< "$settings") == n_env )) || fail "not the $n_env settings of p3dn-env.sh in: $line"
 while read -r setting; do

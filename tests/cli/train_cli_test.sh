@@ -442,6 +442,8 @@ div=(--set schedule.total_steps=50 --set checkpoint.every_steps=2 --set precisio
 expect_error 7 "diverged: step 4: gradients were not finite without loss scaling for 2 steps in a row" \
   train --config "$tmp/good.yaml" "${small[@]}" "${div[@]}" --set "checkpoint.dir=$tmp/ckpt-div" --set optimizer.lr=1e30
 [[ -d $tmp/ckpt-div/step-000000002 ]] || { echo "FAIL: the diverging run's step-2 checkpoint is missing"; fail=1; }
+[[ $last_err == *"resume from the newest checkpoint (--resume $tmp/ckpt-div/step-000000002) with a lower optimizer.lr"* ]] ||
+  { echo "FAIL: the diverged run does not name its newest checkpoint: $last_err"; fail=1; }
 expect_error 7 "diverged: checkpoint of step 2 not written (no earlier one in this run): " \
   train --config "$tmp/good.yaml" "${small[@]}" "${div[@]}" --set "checkpoint.dir=$tmp/ckpt-inf" --set optimizer.lr=1e39
 "$lb" train --config "$tmp/good.yaml" "${small[@]}" "${div[@]}" --set "checkpoint.dir=$tmp/ckpt-inf2" --set optimizer.lr=1e39 \

@@ -23,10 +23,12 @@ logging: {every_steps: 50}
 YAML
 }
 
-# expect_error RC SUBSTRING ARGS...: `lansbert ARGS` exits RC with SUBSTRING in its stderr.
+# expect_error RC SUBSTRING ARGS...: `lansbert ARGS` exits RC with SUBSTRING in its stderr
+# (kept in $last_err for further checks).
 expect_error() {
   local rc=$1 sub=$2; shift 2
   local err; err=$("$lb" "$@" 2>&1 >/dev/null); local got=$?
+  last_err=$err
   if [[ $got != "$rc" || $err != *"$sub"* ]]; then
     echo "FAIL: $* -> rc $got (want $rc), message: $err (want '$sub')"; fail=1
   fi

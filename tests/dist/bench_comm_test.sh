@@ -16,6 +16,9 @@ out2=$("$mpiexec" -np 2 "${flags[@]}" "$lb" bench-comm --max-bytes 64K --iters 3
 grep -q "2 rank(s)" <<<"$out2" || { echo "FAIL: bench-comm did not run on 2 ranks"; fail=1; }
 # Sizes step by 4 from 8 and end with --max-bytes itself (65536, not 32768).
 grep -qE "^ +65536 " <<<"$out2" || { echo "FAIL: bench-comm --max-bytes 64K has no 65536 row"; fail=1; }
+# --max-bytes 33 is 8 floats, as 32 is: one row for them, not two.
+rows=$("$lb" bench-comm --min-bytes 8 --max-bytes 33 --iters 1 --warmup 0 --no-baseline 2>&1 | grep -cE "^ +32 ")
+[[ $rows == 1 ]] || { echo "FAIL: bench-comm --max-bytes 33 printed $rows rows of 32 bytes, not 1"; fail=1; }
 "$lb" bench-comm --min-bytes 0.5 >/dev/null 2>&1; rc=$?
 [[ $rc == 2 ]] || { echo "FAIL: bench-comm --min-bytes 0.5 (0 bytes) exited $rc, not 2"; fail=1; }
 out4=$("$mpiexec" -np 2 "${flags[@]}" "$lb" bench-comm --dtype bf16 --max-bytes 64K --iters 3 --warmup 1 --no-baseline 2>&1) \

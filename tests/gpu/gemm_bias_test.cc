@@ -81,7 +81,8 @@ TEST(GpuGemmBias, MisalignedBiasFallsBackWithTheSameResult) {
 // A cuBLASLt that refuses the epilogue GEMM with an invalid-value answer (some versions do for
 // combinations they do not take), in its heuristic or in the matmul after offering an
 // algorithm: an fp32 and a bf16 run go on through the fallback with the CPU twin's result,
-// and the key stays on the fallback (the emulator's fault, so under the emulator only).
+// and the key stays on the fallback, not asked again (the emulator's fault, so under the
+// emulator only).
 TEST(GpuGemmBias, ARefusedEpilogueFallsBackWithTheSameResult) {
   LB_REQUIRE_GPU();
   if (!testing::on_emulator()) GTEST_SKIP() << "the refusal is the emulator's fault";
@@ -103,8 +104,8 @@ TEST(GpuGemmBias, ARefusedEpilogueFallsBackWithTheSameResult) {
       for (int call = 0; call < 2; ++call) {
         gpu.gemm_bias(Trans::kNo, Trans::kYes, m, n, k, da.data(), k, db.data(), k, dbias.data(), dc.data(), n);
         expect_close("gemm_bias, refused in the " + what + ", call " + std::to_string(call), to_host(dc), c, 1e-5);
+        ::unsetenv("LANSBERT_EMU_LT_REFUSE");  // the second call would be served: only the first was refused
       }
-      ::unsetenv("LANSBERT_EMU_LT_REFUSE");
       EXPECT_EQ(gpu.fused_bias_gemms(), 0u) << what;
       EXPECT_EQ(gpu.unfused_bias_gemms(), 2u) << what;
     }
