@@ -5,6 +5,7 @@
 // The backward computes dx and dgamma/dbeta in one pass over dy and x where a row's columns
 // fit a warp's registers (layernorm_backward_kernel); wider rows take dx, then fixed-order
 // column sums over rows (launch.cuh). Both are deterministic: the order depends on the shape.
+#include <algorithm>
 #include <utility>
 
 #include "cuda_ops.cuh"
@@ -252,7 +253,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 2)
 // SM of an H100/H200 (the column finish then adds fewer partials). Depends only on `rows`.
 int fused_backward_rows_per_block(int rows) {
   constexpr int kMinRows = 4 * kWarpsPerBlock, kMaxBlocks = 2 * 132;
-  const int blocks = min((rows + kMinRows - 1) / kMinRows, kMaxBlocks);
+  const int blocks = std::min((rows + kMinRows - 1) / kMinRows, kMaxBlocks);
   return (rows + blocks - 1) / blocks;
 }
 
