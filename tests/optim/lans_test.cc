@@ -64,7 +64,9 @@ TEST(Lans, MatchesFormulaOverThreeSteps) {
     // The trust ratios it reports are the ones it applied (the bias's first is 1: ||p|| = 0).
     testing::expect_ratios_near(stats.trust_ratio, ref, /*grad=*/false, 1e-5);
     testing::expect_ratios_near(stats.trust_ratio_grad, ref, /*grad=*/true, 1e-5);
-    if (step == 1) EXPECT_EQ(stats.trust_ratio[1], 1.0);
+    if (step == 1) {
+      EXPECT_EQ(stats.trust_ratio[1], 1.0);
+    }
   }
   for (float x : f.p) EXPECT_TRUE(std::isfinite(x));
 }
