@@ -136,15 +136,16 @@ Status check_gpu_model(const TrainConfig& cfg, const std::string& gpu, std::stri
   return Status::ok();
 }
 
-// --dry-run opens the shards too (headers and index), so that a glob matching nothing shows
-// up before the job waits in a queue. A plan made before the data exists is still a plan:
-// files not found are reported on the line, not as a failure. Files found but refused (a
-// damaged header, two shapes in one set) are the run's error, as they would be at start-up.
+// A shard set's line in the dry run's plan.
 std::string shards_line(const char* key, const ShardSet& set) {
   return fmt::format("  {:<20}: {} file{}, {} samples of {} tokens, {} masked slots\n", key, set.num_shards(),
                      set.num_shards() == 1 ? "" : "s", set.count(), set.seq_len(), set.max_pred());
 }
 
+// --dry-run opens the shards too (headers and index), so that a glob matching nothing shows
+// up before the job waits in a queue. A plan made before the data exists is still a plan:
+// files not found are reported on the line, not as a failure. Files found but refused (a
+// damaged header, two shapes in one set) are the run's error, as they would be at start-up.
 std::string describe_shards(const char* key, const std::vector<std::string>& globs, const ShardSetOptions& so,
                             Status* status) {
   std::unique_ptr<ShardSet> set;

@@ -18,8 +18,9 @@ namespace {
 // back to its own sockets without an error. So the probe does the same dlopen (RTLD_NOW |
 // RTLD_LOCAL, as NCCL's: every symbol resolved now, so a missing one is reported; the plugin's
 // constructors run, which in aws-ofi-nccl only name its interface) and reports the path
-// loaded or the loader's error. aws-ofi-nccl installs libnccl-net-ofi.so, and the libnccl-net.so link only as a
-// build option: where only the former loads, the fix is NCCL_NET_PLUGIN=ofi.
+// loaded or the loader's error. aws-ofi-nccl installs libnccl-net-ofi.so, and the
+// libnccl-net.so link only as a build option: where only the former loads, the fix is
+// NCCL_NET_PLUGIN=ofi.
 bool try_load(const std::string& name, std::string* path, std::string* error) {
   void* h = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {

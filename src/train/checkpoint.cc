@@ -333,7 +333,7 @@ Status check_checkpoint_root(const std::string& root, int64_t resumed_step) {
                                 : std::string()));
   }
   int64_t newest = -1;
-  for (const std::string& n : checkpoint_step_dirs(root)) newest = std::max<int64_t>(newest, std::stoll(n.substr(5)));
+  for (const std::string& n : checkpoint_step_dirs(root)) newest = std::max(newest, checkpoint_step_of(n));
   if (newest < 0) return Status::ok();
   const std::string found = root + " (checkpoint.dir) holds " + step_name(newest);
   if (resumed_step < 0)
@@ -472,6 +472,8 @@ bool checkpoint_room(const std::string& root, uint64_t checkpoint_bytes, int kee
                                       int(checkpoint_step_dirs(root).size()));
   return true;
 }
+
+int64_t checkpoint_step_of(const std::string& step_dir_name) { return std::stoll(step_dir_name.substr(5)); }
 
 std::vector<std::string> checkpoint_step_dirs(const std::string& root) {
   std::vector<std::string> out;

@@ -122,7 +122,8 @@ Status MetricsLog::write(const MetricsRecord& r) {
                  (long long)r.step, (long long)r.total_steps, r.loss, r.mlm_accuracy, r.nsp_accuracy,
                  r.lr, r.grad_norm, r.seq_per_s, r.tokens_per_s, r.tflops, mfu_text(r.mfu).c_str(),
                  format_duration(r.eta_s).c_str(),
-                 r.eta_step > 0 && r.eta_step < r.total_steps ? (" to step " + std::to_string(r.eta_step)).c_str() : "");
+                 r.eta_step > 0 && r.eta_step < r.total_steps ? (" to step " + std::to_string(r.eta_step)).c_str()
+                                                              : "");
     std::fflush(console_);
   }
   nlohmann::ordered_json j = {

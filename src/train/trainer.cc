@@ -102,20 +102,18 @@ Status Run::end_diverged(const std::string& message, int64_t good_before) {
   const Status background = finish_checkpoint();
   std::string newest;
   for (const std::string& n : checkpoint_step_dirs(cfg.checkpoint.dir))
-    if (std::stoll(n.substr(5)) < good_before) newest = n;
-  const std::string lower_lr = " with a lower optimizer.lr (--set optimizer.lr=...)";
+    if (checkpoint_step_of(n) < good_before) newest = n;
   const std::string before = good_before == INT64_MAX ? "" : " before step " + std::to_string(good_before);
-  std::string advice;
-  if (!newest.empty())
-    advice = "resume from the newest checkpoint" + before + " (--resume " + cfg.checkpoint.dir + "/" + newest + ")" +
-             lower_lr;
-  else
-    advice = cfg.checkpoint.dir + " holds no checkpoint" + before + ": " +
-             (!opts.resume.empty()      ? "resume again from --resume " + opts.resume + lower_lr
-              : !opts.init_from.empty() ? "start again from --init-from " + opts.init_from +
-                                              " in another checkpoint.dir" + lower_lr
-                                        : "start again in another checkpoint.dir" + lower_lr);
-  return Status::diverged(message + advice + (background.is_ok() ? "" : "; and the " + background.message()));
+  const std::string none_here = cfg.checkpoint.dir + " holds no checkpoint" + before + ": ";
+  const std::string advice =
+      !newest.empty()           ? "resume from the newest checkpoint" + before + " (--resume " + cfg.checkpoint.dir +
+                                      "/" + newest + ")"
+      : !opts.resume.empty()    ? none_here + "resume again from --resume " + opts.resume
+      : !opts.init_from.empty() ? none_here + "start again from --init-from " + opts.init_from +
+                                      " in another checkpoint.dir"
+                                : none_here + "start again in another checkpoint.dir";
+  return Status::diverged(message + advice + " with a lower optimizer.lr (--set optimizer.lr=...)" +
+                          (background.is_ok() ? "" : "; and the " + background.message()));
 }
 
 // A metrics file that cannot take another line (a full disk, a quota, a file size limit), a

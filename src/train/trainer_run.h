@@ -118,10 +118,9 @@ struct Run {
   Status stop_after_checkpoint(const Status& failed, const std::string& fix);
   // A diverged run ends (exit 7, no checkpoint of this step): a checkpoint still written in
   // the background ends first, its failure said too, so what the message points to is on
-  // disk. Collective, as finish_checkpoint.
-  // Ends a diverged run: `message`, then (once a checkpoint in the background has landed) the
-  // way on: the newest checkpoint before step `good_before` in checkpoint.dir (INT64_MAX: any)
-  // to resume from with a lower learning rate, or, with none, what this run started from.
+  // disk. The message is `message` and the way on: the newest checkpoint before step
+  // `good_before` in checkpoint.dir (INT64_MAX: any) to resume from with a lower learning
+  // rate, or, with none, what this run started from. Collective, as finish_checkpoint.
   Status end_diverged(const std::string& message, int64_t good_before);
   Status loop();
 };

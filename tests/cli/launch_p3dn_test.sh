@@ -16,6 +16,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 names=$(env -i bash -c "source '$src/scripts/launch/p3dn-env.sh'; printf '%s\n' \"\${P3DN_ENV[@]%%=*}\"")
 unset $names
 launch() { bash "$src/scripts/launch/p3dn.sh" --binary /opt/lansbert "$@"; }
+hostfile_of() { sed -E 's/.*--hostfile ([^ ]+) .*/\1/' <<< "$1"; }  # LINE: the hostfile it wrote
 printf '# the cluster\n10.0.1.17\n\n10.0.1.18 slots=8\n10.0.1.19\n' > "$tmp/hosts"
 
 line=$(launch --hostfile "$tmp/hosts" -- train --config c.yaml)
@@ -25,19 +26,19 @@ for want in "FI_PROVIDER=efa" "FI_EFA_USE_DEVICE_RDMA=0" 'NCCL_NET=AWS\ Libfabri
   [[ $line == *"$want"* ]] || fail "no '$want' in: $line"
 done
 # The hostfile it wrote: three hosts, each with 8 slots.
-written=$(sed -E 's/.*--hostfile ([^ ]+) .*/\1/' <<< "$line")
+written=$(hostfile_of "$line")
 [[ $(cat "$written") == $'10.0.1.17 slots=8\n10.0.1.18 slots=8\n10.0.1.19 slots=8' ]] ||
   fail "slotted hostfile: $(cat "$written")"
 rm -f "$written"
 line=$(launch --hostfile "$tmp/hosts" --hosts 2 -- bench-comm)
 [[ $line == *"mpirun -np 16 "* ]] || fail "--hosts 2: $line"
-written=$(sed -E 's/.*--hostfile ([^ ]+) .*/\1/' <<< "$line")
+written=$(hostfile_of "$line")
 [[ $(wc -l < "$written") == 2 ]] || fail "--hosts 2 wrote $(wc -l < "$written") hosts"
 rm -f "$written"
 # A value in the launching environment wins over the file's default.
 line=$(NCCL_DEBUG=INFO launch --hostfile "$tmp/hosts" -- train)
 [[ $line == *"-x NCCL_DEBUG=INFO "* ]] || fail "NCCL_DEBUG=INFO from the environment: $line"
-rm -f "$(sed -E 's/.*--hostfile ([^ ]+) .*/\1/' <<< "$line")"
+rm -f "$(hostfile_of "$line")"
 # Settings that must not come back: forced algorithms and protocols, fork-safety overrides.
 for unwanted in NCCL_ALGO NCCL_PROTO RDMAV_FORK_SAFE FI_EFA_FORK_SAFE; do
   [[ $line != *"$unwanted="* ]] || fail "$unwanted is set: $line"
@@ -87,8 +88,8 @@ set -e
 # (but LD_LIBRARY_PATH, which each launcher builds from its own).
 line=$(launch --hostfile "$tmp/hosts" -- train)
 settings=$(grep -oE -- '-x [A-Z_]+=([^ \\]|\\.)*' <<< "$line" | cut -c4- | sed 's/\\//g' | grep -v '^LD_LIBRARY_PATH=')
-rm -f "$(sed -E 's/.*--hostfile ([^ ]+) .*/\1/' <<< "$line")"
-n_env=$(env -i bash -c "source '$src/scripts/launch/p3dn-env.sh'; echo \${#P3DN_ENV[@]}")
+rm -f "$(hostfile_of "$line")"
+n_env=$(wc -l <<< "$names")
 (( $(wc -l <<< "$settings") == n_env )) || fail "not the $n_env settings of p3dn-env.sh in: $line"
 while read -r setting; do
   grep -qxF -- "$setting" <<< "$out" || fail "the Slurm ranks lack $setting"

@@ -180,6 +180,8 @@ Status verify_whole_checkpoint(const std::string& dir, CheckpointInventory* out)
 
 // The names of root's step-NNNNNNNNN checkpoint directories, oldest first.
 std::vector<std::string> checkpoint_step_dirs(const std::string& root);
+// The step of one of those names.
+int64_t checkpoint_step_of(const std::string& step_dir_name);
 
 // Loads model.safetensors of the checkpoint in `dir` into params, checked against `meta`
 // (read_checkpoint_meta of dir) on the one read that loads it: a file whose size or CRC32C
