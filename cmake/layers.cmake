@@ -37,7 +37,8 @@ lansbert_layer(lansbert_optim SOURCES ${OPTIM_SRC} DEPS lansbert_model)
 target_compile_options(lansbert_optim PRIVATE -fno-math-errno)
 
 lansbert_sources(DATA_SRC src/data)
-lansbert_layer(lansbert_data SOURCES ${DATA_SRC} DEPS lansbert_model PkgConfig::UTF8PROC PkgConfig::HDF5 ZLIB::ZLIB PkgConfig::ZSTD)
+lansbert_layer(lansbert_data SOURCES ${DATA_SRC} DEPS lansbert_model PkgConfig::UTF8PROC PkgConfig::HDF5 ZLIB::ZLIB PkgConfig::ZSTD
+               BZip2::BZip2 EXPAT::EXPAT)
 
 lansbert_sources(DIST_SRC src/dist)
 lansbert_layer(lansbert_dist SOURCES ${DIST_SRC}

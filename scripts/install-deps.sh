@@ -8,9 +8,9 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin libfabric-dev libhdf5-dev
-  libutf8proc-dev zlib1g-dev libzstd-dev libgtest-dev
+  libutf8proc-dev zlib1g-dev libzstd-dev libbz2-dev libexpat1-dev libgtest-dev
   libboost-context-dev python3  # the CUDA emulator (tests/emu): fibers, and the launch rewrite
-  zstd  # the prep tests compress a corpus
+  zstd bzip2  # the prep tests compress a corpus
 )
 # Extras that a caller may ask for (benchmarks, plots): scripts/install-deps.sh --extras
 if [[ "${1:-}" == "--extras" ]]; then

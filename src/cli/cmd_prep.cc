@@ -84,12 +84,15 @@ void add_prep_command(CLI::App& app) {
   PrepOptions& o = args->opts;
   InstanceOptions& io = o.instances;
   CLI::App* sub = app.add_subcommand(
-      "prep", "Turn text (one sentence or paragraph per line, blank line between documents) or JSON Lines "
-              "(a document per record), plain or compressed (gzip, zstd), into pretraining shards");
+      "prep", "Turn text (one sentence or paragraph per line, blank line between documents), JSON Lines "
+              "(a document per record) or a MediaWiki XML dump (a document per article), plain or compressed "
+              "(gzip, zstd, bzip2), into pretraining shards");
   sub->add_option("--vocab", args->vocab, "WordPiece vocab.txt")->required();
-  sub->add_option("--input", o.inputs, "Text or JSON Lines files, plain, gzip or Zstandard")->required();
+  sub->add_option("--input", o.inputs, "Text, JSON Lines or MediaWiki XML files, plain, gzip, Zstandard or bzip2")
+      ->required();
   sub->add_option("--input-format", o.corpus.format,
-                  "auto (jsonl for *.jsonl, *.ndjson and *.json, before any .gz or .zst; text otherwise), text or jsonl")
+                  "auto (jsonl for *.jsonl, *.ndjson and *.json, mediawiki for *.xml and Wikipedia's *.xml-pNpM, before "
+                  "any .gz, .zst or .bz2; text otherwise), text, jsonl or mediawiki (Wikipedia's XML dumps)")
       ->capture_default_str();
   sub->add_option("--json-key", o.corpus.json_key, "The field of each JSON Lines record that holds its document")
       ->capture_default_str();

@@ -89,11 +89,12 @@ void add_vocab_command(CLI::App& app) {
   auto args = std::make_shared<VocabArgs>();
   CLI::App* sub = app.add_subcommand("vocab", "Train a WordPiece vocabulary from the corpus files prep reads");
   sub->add_option("--input", args->inputs,
-                  "Text files (a line a unit of text) or JSON Lines (a record's document a unit), plain, gzip or zstd "
-                  "('-': stdin)")
+                  "Text files (a line a unit of text), JSON Lines (a record's document a unit) or MediaWiki XML (an "
+                  "article's prose a unit), plain, gzip, zstd or bzip2 ('-': stdin)")
       ->required();
   sub->add_option("--input-format", args->corpus.format,
-                  "auto (jsonl for *.jsonl, *.ndjson and *.json, before any .gz or .zst; text otherwise), text or jsonl")
+                  "auto (jsonl for *.jsonl, *.ndjson and *.json, mediawiki for *.xml and Wikipedia's *.xml-pNpM, before "
+                  "any .gz, .zst or .bz2; text otherwise), text, jsonl or mediawiki (Wikipedia's XML dumps)")
       ->capture_default_str();
   sub->add_option("--json-key", args->corpus.json_key, "The field of each JSON Lines record that holds its document")
       ->capture_default_str();

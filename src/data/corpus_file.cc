@@ -1,4 +1,5 @@
-// CorpusFile: text and JSON Lines corpora, plain, gzip or Zstandard (see corpus_file.h).
+// CorpusFile: text, JSON Lines and MediaWiki XML corpora, plain, gzip, Zstandard or bzip2 (see
+// corpus_file.h).
 #include "lansbert/data/corpus_file.h"
 
 #include <fcntl.h>
@@ -12,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/json_reason.h"
+#include "mediawiki_pages.h"
 #include "text_sources.h"
+#include "wikitext.h"
 
 namespace lansbert {
 
@@ -23,11 +26,24 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return std::equal(tail.begin(), tail.end(), s.end() - tail.size(),
                     [](char a, char b) { return std::tolower(uint8_t(a)) == std::tolower(uint8_t(b)); });
 }
+
+// Wikipedia's split dumps end in ".xml-p<first page>p<last page>" before the ".bz2":
+// enwiki-20240601-pages-articles1.xml-p1p41242.bz2.
+bool ends_with_split_xml(const std::string& s) {
+  const size_t at = s.rfind(".xml-p");
+  if (at == std::string::npos) return false;
+  const std::string rest = s.substr(at + 6);
+  const size_t p = rest.find('p');
+  const auto digits = [](const std::string& d) {
+    return !d.empty() && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  return p != std::string::npos && digits(rest.substr(0, p)) && digits(rest.substr(p + 1));
+}
 }  // namespace
 
 Status check_corpus_options(const CorpusOptions& o) {
-  if (o.format != "auto" && o.format != "text" && o.format != "jsonl")
-    return Status::invalid_argument("--input-format " + o.format + ": expected auto, text or jsonl");
+  if (o.format != "auto" && o.format != "text" && o.format != "jsonl" && o.format != "mediawiki")
+    return Status::invalid_argument("--input-format " + o.format + ": expected auto, text, jsonl or mediawiki");
   if (o.json_key.empty()) return Status::invalid_argument("--json-key: an empty field name");
   return Status::ok();
 }
@@ -35,9 +51,11 @@ Status check_corpus_options(const CorpusOptions& o) {
 CorpusFormat corpus_format_of(const std::string& path, const CorpusOptions& o) {
   if (o.format == "text") return CorpusFormat::kText;
   if (o.format == "jsonl") return CorpusFormat::kJsonl;
+  if (o.format == "mediawiki") return CorpusFormat::kMediaWiki;
   std::string name = path;
-  for (const char* packed : {".gz", ".zst"})
+  for (const char* packed : {".gz", ".zst", ".bz2"})
     if (ends_with(name, packed)) name.resize(name.size() - std::strlen(packed));
+  if (ends_with(name, ".xml") || ends_with_split_xml(name)) return CorpusFormat::kMediaWiki;
   // .json too: C4 ships c4-train.00000-of-01024.json.gz and Dataset.to_json writes *.json,
   // both JSON Lines (one JSON document per file is no corpus).
   for (const char* jsonl : {".jsonl", ".ndjson", ".json"})
@@ -57,10 +75,12 @@ Status CorpusFile::open(const std::string& path, const CorpusOptions& o) {
     const std::string m = fmt::format("{}: cannot open: {}", name_, std::strerror(errno));
     return errno == ENOENT || errno == ENOTDIR ? Status::not_found(m) : Status::io_error(m);
   }
+  pages_.reset();
   source_.reset();
   LB_RETURN_IF_ERROR(open_text_source(fd, name_, &source_));
-  sniff_json_ = o.format == "auto";
+  sniff_ = o.format == "auto";
   format_ = corpus_format_of(path, o);
+  if (format_ == CorpusFormat::kMediaWiki) pages_ = std::make_unique<MediaWikiPages>(source_.get(), name_);
   key_ = o.json_key;
   buf_.assign(1 << 20, '\0');
   begin_ = end_ = 0;
@@ -117,21 +137,42 @@ Status CorpusFile::next_line(std::string* line, bool* got) {
   }
 }
 
+// "auto" chose text by the name: a first line that is a JSON record, or XML, would make the whole
+// file one document of markup, quietly.
+Status CorpusFile::check_first_text_line(const std::string& line) const {
+  const auto refuse = [&](const std::string& what, const char* format, const char* as) {
+    return Status::invalid_argument(fmt::format(
+        "{}:{}: {} in a file read as text (--input-format auto, by its name): pass --input-format {} to read it as "
+        "{}, or --input-format text to read it as text",
+        name_, line_no_, what, format, as));
+  };
+  const size_t first = line.find_first_not_of(" \t\r");
+  if (line.compare(first, 5, "<?xml") == 0 || line.compare(first, 10, "<mediawiki") == 0)
+    return refuse("XML", "mediawiki", "a MediaWiki export");
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains(key_) && j[key_].is_string())
+    return refuse(fmt::format("a JSON record with a string field '{}'", key_), "jsonl", "JSON Lines");
+  return Status::ok();
+}
+
 Status CorpusFile::next(std::string* text, bool* got) {
   if (format_ == CorpusFormat::kText) {
     LB_RETURN_IF_ERROR(next_line(text, got));
-    if (sniff_json_ && *got && text->find_first_not_of(" \t\r") != std::string::npos) {
-      // "auto" chose text by the name: a first line that is a JSON record would make the
-      // whole file one document of JSON syntax, quietly.
-      sniff_json_ = false;
-      const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && j.contains(key_) && j[key_].is_string())
-        return Status::invalid_argument(fmt::format(
-            "{}:{}: a JSON record with a string field '{}' in a file read as text (--input-format auto, by its name): pass "
-            "--input-format jsonl to read it as JSON Lines, or --input-format text to read it as text",
-            name_, line_no_, key_));
+    if (sniff_ && *got && text->find_first_not_of(" \t\r") != std::string::npos) {
+      sniff_ = false;
+      return check_first_text_line(*text);
     }
     return Status::ok();
+  }
+  if (format_ == CorpusFormat::kMediaWiki) {
+    for (MediaWikiPage page;;) {
+      LB_RETURN_IF_ERROR(pages_->next(&page, got));
+      if (!*got) return Status::ok();
+      *text = wikitext_to_plain(page.wikitext);
+      line_no_ = page.line;
+      line_start_ = page.byte;
+      if (!text->empty()) return Status::ok();  // an article that is all tables, lists or templates
+    }
   }
   std::string line;
   for (;;) {

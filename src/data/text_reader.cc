@@ -84,7 +84,7 @@ Status TextDocumentReader::next(std::vector<std::string>* sentences, std::vector
           continue;
         }
       } else {
-        // A record is a document; the lines of its text are a text file's lines.
+        // A record (or an article) is a document; the lines of its text are a text file's lines.
         for (size_t b = 0; b <= text.size();) {
           const size_t e = std::min(text.find('\n', b), text.size());
           split_sentences(std::string_view(text).substr(b, e - b), sentences);
@@ -92,7 +92,7 @@ Status TextDocumentReader::next(std::vector<std::string>* sentences, std::vector
         }
       }
       origins->resize(sentences->size(), fmt::format("{}:{}", in_->name(), in_->line_no()));
-      if (in_->format() == CorpusFormat::kJsonl && !sentences->empty()) return Status::ok();
+      if (in_->format() != CorpusFormat::kText && !sentences->empty()) return Status::ok();
     }
     in_.reset();
     finished_bytes_ += sizes_[file_];

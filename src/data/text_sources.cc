@@ -1,9 +1,10 @@
-// The plain, gzip and Zstandard text sources (see text_sources.h). gzip goes through zlib's
-// inflate rather than its gzread, which reads a file that is not gzip as it is but cannot be
-// handed bytes already read (the sniffed magic, on a pipe), and ignores trailing garbage where
-// the Zstandard reader refuses it: both formats now refuse it alike.
+// The plain, gzip, Zstandard and bzip2 text sources (see text_sources.h). gzip goes through
+// zlib's inflate rather than its gzread, which reads a file that is not gzip as it is but cannot
+// be handed bytes already read (the sniffed magic, on a pipe), and ignores trailing garbage where
+// the Zstandard reader refuses it: all three formats now refuse it alike.
 #include "text_sources.h"
 
+#include <bzlib.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -179,6 +180,83 @@ class ZstdSource final : public TextSource {
   bool frame_open_ = false;
 };
 
+// bzip2 streams one after another: Wikipedia's "multistream" dumps are thousands of them, as are
+// the outputs of pbzip2 and lbzip2. Each block is checked by its CRC-32 (and each stream by its
+// combined CRC) inside libbz2. As for gzip, the bytes after a stream must open another ("BZh").
+class Bzip2Source final : public TextSource {
+ public:
+  explicit Bzip2Source(std::unique_ptr<FdBytes> in) : in_(std::move(in)), buf_(1 << 18, '\0') {
+    ok_ = BZ2_bzDecompressInit(&z_, 0, 0) == BZ_OK;
+  }
+  ~Bzip2Source() override {
+    if (ok_) BZ2_bzDecompressEnd(&z_);
+  }
+  int64_t read(char* p, size_t n, std::string* why, bool* damaged) override {
+    *damaged = false;
+    if (n == 0) return 0;
+    if (!ok_) {
+      *why = "out of memory for libbz2";
+      return -1;
+    }
+    z_.next_out = p;
+    z_.avail_out = unsigned(std::min<size_t>(n, 1u << 30));
+    const unsigned room = z_.avail_out;
+    while (z_.avail_out == room) {  // until some text comes out, or the end
+      if (z_.avail_in == 0) {
+        const int64_t got = in_->refill(&buf_, in_stream_, why, damaged);
+        if (got <= 0) return got;
+        z_.next_in = buf_.data();
+        z_.avail_in = unsigned(got);
+      }
+      for (; magic_left_ > 0 && magic_seen_ < z_.avail_in; ++magic_seen_, --magic_left_)
+        if (z_.next_in[magic_seen_] != "BZh"[3 - magic_left_]) {
+          *why = "bytes after the end of the bzip2 data that are not another bzip2 stream";
+          *damaged = true;
+          return -1;
+        }
+      in_stream_ = true;
+      const int r = BZ2_bzDecompress(&z_);
+      magic_seen_ = 0;  // the checked bytes went into the stream's header
+      if (r == BZ_STREAM_END) {
+        // libbz2 has no reset: a new state for the next stream, keeping the input pointers.
+        char* next_in = z_.next_in;
+        const unsigned avail_in = z_.avail_in;
+        char* next_out = z_.next_out;
+        const unsigned avail_out = z_.avail_out;
+        BZ2_bzDecompressEnd(&z_);
+        z_ = bz_stream{};
+        ok_ = BZ2_bzDecompressInit(&z_, 0, 0) == BZ_OK;
+        z_.next_in = next_in;
+        z_.avail_in = avail_in;
+        z_.next_out = next_out;
+        z_.avail_out = avail_out;
+        in_stream_ = false;
+        magic_left_ = 3;
+        if (!ok_) {
+          *why = "out of memory for libbz2";
+          return -1;
+        }
+      } else if (r != BZ_OK) {
+        *damaged = r == BZ_DATA_ERROR || r == BZ_DATA_ERROR_MAGIC;
+        *why = r == BZ_DATA_ERROR         ? "bzip2 data error (a block's checksum or contents are wrong)"
+               : r == BZ_DATA_ERROR_MAGIC ? "bzip2 data error (not a bzip2 stream header)"
+               : r == BZ_MEM_ERROR        ? "out of memory for libbz2"
+                                          : "libbz2 error " + std::to_string(r);
+        return -1;
+      }
+    }
+    return int64_t(room - z_.avail_out);
+  }
+  uint64_t offset() const override { return in_->consumed() - z_.avail_in; }
+
+ private:
+  std::unique_ptr<FdBytes> in_;
+  std::string buf_;
+  bz_stream z_{};
+  bool ok_ = false, in_stream_ = false;
+  unsigned magic_left_ = 0, magic_seen_ = 0;  // of the next stream's 3 magic bytes
+};
+
 }  // namespace
 
 Status open_text_source(int fd, const std::string& name, std::unique_ptr<TextSource>* out) {
@@ -200,11 +278,15 @@ Status open_text_source(int fd, const std::string& name, std::unique_ptr<TextSou
   const bool gzip = b(0) == 0x1f && b(1) == 0x8b;
   const bool zstd = (b(0) == 0x28 && b(1) == 0xb5 && b(2) == 0x2f && b(3) == 0xfd) ||
                     ((b(0) & 0xf0) == 0x50 && b(1) == 0x2a && b(2) == 0x4d && b(3) == 0x18);
+  // "BZh" and the block size, '1' to '9'.
+  const bool bzip2 = b(0) == 'B' && b(1) == 'Z' && b(2) == 'h' && b(3) >= '1' && b(3) <= '9';
   auto bytes = std::make_unique<FdBytes>(fd, std::move(head));
   if (gzip) {
     *out = std::make_unique<GzipSource>(std::move(bytes));
   } else if (zstd) {
     *out = std::make_unique<ZstdSource>(std::move(bytes));
+  } else if (bzip2) {
+    *out = std::make_unique<Bzip2Source>(std::move(bytes));
   } else {
     *out = std::make_unique<PlainSource>(std::move(bytes));
   }

@@ -1,5 +1,5 @@
-// TextSource: the bytes of one corpus file as text: the file as it is, or its gzip or
-// Zstandard stream decoded, told apart by the first bytes and not by the name, so a pipe or
+// TextSource: the bytes of one corpus file as text: the file as it is, or its gzip, Zstandard
+// or bzip2 stream decoded, told apart by the first bytes and not by the name, so a pipe or
 // stdin works as a file does. CorpusFile (corpus_file.h) cuts them into lines.
 #pragma once
 
@@ -25,7 +25,7 @@ class TextSource {
 
 // Takes `fd` (closed by the source, or here on failure) and reads up to 4 bytes to choose the
 // decoder: gzip (1f 8b), Zstandard (28 b5 2f fd, or a skippable frame 5? 2a 4d 18, which
-// pzstd writes first), otherwise the bytes as they are. io_error naming `name` when even those
+// pzstd writes first), bzip2 ("BZh" and a digit 1-9), otherwise the bytes as they are. io_error naming `name` when even those
 // cannot be read.
 Status open_text_source(int fd, const std::string& name, std::unique_ptr<TextSource>* out);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checks of `lansbert prep` on bad input: every failure exits non-zero with an
 # error naming the option or file, and leaves the shards of an earlier run byte-identical.
-# The same documents as JSON Lines, or compressed (gzip, Zstandard), give the same shards.
+# The same documents as JSON Lines or as a Wikipedia-style dump, or compressed (gzip, Zstandard,
+# bzip2), give the same shards.
 # Usage: prep_cli_test.sh LANSBERT SOURCE_DIR
 source "$(dirname "$0")/cli_test_setup.sh" "$@"
 cd "$tmp"
@@ -75,7 +76,30 @@ expect_refused 4 "cut.jsonl.zst: cannot read after line" --input cut.jsonl.zst
 expect_refused 4 "bad.jsonl:2: not a JSON object with a string field 'text' (--json-key)" --input bad.jsonl
 expect_refused 4 "corpus.txt.gz:1: not a JSON record (at byte offset 0 of the line" --input corpus.txt.gz \
   --input-format jsonl
-expect_refused 2 "--input-format xml: expected auto, text or jsonl" --input corpus.txt --input-format xml
+expect_refused 2 "--input-format xml: expected auto, text, jsonl or mediawiki" --input corpus.txt --input-format xml
+
+# A MediaWiki export (bzip2, as Wikipedia's dumps are) whose articles are the documents with
+# wiki markup around them, beside a talk page and a redirect, gives the same shards.
+awk 'BEGIN { print "<mediawiki xmlns=\"http://www.mediawiki.org/xml/export-0.11/\">" }
+  NF { n++; line = $0
+       sub(/^Document/, "[[Document (text)|Document]]", line); sub(/ says /, " \047\047\047says\047\047\047 ", line)
+       printf "<page><title>Doc %d</title><ns>0</ns><revision><text>{{Infobox doc\n| n = %d\n}}\n", n, n
+       printf "== Body ==\n%s&lt;ref&gt;Source %d.&lt;/ref&gt;\n\n== See also ==\n* [[Doc]]</text></revision></page>\n", line, n
+       printf "<page><title>Talk:Doc %d</title><ns>1</ns><revision><text>Not an article.</text></revision></page>\n", n
+       printf "<page><title>D%d</title><ns>0</ns><redirect title=\"Doc\"/><revision><text>#REDIRECT [[Doc]]</text></revision></page>\n", n }
+  END { print "</mediawiki>" }' corpus.txt > wiki.xml
+grep -qF "[[Document (text)|Document]] 1 sentence 1 '''says''' something" wiki.xml || fail "wiki.xml lacks its markup: $(head -c 600 wiki.xml)"
+bzip2 -k wiki.xml
+rm -rf other && "$bin" prep --vocab "$vocab" --input wiki.xml.bz2 --out other --no-progress --dupe-factor 2 > /dev/null ||
+  fail "prep of wiki.xml.bz2"
+[[ $(cd other && sha256sum shard-*.lbs) == "$good" ]] || fail "prep of wiki.xml.bz2: not the shards of corpus.txt"
+head -c $(( $(stat -c %s wiki.xml.bz2) / 2 )) wiki.xml.bz2 > cut-pages-articles1.xml-p1p40.bz2
+expect_refused 4 "cut-pages-articles1.xml-p1p40.bz2: cannot read after XML line" --input cut-pages-articles1.xml-p1p40.bz2
+printf '<?xml version="1.0"?>\n<rss><item>Hi</item></rss>\n' > feed.xml
+expect_refused 4 "feed.xml:2:1: not a MediaWiki XML export: its root element is <rss>" --input feed.xml
+cp feed.xml feed.txt
+expect_refused 2 "feed.txt:1: XML in a file read as text (--input-format auto, by its name): pass --input-format mediawiki" \
+  --input feed.txt
 
 # A good run with other parameters replaces the shards; other files in the directory stay.
 echo keep > shards/notes.txt

@@ -1,0 +1,29 @@
+// MediaWiki wikitext -> plain prose, for `lansbert prep` on a Wikipedia XML dump. BERT's paper
+// (sec. 3.1) keeps "only the text passages and ignore[s] lists, tables, and headers", so the
+// cleaner keeps paragraphs of running text and drops everything else, in three linear passes:
+//  1. Comments; extension elements dropped with their content (ref, math, pre, gallery, table,
+//     ...); <nowiki> content escaped as character references so that it stays literal; any
+//     other tag dropped with its content kept, <br> as a space.
+//  2. Line rules on the lines as written: headings dropped (and whole sections such as
+//     References or External links), list and ";" lines dropped, ":" lines kept without the
+//     colons, "----" dropped, {| tables |} dropped. Inline: {{templates}} dropped at any depth,
+//     [[links]] shown by their label (File/Image/Media/Category and interlanguage links
+//     dropped), [url label] shown by its label, bare URLs, '' and ''' and __SWITCHES__ dropped.
+//  3. Per paragraph (blank lines and dropped lines end one; its lines are joined by a space):
+//     character references decoded (only now, so "&lt;ref&gt;" is text), spaces collapsed,
+//     leftovers such as "( ; )" and " ," tidied, and a line with no letter or digit dropped.
+// A #REDIRECT page gives "". Nesting is matched with stacks, not recursion (link labels recurse,
+// capped), and searches are cached, so time stays linear on any input; bytes that are not
+// markup, invalid UTF-8 included, pass through unchanged.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace lansbert {
+
+// One article's wikitext -> its prose paragraphs, one per line, joined by '\n': no empty line,
+// no space at either end of a line, no trailing '\n'; "" when nothing is left.
+std::string wikitext_to_plain(std::string_view wikitext);
+
+}  // namespace lansbert
