@@ -18,7 +18,6 @@ constexpr size_t kBlock = 1 << 20;  // bytes of XML handed to expat at a time
 struct MediaWikiPages::Parser {
   XML_Parser xml = nullptr;
   std::deque<MediaWikiPage>* ready = nullptr;
-  int64_t* pages_seen = nullptr;
   std::vector<std::string> path;  // the open elements, root first
   MediaWikiPage page;
   std::string ns, text;
@@ -80,7 +79,6 @@ struct MediaWikiPages::Parser {
     self->path.pop_back();
     self->capture = nullptr;  // the wanted elements hold no elements
     if (std::string_view(name_) != "page" || self->up(1) != "mediawiki") return;
-    ++*self->pages_seen;
     const bool article = !self->has_ns || self->ns == "0";
     if (article && !self->redirect && !self->text.empty()) {
       self->page.wikitext.swap(self->text);
@@ -100,7 +98,6 @@ MediaWikiPages::MediaWikiPages(TextSource* source, std::string name)
       buf_(kBlock, '\0'),
       parser_(std::make_unique<Parser>()) {
   parser_->ready = &ready_;
-  parser_->pages_seen = &pages_seen_;
 }
 
 MediaWikiPages::~MediaWikiPages() = default;

@@ -37,8 +37,6 @@ class MediaWikiPages {
   // that cannot be read is what the source says (corrupt when damaged, else io_error).
   Status next(MediaWikiPage* page, bool* got);
 
-  int64_t pages_seen() const { return pages_seen_; }  // every <page>, articles or not
-
  private:
   struct Parser;  // expat's state and callbacks
   Status feed();  // one more block of the source into the parser
@@ -47,7 +45,6 @@ class MediaWikiPages {
   std::string name_, buf_;
   std::unique_ptr<Parser> parser_;
   std::deque<MediaWikiPage> ready_;
-  int64_t pages_seen_ = 0;
   bool done_ = false;
 };
 
