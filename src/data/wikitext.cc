@@ -3,6 +3,10 @@
 // template); pass 2 reads the lines and the inline markup; pass 3 finishes each paragraph.
 #include "wikitext.h"
 
+#include "wikitext_chars.h"
+#include "wikitext_paragraphs.h"
+#include "wikitext_templates.h"
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -20,37 +24,13 @@ constexpr size_t kNone = static_cast<size_t>(-1);
 constexpr char kMark = '\x7f';
 constexpr int kMaxDepth = 32;  // link labels nested deeper than this are hostile: dropped
 
-// ASCII only: bytes >= 0x80 are neither spaces nor letters here, and pass through as text.
-constexpr auto is_blank = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
-constexpr auto is_space = [](char c) { return is_blank(c) || c == '\n' || c == '\v' || c == '\f'; };
-constexpr auto is_lower = [](char c) { return c >= 'a' && c <= 'z'; };
-constexpr auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
-constexpr auto is_alnum = [](char c) { return is_lower(lower(c)) || (c >= '0' && c <= '9'); };
-
-// Case-insensitive: does s continue at i with `lower_prefix` (given in lower case)?
-bool starts_at(std::string_view s, size_t i, std::string_view lower_prefix) {
-  if (i > s.size() || s.size() - i < lower_prefix.size()) return false;
-  for (size_t k = 0; k < lower_prefix.size(); ++k) {
-    if (lower(s[i + k]) != lower_prefix[k]) return false;
-  }
-  return true;
-}
-
-bool iequals(std::string_view a, std::string_view lower_b) {
-  return a.size() == lower_b.size() && starts_at(a, 0, lower_b);
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
-  return s;
-}
+using namespace wikitext;
 
 // ---- Pass 1: comments, extension elements, nowiki, HTML tags -------------------------------
 
 // Elements dropped with their content; nowiki (last) keeps its content, escaped.
 constexpr std::string_view kElements[] = {
-    "ref",      "references",      "math",     "chem",         "ce",       "code",
+    "ref",      "references",      "math",     "chem",         "ce",
     "pre",      "syntaxhighlight", "source",   "score",        "timeline", "gallery",
     "imagemap", "graph",           "mapframe", "templatedata", "hiero",    "inputbox",
     "table",    "includeonly",     "nowiki"};
@@ -240,7 +220,10 @@ class Pass2 {
     while (t < e && (is_blank(s_[t]) || s_[t] == ':' || s_[t] == kMark)) ++t;
     if (e - t >= 2 && s_[t] == '{' && s_[t + 1] == '|') return out_ += '\n', table(e);
     const char c = raw.empty() ? '\n' : raw[0];
-    const bool drop = c == '*' || c == '#' || c == ';' || raw.starts_with("----");
+    const size_t colons = std::min(raw.find_first_not_of(':'), raw.size());
+    const char after = colons < raw.size() ? raw[colons] : '\n';  // ":* item" is a list too
+    const bool drop = c == '*' || c == '#' || c == ';' || raw.starts_with("----") ||
+                      (c == ':' && (after == '*' || after == '#' || after == ';'));
     if (c == ':') {  // an indented block: a paragraph of its own, without the colons
       while (i < e && s_[i] == ':') ++i;
       out_ += '\n';
@@ -294,7 +277,7 @@ class Pass2 {
       if (c == '\n' && depth == 0) return j;
       if (c == '\n') put(" ");  // a label running over lines
       i = c == '\n' || c == kMark ? j + 1
-          : c == '{'              ? brace(j, end)
+          : c == '{'              ? brace(j, end, depth)
           : c == '['              ? bracket(j, end, depth)
           : c == '\''             ? quotes(j, end)
           : c == '_'              ? behaviour_switch(j, end)
@@ -303,12 +286,47 @@ class Pass2 {
     return end;
   }
 
-  size_t brace(size_t i, size_t end) {
+  size_t brace(size_t i, size_t end, int depth) {
     if (i + 1 >= end || s_[i + 1] != '{') return put("{"), i + 1;
-    if (match_[i] != kNone && match_[i] < end) return match_[i] + 1;  // a template: gone
+    if (match_[i] != kNone && match_[i] < end) {  // a template: gone, unless it shows prose
+      const size_t c = match_[i];
+      if (match_[i + 1] == c - 1 && depth < kMaxDepth) show_template(i + 2, c - 1, depth);
+      return c + 1;
+    }
     // Unmatched "{{": dropped. In "{{{x}}" the first brace is the stray one.
     const bool stray = i + 2 < end && s_[i + 2] == '{' && match_[i + 1] < end;
     return i + (stray ? 1 : 2);
+  }
+
+  // The template whose inner text is [a, b): its name and arguments are split at the '|'s
+  // outside nested templates and links; wikitext_templates.h says what it shows, if anything.
+  void show_template(size_t a, size_t b, int depth) {
+    std::string_view name;
+    TemplateArgs args;
+    bool first = true;
+    for (size_t p = a, start = a;; ++p) {
+      const bool nested = p < b && (s_[p] == '{' || s_[p] == '[') && match_[p] != kNone && match_[p] < b;
+      if (nested) p = match_[p];
+      if (p < b && s_[p] != '|') continue;
+      const std::string_view part = s_.substr(start, p - start);
+      if (first) {
+        name = part, first = false;
+      } else {
+        const size_t eq = part.find('=');
+        const bool is_named = eq != part.npos && part.substr(0, eq).find_first_of("{[") == part.npos;
+        if (is_named) args.named.emplace_back(trim(part.substr(0, eq)), trim(part.substr(eq + 1)));
+        if (!is_named) args.positional.push_back(trim(part));
+      }
+      if (p >= b) break;
+      start = p + 1;
+    }
+    std::vector<TemplatePiece> pieces;
+    if (!render_template(name, args, &pieces)) return;
+    for (const TemplatePiece& piece : pieces) {
+      if (!piece.is_arg) put(piece.literal);
+      const auto at = static_cast<size_t>(piece.arg.data() - s_.data());
+      if (piece.is_arg) inline_span(at, at + piece.arg.size(), depth + 1);
+    }
   }
 
   size_t bracket(size_t i, size_t end, int depth) {
@@ -337,8 +355,10 @@ class Pass2 {
     if (colon) target = trim(target.substr(1));
     const size_t ns_end = target.find(':');
     const std::string_view ns = ns_end == target.npos ? "" : trim(target.substr(0, ns_end));
+    // An interlanguage link has no label; "[[voy:Paris|the guide]]" or "[[doi:...|a paper]]" is
+    // an interwiki link that shows its label.
     const bool gone = iequals(ns, "file") || iequals(ns, "image") || iequals(ns, "media") ||
-                      iequals(ns, "category") || is_language(ns);
+                      iequals(ns, "category") || (is_language(ns) && bar == b);
     if ((gone && !colon) || depth >= kMaxDepth) return c + 1;
     std::string_view shown = s_.substr(bar + 1, b - bar - 1);
     if (bar == b) {
@@ -391,129 +411,13 @@ class Pass2 {
   int skip_level_ = 0;  // inside a dropped section: its heading's level
 };
 
-// ---- Pass 3: paragraphs ---------------------------------------------------------------------
-
-// Pairs of name, text.
-constexpr std::string_view kNamedReferences[] = {
-    "nbsp",   " ",      "thinsp", " ",      "ensp",   " ",      "emsp",   " ",      "amp",
-    "&",      "lt",     "<",      "gt",     ">",      "quot",   "\"",     "apos",   "'",
-    "ndash",  "\u2013", "mdash",  "\u2014", "minus",  "\u2212", "times",  "\u00D7", "hellip",
-    "\u2026", "lsquo",  "\u2018", "rsquo",  "\u2019", "ldquo",  "\u201C", "rdquo",  "\u201D",
-    "deg",    "\u00B0", "middot", "\u00B7", "prime",  "\u2032", "Prime",  "\u2033"};
-
-// "#NNN" or "#xHH" -> UTF-8 in *out; false for bad digits, 0, surrogates, past U+10FFFF.
-bool numeric_reference(std::string_view body, std::string* out) {
-  const bool hex = body.size() > 1 && lower(body[1]) == 'x';
-  const std::string_view digits = body.substr(hex ? 2 : 1);
-  uint32_t cp = 0;
-  const auto [end, error] =
-      std::from_chars(digits.data(), digits.data() + digits.size(), cp, hex ? 16 : 10);
-  if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || cp == 0 ||
-      cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-    return false;
-  }
-  const int extra = cp < 0x80 ? 0 : cp < 0x800 ? 1 : cp < 0x10000 ? 2 : 3;
-  constexpr unsigned kLead[] = {0, 0xC0, 0xE0, 0xF0};
-  *out += static_cast<char>(kLead[extra] | (cp >> (6 * extra)));
-  for (int k = extra - 1; k >= 0; --k) *out += static_cast<char>(0x80 | ((cp >> (6 * k)) & 0x3F));
-  return true;
-}
-
-void decode_references(std::string_view t, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < t.size();) {
-    const size_t amp = std::min(t.find('&', i), t.size());
-    out->append(t.substr(i, amp - i));
-    if (amp == t.size()) break;
-    const size_t semi = t.substr(0, amp + 12).find(';', amp);  // names are short
-    const std::string_view body = t.substr(amp + 1, semi - amp - 1);
-    bool done = semi != t.npos && !body.empty() && body[0] == '#' && numeric_reference(body, out);
-    for (size_t k = 0; k < std::size(kNamedReferences) && semi != t.npos && !done; k += 2) {
-      if (body == kNamedReferences[k]) out->append(kNamedReferences[k + 1]), done = true;
-    }
-    if (!done) *out += '&';
-    i = done ? semi + 1 : amp + 1;
-  }
-}
-
-constexpr auto is_separator = [](char c) { return c == ',' || c == ';' || c == ':'; };
-
-// Does a space before t[i] go? Always before ',' and ')'; before ". ; : ! ?" unless a word
-// follows at once (".NET" and "a :b" are left alone).
-bool space_goes(std::string_view t, size_t i) {
-  if (t[i] == ',' || t[i] == ')') return true;
-  if (std::string_view(".;:!?").find(t[i]) == std::string_view::npos) return false;
-  return i + 1 == t.size() || !(is_alnum(t[i + 1]) || static_cast<unsigned char>(t[i + 1]) >= 0x80);
-}
-
-// Collapses spaces, trims, and tidies what removed markup leaves behind: "( ; )" goes, and
-// so does a space before punctuation, and separators and spaces just inside "(" or ")".
-void tidy(std::string_view t, std::string* o) {
-  o->clear();
-  bool pending = false;  // a space to write before the next character
-  int open = 0;
-  for (size_t i = 0; i < t.size(); ++i) {
-    const char c = t[i];
-    if (is_space(c)) {
-      pending = !o->empty();
-      continue;
-    }
-    if (c == '(') {
-      size_t j = i + 1;
-      while (j < t.size() && (is_space(t[j]) || is_separator(t[j]))) ++j;
-      if (j < t.size() && t[j] == ')') {  // "( ; )": leftovers only, all gone
-        i = j;
-        continue;
-      }
-      i = j - 1;  // separators just inside '(' go
-    }
-    if (pending && !space_goes(t, i)) *o += ' ';
-    pending = false;
-    if (c == ')' && open > 0) {
-      while (!o->empty() && (o->back() == ' ' || is_separator(o->back()))) o->pop_back();
-      --open;
-    }
-    open += c == '(';
-    *o += c;
-  }
-}
-
-// Any ASCII letter or digit, or a character from U+00C0 on outside U+2000-U+2FFF
-// (punctuation, symbols, arrows): a line of dashes and bullets is no prose.
-bool has_word(std::string_view t) {
-  return std::any_of(t.begin(), t.end(), [](char ch) {
-    const auto c = static_cast<unsigned char>(ch);
-    return is_alnum(ch) || (c >= 0xC3 && c < 0xF5 && c != 0xE2);
-  });
-}
-
-// Pass 2's lines -> output: a blank line ends a paragraph, the lines of one are joined.
-std::string paragraphs(std::string_view lines) {
-  std::string result, para, decoded, tidied;
-  const auto flush = [&] {
-    decode_references(para, &decoded);
-    tidy(decoded, &tidied);
-    if (has_word(tidied)) result.append(result.empty() ? "" : "\n").append(tidied);
-    para.clear();
-  };
-  for (size_t i = 0; i < lines.size();) {
-    const size_t e = std::min(lines.find('\n', i), lines.size());
-    const std::string_view line = trim(lines.substr(i, e - i));
-    if (line.empty()) flush();
-    if (!line.empty()) para.append(para.empty() ? "" : " ").append(line);
-    i = e + 1;
-  }
-  flush();
-  return result;
-}
-
 }  // namespace
 
 std::string wikitext_to_plain(std::string_view wikitext) {
   size_t i = 0;
   while (i < wikitext.size() && is_space(wikitext[i])) ++i;
-  if (starts_at(wikitext, i, "#redirect")) return "";
-  return paragraphs(Pass2(Pass1(wikitext).run()).run());
+  if (starts_at(wikitext, i, "#redirect") || is_disambiguation_page(wikitext)) return "";
+  return wikitext_paragraphs(Pass2(Pass1(wikitext).run()).run());
 }
 
 }  // namespace lansbert

@@ -139,7 +139,7 @@ TEST(Wikitext, CharacterReferencesDecodedLast) {
 
 TEST(Wikitext, ParagraphsAndTidying) {
   EXPECT_EQ(W("one\ntwo  \t three\n\n\nfour"), "one two three\nfour");
-  EXPECT_EQ(W("'''X''' (born 1950 ({{lang|fr|y}}; [[File:x]])) was."), "X (born 1950) was.");
+  EXPECT_EQ(W("'''X''' (born 1950 ({{IPA|fr|y}}; [[File:x]])) was."), "X (born 1950) was.");
   EXPECT_EQ(W("X ({{IPA|x}}; born 1950) ran {{cn}}, then ( {{a}} ) stopped{{b}} ."),
             "X (born 1950) ran, then stopped.");
   EXPECT_EQ(W("Use .NET now ."), "Use .NET now.");
@@ -166,10 +166,54 @@ TEST(Wikitext, WholeArticle) {
       "== References ==\n{{Reflist}}\n\n"
       "[[Category:Rivers]]\n[[xx:Quillow]]\n";
   EXPECT_EQ(W(article),
-            "The Quillow (also Quillo) is a short river in the imaginary Vellish uplands. It "
+            "The Quillow (also Quillo; Kwilo) is a short river in the imaginary Vellish uplands. It "
             "rises near Mount Ardent and flows north for 42 km.\n"
             "Below the falls the river widens; its water is said to be \"cold & clear\".\n"
             "Fishing is allowed from May\xE2\x80\x93June.");
+}
+
+// Templates are not expanded, but those whose text is part of the sentence show it
+// (wikitext_templates.h); the rest still go.
+TEST(Wikitext, ProseTemplatesShowTheirText) {
+  EXPECT_EQ(W("an area of {{convert|28748|km2|0|abbr=off}}. It"), "an area of 28748 km2. It");
+  EXPECT_EQ(W("between {{convert|60|and(-)|80|kg}}."), "between 60\xE2\x80\x93" "80 kg.");
+  EXPECT_EQ(W("{{cvt|3|to|5|mi}} long"), "3 to 5 mi long");
+  EXPECT_EQ(W("from {{lang|grc|[[aegle|\xCE\xB1\xE1\xBC\xB4\xCE\xB3\xCE\xBB\xCE\xB7]]}}, \"light\""),
+            "from \xCE\xB1\xE1\xBC\xB4\xCE\xB3\xCE\xBB\xCE\xB7, \"light\"");
+  EXPECT_EQ(W("{{Lang-fr|''chat''}} and {{transl|ar|DIN|qit\xE1\xB9\xAD}}"), "chat and qit\xE1\xB9\xAD");
+  EXPECT_EQ(W("{{Nihongo|'''Aikido'''|\xE5\x90\x88\xE6\xB0\x97\xE9\x81\x93|Aikid\xC5\x8D|lead=yes}} is an art"),
+            "Aikido is an art");
+  EXPECT_EQ(W("latitudes [[29th parallel north|{{nowrap|29\xC2\xB0 N}}]] and"), "latitudes 29\xC2\xB0 N and");
+  EXPECT_EQ(W("rose.<ref>x</ref> {{as of|2008}}, 40% and {{As of|2010|5|lc=y}}"),
+            "rose. As of 2008, 40% and as of May 2010");
+  EXPECT_EQ(W("{{val|1.5|u=kg}}, {{frac|1|2}}, {{frac|3|1|4}}, {{chem|H|2|O}}"), "1.5 kg, 1/2, 3 1/4, H2O");
+  EXPECT_EQ(W("{{quote|text=To be [[wikt:be|or]] not.|author=W.}}"), "To be or not.");
+  EXPECT_EQ(W("{{lang|fr}} {{convert|5}} {{frac}} kept"), "kept");  // no text argument: gone
+  EXPECT_EQ(W("{{lang|fr|{{lang|de|{{nowrap|deep}}}}}}"), "deep");
+  EXPECT_EQ(W("{{Template:Nowrap|x y}} {{ nowrap |z}}"), "x y z");
+  EXPECT_EQ(W("{{IPAc-en|\xCB\x88|k|\xC3\xA6|t}}{{sfn|Smith|2000}}{{citation needed|date=May}} cat"), "cat");
+}
+
+TEST(Wikitext, CharacterTemplatesKeepWordsApart) {
+  EXPECT_EQ(W("(1775{{ndash}}1783) 2.5{{nbsp}}million, a{{mdashb}}b, away{{snd}}roughly"),
+            "(1775\xE2\x80\x93" "1783) 2.5 million, a\xE2\x80\x94" "b, away \xE2\x80\x93 roughly");
+  EXPECT_EQ(W("''Iliad''{{'s}} hero{{!}}x {{circa}} 1980"), "Iliad's hero|x c. 1980");
+}
+
+TEST(Wikitext, DisambiguationPagesGiveNothing) {
+  EXPECT_EQ(W("'''Ada''' may refer to:\n* [[Ada (name)]]\n\n== See also ==\n{{Disambiguation}}"), "");
+  EXPECT_EQ(W("'''Smith''' is a surname.\n{{surname|date=May 2020}}"), "");
+  EXPECT_EQ(W("'''Ada''' is a language.{{disambiguation needed|date=May}}"), "Ada is a language.");
+  EXPECT_EQ(W("See [[Ada (disambiguation)]]. {{about|the language|other uses|Ada (disambiguation)}}Ada is."),
+            "See Ada (disambiguation). Ada is.");
+}
+
+TEST(Wikitext, IndentedListsEntitiesCodeAndInterwikiLabels) {
+  EXPECT_EQ(W("Ada is:\n:* [[Aberdeen]], a place\n::# two\n: kept"), "Ada is:\nkept");
+  EXPECT_EQ(W("&eta;2, &Omega;, &sigmaf;, &shy;co&shy;op, &frac12; &le; x, &bogus;"),
+            "\xCE\xB7" "2, \xCE\xA9, \xCF\x82, coop, \xC2\xBD \xE2\x89\xA4 x, &bogus;");
+  EXPECT_EQ(W("Use the <code>printf</code> function."), "Use the printf function.");
+  EXPECT_EQ(W("[[voy:Paris|the guide]] and [[doi:10.1/x|a paper]][[de:Paris]]"), "the guide and a paper");
 }
 
 TEST(Wikitext, UnterminatedConstructs) {
