@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 namespace lansbert {
 namespace {
@@ -76,6 +77,27 @@ class PlainSource final : public TextSource {
   std::unique_ptr<FdBytes> in_;
 };
 
+// The magic bytes that must open a gzip member or bzip2 stream after another one ends, checked
+// as they arrive (a read may end inside them): the decoder's own message for a bad header
+// ("incorrect header check") would not say that the data before them was whole.
+class NextMagic {
+ public:
+  explicit NextMagic(std::string_view magic) : magic_(magic) {}
+  void expect() { left_ = magic_.size(); }  // a member ended: what follows must be another
+  // Checks the bytes of in[0, avail) not checked yet; false at the first one that differs.
+  bool check(const void* in, size_t avail) {
+    const auto* b = static_cast<const char*>(in);
+    for (; left_ > 0 && seen_ < avail; ++seen_, --left_)
+      if (b[seen_] != magic_[magic_.size() - left_]) return false;
+    return true;
+  }
+  void consumed() { seen_ = 0; }  // the decoder took the checked bytes into its header
+
+ private:
+  std::string_view magic_;
+  size_t left_ = 0, seen_ = 0;
+};
+
 // One or more gzip members, one after another (`cat a.gz b.gz`), each checked by its CRC-32.
 class GzipSource final : public TextSource {
  public:
@@ -102,21 +124,17 @@ class GzipSource final : public TextSource {
         z_.next_in = reinterpret_cast<Bytef*>(buf_.data());
         z_.avail_in = uInt(got);
       }
-      // After a member, the bytes that follow must open another (1f 8b), checked here as they
-      // arrive: zlib's own message for a bad header ("incorrect header check") would not say
-      // that the data before them was whole.
-      for (; magic_left_ > 0 && magic_seen_ < z_.avail_in; ++magic_seen_, --magic_left_)
-        if (z_.next_in[magic_seen_] != (magic_left_ == 2 ? 0x1f : 0x8b)) {
-          *why = "bytes after the end of the gzip data that are not another gzip member";
-          *damaged = true;
-          return -1;
-        }
+      if (!next_.check(z_.next_in, z_.avail_in)) {
+        *why = "bytes after the end of the gzip data that are not another gzip member";
+        *damaged = true;
+        return -1;
+      }
       in_member_ = true;
       const int r = inflate(&z_, Z_NO_FLUSH);
-      magic_seen_ = 0;  // the checked bytes went into inflate's header
+      next_.consumed();
       if (r == Z_STREAM_END) {
         in_member_ = false;
-        magic_left_ = 2;
+        next_.expect();
         inflateReset(&z_);
       } else if (r != Z_OK && r != Z_BUF_ERROR) {
         *why = z_.msg ? z_.msg : "zlib error " + std::to_string(r);
@@ -133,7 +151,7 @@ class GzipSource final : public TextSource {
   std::string buf_;
   z_stream z_{};
   bool ok_ = false, in_member_ = false;
-  uInt magic_left_ = 0, magic_seen_ = 0;  // of the next member's 2 magic bytes
+  NextMagic next_{"\x1f\x8b"};
 };
 
 // Zstandard frames one after another (`cat a.zst b.zst`), skippable frames included; each
@@ -208,15 +226,14 @@ class Bzip2Source final : public TextSource {
         z_.next_in = buf_.data();
         z_.avail_in = unsigned(got);
       }
-      for (; magic_left_ > 0 && magic_seen_ < z_.avail_in; ++magic_seen_, --magic_left_)
-        if (z_.next_in[magic_seen_] != "BZh"[3 - magic_left_]) {
-          *why = "bytes after the end of the bzip2 data that are not another bzip2 stream";
-          *damaged = true;
-          return -1;
-        }
+      if (!next_.check(z_.next_in, z_.avail_in)) {
+        *why = "bytes after the end of the bzip2 data that are not another bzip2 stream";
+        *damaged = true;
+        return -1;
+      }
       in_stream_ = true;
       const int r = BZ2_bzDecompress(&z_);
-      magic_seen_ = 0;  // the checked bytes went into the stream's header
+      next_.consumed();
       if (r == BZ_STREAM_END) {
         // libbz2 has no reset: a new state for the next stream, keeping the input pointers.
         char* next_in = z_.next_in;
@@ -231,7 +248,7 @@ class Bzip2Source final : public TextSource {
         z_.next_out = next_out;
         z_.avail_out = avail_out;
         in_stream_ = false;
-        magic_left_ = 3;
+        next_.expect();
         if (!ok_) {
           *why = "out of memory for libbz2";
           return -1;
@@ -254,7 +271,7 @@ class Bzip2Source final : public TextSource {
   std::string buf_;
   bz_stream z_{};
   bool ok_ = false, in_stream_ = false;
-  unsigned magic_left_ = 0, magic_seen_ = 0;  // of the next stream's 3 magic bytes
+  NextMagic next_{"BZh"};
 };
 
 }  // namespace

@@ -13,26 +13,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include "corpus_test_fixture.h"
 #include "lansbert/data/text_reader.h"
 
 namespace lansbert {
 namespace {
 
-namespace fs = std::filesystem;
 
-class CorpusFileTest : public ::testing::Test {
+class CorpusFileTest : public CorpusTestBase {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("lansbert_corpus_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string write(const std::string& name, const std::string& bytes) {
-    const std::string p = (dir_ / name).string();
-    std::ofstream(p, std::ios::binary) << bytes;
-    return p;
-  }
   std::string write_gz(const std::string& name, const std::string& bytes) {
     const std::string p = (dir_ / name).string();
     gzFile f = gzopen(p.c_str(), "wb");
@@ -55,33 +44,6 @@ class CorpusFileTest : public ::testing::Test {
     }
     return out;
   }
-  // Every unit of `path`, or the error.
-  static Status units(const std::string& path, const CorpusOptions& o, std::vector<std::string>* out) {
-    CorpusFile f;
-    LB_RETURN_IF_ERROR(f.open(path, o));
-    std::string text;
-    for (bool got = true;;) {
-      LB_RETURN_IF_ERROR(f.next(&text, &got));
-      if (!got) return Status::ok();
-      out->push_back(text);
-    }
-  }
-  static std::vector<std::vector<std::string>> documents(const std::vector<std::string>& paths) {
-    TextDocumentReader r;
-    EXPECT_TRUE(r.open(paths).is_ok());
-    std::vector<std::vector<std::string>> docs;
-    std::vector<std::string> sentences, origins;
-    for (bool done = false;;) {
-      const Status st = r.next(&sentences, &origins, &done);
-      EXPECT_TRUE(st.is_ok()) << st.to_string();
-      if (done || !st.is_ok()) break;
-      EXPECT_EQ(origins.size(), sentences.size());
-      docs.push_back(sentences);
-    }
-    EXPECT_EQ(r.bytes_read(), r.total_bytes());
-    return docs;
-  }
-  fs::path dir_;
 };
 
 const char* kText = "First doc. Its second sentence.\nA paragraph line.\n\n\nSecond doc here!\r\n \nThird, no newline";

@@ -5,33 +5,14 @@
 // refused naming the file, line and column; "auto" knows Wikipedia's dump names.
 #include <bzlib.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
-
-#include "lansbert/data/corpus_file.h"
-#include "lansbert/data/text_reader.h"
+#include "corpus_test_fixture.h"
 
 namespace lansbert {
 namespace {
 
-namespace fs = std::filesystem;
-
-class MediaWikiCorpusTest : public ::testing::Test {
+class MediaWikiCorpusTest : public CorpusTestBase {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("lansbert_mediawiki_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string write(const std::string& name, const std::string& bytes) {
-    const std::string p = (dir_ / name).string();
-    std::ofstream(p, std::ios::binary) << bytes;
-    return p;
-  }
   // One bzip2 stream per part, one after another (as pbzip2 and Wikipedia's multistream
   // dumps are made).
   static std::string bz2_bytes(const std::vector<std::string>& parts) {
@@ -46,33 +27,6 @@ class MediaWikiCorpusTest : public ::testing::Test {
     }
     return out;
   }
-  static Status units(const std::string& path, const CorpusOptions& o,
-                      std::vector<std::string>* out, std::vector<int64_t>* lines = nullptr) {
-    CorpusFile f;
-    LB_RETURN_IF_ERROR(f.open(path, o));
-    std::string text;
-    for (bool got = true;;) {
-      LB_RETURN_IF_ERROR(f.next(&text, &got));
-      if (!got) return Status::ok();
-      out->push_back(text);
-      if (lines) lines->push_back(f.line_no());
-    }
-  }
-  static std::vector<std::vector<std::string>> documents(const std::vector<std::string>& paths) {
-    TextDocumentReader r;
-    EXPECT_TRUE(r.open(paths).is_ok());
-    std::vector<std::vector<std::string>> docs;
-    std::vector<std::string> sentences, origins;
-    for (bool done = false;;) {
-      const Status st = r.next(&sentences, &origins, &done);
-      EXPECT_TRUE(st.is_ok()) << st.to_string();
-      if (done || !st.is_ok()) break;
-      docs.push_back(sentences);
-    }
-    EXPECT_EQ(r.bytes_read(), r.total_bytes());
-    return docs;
-  }
-  fs::path dir_;
 };
 
 const char* kText =
