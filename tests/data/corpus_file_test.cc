@@ -19,7 +19,6 @@
 namespace lansbert {
 namespace {
 
-
 class CorpusFileTest : public CorpusTestBase {
  protected:
   std::string write_gz(const std::string& name, const std::string& bytes) {
