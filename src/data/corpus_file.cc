@@ -146,7 +146,8 @@ Status CorpusFile::check_first_text_line(const std::string& line) const {
         "{}, or --input-format text to read it as text",
         name_, line_no_, what, format, as));
   };
-  const size_t first = line.find_first_not_of(" \t\r");
+  size_t first = line.find_first_not_of(" \t\r");
+  if (line.compare(first, 3, "\xEF\xBB\xBF") == 0) first += 3;  // a byte order mark
   if (line.compare(first, 5, "<?xml") == 0 || line.compare(first, 10, "<mediawiki") == 0)
     return refuse("XML", "mediawiki", "a MediaWiki export");
   const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);

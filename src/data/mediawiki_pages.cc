@@ -76,6 +76,9 @@ struct MediaWikiPages::Parser {
 
   static void XMLCALL on_end(void* self_, const XML_Char* name_) {
     auto* self = static_cast<Parser*>(self_);
+    // After XML_StopParser in on_start, expat still ends an empty element (`<rss/>`) that was
+    // never pushed.
+    if (self->path.empty() || !self->error.is_ok()) return;
     self->path.pop_back();
     self->capture = nullptr;  // the wanted elements hold no elements
     if (std::string_view(name_) != "page" || self->up(1) != "mediawiki") return;

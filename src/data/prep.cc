@@ -1,4 +1,7 @@
-// run_prep: the streaming block loop, the shard rotation and the progress line.
+// run_prep: the streaming block loop, the shard rotation and the progress line. The next
+// block is read on a thread of its own while the current one is tokenized, made into
+// instances and written: reading (decompression, a JSON or XML parse, wikitext cleaning) is
+// serial, and on a many-core host it would otherwise leave the cores idle for its share.
 #include "lansbert/data/prep.h"
 
 #include <fmt/format.h>
@@ -6,7 +9,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <future>
 #include <memory>
+#include <utility>
 
 #include <unistd.h>
 
@@ -53,6 +58,8 @@ struct RawBlock {
   std::vector<std::string> sentences, origins;
   std::vector<size_t> doc_begin{0};  // document d has sentences [doc_begin[d], doc_begin[d+1])
   size_t bytes = 0;
+  bool last = false;        // the input ended in this block
+  uint64_t bytes_read = 0;  // the reader's position (bytes as stored) after this block
 };
 
 // Tokenizes the block in parallel and builds its documents (empty sentences and documents
@@ -83,6 +90,48 @@ Status tokenize_block(const RawBlock& raw, const TokenizeFn& tokenize, int threa
   return Status::ok();
 }
 
+// Non-ok once opts.stop reports a signal; the caller's return drops the staging directory.
+Status check_stop(const PrepOptions& opts) {
+  const int sig = opts.stop ? opts.stop() : 0;
+  if (sig == 0) return Status::ok();
+  return Status::interrupted(fmt::format("prep: stopped by {}; {} is as it was before the run",
+                                         signal_name(sig), opts.out_dir));
+}
+
+// The next block: whole documents until it holds opts.block_bytes of text, or the input ends.
+// Where the blocks end depends on the input alone, so the shards do not depend on timing.
+Status read_block(const PrepOptions& opts, TextDocumentReader* reader, RawBlock* raw) {
+  std::vector<std::string> sentences, origins;
+  bool done = false;
+  while (raw->bytes < opts.block_bytes) {
+    LB_RETURN_IF_ERROR(check_stop(opts));
+    LB_RETURN_IF_ERROR(reader->next(&sentences, &origins, &done));
+    if (done) break;
+    for (size_t i = 0; i < sentences.size(); ++i) {
+      raw->bytes += sentences[i].size();
+      raw->sentences.push_back(std::move(sentences[i]));
+      raw->origins.push_back(std::move(origins[i]));
+    }
+    raw->doc_begin.push_back(raw->sentences.size());
+  }
+  raw->last = done;
+  raw->bytes_read = reader->bytes_read();
+  return Status::ok();
+}
+
+using BlockRead = std::future<std::pair<Status, std::unique_ptr<RawBlock>>>;
+
+// Starts reading the next block on its own thread. The reader is that thread's alone until
+// the future is taken (a future from std::async waits for its thread when destroyed, so an
+// early return never leaves the thread reading a reader that is gone).
+BlockRead read_block_async(const PrepOptions& opts, TextDocumentReader* reader) {
+  return std::async(std::launch::async, [&opts, reader] {
+    auto raw = std::make_unique<RawBlock>();
+    Status s = read_block(opts, reader, raw.get());
+    return std::pair{std::move(s), std::move(raw)};
+  });
+}
+
 // On a terminal one line redrawn twice a second; into a file or a job log (stderr not a
 // terminal) a whole line every 30 s, so that the log reads line by line and stays small.
 bool progress_on_terminal() {
@@ -90,9 +139,11 @@ bool progress_on_terminal() {
   return tty;
 }
 
-void print_progress(const TextDocumentReader& reader, const PrepStats& st, Clock::time_point t0, bool final) {
+// `bytes_read` is where the reader was after the block last made (it may be reading ahead).
+void print_progress(uint64_t bytes_read, uint64_t total_bytes, const PrepStats& st, Clock::time_point t0,
+                    bool final) {
   const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
-  const double mb = reader.bytes_read() / 1e6, total = reader.total_bytes() / 1e6;
+  const double mb = bytes_read / 1e6, total = total_bytes / 1e6;
   const double rate = sec > 0 ? mb / sec : 0;
   const double eta = rate > 0 ? (total - mb) / rate : 0;
   const bool tty = progress_on_terminal();
@@ -100,14 +151,6 @@ void print_progress(const TextDocumentReader& reader, const PrepStats& st, Clock
                tty ? "\r" : "", mb, total, total > 0 ? 100 * mb / total : 100.0, rate, int(eta) / 60, int(eta) % 60,
                static_cast<long long>(st.documents), static_cast<long long>(st.instances),
                static_cast<long long>(st.shards), final || !tty ? "\n" : "");
-}
-
-// Non-ok once opts.stop reports a signal; the caller's return drops the staging directory.
-Status check_stop(const PrepOptions& opts) {
-  const int sig = opts.stop ? opts.stop() : 0;
-  if (sig == 0) return Status::ok();
-  return Status::interrupted(fmt::format("prep: stopped by {}; {} is as it was before the run",
-                                         signal_name(sig), opts.out_dir));
 }
 
 }  // namespace
@@ -138,28 +181,20 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   const auto t0 = Clock::now();
   auto last_print = t0;
   *stats = PrepStats{};
-  uint64_t first_doc = 0;
-  std::vector<std::string> sentences, origins;
+  uint64_t first_doc = 0, bytes_read = 0;
   std::vector<Document> docs;
   std::vector<Instance> instances;
-  bool done = false;
-  while (!done) {
-    RawBlock raw;
-    while (raw.bytes < opts.block_bytes) {
-      LB_RETURN_IF_ERROR(check_stop(opts));
-      LB_RETURN_IF_ERROR(reader.next(&sentences, &origins, &done));
-      if (done) break;
-      for (size_t i = 0; i < sentences.size(); ++i) {
-        raw.bytes += sentences[i].size();
-        raw.sentences.push_back(std::move(sentences[i]));
-        raw.origins.push_back(std::move(origins[i]));
-      }
-      raw.doc_begin.push_back(raw.sentences.size());
-    }
+  BlockRead ahead = read_block_async(opts, &reader);
+  for (;;) {
+    auto [read_status, block] = ahead.get();
+    LB_RETURN_IF_ERROR(read_status);
+    RawBlock& raw = *block;
     if (raw.sentences.empty()) break;
+    bytes_read = raw.bytes_read;
+    if (!raw.last) ahead = read_block_async(opts, &reader);  // while this block is made
     LB_RETURN_IF_ERROR(tokenize_block(raw, tokenize, threads, &docs, stats));
     LB_RETURN_IF_ERROR(check_stop(opts));
-    raw = RawBlock{};  // free the text before the instances grow
+    block.reset();  // free the text before the instances grow
     for (int pass = 0; pass < io.dupe_factor; ++pass) {
       instances.clear();
       create_instances(docs, first_doc, pass, io, vocab, threads, &instances);
@@ -175,16 +210,17 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
     stats->shards = sink.shards();
     if (opts.progress &&
         Clock::now() - last_print > std::chrono::milliseconds(progress_on_terminal() ? 500 : 30000)) {
-      print_progress(reader, *stats, t0, false);
+      print_progress(bytes_read, reader.total_bytes(), *stats, t0, false);
       last_print = Clock::now();
     }
+    if (!ahead.valid()) break;  // that was the last block
   }
   LB_RETURN_IF_ERROR(check_stop(opts));
   LB_RETURN_IF_ERROR(sink.close());
   stats->shards = sink.shards();
   stats->bytes = reader.bytes_read();
   stats->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (opts.progress) print_progress(reader, *stats, t0, true);
+  if (opts.progress) print_progress(stats->bytes, reader.total_bytes(), *stats, t0, true);
   if (stats->instances == 0) {
     return Status::invalid_argument("prep: the input produced no instances (empty input?)");
   }

@@ -37,6 +37,25 @@ constexpr std::string_view kElements[] = {
 constexpr int kElementCount = static_cast<int>(std::size(kElements));
 constexpr int kNowiki = kElementCount - 1;
 
+// What MediaWiki takes for a tag: the elements above, the other extension tags, and the HTML
+// it allows in wikitext. Any other "<name ...>" is shown as text, and so is kept here.
+bool is_known_tag(std::string_view name) {
+  static constexpr std::string_view kOther[] = {
+      "b",    "i",       "u",     "s",      "del",    "ins",    "sub",        "sup",         "small",
+      "big",  "span",    "div",   "br",     "p",      "hr",     "li",         "ol",          "ul",
+      "dl",   "dt",      "dd",    "tr",     "td",     "th",     "caption",    "font",        "center",
+      "blockquote",      "cite",  "em",     "strong", "var",    "kbd",        "samp",        "abbr",
+      "q",    "tt",      "h1",    "h2",     "h3",     "h4",     "h5",         "h6",          "ruby",
+      "rb",   "rt",      "rp",    "rtc",    "bdi",    "bdo",    "data",       "time",        "mark",
+      "wbr",  "strike",  "dfn",   "code",   "poem",   "section", "onlyinclude", "noinclude", "templatestyles",
+      "categorytree",    "indicator", "langconvert", "phonos", "charinsert", "maplink", "thead", "tbody", "tfoot"};
+  for (std::string_view k : kElements)
+    if (iequals(name, k)) return true;
+  for (std::string_view k : kOther)
+    if (iequals(name, k)) return true;
+  return false;
+}
+
 class Pass1 {
  public:
   explicit Pass1(std::string_view s) : s_(s), n_(s.size()) {}
@@ -63,7 +82,7 @@ class Pass1 {
     if (s_[i] == kMark) return out_ += "&#127;", i + 1;
     if (s_.compare(i, 4, "<!--") == 0) return comment(i);
     Tag t;
-    if (!parse_tag(i, &t)) return out_ += '<', i + 1;  // "a < b", "<3": text
+    if (!parse_tag(i, &t) || !is_known_tag(t.name)) return out_ += '<', i + 1;  // "a < b", "<3", "<y": text
     if (iequals(t.name, "br")) return out_ += ' ', t.end;
     if (out_.empty() || out_.back() == '\n') out_ += kMark;
     int k = 0;
@@ -94,11 +113,12 @@ class Pass1 {
     if (p >= n_ || !is_lower(lower(s_[p]))) return false;
     while (p < n_ && is_alnum(s_[p])) ++p;
     if (p >= n_ || !(is_space(s_[p]) || s_[p] == '/' || s_[p] == '>')) return false;
-    // Attributes run to the '>'; a '<' first means no tag. (Stopping there also keeps
-    // "<a<a<a..." linear: the next search starts at that '<'.)
+    // Attributes run to the '>'; a '<' or a newline first means no tag (a "<x" in prose must
+    // not swallow the paragraphs up to some later '>'). Stopping at '<' also keeps
+    // "<a<a<a..." linear: the next search starts at that '<'.
     size_t g = p;
-    while (g < n_ && s_[g] != '>' && s_[g] != '<') ++g;
-    if (g >= n_ || s_[g] == '<') return false;
+    while (g < n_ && s_[g] != '>' && s_[g] != '<' && s_[g] != '\n') ++g;
+    if (g >= n_ || s_[g] != '>') return false;
     t->name = s_.substr(name, p - name);
     t->self_closing = s_[g - 1] == '/';
     t->end = g + 1;
@@ -298,6 +318,13 @@ class Pass2 {
     return i + (stray ? 1 : 2);
   }
 
+  // Trimmed of every space, newlines too: a template's arguments are often one a line.
+  static std::string_view strip(std::string_view v) {
+    while (!v.empty() && is_space(v.front())) v.remove_prefix(1);
+    while (!v.empty() && is_space(v.back())) v.remove_suffix(1);
+    return v;
+  }
+
   // The template whose inner text is [a, b): its name and arguments are split at the '|'s
   // outside nested templates and links; wikitext_templates.h says what it shows, if anything.
   void show_template(size_t a, size_t b, int depth) {
@@ -314,8 +341,16 @@ class Pass2 {
       } else {
         const size_t eq = part.find('=');
         const bool is_named = eq != part.npos && part.substr(0, eq).find_first_of("{[") == part.npos;
-        if (is_named) args.named.emplace_back(trim(part.substr(0, eq)), trim(part.substr(eq + 1)));
-        if (!is_named) args.positional.push_back(trim(part));
+        const std::string_view key = is_named ? strip(part.substr(0, eq)) : "";
+        const std::string_view value = strip(is_named ? part.substr(eq + 1) : part);
+        size_t number = 0;  // "2=E=mc2" is the second positional argument
+        const bool numbered = !key.empty() && key.size() < 4 &&
+                              std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) &&
+                              (number = std::stoul(std::string(key))) > 0;
+        if (numbered && args.positional.size() < number) args.positional.resize(number);
+        if (numbered) args.positional[number - 1] = value;
+        if (is_named && !numbered) args.named.emplace_back(key, value);
+        if (!is_named) args.positional.push_back(value);
       }
       if (p >= b) break;
       start = p + 1;
@@ -324,8 +359,9 @@ class Pass2 {
     if (!render_template(name, args, &pieces)) return;
     for (const TemplatePiece& piece : pieces) {
       if (!piece.is_arg) put(piece.literal);
+      if (!piece.is_arg) continue;
       const auto at = static_cast<size_t>(piece.arg.data() - s_.data());
-      if (piece.is_arg) inline_span(at, at + piece.arg.size(), depth + 1);
+      inline_span(at, at + piece.arg.size(), depth + 1);
     }
   }
 

@@ -113,6 +113,7 @@ void tidy(std::string_view t, std::string* o) {
       pending = !o->empty();
       continue;
     }
+    const bool space = pending && !space_goes(t, i);  // judged at c, before any skip below
     if (c == '(') {
       size_t j = i + 1;
       while (j < t.size() && (is_space(t[j]) || is_separator(t[j]))) ++j;
@@ -122,7 +123,7 @@ void tidy(std::string_view t, std::string* o) {
       }
       i = j - 1;  // separators just inside '(' go
     }
-    if (pending && !space_goes(t, i)) *o += ' ';
+    if (space) *o += ' ';
     pending = false;
     if (c == ')' && open > 0) {
       while (!o->empty() && (o->back() == ' ' || is_separator(o->back()))) o->pop_back();

@@ -103,9 +103,8 @@ bool as_of(const TemplateArgs& a, std::vector<TemplatePiece>* out) {
   return true;
 }
 
-}  // namespace
-
-bool render_template(std::string_view name_as_written, const TemplateArgs& a, std::vector<TemplatePiece>* out) {
+// What template `name_as_written` shows, before the check for empty arguments.
+bool render(std::string_view name_as_written, const TemplateArgs& a, std::vector<TemplatePiece>* out) {
   out->clear();
   const std::string name = normalize(name_as_written);
   const auto& p = a.positional;
@@ -113,9 +112,10 @@ bool render_template(std::string_view name_as_written, const TemplateArgs& a, st
     if (name == t.name) return literal(t.text, out), true;
   if (name == "convert" || name == "cvt") return convert(a, out);
   if (name == "as of") return as_of(a, out);
-  if (name == "val") {  // {{val|1.23|u=kg}}
+  if (name == "val") {  // {{val|1.23|u=kg}}, {{val|6.022|e=23}}: 6.022 × 10^23
     if (p.empty()) return false;
     arg(p[0], out);
+    if (const std::string_view e = named(a, "e"); !e.empty()) literal(" \u00d7 10^", out), arg(e, out);
     for (std::string_view key : {"u", "ul"})
       if (const std::string_view unit = named(a, key); !unit.empty()) literal(" ", out), arg(unit, out);
     return true;
@@ -134,7 +134,7 @@ bool render_template(std::string_view name_as_written, const TemplateArgs& a, st
   if (name.starts_with("lang-")) return p.empty() ? false : (arg(p[0], out), true);
   for (const Shown& s : kShown) {
     if (name != s.name) continue;
-    // A quote's text may come as text=, quote=; the others' by position only.
+    // The text may come as text= or quote= (quotes do that; any of these may).
     for (std::string_view key : {"text", "quote"})
       if (const std::string_view t = named(a, key); !t.empty()) return arg(t, out), true;
     const size_t k = s.index == 0 ? p.size() : size_t(s.index);
@@ -142,6 +142,17 @@ bool render_template(std::string_view name_as_written, const TemplateArgs& a, st
     return arg(p[k - 1], out), true;
   }
   return false;
+}
+
+}  // namespace
+
+bool render_template(std::string_view name, const TemplateArgs& args, std::vector<TemplatePiece>* out) {
+  // An argument it would show that is empty ({{convert||m}}) leaves stray units or signs:
+  // the template goes as a whole.
+  const bool shown = render(name, args, out) &&
+                     std::none_of(out->begin(), out->end(), [](const TemplatePiece& p) { return p.is_arg && p.arg.empty(); });
+  if (!shown) out->clear();
+  return shown;
 }
 
 bool is_disambiguation_page(std::string_view w) {

@@ -4,8 +4,8 @@
 // they sit in, and dropping them leaves holes ("a total area of {{convert|28748|km2}}."
 // became "a total area of."): characters ({{ndash}}, {{nbsp}}), a foreign-language term
 // ({{lang|grc|...}}), a quantity ({{convert}}, {{val}}, {{frac}}), a date ({{as of|2008}}),
-// wrappers ({{nowrap|...}}, {{nihongo|...}}, {{quote|...}}). Measured on 106 real enwiki
-// articles (docs/performance.md) they were in about 7% of the prose paragraphs.
+// wrappers ({{nowrap|...}}, {{nihongo|...}}, {{quote|...}}). On 110 real enwiki pages (106
+// articles; docs/performance.md) they were in about 7% of the prose paragraphs.
 #pragma once
 
 #include <string_view>

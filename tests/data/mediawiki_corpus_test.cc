@@ -44,7 +44,7 @@ TEST_F(MediaWikiCorpusTest, Bzip2OneStreamOrManyGivesThePlainText) {
   // Big enough for several 900 kB blocks and many reads: every byte comes back.
   std::string big;
   for (int i = 0; big.size() < (3u << 20); ++i)
-    big += "line " + std::to_string(i * 7919 % 100003) + "\n";
+    big += "line " + std::to_string(int64_t(i) * 7919 % 100003) + "\n";
   std::vector<std::string> got;
   ASSERT_TRUE(units(write("big.txt.bz2", bz2_bytes({big.substr(0, 1 << 20), big.substr(1 << 20)})),
                     {}, &got)
@@ -62,14 +62,17 @@ TEST_F(MediaWikiCorpusTest, Bzip2DamageIsCorruptNamingTheFile) {
   EXPECT_NE(st.message().find("cut.txt.bz2: cannot read after line "), std::string::npos)
       << st.message();
   EXPECT_NE(st.message().find("unexpected end of file"), std::string::npos) << st.message();
-  std::string flipped = bz;
-  flipped[bz.size() / 2] ^= 0x55;  // inside the second stream's block
-  got.clear();
-  st = units(write("flip.txt.bz2", flipped), {}, &got);
-  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
-  EXPECT_NE(st.message().find("flip.txt.bz2: cannot read after line "), std::string::npos)
-      << st.message();
-  EXPECT_NE(st.message().find("bzip2 data error"), std::string::npos) << st.message();
+  const std::string first = bz2_bytes({std::string(kText) + "\n"});
+  ASSERT_LT(first.size() + 30, bz.size());  // so the second flip is in the second stream
+  for (const size_t at : {size_t(30), bz.size() - 20}) {
+    std::string flipped = bz;
+    flipped[at] ^= 0x55;
+    got.clear();
+    st = units(write("flip.txt.bz2", flipped), {}, &got);
+    EXPECT_EQ(st.code(), StatusCode::kCorrupt) << at << ": " << st.to_string();
+    EXPECT_NE(st.message().find("flip.txt.bz2: cannot read after line "), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("bzip2 data error"), std::string::npos) << st.message();
+  }
   got.clear();
   st = units(write("tail.txt.bz2", bz + "trailing text\n"), {}, &got);
   EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
@@ -77,8 +80,10 @@ TEST_F(MediaWikiCorpusTest, Bzip2DamageIsCorruptNamingTheFile) {
       st.message().find("bytes after the end of the bzip2 data that are not another bzip2 stream"),
       std::string::npos)
       << st.message();
-  got.clear();  // "BZ" and then not "h": caught at the third byte
-  EXPECT_EQ(units(write("bz.txt.bz2", bz + "BZx"), {}, &got).code(), StatusCode::kCorrupt);
+  got.clear();  // "BZ" and then not "h": caught at the third byte, by lansbert's check
+  st = units(write("bz.txt.bz2", bz + "BZx"), {}, &got);
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
+  EXPECT_NE(st.message().find("not another bzip2 stream"), std::string::npos) << st.message();
 }
 
 // An export as Special:Export and the dumps write it: siteinfo first, then pages.
@@ -131,7 +136,7 @@ TEST_F(MediaWikiCorpusTest, AnExportGivesOneDocumentPerArticle) {
                      "Cats are small mammals. They purr.\nA second paragraph & more.",
                      "Dogs bark. Loudly."}));
   EXPECT_EQ(lines, (std::vector<int64_t>{9, 53}));
-  // Any name is read as an export with --input-format mediawiki, stdin's included.
+  // Any name is read as an export with --input-format mediawiki.
   got.clear();
   ASSERT_TRUE(units(write("wiki.dat", xml), {"mediawiki", "text"}, &got).is_ok());
   EXPECT_EQ(got.size(), 2u);
@@ -158,6 +163,11 @@ TEST_F(MediaWikiCorpusTest, XmlThatIsNotAnExportIsCorruptNamingTheLineAndColumn)
       st.message().find(
           "page.xml:2:1: not a MediaWiki XML export: its root element is <html>, not <mediawiki>"),
       std::string::npos)
+      << st.message();
+  st = units(write("empty_root.xml", "<rss/>\n"), {}, &got);  // expat still ends the element
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
+  EXPECT_NE(st.message().find("empty_root.xml:1:1: not a MediaWiki XML export: its root element is <rss>"),
+            std::string::npos)
       << st.message();
   st = units(write("bad.xml", dump(page("A", 0, "Fine text.")) + "<page>"), {}, &got);
   EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.to_string();
@@ -208,6 +218,8 @@ TEST_F(MediaWikiCorpusTest, AutoKnowsDumpNamesAndRefusesXmlItWouldReadAsText) {
   got.clear();
   ASSERT_TRUE(units(named_text, {"text", "text"}, &got).is_ok());
   EXPECT_EQ(got.size(), 3u);
+  EXPECT_EQ(units(write("bom.txt", "\xEF\xBB\xBF<?xml version=\"1.0\"?>\n<mediawiki/>\n"), autod, &got).code(),
+            StatusCode::kInvalidArgument);
   got.clear();
   ASSERT_TRUE(units(write("lt.txt", "<3 is a heart.\n"), autod, &got).is_ok());  // a '<' is not XML
   EXPECT_EQ(got.size(), 1u);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -276,7 +277,7 @@ TEST(Prep, StopRequestEndsTheRunAndKeepsEarlierShards) {
   opts.out_dir = dir + "/out";
   opts.shard_size = 100;
   opts.block_bytes = 20000;
-  int polls = 0;
+  std::atomic<int> polls = 0;  // polled from the reading thread and the making one
   opts.stop = [&polls] { return ++polls, 0; };
   ASSERT_TRUE(run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st).is_ok());
   ASSERT_GT(polls, 10);
@@ -286,7 +287,7 @@ TEST(Prep, StopRequestEndsTheRunAndKeepsEarlierShards) {
   std::vector<std::string> before;
   for (const auto& f : names) before.push_back(slurp(dir + "/out/" + f));
   for (const int at : {1, total / 2, total}) {
-    int n = 0;
+    std::atomic<int> n = 0;
     opts.stop = [&n, at] { return ++n >= at ? SIGTERM : 0; };
     const Status s = run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st);
     EXPECT_EQ(s.code(), StatusCode::kInterrupted) << "poll " << at << ": " << s.to_string();

@@ -174,6 +174,13 @@ TEST(Wikitext, WholeArticle) {
 
 // Templates are not expanded, but those whose text is part of the sentence show it
 // (wikitext_templates.h); the rest still go.
+TEST(Wikitext, UnknownTagsAreText) {
+  // Only MediaWiki's tags are tags: "<y" in prose must not swallow text up to a later '>'.
+  EXPECT_EQ(W("Text x <y and more\n\nNext paragraph here z> done."), "Text x <y and more\nNext paragraph here z> done.");
+  EXPECT_EQ(W("a <foo>bar</foo> <Small>b</small> <span\nclass=x>c"), "a <foo>bar</foo> b <span class=x>c");
+  EXPECT_EQ(W("He was (,born here) ok ({{IPA|x}}; y)."), "He was (born here) ok (y).");
+}
+
 TEST(Wikitext, ProseTemplatesShowTheirText) {
   EXPECT_EQ(W("an area of {{convert|28748|km2|0|abbr=off}}. It"), "an area of 28748 km2. It");
   EXPECT_EQ(W("between {{convert|60|and(-)|80|kg}}."), "between 60\xE2\x80\x93" "80 kg.");
@@ -191,6 +198,11 @@ TEST(Wikitext, ProseTemplatesShowTheirText) {
   EXPECT_EQ(W("{{lang|fr}} {{convert|5}} {{frac}} kept"), "kept");  // no text argument: gone
   EXPECT_EQ(W("{{lang|fr|{{lang|de|{{nowrap|deep}}}}}}"), "deep");
   EXPECT_EQ(W("{{Template:Nowrap|x y}} {{ nowrap |z}}"), "x y z");
+  EXPECT_EQ(W("{{val|6.022|e=23}} per mole"), "6.022 \xC3\x97 10^23 per mole");
+  // Arguments one a line, numbered ones, and empty ones (which drop the whole template).
+  EXPECT_EQ(W("{{convert\n|60\n|to\n|80\n|kg}} heavy, {{as of|2008|5\n}}"), "60 to 80 kg heavy, As of May 2008");
+  EXPECT_EQ(W("{{lang|fr|2=E=mc2}} and {{lang|de|1=x|2=y}}"), "E=mc2 and y");
+  EXPECT_EQ(W("{{convert||m}} x {{frac||2}} y {{lang|fr|}} z"), "x y z");
   EXPECT_EQ(W("{{IPAc-en|\xCB\x88|k|\xC3\xA6|t}}{{sfn|Smith|2000}}{{citation needed|date=May}} cat"), "cat");
 }
 

@@ -38,8 +38,10 @@ struct PrepOptions {
   size_t block_bytes = 16u << 20;   // text per block
   int threads = 0;                  // 0 = OpenMP's default
   bool progress = false;            // a progress line on stderr
-  // Polled between documents and between steps of a block; a non-zero signal number ends
-  // the run with Status::interrupted and out_dir as it was (`lansbert prep`: stop_signal()).
+  // Polled between documents and between steps of a block, from two threads at once (the
+  // next block is read while one is made): it must be thread-safe. A non-zero signal number
+  // ends the run with Status::interrupted and out_dir as it was (`lansbert prep`:
+  // stop_signal(), an atomic).
   std::function<int()> stop;
 };
 
