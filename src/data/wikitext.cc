@@ -243,7 +243,7 @@ class Pass2 {
     const size_t colons = std::min(raw.find_first_not_of(':'), raw.size());
     const char after = colons < raw.size() ? raw[colons] : '\n';  // ":* item" is a list too
     const bool drop = c == '*' || c == '#' || c == ';' || raw.starts_with("----") ||
-                      (c == ':' && (after == '*' || after == '#' || after == ';'));
+                      (c == ':' && (after == '*' || after == '#' || after == ';')) || bold_heading(raw);
     if (c == ':') {  // an indented block: a paragraph of its own, without the colons
       while (i < e && s_[i] == ':') ++i;
       out_ += '\n';
@@ -253,6 +253,14 @@ class Pass2 {
     emit_ = true;
     out_ += c == ':' ? "\n\n" : "\n";
     return next(end);
+  }
+
+  // A line that is all bold ("'''Early life'''") heads what follows, most often a list, as a
+  // heading would: no prose.
+  static bool bold_heading(std::string_view raw) {
+    const std::string_view t = trim(raw);
+    return t.size() > 6 && t.starts_with("'''") && t.ends_with("'''") &&
+           t.substr(3, t.size() - 6).find("'''") == std::string_view::npos;
   }
 
   // A heading line; a section of references or links is skipped up to the next heading of

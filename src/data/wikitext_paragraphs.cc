@@ -117,7 +117,8 @@ void tidy(std::string_view t, std::string* o) {
     if (c == '(') {
       size_t j = i + 1;
       while (j < t.size() && (is_space(t[j]) || is_separator(t[j]))) ++j;
-      if (j < t.size() && t[j] == ')') {  // "( ; )": leftovers only, all gone
+      // "( ; )" after a space: leftovers only, all gone ("main()" is code, and stays).
+      if (j < t.size() && t[j] == ')' && (pending || o->empty() || !is_alnum(o->back()))) {
         i = j;
         continue;
       }

@@ -179,6 +179,8 @@ TEST(Wikitext, UnknownTagsAreText) {
   EXPECT_EQ(W("Text x <y and more\n\nNext paragraph here z> done."), "Text x <y and more\nNext paragraph here z> done.");
   EXPECT_EQ(W("a <foo>bar</foo> <Small>b</small> <span\nclass=x>c"), "a <foo>bar</foo> b <span class=x>c");
   EXPECT_EQ(W("He was (,born here) ok ({{IPA|x}}; y)."), "He was (born here) ok (y).");
+  EXPECT_EQ(W("Call main() or f( ) in C; Einstein ({{IPA|x}}) was."), "Call main() or f() in C; Einstein was.");
+  EXPECT_EQ(W("'''Massachusetts Bay'''\n* [[John]]\n\n'''''Both'''''\n\n'''X''' is a '''bay'''."), "X is a bay.");
 }
 
 TEST(Wikitext, ProseTemplatesShowTheirText) {
