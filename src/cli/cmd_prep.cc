@@ -88,7 +88,8 @@ void add_prep_command(CLI::App& app) {
               "(a document per record) or a MediaWiki XML dump (a document per article), plain or compressed "
               "(gzip, zstd, bzip2), into pretraining shards");
   sub->add_option("--vocab", args->vocab, "WordPiece vocab.txt")->required();
-  sub->add_option("--input", o.inputs, "Text, JSON Lines or MediaWiki XML files, plain, gzip, Zstandard or bzip2")
+  sub->add_option("--input", o.inputs,
+                  "Text, JSON Lines or MediaWiki XML files, plain, gzip, Zstandard or bzip2 ('-': stdin, once)")
       ->required();
   sub->add_option("--input-format", o.corpus.format,
                   "auto (jsonl for *.jsonl, *.ndjson and *.json, mediawiki for *.xml and Wikipedia's *.xml-pNpM, before "

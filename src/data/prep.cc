@@ -140,15 +140,20 @@ bool progress_on_terminal() {
 }
 
 // `bytes_read` is where the reader was after the block last made (it may be reading ahead).
-void print_progress(uint64_t bytes_read, uint64_t total_bytes, const PrepStats& st, Clock::time_point t0,
-                    bool final) {
+// With stdin among the inputs the total is not known: no share and no ETA.
+void print_progress(uint64_t bytes_read, const TextDocumentReader& reader, const PrepStats& st,
+                    Clock::time_point t0, bool final) {
   const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
-  const double mb = bytes_read / 1e6, total = total_bytes / 1e6;
+  const double mb = bytes_read / 1e6, total = reader.total_bytes() / 1e6;
   const double rate = sec > 0 ? mb / sec : 0;
   const double eta = rate > 0 ? (total - mb) / rate : 0;
   const bool tty = progress_on_terminal();
-  std::fprintf(stderr, "%sprep: %.1f/%.1f MB (%3.0f%%) %.2f MB/s ETA %d:%02d, %lld documents, %lld instances, %lld shards%s",
-               tty ? "\r" : "", mb, total, total > 0 ? 100 * mb / total : 100.0, rate, int(eta) / 60, int(eta) % 60,
+  const std::string where =
+      reader.total_known()
+          ? fmt::format("{:.1f}/{:.1f} MB ({:3.0f}%) {:.2f} MB/s ETA {}:{:02d}", mb, total,
+                        total > 0 ? 100 * mb / total : 100.0, rate, int(eta) / 60, int(eta) % 60)
+          : fmt::format("{:.1f} MB {:.2f} MB/s", mb, rate);
+  std::fprintf(stderr, "%sprep: %s, %lld documents, %lld instances, %lld shards%s", tty ? "\r" : "", where.c_str(),
                static_cast<long long>(st.documents), static_cast<long long>(st.instances),
                static_cast<long long>(st.shards), final || !tty ? "\n" : "");
 }
@@ -210,7 +215,7 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
     stats->shards = sink.shards();
     if (opts.progress &&
         Clock::now() - last_print > std::chrono::milliseconds(progress_on_terminal() ? 500 : 30000)) {
-      print_progress(bytes_read, reader.total_bytes(), *stats, t0, false);
+      print_progress(bytes_read, reader, *stats, t0, false);
       last_print = Clock::now();
     }
     if (!ahead.valid()) break;  // that was the last block
@@ -220,7 +225,7 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   stats->shards = sink.shards();
   stats->bytes = reader.bytes_read();
   stats->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (opts.progress) print_progress(stats->bytes, reader.total_bytes(), *stats, t0, true);
+  if (opts.progress) print_progress(stats->bytes, reader, *stats, t0, true);
   if (stats->instances == 0) {
     return Status::invalid_argument("prep: the input produced no instances (empty input?)");
   }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -19,8 +20,15 @@ namespace {
 Status bad(const std::string& m) { return Status::invalid_argument("prep: " + m); }
 
 // An input must be a regular file (a directory or a device is a mistake, not a corpus) that
-// this process can open for reading. Adds its size to *total.
+// this process can open for reading, or "-" for stdin when it is not a terminal. Adds its size
+// to *total (stdin's is not known).
 Status check_input(const std::string& path, uint64_t* total) {
+  if (path == "-") {
+    if (::isatty(STDIN_FILENO) == 1)
+      return bad("--input -: stdin is a terminal; pipe the corpus in (e.g. lbzip2 -dc dump.xml.bz2 | lansbert prep "
+                 "--input - --input-format mediawiki ...)");
+    return Status::ok();
+  }
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     const std::string why = std::strerror(errno);
@@ -81,7 +89,9 @@ Status check_prep_options(const PrepOptions& opts) {
   if (opts.inputs.empty()) return bad("--input: no input files");
   uint64_t total = 0;
   for (const auto& p : opts.inputs) LB_RETURN_IF_ERROR(check_input(p, &total));
-  if (total == 0) {
+  const auto stdins = std::count(opts.inputs.begin(), opts.inputs.end(), "-");
+  if (stdins > 1) return bad("--input: '-' (stdin) given more than once");
+  if (total == 0 && stdins == 0) {
     return bad(fmt::format("--input: the input files are empty ({}{})", opts.inputs.front(),
                            opts.inputs.size() > 1 ? ", ..." : ""));
   }

@@ -50,7 +50,13 @@ Status TextDocumentReader::open(const std::vector<std::string>& paths, const Cor
   options_ = options;
   sizes_.clear();
   total_bytes_ = finished_bytes_ = 0;
+  total_known_ = true;
   for (const auto& p : paths_) {
+    if (p == "-") {  // stdin: its size is not known before it ends
+      sizes_.push_back(0);
+      total_known_ = false;
+      continue;
+    }
     std::error_code ec;
     const auto size = std::filesystem::file_size(p, ec);
     if (ec) return Status::not_found(fmt::format("{}: cannot read input: {}", p, ec.message()));
@@ -94,8 +100,8 @@ Status TextDocumentReader::next(std::vector<std::string>* sentences, std::vector
       origins->resize(sentences->size(), fmt::format("{}:{}", in_->name(), in_->line_no()));
       if (in_->format() != CorpusFormat::kText && !sentences->empty()) return Status::ok();
     }
+    finished_bytes_ += paths_[file_] == "-" ? in_->offset() : sizes_[file_];
     in_.reset();
-    finished_bytes_ += sizes_[file_];
     ++file_;
     if (!sentences->empty()) return Status::ok();  // the end of a file ends a document
   }

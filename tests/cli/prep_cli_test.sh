@@ -93,6 +93,11 @@ bzip2 -k wiki.xml
 rm -rf other && "$bin" prep --vocab "$vocab" --input wiki.xml.bz2 --out other --no-progress --dupe-factor 2 > /dev/null ||
   fail "prep of wiki.xml.bz2"
 [[ $(cd other && sha256sum shard-*.lbs) == "$good" ]] || fail "prep of wiki.xml.bz2: not the shards of corpus.txt"
+# stdin ("-"), as from `lbzip2 -dc dump.xml.bz2 |`: the same shards; given twice, refused.
+rm -rf other && bzip2 -dc wiki.xml.bz2 | "$bin" prep --vocab "$vocab" --input - --input-format mediawiki --out other \
+  --dupe-factor 2 > /dev/null 2> stdin.err || fail "prep of stdin: $(cat stdin.err)"
+[[ $(cd other && sha256sum shard-*.lbs) == "$good" ]] || fail "prep of stdin: not the shards of corpus.txt"
+expect_refused 2 "--input: '-' (stdin) given more than once" --input - - < corpus.txt
 head -c $(( $(stat -c %s wiki.xml.bz2) / 2 )) wiki.xml.bz2 > cut-pages-articles1.xml-p1p40.bz2
 expect_refused 4 "cut-pages-articles1.xml-p1p40.bz2: cannot read after XML line" --input cut-pages-articles1.xml-p1p40.bz2
 printf '<?xml version="1.0"?>\n<rss><item>Hi</item></rss>\n' > feed.xml

@@ -24,14 +24,16 @@ void split_sentences(std::string_view line, std::vector<std::string>* out);
 
 class TextDocumentReader {
  public:
-  // REQUIRES: open() before next(). Missing files are a not_found naming the file.
+  // REQUIRES: open() before next(). Missing files are a not_found naming the file; "-" is
+  // stdin (its size unknown until it ends: total_known() is false).
   Status open(const std::vector<std::string>& paths, const CorpusOptions& options = {});
   // Reads the next non-empty document into *sentences (with each sentence's file and line
   // in *origins, "file:line", for error messages). Sets *done at the end of the input.
   Status next(std::vector<std::string>* sentences, std::vector<std::string>* origins, bool* done);
   // Bytes of the input files consumed (as stored: compressed bytes), of total_bytes().
   uint64_t bytes_read() const { return finished_bytes_ + (in_ ? in_->offset() : 0); }
-  uint64_t total_bytes() const { return total_bytes_; }
+  uint64_t total_bytes() const { return total_bytes_; }  // of the files other than stdin
+  bool total_known() const { return total_known_; }
 
  private:
   std::vector<std::string> paths_;
@@ -40,6 +42,7 @@ class TextDocumentReader {
   size_t file_ = 0;
   std::unique_ptr<CorpusFile> in_;
   uint64_t finished_bytes_ = 0, total_bytes_ = 0;
+  bool total_known_ = true;
 };
 
 }  // namespace lansbert
