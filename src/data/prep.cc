@@ -1,7 +1,6 @@
 // run_prep: the streaming block loop, the shard rotation and the progress line. The next
-// block is read on a thread of its own while the current one is tokenized, made into
-// instances and written: reading (decompression, a JSON or XML parse, wikitext cleaning) is
-// serial, and on a many-core host it would otherwise leave the cores idle for its share.
+// block is read on a thread of its own (block_reader.h) while the current one is tokenized,
+// made into instances and written.
 #include "lansbert/data/prep.h"
 
 #include <fmt/format.h>
@@ -9,14 +8,12 @@
 
 #include <chrono>
 #include <cstdio>
-#include <future>
 #include <memory>
-#include <utility>
 
 #include <unistd.h>
 
 #include "lansbert/core/stop_signals.h"
-#include "lansbert/data/text_reader.h"
+#include "block_reader.h"
 #include "shard_staging.h"
 
 namespace lansbert {
@@ -54,14 +51,6 @@ class ShardSink {
   int64_t shards_ = 0;
 };
 
-struct RawBlock {
-  std::vector<std::string> sentences, origins;
-  std::vector<size_t> doc_begin{0};  // document d has sentences [doc_begin[d], doc_begin[d+1])
-  size_t bytes = 0;
-  bool last = false;        // the input ended in this block
-  uint64_t bytes_read = 0;  // the reader's position (bytes as stored) after this block
-};
-
 // Tokenizes the block in parallel and builds its documents (empty sentences and documents
 // dropped). The first error in input order is returned, whatever the thread count.
 Status tokenize_block(const RawBlock& raw, const TokenizeFn& tokenize, int threads,
@@ -90,48 +79,6 @@ Status tokenize_block(const RawBlock& raw, const TokenizeFn& tokenize, int threa
   return Status::ok();
 }
 
-// Non-ok once opts.stop reports a signal; the caller's return drops the staging directory.
-Status check_stop(const PrepOptions& opts) {
-  const int sig = opts.stop ? opts.stop() : 0;
-  if (sig == 0) return Status::ok();
-  return Status::interrupted(fmt::format("prep: stopped by {}; {} is as it was before the run",
-                                         signal_name(sig), opts.out_dir));
-}
-
-// The next block: whole documents until it holds opts.block_bytes of text, or the input ends.
-// Where the blocks end depends on the input alone, so the shards do not depend on timing.
-Status read_block(const PrepOptions& opts, TextDocumentReader* reader, RawBlock* raw) {
-  std::vector<std::string> sentences, origins;
-  bool done = false;
-  while (raw->bytes < opts.block_bytes) {
-    LB_RETURN_IF_ERROR(check_stop(opts));
-    LB_RETURN_IF_ERROR(reader->next(&sentences, &origins, &done));
-    if (done) break;
-    for (size_t i = 0; i < sentences.size(); ++i) {
-      raw->bytes += sentences[i].size();
-      raw->sentences.push_back(std::move(sentences[i]));
-      raw->origins.push_back(std::move(origins[i]));
-    }
-    raw->doc_begin.push_back(raw->sentences.size());
-  }
-  raw->last = done;
-  raw->bytes_read = reader->bytes_read();
-  return Status::ok();
-}
-
-using BlockRead = std::future<std::pair<Status, std::unique_ptr<RawBlock>>>;
-
-// Starts reading the next block on its own thread. The reader is that thread's alone until
-// the future is taken (a future from std::async waits for its thread when destroyed, so an
-// early return never leaves the thread reading a reader that is gone).
-BlockRead read_block_async(const PrepOptions& opts, TextDocumentReader* reader) {
-  return std::async(std::launch::async, [&opts, reader] {
-    auto raw = std::make_unique<RawBlock>();
-    Status s = read_block(opts, reader, raw.get());
-    return std::pair{std::move(s), std::move(raw)};
-  });
-}
-
 // On a terminal one line redrawn twice a second; into a file or a job log (stderr not a
 // terminal) a whole line every 30 s, so that the log reads line by line and stays small.
 bool progress_on_terminal() {
@@ -141,7 +88,7 @@ bool progress_on_terminal() {
 
 // `bytes_read` is where the reader was after the block last made (it may be reading ahead).
 // With stdin among the inputs the total is not known: no share and no ETA.
-void print_progress(uint64_t bytes_read, const TextDocumentReader& reader, const PrepStats& st,
+void print_progress(uint64_t bytes_read, const BlockReader& reader, const PrepStats& st,
                     Clock::time_point t0, bool final) {
   const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
   const double mb = bytes_read / 1e6, total = reader.total_bytes() / 1e6;
@@ -164,8 +111,6 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
                 const TokenizeFn& tokenize, PrepStats* stats) {
   LB_RETURN_IF_ERROR(check_prep_options(opts));
   const InstanceOptions& io = opts.instances;
-  TextDocumentReader reader;
-  LB_RETURN_IF_ERROR(reader.open(opts.inputs, opts.corpus));
   ShardInfo info = base;
   // The ids come from `vocab`: its size bounds them, sets the shards' id width, and is what
   // the header records.
@@ -189,21 +134,27 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   uint64_t first_doc = 0, bytes_read = 0;
   std::vector<Document> docs;
   std::vector<Instance> instances;
-  BlockRead ahead = read_block_async(opts, &reader);
-  for (;;) {
-    auto [read_status, block] = ahead.get();
-    LB_RETURN_IF_ERROR(read_status);
-    RawBlock& raw = *block;
+  // Last: on an early return it is destroyed first, leaving a read in flight to its thread.
+  BlockReader reader;
+  LB_RETURN_IF_ERROR(reader.open(opts.inputs, opts.corpus, opts.block_bytes, opts.stop, opts.out_dir));
+  for (bool last = false; !last;) {
+    std::unique_ptr<RawBlock> block;
+    if (const Status read = reader.next(&block); !read.is_ok()) {
+      // A signal first: Ctrl-C at a pipe's writer cuts the input short as it stops prep.
+      LB_RETURN_IF_ERROR(check_stop(opts.stop, opts.out_dir));
+      return read;
+    }
+    const RawBlock& raw = *block;
     if (raw.sentences.empty()) break;
     bytes_read = raw.bytes_read;
-    if (!raw.last) ahead = read_block_async(opts, &reader);  // while this block is made
+    last = raw.last;
     LB_RETURN_IF_ERROR(tokenize_block(raw, tokenize, threads, &docs, stats));
-    LB_RETURN_IF_ERROR(check_stop(opts));
+    LB_RETURN_IF_ERROR(check_stop(opts.stop, opts.out_dir));
     block.reset();  // free the text before the instances grow
     for (int pass = 0; pass < io.dupe_factor; ++pass) {
       instances.clear();
       create_instances(docs, first_doc, pass, io, vocab, threads, &instances);
-      LB_RETURN_IF_ERROR(check_stop(opts));
+      LB_RETURN_IF_ERROR(check_stop(opts.stop, opts.out_dir));
       for (const auto& inst : instances) {
         LB_RETURN_IF_ERROR(sink.add(inst));
         stats->instance_tokens += static_cast<int64_t>(inst.tokens.size());
@@ -218,9 +169,8 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
       print_progress(bytes_read, reader, *stats, t0, false);
       last_print = Clock::now();
     }
-    if (!ahead.valid()) break;  // that was the last block
   }
-  LB_RETURN_IF_ERROR(check_stop(opts));
+  LB_RETURN_IF_ERROR(check_stop(opts.stop, opts.out_dir));
   LB_RETURN_IF_ERROR(sink.close());
   stats->shards = sink.shards();
   stats->bytes = reader.bytes_read();

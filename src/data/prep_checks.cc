@@ -24,6 +24,9 @@ Status bad(const std::string& m) { return Status::invalid_argument("prep: " + m)
 // to *total (stdin's is not known).
 Status check_input(const std::string& path, uint64_t* total) {
   if (path == "-") {
+    struct stat st {};
+    if (::fstat(STDIN_FILENO, &st) != 0) return bad("--input -: stdin is closed");
+    if (S_ISDIR(st.st_mode)) return bad("--input -: stdin is a directory");
     if (::isatty(STDIN_FILENO) == 1)
       return bad("--input -: stdin is a terminal; pipe the corpus in (e.g. lbzip2 -dc dump.xml.bz2 | lansbert prep "
                  "--input - --input-format mediawiki ...)");

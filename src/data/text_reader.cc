@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 
 namespace lansbert {
@@ -52,9 +55,12 @@ Status TextDocumentReader::open(const std::vector<std::string>& paths, const Cor
   total_bytes_ = finished_bytes_ = 0;
   total_known_ = true;
   for (const auto& p : paths_) {
-    if (p == "-") {  // stdin: its size is not known before it ends
-      sizes_.push_back(0);
-      total_known_ = false;
+    if (p == "-") {  // stdin: a pipe's size is not known before it ends; a file's is
+      struct stat st {};
+      const bool file = ::fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode);
+      sizes_.push_back(file ? uint64_t(st.st_size) : 0);
+      total_bytes_ += sizes_.back();
+      total_known_ = total_known_ && file;
       continue;
     }
     std::error_code ec;

@@ -5,6 +5,8 @@
 #include "text_sources.h"
 
 #include <bzlib.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -14,13 +16,18 @@
 #include <cstring>
 #include <string_view>
 
+#include "lansbert/core/stop_signals.h"
+
 namespace lansbert {
 namespace {
 
 // The file descriptor's bytes, the ones sniffed at open handed out first.
 class FdBytes {
  public:
-  FdBytes(int fd, std::string head) : fd_(fd), head_(std::move(head)) {}
+  FdBytes(int fd, std::string head) : fd_(fd), head_(std::move(head)) {
+    struct stat st {};
+    regular_ = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+  }
   ~FdBytes() { ::close(fd_); }
   FdBytes(const FdBytes&) = delete;
   FdBytes& operator=(const FdBytes&) = delete;
@@ -34,6 +41,7 @@ class FdBytes {
       return int64_t(k);
     }
     for (;;) {
+      if (!wait_readable()) return -1;
       const ssize_t got = ::read(fd_, p, n);
       if (got < 0 && errno == EINTR) continue;
       if (got > 0) consumed_ += uint64_t(got);
@@ -41,6 +49,21 @@ class FdBytes {
     }
   }
   uint64_t consumed() const { return consumed_; }
+  // A pipe (stdin) can hold a read for as long as its writer likes, and a signal may go to
+  // another thread than the one reading: so wait in slices and give up, with EINTR, once a stop
+  // signal has come (core/stop_signals.h). A regular file is always readable.
+  bool wait_readable() {
+    if (regular_) return true;
+    for (;;) {
+      pollfd p{fd_, POLLIN, 0};
+      const int r = ::poll(&p, 1, 200);
+      if (r > 0 || (r < 0 && errno != EINTR)) return true;  // read() says what happened
+      if (stop_signal() != 0) {
+        errno = EINTR;
+        return false;
+      }
+    }
+  }
   // A decoder's refill of `buf`: the count of bytes read, 0 at a clean end; -1 with *why on a
   // failed read, or at the end while `open` (a gzip member or zstd frame begun and not ended:
   // the file was cut short, *damaged).
@@ -56,6 +79,7 @@ class FdBytes {
  private:
   int fd_;
   std::string head_;
+  bool regular_ = false;
   size_t head_at_ = 0;
   uint64_t consumed_ = 0;
 };

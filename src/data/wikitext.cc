@@ -339,6 +339,7 @@ class Pass2 {
     std::string_view name;
     TemplateArgs args;
     bool first = true;
+    size_t unnamed = 0;
     for (size_t p = a, start = a;; ++p) {
       const bool nested = p < b && (s_[p] == '{' || s_[p] == '[') && match_[p] != kNone && match_[p] < b;
       if (nested) p = match_[p];
@@ -355,10 +356,12 @@ class Pass2 {
         const bool numbered = !key.empty() && key.size() < 4 &&
                               std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) &&
                               (number = std::stoul(std::string(key))) > 0;
-        if (numbered && args.positional.size() < number) args.positional.resize(number);
-        if (numbered) args.positional[number - 1] = value;
+        // As MediaWiki: "|a|" is argument 1, 2, ... by its place among the unnamed ones, "|2=b|"
+        // argument 2 wherever it stands, and of two values for one number the later wins.
+        const size_t k = numbered ? number : (is_named ? 0 : ++unnamed);
+        if (k > 0 && args.positional.size() < k) args.positional.resize(k);
+        if (k > 0) args.positional[k - 1] = value;
         if (is_named && !numbered) args.named.emplace_back(key, value);
-        if (!is_named) args.positional.push_back(value);
       }
       if (p >= b) break;
       start = p + 1;

@@ -98,6 +98,13 @@ rm -rf other && bzip2 -dc wiki.xml.bz2 | "$bin" prep --vocab "$vocab" --input - 
   --dupe-factor 2 > /dev/null 2> stdin.err || fail "prep of stdin: $(cat stdin.err)"
 [[ $(cd other && sha256sum shard-*.lbs) == "$good" ]] || fail "prep of stdin: not the shards of corpus.txt"
 expect_refused 2 "--input: '-' (stdin) given more than once" --input - - < corpus.txt
+expect_refused 2 "--input -: stdin is closed" --input - <&-
+expect_refused 2 "--input -: stdin is a directory" --input - < adir
+# stdin among files, a file on stdin (its size known): the shards of the files in that order.
+head -n 40 corpus.txt > first.txt && tail -n +41 corpus.txt > rest.txt
+rm -rf other && "$bin" prep --vocab "$vocab" --input first.txt - --out other --no-progress --dupe-factor 2 < rest.txt \
+  > /dev/null || fail "prep of a file and stdin"
+[[ $(cd other && sha256sum shard-*.lbs) == "$good" ]] || fail "prep of first.txt and stdin: not the shards of corpus.txt"
 head -c $(( $(stat -c %s wiki.xml.bz2) / 2 )) wiki.xml.bz2 > cut-pages-articles1.xml-p1p40.bz2
 expect_refused 4 "cut-pages-articles1.xml-p1p40.bz2: cannot read after XML line" --input cut-pages-articles1.xml-p1p40.bz2
 printf '<?xml version="1.0"?>\n<rss><item>Hi</item></rss>\n' > feed.xml

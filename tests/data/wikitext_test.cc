@@ -172,8 +172,6 @@ TEST(Wikitext, WholeArticle) {
             "Fishing is allowed from May\xE2\x80\x93June.");
 }
 
-// Templates are not expanded, but those whose text is part of the sentence show it
-// (wikitext_templates.h); the rest still go.
 TEST(Wikitext, UnknownTagsAreText) {
   // Only MediaWiki's tags are tags: "<y" in prose must not swallow text up to a later '>'.
   EXPECT_EQ(W("Text x <y and more\n\nNext paragraph here z> done."), "Text x <y and more\nNext paragraph here z> done.");
@@ -183,6 +181,8 @@ TEST(Wikitext, UnknownTagsAreText) {
   EXPECT_EQ(W("'''Massachusetts Bay'''\n* [[John]]\n\n'''''Both'''''\n\n'''X''' is a '''bay'''."), "X is a bay.");
 }
 
+// Templates are not expanded, but those whose text is part of the sentence show it
+// (wikitext_templates.h); the rest still go.
 TEST(Wikitext, ProseTemplatesShowTheirText) {
   EXPECT_EQ(W("an area of {{convert|28748|km2|0|abbr=off}}. It"), "an area of 28748 km2. It");
   EXPECT_EQ(W("between {{convert|60|and(-)|80|kg}}."), "between 60\xE2\x80\x93" "80 kg.");
@@ -204,6 +204,7 @@ TEST(Wikitext, ProseTemplatesShowTheirText) {
   // Arguments one a line, numbered ones, and empty ones (which drop the whole template).
   EXPECT_EQ(W("{{convert\n|60\n|to\n|80\n|kg}} heavy, {{as of|2008|5\n}}"), "60 to 80 kg heavy, As of May 2008");
   EXPECT_EQ(W("{{lang|fr|2=E=mc2}} and {{lang|de|1=x|2=y}}"), "E=mc2 and y");
+  EXPECT_EQ(W("{{nowrap|2=b|a}} and {{convert|2=km|5}} long, {{lang|x|y|2=z}}"), "a and 5 km long, z");
   EXPECT_EQ(W("{{convert||m}} x {{frac||2}} y {{lang|fr|}} z"), "x y z");
   EXPECT_EQ(W("{{IPAc-en|\xCB\x88|k|\xC3\xA6|t}}{{sfn|Smith|2000}}{{citation needed|date=May}} cat"), "cat");
 }

@@ -1,0 +1,84 @@
+// BlockReader: a std::thread per block and a promise for its result (see block_reader.h). Not
+// std::async: its future would wait for the thread when destroyed, so a run that failed on one
+// block would still wait for the next to be read, forever where stdin's writer stalls.
+#include "block_reader.h"
+
+#include <fmt/format.h>
+
+#include "lansbert/core/stop_signals.h"
+#include "lansbert/data/text_reader.h"
+
+namespace lansbert {
+
+struct BlockReader::Shared {
+  TextDocumentReader reader;
+  size_t block_bytes = 0;
+  std::function<int()> stop;
+  std::string out_dir;
+};
+
+Status check_stop(const std::function<int()>& stop, const std::string& out_dir) {
+  const int sig = stop ? stop() : 0;
+  if (sig == 0) return Status::ok();
+  return Status::interrupted(
+      fmt::format("prep: stopped by {}; {} is as it was before the run", signal_name(sig), out_dir));
+}
+
+BlockReader::~BlockReader() {
+  if (thread_.joinable()) thread_.detach();
+}
+
+Status BlockReader::open(const std::vector<std::string>& inputs, const CorpusOptions& corpus, size_t block_bytes,
+                         std::function<int()> stop, std::string out_dir) {
+  shared_ = std::make_shared<Shared>();
+  LB_RETURN_IF_ERROR(shared_->reader.open(inputs, corpus));
+  shared_->block_bytes = block_bytes;
+  shared_->stop = std::move(stop);
+  shared_->out_dir = std::move(out_dir);
+  start();
+  return Status::ok();
+}
+
+void BlockReader::start() {
+  std::promise<std::pair<Status, std::unique_ptr<RawBlock>>> done;
+  next_ = done.get_future();
+  thread_ = std::thread([shared = shared_, done = std::move(done)]() mutable {
+    auto raw = std::make_unique<RawBlock>();
+    Status s = read_block(*shared, raw.get());
+    done.set_value({std::move(s), std::move(raw)});
+  });
+}
+
+Status BlockReader::next(std::unique_ptr<RawBlock>* block) {
+  auto [status, raw] = next_.get();
+  thread_.join();
+  LB_RETURN_IF_ERROR(status);
+  if (!raw->last && !raw->sentences.empty()) start();  // while the caller works on this one
+  *block = std::move(raw);
+  return Status::ok();
+}
+
+uint64_t BlockReader::total_bytes() const { return shared_->reader.total_bytes(); }
+bool BlockReader::total_known() const { return shared_->reader.total_known(); }
+uint64_t BlockReader::bytes_read() const { return shared_->reader.bytes_read(); }
+
+Status BlockReader::read_block(Shared& s, RawBlock* raw) {
+  std::vector<std::string> sentences, origins;
+  bool done = false;
+  while (raw->bytes < s.block_bytes) {
+    LB_RETURN_IF_ERROR(check_stop(s.stop, s.out_dir));
+    LB_RETURN_IF_ERROR(s.reader.next(&sentences, &origins, &done));
+    if (done) break;
+    for (size_t i = 0; i < sentences.size(); ++i) {
+      raw->bytes += sentences[i].size();
+      raw->sentences.push_back(std::move(sentences[i]));
+      raw->origins.push_back(std::move(origins[i]));
+    }
+    raw->doc_begin.push_back(raw->sentences.size());
+  }
+  raw->last = done;
+  raw->bytes_read = s.reader.bytes_read();
+  return Status::ok();
+}
+
+}  // namespace lansbert
