@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <mutex>
+
 #include "lansbert/core/stop_signals.h"
 #include "lansbert/data/text_reader.h"
 
@@ -13,8 +15,17 @@ namespace lansbert {
 struct BlockReader::Shared {
   TextDocumentReader reader;
   size_t block_bytes = 0;
-  std::function<int()> stop;
+  std::function<int()> stop;  // the caller's: called only while `abandoned` is false
   std::string out_dir;
+  std::mutex stop_mutex;
+  bool abandoned = false;  // the BlockReader is gone; its thread reads on alone
+
+  // check_stop, or an end once the owner is gone (its `stop` may refer to what went with it).
+  Status poll_stop() {
+    std::lock_guard<std::mutex> lock(stop_mutex);
+    if (abandoned) return Status::interrupted("prep: the run ended; reading ahead stops");
+    return check_stop(stop, out_dir);
+  }
 };
 
 Status check_stop(const std::function<int()>& stop, const std::string& out_dir) {
@@ -25,7 +36,12 @@ Status check_stop(const std::function<int()>& stop, const std::string& out_dir) 
 }
 
 BlockReader::~BlockReader() {
-  if (thread_.joinable()) thread_.detach();
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(shared_->stop_mutex);  // waits for a stop() in progress
+    shared_->abandoned = true;
+  }
+  thread_.detach();
 }
 
 Status BlockReader::open(const std::vector<std::string>& inputs, const CorpusOptions& corpus, size_t block_bytes,
@@ -66,7 +82,7 @@ Status BlockReader::read_block(Shared& s, RawBlock* raw) {
   std::vector<std::string> sentences, origins;
   bool done = false;
   while (raw->bytes < s.block_bytes) {
-    LB_RETURN_IF_ERROR(check_stop(s.stop, s.out_dir));
+    LB_RETURN_IF_ERROR(s.poll_stop());
     LB_RETURN_IF_ERROR(s.reader.next(&sentences, &origins, &done));
     if (done) break;
     for (size_t i = 0; i < sentences.size(); ++i) {

@@ -37,7 +37,8 @@ class BlockReader {
   BlockReader(const BlockReader&) = delete;
   BlockReader& operator=(const BlockReader&) = delete;
   // A read in flight (the caller returned early, on an error) is left to its thread, which
-  // owns what it reads and ends with its block, or with the process when it waits on a pipe.
+  // owns what it reads, calls `stop` no more, and ends at its next document, or with the
+  // process when it waits on a pipe.
   ~BlockReader();
 
   // Opens the inputs as TextDocumentReader does and starts reading the first block. `stop`
