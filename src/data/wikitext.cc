@@ -249,6 +249,7 @@ class Pass2 {
       out_ += '\n';
     }
     emit_ = !drop;
+    apostrophe_at_ = odd_bold_apostrophe(i, e);
     const size_t end = inline_span(i, n_, 0);
     emit_ = true;
     out_ += c == ':' ? "\n\n" : "\n";
@@ -423,13 +424,45 @@ class Pass2 {
   }
 
   // '' and ''' (and ''''' for both) only style the text; four leave one apostrophe, and
-  // more than five leave the extra ones, as MediaWiki renders them.
+  // more than five leave the extra ones, as MediaWiki renders them. The ''' that
+  // odd_bold_apostrophe chose for this line is an apostrophe and an italic mark.
   size_t quotes(size_t i, size_t end) {
     size_t r = i;
     while (r < end && s_[r] == '\'') ++r;
+    const bool chosen = (r - i == 3 && i == apostrophe_at_) || (r - i == 4 && i + 1 == apostrophe_at_);
     if (r - i == 1 || r - i == 4) put("'");
+    if (chosen) put("'");
     if (r - i > 5) put(s_.substr(i, r - i - 5));
     return r;
+  }
+
+  // MediaWiki's rule for a line whose italic ('') and bold (''') marks are both odd in number:
+  // one ''' is an apostrophe and then an italic mark ("''Iliad'''s" shows "Iliad's"): the
+  // first after a one-letter word, else the first after any word, else the first after a
+  // space. Returns where that ''' starts in the line [a, e), or kNone.
+  size_t odd_bold_apostrophe(size_t a, size_t e) const {
+    int italics = 0, bolds = 0;
+    size_t single = kNone, multi = kNone, space = kNone;
+    for (size_t p = a; p < e;) {
+      size_t r = p;
+      while (r < e && s_[r] == '\'') ++r;
+      if (r == p) {
+        ++p;
+        continue;
+      }
+      const size_t n = r - p == 4 ? 3 : std::min<size_t>(r - p, 5);  // four: an apostrophe, then '''
+      const size_t start = r - n;
+      italics += n == 2 || n == 5;
+      bolds += n == 3 || n == 5;
+      if (n == 3) {
+        const char x1 = start > a ? s_[start - 1] : ' ', x2 = start > a + 1 ? s_[start - 2] : ' ';
+        size_t& first = x1 == ' ' ? space : x2 == ' ' ? single : multi;
+        if (first == kNone) first = start;
+      }
+      p = r;
+    }
+    if (italics % 2 == 0 || bolds % 2 == 0) return kNone;
+    return single != kNone ? single : multi != kNone ? multi : space;
   }
 
   size_t behaviour_switch(size_t i, size_t end) {  // __TOC__, __NOTOC__, ...
@@ -455,6 +488,7 @@ class Pass2 {
   std::unique_ptr<size_t[]> match_;
   std::string out_;
   bool emit_ = true;
+  size_t apostrophe_at_ = kNone;  // this line's ''' that shows an apostrophe (quotes())
   int skip_level_ = 0;  // inside a dropped section: its heading's level
 };
 

@@ -176,8 +176,21 @@ TEST(Wikitext, UnknownTagsAreText) {
   // Only MediaWiki's tags are tags: "<y" in prose must not swallow text up to a later '>'.
   EXPECT_EQ(W("Text x <y and more\n\nNext paragraph here z> done."), "Text x <y and more\nNext paragraph here z> done.");
   EXPECT_EQ(W("a <foo>bar</foo> <Small>b</small> <span\nclass=x>c"), "a <foo>bar</foo> b <span class=x>c");
+}
+
+// What removed markup leaves: empty parentheses after a space go, code such as main() stays.
+TEST(Wikitext, LeftoverParentheses) {
   EXPECT_EQ(W("He was (,born here) ok ({{IPA|x}}; y)."), "He was (born here) ok (y).");
   EXPECT_EQ(W("Call main() or f( ) in C; Einstein ({{IPA|x}}) was."), "Call main() or f() in C; Einstein was.");
+}
+
+TEST(Wikitext, QuoteMarks) {
+  // MediaWiki's odd-bold rule: the ''' after a title's closing '' is an apostrophe.
+  EXPECT_EQ(W("the ''Iliad'''s hero.\n\n''A Modest Proposal'''s satire"), "the Iliad's hero.\nA Modest Proposal's satire");
+  // Both titles in one line make the marks even: no apostrophe, as MediaWiki shows it.
+  EXPECT_EQ(W("''Iliad'''s and ''Odyssey'''s"), "Iliads and Odysseys");
+  EXPECT_EQ(W("'''Bold''' and ''it'' ok; ''x'' '''y"), "Bold and it ok; x y");  // not both odd
+  EXPECT_EQ(W("l'''amour''' and ''a'''"), "l'amour and a");  // after a one-letter word first
   EXPECT_EQ(W("'''Massachusetts Bay'''\n* [[John]]\n\n'''''Both'''''\n\n'''X''' is a '''bay'''."), "X is a bay.");
 }
 
