@@ -5,10 +5,14 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+#include <exception>
 #include <mutex>
+#include <system_error>
 
 #include "lansbert/core/stop_signals.h"
 #include "lansbert/data/text_reader.h"
+#include "text_sources.h"
 
 namespace lansbert {
 
@@ -18,7 +22,7 @@ struct BlockReader::Shared {
   std::function<int()> stop;  // the caller's: called only while `abandoned` is false
   std::string out_dir;
   std::mutex stop_mutex;
-  bool abandoned = false;  // the BlockReader is gone; its thread reads on alone
+  std::atomic<bool> abandoned{false};  // the BlockReader is gone; its thread ends soon
 
   // check_stop, or an end once the owner is gone (its `stop` may refer to what went with it).
   Status poll_stop() {
@@ -39,7 +43,7 @@ BlockReader::~BlockReader() {
   if (!thread_.joinable()) return;
   {
     std::lock_guard<std::mutex> lock(shared_->stop_mutex);  // waits for a stop() in progress
-    shared_->abandoned = true;
+    shared_->abandoned = true;  // also ends a wait on a pipe (set_read_cancel)
   }
   thread_.detach();
 }
@@ -55,21 +59,40 @@ Status BlockReader::open(const std::vector<std::string>& inputs, const CorpusOpt
   return Status::ok();
 }
 
-void BlockReader::start() {
-  std::promise<std::pair<Status, std::unique_ptr<RawBlock>>> done;
-  next_ = done.get_future();
-  thread_ = std::thread([shared = shared_, done = std::move(done)]() mutable {
+// Reads a block into `done`; an exception (out of memory on a huge document) becomes a Status
+// rather than ending the process from a thread the caller cannot catch.
+void BlockReader::read_into(Shared& shared, std::promise<Result>& done) {
+  try {
+    set_read_cancel(&shared.abandoned);
     auto raw = std::make_unique<RawBlock>();
-    Status s = read_block(*shared, raw.get());
+    Status s = read_block(shared, raw.get());
+    set_read_cancel(nullptr);
     done.set_value({std::move(s), std::move(raw)});
-  });
+  } catch (const std::exception& e) {
+    set_read_cancel(nullptr);
+    done.set_value({Status::internal(fmt::format("prep: reading the input failed: {}", e.what())), nullptr});
+  }
+}
+
+void BlockReader::start() {
+  auto done = std::make_shared<std::promise<Result>>();  // shared: still here if no thread starts
+  next_ = done->get_future();
+  try {
+    thread_ = std::thread([shared = shared_, done] { read_into(*shared, *done); });
+  } catch (const std::system_error&) {
+    read_into(*shared_, *done);  // no thread to be had: the block is read here, not ahead
+  }
 }
 
 Status BlockReader::next(std::unique_ptr<RawBlock>* block) {
+  block->reset();
+  if (!error_.is_ok()) return error_;
+  if (finished_) return Status::ok();  // the input has ended: an empty block, for good
   auto [status, raw] = next_.get();
-  thread_.join();
-  LB_RETURN_IF_ERROR(status);
-  if (!raw->last && !raw->sentences.empty()) start();  // while the caller works on this one
+  if (thread_.joinable()) thread_.join();
+  if (!status.is_ok()) return error_ = status;
+  finished_ = raw->last || raw->sentences.empty();
+  if (!finished_) start();  // while the caller works on this one
   *block = std::move(raw);
   return Status::ok();
 }

@@ -45,8 +45,9 @@ class BlockReader {
   // is polled between documents, on the reading thread.
   Status open(const std::vector<std::string>& inputs, const CorpusOptions& corpus, size_t block_bytes,
               std::function<int()> stop, std::string out_dir);
-  // Waits for the next block and, unless it is the last, starts reading the one after. An
-  // empty block: the input has ended. An error is the reader's, in input order.
+  // Waits for the next block and, unless it is the last, starts reading the one after. After
+  // the last: an empty block (null), every time. An error is the reader's, in input order, and
+  // is returned again by every later call.
   Status next(std::unique_ptr<RawBlock>* block);
 
   uint64_t total_bytes() const;  // of the inputs whose size is known (all but a stdin pipe)
@@ -55,13 +56,17 @@ class BlockReader {
 
  private:
   struct Shared;  // the reader and what the thread needs, owned jointly with it
+  using Result = std::pair<Status, std::unique_ptr<RawBlock>>;
   void start();
+  static void read_into(Shared& shared, std::promise<Result>& done);
   // The next block: whole documents until it holds block_bytes of text, or the input ends.
   static Status read_block(Shared& s, RawBlock* raw);
 
   std::shared_ptr<Shared> shared_;
   std::thread thread_;
-  std::future<std::pair<Status, std::unique_ptr<RawBlock>>> next_;
+  std::future<Result> next_;
+  bool finished_ = false;
+  Status error_;
 };
 
 }  // namespace lansbert

@@ -137,18 +137,20 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   // Last: on an early return it is destroyed first, leaving a read in flight to its thread.
   BlockReader reader;
   LB_RETURN_IF_ERROR(reader.open(opts.inputs, opts.corpus, opts.block_bytes, opts.stop, opts.out_dir));
+  // A signal first: Ctrl-C at a pipe's writer cuts the input short (or mid-character) as it
+  // stops prep, and the run was stopped rather than fed bad input.
+  const auto failed = [&opts](const Status& s) {
+    const Status stop = check_stop(opts.stop, opts.out_dir);
+    return stop.is_ok() ? s : stop;
+  };
   for (bool last = false; !last;) {
     std::unique_ptr<RawBlock> block;
-    if (const Status read = reader.next(&block); !read.is_ok()) {
-      // A signal first: Ctrl-C at a pipe's writer cuts the input short as it stops prep.
-      LB_RETURN_IF_ERROR(check_stop(opts.stop, opts.out_dir));
-      return read;
-    }
+    if (const Status read = reader.next(&block); !read.is_ok()) return failed(read);
+    if (!block || block->sentences.empty()) break;
     const RawBlock& raw = *block;
-    if (raw.sentences.empty()) break;
     bytes_read = raw.bytes_read;
     last = raw.last;
-    LB_RETURN_IF_ERROR(tokenize_block(raw, tokenize, threads, &docs, stats));
+    if (const Status s = tokenize_block(raw, tokenize, threads, &docs, stats); !s.is_ok()) return failed(s);
     LB_RETURN_IF_ERROR(check_stop(opts.stop, opts.out_dir));
     block.reset();  // free the text before the instances grow
     for (int pass = 0; pass < io.dupe_factor; ++pass) {

@@ -58,7 +58,8 @@ Status TextDocumentReader::open(const std::vector<std::string>& paths, const Cor
     if (p == "-") {  // stdin: a pipe's size is not known before it ends; a file's is
       struct stat st {};
       const bool file = ::fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode);
-      sizes_.push_back(file ? uint64_t(st.st_size) : 0);
+      const off_t at = file ? ::lseek(STDIN_FILENO, 0, SEEK_CUR) : 0;  // a file may be read from partway
+      sizes_.push_back(file && at >= 0 && at <= st.st_size ? uint64_t(st.st_size - at) : 0);
       total_bytes_ += sizes_.back();
       total_known_ = total_known_ && file;
       continue;

@@ -12,6 +12,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
@@ -21,12 +22,20 @@
 namespace lansbert {
 namespace {
 
-// The file descriptor's bytes, the ones sniffed at open handed out first.
+thread_local const std::atomic<bool>* t_read_cancel = nullptr;  // set_read_cancel()
+
+// The file descriptor's bytes, the ones sniffed at open handed out again first.
 class FdBytes {
  public:
-  FdBytes(int fd, std::string head) : fd_(fd), head_(std::move(head)) {
+  explicit FdBytes(int fd) : fd_(fd) {
     struct stat st {};
     regular_ = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+  }
+  // Hands `head`, read already, out again before the rest.
+  void unread(std::string head) {
+    consumed_ -= head.size();
+    head_ = std::move(head);
+    head_at_ = 0;
   }
   ~FdBytes() { ::close(fd_); }
   FdBytes(const FdBytes&) = delete;
@@ -51,15 +60,16 @@ class FdBytes {
   uint64_t consumed() const { return consumed_; }
   // A pipe (stdin) can hold a read for as long as its writer likes, and a signal may go to
   // another thread than the one reading: so wait in slices and give up, with EINTR, once a stop
-  // signal has come (core/stop_signals.h). A regular file is always readable.
+  // signal has come (core/stop_signals.h), or with ECANCELED once this thread's reading is
+  // called off (set_read_cancel). A regular file is always readable.
   bool wait_readable() {
     if (regular_) return true;
     for (;;) {
       pollfd p{fd_, POLLIN, 0};
       const int r = ::poll(&p, 1, 200);
       if (r > 0 || (r < 0 && errno != EINTR)) return true;  // read() says what happened
-      if (stop_signal() != 0) {
-        errno = EINTR;
+      if (stop_signal() != 0 || (t_read_cancel && t_read_cancel->load())) {
+        errno = stop_signal() != 0 ? EINTR : ECANCELED;
         return false;
       }
     }
@@ -300,17 +310,15 @@ class Bzip2Source final : public TextSource {
 
 }  // namespace
 
+void set_read_cancel(const std::atomic<bool>* cancel) { t_read_cancel = cancel; }
+
 Status open_text_source(int fd, const std::string& name, std::unique_ptr<TextSource>* out) {
+  auto bytes = std::make_unique<FdBytes>(fd);  // closes fd, whatever happens below
   std::string head(4, '\0');
   size_t have = 0;
-  while (have < head.size()) {  // a pipe may hand the first bytes in pieces
-    const ssize_t got = ::read(fd, head.data() + have, head.size() - have);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      return Status::io_error(name + ": cannot read: " + why);
-    }
+  while (have < head.size()) {  // a pipe may hand the first bytes in pieces, or none for a while
+    const int64_t got = bytes->read(head.data() + have, head.size() - have);
+    if (got < 0) return Status::io_error(name + ": cannot read: " + std::strerror(errno));
     if (got == 0) break;
     have += size_t(got);
   }
@@ -321,7 +329,7 @@ Status open_text_source(int fd, const std::string& name, std::unique_ptr<TextSou
                     ((b(0) & 0xf0) == 0x50 && b(1) == 0x2a && b(2) == 0x4d && b(3) == 0x18);
   // "BZh" and the block size, '1' to '9'.
   const bool bzip2 = b(0) == 'B' && b(1) == 'Z' && b(2) == 'h' && b(3) >= '1' && b(3) <= '9';
-  auto bytes = std::make_unique<FdBytes>(fd, std::move(head));
+  bytes->unread(std::move(head));
   if (gzip) {
     *out = std::make_unique<GzipSource>(std::move(bytes));
   } else if (zstd) {

@@ -3,6 +3,7 @@
 // stdin works as a file does. CorpusFile (corpus_file.h) cuts them into lines.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,5 +29,9 @@ class TextSource {
 // pzstd writes first), bzip2 ("BZh" and a digit 1-9), otherwise the bytes as they are. io_error naming `name` when even those
 // cannot be read.
 Status open_text_source(int fd, const std::string& name, std::unique_ptr<TextSource>* out);
+
+// Calls off this thread's waits on pipes once *cancel is true (they fail with ECANCELED within
+// 0.2 s), for a reading thread whose owner is gone; nullptr: none. As a stop signal does.
+void set_read_cancel(const std::atomic<bool>* cancel);
 
 }  // namespace lansbert

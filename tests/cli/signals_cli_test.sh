@@ -4,7 +4,8 @@
 #   from the shell), not through the backtrace-and-exit(1) handler libinfinipath installs
 #   at load time;
 # - prep stops between documents, says so, exits 128 + the signal, and leaves the output
-#   directory as it was (no staging directory, earlier files untouched).
+#   directory as it was (no staging directory, earlier files untouched), also while it
+#   waits on a silent pipe (stdin).
 # Usage: signals_cli_test.sh LANSBERT SOURCE_DIR
 source "$(dirname "$0")/cli_test_setup.sh" "$@"
 cd "$tmp"
@@ -62,4 +63,31 @@ for sig in INT TERM USR1; do
   [[ $(ls -A shards) == "shard-00000.lbs" ]] || fail "prep on SIG$sig left: $(ls -A shards)"
   [[ $(cat shards/shard-00000.lbs) == "an earlier run's file" ]] || fail "prep on SIG$sig changed the earlier file"
 done
+
+# prep reading stdin from a pipe whose writer stays open and silent (before its first byte,
+# and again after some text): SIGINT still stops it, through the reader's poll, rather than
+# leaving it waiting for the writer (which would hold this test until CTest's timeout).
+# Some thread of prep ($pid) is in poll() (x86-64: 7), i.e. waiting for the pipe.
+prep_polls() {
+  local t nr rest
+  for t in /proc/$pid/task/*; do
+    read -r nr rest < "$t/syscall" 2> /dev/null && [[ $nr == 7 ]] && return 0
+  done
+  return 1
+}
+if cat /proc/$$/syscall > /dev/null 2>&1; then
+  for before in "" "One sentence here. Another one there."; do
+    rm -f in2.fifo && mkfifo in2.fifo
+    "$bin" prep --vocab "$vocab" --input - --out shards --no-progress < in2.fifo > /dev/null 2> prep.err &
+    pid=$!
+    exec 4> in2.fifo
+    [[ -n $before ]] && echo "$before" >&4
+    wait_for prep_polls
+    kill -INT $pid
+    rc=0; wait $pid || rc=$?
+    exec 4>&-
+    (( rc == 130 )) || fail "prep of a silent pipe ('$before') on SIGINT: exit $rc: $(cat prep.err)"
+    [[ $(ls -A shards) == "shard-00000.lbs" ]] || fail "prep of a silent pipe left: $(ls -A shards)"
+  done
+fi
 echo "signals_cli: ok"

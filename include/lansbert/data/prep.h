@@ -39,9 +39,10 @@ struct PrepOptions {
   int threads = 0;                  // 0 = OpenMP's default
   bool progress = false;            // a progress line on stderr
   // Polled between documents and between steps of a block, from two threads at once (the
-  // next block is read while one is made): it must be thread-safe. A non-zero signal number
-  // ends the run with Status::interrupted and out_dir as it was (`lansbert prep`:
-  // stop_signal(), an atomic).
+  // next block is read while one is made): it must be thread-safe and must not wait for the
+  // caller (the reader's teardown waits for a call in progress). A non-zero signal number ends
+  // the run with Status::interrupted and out_dir as it was (`lansbert prep`: stop_signal(), an
+  // atomic). A read waiting on a pipe sees core/stop_signals.h's stop_signal() itself.
   std::function<int()> stop;
 };
 
