@@ -5,6 +5,7 @@
 #include <expat.h>
 #include <fmt/format.h>
 
+#include <string_view>
 #include <vector>
 
 #include "text_sources.h"
@@ -36,11 +37,9 @@ struct MediaWikiPages::Parser {
     if (xml) XML_ParserFree(xml);
   }
 
-  // The element's parent, and its grandparent, among the open ones ("" above the root).
-  const std::string& up(size_t k) const {
-    static const std::string none;
-    return path.size() >= k ? path[path.size() - k] : none;
-  }
+  // The element's parent, and its grandparent, among the open ones ("" above the root). A
+  // view: no static with a destructor that a reading thread could touch at exit.
+  std::string_view up(size_t k) const { return path.size() >= k ? std::string_view(path[path.size() - k]) : ""; }
 
   static void XMLCALL on_start(void* self_, const XML_Char* name_, const XML_Char** attrs) {
     auto* self = static_cast<Parser*>(self_);
@@ -55,7 +54,7 @@ struct MediaWikiPages::Parser {
       XML_StopParser(self->xml, XML_FALSE);
       return;
     }
-    const std::string& parent = self->up(1);
+    const std::string_view parent = self->up(1);  // used before path grows
     if (name == "page" && parent == "mediawiki") {
       self->page = MediaWikiPage{};
       self->page.line = int64_t(XML_GetCurrentLineNumber(self->xml));
