@@ -20,8 +20,8 @@ namespace {
 Status bad(const std::string& m) { return Status::invalid_argument("prep: " + m); }
 
 // An input must be a regular file (a directory or a device is a mistake, not a corpus) that
-// this process can open for reading, or "-" for stdin when it is not a terminal. Adds its size
-// to *total (stdin's is not known).
+// this process can open for reading, or "-" for stdin when it is open and neither a directory
+// nor a terminal. Adds a file's size to *total (stdin's is counted by the reader).
 Status check_input(const std::string& path, uint64_t* total) {
   if (path == "-") {
     struct stat st {};

@@ -1,7 +1,8 @@
 // TextDocumentReader: streams corpora as documents of sentences, the input of `lansbert prep`.
 // Each file is text (one sentence or paragraph per line; a blank line, or the end of a file,
 // ends a document), JSON Lines (one document a record) or a MediaWiki XML export (one
-// document an article), each plain or compressed (CorpusFile, corpus_file.h). Paragraph lines are cut into sentences by split_sentences.
+// document an article), each plain or compressed (CorpusFile, corpus_file.h). Paragraph lines
+// are cut into sentences by split_sentences.
 // Memory is one document at a time.
 #pragma once
 
@@ -25,14 +26,15 @@ void split_sentences(std::string_view line, std::vector<std::string>* out);
 class TextDocumentReader {
  public:
   // REQUIRES: open() before next(). Missing files are a not_found naming the file; "-" is
-  // stdin (its size unknown until it ends: total_known() is false).
+  // stdin (a pipe's size is unknown until it ends: total_known() is false; a file's counts
+  // from where stdin stands).
   Status open(const std::vector<std::string>& paths, const CorpusOptions& options = {});
   // Reads the next non-empty document into *sentences (with each sentence's file and line
   // in *origins, "file:line", for error messages). Sets *done at the end of the input.
   Status next(std::vector<std::string>* sentences, std::vector<std::string>* origins, bool* done);
   // Bytes of the input files consumed (as stored: compressed bytes), of total_bytes().
   uint64_t bytes_read() const { return finished_bytes_ + (in_ ? in_->offset() : 0); }
-  uint64_t total_bytes() const { return total_bytes_; }  // of the files other than stdin
+  uint64_t total_bytes() const { return total_bytes_; }  // of the inputs but a stdin pipe
   bool total_known() const { return total_known_; }
 
  private:
