@@ -12,7 +12,6 @@
 
 #include <unistd.h>
 
-#include "lansbert/core/stop_signals.h"
 #include "block_reader.h"
 #include "shard_staging.h"
 

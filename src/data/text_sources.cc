@@ -68,8 +68,9 @@ class FdBytes {
       pollfd p{fd_, POLLIN, 0};
       const int r = ::poll(&p, 1, 200);
       if (r > 0 || (r < 0 && errno != EINTR)) return true;  // read() says what happened
-      if (stop_signal() != 0 || (t_read_cancel && t_read_cancel->load())) {
-        errno = stop_signal() != 0 ? EINTR : ECANCELED;
+      const bool stopped = stop_signal() != 0;
+      if (stopped || (t_read_cancel && t_read_cancel->load())) {
+        errno = stopped ? EINTR : ECANCELED;
         return false;
       }
     }

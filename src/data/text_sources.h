@@ -26,8 +26,8 @@ class TextSource {
 
 // Takes `fd` (closed by the source, or here on failure) and reads up to 4 bytes to choose the
 // decoder: gzip (1f 8b), Zstandard (28 b5 2f fd, or a skippable frame 5? 2a 4d 18, which
-// pzstd writes first), bzip2 ("BZh" and a digit 1-9), otherwise the bytes as they are. io_error naming `name` when even those
-// cannot be read.
+// pzstd writes first), bzip2 ("BZh" and a digit 1-9), otherwise the bytes as they are.
+// io_error naming `name` when even those cannot be read.
 Status open_text_source(int fd, const std::string& name, std::unique_ptr<TextSource>* out);
 
 // Calls off this thread's waits on pipes once *cancel is true (they fail with ECANCELED within

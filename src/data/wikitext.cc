@@ -327,13 +327,6 @@ class Pass2 {
     return i + (stray ? 1 : 2);
   }
 
-  // Trimmed of every space, newlines too: a template's arguments are often one a line.
-  static std::string_view strip(std::string_view v) {
-    while (!v.empty() && is_space(v.front())) v.remove_prefix(1);
-    while (!v.empty() && is_space(v.back())) v.remove_suffix(1);
-    return v;
-  }
-
   // The template whose inner text is [a, b): its name and arguments are split at the '|'s
   // outside nested templates and links; wikitext_templates.h says what it shows, if anything.
   void show_template(size_t a, size_t b, int depth) {
@@ -351,8 +344,8 @@ class Pass2 {
       } else {
         const size_t eq = part.find('=');
         const bool is_named = eq != part.npos && part.substr(0, eq).find_first_of("{[") == part.npos;
-        const std::string_view key = is_named ? strip(part.substr(0, eq)) : "";
-        const std::string_view value = strip(is_named ? part.substr(eq + 1) : part);
+        const std::string_view key = is_named ? trim_space(part.substr(0, eq)) : "";
+        const std::string_view value = trim_space(is_named ? part.substr(eq + 1) : part);
         size_t number = 0;  // "2=E=mc2" is the second positional argument
         const bool numbered = !key.empty() && key.size() < 4 &&
                               std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) &&

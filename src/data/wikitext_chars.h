@@ -27,9 +27,17 @@ inline bool iequals(std::string_view a, std::string_view lower_b) {
   return a.size() == lower_b.size() && starts_at(a, 0, lower_b);
 }
 
+// Trimmed of blanks (a line's ends) ...
 inline std::string_view trim(std::string_view s) {
   while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// ... or of every space, newlines too (a template's arguments are often one a line).
+inline std::string_view trim_space(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
   return s;
 }
 

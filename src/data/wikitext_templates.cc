@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <string>
 
+#include "wikitext_chars.h"
+
 namespace lansbert {
 namespace {
 
@@ -11,7 +13,7 @@ namespace {
 std::string normalize(std::string_view name) {
   std::string n;
   for (char c : name) {
-    const char l = c == '_' ? ' ' : (c >= 'A' && c <= 'Z' ? char(c + 32) : c);
+    const char l = c == '_' ? ' ' : wikitext::lower(c);
     if (l == ' ' && (n.empty() || n.back() == ' ')) continue;
     n += l;
   }
