@@ -24,6 +24,7 @@ struct PrepArgs {
   PrepOptions opts;
   double block_mb = 16;
   bool cased = false;
+  bool heldout_fraction_given = false;
 };
 
 // --block-mb is a double (fractions help tests); it is checked before the conversion to
@@ -41,6 +42,9 @@ Status block_bytes(double mb, size_t* bytes) {
 
 Status run_prep_command(PrepArgs& a) {
   LB_RETURN_IF_ERROR(block_bytes(a.block_mb, &a.opts.block_bytes));
+  if (a.heldout_fraction_given && a.opts.heldout_dir.empty()) {
+    return Status::invalid_argument("prep: --heldout-fraction needs --heldout-out, the directory for the held-out shards");
+  }
   LB_RETURN_IF_ERROR(check_prep_options(a.opts));  // before the vocab load: fail fast
   Vocab vocab;
   LB_RETURN_IF_ERROR(Vocab::load(a.vocab, &vocab));
@@ -74,6 +78,14 @@ Status run_prep_command(PrepArgs& a) {
   const double filled = 100.0 * double(st.instance_tokens) / (double(st.instances) * a.opts.instances.max_seq_len);
   std::printf("prep: the sequences are %.1f%% tokens (%.1f of %d positions on average), %.1f%% padding\n", filled,
               double(st.instance_tokens) / double(st.instances), a.opts.instances.max_seq_len, 100.0 - filled);
+  if (!a.opts.heldout_dir.empty()) {
+    std::printf("prep: held out %lld of the %lld documents (%.2f%%) -> %lld instances in %lld shard%s under %s "
+                "(masked, one pass: for data.eval)\n",
+                static_cast<long long>(st.heldout_documents), static_cast<long long>(st.documents),
+                100.0 * double(st.heldout_documents) / double(st.documents),
+                static_cast<long long>(st.heldout_instances), static_cast<long long>(st.heldout_shards),
+                st.heldout_shards == 1 ? "" : "s", a.opts.heldout_dir.c_str());
+  }
   return Status::ok();
 }
 
@@ -116,6 +128,12 @@ void add_prep_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--threads", o.threads, "Threads (0 = all, at most 1024); the output does not depend on it")
       ->capture_default_str();
+  sub->add_option("--heldout-out", o.heldout_dir,
+                  "Also write a held-out set here (for data.eval): whole documents, never in --out's instances");
+  sub->add_option("--heldout-fraction", o.heldout_fraction,
+                  "Share of documents held out, chosen by a hash of each document's tokens (with --heldout-out)")
+      ->capture_default_str()
+      ->each([args](const std::string&) { args->heldout_fraction_given = true; });
   sub->add_flag("--cased", args->cased, "Keep case and accents (default: uncased, as bert-base-uncased)");
   // A callback, not a "!--flag" bound to `progress`: CLI11 shows the latter as "--no-progress{false}".
   sub->add_flag_callback("--no-progress", [args] { args->opts.progress = false; }, "No progress line on stderr");

@@ -114,11 +114,12 @@ void mask_tokens(int32_t* tokens, int n, int max_pred, float prob, bool whole_wo
   }
 }
 
-void create_instances_from_document(std::span<const Document> block, uint64_t first_doc_index,
-                                    size_t d, int pass, const InstanceOptions& opts,
-                                    const MaskingVocab& vocab, std::vector<Instance>* out) {
+namespace {
+
+// The instances of block[d], whose random streams are keyed by doc_index.
+void instances_of_document(std::span<const Document> block, uint64_t doc_index, size_t d, int pass,
+                           const InstanceOptions& opts, const MaskingVocab& vocab, std::vector<Instance>* out) {
   const Document& document = block[d];
-  const uint64_t doc_index = first_doc_index + d;
   PhiloxStream rng(document_key(opts.seed, doc_index, pass, kStructure));
   PhiloxStream mask_rng(document_key(opts.seed, doc_index, pass, kMasking));
 
@@ -198,20 +199,44 @@ void create_instances_from_document(std::span<const Document> block, uint64_t fi
   }
 }
 
-void create_instances(std::span<const Document> block, uint64_t first_doc_index, int pass,
-                      const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
-                      std::vector<Instance>* out) {
+// All of the block's instances in document order; index_of(d) keys document d's streams.
+template <typename IndexOf>
+void instances_of_block(std::span<const Document> block, const IndexOf& index_of, int pass,
+                        const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
+                        std::vector<Instance>* out) {
   std::vector<std::vector<Instance>> per_doc(block.size());
   const int nthreads = threads > 0 ? threads : omp_get_max_threads();
   const int64_t n = static_cast<int64_t>(block.size());
 #pragma omp parallel for schedule(dynamic, 16) num_threads(nthreads)
   for (int64_t d = 0; d < n; ++d) {
-    create_instances_from_document(block, first_doc_index, static_cast<size_t>(d), pass, opts,
-                                   vocab, &per_doc[d]);
+    const auto i = static_cast<size_t>(d);
+    instances_of_document(block, index_of(i), i, pass, opts, vocab, &per_doc[d]);
   }
   for (auto& v : per_doc) {
     for (auto& inst : v) out->push_back(std::move(inst));
   }
+}
+
+}  // namespace
+
+void create_instances_from_document(std::span<const Document> block, uint64_t first_doc_index,
+                                    size_t d, int pass, const InstanceOptions& opts,
+                                    const MaskingVocab& vocab, std::vector<Instance>* out) {
+  instances_of_document(block, first_doc_index + d, d, pass, opts, vocab, out);
+}
+
+void create_instances(std::span<const Document> block, uint64_t first_doc_index, int pass,
+                      const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
+                      std::vector<Instance>* out) {
+  instances_of_block(block, [first_doc_index](size_t d) { return first_doc_index + d; }, pass, opts, vocab,
+                     threads, out);
+}
+
+void create_instances(std::span<const Document> block, std::span<const uint64_t> doc_indices, int pass,
+                      const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
+                      std::vector<Instance>* out) {
+  LB_CHECK(doc_indices.size() == block.size());
+  instances_of_block(block, [doc_indices](size_t d) { return doc_indices[d]; }, pass, opts, vocab, threads, out);
 }
 
 void dynamic_mask_row(Batch* batch, int row, uint64_t seed, uint64_t epoch, uint64_t sample,

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <span>
 
 #include <unistd.h>
 
@@ -78,6 +79,42 @@ Status tokenize_block(const RawBlock& raw, const TokenizeFn& tokenize, int threa
   return Status::ok();
 }
 
+// Moves the held-out documents of `docs` (global indices from first_doc) to *held, keeping
+// the order of both sides; *kept_index and *held_index get each side's global indices.
+void split_heldout(double fraction, uint64_t first_doc, std::vector<Document>* docs, std::vector<uint64_t>* kept_index,
+                   std::vector<Document>* held, std::vector<uint64_t>* held_index) {
+  kept_index->clear();
+  held->clear();
+  held_index->clear();
+  size_t kept = 0;
+  for (size_t d = 0; d < docs->size(); ++d) {
+    Document& doc = (*docs)[d];
+    if (fraction > 0 && heldout_document(doc, fraction)) {
+      held->push_back(std::move(doc));
+      held_index->push_back(first_doc + d);
+      continue;
+    }
+    if (kept != d) (*docs)[kept] = std::move(doc);
+    kept_index->push_back(first_doc + d);
+    ++kept;
+  }
+  docs->resize(kept);
+}
+
+// One pass of a side's instances into its sink; adds to *instances and *tokens.
+Status write_pass(std::span<const Document> docs, std::span<const uint64_t> index, int pass,
+                  const InstanceOptions& io, const MaskingVocab& vocab, int threads, ShardSink* sink,
+                  std::vector<Instance>* scratch, int64_t* instances, int64_t* tokens) {
+  scratch->clear();
+  create_instances(docs, index, pass, io, vocab, threads, scratch);
+  for (const auto& inst : *scratch) {
+    LB_RETURN_IF_ERROR(sink->add(inst));
+    *tokens += static_cast<int64_t>(inst.tokens.size());
+  }
+  *instances += static_cast<int64_t>(scratch->size());
+  return Status::ok();
+}
+
 // On a terminal one line redrawn twice a second; into a file or a job log (stderr not a
 // terminal) a whole line every 30 s, so that the log reads line by line and stays small.
 bool progress_on_terminal() {
@@ -126,12 +163,24 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   ShardStaging staging;
   LB_RETURN_IF_ERROR(staging.open(opts.out_dir));
   ShardSink sink(opts, staging.dir(), info);
+  // The held-out set: one pass, masked in the shards (data.eval reads only those).
+  const bool split = !opts.heldout_dir.empty();
+  InstanceOptions held_io = io;
+  held_io.dupe_factor = 1;
+  held_io.dynamic_masking = false;
+  ShardInfo held_info = info;
+  held_info.dupe_factor = 1;
+  held_info.dynamic_masking = false;
+  ShardStaging held_staging;  // after `staging`: destroyed first, so a held-out dir inside --out goes first
+  if (split) LB_RETURN_IF_ERROR(held_staging.open(opts.heldout_dir));
+  ShardSink held_sink(opts, held_staging.dir(), held_info);
   const int threads = opts.threads > 0 ? opts.threads : omp_get_max_threads();
   const auto t0 = Clock::now();
   auto last_print = t0;
   *stats = PrepStats{};
   uint64_t first_doc = 0, bytes_read = 0;
-  std::vector<Document> docs;
+  std::vector<Document> docs, held;
+  std::vector<uint64_t> index, held_index;
   std::vector<Instance> instances;
   // Last: on an early return it is destroyed first, leaving a read in flight to its thread.
   BlockReader reader;
@@ -152,18 +201,20 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
     if (const Status s = tokenize_block(raw, tokenize, threads, &docs, stats); !s.is_ok()) return failed(s);
     LB_RETURN_IF_ERROR(check_stop(opts.stop, opts.out_dir));
     block.reset();  // free the text before the instances grow
+    const uint64_t block_docs = docs.size();
+    split_heldout(split ? opts.heldout_fraction : 0.0, first_doc, &docs, &index, &held, &held_index);
     for (int pass = 0; pass < io.dupe_factor; ++pass) {
-      instances.clear();
-      create_instances(docs, first_doc, pass, io, vocab, threads, &instances);
+      LB_RETURN_IF_ERROR(
+          write_pass(docs, index, pass, io, vocab, threads, &sink, &instances, &stats->instances, &stats->instance_tokens));
       LB_RETURN_IF_ERROR(check_stop(opts.stop, opts.out_dir));
-      for (const auto& inst : instances) {
-        LB_RETURN_IF_ERROR(sink.add(inst));
-        stats->instance_tokens += static_cast<int64_t>(inst.tokens.size());
-      }
-      stats->instances += static_cast<int64_t>(instances.size());
     }
-    first_doc += docs.size();
-    stats->documents += static_cast<int64_t>(docs.size());
+    if (!held.empty()) {
+      LB_RETURN_IF_ERROR(write_pass(held, held_index, 0, held_io, vocab, threads, &held_sink, &instances,
+                                    &stats->heldout_instances, &stats->heldout_instance_tokens));
+      stats->heldout_documents += static_cast<int64_t>(held.size());
+    }
+    first_doc += block_docs;
+    stats->documents += static_cast<int64_t>(block_docs);
     stats->shards = sink.shards();
     if (opts.progress &&
         Clock::now() - last_print > std::chrono::milliseconds(progress_on_terminal() ? 500 : 30000)) {
@@ -173,14 +224,55 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   }
   LB_RETURN_IF_ERROR(check_stop(opts.stop, opts.out_dir));
   LB_RETURN_IF_ERROR(sink.close());
+  LB_RETURN_IF_ERROR(held_sink.close());
   stats->shards = sink.shards();
+  stats->heldout_shards = held_sink.shards();
   stats->bytes = reader.bytes_read();
   stats->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (opts.progress) print_progress(stats->bytes, reader, *stats, t0, true);
   if (stats->instances == 0) {
-    return Status::invalid_argument("prep: the input produced no instances (empty input?)");
+    return Status::invalid_argument(split ? fmt::format("prep: no training instances: --heldout-fraction {} held out "
+                                                        "{} of the {} documents",
+                                                        opts.heldout_fraction, stats->heldout_documents,
+                                                        stats->documents)
+                                          : "prep: the input produced no instances (empty input?)");
   }
-  return staging.commit(stats->shards);
+  if (split && stats->heldout_instances == 0) {
+    return Status::invalid_argument(fmt::format(
+        "prep: --heldout-fraction {} held out none of the {} documents: raise it, or leave out --heldout-out",
+        opts.heldout_fraction, stats->documents));
+  }
+  // Renames only from here. The held-out set first: should the training shards' renames
+  // then fail, the error says that the two directories no longer belong together.
+  if (split) LB_RETURN_IF_ERROR(held_staging.commit(stats->heldout_shards));
+  const Status committed = staging.commit(stats->shards);
+  if (split && !committed.is_ok()) {
+    return committed.with_prefix(fmt::format("prep: the held-out shards in {} are this run's, but the training shards "
+                                             "in {} could not all be replaced; run prep again: ",
+                                             opts.heldout_dir, opts.out_dir));
+  }
+  return committed;
+}
+
+uint64_t document_hash(const Document& doc) {
+  // splitmix64's finalizer over (sentence length, ids...) per sentence: a good 64-bit mix,
+  // cheap next to tokenizing, and fixed here for good (the held-out sets depend on it).
+  const auto mix = [](uint64_t h, uint64_t x) {
+    uint64_t z = h ^ (x + 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  uint64_t h = 0x6c616e7362657274ULL;  // "lansbert"
+  for (const auto& sentence : doc) {
+    h = mix(h, sentence.size() | (uint64_t(1) << 63));
+    for (const int32_t id : sentence) h = mix(h, static_cast<uint32_t>(id));
+  }
+  return h;
+}
+
+bool heldout_document(const Document& doc, double fraction) {
+  return static_cast<double>(document_hash(doc) >> 11) * 0x1p-53 < fraction;
 }
 
 }  // namespace lansbert

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "lansbert/data/prep.h"
 
@@ -46,6 +47,29 @@ Status check_input(const std::string& path, uint64_t* total) {
   if (fd < 0) return Status::io_error(fmt::format("{}: cannot open input: {}", path, std::strerror(errno)));
   ::close(fd);
   *total += static_cast<uint64_t>(st.st_size);
+  return Status::ok();
+}
+
+// The held-out directory: not a file, and not --out itself (whose shards it would replace;
+// a directory inside --out is fine: data.train's `--out/*.lbs` does not reach into it).
+Status check_heldout(const PrepOptions& opts) {
+  if (opts.heldout_dir.empty()) return Status::ok();
+  if (!(opts.heldout_fraction > 0 && opts.heldout_fraction < 1)) {
+    return bad(fmt::format("--heldout-fraction {}: must be more than 0 and less than 1", opts.heldout_fraction));
+  }
+  struct stat st {};
+  if (::stat(opts.heldout_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    return bad(fmt::format("--heldout-out {}: exists and is not a directory", opts.heldout_dir));
+  }
+  std::error_code e1, e2;
+  const auto resolved = [](const std::string& dir, std::error_code& e) {
+    auto p = std::filesystem::weakly_canonical(dir, e);
+    return p.has_filename() ? p : p.parent_path();  // "shards/" as "shards"
+  };
+  if (resolved(opts.out_dir, e1) == resolved(opts.heldout_dir, e2) && !e1 && !e2) {
+    return bad(fmt::format("--heldout-out {}: is the --out directory ({}); give the held-out set its own", opts.heldout_dir,
+                           opts.out_dir));
+  }
   return Status::ok();
 }
 
@@ -88,6 +112,7 @@ Status check_prep_options(const PrepOptions& opts) {
   if (::stat(opts.out_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
     return bad(fmt::format("--out {}: exists and is not a directory", opts.out_dir));
   }
+  LB_RETURN_IF_ERROR(check_heldout(opts));
   LB_RETURN_IF_ERROR(check_corpus_options(opts.corpus).with_prefix("prep: "));
   if (opts.inputs.empty()) return bad("--input: no input files");
   uint64_t total = 0;

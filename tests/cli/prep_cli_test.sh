@@ -44,6 +44,11 @@ mkdir adir
 expect_refused 2 "--input adir: is a directory" --input corpus.txt adir
 : > empty.txt
 expect_refused 2 "the input files are empty (empty.txt)" --input empty.txt
+expect_refused 2 "--heldout-fraction needs --heldout-out" --input corpus.txt --heldout-fraction 0.1
+expect_refused 2 "--heldout-out shards/: is the --out directory (shards)" --input corpus.txt --heldout-out shards/
+expect_refused 2 "--heldout-fraction 1.5: must be more than 0" --input corpus.txt --heldout-out held --heldout-fraction 1.5
+expect_refused 2 "held out none of the 40 documents" --input corpus.txt --heldout-out held --heldout-fraction 1e-9
+[[ ! -e held ]] || fail "a refused held-out run left held/ behind"
 # Failures found while the run is under way: the earlier shards must survive them too.
 printf 'Good text.\n\nab\xC3(\n' > bad.txt
 expect_refused 4 "bad.txt:3: invalid UTF-8 at byte offset 2" --input corpus.txt bad.txt
@@ -112,6 +117,14 @@ expect_refused 4 "feed.xml:2:1: not a MediaWiki XML export: its root element is 
 cp feed.xml feed.txt
 expect_refused 2 "feed.txt:1: XML in a file read as text (--input-format auto, by its name): pass --input-format mediawiki" \
   --input feed.txt
+
+# A held-out set beside the training shards (its content: tests/data/prep_heldout_test.cc);
+# the last line counts it.
+"$bin" prep --vocab "$vocab" --input corpus.txt --out split --heldout-out split/held --heldout-fraction 0.25 \
+  --no-progress > split.out || fail "prep with --heldout-out"
+grep -qE '^prep: held out [0-9]+ of the 40 documents \([0-9.]+%\) -> [0-9]+ instances in 1 shard under split/held \(masked, one pass: for data.eval\)$' \
+  split.out || fail "prep with --heldout-out: $(cat split.out)"
+[[ -f split/shard-00000.lbs && -f split/held/shard-00000.lbs ]] || fail "prep with --heldout-out: $(ls -R split)"
 
 # A good run with other parameters replaces the shards; other files in the directory stay.
 echo keep > shards/notes.txt

@@ -67,6 +67,11 @@ void create_instances_from_document(std::span<const Document> block, uint64_t fi
 void create_instances(std::span<const Document> block, uint64_t first_doc_index, int pass,
                       const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
                       std::vector<Instance>* out);
+// The same with document d's streams keyed by doc_indices[d] (one per document of `block`):
+// prep's held-out split makes two blocks of one, each document keeping its global index.
+void create_instances(std::span<const Document> block, std::span<const uint64_t> doc_indices, int pass,
+                      const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
+                      std::vector<Instance>* out);
 
 // truncate_seq_pair on lengths: how many tokens to drop from the front and the back of A
 // and of B so that a_len + b_len <= max_tokens. As the reference, one token at a time from

@@ -44,7 +44,22 @@ struct PrepOptions {
   // the run with Status::interrupted and out_dir as it was (`lansbert prep`: stop_signal(), an
   // atomic). A read waiting on a pipe sees core/stop_signals.h's stop_signal() itself.
   std::function<int()> stop;
+  // A held-out set (`--heldout-out`, `--heldout-fraction`): each document whose token hash
+  // (heldout_document) falls below heldout_fraction goes, whole, to heldout_dir instead of
+  // out_dir, made into instances once (pass 0) and masked there whatever dynamic_masking says,
+  // as `data.eval` wants; its random sentences B come from other held-out documents only, so
+  // no held-out text is ever in a training instance. Empty heldout_dir: no split.
+  std::string heldout_dir;
+  double heldout_fraction = 0.01;
 };
+
+// Whether `doc` belongs to the held-out share `fraction`: a 64-bit hash of its token ids and
+// sentence lengths, read as a number in [0, 1), is below it. It depends on the text alone
+// (not the seed, the file, its place in the corpus or the block size), so phase 1 and phase 2
+// shards made from one corpus hold out the same documents, a smaller fraction holds out a
+// subset of a larger one's, and exact duplicates of a document fall on its side.
+uint64_t document_hash(const Document& doc);
+bool heldout_document(const Document& doc, double fraction);
 
 // Appends the WordPiece ids of one sentence. Must be safe to call from several threads.
 using TokenizeFn = std::function<Status(std::string_view text, std::vector<int32_t>* ids)>;
@@ -55,6 +70,9 @@ struct PrepStats {
   // Tokens the instances hold ([CLS] and [SEP] included), of instances x seq_len positions:
   // the rest is padding, which training computes on as on tokens.
   int64_t instance_tokens = 0;
+  // With a held-out set, documents, sentences and tokens count both sides, the rest the
+  // training side; the held-out set's own counts:
+  int64_t heldout_documents = 0, heldout_instances = 0, heldout_instance_tokens = 0, heldout_shards = 0;
   double seconds = 0;
 };
 
@@ -63,9 +81,9 @@ struct PrepStats {
 // not all of them empty, and out_dir a directory if it exists. run_prep calls it first.
 Status check_prep_options(const PrepOptions& opts);
 
-// Writes out_dir/shard-NNNNN.lbs. They are written to a staging directory inside out_dir
-// and replace the shard files of an earlier run there only when the whole run succeeded:
-// on any error out_dir keeps what it had. `base` gives the vocab identity and special ids
+// Writes out_dir/shard-NNNNN.lbs (and heldout_dir's). They are written to a staging directory
+// inside each and replace the shard files of an earlier run there only when the whole run
+// succeeded: on any error both keep what they had. `base` gives the vocab identity and special ids
 // recorded in each header.
 Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVocab& vocab,
                 const TokenizeFn& tokenize, PrepStats* stats);
