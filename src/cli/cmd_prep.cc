@@ -78,6 +78,12 @@ Status run_prep_command(PrepArgs& a) {
   const double filled = 100.0 * double(st.instance_tokens) / (double(st.instances) * a.opts.instances.max_seq_len);
   std::printf("prep: the sequences are %.1f%% tokens (%.1f of %d positions on average), %.1f%% padding\n", filled,
               double(st.instance_tokens) / double(st.instances), a.opts.instances.max_seq_len, 100.0 - filled);
+  if (a.opts.dedup) {
+    std::printf("prep: --dedup dropped %lld exact duplicate%s of earlier documents (%.2f%% of the %lld read)\n",
+                static_cast<long long>(st.duplicates), st.duplicates == 1 ? "" : "s",
+                100.0 * double(st.duplicates) / double(st.documents + st.duplicates),
+                static_cast<long long>(st.documents + st.duplicates));
+  }
   if (!a.opts.heldout_dir.empty()) {
     std::printf("prep: held out %lld of the %lld documents (%.2f%%) -> %lld instances in %lld shard%s under %s "
                 "(masked, one pass: for data.eval)\n",
@@ -134,6 +140,8 @@ void add_prep_command(CLI::App& app) {
                   "Share of documents held out, chosen by a hash of each document's tokens (with --heldout-out)")
       ->capture_default_str()
       ->each([args](const std::string&) { args->heldout_fraction_given = true; });
+  sub->add_flag("--dedup", o.dedup,
+                "Drop each document whose tokens repeat an earlier document's exactly (up to whitespace)");
   sub->add_flag("--cased", args->cased, "Keep case and accents (default: uncased, as bert-base-uncased)");
   // A callback, not a "!--flag" bound to `progress`: CLI11 shows the latter as "--no-progress{false}".
   sub->add_flag_callback("--no-progress", [args] { args->opts.progress = false; }, "No progress line on stderr");

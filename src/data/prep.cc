@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "block_reader.h"
+#include "seen_documents.h"
 #include "shard_staging.h"
 
 namespace lansbert {
@@ -77,6 +78,25 @@ Status tokenize_block(const RawBlock& raw, const TokenizeFn& tokenize, int threa
     if (!doc.empty()) docs->push_back(std::move(doc));
   }
   return Status::ok();
+}
+
+// --dedup: drops from *docs, in order, each document whose hash *seen holds (an earlier one's,
+// in this block or before), and its sentences and tokens from *stats; returns how many.
+int64_t drop_duplicates(std::vector<Document>* docs, SeenDocuments* seen, PrepStats* stats) {
+  size_t kept = 0;
+  for (size_t d = 0; d < docs->size(); ++d) {
+    Document& doc = (*docs)[d];
+    if (!seen->insert(document_hash(doc))) {
+      stats->sentences -= static_cast<int64_t>(doc.size());
+      for (const auto& sentence : doc) stats->tokens -= static_cast<int64_t>(sentence.size());
+      continue;
+    }
+    if (kept != d) (*docs)[kept] = std::move(doc);
+    ++kept;
+  }
+  const auto dropped = static_cast<int64_t>(docs->size() - kept);
+  docs->resize(kept);
+  return dropped;
 }
 
 // Moves the held-out documents of `docs` (global indices from first_doc) to *held, keeping
@@ -182,6 +202,7 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   std::vector<Document> docs, held;
   std::vector<uint64_t> index, held_index;
   std::vector<Instance> instances;
+  SeenDocuments seen;
   // Last: on an early return it is destroyed first, leaving a read in flight to its thread.
   BlockReader reader;
   LB_RETURN_IF_ERROR(reader.open(opts.inputs, opts.corpus, opts.block_bytes, opts.stop, opts.out_dir));
@@ -201,6 +222,7 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
     if (const Status s = tokenize_block(raw, tokenize, threads, &docs, stats); !s.is_ok()) return failed(s);
     LB_RETURN_IF_ERROR(check_stop(opts.stop, opts.out_dir));
     block.reset();  // free the text before the instances grow
+    if (opts.dedup) stats->duplicates += drop_duplicates(&docs, &seen, stats);
     const uint64_t block_docs = docs.size();
     split_heldout(split ? opts.heldout_fraction : 0.0, first_doc, &docs, &index, &held, &held_index);
     for (int pass = 0; pass < io.dupe_factor; ++pass) {

@@ -51,6 +51,11 @@ struct PrepOptions {
   // no held-out text is ever in a training instance. Empty heldout_dir: no split.
   std::string heldout_dir;
   double heldout_fraction = 0.01;
+  // `--dedup`: a document whose document_hash an earlier document of the run had (the same
+  // tokens and sentence boundaries: the same text up to whitespace, and case when uncased) is
+  // dropped before anything else sees it, as if the input had not held it. The set of hashes
+  // grows with the distinct documents (16 to 32 bytes each: seen_documents.h).
+  bool dedup = false;
 };
 
 // Whether `doc` belongs to the held-out share `fraction`: a 64-bit hash of its token ids and
@@ -67,6 +72,7 @@ using TokenizeFn = std::function<Status(std::string_view text, std::vector<int32
 struct PrepStats {
   uint64_t bytes = 0;
   int64_t documents = 0, sentences = 0, tokens = 0, instances = 0, shards = 0;
+  int64_t duplicates = 0;  // documents --dedup dropped (not in the counts above)
   // Tokens the instances hold ([CLS] and [SEP] included), of instances x seq_len positions:
   // the rest is padding, which training computes on as on tokens.
   int64_t instance_tokens = 0;

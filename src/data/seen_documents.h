@@ -1,0 +1,49 @@
+// SeenDocuments: the set of document hashes a prep run has met, for `--dedup`. The hashes
+// (document_hash) are already uniformly spread 64-bit numbers, so an open-addressing table
+// indexed by their low bits needs no further hashing: 8 bytes a slot, kept at most half
+// full, so 16 to 32 bytes per distinct document (about 200 MB for English Wikipedia's 6.7
+// million articles), and twice that for a moment while it grows.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace lansbert {
+
+class SeenDocuments {
+ public:
+  // Adds `hash`; false when it was there already.
+  bool insert(uint64_t hash) {
+    if (hash == kEmpty) hash = 1;  // 0 marks a free slot; the two share a key (1 in 2^63 odds)
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i] == hash) return false;
+      if (slots_[i] == kEmpty) {
+        slots_[i] = hash;
+        ++size_;
+        return true;
+      }
+    }
+  }
+  size_t size() const { return size_; }
+  size_t bytes() const { return slots_.size() * sizeof(uint64_t); }
+
+ private:
+  static constexpr uint64_t kEmpty = 0;
+  void grow() {
+    std::vector<uint64_t> old(slots_.size() ? 2 * slots_.size() : 1024, kEmpty);
+    old.swap(slots_);
+    mask_ = slots_.size() - 1;
+    for (const uint64_t h : old) {
+      if (h == kEmpty) continue;
+      size_t i = h & mask_;
+      while (slots_[i] != kEmpty) i = (i + 1) & mask_;
+      slots_[i] = h;
+    }
+  }
+  std::vector<uint64_t> slots_;
+  size_t mask_ = 0;
+  size_t size_ = 0;
+};
+
+}  // namespace lansbert
