@@ -126,6 +126,14 @@ grep -qE '^prep: held out [0-9]+ of the 40 documents \([0-9.]+%\) -> [0-9]+ inst
   split.out || fail "prep with --heldout-out: $(cat split.out)"
 [[ -f split/shard-00000.lbs && -f split/held/shard-00000.lbs ]] || fail "prep with --heldout-out: $(ls -R split)"
 
+# --dedup: the corpus twice gives the corpus's shards, the copies counted.
+cat corpus.txt corpus.txt > twice.txt
+"$bin" prep --vocab "$vocab" --input twice.txt --out deduped --dedup --dupe-factor 2 --no-progress > dedup.out ||
+  fail "prep --dedup"
+grep -qF 'prep: --dedup dropped 40 exact duplicates of earlier documents (50.00% of the 80 read)' dedup.out ||
+  fail "prep --dedup: $(cat dedup.out)"
+[[ $(cd deduped && sha256sum shard-*.lbs) == "$good" ]] || fail "prep --dedup of the corpus twice: not its shards"
+
 # A good run with other parameters replaces the shards; other files in the directory stay.
 echo keep > shards/notes.txt
 "$bin" prep --vocab "$vocab" --input corpus.txt --out shards --no-progress --dupe-factor 1 --shard-size 50 > /dev/null
