@@ -19,6 +19,10 @@ namespace lansbert::cli {
 
 namespace {
 
+// Above this share of one-sentence documents prep warns (the sample corpus's dictionary
+// entries: none, each has its headword line; a text file with a blank line after every sentence: 100%).
+constexpr double kSingleSentenceWarning = 0.5;
+
 struct PrepArgs {
   std::string vocab;
   PrepOptions opts;
@@ -92,6 +96,18 @@ Status run_prep_command(PrepArgs& a) {
                 static_cast<long long>(st.heldout_instances), static_cast<long long>(st.heldout_shards),
                 st.heldout_shards == 1 ? "" : "s", a.opts.heldout_dir.c_str());
   }
+  // Next-sentence prediction needs documents of several sentences: with one, B is always random.
+  const double single = st.documents ? double(st.single_sentence_documents) / double(st.documents) : 0.0;
+  if (single > kSingleSentenceWarning) {
+    std::fflush(stdout);  // after the summary above, in a terminal or a log that takes both
+    std::fprintf(stderr,
+                 "prep: warning: %.1f%% of the %lld documents are a single sentence, and every instance of such a "
+                 "document takes a random sentence B: next-sentence prediction learns little from them. A blank line "
+                 "ends a document in text input: put one between documents, not between sentences; a JSON Lines "
+                 "record, an article or a book is one document, so a dataset of one sentence per record has lost its "
+                 "documents\n",
+                 100.0 * single, static_cast<long long>(st.documents));
+  }
   return Status::ok();
 }
 
@@ -103,7 +119,8 @@ void add_prep_command(CLI::App& app) {
   InstanceOptions& io = o.instances;
   CLI::App* sub = app.add_subcommand(
       "prep", "Turn text (one sentence or paragraph per line, blank line between documents), JSON Lines "
-              "(a document per record) or a MediaWiki XML dump (a document per article), plain or compressed "
+              "(a document per record), a MediaWiki XML dump (a document per article) or books (a document per file), "
+              "plain or compressed "
               "(gzip, zstd, bzip2), into pretraining shards");
   sub->add_option("--vocab", args->vocab, "WordPiece vocab.txt")->required();
   sub->add_option("--input", o.inputs,
@@ -111,7 +128,8 @@ void add_prep_command(CLI::App& app) {
       ->required();
   sub->add_option("--input-format", o.corpus.format,
                   "auto (jsonl for *.jsonl, *.ndjson and *.json, mediawiki for *.xml and Wikipedia's *.xml-pNpM, before "
-                  "any .gz, .zst or .bz2; text otherwise), text, jsonl or mediawiki (Wikipedia's XML dumps)")
+                  "any .gz, .zst or .bz2; text otherwise), text, jsonl, mediawiki (Wikipedia's XML dumps) or book (each file one "
+                  "document: a plain-text book, Project Gutenberg's licence and headings dropped)")
       ->capture_default_str();
   sub->add_option("--json-key", o.corpus.json_key, "The field of each JSON Lines record that holds its document")
       ->capture_default_str();

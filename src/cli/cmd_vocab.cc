@@ -94,7 +94,8 @@ void add_vocab_command(CLI::App& app) {
       ->required();
   sub->add_option("--input-format", args->corpus.format,
                   "auto (jsonl for *.jsonl, *.ndjson and *.json, mediawiki for *.xml and Wikipedia's *.xml-pNpM, before "
-                  "any .gz, .zst or .bz2; text otherwise), text, jsonl or mediawiki (Wikipedia's XML dumps)")
+                  "any .gz, .zst or .bz2; text otherwise), text, jsonl, mediawiki (Wikipedia's XML dumps) or book (each file one "
+                  "document: a plain-text book, Project Gutenberg's licence and headings dropped)")
       ->capture_default_str();
   sub->add_option("--json-key", args->corpus.json_key, "The field of each JSON Lines record that holds its document")
       ->capture_default_str();

@@ -13,9 +13,11 @@
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/json_reason.h"
+#include "book_text.h"
 #include "mediawiki_pages.h"
 #include "text_sources.h"
 #include "wikitext.h"
+#include "wikitext_chars.h"
 
 namespace lansbert {
 
@@ -42,8 +44,8 @@ bool ends_with_split_xml(const std::string& s) {
 }  // namespace
 
 Status check_corpus_options(const CorpusOptions& o) {
-  if (o.format != "auto" && o.format != "text" && o.format != "jsonl" && o.format != "mediawiki")
-    return Status::invalid_argument("--input-format " + o.format + ": expected auto, text, jsonl or mediawiki");
+  if (o.format != "auto" && o.format != "text" && o.format != "jsonl" && o.format != "mediawiki" && o.format != "book")
+    return Status::invalid_argument("--input-format " + o.format + ": expected auto, text, jsonl, mediawiki or book");
   if (o.json_key.empty()) return Status::invalid_argument("--json-key: an empty field name");
   return Status::ok();
 }
@@ -52,6 +54,7 @@ CorpusFormat corpus_format_of(const std::string& path, const CorpusOptions& o) {
   if (o.format == "text") return CorpusFormat::kText;
   if (o.format == "jsonl") return CorpusFormat::kJsonl;
   if (o.format == "mediawiki") return CorpusFormat::kMediaWiki;
+  if (o.format == "book") return CorpusFormat::kBook;
   std::string name = path;
   for (const char* packed : {".gz", ".zst", ".bz2"})
     if (ends_with(name, packed)) name.resize(name.size() - std::strlen(packed));
@@ -150,6 +153,10 @@ Status CorpusFile::check_first_text_line(const std::string& line) const {
   if (line.compare(first, 3, "\xEF\xBB\xBF") == 0) first += 3;  // a byte order mark
   if (line.compare(first, 5, "<?xml") == 0 || line.compare(first, 10, "<mediawiki") == 0)
     return refuse("XML", "mediawiki", "a MediaWiki export");
+  // "The Project Gutenberg eBook of ...": read as text, each paragraph of the book would be a
+  // document, and the licence would be trained on.
+  if (wikitext::contains(line, "project gutenberg"))
+    return refuse("a Project Gutenberg book", "book", "one document without its licence");
   const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (j.is_object() && j.contains(key_) && j[key_].is_string())
     return refuse(fmt::format("a JSON record with a string field '{}'", key_), "jsonl", "JSON Lines");
@@ -163,6 +170,25 @@ Status CorpusFile::next(std::string* text, bool* got) {
       sniff_ = false;
       return check_first_text_line(*text);
     }
+    return Status::ok();
+  }
+  if (format_ == CorpusFormat::kBook) {
+    // The whole file is one document: read it, then make it prose (book_text.h).
+    if (eof_ && begin_ == end_) {
+      *got = false;
+      return Status::ok();
+    }
+    std::string book, line;
+    for (bool more = true;;) {
+      LB_RETURN_IF_ERROR(next_line(&line, &more));
+      if (!more) break;
+      book += line;
+      book += '\n';
+    }
+    *text = book_to_plain(book);
+    line_no_ = 1;  // messages name the book's first line: its text is one unit
+    line_start_ = 0;
+    *got = !text->empty();
     return Status::ok();
   }
   if (format_ == CorpusFormat::kMediaWiki) {

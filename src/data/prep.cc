@@ -75,6 +75,7 @@ Status tokenize_block(const RawBlock& raw, const TokenizeFn& tokenize, int threa
       doc.push_back(std::move(ids[i]));
     }
     stats->sentences += static_cast<int64_t>(doc.size());
+    stats->single_sentence_documents += doc.size() == 1;
     if (!doc.empty()) docs->push_back(std::move(doc));
   }
   return Status::ok();
@@ -88,6 +89,7 @@ int64_t drop_duplicates(std::vector<Document>* docs, SeenDocuments* seen, PrepSt
     Document& doc = (*docs)[d];
     if (!seen->insert(document_hash(doc))) {
       stats->sentences -= static_cast<int64_t>(doc.size());
+      stats->single_sentence_documents -= doc.size() == 1;
       for (const auto& sentence : doc) stats->tokens -= static_cast<int64_t>(sentence.size());
       continue;
     }

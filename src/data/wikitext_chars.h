@@ -23,6 +23,14 @@ inline bool starts_at(std::string_view s, size_t i, std::string_view lower_prefi
   return true;
 }
 
+// Case-insensitive: does `lower_needle` (given in lower case) occur in s?
+inline bool contains(std::string_view s, std::string_view lower_needle) {
+  for (size_t i = 0; i + lower_needle.size() <= s.size(); ++i) {
+    if (starts_at(s, i, lower_needle)) return true;
+  }
+  return false;
+}
+
 inline bool iequals(std::string_view a, std::string_view lower_b) {
   return a.size() == lower_b.size() && starts_at(a, 0, lower_b);
 }

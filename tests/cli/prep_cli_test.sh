@@ -81,7 +81,7 @@ expect_refused 4 "cut.jsonl.zst: cannot read after line" --input cut.jsonl.zst
 expect_refused 4 "bad.jsonl:2: not a JSON object with a string field 'text' (--json-key)" --input bad.jsonl
 expect_refused 4 "corpus.txt.gz:1: not a JSON record (at byte offset 0 of the line" --input corpus.txt.gz \
   --input-format jsonl
-expect_refused 2 "--input-format xml: expected auto, text, jsonl or mediawiki" --input corpus.txt --input-format xml
+expect_refused 2 "--input-format xml: expected auto, text, jsonl, mediawiki or book" --input corpus.txt --input-format xml
 
 # A MediaWiki export (bzip2, as Wikipedia's dumps are) whose articles are the documents with
 # wiki markup around them, beside a talk page and a redirect, gives the same shards.
@@ -125,6 +125,32 @@ expect_refused 2 "feed.txt:1: XML in a file read as text (--input-format auto, b
 grep -qE '^prep: held out [0-9]+ of the 40 documents \([0-9.]+%\) -> [0-9]+ instances in 1 shard under split/held \(masked, one pass: for data.eval\)$' \
   split.out || fail "prep with --heldout-out: $(cat split.out)"
 [[ -f split/shard-00000.lbs && -f split/held/shard-00000.lbs ]] || fail "prep with --heldout-out: $(ls -R split)"
+
+# A book (--input-format book): a Project Gutenberg-style file, hard-wrapped with CRLF line ends,
+# headings, a note and a licence around the text, is one document: the shards of that text as
+# one line of a text file.
+doc=$(sed -n 1p corpus.txt)
+printf '%s\n\n' "$doc" > book-as-text.txt
+{ printf 'The Project Gutenberg eBook of Test\n\nLicence text.\n\n*** START OF THE PROJECT GUTENBERG EBOOK TEST ***\n\n'
+  printf 'Produced by a test.\n\nCHAPTER I.\n\n[Illustration: a\ndrawing]\n\n'
+  printf '%s\n' "$doc" | fold -s -w 60
+  printf '\n* * *\n\n*** END OF THE PROJECT GUTENBERG EBOOK TEST ***\nMore licence.\n'; } | sed 's/$/\r/' > pg-test.txt
+grep -q $'\r$' pg-test.txt && (( $(wc -l < pg-test.txt) > 12 )) || fail "pg-test.txt is not a wrapped CRLF book"
+"$bin" prep --vocab "$vocab" --input book-as-text.txt --out book-text --no-progress > /dev/null || fail "prep of book-as-text.txt"
+"$bin" prep --vocab "$vocab" --input pg-test.txt --input-format book --out book --no-progress > /dev/null ||
+  fail "prep --input-format book"
+[[ $(cd book && sha256sum shard-*.lbs) == $(cd book-text && sha256sum shard-*.lbs) ]] ||
+  fail "prep --input-format book: not the shards of its text"
+expect_refused 2 "pg-test.txt:1: a Project Gutenberg book in a file read as text (--input-format auto, by its name): pass --input-format book" \
+  --input pg-test.txt
+# A corpus of one sentence per record gives next-sentence prediction nothing: prep says so.
+awk 'NF { n = split($0, s, /\. /); for (i = 1; i <= n; i++) if (s[i] ~ /[a-z]/) printf "{\"text\": \"%s.\"}\n", s[i] }' corpus.txt > sentences.jsonl
+"$bin" prep --vocab "$vocab" --input sentences.jsonl --out sentences --no-progress > /dev/null 2> sentences.err ||
+  fail "prep of sentences.jsonl"
+grep -qF "prep: warning: 100.0% of the 240 documents are a single sentence" sentences.err ||
+  fail "no warning for one-sentence documents: $(cat sentences.err)"
+"$bin" prep --vocab "$vocab" --input corpus.txt --out one-doc-warning --no-progress > /dev/null 2> corpus.err
+[[ ! -s corpus.err ]] || fail "prep of corpus.txt printed on stderr: $(cat corpus.err)"
 
 # --dedup: the corpus twice gives the corpus's shards, the copies counted.
 cat corpus.txt corpus.txt > twice.txt

@@ -147,7 +147,7 @@ TEST_F(CorpusFileTest, AutoPicksTheFormatByName) {
   EXPECT_EQ(corpus_format_of("x.txt", {"jsonl", "text"}), CorpusFormat::kJsonl);
   EXPECT_EQ(corpus_format_of("x.jsonl", {"text", "text"}), CorpusFormat::kText);
   EXPECT_EQ(check_corpus_options({"xml", "text"}).message(),
-            "--input-format xml: expected auto, text, jsonl or mediawiki");
+            "--input-format xml: expected auto, text, jsonl, mediawiki or book");
   // A file "auto" reads as text whose first line is a JSON record is refused, not read as one
   // document of JSON syntax; --input-format text reads it as text.
   const std::string named_text = write("dump.txt", "\n{\"text\": \"One. Two.\"}\n");

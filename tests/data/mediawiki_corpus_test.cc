@@ -205,7 +205,7 @@ TEST_F(MediaWikiCorpusTest, AutoKnowsDumpNamesAndRefusesXmlItWouldReadAsText) {
   EXPECT_EQ(corpus_format_of("x.jsonl.bz2", autod), CorpusFormat::kJsonl);
   EXPECT_EQ(corpus_format_of("wiki.xml", {"text", "text"}), CorpusFormat::kText);
   EXPECT_EQ(check_corpus_options({"xml", "text"}).message(),
-            "--input-format xml: expected auto, text, jsonl or mediawiki");
+            "--input-format xml: expected auto, text, jsonl, mediawiki or book");
   const std::string named_text = write("dump.txt", "\n  <mediawiki xmlns=\"x\">\n</mediawiki>\n");
   std::vector<std::string> got;
   const Status st = units(named_text, autod, &got);

@@ -1,17 +1,20 @@
 // CorpusFile: one input file of `lansbert prep`, `vocab` or `tokenize`, read as units of text in
-// bounded memory. Three formats:
+// bounded memory (a book: the file's size). Four formats:
 //   text       one sentence or paragraph per line; a blank line ends a document (BERT's format).
 //   jsonl      one JSON object per line (JSON Lines, as Hugging Face datasets, The Pile or C4 ship
 //              corpora), its string field `json_key` one document; the newlines inside it
 //              separate paragraphs as a text file's lines do. Blank lines are skipped.
 //   mediawiki  a MediaWiki XML export (Wikipedia's dumps): each article a document, its
 //              wikitext made prose, a paragraph a line (mediawiki_pages.h, wikitext.h).
+//   book       the whole file one document, a book as plain text (Project Gutenberg's): wrapped
+//              lines joined into paragraphs, the licence and headings dropped (book_text.h).
 // Each may be compressed, with gzip (zlib), Zstandard (libzstd) or bzip2 (libbz2), recognised by
 // its first bytes, not its name, on stdin too (text_sources.h). "auto" picks jsonl for names
 // ending in .jsonl, .ndjson or .json, mediawiki for .xml (any case, before any .gz, .zst or
 // .bz2; also Wikipedia's split dumps, `*.xml-p1p41242.bz2`), else text; a file it reads as text
-// whose first non-blank line is a JSON record with the `json_key` string field, or XML, is
-// refused (it would be one document of markup).
+// whose first non-blank line is a JSON record with the `json_key` string field, XML, or names
+// Project Gutenberg, is refused (it would be one document of markup, or a document per paragraph
+// with the licence in).
 #pragma once
 
 #include <cstdint>
@@ -25,10 +28,10 @@ namespace lansbert {
 class MediaWikiPages;
 class TextSource;
 
-enum class CorpusFormat { kText, kJsonl, kMediaWiki };
+enum class CorpusFormat { kText, kJsonl, kMediaWiki, kBook };
 
 struct CorpusOptions {
-  std::string format = "auto";  // auto, text, jsonl or mediawiki (--input-format)
+  std::string format = "auto";  // auto, text, jsonl, mediawiki or book (--input-format)
   std::string json_key = "text";  // --json-key
 };
 
@@ -49,8 +52,8 @@ class CorpusFile {
   // when it cannot be opened.
   Status open(const std::string& path, const CorpusOptions& o);
   // The next unit of text: a line (text; "" for a blank line, which ends a document), a
-  // record's document (jsonl) or an article's prose (mediawiki; articles left with no prose
-  // are skipped). *got is false at the end of the file. A compressed stream that is damaged,
+  // record's document (jsonl), an article's prose (mediawiki; articles left with no prose
+  // are skipped) or the whole book's (book; "" and *got false when nothing is left). *got is false at the end of the file. A compressed stream that is damaged,
   // cut short or followed by other bytes is corrupt, a record that is not a JSON object with a
   // string field `json_key` is corrupt, XML that is not a MediaWiki export is corrupt, each
   // naming the file and line; a read that fails is io_error.

@@ -73,6 +73,10 @@ struct PrepStats {
   uint64_t bytes = 0;
   int64_t documents = 0, sentences = 0, tokens = 0, instances = 0, shards = 0;
   int64_t duplicates = 0;  // documents --dedup dropped (not in the counts above)
+  // Documents of one sentence: each of their instances takes a random sentence B, so a corpus
+  // of mostly these (one sentence per record, or a blank line after every sentence) teaches
+  // next-sentence prediction nothing.
+  int64_t single_sentence_documents = 0;
   // Tokens the instances hold ([CLS] and [SEP] included), of instances x seq_len positions:
   // the rest is padding, which training computes on as on tokens.
   int64_t instance_tokens = 0;
