@@ -13,11 +13,12 @@ namespace {
 std::string normalize(std::string_view name) {
   std::string n;
   for (char c : name) {
-    const char l = c == '_' ? ' ' : wikitext::lower(c);
+    // MediaWiki trims a template's name and reads '_' as a space: "{{\n convert|...}}" is {{convert}}.
+    const char l = c == '_' || wikitext::is_space(c) ? ' ' : wikitext::lower(c);
     if (l == ' ' && (n.empty() || n.back() == ' ')) continue;
     n += l;
   }
-  while (!n.empty() && (n.back() == ' ' || n.back() == '\n' || n.back() == '\t' || n.back() == '\r')) n.pop_back();
+  while (!n.empty() && n.back() == ' ') n.pop_back();
   if (n.starts_with("template:")) n.erase(0, 9);
   while (!n.empty() && n.front() == ' ') n.erase(0, 1);
   return n;

@@ -213,6 +213,7 @@ TEST(Wikitext, ProseTemplatesShowTheirText) {
   EXPECT_EQ(W("{{lang|fr}} {{convert|5}} {{frac}} kept"), "kept");  // no text argument: gone
   EXPECT_EQ(W("{{lang|fr|{{lang|de|{{nowrap|deep}}}}}}"), "deep");
   EXPECT_EQ(W("{{Template:Nowrap|x y}} {{ nowrap |z}}"), "x y z");
+  EXPECT_EQ(W("{{\n convert|5|km}} and {{\tnowrap\n|z}} and {{Template:\nlang|fr|oui}}"), "5 km and z and oui");
   EXPECT_EQ(W("{{val|6.022|e=23}} per mole"), "6.022 \xC3\x97 10^23 per mole");
   // Arguments one a line, numbered ones, and empty ones (which drop the whole template).
   EXPECT_EQ(W("{{convert\n|60\n|to\n|80\n|kg}} heavy, {{as of|2008|5\n}}"), "60 to 80 kg heavy, As of May 2008");
