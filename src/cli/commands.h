@@ -18,6 +18,7 @@ void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_verify_command(CLI::App& app);  // cmd_verify.cc
+void add_show_command(CLI::App& app);    // cmd_show.cc
 void add_bench_comm_command(CLI::App& app);  // cmd_bench_comm.cc
 // `lansbert bench --comm`: the bench-comm sweep with its default sizes.
 int run_default_bench_comm();

@@ -35,6 +35,7 @@ const char* why_one_process(CLI::App& app) {
   if (app.got_subcommand("convert")) return "the copies would write the same --out directory";
   if (app.got_subcommand("export")) return "the copies would write the same --out directory";
   if (app.got_subcommand("tokenize")) return "the copies would each write the whole output";
+  if (app.got_subcommand("show")) return "the copies would each print the same sequences";
   if (app.got_subcommand("verify"))
     return "the copies would each read the whole checkpoint (node-local checkpoint directories: one copy per host)";
   if (app.got_subcommand("bench") && app.get_subcommand("bench")->count("--comm") == 0)
@@ -82,6 +83,7 @@ int main(int argc, char** argv) {
   lansbert::cli::add_eval_command(app);
   lansbert::cli::add_export_command(app);
   lansbert::cli::add_verify_command(app);
+  lansbert::cli::add_show_command(app);
   lansbert::cli::add_bench_comm_command(app);
   // LANSBERT_COMM picks the communicator of train, eval, bench-comm and bench --comm. A misspelt
   // value is refused once the command line is parsed (so --help still works) and before the

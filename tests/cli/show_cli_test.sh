@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# `lansbert show`: the sequences prep made, read back as words. Each sequence's segments, with
+# the masked slots' targets put back, are runs of its corpus's text; each slot's kind
+# ([MASK], kept, random) matches what the model sees; --stats counts what the shards hold;
+# bad options and a vocab the shards were not made with are refused naming them.
+# Usage: show_cli_test.sh LANSBERT SOURCE_DIR
+source "$(dirname "$0")/cli_test_setup.sh" "$@"
+cd "$tmp"
+
+for d in $(seq 30); do
+  for s in 1 2 3 4 5; do printf 'Document %d sentence %d talks about the river and the sea. ' $d $s; done
+  printf '\n\n'
+done > corpus.txt
+"$bin" prep --vocab "$vocab" --input corpus.txt --out shards --no-progress > /dev/null
+"$bin" prep --vocab "$vocab" --input corpus.txt --out dynamic --dynamic-masking --no-progress > /dev/null
+
+"$bin" show --data shards --vocab "$vocab" --count 2 > two.txt || fail "show"
+grep -q '^sequence 0 of [0-9]* (shards/shard-00000.lbs: sample 0)$' two.txt || fail "show: $(cat two.txt)"
+grep -q '^sequence 1 of ' two.txt || fail "show --count 2: $(cat two.txt)"
+(( $(grep -c '^  A: ' two.txt) == 2 && $(grep -c '^  B: ' two.txt) == 2 )) || fail "show: A/B lines: $(cat two.txt)"
+grep -qE '^  next sentence: (random \(NSP label 1\)|the actual next \(NSP label 0\)) \| [0-9]+ of 128 positions \| [0-9]+ masked$' \
+  two.txt || fail "show: the next-sentence line: $(cat two.txt)"
+
+# Every sequence as JSON: restored, each segment is a run of the corpus's words.
+n=$("$bin" show --data shards --vocab "$vocab" --stats --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["sequences"])')
+"$bin" show --data shards --vocab "$vocab" --count "$n" --json > all.jsonl || fail "show --json"
+python3 - corpus.txt all.jsonl "$n" <<'PY' || fail "show --json: the sequences are not the corpus's"
+import json, sys
+text = " " + open(sys.argv[1]).read().lower().replace(".", " .").replace("\n", " ") + " "
+text = " ".join(text.split())
+rows = [json.loads(l) for l in open(sys.argv[2])]
+assert len(rows) == int(sys.argv[3]) and [r["index"] for r in rows] == list(range(len(rows))), "indices"
+kinds = {"mask": 0, "kept": 0, "random": 0}
+for r in rows:
+    t = list(r["tokens"])
+    assert t[0] == "[CLS]" and t[-1] == "[SEP]" and t[r["b_start"] - 1] == "[SEP]", r
+    for m in r["masked"]:
+        assert t[m["position"]] == m["input"], m
+        want = "mask" if m["input"] == "[MASK]" else "kept" if m["input"] == m["original"] else "random"
+        assert m["kind"] == want, m
+        kinds[m["kind"]] += 1
+        t[m["position"]] = m["original"]
+    for seg in (t[1:r["b_start"] - 1], t[r["b_start"]:-1]):
+        assert seg and " " + " ".join(seg) + " " in " " + text + " ", (r["index"], seg)
+assert all(kinds.values()), kinds
+PY
+"$bin" show --data shards --vocab "$vocab" --stats > stats.txt || fail "show --stats"
+grep -q "^$n sequences (from 0 of $n, in 1 shard), seq_len 128, max_pred 20$" stats.txt || fail "show --stats: $(cat stats.txt)"
+grep -qE '^next sentence: [0-9.]+% random \(BERT: 50%\)$' stats.txt || fail "show --stats: $(cat stats.txt)"
+grep -qE '^masked: [0-9.]+ per sequence' stats.txt || fail "show --stats: $(cat stats.txt)"
+"$bin" show --data dynamic --vocab "$vocab" --count 1 | grep -q '0 masked (dynamic masking: masked when loaded, shown unmasked)' ||
+  fail "show of dynamic shards"
+
+# expect_error RC MESSAGE ARGS...
+expect_error() {
+  local want_rc=$1 want_msg=$2 rc=0
+  shift 2
+  "$bin" show "$@" > /dev/null 2> err.txt || rc=$?
+  (( rc == want_rc )) || fail "show $*: exit $rc, expected $want_rc: $(cat err.txt)"
+  grep -qF -- "$want_msg" err.txt || fail "show $*: message lacks '$want_msg': $(cat err.txt)"
+}
+expect_error 2 "show: --index $n: the shards hold $n sequences (0 to $((n - 1)))" --data shards --vocab "$vocab" --index "$n"
+expect_error 2 "--count: Value 0 not in range" --data shards --vocab "$vocab" --count 0
+cp "$vocab" other-vocab.txt && echo extra-token >> other-vocab.txt
+expect_error 2 "--vocab other-vocab.txt" --data shards --vocab other-vocab.txt
+expect_error 3 "missing" --data missing --vocab "$vocab"
+echo "show_cli_test: ok"
