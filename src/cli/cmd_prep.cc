@@ -28,7 +28,7 @@ struct PrepArgs {
   PrepOptions opts;
   double block_mb = 16;
   bool cased = false;
-  bool heldout_fraction_given = false;
+  bool heldout_fraction_given = false, heldout_out_given = false;
 };
 
 // --block-mb is a double (fractions help tests); it is checked before the conversion to
@@ -46,6 +46,7 @@ Status block_bytes(double mb, size_t* bytes) {
 
 Status run_prep_command(PrepArgs& a) {
   LB_RETURN_IF_ERROR(block_bytes(a.block_mb, &a.opts.block_bytes));
+  if (a.heldout_out_given && a.opts.heldout_dir.empty()) return Status::invalid_argument("prep: --heldout-out: empty path");
   if (a.heldout_fraction_given && a.opts.heldout_dir.empty()) {
     return Status::invalid_argument("prep: --heldout-fraction needs --heldout-out, the directory for the held-out shards");
   }
@@ -153,7 +154,8 @@ void add_prep_command(CLI::App& app) {
   sub->add_option("--threads", o.threads, "Threads (0 = all, at most 1024); the output does not depend on it")
       ->capture_default_str();
   sub->add_option("--heldout-out", o.heldout_dir,
-                  "Also write a held-out set here (for data.eval): whole documents, never in --out's instances");
+                  "Also write a held-out set here (for data.eval): whole documents, never in --out's instances")
+      ->each([args](const std::string&) { args->heldout_out_given = true; });
   sub->add_option("--heldout-fraction", o.heldout_fraction,
                   "Share of documents held out, chosen by a hash of each document's tokens (with --heldout-out)")
       ->capture_default_str()

@@ -20,7 +20,7 @@ struct BlockReader::Shared {
   TextDocumentReader reader;
   size_t block_bytes = 0;
   std::function<int()> stop;  // the caller's: called only while `abandoned` is false
-  std::string out_dir;
+  std::string kept;
   std::mutex stop_mutex;
   std::atomic<bool> abandoned{false};  // the BlockReader is gone; its thread ends soon
 
@@ -28,15 +28,14 @@ struct BlockReader::Shared {
   Status poll_stop() {
     std::lock_guard<std::mutex> lock(stop_mutex);
     if (abandoned) return Status::interrupted("prep: the run ended; reading ahead stops");
-    return check_stop(stop, out_dir);
+    return check_stop(stop, kept);
   }
 };
 
-Status check_stop(const std::function<int()>& stop, const std::string& out_dir) {
+Status check_stop(const std::function<int()>& stop, const std::string& kept) {
   const int sig = stop ? stop() : 0;
   if (sig == 0) return Status::ok();
-  return Status::interrupted(
-      fmt::format("prep: stopped by {}; {} is as it was before the run", signal_name(sig), out_dir));
+  return Status::interrupted(fmt::format("prep: stopped by {}; {}", signal_name(sig), kept));
 }
 
 BlockReader::~BlockReader() {
@@ -49,12 +48,12 @@ BlockReader::~BlockReader() {
 }
 
 Status BlockReader::open(const std::vector<std::string>& inputs, const CorpusOptions& corpus, size_t block_bytes,
-                         std::function<int()> stop, std::string out_dir) {
+                         std::function<int()> stop, std::string kept) {
   shared_ = std::make_shared<Shared>();
   LB_RETURN_IF_ERROR(shared_->reader.open(inputs, corpus));
   shared_->block_bytes = block_bytes;
   shared_->stop = std::move(stop);
-  shared_->out_dir = std::move(out_dir);
+  shared_->kept = std::move(kept);
   start();
   return Status::ok();
 }

@@ -27,9 +27,9 @@ struct RawBlock {
   uint64_t bytes_read = 0;  // the reader's position (bytes as stored) after this block
 };
 
-// Non-ok (interrupted, naming the signal and saying `out_dir` is as it was) once `stop`
-// reports a signal.
-Status check_stop(const std::function<int()>& stop, const std::string& out_dir);
+// Non-ok (interrupted, naming the signal, then `kept`: "shards is as it was before the run")
+// once `stop` reports a signal.
+Status check_stop(const std::function<int()>& stop, const std::string& kept);
 
 class BlockReader {
  public:
@@ -44,7 +44,7 @@ class BlockReader {
   // Opens the inputs as TextDocumentReader does and starts reading the first block. `stop`
   // is polled between documents, on the reading thread.
   Status open(const std::vector<std::string>& inputs, const CorpusOptions& corpus, size_t block_bytes,
-              std::function<int()> stop, std::string out_dir);
+              std::function<int()> stop, std::string kept);
   // Waits for the next block and, unless it is the last, starts reading the one after. After
   // the last: an empty block (null), every time. An error is the reader's, in input order, and
   // is returned again by every later call.

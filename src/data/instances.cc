@@ -199,16 +199,17 @@ void instances_of_document(std::span<const Document> block, uint64_t doc_index, 
   }
 }
 
-// All of the block's instances in document order; index_of(d) keys document d's streams.
+// The instances of documents [first, size) of the block in document order (the ones before
+// are random-B candidates only); index_of(d) keys document d's streams.
 template <typename IndexOf>
-void instances_of_block(std::span<const Document> block, const IndexOf& index_of, int pass,
+void instances_of_block(std::span<const Document> block, const IndexOf& index_of, size_t first, int pass,
                         const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
                         std::vector<Instance>* out) {
   std::vector<std::vector<Instance>> per_doc(block.size());
   const int nthreads = threads > 0 ? threads : omp_get_max_threads();
   const int64_t n = static_cast<int64_t>(block.size());
 #pragma omp parallel for schedule(dynamic, 16) num_threads(nthreads)
-  for (int64_t d = 0; d < n; ++d) {
+  for (int64_t d = static_cast<int64_t>(first); d < n; ++d) {
     const auto i = static_cast<size_t>(d);
     instances_of_document(block, index_of(i), i, pass, opts, vocab, &per_doc[d]);
   }
@@ -228,15 +229,22 @@ void create_instances_from_document(std::span<const Document> block, uint64_t fi
 void create_instances(std::span<const Document> block, uint64_t first_doc_index, int pass,
                       const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
                       std::vector<Instance>* out) {
-  instances_of_block(block, [first_doc_index](size_t d) { return first_doc_index + d; }, pass, opts, vocab,
+  instances_of_block(block, [first_doc_index](size_t d) { return first_doc_index + d; }, 0, pass, opts, vocab,
                      threads, out);
 }
 
 void create_instances(std::span<const Document> block, std::span<const uint64_t> doc_indices, int pass,
                       const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
                       std::vector<Instance>* out) {
-  LB_CHECK(doc_indices.size() == block.size());
-  instances_of_block(block, [doc_indices](size_t d) { return doc_indices[d]; }, pass, opts, vocab, threads, out);
+  create_instances(block, doc_indices, 0, pass, opts, vocab, threads, out);
+}
+
+void create_instances(std::span<const Document> block, std::span<const uint64_t> doc_indices, size_t first_to_make,
+                      int pass, const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
+                      std::vector<Instance>* out) {
+  LB_CHECK(doc_indices.size() == block.size() && first_to_make <= block.size());
+  instances_of_block(block, [doc_indices](size_t d) { return doc_indices[d]; }, first_to_make, pass, opts, vocab,
+                     threads, out);
 }
 
 void dynamic_mask_row(Batch* batch, int row, uint64_t seed, uint64_t epoch, uint64_t sample,

@@ -14,43 +14,15 @@
 #include <unistd.h>
 
 #include "block_reader.h"
+#include "heldout_split.h"
 #include "seen_documents.h"
+#include "shard_sink.h"
 #include "shard_staging.h"
 
 namespace lansbert {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Shard files numbered in creation order; a new one is opened when the current is full.
-class ShardSink {
- public:
-  ShardSink(const PrepOptions& opts, std::string dir, const ShardInfo& info)
-      : opts_(opts), dir_(std::move(dir)), info_(info) {}
-  Status add(const Instance& inst) {
-    if (writer_ && writer_->count() >= opts_.shard_size) LB_RETURN_IF_ERROR(close());
-    if (!writer_) {
-      const std::string path = fmt::format("{}/shard-{:05d}.lbs", dir_, shards_);
-      LB_RETURN_IF_ERROR(ShardWriter::create(path, info_, &writer_));
-    }
-    return writer_->add(inst);
-  }
-  Status close() {
-    if (!writer_) return Status::ok();
-    LB_RETURN_IF_ERROR(writer_->finish());
-    writer_.reset();
-    ++shards_;
-    return Status::ok();
-  }
-  int64_t shards() const { return shards_ + (writer_ ? 1 : 0); }
-
- private:
-  const PrepOptions& opts_;
-  std::string dir_;
-  ShardInfo info_;
-  std::unique_ptr<ShardWriter> writer_;
-  int64_t shards_ = 0;
-};
 
 // Tokenizes the block in parallel and builds its documents (empty sentences and documents
 // dropped). The first error in input order is returned, whatever the thread count.
@@ -99,28 +71,6 @@ int64_t drop_duplicates(std::vector<Document>* docs, SeenDocuments* seen, PrepSt
   const auto dropped = static_cast<int64_t>(docs->size() - kept);
   docs->resize(kept);
   return dropped;
-}
-
-// Moves the held-out documents of `docs` (global indices from first_doc) to *held, keeping
-// the order of both sides; *kept_index and *held_index get each side's global indices.
-void split_heldout(double fraction, uint64_t first_doc, std::vector<Document>* docs, std::vector<uint64_t>* kept_index,
-                   std::vector<Document>* held, std::vector<uint64_t>* held_index) {
-  kept_index->clear();
-  held->clear();
-  held_index->clear();
-  size_t kept = 0;
-  for (size_t d = 0; d < docs->size(); ++d) {
-    Document& doc = (*docs)[d];
-    if (fraction > 0 && heldout_document(doc, fraction)) {
-      held->push_back(std::move(doc));
-      held_index->push_back(first_doc + d);
-      continue;
-    }
-    if (kept != d) (*docs)[kept] = std::move(doc);
-    kept_index->push_back(first_doc + d);
-    ++kept;
-  }
-  docs->resize(kept);
 }
 
 // One pass of a side's instances into its sink; adds to *instances and *tokens.
@@ -181,21 +131,32 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   info.short_seq_prob = io.short_seq_prob;
   info.whole_word = io.whole_word;
   info.dynamic_masking = io.dynamic_masking;
-  // The new shards replace the old ones only once the whole run has succeeded.
-  ShardStaging staging;
-  LB_RETURN_IF_ERROR(staging.open(opts.out_dir));
-  ShardSink sink(opts, staging.dir(), info);
-  // The held-out set: one pass, masked in the shards (data.eval reads only those).
+  // The new shards replace the old ones only once the whole run has succeeded. With a held-out
+  // set, two directories: the outer one (when one lies in the other) is opened first and
+  // closed last (heldout_split.h).
   const bool split = !opts.heldout_dir.empty();
-  InstanceOptions held_io = io;
-  held_io.dupe_factor = 1;
-  held_io.dynamic_masking = false;
-  ShardInfo held_info = info;
+  const bool held_outer = split && heldout_dir_is_outer(opts.out_dir, opts.heldout_dir);
+  ShardStaging opened_first, opened_second;  // destroyed in reverse order
+  ShardStaging& staging = held_outer ? opened_second : opened_first;
+  ShardStaging& held_staging = held_outer ? opened_first : opened_second;
+  if (held_outer) {
+    LB_RETURN_IF_ERROR(held_staging.open(opts.heldout_dir));
+    LB_RETURN_IF_ERROR(check_distinct_directories(opts.out_dir, opts.heldout_dir));
+  }
+  LB_RETURN_IF_ERROR(staging.open(opts.out_dir));
+  if (split && !held_outer) {
+    LB_RETURN_IF_ERROR(check_distinct_directories(opts.out_dir, opts.heldout_dir));
+    LB_RETURN_IF_ERROR(held_staging.open(opts.heldout_dir));
+  }
+  ShardSink sink(opts.shard_size, staging.dir(), info);
+  ShardInfo held_info = info;  // one pass, masked in the shards (data.eval reads only those)
   held_info.dupe_factor = 1;
   held_info.dynamic_masking = false;
-  ShardStaging held_staging;  // after `staging`: destroyed first, so a held-out dir inside --out goes first
-  if (split) LB_RETURN_IF_ERROR(held_staging.open(opts.heldout_dir));
-  ShardSink held_sink(opts, held_staging.dir(), held_info);
+  ShardSink held_sink(opts.shard_size, held_staging.dir(), held_info);
+  // What a signal leaves as it was.
+  const std::string kept = split ? fmt::format("{} and {} are as they were before the run", opts.out_dir,
+                                               opts.heldout_dir)
+                                 : fmt::format("{} is as it was before the run", opts.out_dir);
   const int threads = opts.threads > 0 ? opts.threads : omp_get_max_threads();
   const auto t0 = Clock::now();
   auto last_print = t0;
@@ -205,13 +166,14 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   std::vector<uint64_t> index, held_index;
   std::vector<Instance> instances;
   SeenDocuments seen;
+  HeldoutPool held_pool(io, vocab, threads, &held_sink, stats);
   // Last: on an early return it is destroyed first, leaving a read in flight to its thread.
   BlockReader reader;
-  LB_RETURN_IF_ERROR(reader.open(opts.inputs, opts.corpus, opts.block_bytes, opts.stop, opts.out_dir));
+  LB_RETURN_IF_ERROR(reader.open(opts.inputs, opts.corpus, opts.block_bytes, opts.stop, kept));
   // A signal first: Ctrl-C at a pipe's writer cuts the input short (or mid-character) as it
   // stops prep, and the run was stopped rather than fed bad input.
-  const auto failed = [&opts](const Status& s) {
-    const Status stop = check_stop(opts.stop, opts.out_dir);
+  const auto failed = [&opts, &kept](const Status& s) {
+    const Status stop = check_stop(opts.stop, kept);
     return stop.is_ok() ? s : stop;
   };
   for (bool last = false; !last;) {
@@ -222,7 +184,7 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
     bytes_read = raw.bytes_read;
     last = raw.last;
     if (const Status s = tokenize_block(raw, tokenize, threads, &docs, stats); !s.is_ok()) return failed(s);
-    LB_RETURN_IF_ERROR(check_stop(opts.stop, opts.out_dir));
+    LB_RETURN_IF_ERROR(check_stop(opts.stop, kept));
     block.reset();  // free the text before the instances grow
     if (opts.dedup) stats->duplicates += drop_duplicates(&docs, &seen, stats);
     const uint64_t block_docs = docs.size();
@@ -230,13 +192,9 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
     for (int pass = 0; pass < io.dupe_factor; ++pass) {
       LB_RETURN_IF_ERROR(
           write_pass(docs, index, pass, io, vocab, threads, &sink, &instances, &stats->instances, &stats->instance_tokens));
-      LB_RETURN_IF_ERROR(check_stop(opts.stop, opts.out_dir));
+      LB_RETURN_IF_ERROR(check_stop(opts.stop, kept));
     }
-    if (!held.empty()) {
-      LB_RETURN_IF_ERROR(write_pass(held, held_index, 0, held_io, vocab, threads, &held_sink, &instances,
-                                    &stats->heldout_instances, &stats->heldout_instance_tokens));
-      stats->heldout_documents += static_cast<int64_t>(held.size());
-    }
+    for (size_t d = 0; d < held.size(); ++d) LB_RETURN_IF_ERROR(held_pool.add(std::move(held[d]), held_index[d]));
     first_doc += block_docs;
     stats->documents += static_cast<int64_t>(block_docs);
     stats->shards = sink.shards();
@@ -246,7 +204,8 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
       last_print = Clock::now();
     }
   }
-  LB_RETURN_IF_ERROR(check_stop(opts.stop, opts.out_dir));
+  LB_RETURN_IF_ERROR(held_pool.flush());
+  LB_RETURN_IF_ERROR(check_stop(opts.stop, kept));
   LB_RETURN_IF_ERROR(sink.close());
   LB_RETURN_IF_ERROR(held_sink.close());
   stats->shards = sink.shards();
@@ -255,7 +214,7 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   stats->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (opts.progress) print_progress(stats->bytes, reader, *stats, t0, true);
   if (stats->instances == 0) {
-    return Status::invalid_argument(split ? fmt::format("prep: no training instances: --heldout-fraction {} held out "
+    return Status::invalid_argument(split && stats->documents > 0 ? fmt::format("prep: no training instances: --heldout-fraction {} held out "
                                                         "{} of the {} documents",
                                                         opts.heldout_fraction, stats->heldout_documents,
                                                         stats->documents)

@@ -62,8 +62,10 @@ Status check_heldout(const PrepOptions& opts) {
     return bad(fmt::format("--heldout-out {}: exists and is not a directory", opts.heldout_dir));
   }
   std::error_code e1, e2;
+  // Absolute first: weakly_canonical leaves a relative path that does not exist as it is
+  // ("./a" and "a" would differ).
   const auto resolved = [](const std::string& dir, std::error_code& e) {
-    auto p = std::filesystem::weakly_canonical(dir, e);
+    auto p = std::filesystem::weakly_canonical(std::filesystem::absolute(dir), e);
     return p.has_filename() ? p : p.parent_path();  // "shards/" as "shards"
   };
   if (resolved(opts.out_dir, e1) == resolved(opts.heldout_dir, e2) && !e1 && !e2) {

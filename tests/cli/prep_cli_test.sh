@@ -45,6 +45,8 @@ expect_refused 2 "--input adir: is a directory" --input corpus.txt adir
 : > empty.txt
 expect_refused 2 "the input files are empty (empty.txt)" --input empty.txt
 expect_refused 2 "--heldout-fraction needs --heldout-out" --input corpus.txt --heldout-fraction 0.1
+expect_refused 2 "--heldout-out: empty path" --input corpus.txt --heldout-out ''
+expect_refused 2 "--heldout-out ./shards: is the --out directory" --input corpus.txt --heldout-out ./shards
 expect_refused 2 "--heldout-out shards/: is the --out directory (shards)" --input corpus.txt --heldout-out shards/
 expect_refused 2 "--heldout-fraction 1.5: must be more than 0" --input corpus.txt --heldout-out held --heldout-fraction 1.5
 expect_refused 2 "held out none of the 40 documents" --input corpus.txt --heldout-out held --heldout-fraction 1e-9

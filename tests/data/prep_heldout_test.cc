@@ -84,6 +84,7 @@ PrepOptions options(const std::string& corpus, const std::string& dir, double fr
 struct Side {
   std::set<int> docs;    // documents with a token in some instance
   int64_t records = 0, masked = 0;
+  int64_t random_next = 0, random_from_own = 0;  // random B instances; of those, B from A's document
   ShardInfo info;
 };
 
@@ -105,11 +106,17 @@ Side read_side(const std::string& dir) {
       ids[b.masked_positions[k]] = b.masked_ids[k];
       ++side.masked;
     }
+    int a_doc = -1, b_doc = -1;
     for (int p = 0; p < b.seq_len; ++p) {
       if (!b.input_mask[p] || ids[p] == 101 || ids[p] == 102) continue;
       EXPECT_GE(ids[p], kFirstId);
       EXPECT_LT(ids[p], kFirstId + kDocs);
       side.docs.insert(ids[p] - kFirstId);
+      (b.segment_ids[p] ? b_doc : a_doc) = ids[p] - kFirstId;
+    }
+    if (b.nsp_labels[0] == 1) {
+      ++side.random_next;
+      side.random_from_own += a_doc == b_doc;
     }
     ++side.records;
   }
@@ -140,7 +147,8 @@ TEST(PrepHeldout, WholeDocumentsNeverInTraining) {
   EXPECT_EQ(train.docs.size() + held.size(), size_t(kDocs));
   EXPECT_EQ(train.records, st.instances);
   EXPECT_EQ(heldout.records, st.heldout_instances);
-  EXPECT_EQ(st.heldout_shards, int64_t(fs::exists(opts.heldout_dir + "/shard-00001.lbs") ? 2 : 1));
+  EXPECT_EQ(st.heldout_shards, (heldout.records + opts.shard_size - 1) / opts.shard_size);
+  EXPECT_EQ(st.shards, (train.records + opts.shard_size - 1) / opts.shard_size);
   // One pass, masked, the run's other settings.
   EXPECT_EQ(heldout.info.dupe_factor, 1);
   EXPECT_FALSE(heldout.info.dynamic_masking);
@@ -151,6 +159,28 @@ TEST(PrepHeldout, WholeDocumentsNeverInTraining) {
   // About three training instances per held-out one (the dupe factor), give or take the
   // documents' lengths.
   EXPECT_GT(train.records, 2 * heldout.records);
+}
+
+// A random sentence B comes from another document than A on either side, even where a block
+// holds out one document or none (the held-out documents are pooled across blocks).
+TEST(PrepHeldout, RandomNextIsAnotherDocumentEvenInSmallBlocks) {
+  const std::string dir = testing::scratch_dir("prep_heldout_pool");
+  const std::string corpus = make_corpus(dir);
+  for (const size_t block : {size_t(300), size_t(4000)}) {  // one document a block, or about twenty
+    PrepOptions o = options(corpus, dir + "/" + std::to_string(block), 0.1);
+    o.block_bytes = block;
+    PrepStats st;
+    ASSERT_TRUE(run_prep(o, {}, testing::test_vocab(), doc_tokenize, &st).is_ok());
+    const Side heldout = read_side(o.heldout_dir), train = read_side(o.out_dir);
+    EXPECT_GT(heldout.random_next, 10) << block;
+    EXPECT_EQ(heldout.random_from_own, 0) << block;
+    // The training side draws B from its block, as BERT's reference draws from the whole
+    // corpus: with a document a block there is no other (prep's --block-mb is megabytes).
+    EXPECT_GT(train.random_next, 100) << block;
+    if (block > 300) EXPECT_EQ(train.random_from_own, 0) << block;
+  }
+  // The held-out shards do not depend on the block size.
+  EXPECT_EQ(slurp(dir + "/300/heldout/shard-00000.lbs"), slurp(dir + "/4000/heldout/shard-00000.lbs"));
 }
 
 // The held-out documents depend on the text and the fraction only; a smaller fraction holds
@@ -215,6 +245,7 @@ TEST(PrepHeldout, ErrorsLeaveBothDirectories) {
       {"--heldout-out " + good.out_dir + "/: is the --out directory", 0.2, good.out_dir + "/"},
       {"--heldout-out " + dir + "/train/../train: is the --out", 0.2, dir + "/train/../train"},
       {"--heldout-out " + corpus + ": exists and is not a directory", 0.2, corpus},
+      {"--heldout-out " + dir + "/./new-out/: is the --out directory", 0.2, dir + "/./new-out/"},
       {"held out none of the 300 documents", 1e-9, good.heldout_dir},
       {"no training instances: --heldout-fraction 0.999999", 0.999999, good.heldout_dir},
   };
@@ -222,6 +253,7 @@ TEST(PrepHeldout, ErrorsLeaveBothDirectories) {
     PrepOptions o = good;
     o.heldout_fraction = c.fraction;
     o.heldout_dir = c.heldout_dir;
+    if (c.heldout_dir.find("new-out") != std::string::npos) o.out_dir = dir + "/new-out";  // neither exists
     const Status s = run_prep(o, {}, testing::test_vocab(), doc_tokenize, &st);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.what << ": " << s.to_string();
     EXPECT_NE(s.message().find(c.what), std::string::npos) << s.to_string();
@@ -241,6 +273,58 @@ TEST(PrepHeldout, ErrorsLeaveBothDirectories) {
   fresh.heldout_fraction = 1e-9;
   EXPECT_FALSE(run_prep(fresh, {}, testing::test_vocab(), doc_tokenize, &st).is_ok());
   EXPECT_FALSE(fs::exists(fresh.heldout_dir));
+  // --out inside a new held-out directory: a failed run removes both.
+  PrepOptions nested = good;
+  nested.heldout_dir = dir + "/m";
+  nested.out_dir = dir + "/m/o";
+  nested.heldout_fraction = 1e-9;
+  EXPECT_FALSE(run_prep(nested, {}, testing::test_vocab(), doc_tokenize, &st).is_ok());
+  EXPECT_FALSE(fs::exists(dir + "/m"));
+  nested.heldout_fraction = 0.2;
+  ASSERT_TRUE(run_prep(nested, {}, testing::test_vocab(), doc_tokenize, &st).is_ok());
+  EXPECT_TRUE(fs::exists(dir + "/m/o/shard-00000.lbs") && fs::exists(dir + "/m/shard-00000.lbs"));
+  // An input with no document blames the input, not the held-out fraction.
+  std::ofstream(dir + "/blank.txt") << "\n \n";
+  PrepOptions blank = good;
+  blank.inputs = {dir + "/blank.txt"};
+  const Status s = run_prep(blank, {}, testing::test_vocab(), doc_tokenize, &st);
+  EXPECT_NE(s.message().find("the input produced no instances"), std::string::npos) << s.to_string();
+  unchanged();
+}
+
+// Errors and signals during the run leave both directories as they were, and the message
+// names both.
+TEST(PrepHeldout, MidRunErrorsAndSignalsLeaveBothDirectories) {
+  const std::string dir = testing::scratch_dir("prep_heldout_midrun");
+  const std::string corpus = make_corpus(dir);
+  PrepStats st;
+  const PrepOptions good = options(corpus, dir, 0.5);  // more than one pool of held-out documents
+  ASSERT_TRUE(run_prep(good, {}, testing::test_vocab(), doc_tokenize, &st).is_ok());
+  const std::string train0 = slurp(good.out_dir + "/shard-00000.lbs");
+  const std::string held0 = slurp(good.heldout_dir + "/shard-00000.lbs");
+  std::ofstream(dir + "/late.txt") << "w1 w2\n\nw3 oops\n";  // a tokenizer error in the last block
+  PrepOptions bad = good;
+  bad.inputs = {corpus, dir + "/late.txt"};
+  Status s = run_prep(bad, {}, testing::test_vocab(), doc_tokenize, &st);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt) << s.to_string();
+  EXPECT_GT(st.heldout_instances, 0);  // it had written held-out shards
+  EXPECT_EQ(slurp(good.out_dir + "/shard-00000.lbs"), train0);
+  EXPECT_EQ(slurp(good.heldout_dir + "/shard-00000.lbs"), held0);
+  PrepOptions stopped = good;
+  int polls = 0;
+  stopped.stop = [&polls] { return ++polls > 20 ? 15 : 0; };  // SIGTERM, partway
+  s = run_prep(stopped, {}, testing::test_vocab(), doc_tokenize, &st);
+  EXPECT_EQ(s.code(), StatusCode::kInterrupted) << s.to_string();
+  EXPECT_NE(s.message().find(good.out_dir + " and " + good.heldout_dir + " are as they were before the run"),
+            std::string::npos)
+      << s.to_string();
+  EXPECT_EQ(slurp(good.out_dir + "/shard-00000.lbs"), train0);
+  EXPECT_EQ(slurp(good.heldout_dir + "/shard-00000.lbs"), held0);
+  for (const auto& d : {good.out_dir, good.heldout_dir}) {
+    for (const auto& e : fs::directory_iterator(d)) {
+      EXPECT_NE(e.path().filename().string().rfind(".prep-staging", 0), 0u) << e.path();
+    }
+  }
 }
 
 // The hash reads sentence boundaries and every id: documents that differ anywhere differ.

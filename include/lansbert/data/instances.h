@@ -72,6 +72,11 @@ void create_instances(std::span<const Document> block, uint64_t first_doc_index,
 void create_instances(std::span<const Document> block, std::span<const uint64_t> doc_indices, int pass,
                       const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
                       std::vector<Instance>* out);
+// And only for documents [first_to_make, size): the ones before are candidates for random
+// sentence B alone (the held-out set carries the tail of its last pool into the next).
+void create_instances(std::span<const Document> block, std::span<const uint64_t> doc_indices, size_t first_to_make,
+                      int pass, const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
+                      std::vector<Instance>* out);
 
 // truncate_seq_pair on lengths: how many tokens to drop from the front and the back of A
 // and of B so that a_len + b_len <= max_tokens. As the reference, one token at a time from
