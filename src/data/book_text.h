@@ -2,20 +2,25 @@
 // tokenize): BooksCorpus is the other half of BERT's pretraining text and cannot be had any
 // more; Project Gutenberg's plain-text books are the usual stand-in (GluonNLP's BERT scripts
 // offer them). Such a file is one document, hard-wrapped at about 70 columns, paragraphs
-// between blank lines, wrapped in Project Gutenberg's header and licence. The rules:
+// between blank lines, wrapped in Project Gutenberg's header and licence. The rules (each
+// checked on real books; docs/data-format.md "Books"):
 //  - CRLF and a byte order mark are read as plain newlines and nothing;
-//  - Project Gutenberg's header (through the "*** START OF THE/THIS PROJECT GUTENBERG EBOOK"
-//    line, or an old "*END*THE SMALL PRINT" line) and footer (from "*** END OF THE/THIS PROJECT
-//    GUTENBERG EBOOK" or a line starting "End of the Project Gutenberg" / "End of Project
-//    Gutenberg") are dropped, and the transcriber's credit ("Produced by ...", "E-text prepared
-//    by ...", "Transcribed from ...") when it is the first paragraph left; a file without them
-//    is read whole;
-//  - a paragraph's lines are joined by one space, and runs of blanks made one space;
-//  - "[Illustration ...]", "[Footnote ...]" and "[Sidenote ...]" notes are dropped (they may span
-//    lines), and the underscores Project Gutenberg marks italics with (_word_) go;
-//  - a paragraph is dropped when it has ASCII letters but none lower case (headings: "CHAPTER
-//    IV.", "THE END", "CONTENTS"), or no letter or digit at all ("* * * * *"); text in other
-//    scripts (bytes >= 0x80) is kept.
+//  - Project Gutenberg's header (through "*** START OF THE/THIS PROJECT GUTENBERG EBOOK", or an
+//    old "*END*THE SMALL PRINT" / "*END THE SMALL PRINT" line) and footer (from "*** END OF ...
+//    PROJECT GUTENBERG", or a line starting "End of the/this Project Gutenberg" or "End of
+//    Project Gutenberg") are dropped, and the transcriber's credit ("Produced by ...") when it
+//    is the first paragraph left; a file without them is read whole;
+//  - a paragraph's lines are joined by one space (a word broken at a line's end, "sheep-" and
+//    "bells", is joined whole), but verse keeps its lines: 3+ lines, all but the last shorter
+//    than 3/4 of the book's line width (its lines' 90th percentile);
+//  - dropped: "[Illustration ...]", "[Footnote ...]" and "[Sidenote ...]" notes (a blank line
+//    inside one too, when the next paragraph closes it), sidenotes between black diamonds, the
+//    _italics_ and =bold= marks at words' edges; headings (ASCII capitals without lower case,
+//    outnumbering other scripts' characters; "Chapter 1", "Book Two", "Capítulo primero...")
+//    and the title-case line right under one ("Loomings.", "By Jane Austen"); contents and index
+//    paragraphs (half their lines end in a page number after 3+ spaces, dot leaders or a comma)
+//    and runs of 5+ short paragraphs that end no sentence (lists of chapter titles); notes on
+//    the edition ("Transcriber's Notes ..."); paragraphs with no letter ("* * *", "1.").
 // Linear in the input; bytes that are none of this, invalid UTF-8 included, pass through.
 #pragma once
 

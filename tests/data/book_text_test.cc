@@ -64,7 +64,8 @@ TEST(BookText, WithoutHeaderTheWholeFileAndNoCreditRule) {
 
 TEST(BookText, OtherScriptsAndEdgeCases) {
   EXPECT_EQ(book_to_plain("Война и мир\n\nГлава первая.\n"), "Война и мир\nГлава первая.");
-  EXPECT_EQ(book_to_plain("ГЛАВА I\n\n"), "");  // an ASCII capital and no lower case: a heading
+  EXPECT_EQ(book_to_plain("CHAPTER I\n\nВ начале XIX века Пётр жил в Москве."), "В начале XIX века Пётр жил в Москве.");
+  EXPECT_EQ(book_to_plain("ГЛАВА I\n\nТекст."), "ГЛАВА I\nТекст.");  // a heading in another script stays
   EXPECT_EQ(book_to_plain(""), "");
   EXPECT_EQ(book_to_plain("\n\n\r\n"), "");
   EXPECT_EQ(book_to_plain("An [Illustration: unclosed note\nruns to the end.\n\nNext one."), "An\nNext one.");
@@ -73,6 +74,50 @@ TEST(BookText, OtherScriptsAndEdgeCases) {
   // A start marker with nothing after it, and a footer before any header.
   EXPECT_EQ(book_to_plain("*** START OF THIS PROJECT GUTENBERG EBOOK X ***"), "");
   EXPECT_EQ(book_to_plain("Body text.\n*** END OF THIS PROJECT GUTENBERG EBOOK X ***\nLicence.\n"), "Body text.");
+}
+
+// Rules found on real books (a reviewer's run over five Project Gutenberg texts): the old
+// header with a space, contents and index pages, chapter titles under their headings, notes
+// about the edition, sidenotes and bold marks, a note with a blank line inside, verse, and
+// words broken at a line's end.
+TEST(BookText, RulesFromRealBooks) {
+  const std::string prose =
+      "The whale surfaced beside the ship in the grey light of an early dawn, and\n"
+      "the men stood still upon the deck and watched it breathe for a long time\n"
+      "before anyone spoke a word of what they had all seen that cold morning.\n";
+  EXPECT_EQ(book_to_plain("Small print.\n*END THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*Ver.04.29.93*END*\n\n" + prose +
+                          "\nEnd of this Project Gutenberg etext of Moby Dick\n"),
+            book_to_plain(prose));
+  const std::string contents =
+      "CONTENTS\n\nThe Monarchy in France                  1\nSocial condition of France           3\n"
+      "Feudal rights ......... 4\n\nMalouet, 52\nMarat, 60, 61\n\n";
+  EXPECT_EQ(book_to_plain(contents + prose), book_to_plain(prose));
+  EXPECT_EQ(book_to_plain("Tasa\n\nEl Rey\n\nPr\xC3\xB3logo\n\nThe Sea and the Sky\n\nA Long Chapter Title\n\n" + prose),
+            book_to_plain(prose));  // five list entries in a row
+  EXPECT_EQ(book_to_plain("A Short Line\n\nAnother Line\n\n" + prose),
+            "A Short Line\nAnother Line\n" + book_to_plain(prose));  // two are not a list
+  EXPECT_EQ(book_to_plain("CHAPTER 1\n\nLoomings.\n\nCall me Ishmael.\n\nChapter 2\n\nThe Carpet-Bag.\n\n"
+                          "Chapter of accidents, he said.\n"),
+            "Call me Ishmael.\nChapter of accidents, he said.");
+  EXPECT_EQ(book_to_plain("Call me Ishmael.\n"), "Call me Ishmael.");
+  EXPECT_EQ(book_to_plain("Transcriber's Notes: Italic text is enclosed in underscores.\n\n" + prose),
+            book_to_plain(prose));
+  EXPECT_EQ(book_to_plain("It was feudal. \xE2\x99\xA6" "Feudal rights.\xE2\x99\xA6 These =rights= were old, and a=b stays.\n"),
+            "It was feudal. These rights were old, and a=b stays.");
+  EXPECT_EQ(book_to_plain("[Illustration: CENTRAL EUROPE 1789\n\n_Longmans, Green & Co._]\n\n" + prose),
+            book_to_plain(prose));
+  // Verse keeps its lines (each a line of the document); prose lines are joined, a word broken
+  // at a line's end whole with its hyphen, a dash kept apart.
+  EXPECT_EQ(book_to_plain(prose + "\nHow doth the little crocodile\n  Improve his shining tail,\nAnd pour the waters "
+                                  "of the Nile\n  On every golden scale!\n\n"
+                                  "Far over the quiet fields of the valley below the old farm the sheep-\n"
+                                  "bells rang all through the long evening, and the shepherd waited--\n"
+                                  "the dogs beside him--until the last of the light had gone away.\n"),
+            book_to_plain(prose) +
+                "\nHow doth the little crocodile\nImprove his shining tail,\nAnd pour the waters of the Nile\n"
+                "On every golden scale!\nFar over the quiet fields of the valley below the old farm the sheep-bells "
+                "rang all through the long evening, and the shepherd waited-- the dogs beside him--until the last of "
+                "the light had gone away.");
 }
 
 }  // namespace
