@@ -158,11 +158,14 @@ def main():
                 print(f"get-wikipedia: {e}", file=sys.stderr)
     if errors:
         fail(f"{len(errors)} of {len(files)} files failed; rerun to resume")
-    print(f"get-wikipedia: done. Prepare each file on its own (one prep per file, e.g. 4 at once), then train on "
-          f"them together (data.train: shards/p1/*/shard-*.lbs):", file=sys.stderr)
-    print(f"ls {out_dir}/*.bz2 | xargs -P 4 -I{{}} sh -c 'lansbert prep --vocab vocab.txt --input \"$1\" "
-          f"--out shards/p1/$(basename \"$1\" .bz2) --seq-len 128 --max-pred 20 --threads 4 --no-progress' _ {{}}")
-
+    print(f"get-wikipedia: done. Prepare each file on its own (one prep per file, e.g. 4 at once), each with its "
+          f"held-out set (0.5% of the articles, the same ones for both phases), then train on them together "
+          f"(data.train: [shards/p1/*/shard-*.lbs], data.eval: [shards/p1-heldout/*/shard-*.lbs]; phase 2 "
+          f"likewise with p2):", file=sys.stderr)
+    for phase, seq, pred in (("p1", 128, 20), ("p2", 512, 80)):
+        print(f"ls {out_dir}/*.bz2 | xargs -P 4 -I{{}} sh -c 'n=$(basename \"$1\" .bz2); lansbert prep --vocab vocab.txt "
+              f"--input \"$1\" --out shards/{phase}/$n --heldout-out shards/{phase}-heldout/$n --heldout-fraction 0.005 "
+              f"--seq-len {seq} --max-pred {pred} --threads 4 --no-progress' _ {{}}")
 
 if __name__ == "__main__":
     main()

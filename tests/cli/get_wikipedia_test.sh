@@ -44,6 +44,18 @@ get > cmds.txt 2> log.txt || fail "download: $(cat log.txt)"
 grep -qF "enwiki 20240101: 2 files" log.txt || fail "latest is not the finished 20240101: $(cat log.txt)"
 cmp dl/enwiki-20240101/$f1 part1.bz2 && cmp dl/enwiki-20240101/$f2 part2.bz2 || fail "the files differ"
 grep -qF "lansbert prep --vocab vocab.txt --input" cmds.txt || fail "no prep command printed: $(cat cmds.txt)"
+# The printed commands run as printed (with this build, this vocab, and a held-out share that
+# 20 articles a file can fill): phase 1 and phase 2 shards, each file with its held-out set.
+(( $(wc -l < cmds.txt) == 2 )) || fail "not two prep commands: $(cat cmds.txt)"
+sed -e "s|lansbert prep|$bin prep|" -e "s|vocab.txt|$vocab|" -e "s|--heldout-fraction 0.005|--heldout-fraction 0.3|" \
+  cmds.txt > run-cmds.sh
+bash run-cmds.sh > /dev/null 2> run-cmds.err || fail "the printed prep commands: $(cat run-cmds.err)"
+for p in p1 p2 p1-heldout p2-heldout; do
+  (( $(ls shards/$p/*/shard-*.lbs | wc -l) == 2 )) || fail "shards/$p: $(ls -R shards)"
+done
+"$bin" show --data 'shards/p2/*/shard-*.lbs' --vocab "$vocab" --stats | grep -q 'seq_len 512, max_pred 80' ||
+  fail "phase 2 shards: $("$bin" show --data 'shards/p2/*/shard-*.lbs' --vocab "$vocab" --stats)"
+rm -rf shards
 get --date 20240101 > /dev/null 2> log.txt || fail "second run: $(cat log.txt)"
 [[ $(grep -c "already here" log.txt) == 2 ]] || fail "the second run fetched again: $(cat log.txt)"
 "$bin" prep --vocab "$vocab" --input dl/enwiki-20240101/*.bz2 --out shards --no-progress > prep.txt ||
