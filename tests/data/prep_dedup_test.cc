@@ -17,22 +17,8 @@
 namespace lansbert {
 namespace {
 
-// Word -> id by FNV-1a, as prep_test.cc's stand-in tokenizer.
-Status word_tokenize(std::string_view text, std::vector<int32_t>* ids) {
-  size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && text[i] == ' ') ++i;
-    size_t j = i;
-    while (j < text.size() && text[j] != ' ') ++j;
-    if (j > i) {
-      uint32_t h = 2166136261u;
-      for (size_t k = i; k < j; ++k) h = (h ^ uint8_t(text[k])) * 16777619u;
-      ids->push_back(1000 + int32_t(h % 29000));
-    }
-    i = j;
-  }
-  return Status::ok();
-}
+// Word -> id by FNV-1a (test_util.h).
+Status word_tokenize(std::string_view text, std::vector<int32_t>* ids) { return testing::hash_tokenize(text, ids); }
 
 // Document d as text lines (one sentence each), ended by a blank line.
 std::string document(int d) {

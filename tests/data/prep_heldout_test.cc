@@ -27,18 +27,12 @@ constexpr int32_t kFirstId = 1000;  // document d's words are all "w<d>", id kFi
 
 // "w17" -> 1017; the corpus has no other words.
 Status doc_tokenize(std::string_view text, std::vector<int32_t>* ids) {
-  size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && text[i] == ' ') ++i;
-    size_t j = i;
-    while (j < text.size() && text[j] != ' ') ++j;
-    if (j > i) {
-      if (text[i] != 'w') return Status::corrupt("unexpected word");
-      ids->push_back(kFirstId + std::stoi(std::string(text.substr(i + 1, j - i - 1))));
-    }
-    i = j;
-  }
-  return Status::ok();
+  Status s = Status::ok();
+  testing::for_each_word(text, [&](std::string_view w) {
+    if (w[0] != 'w') s = Status::corrupt("unexpected word");
+    if (s.is_ok()) ids->push_back(kFirstId + std::stoi(std::string(w.substr(1))));
+  });
+  return s;
 }
 
 // Document d: 3 + d % 6 sentences (lines) of 4 + (d + s) % 9 words, as doc_tokenize reads it.

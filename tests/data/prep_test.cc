@@ -26,21 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Status fake_tokenize(std::string_view text, std::vector<int32_t>* ids) {
-  size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && text[i] == ' ') ++i;
-    size_t j = i;
-    while (j < text.size() && text[j] != ' ') ++j;
-    if (j > i) {
-      uint32_t h = 2166136261u;
-      for (size_t k = i; k < j; ++k) h = (h ^ uint8_t(text[k])) * 16777619u;
-      ids->push_back(1000 + int32_t(h % 29000));
-    }
-    i = j;
-  }
-  return Status::ok();
-}
+Status fake_tokenize(std::string_view text, std::vector<int32_t>* ids) { return testing::hash_tokenize(text, ids); }
 
 std::string make_corpus(const std::string& dir) {
   const std::string path = dir + "/corpus.txt";

@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lansbert/core/philox.h"
+#include "lansbert/core/status.h"
 #include "lansbert/data/instances.h"
 
 namespace lansbert::testing {
@@ -25,6 +27,29 @@ inline std::vector<Document> synthetic_documents(int n, int max_sentences, int m
     }
   }
   return docs;
+}
+
+// Calls f(word) for each space-separated word of `text`.
+template <typename F>
+void for_each_word(std::string_view text, F f) {
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && text[i] == ' ') ++i;
+    size_t j = i;
+    while (j < text.size() && text[j] != ' ') ++j;
+    if (j > i) f(text.substr(i, j - i));
+    i = j;
+  }
+}
+
+// A stand-in tokenizer for prep: each word becomes 1000 + its FNV-1a hash mod 29000.
+inline Status hash_tokenize(std::string_view text, std::vector<int32_t>* ids) {
+  for_each_word(text, [ids](std::string_view w) {
+    uint32_t h = 2166136261u;
+    for (const char c : w) h = (h ^ uint8_t(c)) * 16777619u;
+    ids->push_back(1000 + int32_t(h % 29000));
+  });
+  return Status::ok();
 }
 
 inline MaskingVocab test_vocab() {
