@@ -31,6 +31,7 @@ struct ShowArgs {
 // A sequence as read: its tokens up to the padding, where B starts, and its masked slots.
 struct Sequence {
   std::vector<int32_t> ids;  // [CLS] A [SEP] B [SEP], as the model sees them
+  std::vector<int32_t> row;  // the whole row, padding included (a slot may point there)
   int b_start = 0;           // first position of segment B (after the first [SEP])
   bool random_next = false;
   struct Slot {
@@ -42,6 +43,7 @@ struct Sequence {
 
 Sequence sequence_of(const Batch& b) {
   Sequence s;
+  s.row.assign(b.input_ids.begin(), b.input_ids.begin() + b.seq_len);
   for (int p = 0; p < b.seq_len && b.input_mask[p]; ++p) {
     s.ids.push_back(b.input_ids[p]);
     if (s.b_start == 0 && b.segment_ids[p] == 1) s.b_start = p;
@@ -70,11 +72,17 @@ std::string words(const Vocab& vocab, const std::vector<int32_t>& ids, int from,
 }
 
 // What the model sees at a masked slot against its target: BERT replaces 80% by [MASK], 10%
-// by a random token and keeps 10%.
-const char* kind_of(const Vocab& vocab, int32_t shown, int32_t original) {
+// by a random token and keeps 10%. A slot past the sequence's last token (which readers accept
+// from HDF5 files: only position < seq_len is checked) points at padding.
+const char* kind_of(const Vocab& vocab, const Sequence& s, const Sequence::Slot& m) {
+  if (m.position >= static_cast<int>(s.ids.size())) return "padding";
+  const int32_t shown = s.ids[m.position];
   if (shown == vocab.mask_id()) return "mask";
-  return shown == original ? "kept" : "random";
+  return shown == m.original ? "kept" : "random";
 }
+
+// JSON of text that may not be UTF-8 (a path): invalid bytes as U+FFFD rather than an exception.
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 void print_text(const Vocab& vocab, const ShardSet& set, int64_t index, const Sequence& s, int seq_len) {
   const int n = static_cast<int>(s.ids.size());
@@ -89,10 +97,10 @@ void print_text(const Vocab& vocab, const ShardSet& set, int64_t index, const Se
   if (s.masked.empty()) return;
   std::string line = "  masked:";
   for (const auto& m : s.masked) {
-    const int32_t shown = s.ids[m.position];
-    line += fmt::format(" {} {} <- {}", m.position, vocab.token(shown), vocab.token(m.original));
-    const char* kind = kind_of(vocab, shown, m.original);
-    if (std::string_view(kind) != "mask") line += fmt::format(" ({})", kind);
+    line += fmt::format(" {} {} <- {}", m.position, vocab.token(s.row[m.position]), vocab.token(m.original));
+    const std::string_view kind = kind_of(vocab, s, m);
+    if (kind == "padding") line += " (in the padding: no token there)";
+    if (kind == "kept" || kind == "random") line += fmt::format(" ({})", kind);
     line += ',';
   }
   line.pop_back();
@@ -110,19 +118,18 @@ void print_json(const Vocab& vocab, const ShardSet& set, int64_t index, const Se
   j["random_next"] = s.random_next;
   nlohmann::json masked = nlohmann::json::array();
   for (const auto& m : s.masked) {
-    const int32_t shown = s.ids[m.position];
     masked.push_back({{"position", m.position},
-                      {"input", vocab.token(shown)},
+                      {"input", vocab.token(s.row[m.position])},
                       {"original", vocab.token(m.original)},
-                      {"kind", kind_of(vocab, shown, m.original)}});
+                      {"kind", kind_of(vocab, s, m)}});
   }
   j["masked"] = masked;
-  std::printf("%s\n", j.dump().c_str());
+  std::printf("%s\n", dump(j).c_str());
 }
 
 // Averages over sequences [index, index + count).
 struct Totals {
-  int64_t sequences = 0, tokens = 0, random_next = 0, masked = 0, mask = 0, kept = 0, unk = 0;
+  int64_t sequences = 0, tokens = 0, random_next = 0, masked = 0, mask = 0, kept = 0, padding = 0, unk = 0;
 };
 
 void print_stats(const ShowArgs& a, const ShardSet& set, const Totals& t, bool json) {
@@ -142,9 +149,10 @@ void print_stats(const ShowArgs& a, const ShardSet& set, const Totals& t, bool j
                         {"masked_share", double(t.masked) / tokens},
                         {"mask_share", double(t.mask) / masked},
                         {"kept_share", double(t.kept) / masked},
+                        {"masked_in_padding", t.padding},
                         {"unk_share", double(t.unk) / tokens},
                         {"dynamic_masking", set.dynamic_masking()}};
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", dump(j).c_str());
     return;
   }
   std::printf("%lld sequences (from %lld of %lld, in %zu shard%s), seq_len %d, max_pred %d\n",
@@ -160,7 +168,11 @@ void print_stats(const ShowArgs& a, const ShardSet& set, const Totals& t, bool j
     std::printf("masked: %.2f per sequence, %.1f%% of the tokens; %.1f%% [MASK], %.1f%% kept, %.1f%% random "
                 "(BERT: 80/10/10)\n",
                 double(t.masked) / n, 100.0 * double(t.masked) / tokens, 100.0 * double(t.mask) / masked,
-                100.0 * double(t.kept) / masked, 100.0 * double(t.masked - t.mask - t.kept) / masked);
+                100.0 * double(t.kept) / masked, 100.0 * double(t.masked - t.mask - t.kept - t.padding) / masked);
+    if (t.padding > 0) {
+      std::printf("masked: %lld slot%s into the padding, at no token (the file's writer erred)\n",
+                  static_cast<long long>(t.padding), t.padding == 1 ? " points" : "s point");
+    }
   }
   std::printf("[UNK]: %.3f%% of the tokens\n", 100.0 * double(t.unk) / tokens);
 }
@@ -175,12 +187,13 @@ Status run_show(const ShowArgs& a) {
   so.token_limit_source = "the vocabulary (--vocab " + a.vocab + ")";
   std::unique_ptr<ShardSet> set;
   LB_RETURN_IF_ERROR(ShardSet::open(a.data, so, &set));
+  if (set->count() == 0) return Status::invalid_argument("show: the shards hold no sequences");
   if (a.index >= set->count()) {
     return Status::invalid_argument(fmt::format("show: --index {}: the shards hold {} sequences (0 to {})", a.index,
                                                 set->count(), set->count() - 1));
   }
   // --stats reads everything from --index on unless --count was given.
-  const int64_t end = a.count < 0 ? set->count() : std::min(set->count(), a.index + a.count);
+  const int64_t end = a.count < 0 || a.count >= set->count() - a.index ? set->count() : a.index + a.count;
   Batch b;
   b.resize(1, set->seq_len(), set->max_pred());
   Totals t;
@@ -200,12 +213,16 @@ Status run_show(const ShowArgs& a) {
     t.tokens += static_cast<int64_t>(s.ids.size());
     t.random_next += s.random_next;
     t.masked += static_cast<int64_t>(s.masked.size());
+    // [UNK] in the text: the masked slots' targets put back first.
+    std::vector<int32_t> text = s.ids;
     for (const auto& m : s.masked) {
-      const std::string_view kind = kind_of(vocab, s.ids[m.position], m.original);
+      const std::string_view kind = kind_of(vocab, s, m);
       t.mask += kind == "mask";
       t.kept += kind == "kept";
+      t.padding += kind == "padding";
+      if (kind != "padding") text[m.position] = m.original;
     }
-    for (const int32_t id : s.ids) t.unk += id == vocab.unk_id();
+    for (const int32_t id : text) t.unk += id == vocab.unk_id();
   }
   if (a.stats) print_stats(a, *set, t, a.json);
   if (std::fflush(stdout) != 0) return Status::io_error("show: <stdout>: write failed");

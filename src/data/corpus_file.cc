@@ -153,13 +153,20 @@ Status CorpusFile::check_first_text_line(const std::string& line) const {
   if (line.compare(first, 3, "\xEF\xBB\xBF") == 0) first += 3;  // a byte order mark
   if (line.compare(first, 5, "<?xml") == 0 || line.compare(first, 10, "<mediawiki") == 0)
     return refuse("XML", "mediawiki", "a MediaWiki export");
-  // "The Project Gutenberg eBook of ...": read as text, each paragraph of the book would be a
-  // document, and the licence would be trained on.
-  if (wikitext::contains(line, "project gutenberg"))
-    return refuse("a Project Gutenberg book", "book", "one document without its licence");
   const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (j.is_object() && j.contains(key_) && j[key_].is_string())
     return refuse(fmt::format("a JSON record with a string field '{}'", key_), "jsonl", "JSON Lines");
+  // A book's first line, "The Project Gutenberg eBook of ..." (or an old e-text's "**The Project
+  // Gutenberg Etext of ...**"): read as text, each paragraph would be a document and the licence
+  // would be trained on. Only that opening: a line that mentions Project Gutenberg is text.
+  first = line.find_first_not_of(" \t*", first);
+  if (first != std::string::npos) {
+    for (const char* opening : {"the project gutenberg ebook", "the project gutenberg etext",
+                                "the project gutenberg's", "project gutenberg's"}) {
+      if (wikitext::starts_at(line, first, opening))
+        return refuse("a Project Gutenberg book", "book", "one document without its licence");
+    }
+  }
   return Status::ok();
 }
 

@@ -150,6 +150,15 @@ grep -q $'\r$' pg-test.txt && (( $(wc -l < pg-test.txt) > 12 )) || fail "pg-test
   fail "prep --input-format book: not the shards of its text"
 expect_refused 2 "pg-test.txt:1: a Project Gutenberg book in a file read as text (--input-format auto, by its name): pass --input-format book" \
   --input pg-test.txt
+# Only a book's opening line is taken for one: a line that mentions Project Gutenberg is text,
+# and a JSON record is told JSON Lines whatever it says.
+printf 'Project Gutenberg is a volunteer effort to digitize books.\nIt began in 1971.\n' > mentions.txt
+"$bin" prep --vocab "$vocab" --input mentions.txt --out mentions --no-progress > /dev/null ||
+  fail "prep of a text that mentions Project Gutenberg"
+printf '{"text": "The Project Gutenberg eBook of Test"}\n' > record.txt
+expect_refused 2 "record.txt:1: a JSON record with a string field 'text' in a file read as text" --input record.txt
+printf '**The Project Gutenberg Etext of Moby Dick**\n\nCall me Ishmael.\n' > old-etext.txt
+expect_refused 2 "old-etext.txt:1: a Project Gutenberg book" --input old-etext.txt
 # A corpus of one sentence per record gives next-sentence prediction nothing: prep says so.
 awk 'NF { n = split($0, s, /\. /); for (i = 1; i <= n; i++) if (s[i] ~ /[a-z]/) printf "{\"text\": \"%s.\"}\n", s[i] }' corpus.txt > sentences.jsonl
 "$bin" prep --vocab "$vocab" --input sentences.jsonl --out sentences --no-progress > /dev/null 2> sentences.err ||

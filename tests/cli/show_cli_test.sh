@@ -3,8 +3,9 @@
 # the masked slots' targets put back, are runs of its corpus's text; each slot's kind
 # ([MASK], kept, random) matches what the model sees; --stats counts what the shards hold;
 # bad options and a vocab the shards were not made with are refused naming them.
-# Usage: show_cli_test.sh LANSBERT SOURCE_DIR
+# Usage: show_cli_test.sh LANSBERT SOURCE_DIR WRITE_NVIDIA_HDF5
 source "$(dirname "$0")/cli_test_setup.sh" "$@"
+write_hdf5=$3
 cd "$tmp"
 
 for d in $(seq 30); do
@@ -44,12 +45,53 @@ for r in rows:
         assert seg and " " + " ".join(seg) + " " in " " + text + " ", (r["index"], seg)
 assert all(kinds.values()), kinds
 PY
+# --stats against the same numbers computed from the JSON of every sequence.
+"$bin" show --data shards --vocab "$vocab" --stats --json > stats.json || fail "show --stats --json"
+python3 - all.jsonl stats.json <<'PY' || fail "show --stats: not the sequences' numbers: $(cat stats.json)"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+st = json.load(open(sys.argv[2]))
+n = len(rows)
+tokens = sum(len(r["tokens"]) for r in rows)
+masked = sum(len(r["masked"]) for r in rows)
+unk = 0
+for r in rows:
+    t = list(r["tokens"])
+    for m in r["masked"]:
+        t[m["position"]] = m["original"]
+    unk += t.count("[UNK]")
+want = {"sequences": n, "tokens_per_sequence": tokens / n, "fill": tokens / (n * 128),
+        "random_next": sum(r["random_next"] for r in rows) / n, "masked_per_sequence": masked / n,
+        "mask_share": sum(m["kind"] == "mask" for r in rows for m in r["masked"]) / masked,
+        "unk_share": unk / tokens}
+for k, v in want.items():
+    assert abs(st[k] - v) < 1e-9, (k, st[k], v)
+PY
 "$bin" show --data shards --vocab "$vocab" --stats > stats.txt || fail "show --stats"
 grep -q "^$n sequences (from 0 of $n, in 1 shard), seq_len 128, max_pred 20$" stats.txt || fail "show --stats: $(cat stats.txt)"
 grep -qE '^next sentence: [0-9.]+% random \(BERT: 50%\)$' stats.txt || fail "show --stats: $(cat stats.txt)"
 grep -qE '^masked: [0-9.]+ per sequence' stats.txt || fail "show --stats: $(cat stats.txt)"
 "$bin" show --data dynamic --vocab "$vocab" --count 1 | grep -q '0 masked (dynamic masking: masked when loaded, shown unmasked)' ||
   fail "show of dynamic shards"
+
+# NVIDIA's HDF5 files read as training reads them; a masked slot in the padding (the readers
+# check only position < seq_len) is shown as such, not read past the sequence.
+"$write_hdf5" nv.hdf5 || fail "write_nvidia_hdf5"
+"$write_hdf5" nv-padding.hdf5 30 || fail "write_nvidia_hdf5 with a slot in the padding"
+"$bin" show --data nv.hdf5 --vocab "$vocab" --count 1 > nv.txt || fail "show of an HDF5 file"
+grep -q '^sequence 0 of 37 (nv.hdf5: sample 0)$' nv.txt || fail "show of an HDF5 file: $(cat nv.txt)"
+"$bin" show --data nv-padding.hdf5 --vocab "$vocab" --count 1 > pad.txt || fail "show of a slot in the padding"
+grep -qF ' 30 [PAD] <- ' pad.txt && grep -qF '(in the padding: no token there)' pad.txt ||
+  fail "show of a slot in the padding: $(cat pad.txt)"
+"$bin" show --data nv-padding.hdf5 --vocab "$vocab" --stats | grep -qF 'masked: 1 slot points into the padding' ||
+  fail "show --stats of a slot in the padding"
+"$bin" show --data nv-padding.hdf5 --vocab "$vocab" --count 1 --json | python3 -c '
+import json, sys
+m = json.load(sys.stdin)["masked"]
+assert [s["kind"] for s in m if s["position"] == 30] == ["padding"], m' || fail "show --json of a slot in the padding"
+# A count past the end stops at the end.
+(( $("$bin" show --data nv.hdf5 --vocab "$vocab" --index 30 --count 9223372036854775807 | grep -c '^sequence ') == 7 )) ||
+  fail "show --count past the end"
 
 # expect_error RC MESSAGE ARGS...
 expect_error() {
