@@ -33,3 +33,4 @@ echo "checkpoint: $root/runs/tiny-demo/latest -> $(readlink runs/tiny-demo/lates
 echo "plots:      $root/runs/tiny-demo/plots/{loss,accuracy,lr,trust}.png"
 echo "curves:     tensorboard --logdir $root/runs   (where TensorBoard is installed)"
 echo "export:     build/lansbert export --checkpoint runs/tiny-demo --out runs/tiny-demo/hf"
+echo "data:       build/lansbert show --data data/sample/shards-128 --vocab tests/data/bert-base-uncased-vocab.txt [--stats]"
