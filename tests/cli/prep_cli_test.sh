@@ -165,6 +165,13 @@ awk 'NF { n = split($0, s, /\. /); for (i = 1; i <= n; i++) if (s[i] ~ /[a-z]/) 
   fail "prep of sentences.jsonl"
 grep -qF "prep: warning: 100.0% of the 240 documents are a single sentence" sentences.err ||
   fail "no warning for one-sentence documents: $(cat sentences.err)"
+# Half the documents of one sentence is not more than half: no warning; three of five is.
+printf 'One here.\n\nTwo here.\n\nThree here. And more.\n\nFour here. And more.\n\n' > half.txt
+"$bin" prep --vocab "$vocab" --input half.txt --out half --no-progress > /dev/null 2> half.err || fail "prep of half.txt"
+[[ ! -s half.err ]] || fail "a warning at 50%: $(cat half.err)"
+printf 'Five here.\n' >> half.txt
+"$bin" prep --vocab "$vocab" --input half.txt --out half --no-progress > /dev/null 2> half.err || fail "prep of half.txt"
+grep -qF "prep: warning: 60.0% of the 5 documents are a single sentence" half.err || fail "no warning at 60%: $(cat half.err)"
 "$bin" prep --vocab "$vocab" --input corpus.txt --out one-doc-warning --no-progress > /dev/null 2> corpus.err
 [[ ! -s corpus.err ]] || fail "prep of corpus.txt printed on stderr: $(cat corpus.err)"
 

@@ -9,7 +9,7 @@ write_hdf5=$3
 cd "$tmp"
 
 for d in $(seq 30); do
-  for s in 1 2 3 4 5; do printf 'Document %d sentence %d talks about the river and the sea. ' $d $s; done
+  for s in 1 2 3 4 5; do printf 'Document %d sentence %d talks about the unaffable crocodiles of the sea. ' $d $s; done
   printf '\n\n'
 done > corpus.txt
 "$bin" prep --vocab "$vocab" --input corpus.txt --out shards --no-progress > /dev/null
@@ -25,10 +25,10 @@ grep -qE '^  next sentence: (random \(NSP label 1\)|the actual next \(NSP label 
 # Every sequence as JSON: restored, each segment is a run of the corpus's words.
 n=$("$bin" show --data shards --vocab "$vocab" --stats --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["sequences"])')
 "$bin" show --data shards --vocab "$vocab" --count "$n" --json > all.jsonl || fail "show --json"
-python3 - corpus.txt all.jsonl "$n" <<'PY' || fail "show --json: the sequences are not the corpus's"
+"$bin" tokenize --vocab "$vocab" --tokens --no-special < corpus.txt > pieces.txt || fail "tokenize of corpus.txt"
+python3 - pieces.txt all.jsonl "$n" <<'PY' || fail "show --json: the sequences are not the corpus's"
 import json, sys
-text = " " + open(sys.argv[1]).read().lower().replace(".", " .").replace("\n", " ") + " "
-text = " ".join(text.split())
+text = " ".join(open(sys.argv[1]).read().split())  # the corpus's word pieces
 rows = [json.loads(l) for l in open(sys.argv[2])]
 assert len(rows) == int(sys.argv[3]) and [r["index"] for r in rows] == list(range(len(rows))), "indices"
 kinds = {"mask": 0, "kept": 0, "random": 0}
@@ -73,6 +73,15 @@ grep -qE '^next sentence: [0-9.]+% random \(BERT: 50%\)$' stats.txt || fail "sho
 grep -qE '^masked: [0-9.]+ per sequence' stats.txt || fail "show --stats: $(cat stats.txt)"
 "$bin" show --data dynamic --vocab "$vocab" --count 1 | grep -q '0 masked (dynamic masking: masked when loaded, shown unmasked)' ||
   fail "show of dynamic shards"
+# Unmasked, the segments read as the corpus's words: word pieces (una ##ffa ##ble, crocodile ##s)
+# joined back.
+"$bin" show --data dynamic --vocab "$vocab" --count 40 > words.txt || fail "show of dynamic shards"
+grep -q 'unaffable crocodiles' words.txt || fail "show: word pieces not joined: $(head -5 words.txt)"
+text=" $(tr 'A-Z' 'a-z' < corpus.txt | sed 's/\./ ./g' | tr -s ' \n' '  ') "
+while IFS= read -r seg; do  # a segment cut inside a word starts or ends with a piece of it
+  seg=$(sed -E 's/^##[a-z]+ //; s/ [a-z]+$//' <<< "$seg")
+  [[ $text == *" $seg "* ]] || fail "show: a segment that is not the corpus's text: $seg"
+done < <(sed -n 's/^  [AB]: //p' words.txt)
 
 # NVIDIA's HDF5 files read as training reads them; a masked slot in the padding (the readers
 # check only position < seq_len) is shown as such, not read past the sequence.
