@@ -58,11 +58,11 @@ TEST(PrepDedup, DuplicatesAreDroppedAsIfNeverThere) {
     without += document(d);
     if (d == 60) with += document(5) + document(60);  // earlier in the block, and right before
     if (d == 90) {
-      std::string spaced = document(30);  // the same words, other spaces: a duplicate
-      for (size_t p = 0; (p = spaced.find(' ', p)) != std::string::npos; p += 3) spaced.replace(p, 1, "   ");
+      std::string spaced;  // the same words, other spaces: a duplicate
+      for (const char c : document(30)) spaced += c == ' ' ? std::string("   ") : std::string(1, c);
       with += spaced;
       std::string rebroken = document(40);  // the same words, other sentence boundaries: not one
-      rebroken.replace(rebroken.find(" is about"), 1, "\n");
+      rebroken[rebroken.find(" is about")] = '\n';
       with += rebroken;
       without += rebroken;
     }

@@ -171,7 +171,9 @@ TEST(PrepHeldout, RandomNextIsAnotherDocumentEvenInSmallBlocks) {
     // The training side draws B from its block, as BERT's reference draws from the whole
     // corpus: with a document a block there is no other (prep's --block-mb is megabytes).
     EXPECT_GT(train.random_next, 100) << block;
-    if (block > 300) EXPECT_EQ(train.random_from_own, 0) << block;
+    if (block > 300) {
+      EXPECT_EQ(train.random_from_own, 0) << block;
+    }
   }
   // The held-out shards do not depend on the block size.
   EXPECT_EQ(slurp(dir + "/300/heldout/shard-00000.lbs"), slurp(dir + "/4000/heldout/shard-00000.lbs"));
