@@ -105,8 +105,8 @@ Status run_prep_command(PrepArgs& a) {
                  "prep: warning: %.1f%% of the %lld documents are a single sentence, and every instance of such a "
                  "document takes a random sentence B: next-sentence prediction learns little from them. A blank line "
                  "ends a document in text input: put one between documents, not between sentences; a JSON Lines "
-                 "record, an article or a book is one document, so a dataset of one sentence per record has lost its "
-                 "documents\n",
+                 "record, an article or a book is one document, so a dataset of one sentence per record in reading "
+                 "order needs --records-per-document (e.g. 64)\n",
                  100.0 * single, static_cast<long long>(st.documents));
   }
   return Status::ok();
@@ -133,6 +133,10 @@ void add_prep_command(CLI::App& app) {
                   "document: a plain-text book, Project Gutenberg's licence and headings dropped)")
       ->capture_default_str();
   sub->add_option("--json-key", o.corpus.json_key, "The field of each JSON Lines record that holds its document")
+      ->capture_default_str();
+  sub->add_option("--records-per-document", o.corpus.records_per_document,
+                  "JSON Lines: N consecutive records make one document (a dataset of one sentence per record in "
+                  "reading order, such as Hugging Face's bookcorpus)")
       ->capture_default_str();
   sub->add_option("--out", o.out_dir, "Output directory (shard-NNNNN.lbs)")->required();
   sub->add_option("--seq-len", io.max_seq_len, "Tokens per sequence")->capture_default_str();

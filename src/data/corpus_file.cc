@@ -47,6 +47,9 @@ Status check_corpus_options(const CorpusOptions& o) {
   if (o.format != "auto" && o.format != "text" && o.format != "jsonl" && o.format != "mediawiki" && o.format != "book")
     return Status::invalid_argument("--input-format " + o.format + ": expected auto, text, jsonl, mediawiki or book");
   if (o.json_key.empty()) return Status::invalid_argument("--json-key: an empty field name");
+  if (!(o.records_per_document >= 1 && o.records_per_document <= kMaxRecordsPerDocument))
+    return Status::invalid_argument(fmt::format("--records-per-document {}: must be in [1, {}]", o.records_per_document,
+                                                kMaxRecordsPerDocument));
   return Status::ok();
 }
 

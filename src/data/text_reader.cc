@@ -81,6 +81,7 @@ Status TextDocumentReader::next(std::vector<std::string>* sentences, std::vector
   origins->clear();
   *done = false;
   std::string text;
+  int records = 0;  // JSON Lines records (or articles, or books) in this document
   while (file_ < paths_.size()) {
     if (!in_) {
       in_ = std::make_unique<CorpusFile>();
@@ -105,7 +106,9 @@ Status TextDocumentReader::next(std::vector<std::string>* sentences, std::vector
         }
       }
       origins->resize(sentences->size(), fmt::format("{}:{}", in_->name(), in_->line_no()));
-      if (in_->format() != CorpusFormat::kText && !sentences->empty()) return Status::ok();
+      if (in_->format() == CorpusFormat::kText || sentences->size() == before) continue;
+      const int per_document = in_->format() == CorpusFormat::kJsonl ? options_.records_per_document : 1;
+      if (++records >= per_document) return Status::ok();
     }
     finished_bytes_ += paths_[file_] == "-" ? in_->offset() : sizes_[file_];
     in_.reset();

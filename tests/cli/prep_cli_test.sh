@@ -172,6 +172,13 @@ printf 'One here.\n\nTwo here.\n\nThree here. And more.\n\nFour here. And more.\
 printf 'Five here.\n' >> half.txt
 "$bin" prep --vocab "$vocab" --input half.txt --out half --no-progress > /dev/null 2> half.err || fail "prep of half.txt"
 grep -qF "prep: warning: 60.0% of the 5 documents are a single sentence" half.err || fail "no warning at 60%: $(cat half.err)"
+grep -qF -- "--records-per-document" sentences.err || fail "the warning does not name --records-per-document"
+# Six records a document make corpus.txt's documents again: its shards, byte for byte.
+"$bin" prep --vocab "$vocab" --input sentences.jsonl --records-per-document 6 --out regrouped --dupe-factor 2 \
+  --no-progress > /dev/null 2> regrouped.err || fail "prep --records-per-document 6: $(cat regrouped.err)"
+[[ ! -s regrouped.err ]] || fail "prep --records-per-document 6 warned: $(cat regrouped.err)"
+[[ $(cd regrouped && sha256sum shard-*.lbs) == "$good" ]] || fail "prep --records-per-document 6: not corpus.txt's shards"
+expect_refused 2 "--records-per-document 0: must be in [1, 1048576]" --input sentences.jsonl --records-per-document 0
 "$bin" prep --vocab "$vocab" --input corpus.txt --out one-doc-warning --no-progress > /dev/null 2> corpus.err
 [[ ! -s corpus.err ]] || fail "prep of corpus.txt printed on stderr: $(cat corpus.err)"
 

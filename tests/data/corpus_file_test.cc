@@ -81,6 +81,17 @@ TEST_F(CorpusFileTest, TextAndJsonLinesPlainOrCompressedGiveTheSameDocuments) {
   auto two = documents({write("b.jsonl", kJsonl), write("b.txt", kText)});
   ASSERT_EQ(two.size(), 6u);
   EXPECT_EQ(std::vector(two.begin() + 3, two.end()), want);
+  // --records-per-document 2: the three records make two documents (a file's end ends the
+  // second); text files are not regrouped.
+  CorpusOptions pairs;
+  pairs.records_per_document = 2;
+  const auto grouped = documents({write("g.jsonl", kJsonl), write("g.txt", kText)}, pairs);
+  ASSERT_EQ(grouped.size(), 5u);
+  std::vector<std::string> first = want[0];
+  first.insert(first.end(), want[1].begin(), want[1].end());
+  EXPECT_EQ(grouped[0], first);
+  EXPECT_EQ(grouped[1], want[2]);
+  EXPECT_EQ(std::vector(grouped.begin() + 2, grouped.end()), want);
 }
 
 TEST_F(CorpusFileTest, UnitsAreLinesOrRecords) {

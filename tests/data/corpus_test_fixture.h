@@ -44,9 +44,10 @@ class CorpusTestBase : public ::testing::Test {
   }
   // The documents TextDocumentReader makes of `paths`, each a list of sentences; every
   // sentence has its origin, and every byte of the files is counted as read.
-  static std::vector<std::vector<std::string>> documents(const std::vector<std::string>& paths) {
+  static std::vector<std::vector<std::string>> documents(const std::vector<std::string>& paths,
+                                                         const CorpusOptions& options = {}) {
     TextDocumentReader r;
-    EXPECT_TRUE(r.open(paths).is_ok());
+    EXPECT_TRUE(r.open(paths, options).is_ok());
     std::vector<std::vector<std::string>> docs;
     std::vector<std::string> sentences, origins;
     for (bool done = false;;) {

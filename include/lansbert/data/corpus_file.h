@@ -33,7 +33,13 @@ enum class CorpusFormat { kText, kJsonl, kMediaWiki, kBook };
 struct CorpusOptions {
   std::string format = "auto";  // auto, text, jsonl, mediawiki or book (--input-format)
   std::string json_key = "text";  // --json-key
+  // JSON Lines: this many consecutive records make one document (--records-per-document), for
+  // datasets of one sentence per record in reading order (Hugging Face's bookcorpus), whose
+  // records alone give next-sentence prediction nothing. Read by TextDocumentReader.
+  int records_per_document = 1;
 };
+// The most records one document may gather.
+inline constexpr int kMaxRecordsPerDocument = 1 << 20;
 
 // invalid_argument naming --input-format or --json-key when `o` holds neither known format nor
 // a key.

@@ -1,7 +1,8 @@
 // TextDocumentReader: streams corpora as documents of sentences, the input of `lansbert prep`.
 // Each file is text (one sentence or paragraph per line; a blank line, or the end of a file,
-// ends a document), JSON Lines (one document a record) or a MediaWiki XML export (one
-// document an article), each plain or compressed (CorpusFile, corpus_file.h). Paragraph lines
+// ends a document), JSON Lines (one document a record, or CorpusOptions::records_per_document
+// records; the end of a file ends one too), a MediaWiki XML export (one document an article)
+// or a book (one document a file), each plain or compressed (CorpusFile, corpus_file.h). Paragraph lines
 // are cut into sentences by split_sentences.
 // Memory is one document at a time.
 #pragma once
