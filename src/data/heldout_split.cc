@@ -65,8 +65,11 @@ Status HeldoutPool::flush() {
 
 bool heldout_dir_is_outer(const std::string& out_dir, const std::string& heldout_dir) {
   namespace fs = std::filesystem;
+  // Symbolic links resolved where the path exists (a part not yet made cannot be one).
   const auto normal = [](const std::string& d) {
-    fs::path p = fs::absolute(d).lexically_normal();
+    std::error_code e;
+    fs::path p = fs::weakly_canonical(fs::absolute(d), e);
+    if (e) p = fs::absolute(d).lexically_normal();
     return p.has_filename() ? p : p.parent_path();
   };
   const fs::path out = normal(out_dir), held = normal(heldout_dir);

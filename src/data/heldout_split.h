@@ -52,8 +52,8 @@ class HeldoutPool {
 
 // The order in which to open (and, reversed, close) the two directories' staging: the outer
 // one first when one lies inside the other, so that the directory the inner one's open creates
-// is not taken for one that was there before (and is removed again on failure). Lexical, on
-// absolute paths.
+// is not taken for one that was there before (and is removed again on failure). On absolute
+// paths, symbolic links resolved as far as the paths exist.
 bool heldout_dir_is_outer(const std::string& out_dir, const std::string& heldout_dir);
 // invalid_argument when the two name one directory (after --out exists: symlinks, other
 // spellings), which check_prep_options cannot see while neither exists.

@@ -225,6 +225,12 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
         "prep: --heldout-fraction {} held out none of the {} documents: raise it, or leave out --heldout-out",
         opts.heldout_fraction, stats->documents));
   }
+  if (split && stats->heldout_documents < 2) {  // its random B would come from itself
+    return Status::invalid_argument(fmt::format(
+        "prep: --heldout-fraction {} held out 1 of the {} documents; a held-out set needs 2 or more (a random next "
+        "sentence comes from another held-out document): raise it, or leave out --heldout-out",
+        opts.heldout_fraction, stats->documents));
+  }
   // Renames only from here. The held-out set first: should the training shards' renames
   // then fail, the error says that the two directories no longer belong together.
   if (split) LB_RETURN_IF_ERROR(held_staging.commit(stats->heldout_shards));

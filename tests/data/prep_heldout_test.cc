@@ -4,6 +4,7 @@
 // same documents whatever the seed, block size or dynamic masking; errors leave both
 // directories as they were. Each document's words map to one id of its own, so every token
 // of an instance says which document it came from.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -232,7 +233,7 @@ TEST(PrepHeldout, ErrorsLeaveBothDirectories) {
     double fraction;
     std::string heldout_dir;
   };
-  const std::vector<Case> cases = {
+  std::vector<Case> cases = {
       {"--heldout-fraction 0", 0.0, good.heldout_dir},
       {"--heldout-fraction 1", 1.0, good.heldout_dir},
       {"--heldout-fraction -0.5", -0.5, good.heldout_dir},
@@ -245,6 +246,13 @@ TEST(PrepHeldout, ErrorsLeaveBothDirectories) {
       {"held out none of the 300 documents", 1e-9, good.heldout_dir},
       {"no training instances: --heldout-fraction 0.999999", 0.999999, good.heldout_dir},
   };
+  // A fraction just above the smallest document's hash holds out exactly one: refused too.
+  double smallest = 1;
+  for (int d = 0; d < kDocs; ++d) smallest = std::min(smallest, double(document_hash(document(d)) >> 11) * 0x1p-53);
+  const double one = std::nextafter(smallest, 1.0);
+  ASSERT_EQ(expected_heldout(one).size(), 1u);
+  cases.push_back({fmt::format("--heldout-fraction {} held out 1 of the 300 documents; a held-out set needs 2", one),
+                   one, good.heldout_dir});
   for (const Case& c : cases) {
     PrepOptions o = good;
     o.heldout_fraction = c.fraction;
@@ -276,6 +284,15 @@ TEST(PrepHeldout, ErrorsLeaveBothDirectories) {
   nested.heldout_fraction = 1e-9;
   EXPECT_FALSE(run_prep(nested, {}, testing::test_vocab(), doc_tokenize, &st).is_ok());
   EXPECT_FALSE(fs::exists(dir + "/m"));
+  // The same through a symbolic link to the held-out directory's parent.
+  fs::create_directories(dir + "/real");
+  fs::create_directory_symlink(dir + "/real", dir + "/link");
+  PrepOptions linked = good;
+  linked.heldout_dir = dir + "/real/new";
+  linked.out_dir = dir + "/link/new/train";
+  linked.heldout_fraction = 1e-9;
+  EXPECT_FALSE(run_prep(linked, {}, testing::test_vocab(), doc_tokenize, &st).is_ok());
+  EXPECT_FALSE(fs::exists(dir + "/real/new"));
   nested.heldout_fraction = 0.2;
   ASSERT_TRUE(run_prep(nested, {}, testing::test_vocab(), doc_tokenize, &st).is_ok());
   EXPECT_TRUE(fs::exists(dir + "/m/o/shard-00000.lbs") && fs::exists(dir + "/m/shard-00000.lbs"));
