@@ -48,13 +48,8 @@ Status HeldoutPool::add(Document doc, uint64_t index) {
 
 Status HeldoutPool::flush() {
   if (docs_.size() == carried_) return Status::ok();
-  scratch_.clear();
-  create_instances(docs_, index_, carried_, 0, io_, vocab_, threads_, &scratch_);
-  for (const auto& inst : scratch_) {
-    LB_RETURN_IF_ERROR(sink_->add(inst));
-    stats_->heldout_instance_tokens += static_cast<int64_t>(inst.tokens.size());
-  }
-  stats_->heldout_instances += static_cast<int64_t>(scratch_.size());
+  LB_RETURN_IF_ERROR(write_instances(docs_, index_, carried_, 0, io_, vocab_, threads_, sink_, &scratch_,
+                                     &stats_->heldout_instances, &stats_->heldout_instance_tokens));
   const size_t keep = std::min(kDocuments, docs_.size());
   docs_.erase(docs_.begin(), docs_.end() - static_cast<std::ptrdiff_t>(keep));
   index_.erase(index_.begin(), index_.end() - static_cast<std::ptrdiff_t>(keep));
@@ -63,16 +58,19 @@ Status HeldoutPool::flush() {
   return Status::ok();
 }
 
+std::filesystem::path resolved_directory(const std::string& dir) {
+  namespace fs = std::filesystem;
+  // Absolute first: weakly_canonical leaves a relative path that does not exist as it is
+  // ("./a" and "a" would differ).
+  std::error_code e;
+  fs::path p = fs::weakly_canonical(fs::absolute(dir), e);
+  if (e) p = fs::absolute(dir).lexically_normal();
+  return p.has_filename() ? p : p.parent_path();  // "shards/" as "shards"
+}
+
 bool heldout_dir_is_outer(const std::string& out_dir, const std::string& heldout_dir) {
   namespace fs = std::filesystem;
-  // Symbolic links resolved where the path exists (a part not yet made cannot be one).
-  const auto normal = [](const std::string& d) {
-    std::error_code e;
-    fs::path p = fs::weakly_canonical(fs::absolute(d), e);
-    if (e) p = fs::absolute(d).lexically_normal();
-    return p.has_filename() ? p : p.parent_path();
-  };
-  const fs::path out = normal(out_dir), held = normal(heldout_dir);
+  const fs::path out = resolved_directory(out_dir), held = resolved_directory(heldout_dir);
   const auto [h, o] = std::mismatch(held.begin(), held.end(), out.begin(), out.end());
   return h == held.end() && o != out.end();  // every component of held begins out, which goes on
 }

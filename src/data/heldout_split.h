@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -50,10 +51,15 @@ class HeldoutPool {
   std::vector<Instance> scratch_;
 };
 
+// `dir` as an absolute path with symbolic links resolved as far as it exists (a part not yet
+// made cannot be one), without a trailing separator: two spellings of one directory compare
+// equal, as far as the file system can tell yet.
+std::filesystem::path resolved_directory(const std::string& dir);
+
 // The order in which to open (and, reversed, close) the two directories' staging: the outer
 // one first when one lies inside the other, so that the directory the inner one's open creates
-// is not taken for one that was there before (and is removed again on failure). On absolute
-// paths, symbolic links resolved as far as the paths exist.
+// is not taken for one that was there before (and is removed again on failure). On
+// resolved_directory's paths.
 bool heldout_dir_is_outer(const std::string& out_dir, const std::string& heldout_dir);
 // invalid_argument when the two name one directory (after --out exists: symlinks, other
 // spellings), which check_prep_options cannot see while neither exists.

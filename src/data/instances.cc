@@ -233,12 +233,6 @@ void create_instances(std::span<const Document> block, uint64_t first_doc_index,
                      threads, out);
 }
 
-void create_instances(std::span<const Document> block, std::span<const uint64_t> doc_indices, int pass,
-                      const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
-                      std::vector<Instance>* out) {
-  create_instances(block, doc_indices, 0, pass, opts, vocab, threads, out);
-}
-
 void create_instances(std::span<const Document> block, std::span<const uint64_t> doc_indices, size_t first_to_make,
                       int pass, const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
                       std::vector<Instance>* out) {

@@ -27,7 +27,7 @@ using Clock = std::chrono::steady_clock;
 // Tokenizes the block in parallel and builds its documents (empty sentences and documents
 // dropped). The first error in input order is returned, whatever the thread count.
 Status tokenize_block(const RawBlock& raw, const TokenizeFn& tokenize, int threads,
-                      std::vector<Document>* docs, PrepStats* stats) {
+                      std::vector<Document>* docs) {
   const int64_t n = static_cast<int64_t>(raw.sentences.size());
   std::vector<std::vector<int32_t>> ids(n);
   std::vector<Status> errors(n);
@@ -42,29 +42,20 @@ Status tokenize_block(const RawBlock& raw, const TokenizeFn& tokenize, int threa
   for (size_t d = 0; d + 1 < raw.doc_begin.size(); ++d) {
     Document doc;
     for (size_t i = raw.doc_begin[d]; i < raw.doc_begin[d + 1]; ++i) {
-      if (ids[i].empty()) continue;
-      stats->tokens += static_cast<int64_t>(ids[i].size());
-      doc.push_back(std::move(ids[i]));
+      if (!ids[i].empty()) doc.push_back(std::move(ids[i]));
     }
-    stats->sentences += static_cast<int64_t>(doc.size());
-    stats->single_sentence_documents += doc.size() == 1;
     if (!doc.empty()) docs->push_back(std::move(doc));
   }
   return Status::ok();
 }
 
 // --dedup: drops from *docs, in order, each document whose hash *seen holds (an earlier one's,
-// in this block or before), and its sentences and tokens from *stats; returns how many.
-int64_t drop_duplicates(std::vector<Document>* docs, SeenDocuments* seen, PrepStats* stats) {
+// in this block or before); returns how many.
+int64_t drop_duplicates(std::vector<Document>* docs, SeenDocuments* seen) {
   size_t kept = 0;
   for (size_t d = 0; d < docs->size(); ++d) {
     Document& doc = (*docs)[d];
-    if (!seen->insert(document_hash(doc))) {
-      stats->sentences -= static_cast<int64_t>(doc.size());
-      stats->single_sentence_documents -= doc.size() == 1;
-      for (const auto& sentence : doc) stats->tokens -= static_cast<int64_t>(sentence.size());
-      continue;
-    }
+    if (!seen->insert(document_hash(doc))) continue;
     if (kept != d) (*docs)[kept] = std::move(doc);
     ++kept;
   }
@@ -73,18 +64,15 @@ int64_t drop_duplicates(std::vector<Document>* docs, SeenDocuments* seen, PrepSt
   return dropped;
 }
 
-// One pass of a side's instances into its sink; adds to *instances and *tokens.
-Status write_pass(std::span<const Document> docs, std::span<const uint64_t> index, int pass,
-                  const InstanceOptions& io, const MaskingVocab& vocab, int threads, ShardSink* sink,
-                  std::vector<Instance>* scratch, int64_t* instances, int64_t* tokens) {
-  scratch->clear();
-  create_instances(docs, index, pass, io, vocab, threads, scratch);
-  for (const auto& inst : *scratch) {
-    LB_RETURN_IF_ERROR(sink->add(inst));
-    *tokens += static_cast<int64_t>(inst.tokens.size());
+// The documents, their sentences and tokens, and the one-sentence ones into *stats (after
+// --dedup, before the held-out split: the counts are of every document kept).
+void count_documents(std::span<const Document> docs, PrepStats* stats) {
+  stats->documents += static_cast<int64_t>(docs.size());
+  for (const Document& doc : docs) {
+    stats->sentences += static_cast<int64_t>(doc.size());
+    stats->single_sentence_documents += doc.size() == 1;
+    for (const auto& sentence : doc) stats->tokens += static_cast<int64_t>(sentence.size());
   }
-  *instances += static_cast<int64_t>(scratch->size());
-  return Status::ok();
 }
 
 // On a terminal one line redrawn twice a second; into a file or a job log (stderr not a
@@ -183,20 +171,20 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
     const RawBlock& raw = *block;
     bytes_read = raw.bytes_read;
     last = raw.last;
-    if (const Status s = tokenize_block(raw, tokenize, threads, &docs, stats); !s.is_ok()) return failed(s);
+    if (const Status s = tokenize_block(raw, tokenize, threads, &docs); !s.is_ok()) return failed(s);
     LB_RETURN_IF_ERROR(check_stop(opts.stop, kept));
     block.reset();  // free the text before the instances grow
-    if (opts.dedup) stats->duplicates += drop_duplicates(&docs, &seen, stats);
+    if (opts.dedup) stats->duplicates += drop_duplicates(&docs, &seen);
+    count_documents(docs, stats);
     const uint64_t block_docs = docs.size();
     split_heldout(split ? opts.heldout_fraction : 0.0, first_doc, &docs, &index, &held, &held_index);
     for (int pass = 0; pass < io.dupe_factor; ++pass) {
-      LB_RETURN_IF_ERROR(
-          write_pass(docs, index, pass, io, vocab, threads, &sink, &instances, &stats->instances, &stats->instance_tokens));
+      LB_RETURN_IF_ERROR(write_instances(docs, index, 0, pass, io, vocab, threads, &sink, &instances, &stats->instances,
+                                         &stats->instance_tokens));
       LB_RETURN_IF_ERROR(check_stop(opts.stop, kept));
     }
     for (size_t d = 0; d < held.size(); ++d) LB_RETURN_IF_ERROR(held_pool.add(std::move(held[d]), held_index[d]));
     first_doc += block_docs;
-    stats->documents += static_cast<int64_t>(block_docs);
     stats->shards = sink.shards();
     if (opts.progress &&
         Clock::now() - last_print > std::chrono::milliseconds(progress_on_terminal() ? 500 : 30000)) {
@@ -213,13 +201,12 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   stats->bytes = reader.bytes_read();
   stats->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (opts.progress) print_progress(stats->bytes, reader, *stats, t0, true);
-  if (stats->instances == 0) {
-    return Status::invalid_argument(split && stats->documents > 0 ? fmt::format("prep: no training instances: --heldout-fraction {} held out "
-                                                        "{} of the {} documents",
-                                                        opts.heldout_fraction, stats->heldout_documents,
-                                                        stats->documents)
-                                          : "prep: the input produced no instances (empty input?)");
+  if (stats->instances == 0 && split && stats->documents > 0) {
+    return Status::invalid_argument(fmt::format("prep: no training instances: --heldout-fraction {} held out {} of the {} "
+                                                "documents",
+                                                opts.heldout_fraction, stats->heldout_documents, stats->documents));
   }
+  if (stats->instances == 0) return Status::invalid_argument("prep: the input produced no instances (empty input?)");
   if (split && stats->heldout_instances == 0) {
     return Status::invalid_argument(fmt::format(
         "prep: --heldout-fraction {} held out none of the {} documents: raise it, or leave out --heldout-out",

@@ -11,9 +11,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 
 #include "lansbert/data/prep.h"
+#include "heldout_split.h"
 
 namespace lansbert {
 namespace {
@@ -61,14 +61,7 @@ Status check_heldout(const PrepOptions& opts) {
   if (::stat(opts.heldout_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
     return bad(fmt::format("--heldout-out {}: exists and is not a directory", opts.heldout_dir));
   }
-  std::error_code e1, e2;
-  // Absolute first: weakly_canonical leaves a relative path that does not exist as it is
-  // ("./a" and "a" would differ).
-  const auto resolved = [](const std::string& dir, std::error_code& e) {
-    auto p = std::filesystem::weakly_canonical(std::filesystem::absolute(dir), e);
-    return p.has_filename() ? p : p.parent_path();  // "shards/" as "shards"
-  };
-  if (resolved(opts.out_dir, e1) == resolved(opts.heldout_dir, e2) && !e1 && !e2) {
+  if (resolved_directory(opts.out_dir) == resolved_directory(opts.heldout_dir)) {
     return bad(fmt::format("--heldout-out {}: is the --out directory ({}); give the held-out set its own", opts.heldout_dir,
                            opts.out_dir));
   }

@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "lansbert/data/instances.h"
 #include "lansbert/data/shard.h"
@@ -41,5 +43,21 @@ class ShardSink {
   std::unique_ptr<ShardWriter> writer_;
   int64_t shards_ = 0;
 };
+
+// One pass of instances of documents [first, size) of `docs` (the ones before are random-B
+// candidates only; document d's streams keyed by index[d]) into `sink`, through *scratch; adds
+// their count to *instances and their tokens to *tokens.
+inline Status write_instances(std::span<const Document> docs, std::span<const uint64_t> index, size_t first,
+                              int pass, const InstanceOptions& io, const MaskingVocab& vocab, int threads,
+                              ShardSink* sink, std::vector<Instance>* scratch, int64_t* instances, int64_t* tokens) {
+  scratch->clear();
+  create_instances(docs, index, first, pass, io, vocab, threads, scratch);
+  for (const auto& inst : *scratch) {
+    LB_RETURN_IF_ERROR(sink->add(inst));
+    *tokens += static_cast<int64_t>(inst.tokens.size());
+  }
+  *instances += static_cast<int64_t>(scratch->size());
+  return Status::ok();
+}
 
 }  // namespace lansbert

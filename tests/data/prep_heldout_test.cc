@@ -272,27 +272,25 @@ TEST(PrepHeldout, ErrorsLeaveBothDirectories) {
   inside.heldout_dir = good.out_dir + "/heldout";
   ASSERT_TRUE(run_prep(inside, {}, testing::test_vocab(), doc_tokenize, &st).is_ok());
   EXPECT_TRUE(fs::exists(inside.heldout_dir + "/shard-00000.lbs"));
-  PrepOptions fresh = good;
-  fresh.heldout_dir = dir + "/new-heldout";
-  fresh.heldout_fraction = 1e-9;
-  EXPECT_FALSE(run_prep(fresh, {}, testing::test_vocab(), doc_tokenize, &st).is_ok());
-  EXPECT_FALSE(fs::exists(fresh.heldout_dir));
-  // --out inside a new held-out directory: a failed run removes both.
-  PrepOptions nested = good;
-  nested.heldout_dir = dir + "/m";
-  nested.out_dir = dir + "/m/o";
-  nested.heldout_fraction = 1e-9;
-  EXPECT_FALSE(run_prep(nested, {}, testing::test_vocab(), doc_tokenize, &st).is_ok());
-  EXPECT_FALSE(fs::exists(dir + "/m"));
+  // A run that fails (it holds out nothing) leaves no directory it made behind.
+  const auto fails_leaving_nothing = [&](const std::string& out_dir, const std::string& heldout_dir,
+                                         const std::string& made) {
+    PrepOptions o = good;
+    o.out_dir = out_dir;
+    o.heldout_dir = heldout_dir;
+    o.heldout_fraction = 1e-9;
+    EXPECT_FALSE(run_prep(o, {}, testing::test_vocab(), doc_tokenize, &st).is_ok()) << heldout_dir;
+    EXPECT_FALSE(fs::exists(made)) << made;
+  };
+  fails_leaving_nothing(good.out_dir, dir + "/new-heldout", dir + "/new-heldout");
+  fails_leaving_nothing(dir + "/m/o", dir + "/m", dir + "/m");  // --out inside a new held-out directory
   // The same through a symbolic link to the held-out directory's parent.
   fs::create_directories(dir + "/real");
   fs::create_directory_symlink(dir + "/real", dir + "/link");
-  PrepOptions linked = good;
-  linked.heldout_dir = dir + "/real/new";
-  linked.out_dir = dir + "/link/new/train";
-  linked.heldout_fraction = 1e-9;
-  EXPECT_FALSE(run_prep(linked, {}, testing::test_vocab(), doc_tokenize, &st).is_ok());
-  EXPECT_FALSE(fs::exists(dir + "/real/new"));
+  fails_leaving_nothing(dir + "/link/new/train", dir + "/real/new", dir + "/real/new");
+  PrepOptions nested = good;
+  nested.heldout_dir = dir + "/m";
+  nested.out_dir = dir + "/m/o";
   nested.heldout_fraction = 0.2;
   ASSERT_TRUE(run_prep(nested, {}, testing::test_vocab(), doc_tokenize, &st).is_ok());
   EXPECT_TRUE(fs::exists(dir + "/m/o/shard-00000.lbs") && fs::exists(dir + "/m/shard-00000.lbs"));

@@ -67,13 +67,10 @@ void create_instances_from_document(std::span<const Document> block, uint64_t fi
 void create_instances(std::span<const Document> block, uint64_t first_doc_index, int pass,
                       const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
                       std::vector<Instance>* out);
-// The same with document d's streams keyed by doc_indices[d] (one per document of `block`):
-// prep's held-out split makes two blocks of one, each document keeping its global index.
-void create_instances(std::span<const Document> block, std::span<const uint64_t> doc_indices, int pass,
-                      const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
-                      std::vector<Instance>* out);
-// And only for documents [first_to_make, size): the ones before are candidates for random
-// sentence B alone (the held-out set carries the tail of its last pool into the next).
+// The same with document d's streams keyed by doc_indices[d] (one per document of `block`:
+// prep's held-out split makes two blocks of one, each document keeping its global index), and
+// only for documents [first_to_make, size): the ones before are candidates for random sentence
+// B alone (the held-out set carries the tail of its last pool into the next).
 void create_instances(std::span<const Document> block, std::span<const uint64_t> doc_indices, size_t first_to_make,
                       int pass, const InstanceOptions& opts, const MaskingVocab& vocab, int threads,
                       std::vector<Instance>* out);
