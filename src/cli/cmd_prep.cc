@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "option_checks.h"
 #include "lansbert/core/stop_signals.h"
+#include "lansbert/data/minhash.h"
 #include "lansbert/data/prep.h"
 #include "lansbert/data/tokenizer.h"
 #include "lansbert/data/vocab.h"
@@ -86,8 +87,21 @@ Status run_prep_command(PrepArgs& a) {
   if (a.opts.dedup) {
     std::printf("prep: --dedup dropped %lld exact duplicate%s of earlier documents (%.2f%% of the %lld read)\n",
                 static_cast<long long>(st.duplicates), st.duplicates == 1 ? "" : "s",
-                100.0 * double(st.duplicates) / double(st.documents + st.duplicates),
-                static_cast<long long>(st.documents + st.duplicates));
+                100.0 * double(st.duplicates) / double(st.documents + st.duplicates + st.near_duplicates),
+                static_cast<long long>(st.documents + st.duplicates + st.near_duplicates));
+  }
+  if (a.opts.near_dedup > 0) {
+    // The geometry's S-curve, so that the threshold's meaning is on the screen.
+    const LshPlan plan{st.near_dedup_bands, st.near_dedup_rows};
+    const int64_t read = st.documents + st.near_duplicates;
+    std::printf("prep: --near-dedup %g dropped %lld document%s near an earlier kept one (%.2f%% of the %lld %s); "
+                "MinHash of %d-token shingles, %d bands of %d: a document of Jaccard similarity 0.7, 0.8, 0.9 to a "
+                "kept one is dropped with probability %.2f, %.2f, %.2f; band tables %.1f MB\n",
+                a.opts.near_dedup, static_cast<long long>(st.near_duplicates), st.near_duplicates == 1 ? "" : "s",
+                100.0 * double(st.near_duplicates) / double(read), static_cast<long long>(read),
+                a.opts.dedup ? "left by --dedup" : "read", kShingleTokens, plan.bands, plan.rows,
+                plan.drop_probability(0.7), plan.drop_probability(0.8), plan.drop_probability(0.9),
+                st.near_dedup_bytes / 1e6);
   }
   if (!a.opts.heldout_dir.empty()) {
     std::printf("prep: held out %lld of the %lld documents (%.2f%%) -> %lld instances in %lld shard%s under %s "
@@ -166,6 +180,10 @@ void add_prep_command(CLI::App& app) {
       ->each([args](const std::string&) { args->heldout_fraction_given = true; });
   sub->add_flag("--dedup", o.dedup,
                 "Drop each document whose tokens repeat an earlier document's exactly (up to whitespace)");
+  sub->add_option("--near-dedup", o.near_dedup,
+                  "Also drop each document nearly the same as an earlier kept one: J, the Jaccard similarity of "
+                  "their 5-token shingles where half are caught (MinHash LSH; 0.8 is usual; 0: off)")
+      ->capture_default_str();
   sub->add_flag("--cased", args->cased, "Keep case and accents (default: uncased, as bert-base-uncased)");
   // A callback, not a "!--flag" bound to `progress`: CLI11 shows the latter as "--no-progress{false}".
   sub->add_flag_callback("--no-progress", [args] { args->opts.progress = false; }, "No progress line on stderr");

@@ -9,12 +9,15 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include <unistd.h>
 
 #include "block_reader.h"
+#include "hash_mix.h"
 #include "heldout_split.h"
+#include "near_duplicates.h"
 #include "seen_documents.h"
 #include "shard_sink.h"
 #include "shard_staging.h"
@@ -154,6 +157,12 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   std::vector<uint64_t> index, held_index;
   std::vector<Instance> instances;
   SeenDocuments seen;
+  std::optional<NearDuplicates> near;
+  if (opts.near_dedup > 0) {
+    near.emplace(opts.near_dedup);
+    stats->near_dedup_bands = near->plan().bands;
+    stats->near_dedup_rows = near->plan().rows;
+  }
   HeldoutPool held_pool(io, vocab, threads, &held_sink, stats);
   // Last: on an early return it is destroyed first, leaving a read in flight to its thread.
   BlockReader reader;
@@ -175,6 +184,7 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
     LB_RETURN_IF_ERROR(check_stop(opts.stop, kept));
     block.reset();  // free the text before the instances grow
     if (opts.dedup) stats->duplicates += drop_duplicates(&docs, &seen);
+    if (near) stats->near_duplicates += near->drop(&docs, threads);
     count_documents(docs, stats);
     const uint64_t block_docs = docs.size();
     split_heldout(split ? opts.heldout_fraction : 0.0, first_doc, &docs, &index, &held, &held_index);
@@ -199,6 +209,7 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   stats->shards = sink.shards();
   stats->heldout_shards = held_sink.shards();
   stats->bytes = reader.bytes_read();
+  if (near) stats->near_dedup_bytes = near->bytes();
   stats->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (opts.progress) print_progress(stats->bytes, reader, *stats, t0, true);
   if (stats->instances == 0 && split && stats->documents > 0) {
@@ -231,18 +242,11 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
 }
 
 uint64_t document_hash(const Document& doc) {
-  // splitmix64's finalizer over (sentence length, ids...) per sentence: a good 64-bit mix,
-  // cheap next to tokenizing, and fixed here for good (the held-out sets depend on it).
-  const auto mix = [](uint64_t h, uint64_t x) {
-    uint64_t z = h ^ (x + 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  };
-  uint64_t h = 0x6c616e7362657274ULL;  // "lansbert"
+  // (sentence length, ids...) per sentence, the length's top bit set so that no id reads as one.
+  uint64_t h = kHashSeed;
   for (const auto& sentence : doc) {
-    h = mix(h, sentence.size() | (uint64_t(1) << 63));
-    for (const int32_t id : sentence) h = mix(h, static_cast<uint32_t>(id));
+    h = hash_mix(h, sentence.size() | (uint64_t(1) << 63));
+    for (const int32_t id : sentence) h = hash_mix(h, static_cast<uint32_t>(id));
   }
   return h;
 }

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "lansbert/data/minhash.h"
 #include "lansbert/data/prep.h"
 #include "heldout_split.h"
 
@@ -101,6 +102,11 @@ Status check_prep_options(const PrepOptions& opts) {
   if (opts.threads == 0 && omp_get_max_threads() > kMaxPrepThreads) {
     return bad(fmt::format("--threads 0 means OpenMP's default, {} here (OMP_NUM_THREADS?), more than "
                            "the {} prep allows: give --threads", omp_get_max_threads(), kMaxPrepThreads));
+  }
+  if (opts.near_dedup != 0 &&
+      !(opts.near_dedup >= LshPlan::kMinThreshold && opts.near_dedup <= LshPlan::kMaxThreshold)) {
+    return bad(fmt::format("--near-dedup {}: must be a Jaccard similarity in [{}, {}] (0.8 is usual), or 0 for off",
+                           opts.near_dedup, LshPlan::kMinThreshold, LshPlan::kMaxThreshold));
   }
   if (opts.out_dir.empty()) return bad("--out: empty path");
   struct stat st {};

@@ -1,4 +1,5 @@
-// SeenDocuments: the set of document hashes a prep run has met, for `--dedup`. The hashes
+// SeenDocuments: the set of document hashes a prep run has met, for `--dedup` (and the band
+// keys of `--near-dedup`: near_duplicates.h). The hashes
 // (document_hash) are already uniformly spread 64-bit numbers, so an open-addressing table
 // indexed by their low bits needs no further hashing: 8 bytes a slot, kept at most half
 // full, so 16 to 32 bytes per distinct document (about 200 MB for English Wikipedia's 6.7
@@ -23,6 +24,14 @@ class SeenDocuments {
         ++size_;
         return true;
       }
+    }
+  }
+  bool contains(uint64_t hash) const {
+    if (hash == kEmpty) hash = 1;
+    if (slots_.empty()) return false;
+    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i] == hash) return true;
+      if (slots_[i] == kEmpty) return false;
     }
   }
   size_t size() const { return size_; }

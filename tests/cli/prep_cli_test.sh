@@ -189,6 +189,19 @@ cat corpus.txt corpus.txt > twice.txt
 grep -qF 'prep: --dedup dropped 40 exact duplicates of earlier documents (50.00% of the 80 read)' dedup.out ||
   fail "prep --dedup: $(cat dedup.out)"
 [[ $(cd deduped && sha256sum shard-*.lbs) == "$good" ]] || fail "prep --dedup of the corpus twice: not its shards"
+# --near-dedup: copies are near too; no two of the corpus's own documents are (their shards).
+"$bin" prep --vocab "$vocab" --input twice.txt --out near --near-dedup 0.8 --dupe-factor 2 --no-progress > near.out ||
+  fail "prep --near-dedup"
+grep -qF 'prep: --near-dedup 0.8 dropped 40 documents near an earlier kept one (50.00% of the 80 read); MinHash of 5-token shingles, 10 bands of 12' near.out ||
+  fail "prep --near-dedup: $(cat near.out)"
+[[ $(cd near && sha256sum shard-*.lbs) == "$good" ]] || fail "prep --near-dedup of the corpus twice: not its shards"
+"$bin" prep --vocab "$vocab" --input twice.txt --out near-after-exact --dedup --near-dedup 0.8 --dupe-factor 2 \
+  --no-progress > near2.out || fail "prep --dedup --near-dedup"
+grep -qF 'prep: --dedup dropped 40 exact duplicates of earlier documents (50.00% of the 80 read)' near2.out &&
+  grep -qF 'prep: --near-dedup 0.8 dropped 0 documents near an earlier kept one (0.00% of the 40 left by --dedup)' near2.out ||
+  fail "prep --dedup --near-dedup: $(cat near2.out)"
+expect_refused 2 "--near-dedup 0.3: must be a Jaccard similarity in [0.5, 0.99]" --input corpus.txt --near-dedup 0.3
+expect_refused 2 "--near-dedup nan: must be" --input corpus.txt --near-dedup nan
 
 # A good run with other parameters replaces the shards; other files in the directory stay.
 echo keep > shards/notes.txt

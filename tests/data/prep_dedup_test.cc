@@ -103,7 +103,10 @@ TEST(PrepDedup, SeenDocumentsKeepsEveryHashThroughGrowth) {
     hashes.push_back(uint64_t(philox_bits(RngKey{3, 0, 0}, e++)) << 32 | uint64_t(i + 1));
   }
   hashes.push_back(0);  // the free-slot marker is a hash too
+  EXPECT_FALSE(seen.contains(hashes[0]));  // an empty set holds nothing
   for (const uint64_t h : hashes) EXPECT_TRUE(seen.insert(h));
+  for (const uint64_t h : hashes) EXPECT_TRUE(seen.contains(h));
+  EXPECT_FALSE(seen.contains(uint64_t(7) << 32 | 200001));  // low half past every index
   EXPECT_EQ(seen.size(), hashes.size());
   for (const uint64_t h : hashes) EXPECT_FALSE(seen.insert(h));
   EXPECT_EQ(seen.size(), hashes.size());
@@ -112,6 +115,7 @@ TEST(PrepDedup, SeenDocumentsKeepsEveryHashThroughGrowth) {
   SeenDocuments same_slot;
   for (uint64_t k = 1; k <= 5000; ++k) EXPECT_TRUE(same_slot.insert(k << 32));
   for (uint64_t k = 1; k <= 5000; ++k) EXPECT_FALSE(same_slot.insert(k << 32));
+  EXPECT_FALSE(same_slot.contains(uint64_t(5001) << 32));  // probes past the run to a free slot
 }
 
 }  // namespace

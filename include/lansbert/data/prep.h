@@ -56,6 +56,10 @@ struct PrepOptions {
   // dropped before anything else sees it, as if the input had not held it. The set of hashes
   // grows with the distinct documents (16 to 32 bytes each: seen_documents.h).
   bool dedup = false;
+  // `--near-dedup J` (0: off): a document whose 5-token shingles have an estimated Jaccard
+  // similarity of about J or more to a kept earlier document's is dropped, after --dedup and
+  // before anything else sees it (MinHash with LSH: src/data/near_duplicates.h). J in [0.5, 0.99].
+  double near_dedup = 0;
 };
 
 // Whether `doc` belongs to the held-out share `fraction`: a 64-bit hash of its token ids and
@@ -73,6 +77,9 @@ struct PrepStats {
   uint64_t bytes = 0;
   int64_t documents = 0, sentences = 0, tokens = 0, instances = 0, shards = 0;
   int64_t duplicates = 0;  // documents --dedup dropped (not in the counts above)
+  int64_t near_duplicates = 0;  // documents --near-dedup dropped (nor these)
+  int near_dedup_bands = 0, near_dedup_rows = 0;  // its LSH geometry
+  size_t near_dedup_bytes = 0;  // its band tables' memory at the end
   // Documents of one sentence: each of their instances takes a random sentence B, so a corpus
   // of mostly these (one sentence per record, or a blank line after every sentence) teaches
   // next-sentence prediction nothing.

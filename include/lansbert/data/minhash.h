@@ -1,0 +1,32 @@
+// MinHash and the LSH geometry of prep's `--near-dedup J` (the class that uses them:
+// src/data/near_duplicates.h, whose comment explains the scheme).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "lansbert/data/instances.h"
+
+namespace lansbert {
+
+// The LSH geometry for a threshold J: of all bands x rows <= kMaxHashes, those whose 50% point
+// (the similarity caught half the time, (1 - 0.5^(1/bands))^(1/rows)) lies within 0.01 of J,
+// the steepest there. J in [kMinThreshold, kMaxThreshold].
+struct LshPlan {
+  static constexpr int kMaxHashes = 128;
+  static constexpr double kMinThreshold = 0.5, kMaxThreshold = 0.99;
+  int bands = 0, rows = 0;
+  // The probability that a document of Jaccard similarity s to a kept one is dropped.
+  double drop_probability(double s) const;
+  double midpoint() const;  // where drop_probability is 0.5
+};
+LshPlan plan_lsh(double threshold);
+
+inline constexpr int kShingleTokens = 5;
+
+// The MinHash signature of `doc`: out[k] = min over its shingles x of h_k(x), k < out.size().
+// A document of fewer than kShingleTokens tokens is one shingle, all of it. The hashes are
+// fixed here for good, like document_hash: the same text gives the same signature everywhere.
+void minhash_signature(const Document& doc, std::span<uint32_t> out);
+
+}  // namespace lansbert

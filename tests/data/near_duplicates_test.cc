@@ -1,0 +1,324 @@
+// prep --near-dedup (near_duplicates.h, minhash.h): the LSH geometry sits on the threshold;
+// two signatures agree in a share of places that estimates the Jaccard similarity of the
+// shingle sets; NearDuplicates keeps exactly the documents a naive all-pairs reference keeps
+// (a document goes when one band of its signature equals the same band of a kept document),
+// whatever the block split and thread count; and through run_prep a corpus with near copies
+// gives the shards of the corpus without them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "../../src/data/near_duplicates.h"
+#include "lansbert/core/philox.h"
+#include "lansbert/data/prep.h"
+#include "test_util.h"
+
+namespace lansbert {
+namespace {
+
+// Random ids from a stream of its own: each call a new stretch of it.
+struct Ids {
+  uint64_t stream, next = 0;
+  int32_t operator()() { return 1000 + static_cast<int32_t>(philox_bits(RngKey{stream, 0, 0}, next++) % 29000); }
+};
+
+std::vector<int32_t> random_tokens(Ids& ids, size_t n) {
+  std::vector<int32_t> t(n);
+  for (auto& id : t) id = ids();
+  return t;
+}
+
+// The tokens as sentences of `per` tokens (the last one shorter).
+Document as_document(const std::vector<int32_t>& tokens, size_t per) {
+  Document doc;
+  for (size_t i = 0; i < tokens.size(); i += per) {
+    doc.emplace_back(tokens.begin() + i, tokens.begin() + std::min(tokens.size(), i + per));
+  }
+  return doc;
+}
+
+std::vector<uint32_t> signature(const Document& doc, size_t k) {
+  std::vector<uint32_t> sig(k);
+  minhash_signature(doc, sig);
+  return sig;
+}
+
+TEST(NearDedup, PlanPutsItsMidpointOnTheThreshold) {
+  for (const double j : {0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99}) {
+    const LshPlan p = plan_lsh(j);
+    EXPECT_LE(p.bands * p.rows, LshPlan::kMaxHashes) << j;
+    EXPECT_NEAR(p.midpoint(), j, 0.01) << j;
+    EXPECT_NEAR(p.drop_probability(p.midpoint()), 0.5, 1e-9) << j;
+    EXPECT_LT(p.drop_probability(j - 0.1), p.drop_probability(j)) << j;
+  }
+  // The geometry decides which documents go: it is part of the output's definition.
+  const LshPlan p = plan_lsh(0.8);
+  EXPECT_EQ(p.bands, 10);
+  EXPECT_EQ(p.rows, 12);
+  EXPECT_LT(p.drop_probability(0.6), 0.03);
+  EXPECT_LT(p.drop_probability(0.7), 0.15);
+  EXPECT_GT(p.drop_probability(0.9), 0.95);
+  EXPECT_GT(p.drop_probability(0.95), 0.999);
+  // The steepest of the geometries within 0.01 of 0.8: none of them rises faster through it.
+  const auto rise = [](const LshPlan& q) { return q.drop_probability(q.midpoint() + 0.05) - q.drop_probability(q.midpoint() - 0.05); };
+  for (int b = 1; b <= LshPlan::kMaxHashes; ++b) {
+    for (int r = 1; b * r <= LshPlan::kMaxHashes; ++r) {
+      const LshPlan q{b, r};
+      if (std::abs(q.midpoint() - 0.8) <= 0.01) {
+        EXPECT_LE(rise(q), rise(p) + 1e-12) << b << "x" << r;
+      }
+    }
+  }
+}
+
+TEST(NearDedup, SignaturesEstimateJaccardSimilarity) {
+  // A and B share their first m of n tokens, the rest random: of their n - 4 shingles each,
+  // m - 4 are shared, so J = (m - 4) / (2 (n - 4) - (m - 4)).
+  constexpr size_t n = 400, k = LshPlan::kMaxHashes;
+  for (const size_t m : {100, 250, 350, 390}) {
+    const double j = double(m - 4) / double(2 * (n - 4) - (m - 4));
+    double agree_sum = 0;
+    constexpr int pairs = 60;
+    for (int t = 0; t < pairs; ++t) {
+      Ids ids{uint64_t(1000 * m + t)};
+      const auto a = random_tokens(ids, n);
+      auto b = a;
+      for (size_t i = m; i < n; ++i) b[i] = ids();
+      const auto sa = signature(as_document(a, 17), k), sb = signature(as_document(b, 23), k);
+      int agree = 0;
+      for (size_t i = 0; i < k; ++i) agree += sa[i] == sb[i];
+      const double share = double(agree) / k;
+      EXPECT_NEAR(share, j, 5 * std::sqrt(j * (1 - j) / k) + 1e-9) << "m " << m << " pair " << t;
+      agree_sum += share;
+    }
+    EXPECT_NEAR(agree_sum / pairs, j, 4 * std::sqrt(j * (1 - j) / (k * pairs))) << "m " << m;
+  }
+  // Sentence breaks do not matter; order does; a document shorter than a shingle is one.
+  Ids ids{7};
+  const auto t = random_tokens(ids, 50);
+  EXPECT_EQ(signature(as_document(t, 3), k), signature(as_document(t, 50), k));
+  auto swapped = t;
+  std::swap(swapped[10], swapped[11]);
+  EXPECT_NE(signature(as_document(t, 50), k), signature(as_document(swapped, 50), k));
+  const Document short_one{{5, 6, 7}}, other_short{{5, 6, 8}}, split_short{{5}, {6, 7}};
+  EXPECT_EQ(signature(short_one, k), signature(split_short, k));
+  EXPECT_NE(signature(short_one, k), signature(other_short, k));
+  EXPECT_NE(signature(Document{{5, 6, 7, 8}}, k), signature(Document{{5, 6, 7, 8, 9}}, k));
+}
+
+// The naive reference: all pairs, band by band, against the documents kept so far.
+std::vector<size_t> reference_kept(const std::vector<Document>& docs, const LshPlan& plan) {
+  const size_t k = size_t(plan.bands) * plan.rows;
+  std::vector<std::vector<uint32_t>> kept_sigs;
+  std::vector<size_t> kept;
+  for (size_t d = 0; d < docs.size(); ++d) {
+    const auto sig = signature(docs[d], k);
+    bool near = false;
+    for (const auto& other : kept_sigs) {
+      for (int b = 0; b < plan.bands && !near; ++b) {
+        near = std::equal(sig.begin() + b * plan.rows, sig.begin() + (b + 1) * plan.rows, other.begin() + b * plan.rows);
+      }
+    }
+    if (!near) kept_sigs.push_back(sig), kept.push_back(d);
+  }
+  return kept;
+}
+
+// A corpus of originals and chains of edits: each link changes a random stretch of its
+// predecessor, so that links near each other are near duplicates and far ones are not (a
+// dropped link's successor may be near it but not near any kept document).
+std::vector<Document> corpus_with_chains(double threshold) {
+  std::vector<Document> docs;
+  Ids ids{42};
+  for (int c = 0; c < 40; ++c) {
+    auto tokens = random_tokens(ids, 150 + 20 * (c % 7));
+    docs.push_back(as_document(tokens, 11));
+    // A stretch of L changed tokens changes about L + 4 shingles: J = (n - L - 4) / (n + L + 4),
+    // so L0 below puts a link right at the threshold; each link changes 0.3 to 1.7 times that.
+    const double n = double(tokens.size()) - 4, at_threshold = n * (1 - threshold) / (1 + threshold) - 4;
+    for (int link = 0; link < 6; ++link) {
+      const auto len = static_cast<size_t>(std::max(1.0, at_threshold * (0.3 + 1.4 * (ids() % 1000) / 1000.0)));
+      const size_t at = ids() % (tokens.size() - len);
+      for (size_t i = at; i < at + len; ++i) tokens[i] = ids();
+      docs.push_back(as_document(tokens, 9 + link));
+    }
+    docs.push_back(as_document(random_tokens(ids, 3 + c % 3), 2));  // short ones: one shingle each
+  }
+  docs.push_back(docs[5]);  // an exact copy, at the end
+  return docs;
+}
+
+std::vector<size_t> kept_positions(const std::vector<Document>& all, const std::vector<Document>& kept) {
+  std::vector<size_t> at;
+  size_t d = 0;
+  for (const Document& doc : kept) {
+    while (d < all.size() && all[d] != doc) ++d;
+    at.push_back(d++);
+  }
+  return at;
+}
+
+TEST(NearDedup, KeepsWhatTheAllPairsReferenceKeeps) {
+  for (const double threshold : {0.5, 0.8, 0.95}) {
+    const std::vector<Document> docs = corpus_with_chains(threshold);
+    const LshPlan plan = plan_lsh(threshold);
+    const std::vector<size_t> want = reference_kept(docs, plan);
+    ASSERT_GT(want.size(), 100u) << threshold;  // more than the 80 originals and short ones
+    ASSERT_LT(want.size(), 260u) << threshold;  // and many of the 240 links dropped
+    for (const size_t block : {docs.size(), size_t(7), size_t(1)}) {
+      for (const int threads : {1, 3}) {
+        NearDuplicates near(threshold);
+        std::vector<Document> kept;
+        int64_t dropped = 0;
+        for (size_t b = 0; b < docs.size(); b += block) {
+          std::vector<Document> part(docs.begin() + b, docs.begin() + std::min(docs.size(), b + block));
+          dropped += near.drop(&part, threads);
+          kept.insert(kept.end(), part.begin(), part.end());
+        }
+        EXPECT_EQ(kept_positions(docs, kept), want) << threshold << " block " << block << " threads " << threads;
+        EXPECT_EQ(dropped, int64_t(docs.size() - want.size()));
+        EXPECT_GT(near.bytes(), 0u);
+      }
+    }
+  }
+}
+
+TEST(NearDedup, DropsNearCopiesAndKeepsTheRest) {
+  Ids ids{9};
+  std::vector<std::vector<int32_t>> originals;
+  for (int d = 0; d < 30; ++d) originals.push_back(random_tokens(ids, 300));
+  std::vector<Document> docs;
+  for (const auto& t : originals) docs.push_back(as_document(t, 20));
+  auto one_changed = originals[0];
+  one_changed[150] = 7;  // J = 291 / 301
+  auto appended = originals[1];
+  for (int i = 0; i < 20; ++i) appended.push_back(ids());  // J = 296 / 316
+  auto half = originals[2];
+  for (size_t i = 150; i < 300; ++i) half[i] = ids();  // J about 1/3
+  docs.push_back(as_document(one_changed, 20));
+  docs.push_back(as_document(originals[3], 7));  // the same tokens in other sentences
+  docs.push_back(as_document(appended, 20));
+  docs.push_back(as_document(half, 20));
+  NearDuplicates near(0.8);
+  const std::vector<Document> all = docs;
+  EXPECT_EQ(near.drop(&docs, 2), 3);
+  ASSERT_EQ(docs.size(), 31u);
+  EXPECT_TRUE(std::equal(docs.begin(), docs.begin() + 30, all.begin()));  // the originals, in order
+  EXPECT_EQ(docs[30], all[33]);                                           // the half-changed one stays
+  // Against documents of earlier calls too.
+  std::vector<Document> later{as_document(one_changed, 5), as_document(random_tokens(ids, 300), 20)};
+  EXPECT_EQ(near.drop(&later, 1), 1);
+  EXPECT_EQ(later.size(), 1u);
+}
+
+// Through run_prep: near copies anywhere in the input (other blocks and files) leave the
+// shards of the input without them, byte for byte in one block; with --dedup both counts.
+Status word_tokenize(std::string_view text, std::vector<int32_t>* ids) { return testing::hash_tokenize(text, ids); }
+
+std::string document(int d) {
+  std::string text;
+  for (int s = 0; s < 8 + d % 5; ++s) {
+    text += "Sentence " + std::to_string(s) + " of document " + std::to_string(d) + " says word" +
+            std::to_string(d * 31 + s) + " then word" + std::to_string(d * 37 + s * 3) + " and word" +
+            std::to_string(d * 41 + s * 5) + " before it ends here.\n";
+  }
+  return text + "\n";
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+PrepStats prep(std::vector<std::string> inputs, const std::string& out, double near, bool dedup, size_t block_bytes,
+               const std::string& heldout = "") {
+  PrepOptions o;
+  o.heldout_dir = heldout;
+  o.heldout_fraction = 0.2;
+  o.inputs = std::move(inputs);
+  o.out_dir = out;
+  o.near_dedup = near;
+  o.dedup = dedup;
+  o.block_bytes = block_bytes;
+  PrepStats st;
+  const Status s = run_prep(o, {}, testing::test_vocab(), word_tokenize, &st);
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  return st;
+}
+
+TEST(NearDedup, PrepDropsNearCopiesAsIfNeverThere) {
+  const std::string dir = testing::scratch_dir("prep_near_dedup");
+  std::string with, without;
+  for (int d = 0; d < 100; ++d) {
+    with += document(d);
+    without += document(d);
+    if (d == 50) {
+      std::string edited = document(10);  // one word changed
+      edited.replace(edited.find("says"), 4, "tells");
+      with += edited;
+      std::string footer = document(20);  // a line more before its blank line
+      footer.insert(footer.size() - 1, "One more sentence at its end.\n");
+      with += footer;
+      with += document(30);  // an exact copy
+    }
+  }
+  std::ofstream(dir + "/with.txt") << with;
+  std::ofstream(dir + "/without.txt") << without;
+  const PrepStats near = prep({dir + "/with.txt"}, dir + "/near", 0.8, false, 1 << 20);
+  const PrepStats clean = prep({dir + "/without.txt"}, dir + "/clean", 0, false, 1 << 20);
+  EXPECT_EQ(near.near_duplicates, 3);
+  EXPECT_EQ(near.documents, 100);
+  EXPECT_EQ(near.near_dedup_bands, 10);
+  EXPECT_EQ(near.near_dedup_rows, 12);
+  EXPECT_GT(near.near_dedup_bytes, 0u);
+  EXPECT_EQ(clean.near_duplicates, 0);
+  EXPECT_EQ(clean.near_dedup_bytes, 0u);
+  ASSERT_FALSE(slurp(dir + "/clean/shard-00000.lbs").empty());
+  EXPECT_TRUE(slurp(dir + "/near/shard-00000.lbs") == slurp(dir + "/clean/shard-00000.lbs"));
+  // With a held-out set: the same split of the same documents, so a near copy of a held-out
+  // document is not trained on (nor one of a training document held out).
+  const PrepStats near_split = prep({dir + "/with.txt"}, dir + "/near-train", 0.8, false, 1 << 20, dir + "/near-held");
+  const PrepStats clean_split = prep({dir + "/without.txt"}, dir + "/clean-train", 0, false, 1 << 20, dir + "/clean-held");
+  EXPECT_EQ(near_split.heldout_documents, clean_split.heldout_documents);
+  EXPECT_GT(clean_split.heldout_documents, 10);
+  const auto held_out = [](int d) {  // document d as prep reads it: a sentence per line
+    Document doc;
+    std::string text = document(d);
+    for (size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos && end > at; at = end + 1) {
+      doc.emplace_back();
+      EXPECT_TRUE(word_tokenize(std::string_view(text).substr(at, end - at), &doc.back()).is_ok());
+    }
+    return heldout_document(doc, 0.2);
+  };
+  EXPECT_TRUE(held_out(10) || held_out(20) || held_out(30));  // a held-out document has a near copy
+  EXPECT_FALSE(held_out(10) && held_out(20) && held_out(30));  // and a training one
+  EXPECT_TRUE(slurp(dir + "/near-train/shard-00000.lbs") == slurp(dir + "/clean-train/shard-00000.lbs"));
+  ASSERT_FALSE(slurp(dir + "/clean-held/shard-00000.lbs").empty());
+  EXPECT_TRUE(slurp(dir + "/near-held/shard-00000.lbs") == slurp(dir + "/clean-held/shard-00000.lbs"));
+  // --dedup first takes the exact copy; across blocks and files the rest go too.
+  std::ofstream(dir + "/second.txt") << document(70) + document(500);
+  const PrepStats both = prep({dir + "/with.txt", dir + "/second.txt"}, dir + "/both", 0.8, true, 3000);
+  EXPECT_EQ(both.duplicates, 2);
+  EXPECT_EQ(both.near_duplicates, 2);
+  EXPECT_EQ(both.documents, 101);
+}
+
+TEST(NearDedup, ThresholdOutsideItsRangeIsRefused) {
+  const std::string dir = testing::scratch_dir("prep_near_dedup_range");
+  std::ofstream(dir + "/in.txt") << document(1);
+  for (const double bad : {0.3, 0.995, 1.0, -0.8, std::nan("")}) {
+    PrepOptions o;
+    o.inputs = {dir + "/in.txt"};
+    o.out_dir = dir + "/out";
+    o.near_dedup = bad;
+    const Status s = check_prep_options(o);
+    EXPECT_FALSE(s.is_ok()) << bad;
+    EXPECT_NE(s.to_string().find("--near-dedup"), std::string::npos) << s.to_string();
+  }
+}
+
+}  // namespace
+}  // namespace lansbert
