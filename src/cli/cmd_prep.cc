@@ -62,8 +62,7 @@ Status run_prep_command(PrepArgs& a) {
   mv.sep_id = vocab.sep_id();
   mv.mask_id = vocab.mask_id();
   mv.vocab_size = vocab.size();
-  mv.is_continuation.resize(vocab.size());
-  for (int i = 0; i < vocab.size(); ++i) mv.is_continuation[i] = vocab.token(i).starts_with("##");
+  mv.is_continuation = vocab.continuation_flags();
   const ShardInfo base = shard_info_of(vocab);
   PrepStats st;
   // Ctrl-C, a scheduler's SIGTERM or SIGUSR1 ends the run between documents with the staging

@@ -30,12 +30,15 @@ void split_heldout(double fraction, uint64_t first_doc, std::vector<Document>* d
   docs->resize(kept);
 }
 
+InstanceOptions heldout_instance_options(InstanceOptions training) {
+  training.dupe_factor = 1;
+  training.dynamic_masking = false;
+  return training;
+}
+
 HeldoutPool::HeldoutPool(const InstanceOptions& io, const MaskingVocab& vocab, int threads, ShardSink* sink,
                          PrepStats* stats)
-    : io_(io), vocab_(vocab), threads_(threads), sink_(sink), stats_(stats) {
-  io_.dupe_factor = 1;
-  io_.dynamic_masking = false;  // data.eval reads statically masked shards
-}
+    : io_(io), vocab_(vocab), threads_(threads), sink_(sink), stats_(stats) {}
 
 Status HeldoutPool::add(Document doc, uint64_t index) {
   for (const auto& sentence : doc) new_tokens_ += static_cast<int64_t>(sentence.size());

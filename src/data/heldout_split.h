@@ -21,6 +21,10 @@ namespace lansbert {
 void split_heldout(double fraction, uint64_t first_doc, std::vector<Document>* docs, std::vector<uint64_t>* kept_index,
                    std::vector<Document>* held, std::vector<uint64_t>* held_index);
 
+// How held-out documents become instances: one pass, masked in the shards whatever
+// --dynamic-masking says (data.eval reads static masks); the rest as for training.
+InstanceOptions heldout_instance_options(InstanceOptions training);
+
 // The held-out documents, pooled across blocks. A block holds out only its share of its
 // documents (one or none at a small fraction, or with long documents such as books), and a
 // random sentence B must come from another held-out document, not from A's own under a
@@ -33,6 +37,7 @@ class HeldoutPool {
   static constexpr size_t kDocuments = 64;
   static constexpr int64_t kTokens = int64_t(4) << 20;
 
+  // `io`: heldout_instance_options of the training run's.
   HeldoutPool(const InstanceOptions& io, const MaskingVocab& vocab, int threads, ShardSink* sink, PrepStats* stats);
   Status add(Document doc, uint64_t index);
   // Makes the documents added since the last flush into instances.

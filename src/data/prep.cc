@@ -104,15 +104,10 @@ void print_progress(uint64_t bytes_read, const BlockReader& reader, const PrepSt
                static_cast<long long>(st.shards), final || !tty ? "\n" : "");
 }
 
-}  // namespace
-
-Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVocab& vocab,
-                const TokenizeFn& tokenize, PrepStats* stats) {
-  LB_RETURN_IF_ERROR(check_prep_options(opts));
-  const InstanceOptions& io = opts.instances;
+// The header of the shards made with `io`: `base` gives the vocab identity and special ids, and
+// the ids come from `vocab`, whose size bounds them and sets the shards' id width.
+ShardInfo shard_info_for(const ShardInfo& base, const MaskingVocab& vocab, const InstanceOptions& io) {
   ShardInfo info = base;
-  // The ids come from `vocab`: its size bounds them, sets the shards' id width, and is what
-  // the header records.
   info.vocab_size = vocab.vocab_size;
   info.seq_len = io.max_seq_len;
   info.max_pred = io.max_pred;
@@ -122,6 +117,16 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   info.short_seq_prob = io.short_seq_prob;
   info.whole_word = io.whole_word;
   info.dynamic_masking = io.dynamic_masking;
+  return info;
+}
+
+}  // namespace
+
+Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVocab& vocab,
+                const TokenizeFn& tokenize, PrepStats* stats) {
+  LB_RETURN_IF_ERROR(check_prep_options(opts));
+  const InstanceOptions& io = opts.instances;
+  const ShardInfo info = shard_info_for(base, vocab, io);
   // The new shards replace the old ones only once the whole run has succeeded. With a held-out
   // set, two directories: the outer one (when one lies in the other) is opened first and
   // closed last (heldout_split.h).
@@ -140,10 +145,8 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
     LB_RETURN_IF_ERROR(held_staging.open(opts.heldout_dir));
   }
   ShardSink sink(opts.shard_size, staging.dir(), info);
-  ShardInfo held_info = info;  // one pass, masked in the shards (data.eval reads only those)
-  held_info.dupe_factor = 1;
-  held_info.dynamic_masking = false;
-  ShardSink held_sink(opts.shard_size, held_staging.dir(), held_info);
+  const InstanceOptions held_io = heldout_instance_options(io);
+  ShardSink held_sink(opts.shard_size, held_staging.dir(), shard_info_for(base, vocab, held_io));
   // What a signal leaves as it was.
   const std::string kept = split ? fmt::format("{} and {} are as they were before the run", opts.out_dir,
                                                opts.heldout_dir)
@@ -163,7 +166,7 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
     stats->near_dedup_bands = near->plan().bands;
     stats->near_dedup_rows = near->plan().rows;
   }
-  HeldoutPool held_pool(io, vocab, threads, &held_sink, stats);
+  HeldoutPool held_pool(held_io, vocab, threads, &held_sink, stats);
   // Last: on an early return it is destroyed first, leaving a read in flight to its thread.
   BlockReader reader;
   LB_RETURN_IF_ERROR(reader.open(opts.inputs, opts.corpus, opts.block_bytes, opts.stop, kept));

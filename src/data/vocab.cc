@@ -122,6 +122,12 @@ Status Vocab::from_tokens(std::vector<std::string> tokens, Vocab* out) {
   return Status::ok();
 }
 
+std::vector<bool> Vocab::continuation_flags() const {
+  std::vector<bool> flags(tokens_.size());
+  for (size_t i = 0; i < tokens_.size(); ++i) flags[i] = tokens_[i].starts_with("##");
+  return flags;
+}
+
 int32_t Vocab::find(std::string_view token) const {
   auto it = index_.find(token);
   return it == index_.end() ? -1 : it->second;

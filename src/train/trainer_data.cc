@@ -49,8 +49,7 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
                                                                       : Status::invalid_argument("data.vocab: " + st.message()));
     so.vocab_hash = vocab.hash();
     so.vocab_source = "data.vocab " + cfg.data.vocab;
-    is_continuation->resize(vocab.size());
-    for (int i = 0; i < vocab.size(); ++i) (*is_continuation)[i] = vocab.token(i).rfind("##", 0) == 0;
+    *is_continuation = vocab.continuation_flags();
   }
   so.token_limit = mc.vocab_size;
   so.segment_limit = mc.type_vocab;

@@ -37,6 +37,12 @@ TEST(Vocab, LoadsBertBaseUncased) {
   EXPECT_EQ(v.token(7592), "hello");
 }
 
+TEST(Vocab, ContinuationFlagsMarkWordPieceSuffixes) {
+  Vocab v;
+  ASSERT_TRUE(Vocab::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "##ing", "play", "#", "#x", "##"}, &v).is_ok());
+  EXPECT_EQ(v.continuation_flags(), (std::vector<bool>{false, false, false, false, false, true, false, false, false, true}));
+}
+
 TEST(Vocab, HashIsFnv1aOfTokensAndNewlines) {
   Vocab v;
   ASSERT_TRUE(Vocab::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}, &v).is_ok());

@@ -26,6 +26,9 @@ class Vocab {
   int32_t find(std::string_view token) const;
   const std::string& token(int32_t id) const { return tokens_[id]; }
   const std::vector<std::string>& tokens() const { return tokens_; }
+  // By id: true for a token that continues a word ("##..."), what whole-word masking groups
+  // (MaskingVocab::is_continuation: prep, and the loader's dynamic masking).
+  std::vector<bool> continuation_flags() const;
   // 64-bit FNV-1a over the file's tokens and newlines: shards record it to detect mismatch.
   uint64_t hash() const { return hash_; }
 
