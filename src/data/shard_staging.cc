@@ -43,14 +43,22 @@ Status list(const std::string& dir, Keep&& keep, std::vector<std::string>* out) 
 ShardStaging::~ShardStaging() {
   std::error_code ec;
   if (!staging_.empty()) fs::remove_all(staging_, ec);  // empty after a commit
-  if (!committed_ && created_out_) fs::remove(out_dir_, ec);  // only if empty: never someone else's files
+  if (!committed_) {
+    for (const auto& dir : created_) fs::remove(dir, ec);  // deepest first, each only if empty: never others' files
+  }
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
 }
 
 Status ShardStaging::open(const std::string& out_dir) {
   out_dir_ = out_dir;
   std::error_code ec;
-  created_out_ = !fs::exists(out_dir, ec);
+  // The directories create_directories will make: out_dir and each missing parent.
+  fs::path missing(out_dir);
+  if (!missing.has_filename()) missing = missing.parent_path();  // "out/" names "out"
+  for (; !missing.empty() && !fs::exists(missing, ec); missing = missing.parent_path()) {
+    created_.push_back(missing);
+    if (missing == missing.parent_path()) break;
+  }
   fs::create_directories(out_dir, ec);
   if (ec) return Status::io_error(fmt::format("--out {}: cannot create the directory: {}", out_dir, ec.message()));
   // The lock is on the directory itself, so it leaves no file behind.

@@ -12,7 +12,9 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "lansbert/core/status.h"
 
@@ -23,8 +25,8 @@ class ShardStaging {
   ShardStaging() = default;
   ShardStaging(const ShardStaging&) = delete;
   ShardStaging& operator=(const ShardStaging&) = delete;
-  // Without a successful commit(): removes the staging directory, and --out too when
-  // open() created it (if nothing else has appeared in it).
+  // Without a successful commit(): removes the staging directory, and --out and the parents
+  // open() created for it (each only if nothing else has appeared in it).
   ~ShardStaging();
 
   // Creates out_dir when missing, takes the lock and makes the staging directory.
@@ -42,7 +44,7 @@ class ShardStaging {
  private:
   std::string out_dir_, staging_;
   int lock_fd_ = -1;
-  bool created_out_ = false;
+  std::vector<std::filesystem::path> created_;  // by open(), deepest first
   bool committed_ = false;
 };
 

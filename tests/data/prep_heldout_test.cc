@@ -284,6 +284,7 @@ TEST(PrepHeldout, ErrorsLeaveBothDirectories) {
   };
   fails_leaving_nothing(good.out_dir, dir + "/new-heldout", dir + "/new-heldout");
   fails_leaving_nothing(dir + "/m/o", dir + "/m", dir + "/m");  // --out inside a new held-out directory
+  fails_leaving_nothing(dir + "/p/q/train", dir + "/p/held", dir + "/p");  // siblings in new parents
   // The same through a symbolic link to the held-out directory's parent.
   fs::create_directories(dir + "/real");
   fs::create_directory_symlink(dir + "/real", dir + "/link");

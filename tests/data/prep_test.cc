@@ -248,6 +248,18 @@ TEST(Prep, FailedRunLeavesEarlierShards) {
   opts.out_dir = dir + "/new";
   EXPECT_FALSE(run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st).is_ok());
   EXPECT_FALSE(fs::exists(dir + "/new"));
+  // Nor the parents it made for it; a parent that was there stays, and so does a file that
+  // appeared in a made one meanwhile (here: before the run, in a parent it then found).
+  opts.out_dir = dir + "/made/deeper/out/";
+  EXPECT_FALSE(run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st).is_ok());
+  EXPECT_FALSE(fs::exists(dir + "/made"));
+  EXPECT_TRUE(fs::exists(dir + "/out"));
+  fs::create_directories(dir + "/kept");
+  std::ofstream(dir + "/kept/note.txt") << "mine";
+  opts.out_dir = dir + "/kept/a/b";
+  EXPECT_FALSE(run_prep(opts, {}, testing::test_vocab(), fake_tokenize, &st).is_ok());
+  EXPECT_FALSE(fs::exists(dir + "/kept/a"));
+  EXPECT_TRUE(fs::exists(dir + "/kept/note.txt"));
 }
 
 // A stop request (lansbert prep: SIGINT/SIGTERM/SIGUSR1) ends the run at the next check, whatever
