@@ -3,6 +3,7 @@
 // memory and gives the same bytes for a seed whatever the thread count.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <string>
@@ -30,6 +31,7 @@ struct PrepArgs {
   double block_mb = 16;
   bool cased = false;
   bool heldout_fraction_given = false, heldout_out_given = false;
+  std::string near_dedup_given;  // as typed: "" and 1e-400 read as 0, which means off
 };
 
 // --block-mb is a double (fractions help tests); it is checked before the conversion to
@@ -51,6 +53,11 @@ Status run_prep_command(PrepArgs& a) {
   if (a.heldout_fraction_given && a.opts.heldout_dir.empty()) {
     return Status::invalid_argument("prep: --heldout-fraction needs --heldout-out, the directory for the held-out shards");
   }
+  if (!a.near_dedup_given.empty() && a.opts.near_dedup == 0) {  // "0" too: leave the option out for none
+    return Status::invalid_argument(fmt::format("prep: --near-dedup '{}': must be a Jaccard similarity in [{}, {}] "
+                                                "(0.8 is usual)",
+                                                a.near_dedup_given, LshPlan::kMinThreshold, LshPlan::kMaxThreshold));
+  }
   LB_RETURN_IF_ERROR(check_prep_options(a.opts));  // before the vocab load: fail fast
   Vocab vocab;
   LB_RETURN_IF_ERROR(Vocab::load(a.vocab, &vocab));
@@ -61,6 +68,7 @@ Status run_prep_command(PrepArgs& a) {
   mv.cls_id = vocab.cls_id();
   mv.sep_id = vocab.sep_id();
   mv.mask_id = vocab.mask_id();
+  mv.unk_id = vocab.unk_id();
   mv.vocab_size = vocab.size();
   mv.is_continuation = vocab.continuation_flags();
   const ShardInfo base = shard_info_of(vocab);
@@ -93,14 +101,15 @@ Status run_prep_command(PrepArgs& a) {
     // The geometry's S-curve, so that the threshold's meaning is on the screen.
     const LshPlan plan{st.near_dedup_bands, st.near_dedup_rows};
     const int64_t read = st.documents + st.near_duplicates;
+    const double j = a.opts.near_dedup, below = j - 0.1, above = std::min(1.0, j + 0.1);
     std::printf("prep: --near-dedup %g dropped %lld document%s near an earlier kept one (%.2f%% of the %lld %s); "
-                "MinHash of %d-token shingles, %d bands of %d: a document of Jaccard similarity 0.7, 0.8, 0.9 to a "
-                "kept one is dropped with probability %.2f, %.2f, %.2f; band tables %.1f MB\n",
-                a.opts.near_dedup, static_cast<long long>(st.near_duplicates), st.near_duplicates == 1 ? "" : "s",
+                "MinHash of %d-token shingles, %d band%s of %d: a document of Jaccard similarity %.2f, %.2f, %.2f to "
+                "a kept one is dropped with probability %.2f, %.2f, %.2f; band tables %.1f MB\n",
+                j, static_cast<long long>(st.near_duplicates), st.near_duplicates == 1 ? "" : "s",
                 100.0 * double(st.near_duplicates) / double(read), static_cast<long long>(read),
-                a.opts.dedup ? "left by --dedup" : "read", kShingleTokens, plan.bands, plan.rows,
-                plan.drop_probability(0.7), plan.drop_probability(0.8), plan.drop_probability(0.9),
-                st.near_dedup_bytes / 1e6);
+                a.opts.dedup ? "left by --dedup" : "read", kShingleTokens, plan.bands, plan.bands == 1 ? "" : "s",
+                plan.rows, below, j, above, plan.drop_probability(below), plan.drop_probability(j),
+                plan.drop_probability(above), st.near_dedup_bytes / 1e6);
   }
   if (!a.opts.heldout_dir.empty()) {
     std::printf("prep: held out %lld of the %lld documents (%.2f%%) -> %lld instances in %lld shard%s under %s "
@@ -181,8 +190,8 @@ void add_prep_command(CLI::App& app) {
                 "Drop each document whose tokens repeat an earlier document's exactly (up to whitespace)");
   sub->add_option("--near-dedup", o.near_dedup,
                   "Also drop each document nearly the same as an earlier kept one: J, the Jaccard similarity of "
-                  "their 5-token shingles where half are caught (MinHash LSH; 0.8 is usual; 0: off)")
-      ->capture_default_str();
+                  "their 5-token shingles where about half are caught (MinHash LSH; 0.8 is usual)")
+      ->each([args](const std::string& v) { args->near_dedup_given = v.empty() ? "(empty)" : v; });
   sub->add_flag("--cased", args->cased, "Keep case and accents (default: uncased, as bert-base-uncased)");
   // A callback, not a "!--flag" bound to `progress`: CLI11 shows the latter as "--no-progress{false}".
   sub->add_flag_callback("--no-progress", [args] { args->opts.progress = false; }, "No progress line on stderr");

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "hash_mix.h"
+#include "lansbert/core/check.h"
 
 namespace lansbert {
 namespace {
@@ -54,72 +55,83 @@ double LshPlan::drop_probability(double s) const { return 1 - std::pow(1 - std::
 double LshPlan::midpoint() const { return std::pow(1 - std::pow(0.5, 1.0 / bands), 1.0 / rows); }
 
 LshPlan plan_lsh(double threshold) {
-  constexpr double kTolerance = 0.01;
+  // Candidates drop a document of similarity J about half the time; the steepest there wins.
+  // Should none (J outside [kMinThreshold, kMaxThreshold]), the one nearest one half.
   LshPlan best;
-  double best_gap = std::numeric_limits<double>::infinity(), best_slope = -1;
+  double best_key = std::numeric_limits<double>::infinity();
+  bool best_within = false;
   for (int bands = 1; bands <= LshPlan::kMaxHashes; ++bands) {
     for (int rows = 1; bands * rows <= LshPlan::kMaxHashes; ++rows) {
       const LshPlan p{bands, rows};
-      const double gap = std::abs(p.midpoint() - threshold);
-      const bool within = gap <= kTolerance, best_within = best_gap <= kTolerance;
-      if (within && best_within) {
-        const double s = slope(p, p.midpoint());
-        if (s > best_slope) best = p, best_gap = gap, best_slope = s;
-      } else if (within || (!best_within && gap < best_gap)) {
-        best = p, best_gap = gap, best_slope = slope(p, p.midpoint());
+      const double gap = std::abs(p.drop_probability(threshold) - 0.5);
+      const bool within = gap <= LshPlan::kHalfTolerance;
+      const double key = within ? -slope(p, threshold) : gap;
+      if ((within && !best_within) || (within == best_within && key < best_key)) {
+        best = p, best_key = key, best_within = within;
       }
     }
   }
   return best;
 }
 
-void minhash_signature(const Document& doc, std::span<uint32_t> out) {
+void minhash_signature(const Document& doc, int32_t unk_id, std::span<uint32_t> out) {
+  LB_CHECK(out.size() <= static_cast<size_t>(LshPlan::kMaxHashes));
   std::fill(out.begin(), out.end(), std::numeric_limits<uint32_t>::max());
-  // The last kShingleTokens ids, across sentence breaks, in a ring.
+  // The last kShingleTokens ids, across sentence breaks, in a ring; a shingle is left out
+  // while the last [UNK] is in it.
   std::array<uint32_t, kShingleTokens> window{};
-  size_t seen = 0;
+  size_t seen = 0, shingles = 0, unk_until = 0;  // the shingles ending before unk_until hold one
   for (const auto& sentence : doc) {
     for (const int32_t id : sentence) {
       window[seen % kShingleTokens] = static_cast<uint32_t>(id);
-      if (++seen < kShingleTokens) continue;
+      if (id == unk_id) unk_until = seen + kShingleTokens;
+      if (++seen < kShingleTokens || seen <= unk_until) continue;
       uint64_t h = kHashSeed;
       for (size_t i = seen; i < seen + kShingleTokens; ++i) h = hash_mix(h, window[i % kShingleTokens]);
       add_shingle(h, out);
+      ++shingles;
     }
   }
-  if (seen < kShingleTokens) {  // too short for one shingle: all of it is one (its length in the hash)
+  if (shingles == 0) {  // one shingle, all of it (its length in the hash)
     uint64_t h = hash_mix(kHashSeed, seen | (uint64_t(1) << 63));
-    for (size_t i = 0; i < seen; ++i) h = hash_mix(h, window[i]);
+    for (const auto& sentence : doc) {
+      for (const int32_t id : sentence) h = hash_mix(h, static_cast<uint32_t>(id));
+    }
     add_shingle(h, out);
   }
 }
 
 int64_t NearDuplicates::drop(std::vector<Document>* docs, int threads) {
-  const size_t hashes = static_cast<size_t>(plan_.bands) * plan_.rows;
+  const size_t hashes = static_cast<size_t>(plan_.bands) * plan_.rows, bands = plan_.bands;
   const auto n = static_cast<int64_t>(docs->size());
-  signatures_.resize(static_cast<size_t>(n) * hashes);
-#pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
-  for (int64_t d = 0; d < n; ++d) {
-    minhash_signature((*docs)[d], std::span<uint32_t>(signatures_.data() + d * hashes, hashes));
+  // The band keys, in parallel: 8 bytes a band, where a block's whole signatures would take
+  // 4 bytes a hash (480 bytes a document at J = 0.8) and many short documents make many.
+  keys_.assign(static_cast<size_t>(n) * bands, 0);
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<uint32_t> sig(hashes);
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t d = 0; d < n; ++d) {
+      minhash_signature((*docs)[d], unk_id_, sig);
+      for (size_t band = 0; band < bands; ++band) {
+        uint64_t key = hash_mix(kHashSeed, band);
+        for (int r = 0; r < plan_.rows; ++r) key = hash_mix(key, sig[band * plan_.rows + r]);
+        keys_[static_cast<size_t>(d) * bands + band] = key;
+      }
+    }
   }
-  keys_.resize(plan_.bands);
   size_t kept = 0;
   for (int64_t d = 0; d < n; ++d) {
-    const uint32_t* sig = signatures_.data() + d * hashes;
-    bool near = false;
-    for (int band = 0; band < plan_.bands; ++band) {
-      uint64_t key = hash_mix(kHashSeed, static_cast<uint64_t>(band));
-      for (int r = 0; r < plan_.rows; ++r) key = hash_mix(key, sig[band * plan_.rows + r]);
-      keys_[band] = key;
-      near = near || seen_bands_.contains(key);
-    }
-    if (near) continue;
-    for (const uint64_t key : keys_) seen_bands_.insert(key);
+    const std::span<const uint64_t> keys(keys_.data() + static_cast<size_t>(d) * bands, bands);
+    if (std::any_of(keys.begin(), keys.end(), [this](uint64_t key) { return seen_bands_.contains(key); })) continue;
+    for (const uint64_t key : keys) seen_bands_.insert(key);
     if (kept != static_cast<size_t>(d)) (*docs)[kept] = std::move((*docs)[d]);
     ++kept;
   }
   const auto dropped = static_cast<int64_t>(docs->size() - kept);
   docs->resize(kept);
+  keys_.clear();
+  keys_.shrink_to_fit();  // a block of many short documents need not keep its peak
   return dropped;
 }
 

@@ -6,7 +6,7 @@
 // consecutive WordPiece ids, across sentence breaks, so that the same words broken into other
 // lines or sentences are the same set). Comparing every pair is quadratic; MinHash with
 // locality-sensitive hashing (LSH) makes it one pass: each document gets `bands x rows` min-hashes
-// (two documents' k-th min-hashes are equal with probability exactly their Jaccard similarity
+// (two documents' k-th min-hashes are equal with probability about their Jaccard similarity
 // s), cut into `bands` bands of `rows`; a document is a near-duplicate when one of its bands
 // equals the same band of a kept document, which happens with probability
 // 1 - (1 - s^rows)^bands: an S-curve that rises steeply through J. Datatrove's pipeline for
@@ -29,7 +29,7 @@ namespace lansbert {
 
 class NearDuplicates {
  public:
-  explicit NearDuplicates(double threshold) : plan_(plan_lsh(threshold)) {}
+  NearDuplicates(double threshold, int32_t unk_id) : plan_(plan_lsh(threshold)), unk_id_(unk_id) {}
   const LshPlan& plan() const { return plan_; }
   // Drops from *docs, in order, each document near a kept one (an earlier document of this
   // call or of an earlier call); returns how many.
@@ -39,9 +39,9 @@ class NearDuplicates {
 
  private:
   LshPlan plan_;
+  int32_t unk_id_;
   SeenDocuments seen_bands_;  // a 64-bit key per (band index, band's min-hashes) of each kept document
-  std::vector<uint32_t> signatures_;
-  std::vector<uint64_t> keys_;
+  std::vector<uint64_t> keys_;  // the call's documents' band keys (8 bytes a band a document)
 };
 
 }  // namespace lansbert

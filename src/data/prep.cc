@@ -162,7 +162,7 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   SeenDocuments seen;
   std::optional<NearDuplicates> near;
   if (opts.near_dedup > 0) {
-    near.emplace(opts.near_dedup);
+    near.emplace(opts.near_dedup, vocab.unk_id);
     stats->near_dedup_bands = near->plan().bands;
     stats->near_dedup_rows = near->plan().rows;
   }

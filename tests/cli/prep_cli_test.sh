@@ -202,6 +202,8 @@ grep -qF 'prep: --dedup dropped 40 exact duplicates of earlier documents (50.00%
   fail "prep --dedup --near-dedup: $(cat near2.out)"
 expect_refused 2 "--near-dedup 0.3: must be a Jaccard similarity in [0.5, 0.99]" --input corpus.txt --near-dedup 0.3
 expect_refused 2 "--near-dedup nan: must be" --input corpus.txt --near-dedup nan
+expect_refused 2 "--near-dedup '0': must be a Jaccard similarity" --input corpus.txt --near-dedup 0  # off is no option
+expect_refused 2 "--near-dedup '(empty)': must be" --input corpus.txt --near-dedup ''  # an unset \$J, say
 
 # A good run with other parameters replaces the shards; other files in the directory stay.
 echo keep > shards/notes.txt

@@ -1,4 +1,5 @@
-// prep --near-dedup (near_duplicates.h, minhash.h): the LSH geometry sits on the threshold;
+// prep --near-dedup (near_duplicates.h, minhash.h): the LSH geometry drops half the documents
+// at the threshold;
 // two signatures agree in a share of places that estimates the Jaccard similarity of the
 // shingle sets; NearDuplicates keeps exactly the documents a naive all-pairs reference keeps
 // (a document goes when one band of its signature equals the same band of a kept document),
@@ -40,19 +41,33 @@ Document as_document(const std::vector<int32_t>& tokens, size_t per) {
   return doc;
 }
 
+constexpr int32_t kUnk = 100;  // the ids above are 1000 and more
+
 std::vector<uint32_t> signature(const Document& doc, size_t k) {
   std::vector<uint32_t> sig(k);
-  minhash_signature(doc, sig);
+  minhash_signature(doc, kUnk, sig);
   return sig;
 }
 
-TEST(NearDedup, PlanPutsItsMidpointOnTheThreshold) {
-  for (const double j : {0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99}) {
+TEST(NearDedup, PlanDropsHalfTheDocumentsAtTheThreshold) {
+  const auto slope = [](const LshPlan& q, double s) {
+    return (q.drop_probability(s + 1e-6) - q.drop_probability(s - 1e-6)) / 2e-6;
+  };
+  for (double j = LshPlan::kMinThreshold; j <= LshPlan::kMaxThreshold + 1e-9; j += 0.01) {
     const LshPlan p = plan_lsh(j);
     EXPECT_LE(p.bands * p.rows, LshPlan::kMaxHashes) << j;
-    EXPECT_NEAR(p.midpoint(), j, 0.01) << j;
+    EXPECT_NEAR(p.drop_probability(j), 0.5, LshPlan::kHalfTolerance + 1e-12) << j;
     EXPECT_NEAR(p.drop_probability(p.midpoint()), 0.5, 1e-9) << j;
     EXPECT_LT(p.drop_probability(j - 0.1), p.drop_probability(j)) << j;
+    // The steepest at J of every geometry that drops about half there.
+    for (int b = 1; b <= LshPlan::kMaxHashes; ++b) {
+      for (int r = 1; b * r <= LshPlan::kMaxHashes; ++r) {
+        const LshPlan q{b, r};
+        if (std::abs(q.drop_probability(j) - 0.5) <= LshPlan::kHalfTolerance) {
+          EXPECT_LE(slope(q, j), slope(p, j) * (1 + 1e-6)) << j << ": " << b << "x" << r;
+        }
+      }
+    }
   }
   // The geometry decides which documents go: it is part of the output's definition.
   const LshPlan p = plan_lsh(0.8);
@@ -62,16 +77,8 @@ TEST(NearDedup, PlanPutsItsMidpointOnTheThreshold) {
   EXPECT_LT(p.drop_probability(0.7), 0.15);
   EXPECT_GT(p.drop_probability(0.9), 0.95);
   EXPECT_GT(p.drop_probability(0.95), 0.999);
-  // The steepest of the geometries within 0.01 of 0.8: none of them rises faster through it.
-  const auto rise = [](const LshPlan& q) { return q.drop_probability(q.midpoint() + 0.05) - q.drop_probability(q.midpoint() - 0.05); };
-  for (int b = 1; b <= LshPlan::kMaxHashes; ++b) {
-    for (int r = 1; b * r <= LshPlan::kMaxHashes; ++r) {
-      const LshPlan q{b, r};
-      if (std::abs(q.midpoint() - 0.8) <= 0.01) {
-        EXPECT_LE(rise(q), rise(p) + 1e-12) << b << "x" << r;
-      }
-    }
-  }
+  EXPECT_EQ(plan_lsh(0.9).bands, 6);
+  EXPECT_EQ(plan_lsh(0.9).rows, 21);
 }
 
 TEST(NearDedup, SignaturesEstimateJaccardSimilarity) {
@@ -95,6 +102,46 @@ TEST(NearDedup, SignaturesEstimateJaccardSimilarity) {
       agree_sum += share;
     }
     EXPECT_NEAR(agree_sum / pairs, j, 4 * std::sqrt(j * (1 - j) / (k * pairs))) << "m " << m;
+  }
+  // A token inserted near the start shifts every shingle after it: A's shingles across the
+  // insertion (4) are gone and B has 5 new ones, so J = (n - 8) / (n + 1).
+  {
+    const double j = double(n - 8) / double(n + 1);
+    double agree_sum = 0;
+    for (int t = 0; t < 40; ++t) {
+      Ids ids{uint64_t(77 + t)};
+      const auto a = random_tokens(ids, n);
+      auto b = a;
+      b.insert(b.begin() + 10, ids());
+      const auto sa = signature(as_document(a, 30), k), sb = signature(as_document(b, 30), k);
+      int agree = 0;
+      for (size_t i = 0; i < k; ++i) agree += sa[i] == sb[i];
+      agree_sum += double(agree) / k;
+    }
+    EXPECT_NEAR(agree_sum / 40, j, 4 * std::sqrt(j * (1 - j) / (k * 40)));
+  }
+  // Shingles holding [UNK] are left out. Text beyond the vocabulary reads as [UNK] between
+  // punctuation: two such passages (each second token a comma or a full stop) between the same
+  // text give the same signature, and two documents of them are not alike.
+  {
+    Ids ids{11};
+    const auto head = random_tokens(ids, 30), tail = random_tokens(ids, 30);
+    const auto unknown_text = [&ids](size_t len) {  // [UNK] at even places, last too
+      std::vector<int32_t> t(len | 1, kUnk);
+      for (size_t i = 1; i < t.size(); i += 2) t[i] = ids() % 2 ? 1010 : 1012;
+      return t;
+    };
+    const auto between = [&](const std::vector<int32_t>& middle) {
+      std::vector<int32_t> t = head;
+      t.insert(t.end(), middle.begin(), middle.end());
+      t.insert(t.end(), tail.begin(), tail.end());
+      return as_document(t, 13);
+    };
+    EXPECT_EQ(signature(between(unknown_text(40)), k), signature(between(unknown_text(90)), k));
+    EXPECT_NE(signature(between(unknown_text(40)), k), signature(between({}), k));
+    const auto x = unknown_text(300), y = unknown_text(300);
+    EXPECT_NE(signature(as_document(x, 50), k), signature(as_document(y, 50), k));
+    EXPECT_EQ(signature(as_document(x, 50), k), signature(as_document(x, 7), k));
   }
   // Sentence breaks do not matter; order does; a document shorter than a shingle is one.
   Ids ids{7};
@@ -170,7 +217,7 @@ TEST(NearDedup, KeepsWhatTheAllPairsReferenceKeeps) {
     ASSERT_LT(want.size(), 260u) << threshold;  // and many of the 240 links dropped
     for (const size_t block : {docs.size(), size_t(7), size_t(1)}) {
       for (const int threads : {1, 3}) {
-        NearDuplicates near(threshold);
+        NearDuplicates near(threshold, kUnk);
         std::vector<Document> kept;
         int64_t dropped = 0;
         for (size_t b = 0; b < docs.size(); b += block) {
@@ -196,18 +243,29 @@ TEST(NearDedup, DropsNearCopiesAndKeepsTheRest) {
   one_changed[150] = 7;  // J = 291 / 301
   auto appended = originals[1];
   for (int i = 0; i < 20; ++i) appended.push_back(ids());  // J = 296 / 316
+  auto inserted = originals[4], deleted = originals[5];
+  inserted.insert(inserted.begin() + 3, 7);  // shifts every shingle after it
+  deleted.erase(deleted.begin() + 3);
   auto half = originals[2];
   for (size_t i = 150; i < 300; ++i) half[i] = ids();  // J about 1/3
   docs.push_back(as_document(one_changed, 20));
   docs.push_back(as_document(originals[3], 7));  // the same tokens in other sentences
   docs.push_back(as_document(appended, 20));
   docs.push_back(as_document(half, 20));
-  NearDuplicates near(0.8);
+  docs.push_back(as_document(inserted, 20));
+  docs.push_back(as_document(deleted, 20));
+  std::vector<int32_t> unk_x(300, kUnk), unk_y(300, kUnk);  // other texts, beyond the vocabulary
+  for (size_t i = 1; i < 300; i += 2) unk_x[i] = ids() % 2 ? 1010 : 1012, unk_y[i] = ids() % 2 ? 1010 : 1012;
+  docs.push_back(as_document(unk_x, 20));
+  docs.push_back(as_document(unk_y, 20));
+  NearDuplicates near(0.8, kUnk);
   const std::vector<Document> all = docs;
-  EXPECT_EQ(near.drop(&docs, 2), 3);
-  ASSERT_EQ(docs.size(), 31u);
+  EXPECT_EQ(near.drop(&docs, 2), 5);
+  ASSERT_EQ(docs.size(), 33u);
   EXPECT_TRUE(std::equal(docs.begin(), docs.begin() + 30, all.begin()));  // the originals, in order
   EXPECT_EQ(docs[30], all[33]);                                           // the half-changed one stays
+  EXPECT_EQ(docs[31], all[36]);                                           // and both [UNK] texts
+  EXPECT_EQ(docs[32], all[37]);
   // Against documents of earlier calls too.
   std::vector<Document> later{as_document(one_changed, 5), as_document(random_tokens(ids, 300), 20)};
   EXPECT_EQ(near.drop(&later, 1), 1);
@@ -309,7 +367,7 @@ TEST(NearDedup, PrepDropsNearCopiesAsIfNeverThere) {
 TEST(NearDedup, ThresholdOutsideItsRangeIsRefused) {
   const std::string dir = testing::scratch_dir("prep_near_dedup_range");
   std::ofstream(dir + "/in.txt") << document(1);
-  for (const double bad : {0.3, 0.995, 1.0, -0.8, std::nan("")}) {
+  for (const double bad : {0.3, 0.499, 0.991, 1.0, -0.8, std::nan(""), HUGE_VAL, -HUGE_VAL}) {
     PrepOptions o;
     o.inputs = {dir + "/in.txt"};
     o.out_dir = dir + "/out";
@@ -317,6 +375,13 @@ TEST(NearDedup, ThresholdOutsideItsRangeIsRefused) {
     const Status s = check_prep_options(o);
     EXPECT_FALSE(s.is_ok()) << bad;
     EXPECT_NE(s.to_string().find("--near-dedup"), std::string::npos) << s.to_string();
+  }
+  for (const double good : {0.5, 0.99, 0.0}) {  // 0: not asked for
+    PrepOptions o;
+    o.inputs = {dir + "/in.txt"};
+    o.out_dir = dir + "/out";
+    o.near_dedup = good;
+    EXPECT_TRUE(check_prep_options(o).is_ok()) << good;
   }
 }
 

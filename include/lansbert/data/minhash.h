@@ -9,12 +9,12 @@
 
 namespace lansbert {
 
-// The LSH geometry for a threshold J: of all bands x rows <= kMaxHashes, those whose 50% point
-// (the similarity caught half the time, (1 - 0.5^(1/bands))^(1/rows)) lies within 0.01 of J,
-// the steepest there. J in [kMinThreshold, kMaxThreshold].
+// The LSH geometry for a threshold J: of all bands x rows <= kMaxHashes that drop a document
+// of similarity J with a probability within kHalfTolerance of one half, the steepest at J.
+// J in [kMinThreshold, kMaxThreshold].
 struct LshPlan {
   static constexpr int kMaxHashes = 128;
-  static constexpr double kMinThreshold = 0.5, kMaxThreshold = 0.99;
+  static constexpr double kMinThreshold = 0.5, kMaxThreshold = 0.99, kHalfTolerance = 0.05;
   int bands = 0, rows = 0;
   // The probability that a document of Jaccard similarity s to a kept one is dropped.
   double drop_probability(double s) const;
@@ -24,9 +24,11 @@ LshPlan plan_lsh(double threshold);
 
 inline constexpr int kShingleTokens = 5;
 
-// The MinHash signature of `doc`: out[k] = min over its shingles x of h_k(x), k < out.size().
-// A document of fewer than kShingleTokens tokens is one shingle, all of it. The hashes are
+// The MinHash signature of `doc`, out.size() <= LshPlan::kMaxHashes (checked): out[k] = min
+// over its shingles x of h_k(x). A shingle holding `unk_id` is left out ([UNK] runs would make
+// texts in a script the vocabulary lacks alike); a document without any other shingle (fewer
+// than kShingleTokens tokens, or [UNK] throughout) is one shingle, all of it. The hashes are
 // fixed here for good, like document_hash: the same text gives the same signature everywhere.
-void minhash_signature(const Document& doc, std::span<uint32_t> out);
+void minhash_signature(const Document& doc, int32_t unk_id, std::span<uint32_t> out);
 
 }  // namespace lansbert
