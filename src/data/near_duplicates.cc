@@ -15,17 +15,21 @@
 namespace lansbert {
 namespace {
 
-// h_k(x) = ((a_k x + b_k) mod 2^64) >> 32 for a 32-bit x and 64-bit a_k, b_k: Dietzfelbinger's
-// multiply-add-shift, a strongly universal family from 32 to 32 bits, so the k-th min-hashes
-// of two sets agree with probability close to their Jaccard similarity. a_k and b_k come from
-// splitmix64 of a fixed seed: part of the format, like document_hash.
+// h_k(x) = ((a_k x_lo + c_k x_hi + b_k) mod 2^64) >> 32 for the two 32-bit halves of a 64-bit
+// shingle hash x and 64-bit a_k, c_k, b_k: Dietzfelbinger's vector multiply-add-shift, a
+// strongly universal family from 64 to 32 bits, so the k-th min-hashes of two sets agree with
+// probability close to their Jaccard similarity, and two different shingles have equal
+// signatures only with odds of 2^-64 (a document of one shingle has nothing else to tell it
+// apart; on 32 bits of x a million such documents held a hundred false pairs). The constants
+// come from splitmix64 of a fixed seed: part of the format, like document_hash.
 struct HashFamily {
-  std::array<uint64_t, LshPlan::kMaxHashes> a{}, b{};
+  std::array<uint64_t, LshPlan::kMaxHashes> a{}, b{}, c{};
   HashFamily() {
     uint64_t state = kHashSeed ^ 0x6e6561722d646570ULL;  // "near-dep"
     for (int k = 0; k < LshPlan::kMaxHashes; ++k) {
-      a[k] = hash_mix(state, 2 * k) | 1;
-      b[k] = hash_mix(state, 2 * k + 1);
+      a[k] = hash_mix(state, 3 * k);
+      b[k] = hash_mix(state, 3 * k + 1);
+      c[k] = hash_mix(state, 3 * k + 2);
     }
   }
 };
@@ -37,9 +41,9 @@ const HashFamily& family() {
 
 void add_shingle(uint64_t shingle_hash, std::span<uint32_t> out) {
   const HashFamily& f = family();
-  const uint64_t x = shingle_hash >> 32;
+  const uint64_t lo = shingle_hash & 0xffffffffu, hi = shingle_hash >> 32;
   for (size_t k = 0; k < out.size(); ++k) {
-    out[k] = std::min(out[k], static_cast<uint32_t>((f.a[k] * x + f.b[k]) >> 32));
+    out[k] = std::min(out[k], static_cast<uint32_t>((f.a[k] * lo + f.c[k] * hi + f.b[k]) >> 32));
   }
 }
 
@@ -92,8 +96,12 @@ void minhash_signature(const Document& doc, int32_t unk_id, std::span<uint32_t> 
       ++shingles;
     }
   }
-  if (shingles == 0) {  // one shingle, all of it (its length in the hash)
-    uint64_t h = hash_mix(kHashSeed, seen | (uint64_t(1) << 63));
+  // Too short for one shingle, or [UNK] in most windows (text beyond the vocabulary, whose
+  // few clean shingles may be a shared footer): the document is one shingle, all of it.
+  const size_t windows = seen >= kShingleTokens ? seen - kShingleTokens + 1 : 0;
+  if (2 * shingles < windows || shingles == 0) {
+    std::fill(out.begin(), out.end(), std::numeric_limits<uint32_t>::max());
+    uint64_t h = hash_mix(kHashSeed, seen | (uint64_t(1) << 63));  // its length first
     for (const auto& sentence : doc) {
       for (const int32_t id : sentence) h = hash_mix(h, static_cast<uint32_t>(id));
     }

@@ -105,7 +105,7 @@ Status check_prep_options(const PrepOptions& opts) {
   }
   if (opts.near_dedup != 0 &&
       !(opts.near_dedup >= LshPlan::kMinThreshold && opts.near_dedup <= LshPlan::kMaxThreshold)) {
-    return bad(fmt::format("--near-dedup {}: must be a Jaccard similarity in [{}, {}] (0.8 is usual), or 0 for off",
+    return bad(fmt::format("--near-dedup {}: must be a Jaccard similarity in [{}, {}] (0.8 is usual)",
                            opts.near_dedup, LshPlan::kMinThreshold, LshPlan::kMaxThreshold));
   }
   if (opts.out_dir.empty()) return bad("--out: empty path");

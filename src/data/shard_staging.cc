@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -52,15 +53,24 @@ ShardStaging::~ShardStaging() {
 Status ShardStaging::open(const std::string& out_dir) {
   out_dir_ = out_dir;
   std::error_code ec;
-  // The directories create_directories will make: out_dir and each missing parent.
-  fs::path missing(out_dir);
-  if (!missing.has_filename()) missing = missing.parent_path();  // "out/" names "out"
-  for (; !missing.empty() && !fs::exists(missing, ec); missing = missing.parent_path()) {
-    created_.push_back(missing);
-    if (missing == missing.parent_path()) break;
+  // out_dir and its missing parents, shallowest first, one mkdir each: a level is ours (to
+  // remove again after a failure) only when our mkdir made it. Guessing from exists() beforehand
+  // took a dangling symbolic link, or an existing directory reached through "missing/..", for
+  // ours.
+  fs::path level;
+  for (const fs::path& part : fs::path(out_dir)) {
+    level /= part;
+    if (::mkdir(level.c_str(), 0777) == 0) {
+      created_.insert(created_.begin(), level);  // deepest first
+    } else if (errno != EEXIST) {
+      return Status::io_error(fmt::format("--out {}: cannot create the directory {}: {}", out_dir, level.string(),
+                                          std::strerror(errno)));
+    }
   }
-  fs::create_directories(out_dir, ec);
-  if (ec) return Status::io_error(fmt::format("--out {}: cannot create the directory: {}", out_dir, ec.message()));
+  if (!fs::is_directory(out_dir, ec)) {
+    return Status::io_error(fmt::format("--out {}: cannot create the directory: {}", out_dir,
+                                        ec ? ec.message() : std::string("a file or a broken link is in the way")));
+  }
   // The lock is on the directory itself, so it leaves no file behind.
   lock_fd_ = ::open(out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (lock_fd_ < 0) return Status::io_error(fmt::format("{}: cannot open: {}", out_dir, std::strerror(errno)));

@@ -26,8 +26,9 @@ inline constexpr int kShingleTokens = 5;
 
 // The MinHash signature of `doc`, out.size() <= LshPlan::kMaxHashes (checked): out[k] = min
 // over its shingles x of h_k(x). A shingle holding `unk_id` is left out ([UNK] runs would make
-// texts in a script the vocabulary lacks alike); a document without any other shingle (fewer
-// than kShingleTokens tokens, or [UNK] throughout) is one shingle, all of it. The hashes are
+// texts in a script the vocabulary lacks alike); a document with fewer than kShingleTokens
+// tokens, or with [UNK] in more than half of its windows (its few clean shingles could be a
+// footer it shares with others), is one shingle, all of it. The hashes are
 // fixed here for good, like document_hash: the same text gives the same signature everywhere.
 void minhash_signature(const Document& doc, int32_t unk_id, std::span<uint32_t> out);
 

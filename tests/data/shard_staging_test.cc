@@ -1,0 +1,65 @@
+// ShardStaging's cleanup after a run that does not commit: it removes the directories its own
+// mkdir made for --out (deepest first, each only if empty) and nothing else: not a parent that
+// was there (empty or reached through "missing/.."), not a symbolic link in the way, not a file
+// someone put into a directory it made. After a commit everything stays.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "../../src/data/shard_staging.h"
+#include "test_util.h"
+
+namespace lansbert {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(ShardStaging, RemovesOnlyTheDirectoriesItMade) {
+  const std::string dir = testing::scratch_dir("shard_staging");
+  fs::create_directory(dir + "/empty_parent");
+  {
+    ShardStaging s;
+    ASSERT_TRUE(s.open(dir + "/empty_parent/new/out").is_ok());
+    EXPECT_TRUE(fs::is_directory(dir + "/empty_parent/new/out"));
+  }
+  EXPECT_FALSE(fs::exists(dir + "/empty_parent/new"));
+  EXPECT_TRUE(fs::is_directory(dir + "/empty_parent"));  // it was there: not ours, though empty
+
+  {  // a file put into a directory it made stays, and so does that directory
+    ShardStaging s;
+    ASSERT_TRUE(s.open(dir + "/made/a/out/").is_ok());
+    std::ofstream(dir + "/made/a/note.txt") << "mine";
+  }
+  EXPECT_FALSE(fs::exists(dir + "/made/a/out"));
+  EXPECT_TRUE(fs::exists(dir + "/made/a/note.txt"));
+
+  fs::create_directory(dir + "/keep_empty");
+  {  // an existing directory reached through a missing one and ".."
+    ShardStaging s;
+    ASSERT_TRUE(s.open(dir + "/nope/../keep_empty/new").is_ok());
+  }
+  EXPECT_TRUE(fs::is_directory(dir + "/keep_empty"));
+  EXPECT_FALSE(fs::exists(dir + "/keep_empty/new"));
+  EXPECT_FALSE(fs::exists(dir + "/nope"));  // that one it made
+
+  fs::create_symlink(dir + "/target-not-yet-made", dir + "/dangling");
+  {
+    ShardStaging s;
+    const Status st = s.open(dir + "/dangling/sub");
+    EXPECT_FALSE(st.is_ok());
+    EXPECT_NE(st.message().find("dangling"), std::string::npos) << st.to_string();
+  }
+  EXPECT_TRUE(fs::is_symlink(dir + "/dangling"));  // the user's link stays
+
+  {  // a committed run keeps what it made
+    ShardStaging s;
+    ASSERT_TRUE(s.open(dir + "/kept/out").is_ok());
+    std::ofstream(s.dir() + "/shard-00000.lbs") << "x";
+    ASSERT_TRUE(s.commit(1).is_ok());
+  }
+  EXPECT_TRUE(fs::exists(dir + "/kept/out/shard-00000.lbs"));
+}
+
+}  // namespace
+}  // namespace lansbert
