@@ -47,6 +47,16 @@ void add_shingle(uint64_t shingle_hash, std::span<uint32_t> out) {
   }
 }
 
+// The document's ids in order, sentence breaks left out (as the shingles leave them out):
+// the key of its [UNK] windows, so that a copy broken into other sentences keeps them.
+uint64_t token_stream_hash(const Document& doc) {
+  uint64_t h = kHashSeed;
+  for (const auto& sentence : doc) {
+    for (const int32_t id : sentence) h = hash_mix(h, static_cast<uint32_t>(id));
+  }
+  return h;
+}
+
 // The drop probability's slope at s: d/ds of 1 - (1 - s^r)^b.
 double slope(const LshPlan& p, double s) {
   return p.bands * std::pow(1 - std::pow(s, p.rows), p.bands - 1) * p.rows * std::pow(s, p.rows - 1);
@@ -78,33 +88,30 @@ LshPlan plan_lsh(double threshold) {
   return best;
 }
 
-void minhash_signature(const Document& doc, int32_t unk_id, std::span<uint32_t> out) {
+void minhash_signature(const Document& doc, int32_t unk_id, uint64_t unk_key, std::span<uint32_t> out) {
   LB_CHECK(out.size() <= static_cast<size_t>(LshPlan::kMaxHashes));
   std::fill(out.begin(), out.end(), std::numeric_limits<uint32_t>::max());
-  // The last kShingleTokens ids, across sentence breaks, in a ring; a shingle is left out
-  // while the last [UNK] is in it.
+  // The last kShingleTokens ids, across sentence breaks, in a ring. A window that holds the
+  // last [UNK] is a shingle of this document only: unk_key and its place.
   std::array<uint32_t, kShingleTokens> window{};
-  size_t seen = 0, shingles = 0, unk_until = 0;  // the shingles ending before unk_until hold one
+  size_t seen = 0, unk_until = 0;  // the windows ending at or before unk_until hold an [UNK]
   for (const auto& sentence : doc) {
     for (const int32_t id : sentence) {
       window[seen % kShingleTokens] = static_cast<uint32_t>(id);
       if (id == unk_id) unk_until = seen + kShingleTokens;
-      if (++seen < kShingleTokens || seen <= unk_until) continue;
+      if (++seen < kShingleTokens) continue;
       uint64_t h = kHashSeed;
-      for (size_t i = seen; i < seen + kShingleTokens; ++i) h = hash_mix(h, window[i % kShingleTokens]);
+      if (seen <= unk_until) {
+        h = hash_mix(hash_mix(unk_key, 0x756e6b6e6f776eULL), seen);  // "unknown"
+      } else {
+        for (size_t i = seen; i < seen + kShingleTokens; ++i) h = hash_mix(h, window[i % kShingleTokens]);
+      }
       add_shingle(h, out);
-      ++shingles;
     }
   }
-  // Too short for one shingle, or [UNK] in most windows (text beyond the vocabulary, whose
-  // few clean shingles may be a shared footer): the document is one shingle, all of it.
-  const size_t windows = seen >= kShingleTokens ? seen - kShingleTokens + 1 : 0;
-  if (2 * shingles < windows || shingles == 0) {
-    std::fill(out.begin(), out.end(), std::numeric_limits<uint32_t>::max());
-    uint64_t h = hash_mix(kHashSeed, seen | (uint64_t(1) << 63));  // its length first
-    for (const auto& sentence : doc) {
-      for (const int32_t id : sentence) h = hash_mix(h, static_cast<uint32_t>(id));
-    }
+  if (seen < kShingleTokens) {  // too short for one window: one shingle, all of it (its length first)
+    uint64_t h = hash_mix(kHashSeed, seen | (uint64_t(1) << 63));
+    for (size_t i = 0; i < seen; ++i) h = hash_mix(h, window[i]);
     add_shingle(h, out);
   }
 }
@@ -120,7 +127,7 @@ int64_t NearDuplicates::drop(std::vector<Document>* docs, int threads) {
     std::vector<uint32_t> sig(hashes);
 #pragma omp for schedule(dynamic, 16)
     for (int64_t d = 0; d < n; ++d) {
-      minhash_signature((*docs)[d], unk_id_, sig);
+      minhash_signature((*docs)[d], unk_id_, token_stream_hash((*docs)[d]), sig);
       for (size_t band = 0; band < bands; ++band) {
         uint64_t key = hash_mix(kHashSeed, band);
         for (int r = 0; r < plan_.rows; ++r) key = hash_mix(key, sig[band * plan_.rows + r]);

@@ -136,13 +136,13 @@ Status run_prep(const PrepOptions& opts, const ShardInfo& base, const MaskingVoc
   ShardStaging& staging = held_outer ? opened_second : opened_first;
   ShardStaging& held_staging = held_outer ? opened_first : opened_second;
   if (held_outer) {
-    LB_RETURN_IF_ERROR(held_staging.open(opts.heldout_dir));
+    LB_RETURN_IF_ERROR(held_staging.open(opts.heldout_dir, "--heldout-out"));
     LB_RETURN_IF_ERROR(check_distinct_directories(opts.out_dir, opts.heldout_dir));
   }
   LB_RETURN_IF_ERROR(staging.open(opts.out_dir));
   if (split && !held_outer) {
     LB_RETURN_IF_ERROR(check_distinct_directories(opts.out_dir, opts.heldout_dir));
-    LB_RETURN_IF_ERROR(held_staging.open(opts.heldout_dir));
+    LB_RETURN_IF_ERROR(held_staging.open(opts.heldout_dir, "--heldout-out"));
   }
   ShardSink sink(opts.shard_size, staging.dir(), info);
   const InstanceOptions held_io = heldout_instance_options(io);

@@ -50,32 +50,41 @@ ShardStaging::~ShardStaging() {
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
 }
 
-Status ShardStaging::open(const std::string& out_dir) {
+Status ShardStaging::open(const std::string& out_dir, const std::string& option) {
   out_dir_ = out_dir;
   std::error_code ec;
   // out_dir and its missing parents, shallowest first, one mkdir each: a level is ours (to
   // remove again after a failure) only when our mkdir made it. Guessing from exists() beforehand
   // took a dangling symbolic link, or an existing directory reached through "missing/..", for
-  // ours.
+  // ours. A level mkdir refuses is fine when it is a directory already, whatever the refusal
+  // said (NFS and autofs may answer EACCES for an existing one).
   fs::path level;
   for (const fs::path& part : fs::path(out_dir)) {
     level /= part;
     if (::mkdir(level.c_str(), 0777) == 0) {
       created_.insert(created_.begin(), level);  // deepest first
-    } else if (errno != EEXIST) {
-      return Status::io_error(fmt::format("--out {}: cannot create the directory {}: {}", out_dir, level.string(),
-                                          std::strerror(errno)));
+      continue;
     }
-  }
-  if (!fs::is_directory(out_dir, ec)) {
-    return Status::io_error(fmt::format("--out {}: cannot create the directory: {}", out_dir,
-                                        ec ? ec.message() : std::string("a file or a broken link is in the way")));
+    const int refused = errno;
+    struct stat st {};
+    const bool found = ::stat(level.c_str(), &st) == 0;
+    if (found && S_ISDIR(st.st_mode)) continue;  // there already: not ours
+    std::string why = std::strerror(refused);
+    if (found) {
+      why = "it is not a directory";
+    } else if (::lstat(level.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+      why = "a symbolic link to nothing is in the way";
+    }
+    return Status::io_error(fmt::format("{} {}: cannot create the directory {}: {}", option, out_dir, level.string(), why));
   }
   // The lock is on the directory itself, so it leaves no file behind.
   lock_fd_ = ::open(out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (lock_fd_ < 0) return Status::io_error(fmt::format("{}: cannot open: {}", out_dir, std::strerror(errno)));
+  if (lock_fd_ < 0) {
+    return Status::io_error(fmt::format("{} {}: cannot open: {}", option, out_dir, std::strerror(errno)));
+  }
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {  // a usage error (exit 2, as train's checkpoint.dir lock), not a failed I/O
+      created_.clear();  // the run holding it may have found the directories we made: they are its now
       return Status::invalid_argument(
           fmt::format("{}: another lansbert prep or convert is writing to this directory", out_dir));
     }

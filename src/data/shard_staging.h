@@ -29,8 +29,9 @@ class ShardStaging {
   // open() created for it (each only if nothing else has appeared in it).
   ~ShardStaging();
 
-  // Creates out_dir when missing, takes the lock and makes the staging directory.
-  Status open(const std::string& out_dir);
+  // Creates out_dir when missing, takes the lock and makes the staging directory. `option`
+  // names out_dir in errors.
+  Status open(const std::string& out_dir, const std::string& option = "--out");
   // The directory to write the new shard-NNNNN.lbs files into.
   const std::string& dir() const { return staging_; }
   // Checks that the staging directory holds the `shards` files the run wrote, renames each

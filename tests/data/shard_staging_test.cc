@@ -51,6 +51,23 @@ TEST(ShardStaging, RemovesOnlyTheDirectoriesItMade) {
     EXPECT_NE(st.message().find("dangling"), std::string::npos) << st.to_string();
   }
   EXPECT_TRUE(fs::is_symlink(dir + "/dangling"));  // the user's link stays
+  {
+    ShardStaging s;
+    const Status st = s.open(dir + "/dangling", "--heldout-out");
+    EXPECT_NE(st.message().find("--heldout-out " + dir + "/dangling: cannot create the directory " + dir +
+                                "/dangling: a symbolic link to nothing is in the way"),
+              std::string::npos)
+        << st.to_string();
+  }
+  std::ofstream(dir + "/a-file") << "x";
+  {  // a file where a directory should be; nothing made before it is left
+    ShardStaging s;
+    const Status st = s.open(dir + "/fresh/../a-file/sub");
+    EXPECT_NE(st.message().find("cannot create the directory " + dir + "/fresh/../a-file: it is not a directory"),
+              std::string::npos)
+        << st.to_string();
+  }
+  EXPECT_FALSE(fs::exists(dir + "/fresh"));
 
   {  // a committed run keeps what it made
     ShardStaging s;
