@@ -50,6 +50,20 @@ ShardStaging::~ShardStaging() {
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
 }
 
+void ShardStaging::release_to_holder() {
+  // The run holding the lock may have found out_dir and its ancestors made by us (mkdir
+  // raced): those are its now. Other levels we made ("made/.." in the path) are still ours.
+  std::error_code ec;
+  const fs::path out = fs::canonical(out_dir_, ec);
+  if (ec) return created_.clear();
+  std::erase_if(created_, [&out](const fs::path& dir) {
+    std::error_code dir_ec;
+    const fs::path real = fs::canonical(dir, dir_ec);
+    if (dir_ec) return true;  // not ours to judge: leave it
+    return std::mismatch(real.begin(), real.end(), out.begin(), out.end()).first == real.end();
+  });
+}
+
 Status ShardStaging::open(const std::string& out_dir, const std::string& option) {
   out_dir_ = out_dir;
   std::error_code ec;
@@ -69,11 +83,13 @@ Status ShardStaging::open(const std::string& out_dir, const std::string& option)
     struct stat st {};
     const bool found = ::stat(level.c_str(), &st) == 0;
     if (found && S_ISDIR(st.st_mode)) continue;  // there already: not ours
+    const int stat_errno = errno;
     std::string why = std::strerror(refused);
     if (found) {
       why = "it is not a directory";
     } else if (::lstat(level.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-      why = "a symbolic link to nothing is in the way";
+      why = stat_errno == ENOENT ? std::string("a symbolic link to nothing is in the way")
+                                 : "a symbolic link is in the way: " + std::string(std::strerror(stat_errno));
     }
     return Status::io_error(fmt::format("{} {}: cannot create the directory {}: {}", option, out_dir, level.string(), why));
   }
@@ -84,9 +100,9 @@ Status ShardStaging::open(const std::string& out_dir, const std::string& option)
   }
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {  // a usage error (exit 2, as train's checkpoint.dir lock), not a failed I/O
-      created_.clear();  // the run holding it may have found the directories we made: they are its now
+      release_to_holder();
       return Status::invalid_argument(
-          fmt::format("{}: another lansbert prep or convert is writing to this directory", out_dir));
+          fmt::format("{} {}: another lansbert prep or convert is writing to this directory", option, out_dir));
     }
     ::close(lock_fd_);  // no locks here (NFS makes flock a POSIX lock, refused on a read-only fd)
     lock_fd_ = -1;
@@ -103,7 +119,8 @@ Status ShardStaging::open(const std::string& out_dir, const std::string& option)
   }
   std::string templ = (fs::path(out_dir) / (std::string(kStagingPrefix) + "XXXXXX")).string();
   if (::mkdtemp(templ.data()) == nullptr) {
-    return Status::io_error(fmt::format("{}: cannot create a staging directory: {}", out_dir, std::strerror(errno)));
+    return Status::io_error(
+        fmt::format("{} {}: cannot create a staging directory: {}", option, out_dir, std::strerror(errno)));
   }
   staging_ = templ;
   return Status::ok();

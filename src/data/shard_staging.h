@@ -45,6 +45,9 @@ class ShardStaging {
  private:
   std::string out_dir_, staging_;
   int lock_fd_ = -1;
+  // After a refused lock: forgets the made levels that are out_dir or its ancestors.
+  void release_to_holder();
+
   std::vector<std::filesystem::path> created_;  // by open(), deepest first
   bool committed_ = false;
 };

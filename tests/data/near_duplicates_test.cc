@@ -172,7 +172,7 @@ TEST(NearDedup, SignaturesEstimateJaccardSimilarity) {
     const auto sx = signature(x, k, 1), sy = signature(y, k, 2);  // each its own key
     int agree = 0;
     for (size_t i = 0; i < k; ++i) agree += sx[i] == sy[i];
-    EXPECT_LT(agree, int(k / 10));  // J = 26 / (2 * 305 - 26): about 4%
+    EXPECT_LT(agree, int(k / 10));  // 26 shared windows of 326 each: J = 26 / 626, about 4%
   }
   // Sentence breaks do not matter; order does; a document shorter than a shingle is one.
   Ids ids{7};

@@ -69,6 +69,33 @@ TEST(ShardStaging, RemovesOnlyTheDirectoriesItMade) {
   }
   EXPECT_FALSE(fs::exists(dir + "/fresh"));
 
+  {  // refused the lock: what the holder uses stays; a level made beside it does not
+    ShardStaging holder, second;
+    ASSERT_TRUE(holder.open(dir + "/held/out").is_ok());
+    const Status st = second.open(dir + "/held/beside/../out");
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+    EXPECT_NE(st.message().find("--out " + dir + "/held/beside/../out: another lansbert prep"), std::string::npos)
+        << st.to_string();
+    EXPECT_TRUE(fs::is_directory(dir + "/held/beside"));  // until `second` goes
+  }
+  EXPECT_FALSE(fs::exists(dir + "/held"));  // the holder never committed: all its own went
+  {
+    ShardStaging holder;
+    ASSERT_TRUE(holder.open(dir + "/held2/out").is_ok());
+    {
+      ShardStaging second;
+      EXPECT_FALSE(second.open(dir + "/held2/beside/../out").is_ok());
+    }
+    EXPECT_FALSE(fs::exists(dir + "/held2/beside"));
+    EXPECT_TRUE(fs::is_directory(dir + "/held2/out"));
+  }
+  fs::create_symlink("loop", dir + "/loop");
+  {
+    ShardStaging s;
+    const Status st = s.open(dir + "/loop/x");
+    EXPECT_NE(st.message().find("a symbolic link is in the way: Too many levels of symbolic links"), std::string::npos)
+        << st.to_string();
+  }
   {  // a committed run keeps what it made
     ShardStaging s;
     ASSERT_TRUE(s.open(dir + "/kept/out").is_ok());

@@ -27,9 +27,10 @@ inline constexpr int kShingleTokens = 5;
 // The MinHash signature of `doc`, out.size() <= LshPlan::kMaxHashes (checked): out[k] = min
 // over its shingles x of h_k(x). A window of kShingleTokens tokens that holds `unk_id` stands
 // for text the vocabulary cannot show, so it is a shingle of this document only, made from
-// `unk_key` (NearDuplicates passes a hash of the document's ids in order) and its place: two texts in a script the
-// vocabulary lacks are not alike for their [UNK] runs, nor for a footer they share, and exact
-// copies still are. A document of fewer than kShingleTokens tokens is one shingle, all of it.
+// `unk_key` (NearDuplicates passes a hash of the document's ids in order) and its place: the
+// [UNK] runs of two texts in a script the vocabulary lacks do not make them alike, and exact
+// or re-broken copies still match; near copies with [UNK] lose those windows from what they
+// share. A document of fewer than kShingleTokens tokens is one shingle, all of it.
 // The hashes are fixed here for good, like document_hash: the same text gives the same
 // signature everywhere.
 void minhash_signature(const Document& doc, int32_t unk_id, uint64_t unk_key, std::span<uint32_t> out);
