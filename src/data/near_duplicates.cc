@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "drop_in_order.h"
 #include "hash_mix.h"
 #include "lansbert/core/check.h"
 
@@ -121,7 +122,7 @@ int64_t NearDuplicates::drop(std::vector<Document>* docs, int threads) {
   const auto n = static_cast<int64_t>(docs->size());
   // The band keys, in parallel: 8 bytes a band, where a block's whole signatures would take
   // 4 bytes a hash (480 bytes a document at J = 0.8) and many short documents make many.
-  keys_.assign(static_cast<size_t>(n) * bands, 0);
+  std::vector<uint64_t> keys(static_cast<size_t>(n) * bands);
 #pragma omp parallel num_threads(threads)
   {
     std::vector<uint32_t> sig(hashes);
@@ -131,23 +132,16 @@ int64_t NearDuplicates::drop(std::vector<Document>* docs, int threads) {
       for (size_t band = 0; band < bands; ++band) {
         uint64_t key = hash_mix(kHashSeed, band);
         for (int r = 0; r < plan_.rows; ++r) key = hash_mix(key, sig[band * plan_.rows + r]);
-        keys_[static_cast<size_t>(d) * bands + band] = key;
+        keys[static_cast<size_t>(d) * bands + band] = key;
       }
     }
   }
-  size_t kept = 0;
-  for (int64_t d = 0; d < n; ++d) {
-    const std::span<const uint64_t> keys(keys_.data() + static_cast<size_t>(d) * bands, bands);
-    if (std::any_of(keys.begin(), keys.end(), [this](uint64_t key) { return seen_bands_.contains(key); })) continue;
-    for (const uint64_t key : keys) seen_bands_.insert(key);
-    if (kept != static_cast<size_t>(d)) (*docs)[kept] = std::move((*docs)[d]);
-    ++kept;
-  }
-  const auto dropped = static_cast<int64_t>(docs->size() - kept);
-  docs->resize(kept);
-  keys_.clear();
-  keys_.shrink_to_fit();  // a block of many short documents need not keep its peak
-  return dropped;
+  return drop_in_order(docs, [&](size_t d, const Document&) {
+    const std::span<const uint64_t> own(keys.data() + d * bands, bands);
+    if (std::any_of(own.begin(), own.end(), [this](uint64_t key) { return seen_bands_.contains(key); })) return true;
+    for (const uint64_t key : own) seen_bands_.insert(key);
+    return false;
+  });
 }
 
 }  // namespace lansbert

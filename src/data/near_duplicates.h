@@ -41,7 +41,6 @@ class NearDuplicates {
   LshPlan plan_;
   int32_t unk_id_;
   SeenDocuments seen_bands_;  // a 64-bit key per (band index, band's min-hashes) of each kept document
-  std::vector<uint64_t> keys_;  // the call's documents' band keys (8 bytes a band a document)
 };
 
 }  // namespace lansbert

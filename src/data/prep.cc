@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "block_reader.h"
+#include "drop_in_order.h"
 #include "hash_mix.h"
 #include "heldout_split.h"
 #include "near_duplicates.h"
@@ -55,16 +56,7 @@ Status tokenize_block(const RawBlock& raw, const TokenizeFn& tokenize, int threa
 // --dedup: drops from *docs, in order, each document whose hash *seen holds (an earlier one's,
 // in this block or before); returns how many.
 int64_t drop_duplicates(std::vector<Document>* docs, SeenDocuments* seen) {
-  size_t kept = 0;
-  for (size_t d = 0; d < docs->size(); ++d) {
-    Document& doc = (*docs)[d];
-    if (!seen->insert(document_hash(doc))) continue;
-    if (kept != d) (*docs)[kept] = std::move(doc);
-    ++kept;
-  }
-  const auto dropped = static_cast<int64_t>(docs->size() - kept);
-  docs->resize(kept);
-  return dropped;
+  return drop_in_order(docs, [seen](size_t, const Document& doc) { return !seen->insert(document_hash(doc)); });
 }
 
 // The documents, their sentences and tokens, and the one-sentence ones into *stats (after

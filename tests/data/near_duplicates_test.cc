@@ -3,19 +3,14 @@
 // two signatures agree in a share of places that estimates the Jaccard similarity of the
 // shingle sets; NearDuplicates keeps exactly the documents a naive all-pairs reference keeps
 // (a document goes when one band of its signature equals the same band of a kept document),
-// whatever the block split and thread count; and through run_prep a corpus with near copies
-// gives the shards of the corpus without them.
+// whatever the block split and thread count. Through run_prep: prep_dedup_test.cc.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "../../src/data/near_duplicates.h"
 #include "lansbert/core/philox.h"
-#include "lansbert/data/prep.h"
 #include "test_util.h"
 
 namespace lansbert {
@@ -312,119 +307,6 @@ TEST(NearDedup, DropsNearCopiesAndKeepsTheRest) {
   std::vector<Document> later{as_document(one_changed, 5), as_document(random_tokens(ids, 300), 20)};
   EXPECT_EQ(near.drop(&later, 1), 1);
   EXPECT_EQ(later.size(), 1u);
-}
-
-// Through run_prep: near copies anywhere in the input (other blocks and files) leave the
-// shards of the input without them, byte for byte in one block; with --dedup both counts.
-Status word_tokenize(std::string_view text, std::vector<int32_t>* ids) { return testing::hash_tokenize(text, ids); }
-
-std::string document(int d) {
-  std::string text;
-  for (int s = 0; s < 8 + d % 5; ++s) {
-    text += "Sentence " + std::to_string(s) + " of document " + std::to_string(d) + " says word" +
-            std::to_string(d * 31 + s) + " then word" + std::to_string(d * 37 + s * 3) + " and word" +
-            std::to_string(d * 41 + s * 5) + " before it ends here.\n";
-  }
-  return text + "\n";
-}
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
-PrepStats prep(std::vector<std::string> inputs, const std::string& out, double near, bool dedup, size_t block_bytes,
-               const std::string& heldout = "") {
-  PrepOptions o;
-  o.heldout_dir = heldout;
-  o.heldout_fraction = 0.2;
-  o.inputs = std::move(inputs);
-  o.out_dir = out;
-  o.near_dedup = near;
-  o.dedup = dedup;
-  o.block_bytes = block_bytes;
-  PrepStats st;
-  const Status s = run_prep(o, {}, testing::test_vocab(), word_tokenize, &st);
-  EXPECT_TRUE(s.is_ok()) << s.to_string();
-  return st;
-}
-
-TEST(NearDedup, PrepDropsNearCopiesAsIfNeverThere) {
-  const std::string dir = testing::scratch_dir("prep_near_dedup");
-  std::string with, without;
-  for (int d = 0; d < 100; ++d) {
-    with += document(d);
-    without += document(d);
-    if (d == 50) {
-      std::string edited = document(10);  // one word changed
-      edited.replace(edited.find("says"), 4, "tells");
-      with += edited;
-      std::string footer = document(20);  // a line more before its blank line
-      footer.insert(footer.size() - 1, "One more sentence at its end.\n");
-      with += footer;
-      with += document(30);  // an exact copy
-    }
-  }
-  std::ofstream(dir + "/with.txt") << with;
-  std::ofstream(dir + "/without.txt") << without;
-  const PrepStats near = prep({dir + "/with.txt"}, dir + "/near", 0.8, false, 1 << 20);
-  const PrepStats clean = prep({dir + "/without.txt"}, dir + "/clean", 0, false, 1 << 20);
-  EXPECT_EQ(near.near_duplicates, 3);
-  EXPECT_EQ(near.documents, 100);
-  EXPECT_EQ(near.near_dedup_bands, 10);
-  EXPECT_EQ(near.near_dedup_rows, 12);
-  EXPECT_GT(near.near_dedup_bytes, 0u);
-  EXPECT_EQ(clean.near_duplicates, 0);
-  EXPECT_EQ(clean.near_dedup_bytes, 0u);
-  ASSERT_FALSE(slurp(dir + "/clean/shard-00000.lbs").empty());
-  EXPECT_TRUE(slurp(dir + "/near/shard-00000.lbs") == slurp(dir + "/clean/shard-00000.lbs"));
-  // With a held-out set: the same split of the same documents, so a near copy of a held-out
-  // document is not trained on (nor one of a training document held out).
-  const PrepStats near_split = prep({dir + "/with.txt"}, dir + "/near-train", 0.8, false, 1 << 20, dir + "/near-held");
-  const PrepStats clean_split = prep({dir + "/without.txt"}, dir + "/clean-train", 0, false, 1 << 20, dir + "/clean-held");
-  EXPECT_EQ(near_split.heldout_documents, clean_split.heldout_documents);
-  EXPECT_GT(clean_split.heldout_documents, 10);
-  const auto held_out = [](int d) {  // document d as prep reads it: a sentence per line
-    Document doc;
-    std::string text = document(d);
-    for (size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos && end > at; at = end + 1) {
-      doc.emplace_back();
-      EXPECT_TRUE(word_tokenize(std::string_view(text).substr(at, end - at), &doc.back()).is_ok());
-    }
-    return heldout_document(doc, 0.2);
-  };
-  EXPECT_TRUE(held_out(10) || held_out(20) || held_out(30));  // a held-out document has a near copy
-  EXPECT_FALSE(held_out(10) && held_out(20) && held_out(30));  // and a training one
-  EXPECT_TRUE(slurp(dir + "/near-train/shard-00000.lbs") == slurp(dir + "/clean-train/shard-00000.lbs"));
-  ASSERT_FALSE(slurp(dir + "/clean-held/shard-00000.lbs").empty());
-  EXPECT_TRUE(slurp(dir + "/near-held/shard-00000.lbs") == slurp(dir + "/clean-held/shard-00000.lbs"));
-  // --dedup first takes the exact copy; across blocks and files the rest go too.
-  std::ofstream(dir + "/second.txt") << document(70) + document(500);
-  const PrepStats both = prep({dir + "/with.txt", dir + "/second.txt"}, dir + "/both", 0.8, true, 3000);
-  EXPECT_EQ(both.duplicates, 2);
-  EXPECT_EQ(both.near_duplicates, 2);
-  EXPECT_EQ(both.documents, 101);
-}
-
-TEST(NearDedup, ThresholdOutsideItsRangeIsRefused) {
-  const std::string dir = testing::scratch_dir("prep_near_dedup_range");
-  std::ofstream(dir + "/in.txt") << document(1);
-  for (const double bad : {0.3, 0.499, 0.991, 1.0, -0.8, std::nan(""), HUGE_VAL, -HUGE_VAL}) {
-    PrepOptions o;
-    o.inputs = {dir + "/in.txt"};
-    o.out_dir = dir + "/out";
-    o.near_dedup = bad;
-    const Status s = check_prep_options(o);
-    EXPECT_FALSE(s.is_ok()) << bad;
-    EXPECT_NE(s.to_string().find("--near-dedup"), std::string::npos) << s.to_string();
-  }
-  for (const double good : {0.5, 0.99, 0.0}) {  // 0: not asked for
-    PrepOptions o;
-    o.inputs = {dir + "/in.txt"};
-    o.out_dir = dir + "/out";
-    o.near_dedup = good;
-    EXPECT_TRUE(check_prep_options(o).is_ok()) << good;
-  }
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ struct MaskingVocab {
   int32_t cls_id = 101;
   int32_t sep_id = 102;
   int32_t mask_id = 103;
-  int32_t unk_id = 100;  // --near-dedup leaves out the shingles that hold it
+  int32_t unk_id = 100;  // --near-dedup: a window that holds it is a shingle of its document alone
   int32_t vocab_size = 30522;
   // By id: true when the token continues a word ("##..."). Required for whole-word masking.
   std::vector<bool> is_continuation;
