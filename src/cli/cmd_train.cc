@@ -13,6 +13,7 @@
 #include "lansbert/core/byte_text.h"
 #include "lansbert/core/check.h"
 #include "lansbert/config/config_loader.h"
+#include "lansbert/data/blend.h"
 #include "lansbert/data/dataset.h"
 #include "lansbert/dist/communicator.h"
 #include "lansbert/dist/mpi_session.h"
@@ -142,6 +143,24 @@ std::string shards_line(const char* key, const ShardSet& set) {
                      set.num_shards() == 1 ? "" : "s", set.count(), set.seq_len(), set.max_pred());
 }
 
+// A blend's lines (data.weights): each source's samples, the share of the run's samples its
+// weight gives it, and how many times over the run reads it in schedule.total_steps.
+std::string blend_lines(const TrainConfig& cfg, const ShardSet& set) {
+  BlendSchedule blend;
+  if (cfg.data.weights.empty() || !BlendSchedule::create(cfg.data.weights, "data.weights", &blend).is_ok()) return "";
+  const uint64_t run_samples = uint64_t(cfg.schedule.total_steps) * uint64_t(cfg.batch.global_batch);
+  std::string out;
+  for (size_t s = 0; s < blend.sources(); ++s) {
+    const int64_t size = set.source_sizes()[s];
+    const uint64_t picks = blend.picks_before(s, run_samples);
+    out += fmt::format("  {:<20}: {} ({} samples), weight {}: {:.2f}% of the samples, {:.2f} epochs of it in {} steps\n",
+                       fmt::format("  source {}", s + 1), cfg.data.train[s], size, cfg.data.weights[s],
+                       100.0 * blend.share(s) / BlendSchedule::kPeriod, size ? double(picks) / double(size) : 0.0,
+                       cfg.schedule.total_steps);
+  }
+  return out;
+}
+
 // --dry-run opens the shards too (headers and index), so that a glob matching nothing shows
 // up before the job waits in a queue. A plan made before the data exists is still a plan:
 // files not found are reported on the line, not as a failure. Files found but refused (a
@@ -175,7 +194,7 @@ DataLines describe_data(const TrainConfig& cfg, Communicator& comm, const TrainO
   OpenedShardSets opened;
   const Status whole = check_training_data(cfg, comm, check, &opened);
   if (whole.is_ok())
-    return {shards_line("data.train", *opened.train) + (opened.eval ? shards_line("data.eval", *opened.eval) : "") +
+    return {shards_line("data.train", *opened.train) + blend_lines(cfg, *opened.train) + (opened.eval ? shards_line("data.eval", *opened.eval) : "") +
             data_line(whole), Status::ok()};
   // Something is missing or wrong: each set opened on its own says which, and data.train is
   // checked even where data.eval is not found here.

@@ -88,6 +88,20 @@ Status get_list(const YAML::Node& n, std::vector<std::string>* out) {
   }
   return Status::ok();
 }
+Status get_num_list(const YAML::Node& n, std::vector<double>* out) {
+  out->clear();
+  if (n.IsScalar()) {  // `--set data.weights=1` as a list of one, as get_list takes a string
+    out->emplace_back();
+    return get_num(n, &out->back());
+  }
+  if (!n.IsSequence()) return type_error(n, "a list of numbers");
+  for (const YAML::Node& e : n) {
+    if (!e.IsScalar()) return type_error(e, "a list of numbers");
+    out->emplace_back();
+    LB_RETURN_IF_ERROR(get_num(e, &out->back()));
+  }
+  return Status::ok();
+}
 template <typename T>
 Status get_opt_int(const YAML::Node& n, std::optional<T>* out) {
   T v{};
@@ -154,6 +168,7 @@ const std::vector<Field>& schema() {
       LB_F("model.hidden_act", get_opt_enum(n, &c.model.hidden_act, parse_hidden_act)),
       LB_F("data.train", get_list(n, &c.data.train)),
       LB_F("data.eval", get_list(n, &c.data.eval)),
+      LB_F("data.weights", get_num_list(n, &c.data.weights)),
       LB_F("data.format", get_str(n, &c.data.format)),
       LB_F("data.seq_len", get_int(n, &c.data.seq_len)),
       LB_F("data.max_pred", get_int(n, &c.data.max_pred)),

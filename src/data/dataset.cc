@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "lansbert/core/check.h"
@@ -45,13 +46,18 @@ Status open_shard(const std::string& path, std::unique_ptr<ShardReader>* out, Sh
   return Status::ok();
 }
 
-Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOptions& opts,
-                      std::unique_ptr<ShardSet>* out) {
-  struct Found {
-    std::string path;
-    dev_t dev;
-    ino_t ino;
-  };
+namespace {
+struct Found {
+  std::string path;
+  dev_t dev;
+  ino_t ino;
+};
+
+// The files `patterns` name (directories: all files in them), sorted by path, each file once
+// however spelled (a relative and an absolute path, "dir/" beside "dir/*.lbs", a symlink, a
+// hard link: the first spelling in sorted order stays; by device and inode, from the stat the
+// type check made, so no further call per file). None is an error naming the patterns.
+Status collect_files(const std::vector<std::string>& patterns, const ShardSetOptions& opts, std::vector<Found>* out) {
   std::vector<Found> found;
   std::set<std::pair<dev_t, ino_t>> not_training;  // files training_only left out (one named twice: once)
   for (const auto& pattern : patterns) {
@@ -75,19 +81,44 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
     globfree(&g);
   }
   std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.path < b.path; });
-  // One file named twice, however spelled (a relative and an absolute path, "dir/" beside
-  // "dir/*.lbs", a symlink, a hard link), is read once: the first spelling in sorted order
-  // stays. By device and inode, from the stat the type check made: no further call per file.
   std::set<std::pair<dev_t, ino_t>> seen;
-  std::vector<std::string> paths;
+  out->clear();
   for (const Found& f : found)
-    if (seen.insert({f.dev, f.ino}).second) paths.push_back(f.path);
-  if (paths.empty() && !not_training.empty())  // files there, none taken: the rule, not the files, is the surprise
+    if (seen.insert({f.dev, f.ino}).second) out->push_back(f);
+  if (out->empty() && !not_training.empty())  // files there, none taken: the rule, not the files, is the surprise
     return Status::invalid_argument(fmt::format(
         "{} {} {}, none with 'training' in its name: NVIDIA's rule for its training files (format hdf5) keeps only "
         "those", not_training.size(), not_training.size() == 1 ? "file matches" : "files match",
         fmt::join(patterns, " ")));
-  if (paths.empty()) return Status::not_found(fmt::format("no shard files match {}", fmt::join(patterns, " ")));
+  if (out->empty()) return Status::not_found(fmt::format("no shard files match {}", fmt::join(patterns, " ")));
+  return Status::ok();
+}
+}  // namespace
+
+Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOptions& opts,
+                      std::unique_ptr<ShardSet>* out) {
+  return open_sources({patterns}, opts, out);
+}
+
+Status ShardSet::open_sources(const std::vector<std::vector<std::string>>& sources, const ShardSetOptions& opts,
+                              std::unique_ptr<ShardSet>* out) {
+  std::vector<std::string> paths;
+  std::vector<size_t> files_per_source;
+  // A file in two sources would be blended at two weights: surely a glob too wide.
+  std::map<std::pair<dev_t, ino_t>, size_t> source_of;
+  for (size_t s = 0; s < sources.size(); ++s) {
+    std::vector<Found> found;
+    LB_RETURN_IF_ERROR(collect_files(sources[s], opts, &found));
+    for (const Found& f : found) {
+      const auto [it, fresh] = source_of.insert({{f.dev, f.ino}, s});
+      if (!fresh)
+        return Status::invalid_argument(fmt::format(
+            "{}: in source {} ({}) and in source {} ({}): a blend's sources must not share files", f.path,
+            it->second + 1, fmt::join(sources[it->second], " "), s + 1, fmt::join(sources[s], " ")));
+      paths.push_back(f.path);
+    }
+    files_per_source.push_back(found.size());
+  }
   auto set = std::make_unique<ShardSet>();
   if (opts.token_limit > 0) set->token_limit_ = opts.token_limit;
   set->token_limit_note_ = " (" + (opts.token_limit_source.empty() ? std::string("the vocabulary")
@@ -145,6 +176,8 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
     set->offsets_.push_back(set->offsets_.back() + r->count());
     set->shards_.push_back(std::move(r));
   }
+  for (size_t s = 0, first = 0; s < files_per_source.size(); first += files_per_source[s], ++s)
+    set->source_sizes_.push_back(set->offsets_[first + files_per_source[s]] - set->offsets_[first]);
   *out = std::move(set);
   return Status::ok();
 }

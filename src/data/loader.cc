@@ -16,8 +16,15 @@ Status Loader::create(ShardSet* set, const LoaderOptions& opts, std::unique_ptr<
   std::unique_ptr<Loader> l(new Loader());
   l->set_ = set;
   l->opts_ = opts;
-  LB_RETURN_IF_ERROR(Sampler::create(uint64_t(set->count()), opts.seed, opts.global_batch, opts.world,
-                                     opts.rank, opts.micro_batch, &l->sampler_));
+  if (opts.blend) {
+    const std::vector<int64_t>& sizes = set->source_sizes();
+    LB_RETURN_IF_ERROR(Sampler::create_blended(std::vector<uint64_t>(sizes.begin(), sizes.end()), opts.blend,
+                                               opts.seed, opts.global_batch, opts.world, opts.rank, opts.micro_batch,
+                                               &l->sampler_));
+  } else {
+    LB_RETURN_IF_ERROR(Sampler::create(uint64_t(set->count()), opts.seed, opts.global_batch, opts.world, opts.rank,
+                                       opts.micro_batch, &l->sampler_));
+  }
   LB_RETURN_IF_ERROR(l->sampler_.check(opts.start));
   if (set->dynamic_masking()) {
     const ShardInfo& info = *set->info();  // dynamic masking exists only in our format
@@ -65,15 +72,16 @@ Status Loader::fill(const DataPosition& pos, int micro, Batch* b) {
       b->packed()) {
     b->resize(opts_.micro_batch, set_->seq_len(), set_->max_pred());
   }
-  std::vector<uint64_t> idx;
-  sampler_.micro_batch_indices(pos, micro, &idx);
+  std::vector<Sampler::Drawn> drawn;
+  sampler_.micro_batch_indices(pos, micro, &drawn);
   std::vector<int> lengths(opts_.pack ? opts_.micro_batch : 0);  // of the sequences, to pack
   for (int j = 0; j < opts_.micro_batch; ++j) {
-    LB_RETURN_IF_ERROR(set_->read(int64_t(idx[j]), b, j));
-    if (set_->dynamic_masking()) {
-      dynamic_mask_row(b, j, opts_.seed, pos.epoch, idx[j], mask_prob_, whole_word_, mask_vocab_);
-    }
-    if (opts_.pack) LB_RETURN_IF_ERROR(packable_sample(*b, j, *set_, int64_t(idx[j]), &lengths[j]));
+    const int64_t index = int64_t(drawn[j].index);
+    LB_RETURN_IF_ERROR(set_->read(index, b, j));
+    // Keyed by the epoch the sample is drawn in: a blend's repeats of a source get new masks.
+    if (set_->dynamic_masking())
+      dynamic_mask_row(b, j, opts_.seed, drawn[j].epoch, drawn[j].index, mask_prob_, whole_word_, mask_vocab_);
+    if (opts_.pack) LB_RETURN_IF_ERROR(packable_sample(*b, j, *set_, index, &lengths[j]));
   }
   if (opts_.pack) pack_checked_batch(b, lengths);
   return Status::ok();

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/float_text.h"
+#include "lansbert/data/blend.h"
 #include "lansbert/dist/communicator.h"
 #include "lansbert/model/bert_model.h"
 #include "lansbert/model/flops.h"
@@ -76,6 +77,18 @@ Status TrainConfig::validate(int world, std::string* key) const {
                                           {"data.eval", &data.eval, " (no held-out set: data.eval=[])"}})
     for (const std::string& pattern : *list)
       if (pattern.empty()) return bad(key, name, std::string("an empty pattern") + clear);
+  if (!data.weights.empty()) {
+    if (data.weights.size() != data.train.size())
+      return bad(key, "data.weights", std::to_string(data.weights.size()) + " weight" +
+                                          (data.weights.size() == 1 ? "" : "s") + " for the " +
+                                          std::to_string(data.train.size()) + " entries of data.train (one each)");
+    BlendSchedule blend;
+    const Status st = BlendSchedule::create(data.weights, "data.weights", &blend);
+    if (!st.is_ok()) {
+      *key = "data.weights";
+      return st;
+    }
+  }
   if (data.format != "auto" && data.format != "lbs" && data.format != "hdf5")
     return bad(key, "data.format", "expected auto, lbs or hdf5, got '" + data.format + "'");
   if (data.masking != "auto" && data.masking != "static" && data.masking != "dynamic")
@@ -300,7 +313,7 @@ std::string config_to_json(const TrainConfig& c, int indent) {
                 {"max_positions", mc.max_positions}, {"hidden_dropout", decimal_of(mc.hidden_dropout)},
                 {"attention_dropout", decimal_of(mc.attention_dropout)}, {"init_std", decimal_of(mc.init_std)},
                 {"hidden_act", hidden_act_name(mc.hidden_act)}};
-  j["data"] = {{"train", c.data.train},       {"eval", c.data.eval},
+  j["data"] = {{"train", c.data.train},       {"eval", c.data.eval},      {"weights", c.data.weights},
                {"format", c.data.format},     {"seq_len", c.data.seq_len},
                {"max_pred", c.data.max_pred}, {"masking", c.data.masking},
                {"whole_word", c.data.whole_word}, {"vocab", c.data.vocab},

@@ -439,6 +439,7 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   lo.whole_word = cfg.data.whole_word;
   lo.pack = cfg.data.packing;
   lo.is_continuation = std::move(is_continuation);
+  lo.blend = run.blend;
   // Refused after check_outputs took the lock: its earlier record goes back, as there.
   Status started = Loader::create(run.shards.get(), lo, &run.loader);
   if (started.is_ok()) started = run.loader->sampler().check(run.pos);

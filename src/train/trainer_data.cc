@@ -53,8 +53,25 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
   }
   so.token_limit = mc.vocab_size;
   so.segment_limit = mc.type_vocab;
-  Status st = ShardSet::open(cfg.data.train, so, &shards);
+  Status st;
+  if (cfg.data.weights.empty()) {
+    st = ShardSet::open(cfg.data.train, so, &shards);
+  } else {
+    std::vector<std::vector<std::string>> sources;
+    for (const std::string& pattern : cfg.data.train) sources.push_back({pattern});
+    st = ShardSet::open_sources(sources, so, &shards);
+  }
   if (!st.is_ok()) return st.with_prefix("data.train: ");
+  if (!cfg.data.weights.empty()) {
+    for (size_t s = 0; s < cfg.data.train.size(); ++s)
+      if (shards->source_sizes()[s] == 0)  // (NVIDIA's HDF5 files may hold none)
+        return Status::invalid_argument(fmt::format("data.train[{}]: the files of {} hold no samples, and "
+                                                    "data.weights[{}] asks for some",
+                                                    s, cfg.data.train[s], s));
+    auto schedule = std::make_shared<BlendSchedule>();
+    LB_RETURN_IF_ERROR(BlendSchedule::create(cfg.data.weights, "data.weights", schedule.get()));
+    blend = std::move(schedule);
+  }
   // With data.vocab the shards were made with it (ShardSet::open compared the hashes), so
   // its size is theirs; the one check covers both.
   if (!is_continuation->empty())
@@ -79,7 +96,8 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
     return Status::invalid_argument(
         "data.whole_word: data.train holds shards masked by prep without --whole-word; prep them with "
         "--whole-word (or --dynamic-masking, to mask at load time), or drop data.whole_word");
-  if (shards->count() < cfg.batch.global_batch)
+  // A blend repeats its sources as their weights ask; one order of all samples needs a batch's worth.
+  if (!blend && shards->count() < cfg.batch.global_batch)
     return Status::invalid_argument("batch.global_batch: " + std::to_string(cfg.batch.global_batch) +
                                     " exceeds the " + std::to_string(shards->count()) + " samples of data.train");
   if (cfg.data.eval.empty()) return Status::ok();
@@ -115,6 +133,15 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
   }
   // What the evaluation would refuse at its first pass (evaluate_on_ranks), perhaps days in.
   return check_some_tokens_masked(n, masked).with_prefix("data.eval: ");
+}
+
+Status Run::make_sampler(Sampler* out) const {
+  if (!blend)
+    return Sampler::create(uint64_t(shards->count()), cfg.seed, cfg.batch.global_batch, comm.world(), comm.rank(),
+                           cfg.batch.micro_batch, out);
+  const std::vector<int64_t>& sizes = shards->source_sizes();
+  return Sampler::create_blended(std::vector<uint64_t>(sizes.begin(), sizes.end()), blend, cfg.seed,
+                                 cfg.batch.global_batch, comm.world(), comm.rank(), cfg.batch.micro_batch, out);
 }
 
 Status Run::view_of_the_job(nlohmann::json* out) const {

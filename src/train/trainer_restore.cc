@@ -137,6 +137,20 @@ Status Run::restore() {
                                       " in the config: a run resumes on the data it started with; to start a new "
                                       "phase from this checkpoint use --init-from " + dir);
   }
+  // A blend's position counts the run's samples; a plain run's, an epoch and the samples of it.
+  // Read as the other, or over another number of sources, it is another place in other data.
+  const nlohmann::json saved_weights =
+      saved["data"].is_object() ? saved["data"].value("weights", nlohmann::json::array()) : nlohmann::json::array();
+  const size_t saved_sources = saved_weights.is_array() ? saved_weights.size() : 0;
+  if (saved_sources != cfg.data.weights.size()) {
+    auto blend_of = [](size_t n) {
+      return n == 0 ? std::string("no blend (no data.weights)") : "a blend of " + std::to_string(n) + " sources";
+    };
+    return Status::invalid_argument(dir + ": data.weights: the checkpoint's run read " + blend_of(saved_sources) +
+                                    ", the config asks for " + blend_of(cfg.data.weights.size()) +
+                                    ": its data position means nothing there; to start a new phase from this "
+                                    "checkpoint use --init-from " + dir);
+  }
   if (meta.step > cfg.schedule.total_steps)
     return Status::invalid_argument(dir + ": the checkpoint is at step " + std::to_string(meta.step) +
                                     ", beyond schedule.total_steps " + std::to_string(cfg.schedule.total_steps) +
@@ -154,9 +168,7 @@ Status Run::restore() {
   pos = meta.data;
   // Its position must start a global batch of data.train (other shards may hold fewer samples).
   Sampler order;
-  if (Sampler::create(uint64_t(shards->count()), cfg.seed, cfg.batch.global_batch, comm.world(), comm.rank(),
-                      cfg.batch.micro_batch, &order).is_ok())
-    LB_RETURN_IF_ERROR(order.check(pos).with_prefix(dir + ": "));
+  if (make_sampler(&order).is_ok()) LB_RETURN_IF_ERROR(order.check(pos).with_prefix(dir + ": "));
   if (opts.log && rank0()) {
     std::fprintf(opts.log, "resuming from %s at step %lld\n", dir.c_str(), (long long)step);
     if (const std::string note = train_data_note(meta.train_data_json, train_data); !note.empty())
@@ -172,6 +184,13 @@ Status Run::restore() {
       if (const std::string diff = first_difference(key, saved[key], mine[key]); !diff.empty())
         std::fprintf(opts.log, "note: %s: the updates from here follow the config's %s, not the interrupted run's\n",
                      diff.c_str(), key);
+    // Allowed (a source found too small or too noisy mid-run), but no longer the same run.
+    if (!same_values(saved_weights, mine["data"]["weights"]))
+      std::fprintf(opts.log,
+                   "note: data.weights %s is not the checkpoint's %s: from here each source's share follows the "
+                   "config, and its place in its own order is where the new weights would have put it (some of its "
+                   "samples may come again or not at all)\n",
+                   mine["data"]["weights"].dump().c_str(), saved_weights.dump().c_str());
     // Allowed (a new seed is a way past a bad stretch of data), but no longer the same run.
     if (meta.seed != cfg.seed)
       std::fprintf(opts.log,

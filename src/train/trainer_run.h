@@ -51,6 +51,8 @@ struct Run {
   std::unique_ptr<DataParallel> dp;  // gradient reduction + update over the ranks
   std::unique_ptr<ShardSet> shards;
   std::unique_ptr<ShardSet> eval_shards;  // data.eval, null without
+  // data.weights' blend of data.train's entries (each a source of `shards`); null without.
+  std::shared_ptr<const BlendSchedule> blend;
   std::unique_ptr<Loader> loader;
   int64_t step = 0;
   uint64_t micro = 0;  // micro-batches of micro_batch sequences done by all ranks together
@@ -83,6 +85,9 @@ struct Run {
   bool rank0() const { return comm.rank() == 0; }
 
   Status open_data(std::vector<bool>* is_continuation);
+  // The data order of data.train (and data.weights) for this rank: what the loader reads by
+  // and what a resumed position is checked against.
+  Status make_sampler(Sampler* out) const;
   // After open_data: what every rank must agree on before the model is built (the resolved
   // config, the command line's resume options, the shards' sizes and a digest of three of
   // their samples; rank_agreement.h).

@@ -43,6 +43,19 @@ expect_error 4 "data.eval: $tmp/notes/held.lbs: wrong magic at byte offset 0" tr
 # data.eval not found here does not skip the check of data.train, which is found.
 expect_error 2 "data.seq_len: config says 64, the shards hold 32" train --config "$tmp/good.yaml" --dry-run \
   --set data.seq_len=64 --set "data.eval=[$tmp/nowhere/*.lbs]"
+# A blend: each source's share of the run and how many times over the run reads it; a source
+# that is also in another one is refused by name.
+mkdir -p "$tmp/copy" && cp "$tmp/data/shards/"*.lbs "$tmp/copy/"
+samples=$("$lb" train --config "$tmp/good.yaml" --dry-run | sed -n 's/.*data.train *: 1 file, \([0-9]*\) samples.*/\1/p')
+out=$("$lb" train --config "$tmp/good.yaml" --dry-run --set "data.train=[$tmp/data/shards/*.lbs, $tmp/copy]" \
+      --set 'data.weights=[3, 1]') || { echo "FAIL: dry run of a blend exited $?"; fail=1; }
+has "$out" "    source 1          : $tmp/data/shards/*.lbs ($samples samples), weight 3: 75.00% of the samples, \
+$(awk -v n="$samples" 'BEGIN { printf "%.2f", 400 * 32 * 0.75 / n }') epochs of it in 400 steps"
+has "$out" "    source 2          : $tmp/copy ($samples samples), weight 1: 25.00% of the samples"
+expect_error 2 "data.train: $tmp/copy/shard-00000.lbs: in source 1 ($tmp/copy) and in source 2 ($tmp/copy/*)" \
+  train --config "$tmp/good.yaml" --dry-run --set "data.train=[$tmp/copy, $tmp/copy/*]" --set 'data.weights=[1, 1]'
+expect_error 2 "data.weights: 1 weight for the 2 entries of data.train (one each)" \
+  train --config "$tmp/good.yaml" --dry-run --set "data.train=[$tmp/copy, $tmp/data/shards]" --set 'data.weights=1'
 # Data not found is still a plan: the line says so, the exit is 0.
 out=$("$lb" train --config "$tmp/good.yaml" --dry-run --set "data.train=[$tmp/nowhere/*.lbs]") ||
   { echo "FAIL: dry run without data exited $?"; fail=1; }

@@ -177,6 +177,16 @@ TEST(ConfigLoader, TensorboardDirAutoFollowsTheCheckpointDir) {
   }
 }
 
+TEST(ConfigLoader, WeightsAreOnePerTrainEntry) {
+  TrainConfig c;
+  ASSERT_TRUE(parse_train_config(kGood, "good.yaml", {"data.train=[a, b]", "data.weights=[0.7, 0.3]"}, 1, &c).is_ok());
+  EXPECT_EQ(c.data.weights, (std::vector<double>{0.7, 0.3}));
+  ASSERT_TRUE(parse_train_config(kGood, "good.yaml", {"data.weights=2"}, 1, &c).is_ok());
+  EXPECT_EQ(c.data.weights, (std::vector<double>{2}));
+  ASSERT_TRUE(parse_train_config(kGood, "good.yaml", {}, 1, &c).is_ok());
+  EXPECT_TRUE(c.data.weights.empty());
+}
+
 TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
   const std::vector<Bad> cases = {
       {"  lrr: 0.01\n", "  lr: 0.01\n", {}, {"bad.yaml:13:", "optimizer.lrr: unknown key (did you mean optimizer.lr?)"}},
@@ -213,6 +223,16 @@ TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
       {"", "", {"seed=-3"}, {"--set seed=-3", "seed", "out of range"}},
       {"", "", {"data.eval="}, {"--set data.eval: data.eval: an empty pattern (no held-out set: data.eval=[])"}},
       {"  train: [a/*.lbs, '']\n", "  train: [a/*.lbs]\n", {}, {"bad.yaml:5:", "data.train: an empty pattern"}},
+      {"  train: [a/*.lbs]\n  weights: [1, 2]\n", "  train: [a/*.lbs]\n", {},
+       {"bad.yaml:6:", "data.weights: 2 weights for the 1 entries of data.train (one each)"}},
+      {"  train: [a, b]\n  weights: [1, -2]\n", "  train: [a/*.lbs]\n", {},
+       {"bad.yaml:6:", "data.weights[1]: -2 is not a positive number"}},
+      {"  train: [a, b]\n  weights: [1, heavy]\n", "  train: [a/*.lbs]\n", {},
+       {"bad.yaml:6:", "data.weights: expected a number, got 'heavy'"}},
+      {"  train: [a, b]\n  weights: {a: 1}\n", "  train: [a/*.lbs]\n", {},
+       {"bad.yaml:6:", "data.weights: expected a list of numbers, got a mapping"}},
+      {"", "", {"data.train=[a, b]", "data.weights=[1, 1e-6]"},
+       {"--set data.weights", "data.weights[1]: 1e-06 is 1e-06 of the weights' sum, below the blend's resolution"}},
       {"  vocab_size: 64\n  hidden_act: relu\n", "  vocab_size: 64\n", {},
        {"bad.yaml:4:", "model.hidden_act", "'relu'", "gelu_tanh"}},
       {"", "", {"distributed.reduction_order=ring"}, {"--set distributed.reduction_order", "fast or fixed", "ring"}},

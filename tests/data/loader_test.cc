@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <iterator>
 
 #include "test_util.h"
@@ -58,7 +59,7 @@ TEST(Loader, MatchesDirectReadsAndResumes) {
   DataPosition pos = opts.start;
   Batch got, want;
   want.resize(4, set->seq_len(), set->max_pred());
-  std::vector<uint64_t> idx;
+  std::vector<Sampler::Drawn> idx;
   for (int step = 0; step < steps; ++step) {
     for (int m = 0; m < 2; ++m) {
       MicroBatchInfo info;
@@ -67,7 +68,7 @@ TEST(Loader, MatchesDirectReadsAndResumes) {
       ASSERT_EQ(info.micro, m);
       ASSERT_EQ(info.last, m == 1);
       sampler.micro_batch_indices(pos, m, &idx);
-      for (int j = 0; j < 4; ++j) ASSERT_TRUE(direct->read(int64_t(idx[j]), &want, j).is_ok());
+      for (int j = 0; j < 4; ++j) ASSERT_TRUE(direct->read(int64_t(idx[j].index), &want, j).is_ok());
       ASSERT_TRUE(same_batch(got, want)) << "step " << step << " micro " << m;
     }
     pos = sampler.advance(pos);
@@ -99,6 +100,63 @@ TEST(Loader, DynamicMaskingIsAppliedAndRepeatable) {
         ASSERT_TRUE(same_batch(first[i], b));
       }
     }
+  }
+}
+
+// A blend (LoaderOptions::blend) reads the set's sources in the sampler's order; dynamic masks
+// are keyed by the epoch of the source a sample is drawn in, so a small source's repeats are
+// masked anew (keyed by the run's epoch, 0 in a blend, they would be masked alike).
+TEST(Loader, BlendReadsItsSourcesAndMasksRepeatsAnew) {
+  for (const bool dynamic : {false, true}) {
+    const std::string dir = make_shards(dynamic ? "loader_blend_dyn" : "loader_blend", 2, dynamic);
+    const std::vector<std::vector<std::string>> sources{{dir + "/shard-1.lbs"}, {dir + "/shard-0.lbs"}};
+    std::unique_ptr<ShardSet> set, direct;
+    ASSERT_TRUE(ShardSet::open_sources(sources, {}, &set).is_ok());
+    ASSERT_TRUE(ShardSet::open_sources(sources, {}, &direct).is_ok());
+    const int64_t small = set->source_sizes()[1];
+    LoaderOptions opts;
+    opts.micro_batch = 8;
+    opts.global_batch = 16;
+    auto blend = std::make_shared<BlendSchedule>();
+    ASSERT_TRUE(BlendSchedule::create({1, 3}, "w", blend.get()).is_ok());
+    opts.blend = blend;
+    std::unique_ptr<Loader> loader;
+    ASSERT_TRUE(Loader::create(set.get(), opts, &loader).is_ok());
+    // Source 2 (shard-0) three epochs over.
+    const int micro_batches = int(3 * small * 4 / 3 / 8) + 1;
+    Batch got, want;
+    want.resize(8, set->seq_len(), set->max_pred());
+    std::vector<Sampler::Drawn> drawn;
+    std::map<uint64_t, std::vector<std::vector<int32_t>>> masks;  // sample -> its masks, an epoch each
+    int64_t from_small = 0;
+    for (int i = 0; i < micro_batches; ++i) {
+      MicroBatchInfo info;
+      ASSERT_TRUE(loader->next(&got, &info).is_ok());
+      EXPECT_EQ(info.pos.epoch, 0u);
+      loader->sampler().micro_batch_indices(info.pos, info.micro, &drawn);
+      for (int j = 0; j < 8; ++j) {
+        ASSERT_TRUE(direct->read(int64_t(drawn[j].index), &want, j).is_ok());
+        from_small += int64_t(drawn[j].index) >= set->source_sizes()[0];
+        const auto row = [&](const Batch& b, const std::vector<int32_t>& v, int width) {
+          return std::vector<int32_t>(v.begin() + j * width, v.begin() + (j + 1) * width);
+        };
+        const std::vector<int32_t> got_masked = row(got, got.masked_positions, got.max_pred);
+        if (!dynamic) {
+          ASSERT_EQ(got_masked, row(want, want.masked_positions, want.max_pred));
+          ASSERT_EQ(row(got, got.input_ids, got.seq_len), row(want, want.input_ids, want.seq_len));
+        } else {
+          ASSERT_EQ(masks[drawn[j].index].size(), drawn[j].epoch);
+          masks[drawn[j].index].push_back(got_masked);
+        }
+      }
+    }
+    EXPECT_NEAR(double(from_small), 0.75 * micro_batches * 8, 2.0);
+    if (!dynamic) continue;
+    int repeats = 0, masked_alike = 0;
+    for (const auto& [sample, per_epoch] : masks)
+      for (size_t e = 1; e < per_epoch.size(); ++e) ++repeats, masked_alike += per_epoch[e] == per_epoch[0];
+    EXPECT_GT(repeats, int(small));
+    EXPECT_LT(masked_alike, repeats / 10) << masked_alike << " of " << repeats;
   }
 }
 
@@ -173,13 +231,13 @@ TEST(Loader, ForcedWholeWordMaskingMasksWholeWords) {
     int split = 0;
     Batch b, raw;
     raw.resize(8, set->seq_len(), set->max_pred());
-    std::vector<uint64_t> idx;
+    std::vector<Sampler::Drawn> idx;
     for (int i = 0; i < batches; ++i) {
       MicroBatchInfo info;
       EXPECT_TRUE(loader->next(&b, &info).is_ok());
       loader->sampler().micro_batch_indices(info.pos, info.micro, &idx);
       for (int r = 0; r < 8; ++r) {
-        EXPECT_TRUE(direct->read(int64_t(idx[r]), &raw, r).is_ok());
+        EXPECT_TRUE(direct->read(int64_t(idx[r].index), &raw, r).is_ok());
         const int S = b.seq_len;
         std::vector<bool> masked(size_t(S), false);
         for (int k = 0; k < b.max_pred; ++k) {

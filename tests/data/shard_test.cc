@@ -252,6 +252,31 @@ TEST(ShardSet, OneFileNamedTwiceIsReadOnce) {
   EXPECT_EQ(set->count(), int64_t(insts.size()));
 }
 
+// A blend's sources lie one after another in the global index, source 1's first even where its
+// paths sort after source 2's; a file in two sources (however spelled) is refused, naming both.
+TEST(ShardSet, SourcesInTheirOrderAndNoFileInTwo) {
+  const std::string dir = testing::scratch_dir("shard_set_sources");
+  std::filesystem::create_directories(dir + "/z");
+  std::filesystem::create_directories(dir + "/a");
+  const auto insts = sample_instances();
+  write_shard(dir + "/z/a.lbs", insts);
+  write_shard(dir + "/z/b.lbs", {insts[0], insts[1]});
+  write_shard(dir + "/a/c.lbs", {insts[2]});
+  std::unique_ptr<ShardSet> set;
+  ASSERT_TRUE(ShardSet::open_sources({{dir + "/z/*.lbs"}, {dir + "/a"}}, {}, &set).is_ok());
+  ASSERT_EQ(set->source_sizes(), (std::vector<int64_t>{int64_t(insts.size()) + 2, 1}));
+  EXPECT_EQ(set->where(0), dir + "/z/a.lbs: sample 0");
+  EXPECT_EQ(set->where(int64_t(insts.size()) + 2), dir + "/a/c.lbs: sample 0");
+  ASSERT_TRUE(ShardSet::open({dir + "/z/*.lbs", dir + "/a"}, {}, &set).is_ok());
+  EXPECT_EQ(set->source_sizes(), (std::vector<int64_t>{int64_t(insts.size()) + 3}));
+  EXPECT_EQ(set->where(0), dir + "/a/c.lbs: sample 0");
+  const Status st = ShardSet::open_sources({{dir + "/z/*.lbs"}, {dir + "/a/c.lbs"}, {dir + "/z/./b.lbs"}}, {}, &set);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), dir + "/z/./b.lbs: in source 1 (" + dir + "/z/*.lbs) and in source 3 (" + dir +
+                              "/z/./b.lbs): a blend's sources must not share files");
+  EXPECT_EQ(ShardSet::open_sources({{dir + "/a"}, {dir + "/none*"}}, {}, &set).code(), StatusCode::kNotFound);
+}
+
 class ShardDamage : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -46,12 +46,19 @@ class ShardSet {
   // max_pred and masking mode. No file is an error naming the patterns.
   static Status open(const std::vector<std::string>& patterns, const ShardSetOptions& opts,
                      std::unique_ptr<ShardSet>* out);
+  // Sources of a blend (data.weights): each source's files as open finds them, the sources
+  // one after another in the global index (source 0's samples first). A file in two sources
+  // is an error naming both.
+  static Status open_sources(const std::vector<std::vector<std::string>>& sources, const ShardSetOptions& opts,
+                             std::unique_ptr<ShardSet>* out);
 
   int64_t count() const { return offsets_.back(); }
   int seq_len() const { return shards_.front()->seq_len(); }
   int max_pred() const { return shards_.front()->max_pred(); }
   bool dynamic_masking() const { return shards_.front()->dynamic_masking(); }
   size_t num_shards() const { return shards_.size(); }
+  // Samples of each source (open_sources; a set opened by open is one source).
+  const std::vector<int64_t>& source_sizes() const { return source_sizes_; }
   ShardReader& shard(size_t i) { return *shards_[i]; }
   // Parameters of the first of our shards (nullopt for an HDF5-only set): dynamic masking
   // takes its probability, special ids and vocab size from here.
@@ -79,6 +86,7 @@ class ShardSet {
 
   std::vector<std::unique_ptr<ShardReader>> shards_;
   std::vector<int64_t> offsets_{0};  // offsets_[i] = first global index of shard i
+  std::vector<int64_t> source_sizes_;
   std::optional<ShardInfo> info_;
   bool all_whole_word_ = true;
   int32_t segment_limit_ = 2;          // ShardSetOptions::segment_limit

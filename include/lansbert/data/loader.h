@@ -29,6 +29,9 @@ struct LoaderOptions {
   // trainer's data.whole_word). It needs the continuation pieces ("##"), by id.
   bool whole_word = false;
   std::vector<bool> is_continuation;
+  // Set: draw from the set's sources (ShardSet::source_sizes) in this blend (data.weights),
+  // one weight per source; unset: one shuffled order of all samples per epoch.
+  std::shared_ptr<const BlendSchedule> blend;
   // Pack each micro-batch's sequences into fewer rows (data/packing.h), here in the loader's
   // thread, so that the packing is done ahead of the step.
   bool pack = false;

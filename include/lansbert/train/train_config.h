@@ -31,6 +31,11 @@ struct ModelSection {
 struct DataSection {
   std::vector<std::string> train;     // shard globs
   std::vector<std::string> eval;      // held-out globs (lansbert eval default)
+  // Empty: one shuffled order of all of data.train's samples per epoch. Else one weight per
+  // data.train entry, each entry a source: every position of the run draws from a source
+  // in these proportions, repeating a source's samples as often as its weight asks
+  // (docs/data-format.md "Blending").
+  std::vector<double> weights;
   std::string format = "auto";        // auto | lbs | hdf5 (hdf5: NVIDIA's "training" rule)
   int seq_len = 128;                  // must match the shards
   int max_pred = 20;                  // must match the shards
