@@ -149,13 +149,13 @@ std::string blend_lines(const TrainConfig& cfg, const ShardSet& set) {
   BlendSchedule blend;
   if (cfg.data.weights.empty() || !BlendSchedule::create(cfg.data.weights, "data.weights", &blend).is_ok()) return "";
   const uint64_t run_samples = uint64_t(cfg.schedule.total_steps) * uint64_t(cfg.batch.global_batch);
+  const std::vector<uint64_t> picks = blend.picks_before(run_samples);
   std::string out;
   for (size_t s = 0; s < blend.sources(); ++s) {
     const int64_t size = set.source_sizes()[s];
-    const uint64_t picks = blend.picks_before(s, run_samples);
     out += fmt::format("  {:<20}: {} ({} samples), weight {}: {:.2f}% of the samples, {:.2f} epochs of it in {} steps\n",
-                       fmt::format("  source {}", s + 1), cfg.data.train[s], size, cfg.data.weights[s],
-                       100.0 * blend.share(s) / BlendSchedule::kPeriod, size ? double(picks) / double(size) : 0.0,
+                       fmt::format("  data.train[{}]", s), cfg.data.train[s], size, cfg.data.weights[s],
+                       100.0 * blend.share(s) / BlendSchedule::kPeriod, size ? double(picks[s]) / double(size) : 0.0,
                        cfg.schedule.total_steps);
   }
   return out;

@@ -36,7 +36,8 @@ Status BlendSchedule::create(const std::vector<double>& weights, const std::stri
   uint64_t given = 0;
   for (size_t s = 0; s < weights.size(); ++s) {
     const double quota = weights[s] / sum * kPeriod;
-    const double whole = std::floor(quota);
+    // A quota of exactly 1 (65,536 equal weights) may be computed a rounding error below it.
+    const double whole = std::floor(quota + 1e-9);
     if (whole < 1)
       return Status::invalid_argument(fmt::format(
           "{}[{}]: {} is {:.3g} of the weights' sum, below the blend's resolution 1/{}: the source would get no "
@@ -49,8 +50,8 @@ Status BlendSchedule::create(const std::vector<double>& weights, const std::stri
   std::iota(by_fraction.begin(), by_fraction.end(), size_t(0));
   std::stable_sort(by_fraction.begin(), by_fraction.end(),
                    [&](size_t a, size_t b) { return fraction[a] > fraction[b]; });
-  // Rounding can leave the floors' sum a pick over or under what the fractions say; the
-  // loop hands out exactly kPeriod - given (fewer than the number of sources).
+  // The floors fall short of kPeriod by less than one pick a source (the fractions' sum);
+  // the loop hands out exactly that shortfall, at most one pick to each source.
   LB_CHECK(given <= kPeriod && kPeriod - given <= weights.size());
   for (size_t i = 0; given < kPeriod; ++i, ++given) ++shares[by_fraction[i]];
 
@@ -86,12 +87,18 @@ BlendSchedule::Pick BlendSchedule::pick(uint64_t k) const {
   return {s, period * shares_[s] + rank_[at]};
 }
 
-uint64_t BlendSchedule::picks_before(size_t s, uint64_t k) const {
-  LB_CHECK(s < shares_.size());
-  uint64_t n = (k / kPeriod) * shares_[s];
+std::vector<uint64_t> BlendSchedule::picks_before(uint64_t k) const {
+  std::vector<uint64_t> n(shares_.size());
+  for (size_t s = 0; s < shares_.size(); ++s) n[s] = (k / kPeriod) * shares_[s];
   const uint32_t partial = uint32_t(k % kPeriod);
-  for (uint32_t at = 0; at < partial; ++at) n += source_[at] == s;
+  for (uint32_t at = 0; at < partial; ++at) ++n[source_[at]];
   return n;
+}
+
+bool BlendSchedule::same_shares(const std::vector<double>& a, const std::vector<double>& b) {
+  BlendSchedule x, y;
+  if (!create(a, "", &x).is_ok() || !create(b, "", &y).is_ok()) return false;
+  return x.shares_ == y.shares_;
 }
 
 }  // namespace lansbert

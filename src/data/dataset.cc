@@ -101,7 +101,7 @@ Status ShardSet::open(const std::vector<std::string>& patterns, const ShardSetOp
 }
 
 Status ShardSet::open_sources(const std::vector<std::vector<std::string>>& sources, const ShardSetOptions& opts,
-                              std::unique_ptr<ShardSet>* out) {
+                              std::unique_ptr<ShardSet>* out, const std::string& name) {
   std::vector<std::string> paths;
   std::vector<size_t> files_per_source;
   // A file in two sources would be blended at two weights: surely a glob too wide.
@@ -113,8 +113,8 @@ Status ShardSet::open_sources(const std::vector<std::vector<std::string>>& sourc
       const auto [it, fresh] = source_of.insert({{f.dev, f.ino}, s});
       if (!fresh)
         return Status::invalid_argument(fmt::format(
-            "{}: in source {} ({}) and in source {} ({}): a blend's sources must not share files", f.path,
-            it->second + 1, fmt::join(sources[it->second], " "), s + 1, fmt::join(sources[s], " ")));
+            "{}: in {}[{}] ({}) and in {}[{}] ({}): a blend's sources must not share files", f.path, name,
+            it->second, fmt::join(sources[it->second], " "), name, s, fmt::join(sources[s], " ")));
       paths.push_back(f.path);
     }
     files_per_source.push_back(found.size());

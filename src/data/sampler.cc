@@ -111,7 +111,9 @@ Sampler::Drawn Sampler::sample(uint64_t epoch, uint64_t k) const {
   if (!blend_) return {FeistelPermutation(n_, seed_, epoch)(k), epoch};
   const BlendSchedule::Pick p = blend_->pick(k);
   const uint64_t size = source_size_[p.source], source_epoch = p.index / size;
-  // Each source its own seed, so that two sources of one size are not shuffled alike.
+  // Each source its own seed, so that two sources of one size are not shuffled alike. The
+  // permutation (and the masks) take the source epoch's low 32 bits: an order comes again
+  // only after 2^32 epochs of a source (docs/data-format.md "Blending").
   const uint64_t source_seed = seed_ ^ ((uint64_t(p.source) + 1) * 0x9E3779B97F4A7C15ull);
   return {source_begin_[p.source] + FeistelPermutation(size, source_seed, source_epoch)(p.index % size), source_epoch};
 }

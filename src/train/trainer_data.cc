@@ -59,7 +59,7 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
   } else {
     std::vector<std::vector<std::string>> sources;
     for (const std::string& pattern : cfg.data.train) sources.push_back({pattern});
-    st = ShardSet::open_sources(sources, so, &shards);
+    st = ShardSet::open_sources(sources, so, &shards, "data.train");
   }
   if (!st.is_ok()) return st.with_prefix("data.train: ");
   if (!cfg.data.weights.empty()) {
@@ -150,6 +150,7 @@ Status Run::view_of_the_job(nlohmann::json* out) const {
   uint32_t digest = 0;
   LB_RETURN_IF_ERROR(shards->sample_digest(&digest).with_prefix("data.train: "));
   j["shards"] = {{"train_samples", shards->count()}, {"train_files", shards->num_shards()}, {"train_digest", digest}};
+  if (blend) j["shards"]["train_source_samples"] = shards->source_sizes();
   if (eval_shards) {
     LB_RETURN_IF_ERROR(eval_shards->sample_digest(&digest).with_prefix("data.eval: "));
     j["shards"]["eval_samples"] = eval_shards->count();

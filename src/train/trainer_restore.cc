@@ -1,5 +1,6 @@
 // Run::restore (--resume), Run::init_from (a later phase from a checkpoint or a Hugging Face
 // directory) and Run::save: checkpoints against the run's config and model (trainer_run.h).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -91,6 +92,39 @@ std::string first_difference(const char* key, const nlohmann::json& saved, const
   return "";
 }
 
+// A blend ties each weight, and each source's order of samples, to its entry's place in
+// data.train: its entries listed in another order would go on with those exchanged. Told by
+// the globs (the same ones reordered) or by the sources' sizes (the same sizes reordered: the
+// shards moved too).
+Status check_blend_order(const std::string& dir, const nlohmann::json& saved_config, const nlohmann::json& config,
+                         const std::string& saved_train_data, const nlohmann::json& train_data) {
+  auto reordered = [](nlohmann::json a, nlohmann::json b) {
+    if (!a.is_array() || !b.is_array() || a == b) return false;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    return a == b;
+  };
+  const nlohmann::json saved_train = saved_config["data"].value("train", nlohmann::json()),
+                       train = config["data"]["train"];
+  const nlohmann::json saved_sizes =
+      saved_train_data.empty() ? nlohmann::json() : nlohmann::json::parse(saved_train_data).value("source_samples", nlohmann::json());
+  const nlohmann::json sizes = train_data.value("source_samples", nlohmann::json());
+  if (!reordered(saved_train, train) && !reordered(saved_sizes, sizes)) return Status::ok();
+  return Status::invalid_argument(
+      dir + ": data.train: the checkpoint's run blended " + saved_train.dump() + " (samples " + saved_sizes.dump() +
+      "), the config lists " + train.dump() + " (samples " + sizes.dump() +
+      "): the same sources in another order, where a blend ties each weight and each source's order of samples to "
+      "its entry's place; list them in the checkpoint's order");
+}
+
+// The weights as a list of numbers ({} where the json is not one).
+std::vector<double> weights_of(const nlohmann::json& j) {
+  std::vector<double> w;
+  if (j.is_array())
+    for (const auto& x : j) w.push_back(x.is_number() ? x.get<double>() : 0.0);
+  return w;
+}
+
 // Checkpoints written before model.hidden_act existed were all trained with the erf GELU: their
 // stored config (trainer.json's "config") gets that key.
 void fill_pre_hidden_act(nlohmann::json* config) {
@@ -151,6 +185,7 @@ Status Run::restore() {
                                     ": its data position means nothing there; to start a new phase from this "
                                     "checkpoint use --init-from " + dir);
   }
+  if (saved_sources > 0) LB_RETURN_IF_ERROR(check_blend_order(dir, saved, mine, meta.train_data_json, train_data));
   if (meta.step > cfg.schedule.total_steps)
     return Status::invalid_argument(dir + ": the checkpoint is at step " + std::to_string(meta.step) +
                                     ", beyond schedule.total_steps " + std::to_string(cfg.schedule.total_steps) +
@@ -185,7 +220,7 @@ Status Run::restore() {
         std::fprintf(opts.log, "note: %s: the updates from here follow the config's %s, not the interrupted run's\n",
                      diff.c_str(), key);
     // Allowed (a source found too small or too noisy mid-run), but no longer the same run.
-    if (!same_values(saved_weights, mine["data"]["weights"]))
+    if (saved_sources > 0 && !BlendSchedule::same_shares(weights_of(saved_weights), cfg.data.weights))
       std::fprintf(opts.log,
                    "note: data.weights %s is not the checkpoint's %s: from here each source's share follows the "
                    "config, and its place in its own order is where the new weights would have put it (some of its "

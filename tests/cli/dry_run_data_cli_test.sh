@@ -49,10 +49,10 @@ mkdir -p "$tmp/copy" && cp "$tmp/data/shards/"*.lbs "$tmp/copy/"
 samples=$("$lb" train --config "$tmp/good.yaml" --dry-run | sed -n 's/.*data.train *: 1 file, \([0-9]*\) samples.*/\1/p')
 out=$("$lb" train --config "$tmp/good.yaml" --dry-run --set "data.train=[$tmp/data/shards/*.lbs, $tmp/copy]" \
       --set 'data.weights=[3, 1]') || { echo "FAIL: dry run of a blend exited $?"; fail=1; }
-has "$out" "    source 1          : $tmp/data/shards/*.lbs ($samples samples), weight 3: 75.00% of the samples, \
+has "$out" "    data.train[0]     : $tmp/data/shards/*.lbs ($samples samples), weight 3: 75.00% of the samples, \
 $(awk -v n="$samples" 'BEGIN { printf "%.2f", 400 * 32 * 0.75 / n }') epochs of it in 400 steps"
-has "$out" "    source 2          : $tmp/copy ($samples samples), weight 1: 25.00% of the samples"
-expect_error 2 "data.train: $tmp/copy/shard-00000.lbs: in source 1 ($tmp/copy) and in source 2 ($tmp/copy/*)" \
+has "$out" "    data.train[1]     : $tmp/copy ($samples samples), weight 1: 25.00% of the samples"
+expect_error 2 "data.train: $tmp/copy/shard-00000.lbs: in data.train[0] ($tmp/copy) and in data.train[1] ($tmp/copy/*)" \
   train --config "$tmp/good.yaml" --dry-run --set "data.train=[$tmp/copy, $tmp/copy/*]" --set 'data.weights=[1, 1]'
 expect_error 2 "data.weights: 1 weight for the 2 entries of data.train (one each)" \
   train --config "$tmp/good.yaml" --dry-run --set "data.train=[$tmp/copy, $tmp/data/shards]" --set 'data.weights=1'

@@ -68,8 +68,9 @@ void check_order(const std::vector<double>& w, uint64_t n) {
       worst = std::max(worst, dev / bound);
       ASSERT_LE(dev, bound + 1e-9) << "source " << s << " after " << k + 1 << " picks";
     }
-    if (k % 9973 == 0 || k + 1 == n)
-      for (size_t s = 0; s < S; ++s) ASSERT_EQ(b.picks_before(s, k + 1), count[s]) << k;
+    if (k % 9973 == 0 || k + 1 == n) {
+      ASSERT_EQ(b.picks_before(k + 1), count) << k;
+    }
   }
   // The bound is near tight somewhere (a schedule that is far better is not this one).
   EXPECT_GT(worst, 0.3);
@@ -94,6 +95,14 @@ TEST(Blend, EveryBatchOf32At70To30Holds22Or23) {
   }
 }
 
+TEST(Blend, SameSharesIsTheSameBlend) {
+  EXPECT_TRUE(BlendSchedule::same_shares({1, 1}, {0.5, 0.5}));
+  EXPECT_TRUE(BlendSchedule::same_shares({0.7, 0.3}, {7, 3}));
+  EXPECT_FALSE(BlendSchedule::same_shares({0.7, 0.3}, {0.3, 0.7}));
+  EXPECT_FALSE(BlendSchedule::same_shares({1, 1}, {1, 1, 1}));
+  EXPECT_FALSE(BlendSchedule::same_shares({1, 1}, {1, 0}));
+}
+
 TEST(Blend, OrderIsAllPicksSortedByTheirTime) {
   // The reference: every pick (j, s) of one period, sorted by (2j+1)/(2 n_s) in long double
   // (exact enough for these shares: no two different times closer than 1/P^2), ties by source.
@@ -111,11 +120,13 @@ TEST(Blend, OrderIsAllPicksSortedByTheirTime) {
     ASSERT_EQ(next.source, p.source);
     ASSERT_EQ(next.index, p.index + b.share(p.source));
   }
-  // Far into a run (a 96K batch's millionth step) the arithmetic holds.
-  const uint64_t far = 98304ull * 1000000ull + 5;
-  const BlendSchedule::Pick f = b.pick(far);
-  EXPECT_EQ(f.source, b.pick(far % P).source);
-  EXPECT_EQ(f.index, (far / P) * b.share(f.source) + b.pick(far % P).index);
+  // Far into a run (a 96K batch's millionth step): each pick's index is the count of its
+  // source's picks before it, as picks_before counts them (whole periods, then a scan).
+  for (const uint64_t far : {98304ull * 1000000ull + 5, (1ull << 40) + 3 * P / 4, (1ull << 50) - 1}) {
+    const BlendSchedule::Pick f = b.pick(far);
+    EXPECT_EQ(f.index, b.picks_before(far)[f.source]) << far;
+    EXPECT_EQ(b.picks_before(far + 1)[f.source], f.index + 1) << far;
+  }
 }
 
 TEST(Blend, RefusesWeightsItCannotBlend) {
@@ -135,6 +146,10 @@ TEST(Blend, RefusesWeightsItCannotBlend) {
   refused({1, 1e-5}, "data.weights[1]: 1e-05 is 1e-05 of the weights' sum, below the blend's resolution 1/65536");
   EXPECT_TRUE(BlendSchedule::create({1, 1.6e-5}, "w", &b).is_ok());
   EXPECT_EQ(b.share(1), 1u);
+  // The limit itself: 65,536 equal weights, a pick each (their quotas computed a hair below 1).
+  ASSERT_TRUE(BlendSchedule::create(std::vector<double>(P, 0.1), "w", &b).is_ok());
+  for (size_t s = 0; s < P; s += 4097) EXPECT_EQ(b.share(s), 1u);
+  refused(std::vector<double>(P + 1, 0.1), "data.weights: 65537 sources, more than the 65536");
 }
 
 }  // namespace

@@ -272,7 +272,7 @@ TEST(ShardSet, SourcesInTheirOrderAndNoFileInTwo) {
   EXPECT_EQ(set->where(0), dir + "/a/c.lbs: sample 0");
   const Status st = ShardSet::open_sources({{dir + "/z/*.lbs"}, {dir + "/a/c.lbs"}, {dir + "/z/./b.lbs"}}, {}, &set);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(st.message(), dir + "/z/./b.lbs: in source 1 (" + dir + "/z/*.lbs) and in source 3 (" + dir +
+  EXPECT_EQ(st.message(), dir + "/z/./b.lbs: in source[0] (" + dir + "/z/*.lbs) and in source[2] (" + dir +
                               "/z/./b.lbs): a blend's sources must not share files");
   EXPECT_EQ(ShardSet::open_sources({{dir + "/a"}, {dir + "/none*"}}, {}, &set).code(), StatusCode::kNotFound);
 }

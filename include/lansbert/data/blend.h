@@ -41,8 +41,11 @@ class BlendSchedule {
     uint64_t index = 0;
   };
   Pick pick(uint64_t k) const;
-  // Picks of source s among positions [0, k).
-  uint64_t picks_before(size_t s, uint64_t k) const;
+  // Picks of each source among positions [0, k).
+  std::vector<uint64_t> picks_before(uint64_t k) const;
+  // Whether two lists of weights make the same blend (the same shares: [1, 1] and [0.5, 0.5]
+  // do); false where either is not a blend.
+  static bool same_shares(const std::vector<double>& a, const std::vector<double>& b);
 
  private:
   std::vector<uint32_t> shares_;

@@ -48,9 +48,9 @@ class ShardSet {
                      std::unique_ptr<ShardSet>* out);
   // Sources of a blend (data.weights): each source's files as open finds them, the sources
   // one after another in the global index (source 0's samples first). A file in two sources
-  // is an error naming both.
+  // is an error naming both as name[i] (the trainer's "data.train").
   static Status open_sources(const std::vector<std::vector<std::string>>& sources, const ShardSetOptions& opts,
-                             std::unique_ptr<ShardSet>* out);
+                             std::unique_ptr<ShardSet>* out, const std::string& name = "source");
 
   int64_t count() const { return offsets_.back(); }
   int seq_len() const { return shards_.front()->seq_len(); }
