@@ -195,6 +195,7 @@ const std::vector<Field>& schema() {
       LB_F("schedule.warmup_steps", get_int(n, &c.schedule.warmup_steps)),
       LB_F("schedule.constant_steps", get_int(n, &c.schedule.constant_steps)),
       LB_F("schedule.power", get_num(n, &c.schedule.decay_power)),
+      LB_F("schedule.min_ratio", get_num(n, &c.schedule.min_ratio)),
       LB_F("schedule.first_update", get_enum(n, &c.schedule.first_update, parse_first_update)),
       LB_F("precision.dtype", get_str(n, &c.precision.dtype)),
       LB_F("precision.loss_scale", get_str(n, &c.precision.loss_scale)),

@@ -182,19 +182,33 @@ Status ShardSet::open_sources(const std::vector<std::vector<std::string>>& sourc
   return Status::ok();
 }
 
-Status ShardSet::sample_digest(uint32_t* out) {
+Status ShardSet::sample_digest(uint32_t* out) { return sample_digest(0, count(), out); }
+
+Status ShardSet::sample_digest(int64_t begin, int64_t end, uint32_t* out) {
+  LB_CHECK(begin >= 0 && begin <= end && end <= count());
   *out = 0;
-  if (count() == 0) return Status::ok();  // nothing to read (an HDF5 shard may hold no sample)
+  if (begin == end) return Status::ok();  // nothing to read (an HDF5 shard may hold no sample)
   Batch b;
   b.resize(1, seq_len(), max_pred());
   uint32_t crc = 0;
-  for (int64_t i : {int64_t(0), count() / 2, count() - 1}) {
+  for (int64_t i : {begin, begin + (end - begin) / 2, end - 1}) {
     LB_RETURN_IF_ERROR(read(i, &b, 0));
     for (const std::vector<int32_t>* v :
          {&b.input_ids, &b.segment_ids, &b.input_mask, &b.masked_positions, &b.masked_ids, &b.nsp_labels})
       crc = crc32c(v->data(), v->size() * sizeof(int32_t), crc);
   }
   *out = crc;
+  return Status::ok();
+}
+
+Status ShardSet::source_digests(std::vector<uint32_t>* out) {
+  out->clear();
+  int64_t begin = 0;
+  for (const int64_t size : source_sizes_) {
+    out->emplace_back();
+    LB_RETURN_IF_ERROR(sample_digest(begin, begin + size, &out->back()));
+    begin += size;
+  }
   return Status::ok();
 }
 

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <numbers>
 #include <string>
 #include <utility>
 
@@ -27,6 +28,8 @@ const char* schedule_kind_name(ScheduleKind k) {
       return "nvidia_poly_warmup";
     case ScheduleKind::kLinear:
       return "linear";
+    case ScheduleKind::kCosine:
+      return "cosine";
     case ScheduleKind::kConstant:
       return "constant";
   }
@@ -38,15 +41,15 @@ const char* first_update_name(FirstUpdate f) {
 }
 
 Status parse_schedule_kind(const std::string& s, ScheduleKind* out) {
-  for (ScheduleKind k : {ScheduleKind::kLans, ScheduleKind::kNvidiaPolyWarmup,
-                         ScheduleKind::kLinear, ScheduleKind::kConstant}) {
+  for (ScheduleKind k : {ScheduleKind::kLans, ScheduleKind::kNvidiaPolyWarmup, ScheduleKind::kLinear,
+                         ScheduleKind::kCosine, ScheduleKind::kConstant}) {
     if (s == schedule_kind_name(k)) {
       *out = k;
       return Status::ok();
     }
   }
   return Status::invalid_argument("schedule.kind: unknown schedule '" + s +
-                                  "' (expected lans, nvidia_poly_warmup, linear or constant)");
+                                  "' (expected lans, nvidia_poly_warmup, linear, cosine or constant)");
 }
 
 Status parse_first_update(const std::string& s, FirstUpdate* out) {
@@ -82,10 +85,19 @@ Status ScheduleConfig::validate() const {
   if (!lans && (constant_steps > 0 || (constant_ratio != defaults.constant_ratio && constant_ratio != 0)))
     return Status::invalid_argument("schedule." + std::string(constant_steps > 0 ? "constant_steps" : "constant_ratio") +
                                     ": only kind lans has a constant phase (kind is " + kind_name + ")");
+  const bool cosine = kind == ScheduleKind::kCosine;
   if (!lans && decay_power != defaults.decay_power)
     return Status::invalid_argument("schedule.decay_power: only kind lans takes a decay power (kind " + kind_name +
-                                    (constant ? " does not decay" :
-                                     kind == ScheduleKind::kLinear ? " decays linearly" : " decays with power 0.5") + ")");
+                                    (constant                      ? " does not decay"
+                                     : kind == ScheduleKind::kLinear ? " decays linearly"
+                                     : cosine                        ? " decays along a half cosine"
+                                                                     : " decays with power 0.5") + ")");
+  if (!cosine && min_ratio != 0)
+    return Status::invalid_argument("schedule.min_ratio: only kind cosine decays to a floor (kind is " + kind_name +
+                                    "; the others decay to 0)");
+  if (!(min_ratio >= 0 && min_ratio < 1))
+    return Status::invalid_argument("schedule.min_ratio " + ratio_text(min_ratio) +
+                                    ": must be in [0, 1) (a fraction of optimizer.lr)");
   if (constant && (warmup_steps > 0 || (warmup_ratio != defaults.warmup_ratio && warmup_ratio != 0)))
     return Status::invalid_argument("schedule." + std::string(warmup_steps > 0 ? "warmup_steps" : "warmup_ratio") +
                                     ": kind constant has no warmup (kinds lans, linear and nvidia_poly_warmup have one)");
@@ -150,6 +162,10 @@ double LrSchedule::multiplier(int64_t applied) const {
       return std::sqrt(1 - x);
     case ScheduleKind::kLinear:
       return (1 - x) / (1 - w_);
+    case ScheduleKind::kCosine: {
+      const double m = config_.min_ratio;
+      return m + (1 - m) * 0.5 * (1 + std::cos(std::numbers::pi * (x - w_) / (1 - w_)));
+    }
     case ScheduleKind::kLans:
       if (x < w_ + c_) return 1.0;
       return std::pow((1 - x) / (1 - w_ - c_), config_.decay_power);

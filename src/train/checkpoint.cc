@@ -413,11 +413,11 @@ Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
       for (const char* key : {"samples", "files", "digest"})
         if (td.contains(key) && !td[key].is_number_unsigned())
           throw std::out_of_range(std::string("train_data.") + key + " is not a count: " + td[key].dump());
-      if (td.contains("source_samples") &&
-          (!td["source_samples"].is_array() ||
-           !std::all_of(td["source_samples"].begin(), td["source_samples"].end(),
-                        [](const nlohmann::json& n) { return n.is_number_unsigned(); })))
-        throw std::out_of_range("train_data.source_samples is not a list of counts: " + td["source_samples"].dump());
+      for (const char* key : {"source_samples", "source_digests"})
+        if (td.contains(key) && (!td[key].is_array() || !std::all_of(td[key].begin(), td[key].end(), [](const auto& n) {
+                                   return n.is_number_unsigned();
+                                 })))
+          throw std::out_of_range(std::string("train_data.") + key + " is not a list of counts: " + td[key].dump());
       if (td.contains("vocab_hash") && !td["vocab_hash"].is_string())
         throw std::out_of_range("train_data.vocab_hash is not a string: " + td["vocab_hash"].dump());
       m.train_data_json = td.dump();

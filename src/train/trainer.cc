@@ -370,8 +370,12 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   run.train_data = {{"samples", seen["train_samples"]}, {"files", seen["train_files"]}, {"digest", seen["train_digest"]}};
   // Which vocabulary the ids mean, for a later phase's --init-from to compare (lansbert shards
   // record it; NVIDIA's HDF5 ones do not).
-  // A blend's sources' sizes: a resume with its entries in another order is refused by them.
-  if (seen.contains("train_source_samples")) run.train_data["source_samples"] = seen["train_source_samples"];
+  // A blend's sources, each by its size and sample digest: a resume with its entries in
+  // another order is refused by them.
+  if (seen.contains("train_source_samples")) {
+    run.train_data["source_samples"] = seen["train_source_samples"];
+    run.train_data["source_digests"] = seen["train_source_digests"];
+  }
   if (run.shards->info()) run.train_data["vocab_hash"] = vocab_hash_text(run.shards->info()->vocab_hash);
   LB_RETURN_IF_ERROR(check_same_as_rank0(comm, view,
                                          "resolved config, command line or view of the shards",

@@ -150,7 +150,12 @@ Status Run::view_of_the_job(nlohmann::json* out) const {
   uint32_t digest = 0;
   LB_RETURN_IF_ERROR(shards->sample_digest(&digest).with_prefix("data.train: "));
   j["shards"] = {{"train_samples", shards->count()}, {"train_files", shards->num_shards()}, {"train_digest", digest}};
-  if (blend) j["shards"]["train_source_samples"] = shards->source_sizes();
+  if (blend) {
+    std::vector<uint32_t> digests;
+    LB_RETURN_IF_ERROR(shards->source_digests(&digests).with_prefix("data.train: "));
+    j["shards"]["train_source_samples"] = shards->source_sizes();
+    j["shards"]["train_source_digests"] = digests;
+  }
   if (eval_shards) {
     LB_RETURN_IF_ERROR(eval_shards->sample_digest(&digest).with_prefix("data.eval: "));
     j["shards"]["eval_samples"] = eval_shards->count();

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <tuple>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "lansbert/core/check.h"
@@ -93,28 +95,33 @@ std::string first_difference(const char* key, const nlohmann::json& saved, const
 }
 
 // A blend ties each weight, and each source's order of samples, to its entry's place in
-// data.train: its entries listed in another order would go on with those exchanged. Told by
-// the globs (the same ones reordered) or by the sources' sizes (the same sizes reordered: the
-// shards moved too).
+// data.train: a source the checkpoint's run read as entry i and the config lists as entry j
+// would go on with entry i's weight and order exchanged for another's. Told by the globs, or
+// (shards moved meanwhile) by each source's sample digest (train_data.source_digests).
 Status check_blend_order(const std::string& dir, const nlohmann::json& saved_config, const nlohmann::json& config,
                          const std::string& saved_train_data, const nlohmann::json& train_data) {
-  auto reordered = [](nlohmann::json a, nlohmann::json b) {
-    if (!a.is_array() || !b.is_array() || a == b) return false;
-    std::sort(a.begin(), a.end());
-    std::sort(b.begin(), b.end());
-    return a == b;
-  };
-  const nlohmann::json saved_train = saved_config["data"].value("train", nlohmann::json()),
-                       train = config["data"]["train"];
-  const nlohmann::json saved_sizes =
-      saved_train_data.empty() ? nlohmann::json() : nlohmann::json::parse(saved_train_data).value("source_samples", nlohmann::json());
-  const nlohmann::json sizes = train_data.value("source_samples", nlohmann::json());
-  if (!reordered(saved_train, train) && !reordered(saved_sizes, sizes)) return Status::ok();
-  return Status::invalid_argument(
-      dir + ": data.train: the checkpoint's run blended " + saved_train.dump() + " (samples " + saved_sizes.dump() +
-      "), the config lists " + train.dump() + " (samples " + sizes.dump() +
-      "): the same sources in another order, where a blend ties each weight and each source's order of samples to "
-      "its entry's place; list them in the checkpoint's order");
+  using nlohmann::json;
+  const json saved_train = saved_config["data"].value("train", json::array()), train = config["data"]["train"];
+  const json saved_digests =
+      saved_train_data.empty() ? json() : json::parse(saved_train_data).value("source_digests", json());
+  const json digests = train_data.value("source_digests", json());
+  const size_t n = train.size();
+  if (saved_digests.is_array() && saved_digests.size() != n)
+    return Status::corrupt(fmt::format("{}/trainer.json: train_data.source_digests has {} entries for the blend's {} "
+                                       "sources", dir, saved_digests.size(), n));
+  for (const auto& [before, now, by] : {std::tuple{&saved_train, &train, "glob"}, {&saved_digests, &digests, "samples"}}) {
+    if (!before->is_array() || !now->is_array() || before->size() != n || now->size() != n) continue;
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < n && (*before)[i] != (*now)[i]; ++j)
+        if (j != i && (*before)[i] == (*now)[j])
+          return Status::invalid_argument(fmt::format(
+              "{}: data.train[{}] ({}) is what the checkpoint's run blended as data.train[{}] ({}), by its {}: a "
+              "blend ties each weight and each source's order of samples to its entry's place; list the sources in "
+              "the checkpoint's order",
+              dir, j, train[j].dump(), i, saved_train.is_array() && i < saved_train.size() ? saved_train[i].dump() : "?",
+              by));
+  }
+  return Status::ok();
 }
 
 // The weights as a list of numbers ({} where the json is not one).

@@ -187,6 +187,18 @@ TEST(ConfigLoader, WeightsAreOnePerTrainEntry) {
   EXPECT_TRUE(c.data.weights.empty());
 }
 
+TEST(ConfigLoader, CosineScheduleWithAFloor) {
+  TrainConfig c;
+  const Status st = parse_train_config(kGood, "good.yaml", {"schedule.kind=cosine", "schedule.min_ratio=0.1"}, 1, &c);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  EXPECT_EQ(c.schedule.kind, ScheduleKind::kCosine);
+  EXPECT_EQ(c.schedule.min_ratio, 0.1);
+  EXPECT_NE(config_to_json(c).find("\"min_ratio\":0.1"), std::string::npos) << config_to_json(c);
+  // Unset, the key is not in the json (checkpoints of builds without it compare equal).
+  ASSERT_TRUE(parse_train_config(kGood, "good.yaml", {}, 1, &c).is_ok());
+  EXPECT_EQ(config_to_json(c).find("min_ratio"), std::string::npos);
+}
+
 TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
   const std::vector<Bad> cases = {
       {"  lrr: 0.01\n", "  lr: 0.01\n", {}, {"bad.yaml:13:", "optimizer.lrr: unknown key (did you mean optimizer.lr?)"}},
@@ -213,7 +225,9 @@ TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
       {"  micro_batch: -4\n", "  micro_batch: 16\n", {}, {"bad.yaml:10:", "batch.micro_batch", "positive"}},
       {"  micro_batch: 16\n  recompute: true\n", "  micro_batch: 16\n", {},
        {"bad.yaml:11:", "batch.recompute: expected none, attention or layers, got 'true'"}},
-      {"  kind: cosine\n  total_steps: 10\n", "  total_steps: 10\n", {}, {"bad.yaml:15:", "schedule.kind", "cosine"}},
+      {"  kind: cosine_restarts\n  total_steps: 10\n", "  total_steps: 10\n", {}, {"bad.yaml:15:", "schedule.kind", "cosine_restarts"}},
+      {"  min_ratio: 0.1\n  total_steps: 10\n", "  total_steps: 10\n", {},
+       {"bad.yaml:15:", "schedule.min_ratio: only kind cosine decays to a floor"}},
       {"phase:\n  phase_start: sometimes\n", "checkpoint:\n", {}, {"bad.yaml:17:", "phase.phase_start", "sometimes"}},
       {"  hidden: 100\n  heads: 3\n", "  vocab_size: 64\n", {}, {"bad.yaml:3:", "model.hidden", "heads"}},
       // A check across keys points at the one the user gave (the preset gave model.hidden).

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace lansbert {
@@ -101,6 +102,40 @@ TEST(Schedule, LinearBreakpoints) {
   EXPECT_NEAR(s.lr(99), 0.01 / 0.9, 1e-15);
 }
 
+// Cosine, mult0, T = 100, w = 0.1: s = 0 -> 0; s = 5 -> 0.5; s = 10 -> 1; s = 55 (half way
+// through the decay) -> 0.5, with min_ratio 0.1 -> 0.1 + 0.9 * 0.5 = 0.55; s = 100 -> 0. Every
+// step against Hugging Face's get_cosine_schedule_with_warmup as its lambda is written, in
+// whole steps (lr_lambda(s) for the update after s, its scheduler stepped after the optimizer
+// as mult0), and with a floor as Megatron-LM's min_lr + (lr - min_lr) * cosine factor.
+TEST(Schedule, CosineBreakpointsAndEveryStepAgainstTheReferences) {
+  ScheduleConfig c;
+  c.kind = ScheduleKind::kCosine;
+  c.peak_lr = 1.0;
+  c.total_steps = 100;
+  c.warmup_steps = 10;
+  LrSchedule s(c);
+  EXPECT_EQ(s.lr(0), 0.0);
+  EXPECT_NEAR(s.lr(5), 0.5, 1e-15);
+  EXPECT_NEAR(s.lr(10), 1.0, 1e-15);
+  EXPECT_NEAR(s.lr(55), 0.5, 1e-15);
+  EXPECT_EQ(s.lr(100), 0.0);
+  const double pi = 3.14159265358979323846;
+  auto hf = [&](int64_t step, int64_t warmup, int64_t total) {
+    if (step < warmup) return double(step) / double(std::max<int64_t>(1, warmup));
+    const double progress = double(step - warmup) / double(std::max<int64_t>(1, total - warmup));
+    return std::max(0.0, 0.5 * (1.0 + std::cos(pi * 2.0 * 0.5 * progress)));
+  };
+  for (int64_t step = 0; step < 100; ++step) ASSERT_NEAR(s.lr(step), hf(step, 10, 100), 1e-12) << step;
+  c.min_ratio = 0.1;
+  c.first_update = FirstUpdate::kMult1;  // the update after s uses position s + 1
+  LrSchedule floor(c);
+  EXPECT_NEAR(floor.lr(54), 0.55, 1e-15);
+  for (int64_t step = 10; step < 99; ++step)
+    ASSERT_NEAR(floor.lr(step), 0.1 + 0.9 * hf(step + 1, 10, 100), 1e-12) << step;
+  EXPECT_NEAR(floor.lr(98), 0.1 + 0.9 * 0.5 * (1 + std::cos(pi * 89 / 90)), 1e-15);  // its last update: near 0.1
+  EXPECT_EQ(floor.lr(99), 0.0);  // mult1's position T: the phase is over
+}
+
 TEST(Schedule, ConstantIsPeakEverywhere) {
   ScheduleConfig c;
   c.kind = ScheduleKind::kConstant;
@@ -151,6 +186,16 @@ TEST(Schedule, ValidationNamesTheField) {
        "schedule.decay_power: only kind lans takes a decay power (kind constant does not decay)"},
       {[](ScheduleConfig* s) { s->kind = ScheduleKind::kConstant, s->constant_ratio = 0.5; },
        "schedule.constant_ratio: only kind lans has a constant phase (kind is constant)"},
+      {[](ScheduleConfig* s) { s->kind = ScheduleKind::kCosine, s->constant_ratio = 0.5; },
+       "schedule.constant_ratio: only kind lans has a constant phase (kind is cosine)"},
+      {[](ScheduleConfig* s) { s->kind = ScheduleKind::kCosine, s->decay_power = 2; },
+       "schedule.decay_power: only kind lans takes a decay power (kind cosine decays along a half cosine)"},
+      {[](ScheduleConfig* s) { s->min_ratio = 0.1; },
+       "schedule.min_ratio: only kind cosine decays to a floor (kind is lans; the others decay to 0)"},
+      {[](ScheduleConfig* s) { s->kind = ScheduleKind::kCosine, s->constant_ratio = 0, s->min_ratio = 1; },
+       "schedule.min_ratio 1: must be in [0, 1) (a fraction of optimizer.lr)"},
+      {[](ScheduleConfig* s) { s->kind = ScheduleKind::kCosine, s->constant_ratio = 0, s->min_ratio = -0.5; },
+       "schedule.min_ratio -0.5: must be in [0, 1)"},
   };
   for (const auto& b : bad) {
     c = ScheduleConfig{};  // the defaults: kind lans, warmup 0.05, constant 0.25
@@ -172,7 +217,9 @@ TEST(Schedule, ValidationNamesTheField) {
   ScheduleKind k;
   EXPECT_TRUE(parse_schedule_kind("nvidia_poly_warmup", &k).is_ok());
   EXPECT_EQ(k, ScheduleKind::kNvidiaPolyWarmup);
-  EXPECT_FALSE(parse_schedule_kind("cosine", &k).is_ok());
+  EXPECT_TRUE(parse_schedule_kind("cosine", &k).is_ok());
+  EXPECT_EQ(k, ScheduleKind::kCosine);
+  EXPECT_FALSE(parse_schedule_kind("cosine_with_restarts", &k).is_ok());
   FirstUpdate f;
   EXPECT_TRUE(parse_first_update("mult1", &f).is_ok());
   EXPECT_EQ(f, FirstUpdate::kMult1);

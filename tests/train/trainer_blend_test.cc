@@ -109,16 +109,30 @@ TEST_F(TrainerBlendTest, ResumeAcrossKindsIsRefusedAndOtherWeightsAreSaid) {
   TrainConfig swapped = blended(blend, 6);
   std::swap(swapped.data.train[0], swapped.data.train[1]);
   st = train_logged(swapped, "latest", &log);
-  EXPECT_NE(st.message().find("data.train: the checkpoint's run blended [\"" + *data_), std::string::npos)
+  EXPECT_NE(st.message().find(": data.train[1] (\"" + *data_ + "/shards/*.lbs\") is what the checkpoint's run "
+                              "blended as data.train[0] (\"" + *data_ + "/shards/*.lbs\"), by its glob"),
+            std::string::npos)
       << st.message();
-  EXPECT_NE(st.message().find("the same sources in another order"), std::string::npos) << st.message();
-  // ... and moved as well: told by the sources' sizes.
+  // ... and moved as well: told by the sources' samples.
   const std::string moved = scratch("moved");
   fs::copy(*data_ + "/shards", moved + "/big");
   fs::copy(*small_ + "/shards", moved + "/small");
   swapped.data.train = {moved + "/small/*.lbs", moved + "/big/*.lbs"};
   st = train_logged(swapped, "latest", &log);
-  EXPECT_NE(st.message().find("the same sources in another order"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("data.train[1] (\"" + moved + "/big/*.lbs\") is what the checkpoint's run blended as "
+                              "data.train[0] (\"" + *data_ + "/shards/*.lbs\"), by its samples"),
+            std::string::npos)
+      << st.message();
+  // ... or one entry swapped in for another, the other replaced (not a permutation of them).
+  const std::string third = scratch("third");
+  fs::copy(*small_ + "/shards", third);
+  fs::copy_file(*data_ + "/shards/shard-00000.lbs", third + "/shard-00001.lbs");  // other samples, where the digest reads
+  swapped.data.train = {*small_ + "/shards/*.lbs", third + "/*.lbs"};
+  st = train_logged(swapped, "latest", &log);
+  EXPECT_NE(st.message().find("data.train[0] (\"" + *small_ + "/shards/*.lbs\") is what the checkpoint's run "
+                              "blended as data.train[1]"),
+            std::string::npos)
+      << st.message();
   // Moved in the same order: the same run (a note on the data only where it changed).
   swapped.data.train = {moved + "/big/*.lbs", moved + "/small/*.lbs"};
   st = train_logged(swapped, "latest", &log, 4);

@@ -79,6 +79,10 @@ class ShardSet {
   // from other text, or with another seed or masking, differ here even where their counts
   // agree. Ranks compare it to make sure they read the same data.
   Status sample_digest(uint32_t* out);
+  // The same of the samples [begin, end) alone (0 when empty).
+  Status sample_digest(int64_t begin, int64_t end, uint32_t* out);
+  // Each source's sample_digest: which source is which, wherever its files moved.
+  Status source_digests(std::vector<uint32_t>* out);
 
  private:
   size_t shard_of(int64_t index) const;  // the shard holding global sample `index`

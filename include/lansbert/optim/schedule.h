@@ -3,6 +3,9 @@
 //   lans     warmup (linear) -> constant -> decay ((1-x)/(1-w-c))^power to 0 (LANS paper/code)
 //   nvidia   NVIDIA's LAMB "poly warmup": x/w, then (1-x)^0.5 (jumps at the end of warmup)
 //   linear   linear warmup then linear decay to 0 (lans with no constant phase, power 1)
+//   cosine   linear warmup then a half cosine from 1 down to min_ratio (Megatron-LM's
+//            --lr-decay-style cosine with --min-lr = min_ratio * lr; Hugging Face's
+//            get_cosine_schedule_with_warmup when min_ratio is 0)
 //   constant peak_lr throughout
 // The first-update convention is explicit: with first_update = mult0 the update after s
 // applied updates uses mult(s/T), so the first update gets mult(0) = 0 exactly as the LANS
@@ -18,7 +21,7 @@
 
 namespace lansbert {
 
-enum class ScheduleKind { kLans, kNvidiaPolyWarmup, kLinear, kConstant };
+enum class ScheduleKind { kLans, kNvidiaPolyWarmup, kLinear, kCosine, kConstant };
 enum class FirstUpdate {
   kMult0,  // update s (0-based) uses mult(s/T): the first update has lr 0 (LANS code)
   kMult1,  // update s uses mult((s+1)/T): the last update has lr 0 (NVIDIA)
@@ -34,6 +37,7 @@ struct ScheduleConfig {
   int64_t warmup_steps = -1;
   int64_t constant_steps = -1;
   double decay_power = 1.0;  // lans: 1 = linear decay
+  double min_ratio = 0.0;    // cosine: the rate it decays to, as a fraction of peak_lr, in [0, 1)
   // Default mult0: reproduces the LANS authors' code, whose step counts the paper reports.
   FirstUpdate first_update = FirstUpdate::kMult0;
 
@@ -41,7 +45,7 @@ struct ScheduleConfig {
   Status validate() const;
 };
 
-// Parses "lans" | "nvidia_poly_warmup" | "linear" | "constant" and "mult0" | "mult1".
+// Parses "lans" | "nvidia_poly_warmup" | "linear" | "cosine" | "constant" and "mult0" | "mult1".
 Status parse_schedule_kind(const std::string& s, ScheduleKind* out);
 Status parse_first_update(const std::string& s, FirstUpdate* out);
 const char* schedule_kind_name(ScheduleKind k);
