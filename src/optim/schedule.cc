@@ -100,7 +100,7 @@ Status ScheduleConfig::validate() const {
                                     ": must be in [0, 1) (a fraction of optimizer.lr)");
   if (constant && (warmup_steps > 0 || (warmup_ratio != defaults.warmup_ratio && warmup_ratio != 0)))
     return Status::invalid_argument("schedule." + std::string(warmup_steps > 0 ? "warmup_steps" : "warmup_ratio") +
-                                    ": kind constant has no warmup (kinds lans, linear and nvidia_poly_warmup have one)");
+                                    ": kind constant has no warmup (kinds lans, linear, cosine and nvidia_poly_warmup have one)");
   for (const auto& [field, steps] : {std::pair{"warmup_steps", warmup_steps}, std::pair{"constant_steps", constant_steps}})
     if (steps < -1)
       return Status::invalid_argument("schedule." + std::string(field) + " " + std::to_string(steps) +
@@ -155,7 +155,9 @@ double LrSchedule::multiplier(int64_t applied) const {
   if (config_.kind == ScheduleKind::kConstant) return 1.0;
   const int64_t q = applied + (config_.first_update == FirstUpdate::kMult1 ? 1 : 0);
   const double x = static_cast<double>(q) / static_cast<double>(config_.total_steps);
-  if (x >= 1) return 0.0;  // the phase is over (and avoids 0/0 when w + c = 1)
+  // The phase is over (and avoids 0/0 when w + c = 1); cosine stays at its floor, as
+  // Megatron-LM's min_lr does past the decay (mult1's last update is at x = 1).
+  if (x >= 1) return config_.kind == ScheduleKind::kCosine ? config_.min_ratio : 0.0;
   if (x < w_) return x / w_;
   switch (config_.kind) {
     case ScheduleKind::kNvidiaPolyWarmup:

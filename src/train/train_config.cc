@@ -335,8 +335,9 @@ std::string config_to_json(const TrainConfig& c, int indent) {
                    {"warmup_ratio", s.warmup_ratio},      {"constant_ratio", s.constant_ratio},
                    {"warmup_steps", s.warmup_steps},      {"constant_steps", s.constant_steps},
                    {"power", s.decay_power},              {"first_update", first_update_name(s.first_update)}};
-  // Only where set: a checkpoint of a build without the key compares equal on resume.
-  if (s.min_ratio != 0) j["schedule"]["min_ratio"] = s.min_ratio;
+  // Only where it means something: the checkpoints of other kinds (and of builds without the
+  // key) keep the json they had.
+  if (s.kind == ScheduleKind::kCosine || s.min_ratio != 0) j["schedule"]["min_ratio"] = s.min_ratio;
   const LossScalerConfig& l = c.precision.scaler;
   j["precision"] = {{"dtype", c.precision.dtype}, {"loss_scale", c.precision.loss_scale}, {"tf32", c.precision.tf32},
                     {"attention", c.precision.attention}, {"gemm_cast", c.precision.gemm_cast},

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <tuple>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -96,8 +95,10 @@ std::string first_difference(const char* key, const nlohmann::json& saved, const
 
 // A blend ties each weight, and each source's order of samples, to its entry's place in
 // data.train: a source the checkpoint's run read as entry i and the config lists as entry j
-// would go on with entry i's weight and order exchanged for another's. Told by the globs, or
-// (shards moved meanwhile) by each source's sample digest (train_data.source_digests).
+// would go on with entry i's weight and order exchanged for another's. Told by each source's
+// sample digest (train_data.source_digests, which every blend's checkpoint records), not by the
+// globs: shards moved or renamed are the same source. Only entries that changed count: a source
+// copied into two entries, one of them then replaced, is not a move.
 Status check_blend_order(const std::string& dir, const nlohmann::json& saved_config, const nlohmann::json& config,
                          const std::string& saved_train_data, const nlohmann::json& train_data) {
   using nlohmann::json;
@@ -107,20 +108,19 @@ Status check_blend_order(const std::string& dir, const nlohmann::json& saved_con
   const json digests = train_data.value("source_digests", json());
   const size_t n = train.size();
   if (saved_digests.is_array() && saved_digests.size() != n)
-    return Status::corrupt(fmt::format("{}/trainer.json: train_data.source_digests has {} entries for the blend's {} "
-                                       "sources", dir, saved_digests.size(), n));
-  for (const auto& [before, now, by] : {std::tuple{&saved_train, &train, "glob"}, {&saved_digests, &digests, "samples"}}) {
-    if (!before->is_array() || !now->is_array() || before->size() != n || now->size() != n) continue;
-    for (size_t i = 0; i < n; ++i)
-      for (size_t j = 0; j < n && (*before)[i] != (*now)[i]; ++j)
-        if (j != i && (*before)[i] == (*now)[j])
-          return Status::invalid_argument(fmt::format(
-              "{}: data.train[{}] ({}) is what the checkpoint's run blended as data.train[{}] ({}), by its {}: a "
-              "blend ties each weight and each source's order of samples to its entry's place; list the sources in "
-              "the checkpoint's order",
-              dir, j, train[j].dump(), i, saved_train.is_array() && i < saved_train.size() ? saved_train[i].dump() : "?",
-              by));
-  }
+    return Status::corrupt(fmt::format("{}/trainer.json: train_data.source_digests has {} {} for the blend's {} "
+                                       "sources", dir, saved_digests.size(),
+                                       saved_digests.size() == 1 ? "entry" : "entries", n));
+  const json &before = saved_digests, &now = digests;
+  if (!before.is_array() || !now.is_array() || now.size() != n) return Status::ok();
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < n && before[i] != now[i]; ++j)
+      if (j != i && before[j] != now[j] && before[i] == now[j])
+        return Status::invalid_argument(fmt::format(
+            "{}: data.train[{}] ({}) holds the samples the checkpoint's run blended as data.train[{}] ({}): a "
+            "blend ties each weight and each source's order of samples to its entry's place; list the sources in "
+            "the checkpoint's order",
+            dir, j, train[j].dump(), i, i < saved_train.size() ? saved_train[i].dump() : "?"));
   return Status::ok();
 }
 
@@ -164,6 +164,9 @@ Status Run::restore() {
     (*j)["batch"].erase("micro_batch");
   }
   fill_pre_hidden_act(&saved);
+  // A schedule written without min_ratio (a kind other than cosine, or an older build) has none.
+  for (auto* j : {&saved, &mine})
+    if ((*j)["schedule"].is_object() && !(*j)["schedule"].contains("min_ratio")) (*j)["schedule"]["min_ratio"] = 0.0;
   for (const char* key : {"model", "batch"})
     if (const std::string diff = first_difference(key, saved[key], mine[key]); !diff.empty())
       return Status::invalid_argument(dir + ": incompatible checkpoint: " + diff +

@@ -194,7 +194,9 @@ TEST(ConfigLoader, CosineScheduleWithAFloor) {
   EXPECT_EQ(c.schedule.kind, ScheduleKind::kCosine);
   EXPECT_EQ(c.schedule.min_ratio, 0.1);
   EXPECT_NE(config_to_json(c).find("\"min_ratio\":0.1"), std::string::npos) << config_to_json(c);
-  // Unset, the key is not in the json (checkpoints of builds without it compare equal).
+  ASSERT_TRUE(parse_train_config(kGood, "good.yaml", {"schedule.kind=cosine"}, 1, &c).is_ok());
+  EXPECT_NE(config_to_json(c).find("\"min_ratio\":0.0"), std::string::npos) << config_to_json(c);
+  // Other kinds leave it out (their checkpoints keep the json of builds without it).
   ASSERT_TRUE(parse_train_config(kGood, "good.yaml", {}, 1, &c).is_ok());
   EXPECT_EQ(config_to_json(c).find("min_ratio"), std::string::npos);
 }

@@ -87,15 +87,20 @@ TEST(Schedule, NvidiaPolyWarmupBreakpoints) {
   EXPECT_EQ(s.lr(99), 0.0);
 }
 
-// Linear warmup + linear decay, mult0, T = 100, w = 0.1: s = 0 -> 0; s = 10 -> 1;
-// s = 55 -> 0.45/0.9 = 0.5; s = 99 -> 0.01/0.9.
-TEST(Schedule, LinearBreakpoints) {
+// A kind with a peak of 1 over T = 100 updates, warmup 0.1 (10 updates), mult0.
+ScheduleConfig unit_cfg(ScheduleKind kind) {
   ScheduleConfig c;
-  c.kind = ScheduleKind::kLinear;
+  c.kind = kind;
   c.peak_lr = 1.0;
   c.total_steps = 100;
   c.warmup_ratio = 0.1;
-  LrSchedule s(c);
+  return c;
+}
+
+// Linear warmup + linear decay, mult0, T = 100, w = 0.1: s = 0 -> 0; s = 10 -> 1;
+// s = 55 -> 0.45/0.9 = 0.5; s = 99 -> 0.01/0.9.
+TEST(Schedule, LinearBreakpoints) {
+  LrSchedule s(unit_cfg(ScheduleKind::kLinear));
   EXPECT_EQ(s.lr(0), 0.0);
   EXPECT_NEAR(s.lr(10), 1.0, 1e-15);
   EXPECT_NEAR(s.lr(55), 0.5, 1e-15);
@@ -108,11 +113,7 @@ TEST(Schedule, LinearBreakpoints) {
 // whole steps (lr_lambda(s) for the update after s, its scheduler stepped after the optimizer
 // as mult0), and with a floor as Megatron-LM's min_lr + (lr - min_lr) * cosine factor.
 TEST(Schedule, CosineBreakpointsAndEveryStepAgainstTheReferences) {
-  ScheduleConfig c;
-  c.kind = ScheduleKind::kCosine;
-  c.peak_lr = 1.0;
-  c.total_steps = 100;
-  c.warmup_steps = 10;
+  ScheduleConfig c = unit_cfg(ScheduleKind::kCosine);
   LrSchedule s(c);
   EXPECT_EQ(s.lr(0), 0.0);
   EXPECT_NEAR(s.lr(5), 0.5, 1e-15);
@@ -133,7 +134,8 @@ TEST(Schedule, CosineBreakpointsAndEveryStepAgainstTheReferences) {
   for (int64_t step = 10; step < 99; ++step)
     ASSERT_NEAR(floor.lr(step), 0.1 + 0.9 * hf(step + 1, 10, 100), 1e-12) << step;
   EXPECT_NEAR(floor.lr(98), 0.1 + 0.9 * 0.5 * (1 + std::cos(pi * 89 / 90)), 1e-15);  // its last update: near 0.1
-  EXPECT_EQ(floor.lr(99), 0.0);  // mult1's position T: the phase is over
+  EXPECT_EQ(floor.lr(99), 0.1);  // mult1's last update, at position T: the floor, as Megatron-LM's min_lr
+  EXPECT_EQ(floor.lr(150), 0.1);  // and past the end (without a floor: 0, as at s = 100 above)
 }
 
 TEST(Schedule, ConstantIsPeakEverywhere) {

@@ -109,18 +109,19 @@ TEST_F(TrainerBlendTest, ResumeAcrossKindsIsRefusedAndOtherWeightsAreSaid) {
   TrainConfig swapped = blended(blend, 6);
   std::swap(swapped.data.train[0], swapped.data.train[1]);
   st = train_logged(swapped, "latest", &log);
-  EXPECT_NE(st.message().find(": data.train[1] (\"" + *data_ + "/shards/*.lbs\") is what the checkpoint's run "
-                              "blended as data.train[0] (\"" + *data_ + "/shards/*.lbs\"), by its glob"),
+  EXPECT_NE(st.message().find(": data.train[1] (\"" + *data_ + "/shards/*.lbs\") holds the samples the "
+                              "checkpoint's run blended as data.train[0] (\"" + *data_ + "/shards/*.lbs\"): a blend "
+                              "ties each weight"),
             std::string::npos)
       << st.message();
-  // ... and moved as well: told by the sources' samples.
+  // ... and moved as well: the samples tell.
   const std::string moved = scratch("moved");
   fs::copy(*data_ + "/shards", moved + "/big");
   fs::copy(*small_ + "/shards", moved + "/small");
   swapped.data.train = {moved + "/small/*.lbs", moved + "/big/*.lbs"};
   st = train_logged(swapped, "latest", &log);
-  EXPECT_NE(st.message().find("data.train[1] (\"" + moved + "/big/*.lbs\") is what the checkpoint's run blended as "
-                              "data.train[0] (\"" + *data_ + "/shards/*.lbs\"), by its samples"),
+  EXPECT_NE(st.message().find("data.train[1] (\"" + moved + "/big/*.lbs\") holds the samples the checkpoint's run "
+                              "blended as data.train[0] (\"" + *data_ + "/shards/*.lbs\")"),
             std::string::npos)
       << st.message();
   // ... or one entry swapped in for another, the other replaced (not a permutation of them).
@@ -129,8 +130,8 @@ TEST_F(TrainerBlendTest, ResumeAcrossKindsIsRefusedAndOtherWeightsAreSaid) {
   fs::copy_file(*data_ + "/shards/shard-00000.lbs", third + "/shard-00001.lbs");  // other samples, where the digest reads
   swapped.data.train = {*small_ + "/shards/*.lbs", third + "/*.lbs"};
   st = train_logged(swapped, "latest", &log);
-  EXPECT_NE(st.message().find("data.train[0] (\"" + *small_ + "/shards/*.lbs\") is what the checkpoint's run "
-                              "blended as data.train[1]"),
+  EXPECT_NE(st.message().find("data.train[0] (\"" + *small_ + "/shards/*.lbs\") holds the samples the checkpoint's "
+                              "run blended as data.train[1]"),
             std::string::npos)
       << st.message();
   // Moved in the same order: the same run (a note on the data only where it changed).
@@ -150,6 +151,37 @@ TEST_F(TrainerBlendTest, ResumeAcrossKindsIsRefusedAndOtherWeightsAreSaid) {
   st = train_logged(other, "latest", &log);
   ASSERT_TRUE(st.is_ok()) << st.message();
   EXPECT_NE(log.find("note: data.weights [3.0,1.0] is not the checkpoint's [1.0,1.0]"), std::string::npos) << log;
+}
+
+// What is not a source moved to another entry: one of two identical sources replaced, and
+// directories renamed so that each entry still holds its own samples under another glob.
+TEST_F(TrainerBlendTest, ResumesWhereEachEntryStillHoldsItsSource) {
+  const std::string ckpt = scratch("entries"), dirs = scratch("dirs");
+  fs::copy(*data_ + "/shards", dirs + "/a");
+  fs::copy(*data_ + "/shards", dirs + "/copy");
+  TrainConfig c = blended(ckpt, 6);
+  c.data.train = {dirs + "/a/*.lbs", dirs + "/copy/*.lbs"};
+  TrainResult r;
+  ASSERT_TRUE(train(c, &r, "", 2).is_ok());
+  std::string log;
+  c.data.train[1] = *small_ + "/shards/*.lbs";  // entry 1 replaced; entry 0 (equal to the old 1) kept
+  Status st = train_logged(c, "latest", &log, 3);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  EXPECT_NE(log.find("note: data.train is not the data the checkpoint's run read"), std::string::npos) << log;
+  // Renamed: a -> b, then the small source into a; listed as [b, a], each entry as before.
+  fs::rename(dirs + "/a", dirs + "/b");
+  fs::copy(*small_ + "/shards", dirs + "/a");
+  c.data.train = {dirs + "/b/*.lbs", dirs + "/a/*.lbs"};
+  st = train_logged(c, "latest", &log, 4);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  EXPECT_EQ(log.find("note:"), std::string::npos) << log;
+  // Listed as [a, b] now, each entry holds the other's samples: refused by them.
+  c.data.train = {dirs + "/a/*.lbs", dirs + "/b/*.lbs"};
+  st = train_logged(c, "latest", &log);
+  EXPECT_NE(st.message().find("data.train[1] (\"" + dirs + "/b/*.lbs\") holds the samples the checkpoint's run "
+                              "blended as data.train[0] (\"" + dirs + "/b/*.lbs\")"),
+            std::string::npos)
+      << st.message();
 }
 
 TEST_F(TrainerBlendTest, RefusesWeightsThatDoNotFitTheSources) {

@@ -57,7 +57,7 @@ class LrSchedule {
   explicit LrSchedule(const ScheduleConfig& config);
   const ScheduleConfig& config() const { return config_; }
   // The multiplier and the learning rate of the update that follows `applied` updates in
-  // this phase. Past the phase's end the rate is 0 (constant: always 1).
+  // this phase. Past the phase's end the rate is 0 (constant: always 1; cosine: its floor).
   double multiplier(int64_t applied) const;
   double lr(int64_t applied) const { return config_.peak_lr * multiplier(applied); }
 
