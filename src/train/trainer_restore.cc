@@ -95,10 +95,12 @@ std::string first_difference(const char* key, const nlohmann::json& saved, const
 
 // A blend ties each weight, and each source's order of samples, to its entry's place in
 // data.train: a source the checkpoint's run read as entry i and the config lists as entry j
-// would go on with entry i's weight and order exchanged for another's. Told by each source's
-// sample digest (train_data.source_digests, which every blend's checkpoint records), not by the
-// globs: shards moved or renamed are the same source. Only entries that changed count: a source
-// copied into two entries, one of them then replaced, is not a move.
+// would go on with entry i's weight and order exchanged for another's. Only entries whose
+// samples changed (by their digests, train_data.source_digests: every blend's checkpoint has
+// them) count: shards moved or renamed with each entry keeping its samples are the same run,
+// and of two identical sources one may be replaced. Among changed entries, entry i's samples
+// now at entry j is a move; so is entry i's glob at entry j where both entries' samples are
+// new (the sources rewritten, then listed in another order).
 Status check_blend_order(const std::string& dir, const nlohmann::json& saved_config, const nlohmann::json& config,
                          const std::string& saved_train_data, const nlohmann::json& train_data) {
   using nlohmann::json;
@@ -111,16 +113,22 @@ Status check_blend_order(const std::string& dir, const nlohmann::json& saved_con
     return Status::corrupt(fmt::format("{}/trainer.json: train_data.source_digests has {} {} for the blend's {} "
                                        "sources", dir, saved_digests.size(),
                                        saved_digests.size() == 1 ? "entry" : "entries", n));
-  const json &before = saved_digests, &now = digests;
-  if (!before.is_array() || !now.is_array() || now.size() != n) return Status::ok();
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < n && before[i] != now[i]; ++j)
-      if (j != i && before[j] != now[j] && before[i] == now[j])
+  if (!saved_digests.is_array() || !digests.is_array() || digests.size() != n) return Status::ok();
+  const bool globs = saved_train.is_array() && saved_train.size() == n;
+  auto changed = [&](size_t i) { return saved_digests[i] != digests[i]; };
+  for (size_t i = 0; i < n; ++i) {
+    if (!changed(i)) continue;
+    for (size_t j = 0; j < n; ++j) {
+      if (j == i || !changed(j)) continue;
+      const bool samples = saved_digests[i] == digests[j], glob = globs && saved_train[i] == train[j];
+      if (samples || glob)
         return Status::invalid_argument(fmt::format(
-            "{}: data.train[{}] ({}) holds the samples the checkpoint's run blended as data.train[{}] ({}): a "
-            "blend ties each weight and each source's order of samples to its entry's place; list the sources in "
-            "the checkpoint's order",
-            dir, j, train[j].dump(), i, i < saved_train.size() ? saved_train[i].dump() : "?"));
+            "{}: data.train[{}] ({}) holds the {} the checkpoint's run blended as data.train[{}] ({}): a blend ties "
+            "each weight and each source's order of samples to its entry's place; list the sources in the "
+            "checkpoint's order",
+            dir, j, train[j].dump(), samples ? "samples" : "glob", i, globs ? saved_train[i].dump() : "?"));
+    }
+  }
   return Status::ok();
 }
 

@@ -175,6 +175,23 @@ TEST_F(TrainerBlendTest, ResumesWhereEachEntryStillHoldsItsSource) {
   st = train_logged(c, "latest", &log, 4);
   ASSERT_TRUE(st.is_ok()) << st.message();
   EXPECT_EQ(log.find("note:"), std::string::npos) << log;
+  // Both sources rewritten in place, then listed the other way round: refused by the globs.
+  {
+    const std::string rewritten = scratch("rewritten");
+    TrainConfig d = blended(rewritten, 6);
+    fs::copy(*data_ + "/shards", dirs + "/p");
+    fs::copy(*small_ + "/shards", dirs + "/q");
+    d.data.train = {dirs + "/p/*.lbs", dirs + "/q/*.lbs"};
+    ASSERT_TRUE(train(d, &r, "", 2).is_ok());
+    fs::copy_file(*small_ + "/shards/shard-00000.lbs", dirs + "/p/shard-00001.lbs");
+    fs::copy_file(*data_ + "/shards/shard-00000.lbs", dirs + "/q/shard-00001.lbs");
+    d.data.train = {dirs + "/q/*.lbs", dirs + "/p/*.lbs"};
+    st = train_logged(d, "latest", &log);
+    EXPECT_NE(st.message().find("data.train[1] (\"" + dirs + "/p/*.lbs\") holds the glob the checkpoint's run "
+                                "blended as data.train[0]"),
+              std::string::npos)
+        << st.message();
+  }
   // Listed as [a, b] now, each entry holds the other's samples: refused by them.
   c.data.train = {dirs + "/a/*.lbs", dirs + "/b/*.lbs"};
   st = train_logged(c, "latest", &log);

@@ -10,7 +10,8 @@
 // The first-update convention is explicit: with first_update = mult0 the update after s
 // applied updates uses mult(s/T), so the first update gets mult(0) = 0 exactly as the LANS
 // authors' code (scheduler stepped after the optimizer); mult1 uses mult((s+1)/T), NVIDIA's
-// 1-based convention, whose last update gets lr 0 instead. docs/optimizers.md says more.
+// 1-based convention, whose last update gets lr 0 instead (cosine: its floor). docs/optimizers.md
+// says more.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,7 @@ namespace lansbert {
 enum class ScheduleKind { kLans, kNvidiaPolyWarmup, kLinear, kCosine, kConstant };
 enum class FirstUpdate {
   kMult0,  // update s (0-based) uses mult(s/T): the first update has lr 0 (LANS code)
-  kMult1,  // update s uses mult((s+1)/T): the last update has lr 0 (NVIDIA)
+  kMult1,  // update s uses mult((s+1)/T): the last update has lr 0 (NVIDIA; cosine: its floor)
 };
 
 struct ScheduleConfig {
