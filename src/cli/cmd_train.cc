@@ -145,9 +145,9 @@ std::string shards_line(const char* key, const ShardSet& set) {
 
 // A blend's lines (data.weights): each source's samples, the share of the run's samples its
 // weight gives it, and how many times over the run reads it in schedule.total_steps.
-std::string blend_lines(const TrainConfig& cfg, const ShardSet& set) {
-  BlendSchedule blend;
-  if (cfg.data.weights.empty() || !BlendSchedule::create(cfg.data.weights, "data.weights", &blend).is_ok()) return "";
+std::string blend_lines(const TrainConfig& cfg, const ShardSet& set, const BlendSchedule* blend_or_null) {
+  if (!blend_or_null) return "";
+  const BlendSchedule& blend = *blend_or_null;
   const uint64_t run_samples = uint64_t(cfg.schedule.total_steps) * uint64_t(cfg.batch.global_batch);
   const std::vector<uint64_t> picks = blend.picks_before(run_samples);
   std::string out;
@@ -194,8 +194,9 @@ DataLines describe_data(const TrainConfig& cfg, Communicator& comm, const TrainO
   OpenedShardSets opened;
   const Status whole = check_training_data(cfg, comm, check, &opened);
   if (whole.is_ok())
-    return {shards_line("data.train", *opened.train) + blend_lines(cfg, *opened.train) + (opened.eval ? shards_line("data.eval", *opened.eval) : "") +
-            data_line(whole), Status::ok()};
+    return {shards_line("data.train", *opened.train) + blend_lines(cfg, *opened.train, opened.blend.get()) +
+                (opened.eval ? shards_line("data.eval", *opened.eval) : "") + data_line(whole),
+            Status::ok()};
   // Something is missing or wrong: each set opened on its own says which, and data.train is
   // checked even where data.eval is not found here.
   Status train_status, eval_status, data_status;

@@ -17,7 +17,7 @@
 
 namespace lansbert {
 
-Status BlendSchedule::create(const std::vector<double>& weights, const std::string& what, BlendSchedule* out) {
+Status BlendSchedule::shares(const std::vector<double>& weights, const std::string& what, std::vector<uint32_t>* out) {
   if (weights.empty()) return Status::invalid_argument(what + ": no weights");
   if (weights.size() > kPeriod)
     return Status::invalid_argument(fmt::format("{}: {} sources, more than the {} a blend can tell apart", what,
@@ -54,7 +54,13 @@ Status BlendSchedule::create(const std::vector<double>& weights, const std::stri
   // the loop hands out exactly that shortfall, at most one pick to each source.
   LB_CHECK(given <= kPeriod && kPeriod - given <= weights.size());
   for (size_t i = 0; given < kPeriod; ++i, ++given) ++shares[by_fraction[i]];
+  *out = std::move(shares);
+  return Status::ok();
+}
 
+Status BlendSchedule::create(const std::vector<double>& weights, const std::string& what, BlendSchedule* out) {
+  std::vector<uint32_t> shares;
+  LB_RETURN_IF_ERROR(BlendSchedule::shares(weights, what, &shares));
   // The period's order: the j-th pick of source s at time (2j + 1) / (2 n_s), compared
   // exactly as (2j + 1) * n_t < (2i + 1) * n_s; the heap holds each source's next pick.
   struct Next {
@@ -96,9 +102,8 @@ std::vector<uint64_t> BlendSchedule::picks_before(uint64_t k) const {
 }
 
 bool BlendSchedule::same_shares(const std::vector<double>& a, const std::vector<double>& b) {
-  BlendSchedule x, y;
-  if (!create(a, "", &x).is_ok() || !create(b, "", &y).is_ok()) return false;
-  return x.shares_ == y.shares_;
+  std::vector<uint32_t> x, y;
+  return shares(a, "", &x).is_ok() && shares(b, "", &y).is_ok() && x == y;
 }
 
 }  // namespace lansbert

@@ -11,20 +11,22 @@
 
 namespace lansbert {
 
+Status make_sampler(const ShardSet& set, std::shared_ptr<const BlendSchedule> blend, uint64_t seed,
+                    int64_t global_batch, int world, int rank, int micro_batch, Sampler* out) {
+  if (!blend)
+    return Sampler::create(uint64_t(set.count()), seed, global_batch, world, rank, micro_batch, out);
+  const std::vector<int64_t>& sizes = set.source_sizes();
+  return Sampler::create_blended(std::vector<uint64_t>(sizes.begin(), sizes.end()), std::move(blend), seed,
+                                 global_batch, world, rank, micro_batch, out);
+}
+
 Status Loader::create(ShardSet* set, const LoaderOptions& opts, std::unique_ptr<Loader>* out) {
   if (opts.prefetch < 1) return Status::invalid_argument("loader: prefetch must be at least 1");
   std::unique_ptr<Loader> l(new Loader());
   l->set_ = set;
   l->opts_ = opts;
-  if (opts.blend) {
-    const std::vector<int64_t>& sizes = set->source_sizes();
-    LB_RETURN_IF_ERROR(Sampler::create_blended(std::vector<uint64_t>(sizes.begin(), sizes.end()), opts.blend,
-                                               opts.seed, opts.global_batch, opts.world, opts.rank, opts.micro_batch,
-                                               &l->sampler_));
-  } else {
-    LB_RETURN_IF_ERROR(Sampler::create(uint64_t(set->count()), opts.seed, opts.global_batch, opts.world, opts.rank,
-                                       opts.micro_batch, &l->sampler_));
-  }
+  LB_RETURN_IF_ERROR(make_sampler(*set, opts.blend, opts.seed, opts.global_batch, opts.world, opts.rank,
+                                  opts.micro_batch, &l->sampler_));
   LB_RETURN_IF_ERROR(l->sampler_.check(opts.start));
   if (set->dynamic_masking()) {
     const ShardInfo& info = *set->info();  // dynamic masking exists only in our format

@@ -82,8 +82,8 @@ Status TrainConfig::validate(int world, std::string* key) const {
       return bad(key, "data.weights", std::to_string(data.weights.size()) + " weight" +
                                           (data.weights.size() == 1 ? "" : "s") + " for the " +
                                           std::to_string(data.train.size()) + " entries of data.train (one each)");
-    BlendSchedule blend;
-    const Status st = BlendSchedule::create(data.weights, "data.weights", &blend);
+    std::vector<uint32_t> shares;
+    const Status st = BlendSchedule::shares(data.weights, "data.weights", &shares);
     if (!st.is_ok()) {
       *key = "data.weights";
       return st;

@@ -347,7 +347,7 @@ Status check_training_data(const TrainConfig& cfg, Communicator& comm, const Tra
   LB_RETURN_IF_ERROR(cfg.resolve_model(&run.mc));
   std::vector<bool> is_continuation;
   LB_RETURN_IF_ERROR(run.open_data(&is_continuation));
-  if (opened) *opened = OpenedShardSets{std::move(run.shards), std::move(run.eval_shards)};
+  if (opened) *opened = OpenedShardSets{std::move(run.shards), std::move(run.eval_shards), std::move(run.blend)};
   return Status::ok();
 }
 
@@ -368,14 +368,14 @@ Status run_training(const TrainConfig& cfg, Communicator& comm, const TrainOptio
   LB_RETURN_IF_ERROR(run.view_of_the_job(&view));
   const nlohmann::json& seen = view["shards"];
   run.train_data = {{"samples", seen["train_samples"]}, {"files", seen["train_files"]}, {"digest", seen["train_digest"]}};
-  // Which vocabulary the ids mean, for a later phase's --init-from to compare (lansbert shards
-  // record it; NVIDIA's HDF5 ones do not).
   // A blend's sources, each by its size and sample digest: a resume with its entries in
   // another order is refused by them.
   if (seen.contains("train_source_samples")) {
     run.train_data["source_samples"] = seen["train_source_samples"];
     run.train_data["source_digests"] = seen["train_source_digests"];
   }
+  // Which vocabulary the ids mean, for a later phase's --init-from to compare (lansbert shards
+  // record it; NVIDIA's HDF5 ones do not).
   if (run.shards->info()) run.train_data["vocab_hash"] = vocab_hash_text(run.shards->info()->vocab_hash);
   LB_RETURN_IF_ERROR(check_same_as_rank0(comm, view,
                                          "resolved config, command line or view of the shards",

@@ -136,12 +136,8 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
 }
 
 Status Run::make_sampler(Sampler* out) const {
-  if (!blend)
-    return Sampler::create(uint64_t(shards->count()), cfg.seed, cfg.batch.global_batch, comm.world(), comm.rank(),
-                           cfg.batch.micro_batch, out);
-  const std::vector<int64_t>& sizes = shards->source_sizes();
-  return Sampler::create_blended(std::vector<uint64_t>(sizes.begin(), sizes.end()), blend, cfg.seed,
-                                 cfg.batch.global_batch, comm.world(), comm.rank(), cfg.batch.micro_batch, out);
+  return lansbert::make_sampler(*shards, blend, cfg.seed, cfg.batch.global_batch, comm.world(), comm.rank(),
+                                cfg.batch.micro_batch, out);
 }
 
 Status Run::view_of_the_job(nlohmann::json* out) const {

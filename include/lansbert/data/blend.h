@@ -29,6 +29,9 @@ class BlendSchedule {
   // Weights must be finite and positive, and none below 1/kPeriod of their sum (such a
   // source would get no pick). `what` names the weights in errors ("data.weights").
   static Status create(const std::vector<double>& weights, const std::string& what, BlendSchedule* out);
+  // The whole shares alone (create's first half, with its checks): for checking weights and
+  // comparing blends without ordering a period.
+  static Status shares(const std::vector<double>& weights, const std::string& what, std::vector<uint32_t>* out);
 
   size_t sources() const { return shares_.size(); }
   // Picks of source s per period of kPeriod.

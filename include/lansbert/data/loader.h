@@ -45,6 +45,12 @@ struct MicroBatchInfo {
   DataPosition next;  // position to save once this global batch is fully consumed
 };
 
+// The order a set is read in: its sources blended by `blend` (data.weights), or, without
+// one, one shuffled order of all its samples per epoch. What the loader reads by and what a
+// resumed position is checked against.
+Status make_sampler(const ShardSet& set, std::shared_ptr<const BlendSchedule> blend, uint64_t seed,
+                    int64_t global_batch, int world, int rank, int micro_batch, Sampler* out);
+
 class Loader {
  public:
   // REQUIRES: `set` outlives the loader and is read by no one else meanwhile.

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "lansbert/core/status.h"
+#include "lansbert/data/blend.h"
 #include "lansbert/data/dataset.h"
 #include "lansbert/dist/communicator.h"
 #include "lansbert/train/evaluate.h"
@@ -60,6 +61,7 @@ Status run_training(const TrainConfig& config, Communicator& comm, const TrainOp
 // so that a caller describing them need not open thousands of files a second time.
 struct OpenedShardSets {
   std::unique_ptr<ShardSet> train, eval;
+  std::shared_ptr<const BlendSchedule> blend;  // data.weights' blend of train's sources; null without
 };
 Status check_training_data(const TrainConfig& config, Communicator& comm, const TrainOptions& opts,
                            OpenedShardSets* opened = nullptr);
