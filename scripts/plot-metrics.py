@@ -75,15 +75,22 @@ def main():
     rows = [by_step[s] for s in sorted(by_step)]
     evals = [e for _, e in sorted({e["step"]: e for e in evals}.items())]
     step = [r["step"] for r in rows]
+    # Named held-out sets (evaluation.names): each evaluation's "sets", in the order first seen.
+    set_names = list(dict.fromkeys(n for e in evals for n in e.get("sets", {})))
     os.makedirs(out, exist_ok=True)
 
-    def plot(name, series, ylabel, eval_series=()):
+    def plot(name, series, ylabel, eval_series=(), set_key=None):
         plt.figure(figsize=(7, 4))
         for key, label in series:
             plt.plot(step, [r[key] for r in rows], label=label)
         for key, label in eval_series:
             if evals:
                 plt.plot([e["step"] for e in evals], [e[key] for e in evals], "o--", label=label)
+        # Each named set's curve of `set_key` (its MLM loss or accuracy).
+        for name in set_names if set_key else ():
+            have = [e for e in evals if name in e.get("sets", {})]
+            plt.plot([e["step"] for e in have], [e["sets"][name][set_key] for e in have], "s:",
+                     label=f"held-out {name} " + set_key.replace("mlm_", "MLM ").replace("_", " "))
         plt.xlabel("step")
         plt.ylabel(ylabel)
         plt.grid(alpha=0.3)
@@ -93,9 +100,9 @@ def main():
         plt.close()
 
     plot("loss.png", [("loss", "total"), ("mlm_loss", "MLM"), ("nsp_loss", "NSP")], "loss",
-         [("loss", "held-out total"), ("mlm_loss", "held-out MLM")])
+         [("loss", "held-out total"), ("mlm_loss", "held-out MLM")], "mlm_loss")
     plot("accuracy.png", [("mlm_accuracy", "MLM"), ("nsp_accuracy", "NSP")], "accuracy",
-         [("mlm_accuracy", "held-out MLM"), ("nsp_accuracy", "held-out NSP")])
+         [("mlm_accuracy", "held-out MLM"), ("nsp_accuracy", "held-out NSP")], "mlm_accuracy")
     plot("lr.png", [("lr", "learning rate")], "lr")
     names = ["loss.png", "accuracy.png", "lr.png"]
     # Trust ratios: records of a window with no applied update (or of AdamW) have none.

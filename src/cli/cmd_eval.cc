@@ -69,6 +69,7 @@ Status hint_relative_path(const Status& st, const std::vector<std::string>& path
 struct EvalArgs {
   std::string checkpoint;
   std::vector<std::string> data;
+  std::vector<std::string> names;         // one per --data entry: each a set reported apart
   std::optional<int> micro_batch;         // default: the run's batch.micro_batch
   std::optional<int64_t> max_sequences;   // default: evaluation.max_sequences on data.eval, else all
   std::string dump_batch;
@@ -88,6 +89,10 @@ struct EvalPlan {
 
 // The flags every evaluation takes, over the defaults `micro_batch` and `max_sequences`.
 Status plan_batches(const EvalArgs& a, int micro_batch, int64_t max_sequences, bool packing, EvalOptions* o) {
+  if (!a.names.empty() && a.names.size() != a.data.size())
+    return Status::invalid_argument("--names: " + std::to_string(a.names.size()) + " names for " +
+                                    std::to_string(a.data.size()) + " --data entries (one each)");
+  LB_RETURN_IF_ERROR(check_eval_set_names(a.names, "--names"));
   o->micro_batch = a.micro_batch.value_or(micro_batch);
   if (o->micro_batch <= 0) return Status::invalid_argument("--micro-batch must be positive");
   o->max_sequences = a.max_sequences.value_or(max_sequences);
@@ -130,6 +135,7 @@ Status plan_hf_eval(const EvalArgs& a, EvalPlan* p) {
     return Status::invalid_argument("eval: " + a.checkpoint + " is a Hugging Face directory, which names no held-out "
                                     "data: pass --data");
   o.data = a.data;
+  o.names = a.names;
   LB_RETURN_IF_ERROR(plan_batches(a, 32, -1, false, &o));
   LB_RETURN_IF_ERROR(note_vocab((dir / "vocab.txt").string(), "the Hugging Face directory's vocab", false, &o));
   o.hugging_face = true;
@@ -158,6 +164,10 @@ Status plan_eval(const EvalArgs& a, EvalPlan* p) {
   p->own_eval = a.data.empty();
   o.data = p->own_eval ? cfg.data.eval : a.data;
   if (o.data.empty()) return Status::invalid_argument("eval: no --data given and the config has no data.eval");
+  if (p->own_eval && !a.names.empty())
+    return Status::invalid_argument("eval: --names goes with --data (the run's data.eval is named by its "
+                                    "evaluation.names)");
+  o.names = p->own_eval ? cfg.evaluation.names : a.names;
   LB_RETURN_IF_ERROR(
       plan_batches(a, cfg.batch.micro_batch, p->own_eval ? cfg.evaluation.max_sequences : -1, cfg.data.packing, &o));
   // The vocab the model was trained with, if its file is still where the config said.
@@ -189,7 +199,7 @@ Status check_dump_path(const std::string& path) {
 
 // --json: what the text lines say, for scripts that compare checkpoints (a sweep over a run's
 // checkpoints, a published model beside them). `step` is null for a Hugging Face directory.
-void print_eval_json(const EvalPlan& p, int ranks, const EvalResult& r) {
+void print_eval_json(const EvalPlan& p, int ranks, const EvalResult& r, const std::vector<EvalResult>& sets) {
   const EvalOptions& o = p.options;
   nlohmann::ordered_json j = {{"checkpoint", p.dir},
                               {"hugging_face", o.hugging_face},
@@ -208,6 +218,17 @@ void print_eval_json(const EvalPlan& p, int ranks, const EvalResult& r) {
                               {"nsp_loss", r.nsp_loss},
                               {"nsp_accuracy", r.nsp_accuracy}};
   if (p.step >= 0) j["step"] = p.step;
+  if (!sets.empty()) {
+    nlohmann::ordered_json named = nlohmann::ordered_json::object();
+    for (size_t i = 0; i < sets.size(); ++i) {
+      const EvalResult& e = sets[i];
+      named[o.names[i]] = {{"sequences", e.sequences},   {"rows", e.rows},
+                           {"masked", e.masked},         {"loss", e.mlm_loss + e.nsp_loss},
+                           {"mlm_loss", e.mlm_loss},     {"mlm_accuracy", e.mlm_accuracy},
+                           {"nsp_loss", e.nsp_loss},     {"nsp_accuracy", e.nsp_accuracy}};
+    }
+    j["sets"] = std::move(named);
+  }
   std::printf("%s\n", j.dump().c_str());
 }
 
@@ -239,7 +260,8 @@ Status run_eval_on(const EvalArgs& a, Communicator& comm) {
     LB_RETURN_IF_ERROR(agree_across_ranks(comm, comm.rank() == 0 ? check_dump_path(p.options.dump_batch) : Status::ok(),
                                           "checking --dump-batch", nullptr));
   EvalResult r;
-  Status st = run_eval(p.model, p.dir, p.options, comm, &r);
+  std::vector<EvalResult> sets;
+  Status st = run_eval(p.model, p.dir, p.options, comm, &r, &sets);
   if (p.own_eval) st = hint_relative_path(st, p.options.data, "data.eval", "--data");
   LB_RETURN_IF_ERROR(st);
   if (comm.rank() != 0) return Status::ok();
@@ -249,7 +271,7 @@ Status run_eval_on(const EvalArgs& a, Communicator& comm) {
                          "(a diverged run's checkpoint?)\n");
   const EvalOptions& o = p.options;
   if (a.json) {
-    print_eval_json(p, comm.world(), r);
+    print_eval_json(p, comm.world(), r, sets);
     return Status::ok();
   }
   const std::string ranks = comm.world() > 1 ? ", " + std::to_string(comm.world()) + " ranks" : "";
@@ -260,6 +282,14 @@ Status run_eval_on(const EvalArgs& a, Communicator& comm) {
               (long long)r.masked);
   std::printf("mlm_loss %.6f mlm_accuracy %.4f nsp_loss %.6f nsp_accuracy %.4f loss %.6f\n", r.mlm_loss,
               r.mlm_accuracy, r.nsp_loss, r.nsp_accuracy, r.mlm_loss + r.nsp_loss);
+  // Each named set after the sums of all of them, as the lines above say them.
+  for (size_t i = 0; i < sets.size(); ++i) {
+    const EvalResult& e = sets[i];
+    std::printf("%s: sequences %lld, rows %lld, masked tokens %lld\n", o.names[i].c_str(), (long long)e.sequences,
+                (long long)e.rows, (long long)e.masked);
+    std::printf("%s: mlm_loss %.6f mlm_accuracy %.4f nsp_loss %.6f nsp_accuracy %.4f loss %.6f\n",
+                o.names[i].c_str(), e.mlm_loss, e.mlm_accuracy, e.nsp_loss, e.nsp_accuracy, e.mlm_loss + e.nsp_loss);
+  }
   return Status::ok();
 }
 
@@ -298,6 +328,9 @@ void add_eval_command(CLI::App& app) {
                   "Checkpoint directory (or a root with 'latest'), or a Hugging Face BertForPreTraining directory")
       ->required();
   sub->add_option("--data", a->data, "Shard globs (default: the config's data.eval)");
+  sub->add_option("--names", a->names,
+                  "One name per --data entry: each entry a held-out set of its own, reported apart after the "
+                  "sums of all (without --data: the run's evaluation.names)");
   sub->add_option("--micro-batch", a->micro_batch, "Sequences per forward pass (default: the run's batch.micro_batch)");
   sub->add_option("--max-sequences", a->max_sequences,
                   "Evaluate at most this many sequences; -1: all (default: the run's evaluation.max_sequences "

@@ -21,6 +21,7 @@
 #include "lansbert/train/data_parallel.h"
 #include "lansbert/train/device_capability.h"
 #include "lansbert/train/device_peaks.h"
+#include "lansbert/train/evaluate.h"
 #include "lansbert/train/trainer.h"
 
 namespace lansbert::cli {
@@ -161,6 +162,17 @@ std::string blend_lines(const TrainConfig& cfg, const ShardSet& set, const Blend
   return out;
 }
 
+// The named held-out sets' lines (evaluation.names): each entry's samples and how many of them
+// every evaluation reads.
+std::string eval_set_lines(const TrainConfig& cfg, const ShardSet& set) {
+  std::string out;
+  const std::vector<EvalSet> parts = eval_sets(set, cfg.evaluation.names, cfg.evaluation.max_sequences, "data.eval");
+  for (size_t i = 0; i < cfg.evaluation.names.size(); ++i)
+    out += fmt::format("  {:<20}: {} ({} samples): set {}, {} evaluated\n", fmt::format("  data.eval[{}]", i),
+                       cfg.data.eval[i], set.source_sizes()[i], cfg.evaluation.names[i], parts[i].end - parts[i].begin);
+  return out;
+}
+
 // --dry-run opens the shards too (headers and index), so that a glob matching nothing shows
 // up before the job waits in a queue. A plan made before the data exists is still a plan:
 // files not found are reported on the line, not as a failure. Files found but refused (a
@@ -195,7 +207,8 @@ DataLines describe_data(const TrainConfig& cfg, Communicator& comm, const TrainO
   const Status whole = check_training_data(cfg, comm, check, &opened);
   if (whole.is_ok())
     return {shards_line("data.train", *opened.train) + blend_lines(cfg, *opened.train, opened.blend.get()) +
-                (opened.eval ? shards_line("data.eval", *opened.eval) : "") + data_line(whole),
+                (opened.eval ? shards_line("data.eval", *opened.eval) + eval_set_lines(cfg, *opened.eval) : "") +
+                data_line(whole),
             Status::ok()};
   // Something is missing or wrong: each set opened on its own says which, and data.train is
   // checked even where data.eval is not found here.

@@ -220,6 +220,7 @@ const std::vector<Field>& schema() {
       LB_F("logging.tensorboard_dir", get_str(n, &c.logging.tensorboard_dir)),
       LB_F("evaluation.every_steps", get_int(n, &c.evaluation.every_steps)),
       LB_F("evaluation.max_sequences", get_int(n, &c.evaluation.max_sequences)),
+      LB_F("evaluation.names", get_list(n, &c.evaluation.names)),
       LB_F("distributed.bucket_mb", get_num(n, &c.distributed.bucket_mb)),
       LB_F("distributed.reduction_order", get_str(n, &c.distributed.reduction_order)),
       LB_F("distributed.shard_optimizer", get_bool(n, &c.distributed.shard_optimizer)),

@@ -1,6 +1,8 @@
 // run_eval and export_hf (see evaluate.h).
 #include "lansbert/train/evaluate.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -82,16 +84,65 @@ EvalResult EvalSums::result() const {
   return r;
 }
 
+EvalSums& EvalSums::operator+=(const EvalSums& o) {
+  for (int i = 0; i < kCount; ++i) v[i] += o.v[i];
+  return *this;
+}
+
+Status check_eval_set_names(const std::vector<std::string>& names, const std::string& key) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    const bool plain = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char ch) {
+      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.';
+    });
+    if (!plain)
+      return Status::invalid_argument(key + ": '" + name + "' (entry " + std::to_string(i) +
+                                      "): a name is 1 to 64 letters, digits, '_', '-' or '.' (it becomes a "
+                                      "TensorBoard tag and a JSON key)");
+    for (size_t j = 0; j < i; ++j)
+      if (names[j] == name)
+        return Status::invalid_argument(key + ": '" + name + "' names entries " + std::to_string(j) + " and " +
+                                        std::to_string(i) + ": each set needs its own name");
+  }
+  return Status::ok();
+}
+
+std::vector<EvalSet> eval_sets(const ShardSet& set, const std::vector<std::string>& names, int64_t max_sequences,
+                               const std::string& key) {
+  auto first = [&](int64_t size) { return max_sequences >= 0 ? std::min(size, max_sequences) : size; };
+  if (names.empty()) return {EvalSet{"", key, 0, first(set.count())}};
+  std::vector<EvalSet> sets;
+  int64_t begin = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const int64_t size = set.source_sizes()[i];
+    sets.push_back({names[i], key + "[" + std::to_string(i) + "] (" + names[i] + ")", begin, begin + first(size)});
+    begin += size;
+  }
+  return sets;
+}
+
+Status open_eval_shards(const std::vector<std::string>& globs, const std::vector<std::string>& names,
+                        const ShardSetOptions& opts, const std::string& key, std::unique_ptr<ShardSet>* out) {
+  if (names.empty()) return ShardSet::open(globs, opts, out);
+  std::vector<std::vector<std::string>> sources;
+  for (const std::string& g : globs) sources.push_back({g});
+  return ShardSet::open_sources(sources, opts, out, key);
+}
+
 namespace {
 
-Status evaluate_samples(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, bool pack, int rank,
-                        int world, EvalSums* sums, const std::string& dump_first) {
+// The micro-batches of `s` whose place among all the sets' (from `first_chunk` on) is this
+// rank's: chunk k of the evaluation runs on rank k % world.
+Status evaluate_samples(BertModel<float>& model, ShardSet& set, const EvalSet& s, int64_t first_chunk,
+                        int micro_batch, bool pack, int rank, int world, EvalSums* sums, const std::string& dump_first) {
   Batch batch;
   std::vector<int> lengths;
+  const int64_t n = s.end - s.begin;
   const int64_t chunks = (n + micro_batch - 1) / micro_batch;
-  for (int64_t c = rank; c < chunks; c += world) {
-    const int64_t first = c * micro_batch;
-    const int b = int(std::min<int64_t>(micro_batch, n - first));
+  for (int64_t c = 0; c < chunks; ++c) {
+    if ((first_chunk + c) % world != rank) continue;
+    const int64_t first = s.begin + c * micro_batch;
+    const int b = int(std::min<int64_t>(micro_batch, s.end - first));
     batch.resize(b, set.seq_len(), set.max_pred());
     lengths.resize(size_t(b));
     for (int row = 0; row < b; ++row) {
@@ -100,7 +151,7 @@ Status evaluate_samples(BertModel<float>& model, ShardSet& set, int64_t n, int m
     }
     if (pack) pack_checked_batch(&batch, lengths);
     const ForwardResult r = model.forward(batch, StepContext{false, 0, 0});
-    if (c == 0 && !dump_first.empty()) LB_RETURN_IF_ERROR(dump_batch(dump_first, batch, r));
+    if (first_chunk + c == 0 && !dump_first.empty()) LB_RETURN_IF_ERROR(dump_batch(dump_first, batch, r));
     sums->v[EvalSums::kMlmLoss] += r.mlm_loss * double(r.mlm_count);
     sums->v[EvalSums::kNspLoss] += r.nsp_loss * double(r.nsp_count);
     sums->v[EvalSums::kMlmCorrect] += double(r.mlm_correct);
@@ -114,15 +165,39 @@ Status evaluate_samples(BertModel<float>& model, ShardSet& set, int64_t n, int m
 
 }  // namespace
 
+Status evaluate_sets_on_ranks(BertModel<float>& model, ShardSet& set, const std::vector<EvalSet>& sets,
+                              int micro_batch, bool pack, Communicator& comm, std::vector<EvalSums>* sums,
+                              const std::string& dump_first) {
+  sums->assign(sets.size(), EvalSums{});
+  Status st;
+  int64_t first_chunk = 0;
+  for (size_t i = 0; i < sets.size() && st.is_ok(); ++i) {
+    st = evaluate_samples(model, set, sets[i], first_chunk, micro_batch, pack, comm.rank(), comm.world(),
+                          &(*sums)[i], dump_first);
+    first_chunk += (sets[i].end - sets[i].begin + micro_batch - 1) / micro_batch;
+  }
+  if (Status agreed = agree_across_ranks(comm, st, "the evaluation", nullptr); !agreed.is_ok()) {
+    sums->clear();
+    return agreed;
+  }
+  static_assert(sizeof(EvalSums) == sizeof(double) * EvalSums::kCount);
+  comm.all_reduce(sums->data()->v, EvalSums::kCount * sums->size(), ReduceOp::kSum);
+  // Every rank has the same sums, so all return the same.
+  for (size_t i = 0; i < sets.size(); ++i) {
+    const EvalResult r = (*sums)[i].result();
+    const Status masked = check_some_tokens_masked(r.sequences, r.masked);
+    if (!masked.is_ok()) return sets[i].name.empty() ? masked : masked.with_prefix(sets[i].label + ": ");
+  }
+  return Status::ok();
+}
+
 Status evaluate_on_ranks(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, bool pack,
                          Communicator& comm, EvalResult* result, const std::string& dump_first) {
-  EvalSums sums;
-  const Status st = evaluate_samples(model, set, n, micro_batch, pack, comm.rank(), comm.world(), &sums, dump_first);
-  LB_RETURN_IF_ERROR(agree_across_ranks(comm, st, "the evaluation", nullptr));
-  comm.all_reduce(sums.v, EvalSums::kCount, ReduceOp::kSum);
-  *result = sums.result();
-  // Every rank has the same sums, so all return the same.
-  return check_some_tokens_masked(result->sequences, result->masked);
+  std::vector<EvalSums> sums;
+  const Status st = evaluate_sets_on_ranks(model, set, {EvalSet{"", "", 0, n}}, micro_batch, pack, comm, &sums,
+                                           dump_first);
+  if (!sums.empty()) *result = sums[0].result();
+  return st;
 }
 
 Status check_some_tokens_masked(int64_t sequences, int64_t masked) {
@@ -142,13 +217,17 @@ Status open_eval_set(const BertConfig& mc, const EvalOptions& opts, std::unique_
   so.vocab_source = opts.vocab_source;
   so.token_limit = mc.vocab_size;
   so.segment_limit = mc.type_vocab;
-  LB_RETURN_IF_ERROR(ShardSet::open(opts.data, so, out).with_prefix("eval: "));
+  LB_RETURN_IF_ERROR(open_eval_shards(opts.data, opts.names, so, "--data", out).with_prefix("eval: "));
   const ShardSet& set = **out;
   if (set.dynamic_masking())
     return Status::unsupported("eval: the shards are stored unmasked; evaluate on statically masked shards");
   // It would print a loss of 0 over nothing (as shards whose masked slots are all empty would:
   // evaluate_on_ranks refuses those).
   if (set.count() == 0) return Status::invalid_argument("eval: the shards hold no samples: nothing to evaluate");
+  for (size_t i = 0; i < opts.names.size(); ++i)
+    if (set.source_sizes()[i] == 0)
+      return Status::invalid_argument("eval: --data[" + std::to_string(i) + "] (" + opts.names[i] + ", " +
+                                      opts.data[i] + "): the files hold no samples: nothing to evaluate");
   if (set.seq_len() > mc.max_positions)
     return Status::invalid_argument("eval: the shards hold sequences of " + std::to_string(set.seq_len()) +
                                     " tokens, more than the model's max_positions " + std::to_string(mc.max_positions));
@@ -177,19 +256,27 @@ Status open_eval_ops(DeviceBackend& device, const EvalOptions& opts, std::unique
 // Each step that can fail on one rank alone (its files, its device, its memory) is agreed on
 // by all before the next collective, so no rank is left waiting for one that gave up.
 Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions& opts, Communicator& comm,
-                EvalResult* result) {
+                EvalResult* result, std::vector<EvalResult>* set_results) {
+  if (!opts.names.empty() && opts.names.size() != opts.data.size())
+    return Status::invalid_argument("eval: " + std::to_string(opts.names.size()) + " names for " +
+                                    std::to_string(opts.data.size()) + " --data entries (one each)");
   std::unique_ptr<ShardSet> set;
   LB_RETURN_IF_ERROR(agree_across_ranks(comm, open_eval_set(mc, opts, &set), "opening the eval data", nullptr));
-  int64_t n = set->count();
-  if (opts.max_sequences >= 0) n = std::min(n, opts.max_sequences);
+  const std::vector<EvalSet> sets = eval_sets(*set, opts.names, opts.max_sequences, "--data");
+  int64_t n = 0;
+  for (const EvalSet& s : sets) n += s.end - s.begin;
   // Ranks that read different files (a node-local path of another content) would add up a
   // mix: each must see rank 0's samples, as the trainer's ranks do (their count, files and a
   // digest of three of them), and evaluate as many.
   uint32_t digest = 0;
   LB_RETURN_IF_ERROR(agree_across_ranks(comm, set->sample_digest(&digest), "reading the eval data", nullptr));
-  LB_RETURN_IF_ERROR(check_same_as_rank0(
-      comm, {{"sequences", n}, {"samples", set->count()}, {"files", set->num_shards()}, {"sample_digest", digest}},
-      "eval data", "give every rank the same --data and --max-sequences"));
+  LB_RETURN_IF_ERROR(check_same_as_rank0(comm,
+                                         {{"sequences", n},
+                                          {"samples", set->count()},
+                                          {"set_samples", set->source_sizes()},
+                                          {"files", set->num_shards()},
+                                          {"sample_digest", digest}},
+                                         "eval data", "give every rank the same --data, --names and --max-sequences"));
   // No larger than the data: the model's buffers are sized for a micro-batch.
   const int micro_batch = int(std::clamp<int64_t>(n, 1, opts.micro_batch));
   // The CPU, or this rank's device of a registered backend (device 0 on one process), the
@@ -218,12 +305,24 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
     LB_RETURN_IF_ERROR(agree_across_ranks(comm, read_checkpoint_meta(dir, &meta), "reading the checkpoint", nullptr));
   LB_RETURN_IF_ERROR(load_params_on_ranks(comm, device.get(), dir, opts.hugging_face ? nullptr : &meta,
                                           model.table(), model.params()));
-  return evaluate_on_ranks(model, *set, n, micro_batch, opts.packing, comm, result, opts.dump_batch);
+  std::vector<EvalSums> sums;
+  LB_RETURN_IF_ERROR(
+      evaluate_sets_on_ranks(model, *set, sets, micro_batch, opts.packing, comm, &sums, opts.dump_batch));
+  EvalSums total;
+  for (const EvalSums& s : sums) total += s;
+  *result = total.result();
+  if (set_results) {
+    set_results->clear();
+    if (!opts.names.empty())
+      for (const EvalSums& s : sums) set_results->push_back(s.result());
+  }
+  return Status::ok();
 }
 
-Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions& opts, EvalResult* result) {
+Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions& opts, EvalResult* result,
+                std::vector<EvalResult>* sets) {
   const std::unique_ptr<Communicator> one = make_single_process_communicator();
-  return run_eval(mc, dir, opts, *one, result);
+  return run_eval(mc, dir, opts, *one, result, sets);
 }
 
 namespace {

@@ -158,23 +158,50 @@ Status MetricsLog::write(const MetricsRecord& r) {
   return events_.write(r.step, scalars);
 }
 
-Status MetricsLog::write_eval(int64_t step, int64_t total_steps, const EvalResult& r, double seconds) {
-  const double loss = r.mlm_loss + r.nsp_loss;  // the total, as the training loss
-  if (console_) {
+Status MetricsLog::write_eval(int64_t step, int64_t total_steps, const EvalResult& r, double seconds,
+                              const std::vector<std::string>& names, const std::vector<EvalResult>& sets) {
+  auto numbers = [](const EvalResult& e) {
+    return nlohmann::ordered_json{{"loss", e.mlm_loss + e.nsp_loss}, {"mlm_loss", e.mlm_loss},
+                                  {"mlm_accuracy", e.mlm_accuracy},  {"nsp_loss", e.nsp_loss},
+                                  {"nsp_accuracy", e.nsp_accuracy},  {"sequences", e.sequences},
+                                  {"rows", e.rows}};
+  };
+  auto console_line = [&](const std::string& head, const EvalResult& e, const std::string& tail) {
     std::fprintf(console_,
-                 "eval after step %lld/%lld | loss %.4f | mlm_loss %.4f | mlm_acc %.4f | nsp_loss %.4f | "
-                 "nsp_acc %.4f | %lld sequences%s in %.1fs\n",
-                 (long long)step, (long long)total_steps, loss, r.mlm_loss, r.mlm_accuracy, r.nsp_loss,
-                 r.nsp_accuracy, (long long)r.sequences, packed_rows(r).c_str(), seconds);
+                 "%s | loss %.4f | mlm_loss %.4f | mlm_acc %.4f | nsp_loss %.4f | nsp_acc %.4f | %lld sequences%s%s\n",
+                 head.c_str(), e.mlm_loss + e.nsp_loss, e.mlm_loss, e.mlm_accuracy, e.nsp_loss, e.nsp_accuracy,
+                 (long long)e.sequences, packed_rows(e).c_str(), tail.c_str());
+  };
+  if (console_) {
+    char time[32];
+    std::snprintf(time, sizeof time, " in %.1fs", seconds);
+    console_line("eval after step " + std::to_string(step) + "/" + std::to_string(total_steps), r,
+                 sets.empty() ? time : std::string(time) + ", " + std::to_string(sets.size()) + " sets:");
+    // Each named set under the line of their sums, its name where the step was.
+    size_t width = 0;
+    for (const std::string& n : names) width = std::max(width, n.size());
+    for (size_t i = 0; i < sets.size(); ++i)
+      console_line("  " + names[i] + std::string(width - names[i].size(), ' '), sets[i], "");
     std::fflush(console_);
   }
-  nlohmann::ordered_json j = {
-      {"type", "eval"},           {"step", step},         {"total_steps", total_steps},
-      {"loss", loss},             {"mlm_loss", r.mlm_loss}, {"mlm_accuracy", r.mlm_accuracy},
-      {"nsp_loss", r.nsp_loss},   {"nsp_accuracy", r.nsp_accuracy},
-      {"sequences", r.sequences}, {"rows", r.rows},         {"seconds", seconds}};
+  nlohmann::ordered_json j = {{"type", "eval"}, {"step", step}, {"total_steps", total_steps}};
+  j.update(numbers(r));
+  j["seconds"] = seconds;
+  TaggedScalars scalars =
+      loss_scalars("eval", r.mlm_loss + r.nsp_loss, r.mlm_loss, r.nsp_loss, r.mlm_accuracy, r.nsp_accuracy);
+  if (!sets.empty()) {
+    nlohmann::ordered_json named = nlohmann::ordered_json::object();
+    for (size_t i = 0; i < sets.size(); ++i) {
+      const EvalResult& e = sets[i];
+      named[names[i]] = numbers(e);
+      const TaggedScalars more = loss_scalars("eval/" + names[i], e.mlm_loss + e.nsp_loss, e.mlm_loss, e.nsp_loss,
+                                              e.mlm_accuracy, e.nsp_accuracy);
+      scalars.insert(scalars.end(), more.begin(), more.end());
+    }
+    j["sets"] = std::move(named);
+  }
   LB_RETURN_IF_ERROR(append(j.dump() + "\n"));
-  return events_.write(step, loss_scalars("eval", loss, r.mlm_loss, r.nsp_loss, r.mlm_accuracy, r.nsp_accuracy));
+  return events_.write(step, scalars);
 }
 
 Status MetricsLog::append(const std::string& line) {

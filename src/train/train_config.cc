@@ -15,6 +15,7 @@
 #include "lansbert/model/bert_model.h"
 #include "lansbert/model/flops.h"
 #include "lansbert/train/checkpoint.h"
+#include "lansbert/train/evaluate.h"
 
 namespace lansbert {
 
@@ -163,6 +164,16 @@ Status TrainConfig::validate(int world, std::string* key) const {
     return bad(key, "evaluation.every_steps", "needs data.eval (held-out shards to evaluate on)");
   if (evaluation.max_sequences < -1 || evaluation.max_sequences == 0)
     return bad(key, "evaluation.max_sequences", "must be positive, or -1 for all of data.eval");
+  if (!evaluation.names.empty()) {
+    if (evaluation.names.size() != data.eval.size())
+      return bad(key, "evaluation.names",
+                 std::to_string(evaluation.names.size()) + " name" + (evaluation.names.size() == 1 ? "" : "s") +
+                     " for the " + std::to_string(data.eval.size()) + " entries of data.eval (one each)");
+    if (const Status st = check_eval_set_names(evaluation.names, "evaluation.names"); !st.is_ok()) {
+      *key = "evaluation.names";
+      return st;
+    }
+  }
   if (!(distributed.bucket_mb > 0) || distributed.bucket_mb > 4096)
     return bad(key, "distributed.bucket_mb", "must be in (0, 4096] MiB");
   if (distributed.reduction_order != "fast" && distributed.reduction_order != "fixed")
@@ -353,6 +364,7 @@ std::string config_to_json(const TrainConfig& c, int indent) {
                   {"metrics_file", c.logging.metrics_file},
                   {"tensorboard_dir", c.logging.tensorboard_dir}};
   j["evaluation"] = {{"every_steps", c.evaluation.every_steps}, {"max_sequences", c.evaluation.max_sequences}};
+  if (!c.evaluation.names.empty()) j["evaluation"]["names"] = c.evaluation.names;
   j["distributed"] = {{"bucket_mb", c.distributed.bucket_mb},
                       {"reduction_order", c.distributed.reduction_order},
                       {"shard_optimizer", c.distributed.shard_optimizer},

@@ -86,14 +86,22 @@ Status Run::lock_and_check_outputs() {
 
 Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds, Status* logged) {
   const double t0 = now_s();
-  int64_t n = eval_shards->count();
-  if (cfg.evaluation.max_sequences > 0) n = std::min(n, cfg.evaluation.max_sequences);
-  LB_RETURN_IF_ERROR(
-      evaluate_on_ranks(*model, *eval_shards, n, cfg.batch.micro_batch, cfg.data.packing, comm, &result->eval).with_prefix("data.eval: "));
+  std::vector<EvalSums> sums;
+  LB_RETURN_IF_ERROR(evaluate_sets_on_ranks(*model, *eval_shards, eval_parts, cfg.batch.micro_batch,
+                                            cfg.data.packing, comm, &sums)
+                         .with_prefix("data.eval: "));
+  EvalSums all;
+  result->eval_sets.clear();
+  for (const EvalSums& s : sums) {
+    all += s;
+    if (!cfg.evaluation.names.empty()) result->eval_sets.push_back(s.result());
+  }
+  result->eval = all.result();
   ++result->evaluations;
   *seconds = now_s() - t0;
-  *logged = agree_across_ranks(comm, log.write_eval(step, total, result->eval, *seconds),
-                               "writing the metrics", &Status::io_error);
+  *logged = agree_across_ranks(
+      comm, log.write_eval(step, total, result->eval, *seconds, cfg.evaluation.names, result->eval_sets),
+      "writing the metrics", &Status::io_error);
   return Status::ok();
 }
 

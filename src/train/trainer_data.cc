@@ -102,7 +102,7 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
                                     " exceeds the " + std::to_string(shards->count()) + " samples of data.train");
   if (cfg.data.eval.empty()) return Status::ok();
   so.training_only = shard_set_options(cfg, false).training_only;
-  st = ShardSet::open(cfg.data.eval, so, &eval_shards);
+  st = open_eval_shards(cfg.data.eval, cfg.evaluation.names, so, "data.eval", &eval_shards);
   if (!st.is_ok()) return st.with_prefix("data.eval: ");
   // Without data.vocab nothing compared the two sets' vocabularies (with it, each was).
   if (shards->info() && eval_shards->info() && shards->info()->vocab_hash != eval_shards->info()->vocab_hash)
@@ -112,6 +112,11 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
         vocab_hash_text(eval_shards->info()->vocab_hash), vocab_hash_text(shards->info()->vocab_hash)));
   if (eval_shards->count() == 0)  // every evaluation would log a loss of 0 over 0 sequences
     return Status::invalid_argument("data.eval: the shards hold no samples: nothing to evaluate");
+  for (size_t i = 0; i < cfg.evaluation.names.size(); ++i)
+    if (eval_shards->source_sizes()[i] == 0)
+      return Status::invalid_argument(fmt::format("data.eval[{}] ({}): the files of {} hold no samples: nothing to "
+                                                  "evaluate",
+                                                  i, cfg.evaluation.names[i], cfg.data.eval[i]));
   if (eval_shards->seq_len() != cfg.data.seq_len)
     return mismatch("data.eval: data.seq_len", cfg.data.seq_len, eval_shards->seq_len());
   if (eval_shards->max_pred() != cfg.data.max_pred)
@@ -122,17 +127,20 @@ Status Run::open_data(std::vector<bool>* is_continuation) {
                                     "positions");
   // Every sample the evaluations will read, checked now (checksum and field ranges: a few
   // milliseconds) rather than found damaged after hours of training.
-  int64_t n = eval_shards->count();
-  if (cfg.evaluation.max_sequences > 0) n = std::min(n, cfg.evaluation.max_sequences);
+  eval_parts = eval_sets(*eval_shards, cfg.evaluation.names, cfg.evaluation.max_sequences, "data.eval");
   Batch one;
   one.resize(1, eval_shards->seq_len(), eval_shards->max_pred());
-  int64_t masked = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    LB_RETURN_IF_ERROR(eval_shards->read(i, &one, 0).with_prefix("data.eval: "));
-    for (int32_t id : one.masked_ids) masked += id != Batch::kIgnore;
+  for (const EvalSet& part : eval_parts) {
+    int64_t masked = 0;
+    for (int64_t i = part.begin; i < part.end; ++i) {
+      LB_RETURN_IF_ERROR(eval_shards->read(i, &one, 0).with_prefix("data.eval: "));
+      for (int32_t id : one.masked_ids) masked += id != Batch::kIgnore;
+    }
+    // What the evaluation would refuse at its first pass (evaluate_sets_on_ranks), perhaps days in.
+    const Status st = check_some_tokens_masked(part.end - part.begin, masked);
+    if (!st.is_ok()) return st.with_prefix(part.name.empty() ? "data.eval: " : part.label + ": ");
   }
-  // What the evaluation would refuse at its first pass (evaluate_on_ranks), perhaps days in.
-  return check_some_tokens_masked(n, masked).with_prefix("data.eval: ");
+  return Status::ok();
 }
 
 Status Run::make_sampler(Sampler* out) const {
@@ -157,6 +165,7 @@ Status Run::view_of_the_job(nlohmann::json* out) const {
     j["shards"]["eval_samples"] = eval_shards->count();
     j["shards"]["eval_files"] = eval_shards->num_shards();
     j["shards"]["eval_digest"] = digest;
+    if (!cfg.evaluation.names.empty()) j["shards"]["eval_set_samples"] = eval_shards->source_sizes();
   }
   *out = std::move(j);
   return Status::ok();

@@ -51,6 +51,9 @@ struct Run {
   std::unique_ptr<DataParallel> dp;  // gradient reduction + update over the ranks
   std::unique_ptr<ShardSet> shards;
   std::unique_ptr<ShardSet> eval_shards;  // data.eval, null without
+  // What each evaluation reads of eval_shards: one set, or with evaluation.names one per
+  // data.eval entry (eval_sets, evaluate.h).
+  std::vector<EvalSet> eval_parts;
   // data.weights' blend of data.train's entries (each a source of `shards`); null without.
   std::shared_ptr<const BlendSchedule> blend;
   std::unique_ptr<Loader> loader;
@@ -112,8 +115,8 @@ struct Run {
   // being written, if any; its outcome is agreed, and the written one becomes
   // result->checkpoint on every rank.
   Status finish_checkpoint();
-  // One pass over data.eval (the first evaluation.max_sequences samples), split over the
-  // ranks, reduced, logged by rank 0. Returns its wall time in *seconds.
+  // One pass over data.eval (the first evaluation.max_sequences samples, of each named set),
+  // split over the ranks, reduced, logged by rank 0. Returns its wall time in *seconds.
   // Runs the held-out evaluation and logs it; *logged is the log write's status, agreed
   // across ranks (the return value is the evaluation's, also agreed).
   Status evaluate(MetricsLog& log, int64_t total, double* seconds, Status* logged);

@@ -56,6 +56,14 @@ expect_error 2 "data.train: $tmp/copy/shard-00000.lbs: in data.train[0] ($tmp/co
   train --config "$tmp/good.yaml" --dry-run --set "data.train=[$tmp/copy, $tmp/copy/*]" --set 'data.weights=[1, 1]'
 expect_error 2 "data.weights: 1 weight for the 2 entries of data.train (one each)" \
   train --config "$tmp/good.yaml" --dry-run --set "data.train=[$tmp/copy, $tmp/data/shards]" --set 'data.weights=1'
+# Named held-out sets: each entry's samples and how many every evaluation reads of it.
+out=$("$lb" train --config "$tmp/good.yaml" --dry-run --set "data.eval=[$tmp/data/shards/*.lbs, $tmp/copy]" \
+      --set 'evaluation.names=[wiki, books]' --set evaluation.max_sequences=100) ||
+  { echo "FAIL: dry run of named sets exited $?"; fail=1; }
+has "$out" "    data.eval[0]      : $tmp/data/shards/*.lbs ($samples samples): set wiki, 100 evaluated"
+has "$out" "    data.eval[1]      : $tmp/copy ($samples samples): set books, 100 evaluated"
+expect_error 2 "data.eval: $tmp/copy/shard-00000.lbs: in data.eval[0] ($tmp/copy) and in data.eval[1] ($tmp/copy/*)" \
+  train --config "$tmp/good.yaml" --dry-run --set "data.eval=[$tmp/copy, $tmp/copy/*]" --set 'evaluation.names=[a, b]'
 # Data not found is still a plan: the line says so, the exit is 0.
 out=$("$lb" train --config "$tmp/good.yaml" --dry-run --set "data.train=[$tmp/nowhere/*.lbs]") ||
   { echo "FAIL: dry run without data exited $?"; fail=1; }

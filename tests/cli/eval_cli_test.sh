@@ -99,6 +99,35 @@ if (bad or len(want) != 4 or j["step"] != 4 or j["packing"] is not True or j["hu
         or abs(j["loss"] - j["mlm_loss"] - j["nsp_loss"]) > 1e-12):
     sys.exit(f"FAIL: eval --json {j} against the text {want}, rows {rows}: {bad}")
 PY
+# Named held-out sets: a run whose data.eval has two entries named by evaluation.names (given
+# with --set) evaluates each apart; plain `eval` of its checkpoint prints the sums, then each
+# set's lines, each set's numbers those of its entry alone (--data); --json carries them too.
+mkdir -p "$tmp/other" && cp "$tmp/data/shards/"*.lbs "$tmp/other/"
+"$lb" train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/sets" --set "data.eval=[$tmp/data/shards/*.lbs, $tmp/other/*.lbs]" \
+  --set "evaluation.names=[wiki, books]" --set evaluation.max_sequences=24 --stop-at-step 2 > "$tmp/sets-train.log" 2>&1 ||
+  { echo "FAIL: the run with named sets: $(tail -3 "$tmp/sets-train.log")"; fail=1; }
+"$lb" eval --checkpoint "$tmp/sets" > "$tmp/sets-eval.log" 2>&1 || { echo "FAIL: eval of named sets"; fail=1; }
+grep -q "^sequences 48, " "$tmp/sets-eval.log" && grep -q "^wiki: sequences 24, " "$tmp/sets-eval.log" &&
+  grep -q "^books: mlm_loss " "$tmp/sets-eval.log" || { echo "FAIL: eval of named sets: $(cat "$tmp/sets-eval.log")"; fail=1; }
+"$lb" eval --checkpoint "$tmp/sets" --data "$tmp/other/*.lbs" --max-sequences 24 > "$tmp/books-alone.log" 2>&1
+[[ "books: $(tail -1 "$tmp/books-alone.log")" == "$(tail -1 "$tmp/sets-eval.log")" ]] ||
+  { echo "FAIL: set books is not its entry alone: $(tail -1 "$tmp/books-alone.log") vs $(tail -1 "$tmp/sets-eval.log")"; fail=1; }
+sets_json=$("$lb" eval --checkpoint "$tmp/sets" --json 2>/dev/null)
+python3 - "$sets_json" <<'PY' || fail=1
+import json, sys
+j = json.loads(sys.argv[1])
+s = j.get("sets", {})
+if list(s) != ["wiki", "books"] or any(v["sequences"] != 24 for v in s.values()) or j["sequences"] != 48 \
+        or j["masked"] != s["wiki"]["masked"] + s["books"]["masked"]:
+    sys.exit(f"FAIL: eval --json of named sets: {j}")
+PY
+expect_error 2 "--names: 1 names for 2 --data entries (one each)" \
+  eval --checkpoint "$tmp/sets" --data "$tmp/data/shards/*.lbs" --data "$tmp/other/*.lbs" --names wiki
+expect_error 2 "eval: --names goes with --data" eval --checkpoint "$tmp/sets" --names a b
+expect_error 2 "--names: 'wiki books' (entry 0): a name is 1 to 64 letters" \
+  eval --checkpoint "$tmp/sets" --data "$tmp/other/*.lbs" --names "wiki books"
+expect_error 2 "evaluation.names: 1 name for the 2 entries of data.eval (one each)" \
+  train --config "$tmp/good.yaml" --set "data.eval=[$tmp/data/shards/*.lbs, $tmp/other/*.lbs]" --set evaluation.names=wiki
 # eval takes a Hugging Face directory: the export of a checkpoint (fp32 weights) gives the
 # checkpoint's own numbers. It names no held-out data; a directory of neither kind is refused.
 "$lb" eval --checkpoint "$tmp/hf" --data "$tmp/data/shards/*.lbs" --max-sequences 48 > "$tmp/eval-hf.log" 2>&1 ||

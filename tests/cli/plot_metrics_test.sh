@@ -61,6 +61,16 @@ if "$py" -c 'import matplotlib' 2>/dev/null; then
   [[ -s $tmp/trust-plots/trust.png && $out == *"lr.png, trust.png" ]] || fail "no trust.png: $out"
   "$py" "$src/scripts/plot-metrics.py" "$tmp/torn.jsonl" "$tmp/torn-plots" > /dev/null 2>&1 || fail "torn file not plotted"
   for f in loss accuracy lr; do [[ -s $tmp/torn-plots/$f.png ]] || fail "no $f.png from the torn file"; done
+  # Named held-out sets (evaluation.names): each set's MLM curve is drawn too, so the loss and
+  # accuracy plots change (the same file without "sets" draws the first ones above).
+  sed -e 's/"seconds": 0.1}/"seconds": 0.1, "sets": {"wiki": {"loss": 9.7, "mlm_loss": 9.0, "nsp_loss": 0.7, "mlm_accuracy": 0.03, "nsp_accuracy": 0.5, "sequences": 4, "rows": 4}, "books": {"loss": 10.1, "mlm_loss": 9.4, "nsp_loss": 0.7, "mlm_accuracy": 0.01, "nsp_accuracy": 0.5, "sequences": 4, "rows": 4}}}/' \
+    "$tmp/metrics.jsonl" > "$tmp/sets.jsonl"
+  grep -q '"books"' "$tmp/sets.jsonl" || fail "the sets test file has no sets"
+  "$py" "$src/scripts/plot-metrics.py" "$tmp/sets.jsonl" "$tmp/set-plots" > /dev/null || fail "sets not plotted"
+  for f in loss accuracy; do
+    cmp -s "$tmp/plots/$f.png" "$tmp/set-plots/$f.png" && fail "$f.png has no curve of the named sets"
+  done
+  cmp -s "$tmp/plots/lr.png" "$tmp/set-plots/lr.png" || fail "lr.png changed with the named sets"
 else
   echo "SKIP: matplotlib not installed (scripts/install-test-extras.sh installs it): the drawing half did not run"
   exit 77

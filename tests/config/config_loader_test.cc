@@ -187,6 +187,20 @@ TEST(ConfigLoader, WeightsAreOnePerTrainEntry) {
   EXPECT_TRUE(c.data.weights.empty());
 }
 
+// evaluation.names: one per data.eval entry, in the config json only when given (so the
+// checkpoints of runs without them compare as before).
+TEST(ConfigLoader, EvaluationNamesAreOnePerEvalEntry) {
+  TrainConfig c;
+  const Status st =
+      parse_train_config(kGood, "good.yaml", {"data.eval=[h/wiki, h/books]", "evaluation.names=[wiki, books-1.2]"}, 1, &c);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  EXPECT_EQ(c.evaluation.names, (std::vector<std::string>{"wiki", "books-1.2"}));
+  EXPECT_NE(config_to_json(c).find("\"names\":[\"wiki\",\"books-1.2\"]"), std::string::npos) << config_to_json(c);
+  ASSERT_TRUE(parse_train_config(kGood, "good.yaml", {"data.eval=[h/wiki]"}, 1, &c).is_ok());
+  EXPECT_TRUE(c.evaluation.names.empty());
+  EXPECT_EQ(config_to_json(c).find("\"names\""), std::string::npos) << config_to_json(c);
+}
+
 TEST(ConfigLoader, CosineScheduleWithAFloor) {
   TrainConfig c;
   const Status st = parse_train_config(kGood, "good.yaml", {"schedule.kind=cosine", "schedule.min_ratio=0.1"}, 1, &c);
@@ -249,6 +263,14 @@ TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
        {"bad.yaml:6:", "data.weights: expected a list of numbers, got a mapping"}},
       {"", "", {"data.train=[a, b]", "data.weights=[1, 1e-6]"},
        {"--set data.weights", "data.weights[1]: 1e-06 is 1e-06 of the weights' sum, below the blend's resolution"}},
+      {"  dir: ckpt\nevaluation:\n  names: [wiki]\n", "  dir: ckpt\n", {},
+       {"bad.yaml:19:", "evaluation.names: 1 name for the 0 entries of data.eval (one each)"}},
+      {"  dir: ckpt\nevaluation:\n  names: [wiki]\n", "  dir: ckpt\n", {"data.eval=[h1, h2]"},
+       {"--set data.eval: evaluation.names: 1 name for the 2 entries of data.eval (one each)"}},
+      {"", "", {"data.eval=[h1, h2]", "evaluation.names=[wiki, wiki]"},
+       {"--set evaluation.names", "evaluation.names: 'wiki' names entries 0 and 1: each set needs its own name"}},
+      {"", "", {"data.eval=[h1]", "evaluation.names=[eval/x]"},
+       {"evaluation.names: 'eval/x' (entry 0): a name is 1 to 64 letters, digits"}},
       {"  vocab_size: 64\n  hidden_act: relu\n", "  vocab_size: 64\n", {},
        {"bad.yaml:4:", "model.hidden_act", "'relu'", "gelu_tanh"}},
       {"", "", {"distributed.reduction_order=ring"}, {"--set distributed.reduction_order", "fast or fixed", "ring"}},

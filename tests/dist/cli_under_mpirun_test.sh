@@ -45,7 +45,7 @@ expect_job() {
     echo "FAIL: job exit $rc (want $want), output lacks '$msg':"; grep -v '^$' "$tmp/job.log" | head -8; fail=1
   fi
 }
-expect_job 2 "eval data not as on rank 0: sequences is 100 here, 200 on rank 0 (give every rank the same --data" -- \
+expect_job 2 "eval data not as on rank 0: sequences is 100 here, 200 on rank 0 (give every rank the same --data, --names" -- \
   -np 1 "$lb" "${ev[@]}" : -np 1 "$lb" "${base[@]}" --data "$tmp/data/shards/*.lbs" --max-sequences 100
 # As many sequences of other content (the same text masked at another rate, as shards of
 # another prep run under the same node-local path would be): the digests differ.
@@ -57,6 +57,18 @@ done
 expect_job 2 "eval data not as on rank 0: sample_digest is " -- \
   -np 1 "$lb" "${base[@]}" --data "$tmp/a/*.lbs" : -np 1 "$lb" "${base[@]}" --data "$tmp/b/*.lbs"
 grep -qE "sequences is|samples is" "$tmp/job.log" && { echo "FAIL: the two preps were meant to hold as many samples"; fail=1; }
+# Named sets (--names): the ranks share the micro-batches of both sets, which are the ones one
+# process evaluates; a rank that reads the entries as one set is refused (its set sizes differ).
+sets=("${base[@]}" --data "$tmp/a/*.lbs" --data "$tmp/b/*.lbs" --names a b --max-sequences 30)
+"$lb" "${sets[@]}" > "$tmp/sets1.log" || { echo "FAIL: named sets on one process"; fail=1; }
+grep -q "^b: mlm_loss " "$tmp/sets1.log" || { echo "FAIL: no line of set b: $(cat "$tmp/sets1.log")"; fail=1; }
+for np in 2 3; do
+  timeout 120 "$mpiexec" "${flags[@]}" -x OMP_NUM_THREADS=1 -np $np "$lb" "${sets[@]}" > "$tmp/sets$np.log" 2>&1 &&
+    [[ $(numbers "$tmp/sets$np.log") == "$(numbers "$tmp/sets1.log")" ]] ||
+    { echo "FAIL: named sets on $np ranks: $(cat "$tmp/sets$np.log") vs one process: $(cat "$tmp/sets1.log")"; fail=1; }
+done
+expect_job 2 "eval data not as on rank 0: sequences is 30 here, 60 on rank 0; set_samples[0] is " -- \
+  -np 1 "$lb" "${sets[@]}" : -np 1 "$lb" "${base[@]}" --data "$tmp/a/*.lbs" --data "$tmp/b/*.lbs" --max-sequences 30
 expect_job 3 "[rank 1 on" -- -np 1 "$lb" "${ev[@]}" : -np 1 "$lb" "${base[@]}" --data "$tmp/none/*.lbs"
 grep -q "no shard files match $tmp/none/\*.lbs" "$tmp/job.log" || { echo "FAIL: the missing data is not named"; fail=1; }
 

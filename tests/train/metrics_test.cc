@@ -123,5 +123,55 @@ TEST(MetricsFile, AnExistingFileMustHoldMetrics) {
   std::filesystem::remove_all(dir);
 }
 
+// A held-out evaluation of named sets (evaluation.names): the console line of the sums says
+// how many sets, a line each follows under the set's name; the metrics line carries the sums
+// as before and "sets"; the event file holds eval/<name>/... tags beside eval/....
+TEST(MetricsEval, NamedSetsOnTheConsoleInTheLineAndAsTags) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("lansbert_metrics_sets_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  EvalResult wiki, books, all;
+  wiki.sequences = wiki.rows = 3, wiki.mlm_loss = 2.5, wiki.nsp_loss = 0.5, wiki.mlm_accuracy = 0.25;
+  books.sequences = books.rows = 5, books.mlm_loss = 3.5, books.nsp_loss = 0.25, books.nsp_accuracy = 0.75;
+  all.sequences = all.rows = 8, all.mlm_loss = 3, all.nsp_loss = 0.375;
+  FILE* console = std::tmpfile();
+  ASSERT_NE(console, nullptr);
+  {
+    MetricsLog log(console, dir + "/m.jsonl", dir + "/tb");
+    ASSERT_TRUE(log.write_eval(10, 20, all, 1.5, {"wiki", "books"}, {wiki, books}).is_ok());
+    ASSERT_TRUE(log.write_eval(20, 20, all, 1.5).is_ok());  // no names: as before
+  }
+  std::rewind(console);
+  std::string text(4096, '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), console));
+  std::fclose(console);
+  EXPECT_EQ(text,
+            "eval after step 10/20 | loss 3.3750 | mlm_loss 3.0000 | mlm_acc 0.0000 | nsp_loss 0.3750 | nsp_acc "
+            "0.0000 | 8 sequences in 1.5s, 2 sets:\n"
+            "  wiki  | loss 3.0000 | mlm_loss 2.5000 | mlm_acc 0.2500 | nsp_loss 0.5000 | nsp_acc 0.0000 | 3 sequences\n"
+            "  books | loss 3.7500 | mlm_loss 3.5000 | mlm_acc 0.0000 | nsp_loss 0.2500 | nsp_acc 0.7500 | 5 sequences\n"
+            "eval after step 20/20 | loss 3.3750 | mlm_loss 3.0000 | mlm_acc 0.0000 | nsp_loss 0.3750 | nsp_acc "
+            "0.0000 | 8 sequences in 1.5s\n");
+  std::ifstream in(dir + "/m.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  const auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(line.rfind("{\"type\":\"eval\",\"step\":10,\"total_steps\":20,\"loss\":3.375,", 0), 0u) << line;
+  EXPECT_EQ(j["sets"]["books"]["nsp_accuracy"], 0.75);
+  EXPECT_EQ(j["sets"]["wiki"]["sequences"], 3);
+  EXPECT_EQ(j["sets"]["wiki"]["loss"], 3.0);
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_FALSE(nlohmann::json::parse(line).contains("sets"));
+  std::string events;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/tb")) {
+    std::ifstream f(e.path(), std::ios::binary);
+    events.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  for (const char* tag : {"eval/loss", "eval/wiki/loss", "eval/wiki/nsp_accuracy", "eval/books/mlm_loss"})
+    EXPECT_NE(events.find(tag), std::string::npos) << tag;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace lansbert

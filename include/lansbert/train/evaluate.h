@@ -44,6 +44,9 @@ struct EvalOptions {
   // The directory is a Hugging Face BertForPreTraining directory, not a lansbert checkpoint:
   // its model.safetensors is loaded as it is (it carries no checksum to check).
   bool hugging_face = false;
+  // Empty: `data` is one held-out set. Else one name per `data` entry, each entry a set of its
+  // own, evaluated on its first max_sequences samples and reported apart (evaluation.names).
+  std::vector<std::string> names;
 };
 
 struct EvalResult {
@@ -58,7 +61,32 @@ struct EvalSums {
   enum : int { kMlmLoss, kNspLoss, kMlmCorrect, kNspCorrect, kMasked, kSequences, kRows, kCount };
   double v[kCount] = {};
   EvalResult result() const;
+  EvalSums& operator+=(const EvalSums& o);
 };
+
+// A held-out set of an evaluation: samples [begin, end) of the shard set, reported under
+// `name` ("" for the one set without names); `label` says where it came from in messages
+// ("data.eval[1] (books)").
+struct EvalSet {
+  std::string name, label;
+  int64_t begin = 0, end = 0;
+};
+
+// Names of held-out sets (evaluation.names, eval --names): each becomes a TensorBoard tag
+// (eval/<name>/loss) and a JSON key, so 1 to 64 letters, digits, '_', '-' or '.', and no two
+// alike. invalid_argument starting "`key`: ", naming the entry.
+Status check_eval_set_names(const std::vector<std::string>& names, const std::string& key);
+
+// The sets an evaluation reads from `set`: without names, its first `max_sequences` samples
+// (-1: all) as one set; with names, one set per source of `set` (opened by
+// ShardSet::open_sources, one source per entry of `key`: "data.eval", "--data"), each its first
+// `max_sequences` samples. REQUIRES: names empty or one per source.
+std::vector<EvalSet> eval_sets(const ShardSet& set, const std::vector<std::string>& names, int64_t max_sequences,
+                               const std::string& key);
+// Opens `globs` as eval_sets reads them: one set, or with names one source per entry (a file
+// in two entries refused, naming both).
+Status open_eval_shards(const std::vector<std::string>& globs, const std::vector<std::string>& names,
+                        const ShardSetOptions& opts, const std::string& key, std::unique_ptr<ShardSet>* out);
 
 // Evaluates samples [0, n) of `set` with `model` in eval mode (no dropout), in micro-batches
 // of at most `micro_batch` consecutive samples; micro-batch c runs on rank c % world and the
@@ -70,6 +98,13 @@ struct EvalSums {
 // REQUIRES: the set's seq_len/max_pred within the model's limits.
 Status evaluate_on_ranks(BertModel<float>& model, ShardSet& set, int64_t n, int micro_batch, bool pack,
                          Communicator& comm, EvalResult* result, const std::string& dump_first = "");
+// Each of `sets` evaluated as evaluate_on_ranks evaluates [0, n), in micro-batches of its own
+// (none spans two sets), the k-th micro-batch of all of them on rank k % world; `sums` gets each
+// set's sums, added over the ranks. A set without a masked token is refused naming its label.
+// Collective over `comm`.
+Status evaluate_sets_on_ranks(BertModel<float>& model, ShardSet& set, const std::vector<EvalSet>& sets,
+                              int micro_batch, bool pack, Communicator& comm, std::vector<EvalSums>* sums,
+                              const std::string& dump_first = "");
 // invalid_argument when `sequences` samples hold no masked token (`masked` == 0): records
 // whose masked slots are all empty pass every reader check (a shard's max_pred only bounds
 // them) and would report an MLM loss and accuracy of 0 over nothing. Shared by the
@@ -90,12 +125,13 @@ Status check_eval_batch_fits(const BertConfig& model, int micro_batch, int seq_l
 // Face directory, opts.hugging_face). Under mpirun (`comm` of several ranks) the micro-batches
 // are spread over the ranks as in evaluate_on_ranks, each rank on the device of its local
 // rank; every rank gets the result, and an error on any rank is every rank's. Collective over
-// `comm`.
+// `comm`. With opts.names, `result` sums all the sets and `sets` (when given) gets each one's,
+// in the names' order.
 Status run_eval(const BertConfig& model, const std::string& dir, const EvalOptions& opts, Communicator& comm,
-                EvalResult* result);
+                EvalResult* result, std::vector<EvalResult>* sets = nullptr);
 // One process.
 Status run_eval(const BertConfig& model, const std::string& dir, const EvalOptions& opts,
-                EvalResult* result);
+                EvalResult* result, std::vector<EvalResult>* sets = nullptr);
 
 struct ExportOptions {
   std::string out;

@@ -79,8 +79,11 @@ class MetricsLog {
       : console_(console), path_(std::move(path)), events_(std::move(tensorboard_dir), first_step) {}
   ~MetricsLog();
   Status write(const MetricsRecord& r);
-  // A held-out evaluation after `step`: a console line and {"type": "eval", ...}.
-  Status write_eval(int64_t step, int64_t total_steps, const EvalResult& r, double seconds);
+  // A held-out evaluation after `step`: a console line and {"type": "eval", ...}. With named
+  // sets (evaluation.names; `sets` in the same order, `r` their sums) a console line each too,
+  // the line's "sets": {name: {...}} and the TensorBoard tags eval/<name>/loss and the like.
+  Status write_eval(int64_t step, int64_t total_steps, const EvalResult& r, double seconds,
+                    const std::vector<std::string>& names = {}, const std::vector<EvalResult>& sets = {});
 
  private:
   Status append(const std::string& line);

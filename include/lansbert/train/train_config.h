@@ -108,7 +108,11 @@ struct LoggingSection {
 // the console and as {"type": "eval", ...} lines in the metrics file.
 struct EvaluationSection {
   int64_t every_steps = 0;     // 0: only at the end of the run (when data.eval is given)
-  int64_t max_sequences = -1;  // the first N samples of data.eval; -1: all of them
+  int64_t max_sequences = -1;  // the first N samples of data.eval (of each set, with names); -1: all
+  // Empty: data.eval is one held-out set. Else one name per data.eval entry: each entry is a
+  // set of its own (a domain of a blend, say), evaluated on its first max_sequences samples and
+  // reported under its name (eval/<name>/loss), beside the sums over all of them.
+  std::vector<std::string> names;
 };
 
 // Data-parallel training under mpirun/srun (one rank: every key is accepted and has no effect).

@@ -41,8 +41,10 @@ struct TrainResult {
   // The last logged window's means.
   double loss = 0, mlm_accuracy = 0, nsp_accuracy = 0;
   double first_loss = 0;         // the first logged window's mean loss
-  // The last held-out evaluation (data.eval) and how many ran.
+  // The last held-out evaluation (data.eval: all its sets together), each named set's
+  // (evaluation.names' order; empty without names), and how many ran.
   EvalResult eval;
+  std::vector<EvalResult> eval_sets;
   int evaluations = 0;
   // Seconds spent, summed over the run.
   double t_total = 0, t_data = 0, t_compute = 0, t_allreduce = 0, t_optimizer = 0,
