@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "commands.h"
@@ -39,6 +40,52 @@ struct TrainArgs {
 };
 
 double gib(double bytes) { return bytes / (1024.0 * 1024 * 1024); }
+
+// What --resume and --init-from mean for this start of the run. --resume auto is one command
+// line for every start of a job that is stopped and started again (a requeued Slurm job, a
+// spot instance, a restarted pod): it resumes from checkpoint.dir when that holds a checkpoint
+// (a 'latest' pointer, even a broken one, or a step-* directory: what is there is resumed or
+// reported, never started over), and otherwise starts the phase, from --init-from when given.
+struct StartPlan {
+  std::string resume, init_from;
+  std::string note;  // what --resume auto decided, for the log
+};
+
+Status plan_start(const TrainArgs& a, const TrainConfig& cfg, StartPlan* out) {
+  out->resume = a.resume;
+  out->init_from = a.init_from;
+  if (a.resume != "auto") {
+    if (!a.resume.empty() && !a.init_from.empty())
+      return Status::invalid_argument("--resume " + a.resume + " excludes --init-from: a resume continues a run, "
+                                      "--init-from starts one (--resume auto does whichever applies: it resumes "
+                                      "when checkpoint.dir holds a checkpoint)");
+    return Status::ok();
+  }
+  std::error_code ec;
+  const std::string& dir = cfg.checkpoint.dir;
+  const bool has_latest = std::filesystem::exists(std::filesystem::symlink_status(
+      std::filesystem::path(dir) / "latest", ec));
+  const std::vector<std::string> steps = checkpoint_step_dirs(dir);
+  if (!has_latest && !steps.empty()) {
+    std::string newest = steps.front();
+    for (const std::string& n : steps)
+      if (checkpoint_step_of(n) > checkpoint_step_of(newest)) newest = n;
+    return Status::invalid_argument("--resume auto: " + dir + " holds " + newest + " but no 'latest' pointer (a run "
+                                    "stopped between writing a checkpoint and pointing to it?): resume from it with "
+                                    "--resume " + dir + "/" + newest + ", which writes 'latest' again");
+  }
+  if (has_latest) {
+    out->resume = "latest";
+    out->init_from.clear();
+    out->note = "--resume auto: " + dir + " holds a checkpoint: resuming it" +
+                (a.init_from.empty() ? "" : " (--init-from " + a.init_from + " is where the run began; not read)");
+  } else {
+    out->resume.clear();
+    out->note = "--resume auto: " + dir + " holds no checkpoint: starting the run" +
+                (a.init_from.empty() ? "" : " from --init-from " + a.init_from);
+  }
+  return Status::ok();
+}
 
 void print_plan(const TrainConfig& cfg, const TrainPlan& p) {
   std::printf("%s\n", config_to_json(cfg, 2).c_str());
@@ -236,6 +283,8 @@ Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
                                     std::to_string(comm->world()) + " ranks");
   const int world = a.world > 0 ? a.world : comm->world();
   LB_RETURN_IF_ERROR(load_train_config(a.config, a.sets, world, &cfg));
+  StartPlan start;
+  LB_RETURN_IF_ERROR(plan_start(a, cfg, &start));
   if (a.dry_run) {
     TrainPlan plan;
     LB_RETURN_IF_ERROR(make_plan(cfg, world, &plan));
@@ -248,14 +297,15 @@ Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
       // sample read), so that a plan that prints is a run that starts. On rank 0 only: the
       // others print nothing, and thousands of HDF5 files times the ranks is real load.
       TrainOptions check;
-      check.resume = a.resume;
-      check.init_from = a.init_from;
+      check.resume = start.resume;
+      check.init_from = start.init_from;
       const DataLines data = describe_data(cfg, *comm, check);
       print_plan(cfg, plan);
       std::printf("%s", data.text.c_str());
       std::printf("  checkpoints         : %s (metrics: %s; TensorBoard: %s)\n", cfg.checkpoint.dir.c_str(),
                   cfg.metrics_path().empty() ? "none" : cfg.metrics_path().c_str(),
                   cfg.tensorboard_path().empty() ? "none" : cfg.tensorboard_path().c_str());
+      if (!start.note.empty()) std::printf("  start               : %s\n", start.note.c_str());
       print_checkpoint_space(cfg, plan);
       std::printf("%s", gpu_lines.c_str());
       if (a.device_memory > 0) print_fitting_micro_batch(cfg, world, a.device_memory);
@@ -271,8 +321,11 @@ Status run_train_on(const TrainArgs& a, std::unique_ptr<Communicator>& comm) {
     comm = make_communicator(co);
   }
   TrainOptions opts;
-  opts.resume = a.resume;
-  opts.init_from = a.init_from;
+  // Each rank decides from what it sees; the ranks' views of the job compare the outcome
+  // (a rank whose checkpoint.dir is another is refused, as with --resume latest).
+  opts.resume = start.resume;
+  opts.init_from = start.init_from;
+  if (comm->rank() == 0 && !start.note.empty()) std::printf("note: %s\n", start.note.c_str());
   opts.stop_at_step = a.stop_at_step;
   opts.log = comm->rank() == 0 ? stdout : nullptr;
   TrainResult result;
@@ -326,10 +379,11 @@ void add_train_command(CLI::App& app) {
                   "as a run there would at start-up")
       ->needs(dry);
   CLI::Option* resume =
-      sub->add_option("--resume", a->resume, "Continue exactly: 'latest' (in checkpoint.dir) or a checkpoint directory");
+      sub->add_option("--resume", a->resume,
+                      "Continue exactly: 'latest' (in checkpoint.dir), a checkpoint directory, or 'auto': resume "
+                      "when checkpoint.dir holds a checkpoint, else start (from --init-from when given)");
   CLI::Option* init = sub->add_option("--init-from", a->init_from,
-                                      "Start from the weights of a lansbert checkpoint or a Hugging Face directory (phase 2)")
-                          ->excludes(resume);
+                                      "Start from the weights of a lansbert checkpoint or a Hugging Face directory (phase 2)");
   sub->add_option("--stop-at-step", a->stop_at_step, "Stop (with a checkpoint) after this step")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   // An empty path (an unset shell variable, say) would otherwise mean "start from scratch".

@@ -108,5 +108,41 @@ expect_error 2 "masked at load time with whole-word masking off and probability 
   "${y[@]}" "${vb[@]}" --set "data.train=[$tmp/dyn-a/*.lbs, $tmp/dyn-b/*.lbs]" --set "checkpoint.dir=$tmp/dyn-mixed"
 [[ ! -e $tmp/mixed && ! -e $tmp/mixed-eval && ! -e $tmp/vc && ! -e $tmp/heads && ! -e $tmp/ww-refused && ! -e $tmp/dyn-mixed ]] ||
   { echo "FAIL: a refused run wrote"; fail=1; }
+
+# --resume auto: one command line for every start of a job. Into an empty checkpoint.dir it
+# starts the run (from --init-from when given); once a checkpoint is there it resumes it (the
+# --init-from weights are not read again: here they are gone by then), and the run ends where
+# one uninterrupted run does. A broken 'latest' is reported, never started over.
+auto=("${y[@]}" --set "checkpoint.dir=$tmp/auto" --set schedule.total_steps=5 --resume auto)
+cp -a "$ckpt" "$tmp/phase1"
+"$lb" "${auto[@]}" --init-from "$tmp/phase1" --stop-at-step 3 > "$tmp/auto1.log" 2>&1 ||
+  { echo "FAIL: --resume auto, first start: $(tail -3 "$tmp/auto1.log")"; fail=1; }
+grep -qF "note: --resume auto: $tmp/auto holds no checkpoint: starting the run from --init-from $tmp/phase1" "$tmp/auto1.log" ||
+  { echo "FAIL: --resume auto did not say it starts: $(head -3 "$tmp/auto1.log")"; fail=1; }
+rm -r "$tmp/phase1"
+"$lb" "${auto[@]}" --init-from "$tmp/phase1" > "$tmp/auto2.log" 2>&1 ||
+  { echo "FAIL: --resume auto, second start: $(tail -3 "$tmp/auto2.log")"; fail=1; }
+grep -qF "note: --resume auto: $tmp/auto holds a checkpoint: resuming it (--init-from $tmp/phase1 is where the run began; not read)" "$tmp/auto2.log" &&
+  grep -q "resuming from .*step-000000003" "$tmp/auto2.log" && grep -q "^done: step 5," "$tmp/auto2.log" ||
+  { echo "FAIL: --resume auto did not resume: $(head -3 "$tmp/auto2.log")"; fail=1; }
+cp -a "$ckpt" "$tmp/phase1"
+"$lb" "${y[@]}" --set "checkpoint.dir=$tmp/straight" --set schedule.total_steps=5 --init-from "$tmp/phase1" \
+  > "$tmp/straight.log" 2>&1 || { echo "FAIL: the uninterrupted run"; fail=1; }
+cmp -s "$tmp/auto/final/model.safetensors" "$tmp/straight/final/model.safetensors" ||
+  { echo "FAIL: --resume auto's run ends elsewhere than the uninterrupted one"; fail=1; }
+# The dry run says which it would do.
+"$lb" "${auto[@]}" --dry-run 2>&1 | grep -qF "  start               : --resume auto: $tmp/auto holds a checkpoint: resuming it" ||
+  { echo "FAIL: the dry run does not say --resume auto resumes"; fail=1; }
+mkdir -p "$tmp/auto-broken" && ln -s step-000000009 "$tmp/auto-broken/latest"
+expect_error 3 "$tmp/auto-broken/latest points to step-000000009, which holds no checkpoint" \
+  "${y[@]}" --set "checkpoint.dir=$tmp/auto-broken" --resume auto
+mkdir -p "$tmp/auto-unpointed" && cp -a "$ckpt" "$tmp/auto-unpointed/"
+expect_error 2 "--resume auto: $tmp/auto-unpointed holds $(basename "$ckpt") but no 'latest' pointer (a run stopped between writing a checkpoint and pointing to it?): resume from it with --resume $tmp/auto-unpointed/$(basename "$ckpt")" \
+  "${y[@]}" --set "checkpoint.dir=$tmp/auto-unpointed" --resume auto
+"$lb" "${y[@]}" --set "checkpoint.dir=$tmp/auto-unpointed" --resume "$tmp/auto-unpointed/$(basename "$ckpt")" \
+  --stop-at-step 3 > /dev/null 2>&1 && [[ -L $tmp/auto-unpointed/latest ]] ||
+  { echo "FAIL: the advised resume did not continue and point 'latest'"; fail=1; }
+expect_error 2 "--resume latest excludes --init-from: a resume continues a run, --init-from starts one (--resume auto" \
+  "${y[@]}" --resume latest --init-from "$ckpt"
 (( fail == 0 )) && echo "resume_rules_cli_test: ok"
 exit $fail

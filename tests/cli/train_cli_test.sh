@@ -43,7 +43,7 @@ expect_error 2 "--set schedule.power: schedule.power must be > 0" train --config
 expect_error 2 "--set schedule.warmup_steps: schedule.warmup_steps 1000 exceeds schedule.total_steps 400" \
   train --config "$tmp/good.yaml" --set schedule.warmup_steps=1000
 expect_error 2 "--resume: an empty path" train --config "$tmp/good.yaml" --resume ''
-expect_error 2 "--resume excludes --init-from" train --config "$tmp/good.yaml" --resume latest --init-from "$tmp/ckpt"
+expect_error 2 "--resume latest excludes --init-from" train --config "$tmp/good.yaml" --resume latest --init-from "$tmp/ckpt"
 expect_error 2 "unknown command 'trian'" trian --config "$tmp/good.yaml"
 printf 'model:\n  preset: bert-tiny\nbatch:\n  micro_batch: many\n' > "$tmp/bad.yaml"
 expect_error 2 "bad.yaml:4:16: batch.micro_batch: expected an integer" train --config "$tmp/bad.yaml"

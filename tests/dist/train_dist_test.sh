@@ -106,6 +106,17 @@ else
   echo "FAIL: the resume with trainer.json alone on rank 1:"; tail -5 "$tmp/rpart.log"; fail=1
 fi
 [[ $(ls "$tmp/far/rpart/step-000000003") == trainer.json ]] || { echo "FAIL: rank 1 wrote into its checkpoint.dir"; fail=1; }
+# --resume auto decides on each rank from what it sees: a rank whose (node-local) checkpoint.dir
+# holds no checkpoint where rank 0's does would start a new run beside a resumed one, and is
+# refused before the first step, naming what it decided.
+mkdir -p "$tmp/far2"
+auto=(train --config "$tmp/tiny.yaml" --set checkpoint.dir=rpart --resume auto)
+timeout 120 "$mpiexec" "${flags[@]}" "${mpi_env[@]}" -np 1 -wdir "$tmp" "$lb" "${auto[@]}" : \
+  -np 1 -wdir "$tmp/far2" "$lb" "${auto[@]}" > "$tmp/auto.log" 2>&1
+rc=$?
+[[ $rc == 2 ]] && grep -q "command_line.resume is \"\" here, \"latest\" on rank 0" "$tmp/auto.log" ||
+  { echo "FAIL: --resume auto decided differently on two ranks -> rc $rc:"; grep -v '^$' "$tmp/auto.log" | head -5; fail=1; }
+[[ -z $(ls "$tmp/far2") ]] || { echo "FAIL: rank 1 of the refused --resume auto wrote: $(ls "$tmp/far2")"; fail=1; }
 # --init-from that rank 0 sees as a lansbert checkpoint and rank 1 as a Hugging Face directory
 # (the weights alone): refused with exit 2 before the ranks' collectives could differ.
 mkdir -p "$tmp/far/r2"
