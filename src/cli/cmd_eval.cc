@@ -168,6 +168,7 @@ Status plan_eval(const EvalArgs& a, EvalPlan* p) {
     return Status::invalid_argument("eval: --names goes with --data (the run's data.eval is named by its "
                                     "evaluation.names)");
   o.names = p->own_eval ? cfg.evaluation.names : a.names;
+  if (p->own_eval) o.data_key = "data.eval";
   LB_RETURN_IF_ERROR(
       plan_batches(a, cfg.batch.micro_batch, p->own_eval ? cfg.evaluation.max_sequences : -1, cfg.data.packing, &o));
   // The vocab the model was trained with, if its file is still where the config said.
@@ -247,6 +248,7 @@ Status run_eval_on(const EvalArgs& a, Communicator& comm) {
   const nlohmann::json view = {{"checkpoint_is_hugging_face", eo.hugging_face},
                                {"model", nlohmann::json::parse(hf_config_json(p.model, "float32"))},
                                {"micro_batch", eo.micro_batch},
+                               {"names", eo.names},
                                {"packing", eo.packing},
                                {"dump_batch", !eo.dump_batch.empty()},
                                {"backend", eo.backend},
@@ -333,8 +335,8 @@ void add_eval_command(CLI::App& app) {
                   "sums of all (without --data: the run's evaluation.names)");
   sub->add_option("--micro-batch", a->micro_batch, "Sequences per forward pass (default: the run's batch.micro_batch)");
   sub->add_option("--max-sequences", a->max_sequences,
-                  "Evaluate at most this many sequences; -1: all (default: the run's evaluation.max_sequences "
-                  "without --data, all with it)");
+                  "Evaluate at most this many sequences (of each set, with names); -1: all (default: the run's "
+                  "evaluation.max_sequences without --data, all with it)");
   sub->add_option("--backend", a->backend, "cpu (default) or cuda (under mpirun each rank on its local rank's GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--packing", a->packing,

@@ -113,8 +113,9 @@ Status ShardSet::open_sources(const std::vector<std::vector<std::string>>& sourc
       const auto [it, fresh] = source_of.insert({{f.dev, f.ino}, s});
       if (!fresh)
         return Status::invalid_argument(fmt::format(
-            "{}: in {}[{}] ({}) and in {}[{}] ({}): a blend's sources must not share files", f.path, name,
-            it->second, fmt::join(sources[it->second], " "), name, s, fmt::join(sources[s], " ")));
+            "{}: in {}[{}] ({}) and in {}[{}] ({}): {} must not share files", f.path, name, it->second,
+            fmt::join(sources[it->second], " "), name, s, fmt::join(sources[s], " "),
+            name == "data.eval" || name == "--data" ? "held-out sets" : "a blend's sources"));
       paths.push_back(f.path);
     }
     files_per_source.push_back(found.size());

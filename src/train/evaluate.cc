@@ -217,7 +217,7 @@ Status open_eval_set(const BertConfig& mc, const EvalOptions& opts, std::unique_
   so.vocab_source = opts.vocab_source;
   so.token_limit = mc.vocab_size;
   so.segment_limit = mc.type_vocab;
-  LB_RETURN_IF_ERROR(open_eval_shards(opts.data, opts.names, so, "--data", out).with_prefix("eval: "));
+  LB_RETURN_IF_ERROR(open_eval_shards(opts.data, opts.names, so, opts.data_key, out).with_prefix("eval: "));
   const ShardSet& set = **out;
   if (set.dynamic_masking())
     return Status::unsupported("eval: the shards are stored unmasked; evaluate on statically masked shards");
@@ -226,7 +226,7 @@ Status open_eval_set(const BertConfig& mc, const EvalOptions& opts, std::unique_
   if (set.count() == 0) return Status::invalid_argument("eval: the shards hold no samples: nothing to evaluate");
   for (size_t i = 0; i < opts.names.size(); ++i)
     if (set.source_sizes()[i] == 0)
-      return Status::invalid_argument("eval: --data[" + std::to_string(i) + "] (" + opts.names[i] + ", " +
+      return Status::invalid_argument("eval: " + opts.data_key + "[" + std::to_string(i) + "] (" + opts.names[i] + ", " +
                                       opts.data[i] + "): the files hold no samples: nothing to evaluate");
   if (set.seq_len() > mc.max_positions)
     return Status::invalid_argument("eval: the shards hold sequences of " + std::to_string(set.seq_len()) +
@@ -259,10 +259,10 @@ Status run_eval(const BertConfig& mc, const std::string& dir, const EvalOptions&
                 EvalResult* result, std::vector<EvalResult>* set_results) {
   if (!opts.names.empty() && opts.names.size() != opts.data.size())
     return Status::invalid_argument("eval: " + std::to_string(opts.names.size()) + " names for " +
-                                    std::to_string(opts.data.size()) + " --data entries (one each)");
+                                    std::to_string(opts.data.size()) + " " + opts.data_key + " entries (one each)");
   std::unique_ptr<ShardSet> set;
   LB_RETURN_IF_ERROR(agree_across_ranks(comm, open_eval_set(mc, opts, &set), "opening the eval data", nullptr));
-  const std::vector<EvalSet> sets = eval_sets(*set, opts.names, opts.max_sequences, "--data");
+  const std::vector<EvalSet> sets = eval_sets(*set, opts.names, opts.max_sequences, opts.data_key);
   int64_t n = 0;
   for (const EvalSet& s : sets) n += s.end - s.begin;
   // Ranks that read different files (a node-local path of another content) would add up a

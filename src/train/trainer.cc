@@ -87,9 +87,11 @@ Status Run::lock_and_check_outputs() {
 Status Run::evaluate(MetricsLog& log, int64_t total, double* seconds, Status* logged) {
   const double t0 = now_s();
   std::vector<EvalSums> sums;
-  LB_RETURN_IF_ERROR(evaluate_sets_on_ranks(*model, *eval_shards, eval_parts, cfg.batch.micro_batch,
-                                            cfg.data.packing, comm, &sums)
-                         .with_prefix("data.eval: "));
+  // A named set's refusal names its entry already ("data.eval[1] (books): ...").
+  const Status evaluated =
+      evaluate_sets_on_ranks(*model, *eval_shards, eval_parts, cfg.batch.micro_batch, cfg.data.packing, comm, &sums);
+  if (!evaluated.is_ok())
+    return evaluated.message().rfind("data.eval[", 0) == 0 ? evaluated : evaluated.with_prefix("data.eval: ");
   EvalSums all;
   result->eval_sets.clear();
   for (const EvalSums& s : sums) {

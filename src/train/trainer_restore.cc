@@ -140,6 +140,31 @@ std::vector<double> weights_of(const nlohmann::json& j) {
   return w;
 }
 
+// A resume's evaluation section against the checkpoint's: "" when the held-out sums read the
+// same samples (names renamed, or none either way with the same max_sequences), else a note
+// that they read others from here (sets added or dropped under a max_sequences, or another
+// max_sequences), so eval/loss before and after are not the same measure.
+std::string evaluation_note(const nlohmann::json& saved, const nlohmann::json& mine) {
+  auto max_of = [](const nlohmann::json& e) {
+    return e.is_object() && e.contains("max_sequences") && e["max_sequences"].is_number_integer()
+               ? e["max_sequences"].get<int64_t>()
+               : int64_t(-1);
+  };
+  auto sets_of = [](const nlohmann::json& e) {
+    return e.is_object() && e.contains("names") && e["names"].is_array() ? e["names"].size() : size_t(0);
+  };
+  const int64_t was = max_of(saved), now = max_of(mine);
+  const size_t sets_was = sets_of(saved), sets_now = sets_of(mine);
+  if (was == now && (sets_was == sets_now || now < 0)) return "";
+  return "evaluation " +
+         (was != now ? "max_sequences " + std::to_string(now) + " (checkpoint: " + std::to_string(was) + ")"
+                     : std::string("names ") + (sets_now ? mine["names"].dump() : "none") + " (checkpoint: " +
+                           (sets_was ? saved["names"].dump() : "none") + ")") +
+         ": the held-out sums from here read other samples than the interrupted run's (the first max_sequences "
+         "of each named set, or of all of data.eval), so eval/loss before and after this step are not the same "
+         "measure";
+}
+
 // Checkpoints written before model.hidden_act existed were all trained with the erf GELU: their
 // stored config (trainer.json's "config") gets that key.
 void fill_pre_hidden_act(nlohmann::json* config) {
@@ -244,6 +269,10 @@ Status Run::restore() {
                    "config, and its place in its own order is where the new weights would have put it (some of its "
                    "samples may come again or not at all)\n",
                    mine["data"]["weights"].dump().c_str(), saved_weights.dump().c_str());
+    // Allowed (evaluation only labels and bounds what is measured), but the held-out sums may
+    // then cover other samples: the first max_sequences of each named set, or of all of data.eval.
+    if (const std::string note = evaluation_note(saved["evaluation"], mine["evaluation"]); !note.empty())
+      std::fprintf(opts.log, "note: %s\n", note.c_str());
     // Allowed (a new seed is a way past a bad stretch of data), but no longer the same run.
     if (meta.seed != cfg.seed)
       std::fprintf(opts.log,

@@ -102,7 +102,9 @@ PY
 # Named held-out sets: a run whose data.eval has two entries named by evaluation.names (given
 # with --set) evaluates each apart; plain `eval` of its checkpoint prints the sums, then each
 # set's lines, each set's numbers those of its entry alone (--data); --json carries them too.
-mkdir -p "$tmp/other" && cp "$tmp/data/shards/"*.lbs "$tmp/other/"
+# (Other documents than data's, so that a set reading another set's samples is seen.)
+"$mk" "$tmp/other-data" 32 5 200 > /dev/null && mkdir -p "$tmp/other" && cp "$tmp/other-data/shards/"*.lbs "$tmp/other/" ||
+  { echo "FAIL: make the other set"; fail=1; }
 "$lb" train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/sets" --set "data.eval=[$tmp/data/shards/*.lbs, $tmp/other/*.lbs]" \
   --set "evaluation.names=[wiki, books]" --set evaluation.max_sequences=24 --stop-at-step 2 > "$tmp/sets-train.log" 2>&1 ||
   { echo "FAIL: the run with named sets: $(tail -3 "$tmp/sets-train.log")"; fail=1; }
@@ -121,6 +123,15 @@ if list(s) != ["wiki", "books"] or any(v["sequences"] != 24 for v in s.values())
         or j["masked"] != s["wiki"]["masked"] + s["books"]["masked"]:
     sys.exit(f"FAIL: eval --json of named sets: {j}")
 PY
+"$lb" eval --checkpoint "$tmp/sets" --data "$tmp/data/shards/*.lbs" --max-sequences 24 > "$tmp/wiki-alone.log" 2>&1
+[[ "wiki: $(tail -1 "$tmp/wiki-alone.log")" == "$(grep '^wiki: mlm_loss' "$tmp/sets-eval.log")" &&
+   "$(tail -1 "$tmp/wiki-alone.log")" != "$(tail -1 "$tmp/books-alone.log")" ]] ||
+  { echo "FAIL: set wiki is not its entry alone, or the two sets score alike"; fail=1; }
+# Resumed without the names under a max_sequences, the sums read other samples: said.
+"$lb" train --config "$tmp/good.yaml" --set "checkpoint.dir=$tmp/sets" --set "data.eval=[$tmp/data/shards/*.lbs, $tmp/other/*.lbs]" \
+  --set evaluation.max_sequences=24 --resume latest --stop-at-step 3 > "$tmp/sets-resume.log" 2>&1 &&
+  grep -qF 'note: evaluation names none (checkpoint: ["wiki","books"]): the held-out sums from here read other samples' "$tmp/sets-resume.log" ||
+  { echo "FAIL: no note when the names go: $(grep note "$tmp/sets-resume.log")"; fail=1; }
 expect_error 2 "--names: 1 names for 2 --data entries (one each)" \
   eval --checkpoint "$tmp/sets" --data "$tmp/data/shards/*.lbs" --data "$tmp/other/*.lbs" --names wiki
 expect_error 2 "eval: --names goes with --data" eval --checkpoint "$tmp/sets" --names a b

@@ -47,6 +47,7 @@ struct EvalOptions {
   // Empty: `data` is one held-out set. Else one name per `data` entry, each entry a set of its
   // own, evaluated on its first max_sequences samples and reported apart (evaluation.names).
   std::vector<std::string> names;
+  std::string data_key = "--data";  // how messages name `data` ("data.eval": the run's own)
 };
 
 struct EvalResult {
