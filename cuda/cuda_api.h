@@ -93,4 +93,9 @@ void cast_to_bf16(const float* src, uint16_t* dst, size_t n);
 GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale, size_t begin = 0,
                             size_t end = SIZE_MAX);
 
+// The device twin of gradient_sum_squares (lansbert/optim/noise_scale.h): the sum of g² in
+// double over device gradients laid out by `table`, one CUDA block per chunk (a fixed tree),
+// the chunks' partials added on the host in order. Synchronises.
+double gradient_sum_squares(const ParamTable& table, const float* grads);
+
 }  // namespace lansbert::cuda

@@ -74,6 +74,9 @@ class CudaDeviceBackend final : public DeviceBackend {
                               size_t end) override {
     return cuda::unscale_and_check(table, grads, scale, begin, end);
   }
+  double gradient_sum_squares(const ParamTable& table, const float* grads) override {
+    return cuda::gradient_sum_squares(table, grads);
+  }
 
  private:
   int index_ = 0;

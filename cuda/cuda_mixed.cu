@@ -36,6 +36,20 @@ __global__ void unscale_check_kernel(const DevChunk* chunks, float* grads, bool 
   if (threadIdx.x == 0 && count) atomicAdd(&bad[ch.block], count);
 }
 
+// One CUDA block per chunk: the chunk's sum of g² in double (as the CPU's sum_squares adds
+// each double(g)²), written to its own slot.
+__global__ void sum_squares_kernel(const DevChunk* chunks, const float* grads, double* partial) {
+  __shared__ double scratch[32];
+  const DevChunk ch = chunks[blockIdx.x];
+  double s = 0;
+  for (size_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
+    const double g = grads[i];
+    s += g * g;
+  }
+  s = block_sum(s, scratch);
+  if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
 // What a check needs besides the gradients, kept between calls (a check runs every update):
 // the chunk list of the last table and the counters. Rebuilt when the table or the current
 // device changes; before, every call allocated and freed device and pinned memory, each a
@@ -44,8 +58,9 @@ struct CheckWorkspace {
   int device = -1;
   DeviceChunkPlan plan;  // the table and range (a sharded update's slice) the chunks were cut for
   unsigned nchunks = 0;
-  DeviceBytes chunks, bad;
+  DeviceBytes chunks, bad, partial;  // partial: a double per chunk (gradient_sum_squares)
   PinnedBuffer<unsigned long long> host_bad;
+  PinnedBuffer<double> host_partial;
 
   void prepare(const ParamTable& table, size_t lo, size_t hi) {
     if (plan.matches(table, lo, hi)) return;
@@ -55,6 +70,8 @@ struct CheckWorkspace {
     chunks.reserve(std::max<size_t>(list.size(), 1) * sizeof(DevChunk));
     bad.reserve(table.size() * sizeof(unsigned long long));
     host_bad.resize(table.size());
+    partial.reserve(std::max<size_t>(list.size(), 1) * sizeof(double));
+    host_partial.resize(std::max<size_t>(list.size(), 1));
     CUDA_CHECK(cudaMemcpy(chunks.get(), list.data(), list.size() * sizeof(DevChunk), cudaMemcpyHostToDevice));
   }
 };
@@ -104,6 +121,26 @@ GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale,
   }
   check.finite = check.nonfinite_values == 0;
   return check;
+}
+
+double gradient_sum_squares(const ParamTable& table, const float* grads) {
+  const size_t n = table.total_elements();
+  if (table.size() == 0 || n == 0) return 0;
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CheckWorkspace& ws = check_workspace(dev);
+  ws.prepare(table, 0, n);
+  if (ws.nchunks == 0) return 0;
+  auto* partial = static_cast<double*>(ws.partial.get());
+  sum_squares_kernel<<<ws.nchunks, kThreads, 0, kStream>>>(static_cast<const DevChunk*>(ws.chunks.get()), grads,
+                                                           partial);
+  LB_LAUNCH_CHECK();
+  CUDA_CHECK(cudaMemcpyAsync(ws.host_partial.data(), partial, ws.nchunks * sizeof(double), cudaMemcpyDeviceToHost,
+                             kStream));
+  CUDA_CHECK(cudaStreamSynchronize(kStream));
+  double s = 0;
+  for (unsigned c = 0; c < ws.nchunks; ++c) s += ws.host_partial[c];
+  return s;
 }
 
 }  // namespace lansbert::cuda

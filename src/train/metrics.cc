@@ -61,6 +61,16 @@ std::string mfu_text(double mfu) {
   return buf;
 }
 
+// "B_noise 1234 | " (logging.noise_scale), "B_noise - | " where the window's |G|² estimate was
+// not positive, nothing without it.
+std::string noise_text(const MetricsRecord& r) {
+  if (r.noise_steps == 0) return "";
+  if (!std::isfinite(r.noise.scale)) return "B_noise - | ";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "B_noise %.4g | ", r.noise.scale);
+  return buf;
+}
+
 // " (18 rows)" after an evaluation's sequence count when packing put them in fewer rows.
 std::string packed_rows(const EvalResult& r) {
   return r.rows != r.sequences ? " (" + std::to_string(r.rows) + " rows)" : "";
@@ -118,9 +128,9 @@ Status MetricsLog::write(const MetricsRecord& r) {
   if (console_) {
     std::fprintf(console_,
                  "step %lld/%lld | loss %.4f | mlm_acc %.4f | nsp_acc %.4f | lr %.3e | gnorm %.3f | "
-                 "%.1f seq/s | %.0f tok/s | %.4f TFLOP/s%s | ETA %s%s\n",
+                 "%s%.1f seq/s | %.0f tok/s | %.4f TFLOP/s%s | ETA %s%s\n",
                  (long long)r.step, (long long)r.total_steps, r.loss, r.mlm_accuracy, r.nsp_accuracy,
-                 r.lr, r.grad_norm, r.seq_per_s, r.tokens_per_s, r.tflops, mfu_text(r.mfu).c_str(),
+                 r.lr, r.grad_norm, noise_text(r).c_str(), r.seq_per_s, r.tokens_per_s, r.tflops, mfu_text(r.mfu).c_str(),
                  format_duration(r.eta_s).c_str(),
                  r.eta_step > 0 && r.eta_step < r.total_steps ? (" to step " + std::to_string(r.eta_step)).c_str()
                                                               : "");
@@ -137,6 +147,16 @@ Status MetricsLog::write(const MetricsRecord& r) {
                  {"optimizer", r.t_optimizer}, {"other", r.t_other}}}};
   if (r.mfu > 0) j["mfu"] = r.mfu;
   TaggedScalars scalars = loss_scalars("train", r.loss, r.mlm_loss, r.nsp_loss, r.mlm_accuracy, r.nsp_accuracy);
+  if (r.noise_steps > 0) {
+    // scale is null where the |G|² estimate is not positive (NaN has no JSON form).
+    j["noise"] = {{"scale", std::isfinite(r.noise.scale) ? nlohmann::json(r.noise.scale) : nlohmann::json()},
+                  {"grad_sq", r.noise.grad_sq},
+                  {"trace", r.noise.trace},
+                  {"steps", r.noise_steps}};
+    if (std::isfinite(r.noise.scale)) scalars.emplace_back("optimizer/noise_scale", r.noise.scale);
+    scalars.emplace_back("optimizer/noise_grad_sq", r.noise.grad_sq);
+    scalars.emplace_back("optimizer/noise_trace", r.noise.trace);
+  }
   add_trust("trust_ratio", r.trust, &j, &scalars);
   add_trust("trust_ratio_grad", r.trust_grad, &j, &scalars);
   LB_RETURN_IF_ERROR(append(j.dump() + "\n"));

@@ -159,6 +159,12 @@ Status TrainConfig::validate(int world, std::string* key) const {
                "needs replicated optimizer state (distributed.shard_optimizer: false): a sharded checkpoint is "
                "written by every rank together, each its own slice");
   if (logging.every_steps <= 0) return bad(key, "logging.every_steps", "must be positive");
+  if (logging.noise_scale && batch.global_batch <= int64_t(batch.micro_batch) * world)
+    return bad(key, "logging.noise_scale",
+               "compares a micro-batch's gradient with the whole update's, so it needs 2 or more micro-batches per "
+               "update on each rank: batch.global_batch " + std::to_string(batch.global_batch) + " is one micro-batch "
+               "of " + std::to_string(batch.micro_batch) + " on each of " + std::to_string(world) +
+               " rank(s); lower batch.micro_batch");
   if (evaluation.every_steps < 0) return bad(key, "evaluation.every_steps", "must be >= 0 (0: at the end only)");
   if (evaluation.every_steps > 0 && data.eval.empty())
     return bad(key, "evaluation.every_steps", "needs data.eval (held-out shards to evaluate on)");
@@ -363,6 +369,7 @@ std::string config_to_json(const TrainConfig& c, int indent) {
   j["logging"] = {{"every_steps", c.logging.every_steps},
                   {"metrics_file", c.logging.metrics_file},
                   {"tensorboard_dir", c.logging.tensorboard_dir}};
+  if (c.logging.noise_scale) j["logging"]["noise_scale"] = true;
   j["evaluation"] = {{"every_steps", c.evaluation.every_steps}, {"max_sequences", c.evaluation.max_sequences}};
   if (!c.evaluation.names.empty()) j["evaluation"]["names"] = c.evaluation.names;
   j["distributed"] = {{"bucket_mb", c.distributed.bucket_mb},

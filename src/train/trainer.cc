@@ -16,6 +16,7 @@
 #include "lansbert/core/stop_signals.h"
 #include "lansbert/data/vocab.h"
 #include "lansbert/model/flops.h"
+#include "lansbert/optim/noise_scale.h"
 #include "lansbert/train/checkpoint.h"
 #include "lansbert/train/device_peaks.h"
 #include "lansbert/train/device_ranks.h"
@@ -177,6 +178,7 @@ Status Run::loop() {
   while (step < stop_at) {
     model->zero_grads();
     bool loss_finite = true;  // this rank's micro-steps of this step
+    double small_sq = std::nan("");  // logging.noise_scale: |G_b|² of this rank's first micro-batch
     for (int k = 0; k < accum; ++k) {
       double t0 = now_s();
       // Agreed before the forward pass, whose collectives a rank without a batch would miss.
@@ -191,10 +193,18 @@ Status Run::loop() {
       dp->begin_micro_step(k == accum - 1);
       // The loss is scaled by the scaler's current scale (1 unless loss scaling is on), so
       // small fp16 gradients survive the GEMMs; the Updater divides it out before the update.
-      model->backward(float(updater->loss_scale()) / float(accum), dp->backward_hook());
+      const float grad_factor = float(updater->loss_scale()) / float(accum);
+      model->backward(grad_factor, dp->backward_hook());
       // Charge the queued kernels to compute, not the optimizer; a device communicator's
       // reductions are waited for in dp->step (the all-reduce share).
       if (device) device->synchronize_compute(*ops);
+      // The buffer holds the first micro-batch's gradient alone (times grad_factor), not yet
+      // reduced: accumulation is 2 or more with noise_scale (validated).
+      if (cfg.logging.noise_scale && k == 0) {
+        const double s = device ? device->gradient_sum_squares(model->table(), model->grads())
+                                : gradient_sum_squares(model->table(), model->grads());
+        small_sq = s / (double(grad_factor) * double(grad_factor));
+      }
       w_data += t1 - t0;
       w_compute += now_s() - t1;
       win.add(r, batch);
@@ -213,6 +223,13 @@ Status Run::loop() {
       model->set_weight_copy_current(true);  // the update wrote it (if enabled)
       trust.swap(report.stats.trust_ratio);
       trust_grad.swap(report.stats.trust_ratio_grad);
+      // A skipped update's gradients overflowed: no norm of them counts.
+      const double big_sq = report.stats.grad_norm * report.stats.grad_norm;
+      if (std::isfinite(small_sq) && std::isfinite(big_sq)) {
+        win.sums[MetricsWindow::kNoiseSmall] += small_sq;
+        win.sums[MetricsWindow::kNoiseBig] += big_sq;
+        win.sums[MetricsWindow::kNoiseSteps] += 1;
+      }
     }
     w_allreduce += t_reduce;
     w_opt += now_s() - t0 - t_reduce;
@@ -261,6 +278,12 @@ Status Run::loop() {
       rec.trust = summarize_trust_ratios(trust, model->table());
       rec.trust_grad = summarize_trust_ratios(trust_grad, model->table());
       rec.loss_scale = report.loss_scale;
+      if (const double n = win.sums[MetricsWindow::kNoiseSteps]; n > 0) {
+        rec.noise_steps = int64_t(n) / comm.world();
+        rec.noise = estimate_noise_scale(win.sums[MetricsWindow::kNoiseSmall] / n,
+                                         win.sums[MetricsWindow::kNoiseBig] / n, cfg.batch.micro_batch,
+                                         double(cfg.batch.global_batch));
+      }
       rec.skipped = updater->state().skipped_steps;
       rec.seq_per_s = seqs / dt;
       // Positions and FLOPs as computed: R rows of S positions (fewer rows than sequences when

@@ -201,6 +201,21 @@ TEST(ConfigLoader, EvaluationNamesAreOnePerEvalEntry) {
   EXPECT_EQ(config_to_json(c).find("\"names\""), std::string::npos) << config_to_json(c);
 }
 
+// logging.noise_scale: a switch, in the config json only when on; one micro-batch per update
+// (32 = 16 x 2 ranks) leaves nothing to compare and is refused naming the key.
+TEST(ConfigLoader, NoiseScaleNeedsTwoMicroBatches) {
+  TrainConfig c;
+  ASSERT_TRUE(parse_train_config(kGood, "good.yaml", {"logging.noise_scale=true"}, 1, &c).is_ok());
+  EXPECT_TRUE(c.logging.noise_scale);
+  EXPECT_NE(config_to_json(c).find("\"noise_scale\":true"), std::string::npos);
+  ASSERT_TRUE(parse_train_config(kGood, "good.yaml", {}, 1, &c).is_ok());
+  EXPECT_EQ(config_to_json(c).find("noise_scale"), std::string::npos);
+  const Status st = parse_train_config(kGood, "good.yaml", {"logging.noise_scale=true"}, 2, &c);
+  EXPECT_NE(st.message().find("--set logging.noise_scale: logging.noise_scale: compares a micro-batch's gradient"),
+            std::string::npos)
+      << st.message();
+}
+
 TEST(ConfigLoader, CosineScheduleWithAFloor) {
   TrainConfig c;
   const Status st = parse_train_config(kGood, "good.yaml", {"schedule.kind=cosine", "schedule.min_ratio=0.1"}, 1, &c);

@@ -139,6 +139,9 @@ class FakeDevice final : public DeviceBackend {
                               size_t end) override {
     return host_.unscale_and_check(table, grads, scale, begin, end);
   }
+  double gradient_sum_squares(const ParamTable& table, const float* grads) override {
+    return host_.gradient_sum_squares(table, grads);
+  }
 
  private:
   testing::HostDeviceBackend host_;

@@ -106,6 +106,21 @@ else
   echo "FAIL: the resume with trainer.json alone on rank 1:"; tail -5 "$tmp/rpart.log"; fail=1
 fi
 [[ $(ls "$tmp/far/rpart/step-000000003") == trainer.json ]] || { echo "FAIL: rank 1 wrote into its checkpoint.dir"; fail=1; }
+# logging.noise_scale on 2 ranks (the first micro-batch's |G_b|² averaged over the ranks, the
+# update's |G_B|² from the reduced gradients), replicated and sharded: where every sample is the
+# same there is no noise, and B_noise is 0 to rounding (a wrong rank average or a norm of the
+# summed instead of the averaged gradients would not give 0); real data gives a positive one.
+"$mk" "$tmp/same" 32 5 40 same > /dev/null || { echo "FAIL: make the same-sample data"; fail=1; }
+noise=(--set logging.noise_scale=true --set model.hidden_dropout=0 --set model.attention_dropout=0)
+train 2 n2 "${noise[@]}" --set "data.train=[$tmp/same/shards/*.lbs]"
+train 2 n2s "${noise[@]}" --set "data.train=[$tmp/same/shards/*.lbs]" --set distributed.shard_optimizer=true
+train 2 n2real "${noise[@]}"
+for run in n2 n2s; do
+  b=$(sed -n 's/.* B_noise \([^ ]*\) .*/\1/p' "$tmp/$run.log" | tail -1)
+  awk -v b="$b" 'BEGIN { exit !(b != "" && b < 1e-4 && b > -1e-4) }' || { echo "FAIL: $run: B_noise '$b' on noiseless data"; fail=1; }
+done
+b=$(sed -n 's/.* B_noise \([^ ]*\) .*/\1/p' "$tmp/n2real.log" | tail -1)
+awk -v b="$b" 'BEGIN { exit !(b > 0.1) }' || { echo "FAIL: n2real: B_noise '$b'"; fail=1; }
 # --resume auto decides on each rank from what it sees: a rank whose (node-local) checkpoint.dir
 # holds no checkpoint where rank 0's does would start a new run beside a resumed one, and is
 # refused before the first step, naming what it decided.

@@ -13,6 +13,7 @@
 #include "lansbert/kernels/half.h"
 #include "lansbert/model/bert_config.h"
 #include "lansbert/optim/loss_scaler.h"
+#include "lansbert/optim/noise_scale.h"
 #include "lansbert/optim/optimizer.h"
 
 namespace lansbert {
@@ -232,6 +233,28 @@ TEST(GpuMixed, UnscaleAndCheckMatchesLossScaler) {
   EXPECT_EQ(sliced.nonfinite_values, sliced_want.nonfinite_values);
   EXPECT_EQ(sliced.nonfinite_blocks, sliced_want.nonfinite_blocks);
   testing::expect_close("unscaled slice (outside untouched)", testing::to_host(sd), s, 0.0);
+}
+
+// The sum of squares the noise scale starts from (logging.noise_scale): the device's, one block
+// per chunk and the chunks added in order, against the CPU's; the table's alignment gaps (here
+// holding values no gradient has) are not summed, and a second table gets its own chunks.
+TEST(GpuMixed, GradientSumOfSquaresMatchesCpu) {
+  LB_REQUIRE_GPU();
+  BertConfig cfg;
+  ASSERT_TRUE(bert_preset("bert-tiny", &cfg).is_ok());
+  const ParamTable table = make_bert_param_table(cfg);
+  std::vector<float> g = testing::random_vector(table.total_elements(), 41, 0.01f);
+  auto gd = testing::to_device(g);
+  const double want = gradient_sum_squares(table, g.data());
+  const double got = cuda::gradient_sum_squares(table, gd.data());
+  std::printf("  sum of squares cpu %.17g device %.17g\n", want, got);
+  EXPECT_NEAR(got, want, 1e-12 * want);
+  ParamTable other;
+  other.add("a", {100}, ParamRole::kWeight);
+  other.add("b", {40000}, ParamRole::kWeight);  // three chunks
+  std::vector<float> h(other.total_elements(), 2.f);
+  auto hd = testing::to_device(h);
+  EXPECT_EQ(cuda::gradient_sum_squares(other, hd.data()), 4.0 * 40100);
 }
 
 TEST(GpuMixed, OptimizerWritesHalfWeightCopy) {

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "cuda_device_backend.h"
 #include "gpu_test_util.h"
@@ -117,6 +119,32 @@ TEST_F(GpuTrainer, CudaMatchesCpuTrainer) {
   const Saved a = load(c.checkpoint.dir, table), b = load(g.checkpoint.dir, table);
   EXPECT_EQ(a.state.step, b.state.step);
   compare(table, b, a, 1e-4, "cuda vs cpu after 4 updates");
+}
+
+// logging.noise_scale on the device: the first micro-batch's sum of squares is the device's
+// (DeviceBackend::gradient_sum_squares), and the window's estimate matches the CPU run's.
+TEST_F(GpuTrainer, NoiseScaleOnDeviceMatchesCpu) {
+  TrainConfig c = testing::tiny_config(data_, scratch("noise-cpu"), 2);
+  c.batch.micro_batch = 8;
+  c.logging.every_steps = 2;
+  c.logging.noise_scale = true;
+  TrainConfig g = c;
+  g.checkpoint.dir = scratch("noise-cuda");
+  g.backend = "cuda";
+  TrainResult rc, rg;
+  ASSERT_TRUE(train(c, &rc).is_ok());
+  ASSERT_TRUE(train(g, &rg).is_ok());
+  auto noise_of = [](const TrainConfig& t) {
+    std::ifstream f(t.metrics_path());
+    std::string line;
+    std::getline(f, line);
+    return nlohmann::json::parse(line).at("noise");
+  };
+  const nlohmann::json a = noise_of(c), b = noise_of(g);
+  std::printf("  noise cpu %s\n  noise cuda %s\n", a.dump().c_str(), b.dump().c_str());
+  for (const char* k : {"grad_sq", "trace", "scale"})
+    EXPECT_NEAR(b.at(k).get<double>(), a.at(k).get<double>(), 1e-3 * std::fabs(a.at(k).get<double>())) << k;
+  EXPECT_EQ(b.at("steps"), 2);
 }
 
 TEST_F(GpuTrainer, StopAndResumeOnDeviceMatchesStraightRun) {

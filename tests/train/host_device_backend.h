@@ -12,6 +12,7 @@
 
 #include "lansbert/backend/cpu_ops.h"
 #include "lansbert/optim/loss_scaler.h"
+#include "lansbert/optim/noise_scale.h"
 #include "lansbert/train/device_backend.h"
 
 namespace lansbert::testing {
@@ -73,6 +74,9 @@ class HostDeviceBackend final : public DeviceBackend {
     c.initial_scale = scale;
     LossScaler s(c);
     return s.unscale_and_check(table, grads, begin, end);
+  }
+  double gradient_sum_squares(const ParamTable& table, const float* grads) override {
+    return lansbert::gradient_sum_squares(table, grads);
   }
 
   CountingHostAllocator allocator_;

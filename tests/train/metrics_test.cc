@@ -123,6 +123,60 @@ TEST(MetricsFile, AnExistingFileMustHoldMetrics) {
   std::filesystem::remove_all(dir);
 }
 
+// logging.noise_scale's window estimate: "B_noise" on the console line (a dash where the |G|²
+// estimate was not positive), "noise" in the record (scale null then), TensorBoard tags.
+TEST(MetricsNoise, TheEstimateOnTheConsoleInTheRecordAndAsTags) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("lansbert_metrics_noise_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  FILE* console = std::tmpfile();
+  ASSERT_NE(console, nullptr);
+  {
+    MetricsLog log(console, dir + "/m.jsonl", dir + "/tb");
+    MetricsRecord r;
+    r.step = 1;
+    r.noise_steps = 3;
+    r.noise = estimate_noise_scale(2 + 80.0 / 8, 2 + 80.0 / 64, 8, 64);  // |G|² 2, tr(Σ) 80
+    ASSERT_TRUE(log.write(r).is_ok());
+    r.step = 2;
+    r.noise = estimate_noise_scale(10, 0.1, 8, 64);  // a negative |G|² estimate
+    ASSERT_TRUE(log.write(r).is_ok());
+    r.step = 3;
+    r.noise_steps = 0;  // nothing measured (or logging.noise_scale off)
+    ASSERT_TRUE(log.write(r).is_ok());
+  }
+  std::rewind(console);
+  std::string text(4096, '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), console));
+  std::fclose(console);
+  EXPECT_NE(text.find("| gnorm 0.000 | B_noise 40 | 0.0 seq/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("| gnorm 0.000 | B_noise - | 0.0 seq/s"), std::string::npos) << text;
+  EXPECT_EQ(text.find("B_noise", text.rfind("step 3/")), std::string::npos) << text;
+  std::ifstream in(dir + "/m.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  nlohmann::json j = nlohmann::json::parse(line);
+  EXPECT_NEAR(j["noise"]["scale"].get<double>(), 40, 1e-9);
+  EXPECT_NEAR(j["noise"]["grad_sq"].get<double>(), 2, 1e-12);
+  EXPECT_NEAR(j["noise"]["trace"].get<double>(), 80, 1e-9);
+  EXPECT_EQ(j["noise"]["steps"], 3);
+  ASSERT_TRUE(std::getline(in, line));
+  j = nlohmann::json::parse(line);
+  EXPECT_TRUE(j["noise"]["scale"].is_null()) << line;
+  EXPECT_LT(j["noise"]["grad_sq"].get<double>(), 0);
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_FALSE(nlohmann::json::parse(line).contains("noise"));
+  std::string events;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/tb")) {
+    std::ifstream f(e.path(), std::ios::binary);
+    events.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  for (const char* tag : {"optimizer/noise_scale", "optimizer/noise_grad_sq", "optimizer/noise_trace"})
+    EXPECT_NE(events.find(tag), std::string::npos) << tag;
+  std::filesystem::remove_all(dir);
+}
+
 // A held-out evaluation of named sets (evaluation.names): the console line of the sums says
 // how many sets, a line each follows under the set's name; the metrics line carries the sums
 // as before and "sets"; the event file holds eval/<name>/... tags beside eval/....

@@ -29,9 +29,12 @@ inline std::string write_tiny_vocab(const std::string& dir) {
   return path;
 }
 
-// Writes dir/vocab.txt and dir/shards/shard-00000.lbs; returns the shard glob.
+// Writes dir/vocab.txt and dir/shards/shard-00000.lbs; returns the shard glob. With
+// repeat_first, every sample is a copy of the first (the same tokens, segments and masked
+// slots), so that every batch of them has the same gradient.
 inline std::string write_tiny_shards(const std::string& dir, int docs = 300, int seq_len = 32,
-                                     int max_pred = 5, uint64_t seed = 7, bool empty_masked_slots = false) {
+                                     int max_pred = 5, uint64_t seed = 7, bool empty_masked_slots = false,
+                                     bool repeat_first = false) {
   std::filesystem::create_directories(dir + "/shards");
   Vocab vocab;
   if (!Vocab::load(write_tiny_vocab(dir), &vocab).is_ok()) return "";
@@ -69,6 +72,7 @@ inline std::string write_tiny_shards(const std::string& dir, int docs = 300, int
   info.dupe_factor = io.dupe_factor;
   std::unique_ptr<ShardWriter> w;
   if (!ShardWriter::create(dir + "/shards/shard-00000.lbs", info, &w).is_ok()) return "";
+  if (repeat_first && !instances.empty()) instances.assign(instances.size(), instances.front());
   for (Instance& inst : instances) {
     if (empty_masked_slots) inst.masked_positions.clear(), inst.masked_ids.clear();
     if (!w->add(inst).is_ok()) return "";

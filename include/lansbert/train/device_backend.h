@@ -70,6 +70,9 @@ class DeviceBackend {
   // [begin, end) only (a sharded update's slice; end is clamped to the table).
   virtual GradCheck unscale_and_check(const ParamTable& table, float* grads, double scale, size_t begin,
                                       size_t end) = 0;
+  // The device twin of gradient_sum_squares (optim/noise_scale.h) on device gradients laid out
+  // by `table`, after the model's queued work (logging.noise_scale). Synchronises.
+  virtual double gradient_sum_squares(const ParamTable& table, const float* grads) = 0;
 };
 
 // Builds the backend, or fails (unsupported) e.g. when no device is visible.

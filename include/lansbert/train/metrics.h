@@ -12,15 +12,19 @@
 #include "lansbert/core/status.h"
 #include "lansbert/dist/communicator.h"
 #include "lansbert/model/bert_model.h"
+#include "lansbert/optim/noise_scale.h"
 #include "lansbert/train/evaluate.h"
 #include "lansbert/train/tensorboard_events.h"
 
 namespace lansbert {
 
-// Sums over the micro-batches of a window, all-reduced (summed) over ranks before use.
+// Sums over the micro-batches of a window, all-reduced (summed) over ranks before use. With
+// logging.noise_scale, each rank adds per applied update its first micro-batch's |G_b|²
+// (kNoiseSmall), the update's |G_B|² (kNoiseBig, the same on every rank) and 1 (kNoiseSteps):
+// over the ranks' sums, kNoiseSmall / kNoiseSteps is |G_b|² averaged over ranks and updates.
 struct MetricsWindow {
   enum : int { kLoss, kMlmLoss, kNspLoss, kMicro, kMlmCorrect, kMlmCount, kNspCorrect, kNspCount,
-               kSequences, kTokens, kRows, kCount };
+               kSequences, kTokens, kRows, kNoiseSmall, kNoiseBig, kNoiseSteps, kCount };
   double sums[kCount] = {};
   // One micro-batch: its forward pass's losses, its sequences, the tokens they hold (input_mask's
   // nonzeros; the rest of the rows' positions are padding) and the rows the model computed on
@@ -59,6 +63,10 @@ struct MetricsRecord {
   double mfu = 0;
   // Shares of the window's wall time.
   double t_data = 0, t_compute = 0, t_allreduce = 0, t_optimizer = 0, t_other = 0;
+  // logging.noise_scale: the window's estimate (optim/noise_scale.h) over noise_steps updates
+  // (0: none measured, nothing logged).
+  int64_t noise_steps = 0;
+  NoiseScaleEstimate noise;
   // The trust ratios of the window's last applied update (LANS: `trust_grad` is its gradient
   // direction's); count 0 when the loss scaler skipped every step of the window.
   TrustRatioSummary trust, trust_grad;

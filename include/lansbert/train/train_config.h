@@ -101,6 +101,10 @@ struct LoggingSection {
   // <checkpoint.dir>/tensorboard (so that a run given another checkpoint.dir keeps its curves
   // apart), else the folder.
   std::string tensorboard_dir;
+  // Estimate the gradient noise scale (optim/noise_scale.h) of each window from the first
+  // micro-batch of every update and the whole update: one more pass over the gradients per
+  // update. Needs an accumulation of 2 or more micro-batches.
+  bool noise_scale = false;
 };
 
 // Held-out evaluation during training, on data.eval (statically masked shards with the

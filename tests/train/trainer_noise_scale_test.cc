@@ -1,0 +1,102 @@
+// logging.noise_scale end to end on a tiny model: the gradient noise scale each window logs
+// (optim/noise_scale.h) from the first micro-batch of every update and the whole update.
+// Where every sample is the same (and dropout is off), every micro-batch has the update's
+// gradient and there is no noise to find: the estimate of tr(Σ) is 0 to rounding, with and
+// without loss scaling, which fails if the micro-batch's gradient were taken with the wrong
+// factor (the 1/accumulation or the loss scale left in) or after other micro-batches were
+// added. Real data has noise: a positive scale. One micro-batch per update is refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "lansbert/train/trainer.h"
+#include "train_run_util.h"
+#include "train_test_util.h"
+
+namespace lansbert {
+namespace {
+
+using testing::scratch;
+using testing::train;
+
+// The "noise" objects of the run's metrics lines, in order.
+std::vector<nlohmann::json> noise_records(const TrainConfig& c) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(c.metrics_path());
+  for (std::string l; std::getline(f, l);) {
+    const nlohmann::json j = nlohmann::json::parse(l);
+    if (j.contains("noise")) out.push_back(j["noise"]);
+  }
+  return out;
+}
+
+TrainConfig noise_config(const std::string& data, const std::string& ckpt) {
+  TrainConfig c = testing::tiny_config(data, ckpt, 10);
+  c.batch.micro_batch = 8;  // 4 per update of 32
+  c.model.hidden_dropout = 0;
+  c.model.attention_dropout = 0;
+  c.logging.noise_scale = true;
+  return c;
+}
+
+TEST(NoiseScaleRun, SameSamplesEverywhereHaveNoNoise) {
+  const std::string data = scratch("same");
+  ASSERT_FALSE(testing::write_tiny_shards(data, 40, 32, 5, 7, false, /*repeat_first=*/true).empty());
+  for (const char* loss_scale : {"none", "static"}) {
+    TrainConfig c = noise_config(data, scratch(std::string("same_run_") + loss_scale));
+    c.precision.loss_scale = loss_scale;
+    c.precision.scaler.initial_scale = 1024;
+    std::string key;
+    ASSERT_TRUE(c.validate(1, &key).is_ok()) << key;
+    TrainResult r;
+    ASSERT_TRUE(train(c, &r).is_ok());
+    const std::vector<nlohmann::json> noise = noise_records(c);
+    ASSERT_EQ(noise.size(), 2u) << loss_scale;  // steps 5 and 10
+    for (const nlohmann::json& n : noise) {
+      EXPECT_EQ(n["steps"], 5) << n;
+      const double grad_sq = n["grad_sq"], trace = n["trace"];
+      EXPECT_GT(grad_sq, 0) << n;
+      // tr(Σ)/|G|² per sample: 0 but for float rounding (measured 5e-8 here).
+      EXPECT_LT(std::abs(trace / grad_sq), 1e-4) << loss_scale << ": " << n;
+      std::printf("%s: %s\n", loss_scale, n.dump().c_str());
+    }
+  }
+}
+
+TEST(NoiseScaleRun, RealDataHasNoiseAndOneMicroBatchIsRefused) {
+  const std::string data = scratch("real");
+  ASSERT_FALSE(testing::write_tiny_shards(data).empty());
+  TrainConfig c = noise_config(data, scratch("real_run"));
+  TrainResult r;
+  ASSERT_TRUE(train(c, &r).is_ok());
+  const std::vector<nlohmann::json> noise = noise_records(c);
+  ASSERT_EQ(noise.size(), 2u);
+  for (const nlohmann::json& n : noise) {
+    ASSERT_TRUE(n["scale"].is_number()) << n;
+    EXPECT_GT(n["scale"].get<double>(), 1) << n;  // measured 2.1 and 2.3: far from the no-noise run's 5e-8
+    EXPECT_GT(n["trace"].get<double>(), 0) << n;
+    std::printf("real: %s\n", n.dump().c_str());
+  }
+  // Without logging.noise_scale no record carries one.
+  TrainConfig off = c;
+  off.logging.noise_scale = false;
+  off.checkpoint.dir = scratch("real_off");
+  ASSERT_TRUE(train(off, &r).is_ok());
+  EXPECT_TRUE(noise_records(off).empty());
+  TrainConfig one = c;
+  one.batch.micro_batch = 32;
+  std::string key;
+  const Status st = one.validate(1, &key);
+  EXPECT_EQ(key, "logging.noise_scale");
+  EXPECT_NE(st.message().find("needs 2 or more micro-batches per update on each rank"), std::string::npos)
+      << st.message();
+  EXPECT_TRUE(one.validate(1, &key).is_ok() == false);
+  one.batch.micro_batch = 16;
+  EXPECT_FALSE(one.validate(2, &key).is_ok());  // 2 ranks x 16: one micro-batch each
+  EXPECT_TRUE(one.validate(1, &key).is_ok()) << key;
+}
+
+}  // namespace
+}  // namespace lansbert
