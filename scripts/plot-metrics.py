@@ -2,9 +2,10 @@
 """Draws loss, accuracy and learning-rate PNGs from a lansbert metrics file (JSON lines).
 
 Usage: scripts/plot-metrics.py METRICS_JSONL [OUT_DIR]   (default OUT_DIR: beside the file)
-Writes loss.png, accuracy.png and lr.png, and trust.png (the layer-wise trust ratios' min,
-median and max, log scale) when the records carry them (LANS, LAMB). Uses Debian's
-matplotlib (python3-matplotlib).
+Writes loss.png, accuracy.png and lr.png, trust.png (the layer-wise trust ratios' min,
+median and max, log scale) when the records carry them (LANS, LAMB), and noise.png (the
+gradient noise scale B_noise beside the global batch, log scale) when they carry it
+(logging.noise_scale). Uses Debian's matplotlib (python3-matplotlib).
 """
 import json
 import os
@@ -122,6 +123,22 @@ def main():
         plt.savefig(os.path.join(out, "trust.png"), dpi=100)
         plt.close()
         names.append("trust.png")
+    # The gradient noise scale (logging.noise_scale), where a window's estimate is positive:
+    # the batch size around which samples stop buying progress.
+    noisy = [r for r in rows if isinstance(r.get("noise"), dict) and isinstance(r["noise"].get("scale"), (int, float))
+             and r["noise"]["scale"] > 0]
+    if noisy:
+        plt.figure(figsize=(7, 4))
+        plt.plot([r["step"] for r in noisy], [r["noise"]["scale"] for r in noisy], "o-", label="B_noise (sequences)")
+        plt.yscale("log")
+        plt.xlabel("step")
+        plt.ylabel("gradient noise scale")
+        plt.grid(alpha=0.3, which="both")
+        plt.legend(fontsize="small")
+        plt.tight_layout()
+        plt.savefig(os.path.join(out, "noise.png"), dpi=100)
+        plt.close()
+        names.append("noise.png")
     print(f"plots: {out}/" + ", ".join(names))
     return 0
 

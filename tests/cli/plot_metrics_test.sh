@@ -71,6 +71,14 @@ if "$py" -c 'import matplotlib' 2>/dev/null; then
     cmp -s "$tmp/plots/$f.png" "$tmp/set-plots/$f.png" && fail "$f.png has no curve of the named sets"
   done
   cmp -s "$tmp/plots/lr.png" "$tmp/set-plots/lr.png" || fail "lr.png changed with the named sets"
+  [[ ! -e $tmp/plots/noise.png ]] || fail "noise.png from records without a noise scale"
+  # logging.noise_scale: noise.png from the records whose estimate is positive (a null scale,
+  # where the |G|² estimate was not, is skipped).
+  sed -e 's/"lr": 0.001}/"lr": 0.001, "noise": {"scale": null, "grad_sq": -0.5, "trace": 3, "steps": 10}}/' \
+      -e 's/"lr": 0.002}/"lr": 0.002, "noise": {"scale": 1500.0, "grad_sq": 0.02, "trace": 30, "steps": 10}}/' \
+    "$tmp/metrics.jsonl" > "$tmp/noise.jsonl"
+  out=$("$py" "$src/scripts/plot-metrics.py" "$tmp/noise.jsonl" "$tmp/noise-plots")
+  [[ -s $tmp/noise-plots/noise.png && $out == *"lr.png, noise.png" ]] || fail "no noise.png: $out"
 else
   echo "SKIP: matplotlib not installed (scripts/install-test-extras.sh installs it): the drawing half did not run"
   exit 77
