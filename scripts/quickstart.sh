@@ -30,7 +30,7 @@ fi
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} build/lansbert train --config configs/tiny-demo.yaml
 /usr/bin/python3 scripts/plot-metrics.py runs/tiny-demo/metrics.jsonl runs/tiny-demo/plots
 echo "checkpoint: $root/runs/tiny-demo/latest -> $(readlink runs/tiny-demo/latest)"
-echo "plots:      $root/runs/tiny-demo/plots/{loss,accuracy,lr,trust}.png"
+echo "plots:      $root/runs/tiny-demo/plots/{loss,accuracy,lr,trust,noise}.png"
 echo "curves:     tensorboard --logdir $root/runs   (where TensorBoard is installed)"
 echo "export:     build/lansbert export --checkpoint runs/tiny-demo --out runs/tiny-demo/hf"
 echo "data:       build/lansbert show --data data/sample/shards-128 --vocab tests/data/bert-base-uncased-vocab.txt [--stats]"
