@@ -76,14 +76,19 @@ struct CheckWorkspace {
   }
 };
 
-CheckWorkspace& check_workspace(int dev) {
-  // One per process, which drives one device (a change of device starts afresh).
-  static std::unique_ptr<CheckWorkspace> ws;
-  if (!ws || ws->device != dev) {
-    ws = std::make_unique<CheckWorkspace>();
-    ws->device = dev;
+// One per use and process, which drives one device (a change of device starts afresh): the
+// check's (a sharded update's slice) and the sum of squares' (the whole table, once per
+// update with logging.noise_scale) each keep their own chunk list rather than cutting it anew
+// every update.
+enum class WorkspaceUse { kCheck, kSumSquares };
+CheckWorkspace& check_workspace(int dev, WorkspaceUse use = WorkspaceUse::kCheck) {
+  static std::unique_ptr<CheckWorkspace> ws[2];
+  std::unique_ptr<CheckWorkspace>& w = ws[use == WorkspaceUse::kCheck ? 0 : 1];
+  if (!w || w->device != dev) {
+    w = std::make_unique<CheckWorkspace>();
+    w->device = dev;
   }
-  return *ws;
+  return *w;
 }
 
 }  // namespace
@@ -128,7 +133,7 @@ double gradient_sum_squares(const ParamTable& table, const float* grads) {
   if (table.size() == 0 || n == 0) return 0;
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
-  CheckWorkspace& ws = check_workspace(dev);
+  CheckWorkspace& ws = check_workspace(dev, WorkspaceUse::kSumSquares);
   ws.prepare(table, 0, n);
   if (ws.nchunks == 0) return 0;
   auto* partial = static_cast<double*>(ws.partial.get());

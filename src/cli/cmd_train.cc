@@ -61,29 +61,55 @@ Status plan_start(const TrainArgs& a, const TrainConfig& cfg, StartPlan* out) {
                                       "when checkpoint.dir holds a checkpoint)");
     return Status::ok();
   }
-  std::error_code ec;
+  namespace fs = std::filesystem;
   const std::string& dir = cfg.checkpoint.dir;
-  const bool has_latest = std::filesystem::exists(std::filesystem::symlink_status(
-      std::filesystem::path(dir) / "latest", ec));
+  const std::string said = "--resume auto: ";
+  // A checkpoint.dir that cannot be read (a network file system's error, a permission) is not
+  // an empty one: the run must not start over what may be there.
+  std::error_code ec;
+  auto unreadable = [&](const std::string& what) {
+    return Status::io_error(said + what + ": " + ec.message() + "; not starting the run over what may be there");
+  };
+  const fs::file_status root = fs::status(dir, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) return unreadable("checkpoint.dir " + dir + " cannot be read");
+  if (fs::exists(root)) {
+    fs::directory_iterator listing(dir, ec);
+    if (ec) return unreadable("checkpoint.dir " + dir + " cannot be listed");
+  }
+  bool has[2] = {false, false};  // latest, final
+  for (int i = 0; i < 2; ++i) {
+    const fs::path p = fs::path(dir) / (i == 0 ? "latest" : "final");
+    has[i] = fs::exists(fs::symlink_status(p, ec));
+    if (ec && ec != std::errc::no_such_file_or_directory) return unreadable(p.string() + " cannot be read");
+  }
   const std::vector<std::string> steps = checkpoint_step_dirs(dir);
-  if (!has_latest && !steps.empty()) {
+  if (!has[0] && !steps.empty()) {
     std::string newest = steps.front();
     for (const std::string& n : steps)
       if (checkpoint_step_of(n) > checkpoint_step_of(newest)) newest = n;
-    return Status::invalid_argument("--resume auto: " + dir + " holds " + newest + " but no 'latest' pointer (a run "
-                                    "stopped between writing a checkpoint and pointing to it?): resume from it with "
-                                    "--resume " + dir + "/" + newest + ", which writes 'latest' again");
+    return Status::invalid_argument(said + dir + " holds " + newest + " but no 'latest' pointer (a run stopped "
+                                    "between writing a checkpoint and pointing to it?): resume from it with --resume " +
+                                    dir + "/" + newest + " (without --init-from), which writes 'latest' again");
   }
-  if (has_latest) {
-    out->resume = "latest";
-    out->init_from.clear();
-    out->note = "--resume auto: " + dir + " holds a checkpoint: resuming it" +
-                (a.init_from.empty() ? "" : " (--init-from " + a.init_from + " is where the run began; not read)");
-  } else {
+  if (!has[0] && has[1])
+    return Status::invalid_argument(said + dir + " holds a 'final' pointer but no 'latest' and no checkpoint: not "
+                                    "starting the run over what was there; move " + dir + "/final away to start it");
+  if (!has[0]) {
     out->resume.clear();
-    out->note = "--resume auto: " + dir + " holds no checkpoint: starting the run" +
+    out->note = said + dir + " holds no checkpoint: starting the run" +
                 (a.init_from.empty() ? "" : " from --init-from " + a.init_from);
+    return Status::ok();
   }
+  // What the resume will read, found now, so that the note (and the dry run's start line) says
+  // what the run does: a 'latest' that is no symlink, or points to no checkpoint, is the error
+  // --resume latest would give.
+  LB_RETURN_IF_ERROR(check_checkpoint_root(dir, INT64_MAX));
+  std::string found;
+  LB_RETURN_IF_ERROR(resolve_checkpoint(dir, &found).with_prefix(said));
+  out->resume = "latest";
+  out->init_from.clear();
+  out->note = said + dir + " holds a checkpoint (" + fs::path(found).filename().string() + "): resuming it" +
+              (a.init_from.empty() ? "" : " (--init-from " + a.init_from + " is where the run began; not read)");
   return Status::ok();
 }
 

@@ -122,7 +122,7 @@ grep -qF "note: --resume auto: $tmp/auto holds no checkpoint: starting the run f
 rm -r "$tmp/phase1"
 "$lb" "${auto[@]}" --init-from "$tmp/phase1" > "$tmp/auto2.log" 2>&1 ||
   { echo "FAIL: --resume auto, second start: $(tail -3 "$tmp/auto2.log")"; fail=1; }
-grep -qF "note: --resume auto: $tmp/auto holds a checkpoint: resuming it (--init-from $tmp/phase1 is where the run began; not read)" "$tmp/auto2.log" &&
+grep -qF "note: --resume auto: $tmp/auto holds a checkpoint (step-000000003): resuming it (--init-from $tmp/phase1 is where the run began; not read)" "$tmp/auto2.log" &&
   grep -q "resuming from .*step-000000003" "$tmp/auto2.log" && grep -q "^done: step 5," "$tmp/auto2.log" ||
   { echo "FAIL: --resume auto did not resume: $(head -3 "$tmp/auto2.log")"; fail=1; }
 cp -a "$ckpt" "$tmp/phase1"
@@ -131,13 +131,22 @@ cp -a "$ckpt" "$tmp/phase1"
 cmp -s "$tmp/auto/final/model.safetensors" "$tmp/straight/final/model.safetensors" ||
   { echo "FAIL: --resume auto's run ends elsewhere than the uninterrupted one"; fail=1; }
 # The dry run says which it would do.
-"$lb" "${auto[@]}" --dry-run 2>&1 | grep -qF "  start               : --resume auto: $tmp/auto holds a checkpoint: resuming it" ||
+"$lb" "${auto[@]}" --dry-run 2>&1 | grep -qF "  start               : --resume auto: $tmp/auto holds a checkpoint (step-000000005): resuming it" ||
   { echo "FAIL: the dry run does not say --resume auto resumes"; fail=1; }
 mkdir -p "$tmp/auto-broken" && ln -s step-000000009 "$tmp/auto-broken/latest"
-expect_error 3 "$tmp/auto-broken/latest points to step-000000009, which holds no checkpoint" \
+expect_error 3 "--resume auto: $tmp/auto-broken/latest points to step-000000009, which holds no checkpoint" \
   "${y[@]}" --set "checkpoint.dir=$tmp/auto-broken" --resume auto
+expect_error 3 "--resume auto: $tmp/auto-broken/latest points to step-000000009, which holds no checkpoint" \
+  "${y[@]}" --set "checkpoint.dir=$tmp/auto-broken" --resume auto --dry-run
+mkdir -p "$tmp/auto-file" && echo "my notes" > "$tmp/auto-file/latest"
+expect_error 2 "$tmp/auto-file/latest is not a checkpoint pointer (a symlink) but a file" \
+  "${y[@]}" --set "checkpoint.dir=$tmp/auto-file" --resume auto
+mkdir -p "$tmp/auto-final" && ln -s step-000000004 "$tmp/auto-final/final"
+expect_error 2 "--resume auto: $tmp/auto-final holds a 'final' pointer but no 'latest' and no checkpoint" \
+  "${y[@]}" --set "checkpoint.dir=$tmp/auto-final" --resume auto
+[[ $(ls "$tmp/auto-final") == final && $(cat "$tmp/auto-file/latest") == "my notes" ]] || { echo "FAIL: a refused --resume auto wrote"; fail=1; }
 mkdir -p "$tmp/auto-unpointed" && cp -a "$ckpt" "$tmp/auto-unpointed/"
-expect_error 2 "--resume auto: $tmp/auto-unpointed holds $(basename "$ckpt") but no 'latest' pointer (a run stopped between writing a checkpoint and pointing to it?): resume from it with --resume $tmp/auto-unpointed/$(basename "$ckpt")" \
+expect_error 2 "--resume auto: $tmp/auto-unpointed holds $(basename "$ckpt") but no 'latest' pointer (a run stopped between writing a checkpoint and pointing to it?): resume from it with --resume $tmp/auto-unpointed/$(basename "$ckpt") (without --init-from)" \
   "${y[@]}" --set "checkpoint.dir=$tmp/auto-unpointed" --resume auto
 "$lb" "${y[@]}" --set "checkpoint.dir=$tmp/auto-unpointed" --resume "$tmp/auto-unpointed/$(basename "$ckpt")" \
   --stop-at-step 3 > /dev/null 2>&1 && [[ -L $tmp/auto-unpointed/latest ]] ||

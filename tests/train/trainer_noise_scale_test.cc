@@ -65,6 +65,42 @@ TEST(NoiseScaleRun, SameSamplesEverywhereHaveNoNoise) {
   }
 }
 
+// The estimate of step 1 against the two norms it must have been made from, measured apart:
+// |G_B|² is the update's own logged gradient norm, and |G_b|² that of a run whose whole update
+// is the first micro-batch (the same first 8 samples of the same order, the same initial
+// weights, no dropout: the same gradient, only scaled by a power of two). Solving the
+// estimator for them needs the right b and B, the unscaled first micro-batch alone, and the
+// update's norm: any slip there fails it.
+TEST(NoiseScaleRun, TheEstimateIsMadeOfTheMicroBatchsAndTheUpdatesNorms) {
+  const std::string data = scratch("norms");
+  ASSERT_FALSE(testing::write_tiny_shards(data).empty());
+  TrainConfig a = noise_config(data, scratch("norms_a"));
+  a.logging.every_steps = 1;
+  a.schedule.total_steps = 2;
+  TrainConfig one = a;
+  one.checkpoint.dir = scratch("norms_b");
+  one.batch.global_batch = 8;  // = micro_batch: the first micro-batch is the update
+  one.logging.noise_scale = false;
+  TrainResult r;
+  ASSERT_TRUE(train(a, &r).is_ok());
+  ASSERT_TRUE(train(one, &r).is_ok());
+  auto first_record = [](const TrainConfig& c) {
+    std::ifstream f(c.metrics_path());
+    std::string line;
+    std::getline(f, line);
+    return nlohmann::json::parse(line);
+  };
+  const nlohmann::json ra = first_record(a), rb = first_record(one);
+  ASSERT_EQ(ra["step"], 1);
+  ASSERT_EQ(rb["step"], 1);
+  const double grad_sq = ra["noise"]["grad_sq"], trace = ra["noise"]["trace"];
+  const double big = std::pow(ra["grad_norm"].get<double>(), 2), small = std::pow(rb["grad_norm"].get<double>(), 2);
+  std::printf("|G_B|^2 %.9g = %.9g, |G_b|^2 %.9g = %.9g\n", big, grad_sq + trace / 32, small, grad_sq + trace / 8);
+  EXPECT_NEAR(grad_sq + trace / 32, big, 1e-6 * big);
+  EXPECT_NEAR(grad_sq + trace / 8, small, 1e-6 * small);
+  EXPECT_GT(small, big);  // a batch of 8 is noisier than one of 32
+}
+
 TEST(NoiseScaleRun, RealDataHasNoiseAndOneMicroBatchIsRefused) {
   const std::string data = scratch("real");
   ASSERT_FALSE(testing::write_tiny_shards(data).empty());
