@@ -80,6 +80,18 @@ def main():
     set_names = list(dict.fromkeys(n for e in evals for n in e.get("sets", {})))
     os.makedirs(out, exist_ok=True)
 
+    def finish(name, ylabel, log=False):
+        """Labels, grid and legend of the current figure; writes it to OUT_DIR/name."""
+        if log:
+            plt.yscale("log")
+        plt.xlabel("step")
+        plt.ylabel(ylabel)
+        plt.grid(alpha=0.3, which="both" if log else "major")
+        plt.legend(fontsize="small" if log else None)
+        plt.tight_layout()
+        plt.savefig(os.path.join(out, name), dpi=100)
+        plt.close()
+
     def plot(name, series, ylabel, eval_series=(), set_key=None):
         plt.figure(figsize=(7, 4))
         for key, label in series:
@@ -92,13 +104,7 @@ def main():
             have = [e for e in evals if name in e.get("sets", {})]
             plt.plot([e["step"] for e in have], [e["sets"][name][set_key] for e in have], "s:",
                      label=f"held-out {name} " + set_key.replace("mlm_", "MLM ").replace("_", " "))
-        plt.xlabel("step")
-        plt.ylabel(ylabel)
-        plt.grid(alpha=0.3)
-        plt.legend()
-        plt.tight_layout()
-        plt.savefig(os.path.join(out, name), dpi=100)
-        plt.close()
+        finish(name, ylabel)
 
     plot("loss.png", [("loss", "total"), ("mlm_loss", "MLM"), ("nsp_loss", "NSP")], "loss",
          [("loss", "held-out total"), ("mlm_loss", "held-out MLM")], "mlm_loss")
@@ -114,14 +120,7 @@ def main():
             for color, stat in enumerate(("min", "median", "max") if have else ()):  # a colour per statistic
                 plt.plot([r["step"] for r in have], [r[key][stat] for r in have], style, color=f"C{color}",
                          label=stat + label)
-        plt.yscale("log")
-        plt.xlabel("step")
-        plt.ylabel("trust ratio ||p|| / ||u|| over the tensors")
-        plt.grid(alpha=0.3, which="both")
-        plt.legend(fontsize="small")
-        plt.tight_layout()
-        plt.savefig(os.path.join(out, "trust.png"), dpi=100)
-        plt.close()
+        finish("trust.png", "trust ratio ||p|| / ||u|| over the tensors", log=True)
         names.append("trust.png")
     # The gradient noise scale (logging.noise_scale), where a window's estimate is positive:
     # the batch size around which samples stop buying progress.
@@ -130,14 +129,7 @@ def main():
     if noisy:
         plt.figure(figsize=(7, 4))
         plt.plot([r["step"] for r in noisy], [r["noise"]["scale"] for r in noisy], "o-", label="B_noise (sequences)")
-        plt.yscale("log")
-        plt.xlabel("step")
-        plt.ylabel("gradient noise scale")
-        plt.grid(alpha=0.3, which="both")
-        plt.legend(fontsize="small")
-        plt.tight_layout()
-        plt.savefig(os.path.join(out, "noise.png"), dpi=100)
-        plt.close()
+        finish("noise.png", "gradient noise scale", log=True)
         names.append("noise.png")
     print(f"plots: {out}/" + ", ".join(names))
     return 0

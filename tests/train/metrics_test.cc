@@ -123,13 +123,38 @@ TEST(MetricsFile, AnExistingFileMustHoldMetrics) {
   std::filesystem::remove_all(dir);
 }
 
+// A fresh directory of this process for a test's files (`what` tells the tests apart).
+std::string fresh_dir(const std::string& what) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("lansbert_metrics_" + what + "_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// What was written to `console` (a tmpfile), which it closes.
+std::string read_and_close(FILE* console) {
+  std::rewind(console);
+  std::string text(4096, '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), console));
+  std::fclose(console);
+  return text;
+}
+
+// The bytes of the one event file under `dir` (its tags are plain strings there).
+std::string event_bytes(const std::string& dir) {
+  std::string events;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ifstream f(e.path(), std::ios::binary);
+    events.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  return events;
+}
+
 // logging.noise_scale's window estimate: "B_noise" on the console line (a dash where the |G|²
 // estimate was not positive), "noise" in the record (scale null then), TensorBoard tags.
 TEST(MetricsNoise, TheEstimateOnTheConsoleInTheRecordAndAsTags) {
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("lansbert_metrics_noise_" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const std::string dir = fresh_dir("noise");
   FILE* console = std::tmpfile();
   ASSERT_NE(console, nullptr);
   {
@@ -146,10 +171,7 @@ TEST(MetricsNoise, TheEstimateOnTheConsoleInTheRecordAndAsTags) {
     r.noise_steps = 0;  // nothing measured (or logging.noise_scale off)
     ASSERT_TRUE(log.write(r).is_ok());
   }
-  std::rewind(console);
-  std::string text(4096, '\0');
-  text.resize(std::fread(text.data(), 1, text.size(), console));
-  std::fclose(console);
+  const std::string text = read_and_close(console);
   EXPECT_NE(text.find("| gnorm 0.000 | B_noise 40 | 0.0 seq/s"), std::string::npos) << text;
   EXPECT_NE(text.find("| gnorm 0.000 | B_noise - | 0.0 seq/s"), std::string::npos) << text;
   EXPECT_EQ(text.find("B_noise", text.rfind("step 3/")), std::string::npos) << text;
@@ -167,11 +189,7 @@ TEST(MetricsNoise, TheEstimateOnTheConsoleInTheRecordAndAsTags) {
   EXPECT_LT(j["noise"]["grad_sq"].get<double>(), 0);
   ASSERT_TRUE(std::getline(in, line));
   EXPECT_FALSE(nlohmann::json::parse(line).contains("noise"));
-  std::string events;
-  for (const auto& e : std::filesystem::directory_iterator(dir + "/tb")) {
-    std::ifstream f(e.path(), std::ios::binary);
-    events.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  }
+  const std::string events = event_bytes(dir + "/tb");
   for (const char* tag : {"optimizer/noise_scale", "optimizer/noise_grad_sq", "optimizer/noise_trace"})
     EXPECT_NE(events.find(tag), std::string::npos) << tag;
   std::filesystem::remove_all(dir);
@@ -181,10 +199,7 @@ TEST(MetricsNoise, TheEstimateOnTheConsoleInTheRecordAndAsTags) {
 // how many sets, a line each follows under the set's name; the metrics line carries the sums
 // as before and "sets"; the event file holds eval/<name>/... tags beside eval/....
 TEST(MetricsEval, NamedSetsOnTheConsoleInTheLineAndAsTags) {
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("lansbert_metrics_sets_" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const std::string dir = fresh_dir("sets");
   EvalResult wiki, books, all;
   wiki.sequences = wiki.rows = 3, wiki.mlm_loss = 2.5, wiki.nsp_loss = 0.5, wiki.mlm_accuracy = 0.25;
   books.sequences = books.rows = 5, books.mlm_loss = 3.5, books.nsp_loss = 0.25, books.nsp_accuracy = 0.75;
@@ -196,10 +211,7 @@ TEST(MetricsEval, NamedSetsOnTheConsoleInTheLineAndAsTags) {
     ASSERT_TRUE(log.write_eval(10, 20, all, 1.5, {"wiki", "books"}, {wiki, books}).is_ok());
     ASSERT_TRUE(log.write_eval(20, 20, all, 1.5).is_ok());  // no names: as before
   }
-  std::rewind(console);
-  std::string text(4096, '\0');
-  text.resize(std::fread(text.data(), 1, text.size(), console));
-  std::fclose(console);
+  const std::string text = read_and_close(console);
   EXPECT_EQ(text,
             "eval after step 10/20 | loss 3.3750 | mlm_loss 3.0000 | mlm_acc 0.0000 | nsp_loss 0.3750 | nsp_acc "
             "0.0000 | 8 sequences in 1.5s, 2 sets:\n"
@@ -217,11 +229,7 @@ TEST(MetricsEval, NamedSetsOnTheConsoleInTheLineAndAsTags) {
   EXPECT_EQ(j["sets"]["wiki"]["loss"], 3.0);
   ASSERT_TRUE(std::getline(in, line));
   EXPECT_FALSE(nlohmann::json::parse(line).contains("sets"));
-  std::string events;
-  for (const auto& e : std::filesystem::directory_iterator(dir + "/tb")) {
-    std::ifstream f(e.path(), std::ios::binary);
-    events.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  }
+  const std::string events = event_bytes(dir + "/tb");
   for (const char* tag : {"eval/loss", "eval/wiki/loss", "eval/wiki/nsp_accuracy", "eval/books/mlm_loss"})
     EXPECT_NE(events.find(tag), std::string::npos) << tag;
   std::filesystem::remove_all(dir);
