@@ -219,6 +219,7 @@ const std::vector<Field>& schema() {
       LB_F("logging.metrics_file", get_str(n, &c.logging.metrics_file)),
       LB_F("logging.tensorboard_dir", get_str(n, &c.logging.tensorboard_dir)),
       LB_F("logging.noise_scale", get_bool(n, &c.logging.noise_scale)),
+      LB_F("logging.noise_scale_updates", get_int(n, &c.logging.noise_scale_updates)),
       LB_F("evaluation.every_steps", get_int(n, &c.evaluation.every_steps)),
       LB_F("evaluation.max_sequences", get_int(n, &c.evaluation.max_sequences)),
       LB_F("evaluation.names", get_list(n, &c.evaluation.names)),

@@ -159,6 +159,8 @@ Status TrainConfig::validate(int world, std::string* key) const {
                "needs replicated optimizer state (distributed.shard_optimizer: false): a sharded checkpoint is "
                "written by every rank together, each its own slice");
   if (logging.every_steps <= 0) return bad(key, "logging.every_steps", "must be positive");
+  if (logging.noise_scale_updates < 1)
+    return bad(key, "logging.noise_scale_updates", "must be >= 1 (updates the moving averages span)");
   if (logging.noise_scale && batch.global_batch <= int64_t(batch.micro_batch) * world)
     return bad(key, "logging.noise_scale",
                "compares a micro-batch's gradient with the whole update's, so it needs 2 or more micro-batches per "
@@ -369,7 +371,10 @@ std::string config_to_json(const TrainConfig& c, int indent) {
   j["logging"] = {{"every_steps", c.logging.every_steps},
                   {"metrics_file", c.logging.metrics_file},
                   {"tensorboard_dir", c.logging.tensorboard_dir}};
-  if (c.logging.noise_scale) j["logging"]["noise_scale"] = true;
+  if (c.logging.noise_scale) {
+    j["logging"]["noise_scale"] = true;
+    j["logging"]["noise_scale_updates"] = c.logging.noise_scale_updates;
+  }
   j["evaluation"] = {{"every_steps", c.evaluation.every_steps}, {"max_sequences", c.evaluation.max_sequences}};
   if (!c.evaluation.names.empty()) j["evaluation"]["names"] = c.evaluation.names;
   j["distributed"] = {{"bucket_mb", c.distributed.bucket_mb},

@@ -175,6 +175,11 @@ Status Run::loop() {
   double w_data = 0, w_compute = 0, w_allreduce = 0, w_opt = 0;
   bool first_window = true;
   int64_t nonfinite_since = -1;  // the first step of a run of steps with a non-finite loss
+  // logging.noise_scale: exponential moving sums of this rank's |G_b|², of |G_B|² and of the
+  // weights, over about noise_scale_updates updates (the paper's averaging; a window of a few
+  // updates alone is too noisy). A resumed run starts them afresh.
+  double noise_avg[3] = {0, 0, 0};
+  const double noise_decay = 1 - 1.0 / double(cfg.logging.noise_scale_updates);
   while (step < stop_at) {
     model->zero_grads();
     bool loss_finite = true;  // this rank's micro-steps of this step
@@ -226,8 +231,8 @@ Status Run::loop() {
       // A skipped update's gradients overflowed: no norm of them counts.
       const double big_sq = report.stats.grad_norm * report.stats.grad_norm;
       if (std::isfinite(small_sq) && std::isfinite(big_sq)) {
-        win.sums[MetricsWindow::kNoiseSmall] += small_sq;
-        win.sums[MetricsWindow::kNoiseBig] += big_sq;
+        for (auto [sum, v] : {std::pair{&noise_avg[0], small_sq}, {&noise_avg[1], big_sq}, {&noise_avg[2], 1.0}})
+          *sum = noise_decay * *sum + v;
         win.sums[MetricsWindow::kNoiseSteps] += 1;
       }
     }
@@ -263,6 +268,11 @@ Status Run::loop() {
 
     if (step % cfg.logging.every_steps == 0 || step == stop_at || flags[0] != 0) {
       const double tl = now_s();
+      // The moving sums join the window's (each rank's, added over the ranks: the mean of the
+      // ranks' |G_b|² over the same weights).
+      win.sums[MetricsWindow::kNoiseSmall] = noise_avg[0];
+      win.sums[MetricsWindow::kNoiseBig] = noise_avg[1];
+      win.sums[MetricsWindow::kNoiseWeight] = noise_avg[2];
       win.all_reduce(comm);
       const double dt = tl - t_window, seqs = win.sums[MetricsWindow::kSequences];
       MetricsRecord rec;
@@ -278,10 +288,10 @@ Status Run::loop() {
       rec.trust = summarize_trust_ratios(trust, model->table());
       rec.trust_grad = summarize_trust_ratios(trust_grad, model->table());
       rec.loss_scale = report.loss_scale;
-      if (const double n = win.sums[MetricsWindow::kNoiseSteps]; n > 0) {
-        rec.noise_steps = int64_t(n) / comm.world();
-        rec.noise = estimate_noise_scale(win.sums[MetricsWindow::kNoiseSmall] / n,
-                                         win.sums[MetricsWindow::kNoiseBig] / n, cfg.batch.micro_batch,
+      if (const double w = win.sums[MetricsWindow::kNoiseWeight]; w > 0) {
+        rec.noise_steps = int64_t(win.sums[MetricsWindow::kNoiseSteps]) / comm.world();
+        rec.noise = estimate_noise_scale(win.sums[MetricsWindow::kNoiseSmall] / w,
+                                         win.sums[MetricsWindow::kNoiseBig] / w, cfg.batch.micro_batch,
                                          double(cfg.batch.global_batch));
       }
       rec.skipped = updater->state().skipped_steps;

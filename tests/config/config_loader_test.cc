@@ -207,7 +207,8 @@ TEST(ConfigLoader, NoiseScaleNeedsTwoMicroBatches) {
   TrainConfig c;
   ASSERT_TRUE(parse_train_config(kGood, "good.yaml", {"logging.noise_scale=true"}, 1, &c).is_ok());
   EXPECT_TRUE(c.logging.noise_scale);
-  EXPECT_NE(config_to_json(c).find("\"noise_scale\":true"), std::string::npos);
+  EXPECT_NE(config_to_json(c).find("\"noise_scale\":true,\"noise_scale_updates\":100"), std::string::npos)
+      << config_to_json(c);
   ASSERT_TRUE(parse_train_config(kGood, "good.yaml", {}, 1, &c).is_ok());
   EXPECT_EQ(config_to_json(c).find("noise_scale"), std::string::npos);
   const Status st = parse_train_config(kGood, "good.yaml", {"logging.noise_scale=true"}, 2, &c);
@@ -284,6 +285,7 @@ TEST(ConfigLoader, BadConfigsNameFileLineAndKey) {
        {"--set data.eval: evaluation.names: 1 name for the 2 entries of data.eval (one each)"}},
       {"", "", {"data.eval=[h1, h2]", "evaluation.names=[wiki, wiki]"},
        {"--set evaluation.names", "evaluation.names: 'wiki' names entries 0 and 1: each set needs its own name"}},
+      {"", "", {"logging.noise_scale_updates=0"}, {"--set logging.noise_scale_updates", "must be >= 1"}},
       {"", "", {"data.eval=[h1]", "evaluation.names=[eval/x]"},
        {"evaluation.names: 'eval/x' (entry 0): a name is 1 to 64 letters, digits"}},
       {"  vocab_size: 64\n  hidden_act: relu\n", "  vocab_size: 64\n", {},

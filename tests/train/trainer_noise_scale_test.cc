@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "lansbert/optim/noise_scale.h"
 #include "lansbert/train/trainer.h"
 #include "train_run_util.h"
 #include "train_test_util.h"
@@ -99,6 +100,40 @@ TEST(NoiseScaleRun, TheEstimateIsMadeOfTheMicroBatchsAndTheUpdatesNorms) {
   EXPECT_NEAR(grad_sq + trace / 32, big, 1e-6 * big);
   EXPECT_NEAR(grad_sq + trace / 8, small, 1e-6 * small);
   EXPECT_GT(small, big);  // a batch of 8 is noisier than one of 32
+}
+
+// The moving averages: a run logging every update with noise_scale_updates 1 gives each
+// update's |G_b|² and |G_B|² (solved from its estimate); the same run logging every third
+// update with noise_scale_updates 2 must report their averages weighted 1/4, 1/2, 1.
+TEST(NoiseScaleRun, TheEstimateAveragesRecentUpdatesWithDecayingWeights) {
+  const std::string data = scratch("avg");
+  ASSERT_FALSE(testing::write_tiny_shards(data).empty());
+  TrainConfig each = noise_config(data, scratch("avg_each"));
+  each.schedule.total_steps = 3;
+  each.logging.every_steps = 1;
+  each.logging.noise_scale_updates = 1;
+  TrainConfig avg = each;
+  avg.checkpoint.dir = scratch("avg_three");
+  avg.logging.every_steps = 3;
+  avg.logging.noise_scale_updates = 2;
+  TrainResult r;
+  ASSERT_TRUE(train(each, &r).is_ok());
+  ASSERT_TRUE(train(avg, &r).is_ok());
+  const std::vector<nlohmann::json> steps = noise_records(each), three = noise_records(avg);
+  ASSERT_EQ(steps.size(), 3u);
+  ASSERT_EQ(three.size(), 1u);
+  double small = 0, big = 0, weights = 0, w = 0.25;
+  for (const nlohmann::json& n : steps) {
+    const double grad_sq = n["grad_sq"], trace = n["trace"];
+    small += w * (grad_sq + trace / 8);
+    big += w * (grad_sq + trace / 32);
+    weights += w;
+    w *= 2;
+  }
+  const NoiseScaleEstimate want = estimate_noise_scale(small / weights, big / weights, 8, 32);
+  EXPECT_NEAR(three[0]["grad_sq"].get<double>(), want.grad_sq, 1e-9 * std::abs(want.grad_sq));
+  EXPECT_NEAR(three[0]["trace"].get<double>(), want.trace, 1e-9 * std::abs(want.trace));
+  EXPECT_EQ(three[0]["steps"], 3);
 }
 
 TEST(NoiseScaleRun, RealDataHasNoiseAndOneMicroBatchIsRefused) {

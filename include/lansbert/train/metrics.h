@@ -19,12 +19,14 @@
 namespace lansbert {
 
 // Sums over the micro-batches of a window, all-reduced (summed) over ranks before use. With
-// logging.noise_scale, each rank adds per applied update its first micro-batch's |G_b|²
-// (kNoiseSmall), the update's |G_B|² (kNoiseBig, the same on every rank) and 1 (kNoiseSteps):
-// over the ranks' sums, kNoiseSmall / kNoiseSteps is |G_b|² averaged over ranks and updates.
+// logging.noise_scale, kNoiseSteps counts the rank's measured updates of the window, and at
+// logging time each rank puts in its moving sums (over about logging.noise_scale_updates
+// updates) of its first micro-batch's |G_b|² (kNoiseSmall), of the update's |G_B|² (kNoiseBig,
+// the same on every rank) and of their weights (kNoiseWeight): over the ranks' sums,
+// kNoiseSmall / kNoiseWeight is |G_b|² averaged over ranks and recent updates.
 struct MetricsWindow {
   enum : int { kLoss, kMlmLoss, kNspLoss, kMicro, kMlmCorrect, kMlmCount, kNspCorrect, kNspCount,
-               kSequences, kTokens, kRows, kNoiseSmall, kNoiseBig, kNoiseSteps, kCount };
+               kSequences, kTokens, kRows, kNoiseSmall, kNoiseBig, kNoiseWeight, kNoiseSteps, kCount };
   double sums[kCount] = {};
   // One micro-batch: its forward pass's losses, its sequences, the tokens they hold (input_mask's
   // nonzeros; the rest of the rows' positions are padding) and the rows the model computed on
@@ -63,8 +65,8 @@ struct MetricsRecord {
   double mfu = 0;
   // Shares of the window's wall time.
   double t_data = 0, t_compute = 0, t_allreduce = 0, t_optimizer = 0, t_other = 0;
-  // logging.noise_scale: the window's estimate (optim/noise_scale.h) over noise_steps updates
-  // (0: none measured, nothing logged).
+  // logging.noise_scale: the estimate (optim/noise_scale.h) from the moving averages as of this
+  // window, which measured noise_steps updates (0: none measured, nothing logged).
   int64_t noise_steps = 0;
   NoiseScaleEstimate noise;
   // The trust ratios of the window's last applied update (LANS: `trust_grad` is its gradient

@@ -105,6 +105,8 @@ struct LoggingSection {
   // micro-batch of every update and the whole update: one more pass over the gradients per
   // update. Needs an accumulation of 2 or more micro-batches.
   bool noise_scale = false;
+  // The horizon of its moving averages, in updates (1: each estimate from its last update alone).
+  int64_t noise_scale_updates = 100;
 };
 
 // Held-out evaluation during training, on data.eval (statically masked shards with the
