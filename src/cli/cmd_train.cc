@@ -71,7 +71,18 @@ Status plan_start(const TrainArgs& a, const TrainConfig& cfg, StartPlan* out) {
     return Status::io_error(said + what + ": " + ec.message() + "; not starting the run over what may be there");
   };
   const fs::file_status root = fs::status(dir, ec);
+  // A file where the directory (or one of its parents) should be is the config's error, as a
+  // start without auto reports it (exit 2), not a file-system one to retry.
+  if (ec == std::errc::not_a_directory || (fs::exists(root) && !fs::is_directory(root))) {
+    LB_RETURN_IF_ERROR(check_checkpoint_root(dir, INT64_MAX));
+    return Status::invalid_argument("checkpoint.dir: " + dir + " is not a directory");
+  }
   if (ec && ec != std::errc::no_such_file_or_directory) return unreadable("checkpoint.dir " + dir + " cannot be read");
+  // A symlink to nothing is not an empty directory either.
+  if (!fs::exists(root) && fs::is_symlink(fs::symlink_status(dir, ec)))
+    return Status::invalid_argument(said + "checkpoint.dir " + dir + " is a symlink to " +
+                                    fs::read_symlink(dir, ec).string() + ", which is not there: not starting the run "
+                                    "elsewhere than its checkpoints may be");
   if (fs::exists(root)) {
     fs::directory_iterator listing(dir, ec);
     if (ec) return unreadable("checkpoint.dir " + dir + " cannot be listed");

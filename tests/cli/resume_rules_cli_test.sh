@@ -145,6 +145,14 @@ mkdir -p "$tmp/auto-final" && ln -s step-000000004 "$tmp/auto-final/final"
 expect_error 2 "--resume auto: $tmp/auto-final holds a 'final' pointer but no 'latest' and no checkpoint" \
   "${y[@]}" --set "checkpoint.dir=$tmp/auto-final" --resume auto
 [[ $(ls "$tmp/auto-final") == final && $(cat "$tmp/auto-file/latest") == "my notes" ]] || { echo "FAIL: a refused --resume auto wrote"; fail=1; }
+# A file where checkpoint.dir (or its parent) should be is the config's error (exit 2), as
+# without auto; a symlink to nothing is no empty directory.
+expect_error 2 "checkpoint.dir: $tmp/good.yaml exists and is not a directory" \
+  "${y[@]}" --set "checkpoint.dir=$tmp/good.yaml" --resume auto
+expect_error 2 "checkpoint.dir" "${y[@]}" --set "checkpoint.dir=$tmp/good.yaml/ck" --resume auto
+ln -s "$tmp/nowhere-dir" "$tmp/auto-link"
+expect_error 2 "--resume auto: checkpoint.dir $tmp/auto-link is a symlink to $tmp/nowhere-dir, which is not there" \
+  "${y[@]}" --set "checkpoint.dir=$tmp/auto-link" --resume auto
 mkdir -p "$tmp/auto-unpointed" && cp -a "$ckpt" "$tmp/auto-unpointed/"
 expect_error 2 "--resume auto: $tmp/auto-unpointed holds $(basename "$ckpt") but no 'latest' pointer (a run stopped between writing a checkpoint and pointing to it?): resume from it with --resume $tmp/auto-unpointed/$(basename "$ckpt") (without --init-from)" \
   "${y[@]}" --set "checkpoint.dir=$tmp/auto-unpointed" --resume auto

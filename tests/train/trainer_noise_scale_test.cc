@@ -103,8 +103,9 @@ TEST(NoiseScaleRun, TheEstimateIsMadeOfTheMicroBatchsAndTheUpdatesNorms) {
 }
 
 // The moving averages: a run logging every update with noise_scale_updates 1 gives each
-// update's |G_b|² and |G_B|² (solved from its estimate); the same run logging every third
-// update with noise_scale_updates 2 must report their averages weighted 1/4, 1/2, 1.
+// update's |G_b|² and |G_B|² (solved from its estimate); the same run with
+// noise_scale_updates 2 must report at step 3 their averages weighted 1/4, 1/2, 1, whether it
+// logs every third update (one window) or every update (the averages carry over windows).
 TEST(NoiseScaleRun, TheEstimateAveragesRecentUpdatesWithDecayingWeights) {
   const std::string data = scratch("avg");
   ASSERT_FALSE(testing::write_tiny_shards(data).empty());
@@ -116,12 +117,18 @@ TEST(NoiseScaleRun, TheEstimateAveragesRecentUpdatesWithDecayingWeights) {
   avg.checkpoint.dir = scratch("avg_three");
   avg.logging.every_steps = 3;
   avg.logging.noise_scale_updates = 2;
+  TrainConfig carried = avg;
+  carried.checkpoint.dir = scratch("avg_carried");
+  carried.logging.every_steps = 1;
   TrainResult r;
   ASSERT_TRUE(train(each, &r).is_ok());
   ASSERT_TRUE(train(avg, &r).is_ok());
-  const std::vector<nlohmann::json> steps = noise_records(each), three = noise_records(avg);
+  ASSERT_TRUE(train(carried, &r).is_ok());
+  const std::vector<nlohmann::json> steps = noise_records(each), three = noise_records(avg),
+                                    windows = noise_records(carried);
   ASSERT_EQ(steps.size(), 3u);
   ASSERT_EQ(three.size(), 1u);
+  ASSERT_EQ(windows.size(), 3u);
   double small = 0, big = 0, weights = 0, w = 0.25;
   for (const nlohmann::json& n : steps) {
     const double grad_sq = n["grad_sq"], trace = n["trace"];
@@ -131,9 +138,12 @@ TEST(NoiseScaleRun, TheEstimateAveragesRecentUpdatesWithDecayingWeights) {
     w *= 2;
   }
   const NoiseScaleEstimate want = estimate_noise_scale(small / weights, big / weights, 8, 32);
-  EXPECT_NEAR(three[0]["grad_sq"].get<double>(), want.grad_sq, 1e-9 * std::abs(want.grad_sq));
-  EXPECT_NEAR(three[0]["trace"].get<double>(), want.trace, 1e-9 * std::abs(want.trace));
+  for (const nlohmann::json& got : {three[0], windows[2]}) {
+    EXPECT_NEAR(got["grad_sq"].get<double>(), want.grad_sq, 1e-9 * std::abs(want.grad_sq)) << got;
+    EXPECT_NEAR(got["trace"].get<double>(), want.trace, 1e-9 * std::abs(want.trace)) << got;
+  }
   EXPECT_EQ(three[0]["steps"], 3);
+  EXPECT_EQ(windows[2]["steps"], 1);
 }
 
 TEST(NoiseScaleRun, RealDataHasNoiseAndOneMicroBatchIsRefused) {

@@ -10,7 +10,8 @@
 // lansbert measures |G_b|² on the first micro-batch of each update (b = batch.micro_batch, the
 // mean over ranks) and |G_B|² on the whole update (B = batch.global_batch): the global
 // gradient norm the optimizer computes anyway. Each estimate is noisy; the two are averaged
-// over a logging window before their ratio is taken, as the paper advises.
+// over recent updates (moving averages, logging.noise_scale_updates) before their ratio is
+// taken, as the paper advises.
 #pragma once
 
 #include <cstddef>

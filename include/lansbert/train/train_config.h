@@ -101,9 +101,9 @@ struct LoggingSection {
   // <checkpoint.dir>/tensorboard (so that a run given another checkpoint.dir keeps its curves
   // apart), else the folder.
   std::string tensorboard_dir;
-  // Estimate the gradient noise scale (optim/noise_scale.h) of each window from the first
-  // micro-batch of every update and the whole update: one more pass over the gradients per
-  // update. Needs an accumulation of 2 or more micro-batches.
+  // Estimate the gradient noise scale (optim/noise_scale.h) at each window from the first
+  // micro-batch of every update and the whole update, averaged over recent updates: one more
+  // pass over the gradients per update. Needs an accumulation of 2 or more micro-batches.
   bool noise_scale = false;
   // The horizon of its moving averages, in updates (1: each estimate from its last update alone).
   int64_t noise_scale_updates = 100;
