@@ -55,13 +55,17 @@ Status point(const std::string& root, const std::string& name, const std::string
 }
 
 // The names of root's step-* checkpoint directories (not the latest/final links), oldest
-// first (step_name pads the number, so names sort as steps do).
+// first (step_name pads the number, so names sort as steps do). The error_code forms
+// throughout: a file system's error mid-listing (a network file system's) ends the list there
+// instead of escaping as an exception, and an entry that cannot be examined is left out.
 std::vector<std::string> step_dirs(const std::string& root) {
   std::vector<std::string> steps;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root, ec)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind("step-", 0) == 0 && e.is_directory() && !e.is_symlink()) steps.push_back(n);
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    std::error_code dir_ec, link_ec;
+    if (n.rfind("step-", 0) == 0 && it->is_directory(dir_ec) && !it->is_symlink(link_ec) && !dir_ec && !link_ec)
+      steps.push_back(n);
   }
   std::sort(steps.begin(), steps.end());
   return steps;
